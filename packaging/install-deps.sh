@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what Magnetar needs to build and test on Debian 12, from Debian's
+# packages only. Idempotent: a second run installs nothing and prints nothing.
+#
+#   packaging/install-deps.sh          build + test dependencies
+set -euo pipefail
+
+# Build toolchain and libraries. Each entry is added by the change that first
+# uses it.
+packages=(
+  build-essential cmake pkg-config ccache
+  libuv1-dev            # runtime/: one event loop per reactor thread
+  libspdlog-dev libfmt-dev  # common/: logging
+  libcli11-dev          # cli/: flags and config files
+  libhttp-parser-dev    # admin/: HTTP/1.1 request parsing
+  nlohmann-json3-dev    # admin/: JSON bodies
+  libgtest-dev libgmock-dev  # tests/unit
+  libbenchmark-dev      # bench/
+  curl procps python3   # tests/integration: real HTTP client, process inspection
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

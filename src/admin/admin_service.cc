@@ -1,0 +1,25 @@
+#include "admin/admin_service.h"
+
+#include "admin/handlers.h"
+
+namespace magnetar::admin {
+
+AdminService::AdminService(runtime::Runtime& runtime, std::string host, uint16_t port,
+                           common::MetricsRegistry& registry)
+    : runtime_(runtime), host_(std::move(host)), port_(port) {
+  register_health_routes(router_);
+  register_metrics_routes(router_, registry);
+}
+
+common::Status AdminService::start() {
+  auto server = HttpServer::listen(runtime_, host_, port_, router_);
+  if (!server) return server.status();
+  server_ = std::move(server).value();
+  return common::Status::ok();
+}
+
+void AdminService::stop() {
+  if (server_) server_->shutdown();
+}
+
+}  // namespace magnetar::admin

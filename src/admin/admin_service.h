@@ -1,0 +1,36 @@
+// AdminService: the HTTP port as a server component. Serves the REST admin
+// API, /metrics and (later) the web console from one Router.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "admin/http_server.h"
+#include "admin/router.h"
+#include "common/metrics.h"
+#include "runtime/component.h"
+
+namespace magnetar::admin {
+
+class AdminService final : public runtime::Component {
+ public:
+  AdminService(runtime::Runtime& runtime, std::string host, uint16_t port,
+               common::MetricsRegistry& registry);
+  std::string_view name() const override { return "admin-http"; }
+  common::Status start() override;
+  void stop() override;
+
+  // Routes may be added until start().
+  Router& router() { return router_; }
+  // The bound port; valid after start().
+  uint16_t port() const { return server_ ? server_->port() : 0; }
+
+ private:
+  runtime::Runtime& runtime_;
+  const std::string host_;
+  const uint16_t port_;
+  Router router_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+}  // namespace magnetar::admin

@@ -1,0 +1,41 @@
+// HttpServer: HTTP/1.1 on the runtime's reactors, parsed by http-parser.
+//
+// Keep-alive and pipelining: requests on one connection are answered in
+// order, one at a time; the next is parsed once the previous is answered.
+// Malformed requests get 400 (or 413/414/431 for oversize parts) and the
+// connection is closed; the server keeps serving everyone else.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "admin/router.h"
+#include "common/result.h"
+#include "runtime/runtime.h"
+#include "runtime/tcp_listener.h"
+
+namespace magnetar::admin {
+
+struct HttpLimits {
+  size_t max_url_bytes = 8 << 10;
+  size_t max_header_bytes = 64 << 10;
+  size_t max_body_bytes = 16 << 20;
+};
+
+class HttpServer {
+ public:
+  // `router` must outlive the server.
+  static common::Result<std::unique_ptr<HttpServer>> listen(runtime::Runtime& runtime,
+                                                            const std::string& host, uint16_t port,
+                                                            const Router& router,
+                                                            HttpLimits limits = {});
+  uint16_t port() const { return listener_->port(); }
+  // Off-reactor: stops accepting and drains connections. Idempotent.
+  void shutdown() { listener_->shutdown(); }
+  runtime::TcpListener& listener() { return *listener_; }
+
+ private:
+  std::unique_ptr<runtime::TcpListener> listener_;
+};
+
+}  // namespace magnetar::admin

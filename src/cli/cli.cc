@@ -1,0 +1,47 @@
+#include "cli/cli.h"
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "server/server.h"
+
+namespace magnetar::cli {
+
+int run(int argc, char** argv) {
+  CLI::App app("Magnetar: Pulsar, Kafka and AMQP 0-9-1 over one log, in one binary.", "magnetar");
+  app.set_version_flag("--version", std::string(server::version()));
+  app.require_subcommand(1);
+  app.footer(
+      "Examples:\n"
+      "  magnetar standalone                      # everything on one machine, data in ./data\n"
+      "  magnetar standalone --http-port 0        # pick free ports, see ./data/ports.json\n"
+      "  magnetar version\n"
+      "\n"
+      "Run 'magnetar <command> --help' for a command's flags.");
+
+  server::Config config;
+  Command command;
+  add_standalone_command(app, config, command);
+  add_version_command(app, command);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    if (argc <= 1) {
+      fmt::print(stderr, "{}", app.help());
+    } else {
+      fmt::print(stderr, "magnetar: {} (see 'magnetar --help')\n", what);
+    }
+    return 2;
+  }
+  return command ? command() : 2;
+}
+
+}  // namespace magnetar::cli

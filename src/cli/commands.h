@@ -1,0 +1,22 @@
+// One function per command; each registers its subcommand and flags on the
+// app and returns what runs it once parsing succeeded.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+#include "server/config.h"
+
+namespace magnetar::cli {
+
+using Command = std::function<int()>;
+
+// Adds the node settings (data dir, ports, addresses, ...) to `cmd` as flags
+// that also read from --config.
+void add_server_flags(CLI::App& cmd, server::Config& config);
+
+CLI::App* add_standalone_command(CLI::App& app, server::Config& config, Command& run);
+CLI::App* add_version_command(CLI::App& app, Command& run);
+
+}  // namespace magnetar::cli

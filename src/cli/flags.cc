@@ -1,0 +1,26 @@
+#include "cli/commands.h"
+
+namespace magnetar::cli {
+
+void add_server_flags(CLI::App& cmd, server::Config& c) {
+  cmd.set_config("--config", "", "Read settings from a TOML file (keys are the flag names, e.g. data-dir = \"/var/lib/magnetar\")");
+  cmd.add_option("--data-dir", c.data_dir, "Where data, metadata and ports.json live")->capture_default_str();
+  cmd.add_option("--bind", c.bind, "Address every listener binds to (0.0.0.0 for all interfaces)")->capture_default_str();
+  cmd.add_option("--advertised-address", c.advertised_address,
+                 "Host name or address handed to clients in lookups and metadata (default: the bind address, or the host name when binding to all interfaces)");
+  cmd.add_option("--http-port", c.http_port, "REST admin API, /metrics and web console (0 picks a free port)")
+      ->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd.add_option("--pulsar-port", c.pulsar_port, "Pulsar binary protocol (0 picks a free port)")
+      ->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd.add_option("--kafka-port", c.kafka_port, "Kafka protocol (0 picks a free port)")
+      ->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd.add_option("--amqp-port", c.amqp_port, "AMQP 0-9-1 (0 picks a free port)")
+      ->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd.add_option("--cluster-name", c.cluster_name, "Name of the cluster this node belongs to")->capture_default_str();
+  cmd.add_option("--reactors", c.reactors, "Event-loop threads (0: one per core)")->capture_default_str();
+  cmd.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical or off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+}
+
+}  // namespace magnetar::cli

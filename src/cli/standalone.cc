@@ -1,0 +1,67 @@
+// `magnetar standalone`: one node with every role, on embedded defaults.
+#include <csignal>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "common/logging.h"
+#include "server/server.h"
+
+namespace magnetar::cli {
+namespace {
+
+int run_standalone(const server::Config& config) {
+  auto started_at = std::chrono::steady_clock::now();
+  common::Status st = common::init_logging(config.log_level);
+  if (!st.is_ok()) {
+    fmt::print(stderr, "magnetar: {}\n", st.message());
+    return 2;
+  }
+  // Threads inherit this mask: only the main thread's sigwait sees SIGINT and
+  // SIGTERM, so shutdown always runs here, never inside a reactor.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  server::Server node(config);
+  st = node.start();
+  if (!st.is_ok()) {
+    MLOG_ERROR("cannot start: {}", st.to_string());
+    return 1;
+  }
+  auto ready_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_at).count();
+  for (const auto& line : node.banner()) fmt::print("{}\n", line);
+  fmt::print("Ready in {:.1f} ms. Press Ctrl-C to stop.\n", ready_ms);
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  MLOG_INFO("received {}, shutting down (send it again to exit at once)", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  // A second signal now takes its default action and ends the process.
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  node.stop();
+  MLOG_INFO("stopped cleanly");
+  return 0;
+}
+
+}  // namespace
+
+CLI::App* add_standalone_command(CLI::App& app, server::Config& config, Command& run) {
+  auto* cmd = app.add_subcommand("standalone", "Run a single node with every role (broker, storage, metadata, admin)");
+  add_server_flags(*cmd, config);
+  cmd->footer(
+      "Examples:\n"
+      "  magnetar standalone\n"
+      "  magnetar standalone --data-dir /tmp/m1 --http-port 0   # free port, see <data-dir>/ports.json\n"
+      "  magnetar standalone --config magnetar.toml\n");
+  cmd->callback([&run, &config]() { run = [&config]() { return run_standalone(config); }; });
+  return cmd;
+}
+
+}  // namespace magnetar::cli

@@ -1,0 +1,120 @@
+// Reactor: one thread running one libuv loop.
+//
+// Everything a reactor owns (connections, timers, topic state) is touched only
+// on its thread. Other threads reach it through post(), its only cross-thread
+// entry point: tasks go into a bounded lock-free mailbox and an uv_async_t
+// wakes the loop. Tasks from one sender run in the order they were posted.
+// A reactor never blocks: blocking work goes to a WorkerThread.
+#pragma once
+
+#include <uv.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/mailbox.h"
+#include "runtime/task.h"
+
+namespace magnetar::runtime {
+
+class Reactor {
+ public:
+  static constexpr size_t kDefaultMailboxCapacity = 1 << 16;
+  // Mailbox tasks run per wake-up before the loop polls I/O again.
+  static constexpr size_t kMaxTasksPerWakeup = 1024;
+
+  Reactor(size_t index, std::string name, size_t mailbox_capacity = kDefaultMailboxCapacity);
+  ~Reactor();  // stops and joins if still running
+  Reactor(const Reactor&) = delete;
+  Reactor& operator=(const Reactor&) = delete;
+
+  // Starts the thread; returns once its loop is ready to take posts.
+  void start();
+  // Any thread but this reactor's own: asks the loop to close every handle
+  // still open, waits for the thread to exit. Idempotent.
+  void stop();
+
+  // Any thread. Queues `task` to run on this reactor. Returns
+  // ResourceExhausted when the mailbox is full (task not queued) and
+  // Unavailable once the reactor is stopping.
+  common::Status post(Task task);
+  // Off-reactor threads only (journal, metadata, main): like post(), but waits
+  // for space instead of failing when the mailbox is full. Returns false only
+  // when the reactor is stopping.
+  bool post_or_wait(Task task);
+
+  // Runs `fn` on this reactor and returns its result. REQUIRES: the reactor
+  // is running, and the caller is not another reactor (it blocks).
+  template <typename F>
+  auto run_sync(F&& fn) -> std::invoke_result_t<F&> {
+    using R = std::invoke_result_t<F&>;
+    if (is_on_thread()) return fn();
+    std::promise<R> done;
+    auto fut = done.get_future();
+    bool posted = post_or_wait([&]() {
+      if constexpr (std::is_void_v<R>) {
+        fn();
+        done.set_value();
+      } else {
+        done.set_value(fn());
+      }
+    });
+    if (!posted) die_stopped();  // a caller bug: nobody would ever answer
+    return fut.get();
+  }
+
+  // Runs `task` on this thread before the loop next waits for I/O. Used to
+  // batch work (e.g. one writev per connection per loop iteration).
+  // REQUIRES: on this reactor's thread.
+  void defer(Task task);
+
+  bool is_on_thread() const { return current() == this; }
+  void assert_on_thread() const;
+  static Reactor* current();
+
+  uv_loop_t* loop() { return &loop_; }
+  size_t index() const { return index_; }
+  const std::string& name() const { return name_; }
+  size_t mailbox_depth() const { return mailbox_.size_approx(); }
+  // Loop lag: how long a task posted now waits before it runs. Measured by a
+  // probe task that probe_lag() posts, so an idle reactor never wakes up for
+  // it. While a probe is outstanding the lag is at least its age, so a
+  // blocked reactor shows up as a growing lag. Any thread.
+  std::chrono::nanoseconds loop_lag() const;
+  // Any thread: posts a probe unless one is already outstanding.
+  void probe_lag();
+
+ private:
+  [[noreturn]] void die_stopped() const;
+  enum class PushResult { kPushed, kFull, kStopping };
+  PushResult push(Task& task);
+  void run();
+  void drain_mailbox();
+  void run_deferred();
+  static void on_async(uv_async_t* h);
+  static void on_prepare(uv_prepare_t* h);
+
+  const size_t index_;
+  const std::string name_;
+  uv_loop_t loop_{};
+  uv_async_t wakeup_{};
+  uv_prepare_t prepare_{};
+  Mailbox mailbox_;
+  std::vector<Task> deferred_;
+  std::vector<Task> deferred_running_;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> posters_{0};
+  std::atomic<bool> running_{false};
+  std::atomic<int64_t> last_lag_ns_{0};
+  std::atomic<int64_t> probe_posted_ns_{0};  // steady clock; 0 when no probe is outstanding
+};
+
+}  // namespace magnetar::runtime

@@ -1,0 +1,28 @@
+// Config: every setting of a Magnetar node. Each field is a command-line flag
+// and may come from a TOML config file (--config); see cli/flags.cc.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace magnetar::server {
+
+struct Config {
+  std::string data_dir = "./data";
+  std::string bind = "127.0.0.1";
+  // Host handed to clients in lookups and metadata. Empty: the bind address,
+  // or this machine's host name when binding to a wildcard address.
+  std::string advertised_address;
+  uint16_t pulsar_port = 6650;
+  uint16_t http_port = 8080;
+  uint16_t kafka_port = 9092;
+  uint16_t amqp_port = 5672;
+  std::string cluster_name = "standalone";
+  uint32_t reactors = 0;  // 0: one per core
+  std::string log_level = "info";
+
+  // The address clients should use to reach this node.
+  std::string effective_advertised_address() const;
+};
+
+}  // namespace magnetar::server

@@ -1,0 +1,126 @@
+#include "server/server.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "admin/admin_service.h"
+#include "common/logging.h"
+#include "common/metrics.h"
+#include "server/process_metrics.h"
+
+#ifndef MAGNETAR_VERSION
+#define MAGNETAR_VERSION "0.0.0-dev"
+#endif
+
+namespace magnetar::server {
+
+using common::Status;
+
+const char* version() { return MAGNETAR_VERSION; }
+
+Server::Server(Config config) : config_(std::move(config)) {}
+
+Server::~Server() { stop(); }
+
+Status Server::prepare_data_dir() {
+  std::error_code ec;
+  std::filesystem::create_directories(config_.data_dir, ec);
+  if (ec) {
+    return Status::io_error(fmt::format("cannot create data directory '{}': {}", config_.data_dir, ec.message()));
+  }
+  std::string lock_path = config_.data_dir + "/LOCK";
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) return Status::from_errno(errno, "cannot open " + lock_path);
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    return Status::failed_precondition(fmt::format(
+        "data directory '{}' is in use by another magnetar process (choose another --data-dir)",
+        config_.data_dir));
+  }
+  return Status::ok();
+}
+
+Status Server::write_ports_file() const {
+  nlohmann::json ports = {{"http", ports_.http}};
+  std::string path = config_.data_dir + "/ports.json";
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << ports.dump() << "\n";
+    if (!out) return Status::io_error("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::from_errno(errno, "rename " + tmp);
+  return Status::ok();
+}
+
+Status Server::start() {
+  MAGNETAR_RETURN_IF_ERROR(prepare_data_dir());
+  runtime_ = std::make_unique<runtime::Runtime>(config_.reactors);
+  runtime_->start();
+
+  auto& registry = common::MetricsRegistry::global();
+  collector_ids_ = register_process_metrics(registry, *runtime_, version());
+
+  auto admin = std::make_unique<admin::AdminService>(*runtime_, config_.bind, config_.http_port, registry);
+  admin_ = admin.get();
+  components_.push_back(std::move(admin));
+
+  for (auto& c : components_) {
+    Status st = c->start();
+    if (!st.is_ok()) {
+      MLOG_ERROR("{} failed to start: {}", c->name(), st.to_string());
+      stop();
+      return st;
+    }
+    ++started_;
+  }
+  ports_.http = admin_->port();
+  Status st = write_ports_file();
+  if (!st.is_ok()) {
+    stop();
+    return st;
+  }
+  return Status::ok();
+}
+
+void Server::stop() {
+  while (started_ > 0) {
+    auto& c = components_[--started_];
+    MLOG_DEBUG("stopping {}", c->name());
+    c->stop();
+  }
+  components_.clear();
+  admin_ = nullptr;
+  for (uint64_t id : collector_ids_) common::MetricsRegistry::global().remove_collector(id);
+  collector_ids_.clear();
+  if (runtime_) {
+    runtime_->stop();
+    runtime_.reset();
+  }
+  if (lock_fd_ >= 0) {
+    ::close(lock_fd_);  // releases the flock
+    lock_fd_ = -1;
+  }
+}
+
+std::vector<std::string> Server::banner() const {
+  std::string host = config_.effective_advertised_address();
+  std::vector<std::string> lines;
+  lines.push_back(fmt::format("Magnetar {} (cluster '{}', {} reactors, data in {})", version(),
+                              config_.cluster_name, runtime_ ? runtime_->size() : 0, config_.data_dir));
+  lines.push_back(fmt::format("  admin REST   http://{}:{}/admin/v2", host, ports_.http));
+  lines.push_back(fmt::format("  metrics      http://{}:{}/metrics", host, ports_.http));
+  lines.push_back(fmt::format("  health       http://{}:{}/admin/v2/brokers/health", host, ports_.http));
+  return lines;
+}
+
+}  // namespace magnetar::server

@@ -1,0 +1,64 @@
+// Server: assembles a Magnetar node from one Config and owns its start/stop.
+//
+// Start-up order: data directory (locked against a second process), runtime,
+// then components in dependency order; the bound ports are written to
+// <data-dir>/ports.json. stop() runs components' stop in reverse, then the
+// runtime. Start-up does only what serving needs; everything else is lazy.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/component.h"
+#include "runtime/runtime.h"
+#include "server/config.h"
+
+namespace magnetar::admin {
+class AdminService;
+}
+
+namespace magnetar::server {
+
+struct BoundPorts {
+  uint16_t http = 0;
+};
+
+class Server {
+ public:
+  explicit Server(Config config);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Main thread. On failure everything started so far is stopped again.
+  common::Status start();
+  // Main thread. Idempotent.
+  void stop();
+
+  const Config& config() const { return config_; }
+  const BoundPorts& ports() const { return ports_; }
+  runtime::Runtime& runtime() { return *runtime_; }
+  // The lines of the start-up banner: what is served where.
+  std::vector<std::string> banner() const;
+
+ private:
+  common::Status prepare_data_dir();
+  common::Status write_ports_file() const;
+
+  Config config_;
+  std::unique_ptr<runtime::Runtime> runtime_;
+  std::vector<std::unique_ptr<runtime::Component>> components_;  // in start order
+  size_t started_ = 0;
+  admin::AdminService* admin_ = nullptr;
+  std::vector<uint64_t> collector_ids_;
+  BoundPorts ports_;
+  int lock_fd_ = -1;
+};
+
+// The version string of this build, e.g. "0.1.0".
+const char* version();
+
+}  // namespace magnetar::server

@@ -1,0 +1,130 @@
+"""Starts the real magnetar binary for integration tests.
+
+Every node gets its own temporary data directory and port 0 for every
+listener, so tests run in parallel. Every wait is bounded.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+BIN = os.environ.get("MAGNETAR_BIN", "build/magnetar")
+START_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 20.0
+
+
+class Node:
+    """One `magnetar standalone` process."""
+
+    def __init__(self, *extra_args, data_dir=None, keep_data=False):
+        self.owns_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="magnetar-test-")
+        self.keep_data = keep_data
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.ports = {}
+        self.log_path = os.path.join(self.data_dir, "node.log")
+
+    def start(self):
+        ports_file = os.path.join(self.data_dir, "ports.json")
+        if os.path.exists(ports_file):
+            os.unlink(ports_file)
+        args = [BIN, "standalone", "--data-dir", self.data_dir, "--http-port", "0",
+                "--pulsar-port", "0", "--kafka-port", "0", "--amqp-port", "0"] + self.extra_args
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"magnetar exited with {self.proc.returncode}: {self.read_log()}")
+            try:
+                with open(ports_file) as f:
+                    self.ports = json.load(f)
+                return self
+            except (FileNotFoundError, json.JSONDecodeError):
+                time.sleep(0.01)
+        raise TimeoutError(f"magnetar did not write ports.json in {START_TIMEOUT_S}s: {self.read_log()}")
+
+    def read_log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    @property
+    def http_url(self):
+        return f"http://127.0.0.1:{self.ports['http']}"
+
+    def http(self, method, path, body=None, headers=None, timeout=10):
+        """Returns (status, body bytes, headers). Never raises on HTTP errors."""
+        data = body
+        if isinstance(body, (dict, list)):
+            data = json.dumps(body).encode()
+            headers = {"Content-Type": "application/json", **(headers or {})}
+        elif isinstance(body, str):
+            data = body.encode()
+        req = urllib.request.Request(self.http_url + path, data=data, method=method,
+                                     headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return resp.status, resp.read(), dict(resp.headers)
+        except urllib.error.HTTPError as e:
+            return e.code, e.read(), dict(e.headers)
+
+    def get(self, path, **kw):
+        return self.http("GET", path, **kw)
+
+    def stop(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT_S):
+        """Sends `sig` and returns the exit code (raises if it did not exit in time)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+            raise TimeoutError(f"magnetar did not exit within {timeout}s of {sig!r}")
+
+    def close(self):
+        try:
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        finally:
+            if getattr(self, "log", None):
+                self.log.close()
+            if self.owns_dir and not self.keep_data:
+                shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def raw_exchange(port, payload, timeout=5.0, read=True):
+    """Sends raw bytes to 127.0.0.1:port and returns what comes back until EOF
+    or timeout."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(payload)
+        if not read:
+            return b""
+        chunks = []
+        try:
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                chunks.append(b)
+        except socket.timeout:
+            pass
+        return b"".join(chunks)
