@@ -161,6 +161,9 @@ void Connection::after_write(WriteReq* req, int status) {
     writable_ = true;
     update_reading();
     handler_->on_writable_changed(*this, true);
+    // Input that arrived before the pause and was left undecoded gets
+    // another chance now, without waiting for more bytes from the peer.
+    if (state_ == State::kOpen && writable_ && !input_.empty()) handler_->on_data(*this, input_);
   }
 }
 

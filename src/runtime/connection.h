@@ -37,7 +37,9 @@ class ConnectionHandler {
   // Bytes arrived; `input` holds everything received and not yet consumed.
   // Consume what can be decoded and leave the rest for the next call.
   virtual void on_data(Connection& conn, common::SliceChain& input) = 0;
-  // The queued output crossed a watermark.
+  // The queued output crossed a watermark. A handler that answers requests
+  // should stop decoding while !conn.writable(); on_data is called again with
+  // the remaining input once the connection is writable.
   virtual void on_writable_changed(Connection& conn, bool writable) {}
   // The connection is closed; `reason` is ok for a clean close. The handler is
   // destroyed right after this returns.
