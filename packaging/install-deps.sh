@@ -16,6 +16,9 @@ packages=(
   nlohmann-json3-dev    # admin/: JSON bodies
   libgtest-dev libgmock-dev  # tests/unit
   libbenchmark-dev      # bench/
+  libleveldb-dev        # metadata/: the local metadata store (storage/ uses it too)
+  libflatbuffers-dev flatbuffers-compiler  # metadata/: versioned records (.fbs -> flatc)
+  prometheus            # tests/integration: promtool checks /metrics
   curl procps python3   # tests/integration: real HTTP client, process inspection
 )
 
