@@ -1,0 +1,155 @@
+#include "broker/policies.h"
+
+#include <cmath>
+
+#include "broker/naming.h"
+
+namespace magnetar::broker {
+
+using common::Result;
+using common::Status;
+
+std::string_view backlog_action_name(BacklogQuotaAction a) {
+  switch (a) {
+    case BacklogQuotaAction::kProducerRequestHold: return "producer_request_hold";
+    case BacklogQuotaAction::kProducerException: return "producer_exception";
+    case BacklogQuotaAction::kConsumerBacklogEviction: return "consumer_backlog_eviction";
+  }
+  return "producer_request_hold";
+}
+
+Result<BacklogQuotaAction> parse_backlog_action(std::string_view s) {
+  if (s == "producer_request_hold") return BacklogQuotaAction::kProducerRequestHold;
+  if (s == "producer_exception") return BacklogQuotaAction::kProducerException;
+  if (s == "consumer_backlog_eviction") return BacklogQuotaAction::kConsumerBacklogEviction;
+  return Status::invalid_argument("invalid backlog quota policy '" + std::string(s) +
+                                  "': expected producer_request_hold, producer_exception or "
+                                  "consumer_backlog_eviction");
+}
+
+std::string_view fsync_mode_name(FsyncMode m) {
+  switch (m) {
+    case FsyncMode::kEveryCommit: return "every-commit";
+    case FsyncMode::kInterval: return "interval";
+    case FsyncMode::kNever: return "never";
+  }
+  return "every-commit";
+}
+
+Result<FsyncMode> parse_fsync_mode(std::string_view s) {
+  if (s == "every-commit") return FsyncMode::kEveryCommit;
+  if (s == "interval") return FsyncMode::kInterval;
+  if (s == "never") return FsyncMode::kNever;
+  return Status::invalid_argument("invalid fsync mode '" + std::string(s) +
+                                  "': expected every-commit, interval or never");
+}
+
+bool is_auth_action(std::string_view s) {
+  for (auto a : kAuthActions) {
+    if (a == s) return true;
+  }
+  return false;
+}
+
+namespace {
+
+Status at_least(int64_t v, int64_t min, std::string_view what) {
+  if (v < min) {
+    return Status::invalid_argument(std::string(what) + " must be at least " + std::to_string(min) + ", not " +
+                                    std::to_string(v));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status validate(const RetentionPolicy& p) {
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.time_minutes, -1, "retentionTimeInMinutes"));
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.size_mb, -1, "retentionSizeInMB"));
+  // Pulsar's rule: keeping by size but not by time (or the reverse) with the
+  // other at 0 would keep nothing and is almost certainly a mistake.
+  if ((p.time_minutes == 0) != (p.size_mb == 0)) {
+    return Status::invalid_argument(
+        "retentionTimeInMinutes and retentionSizeInMB must both be 0 (no retention) or both be non-zero");
+  }
+  return Status::ok();
+}
+
+Status validate(const BacklogQuota& p) {
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.limit_size, -1, "limitSize"));
+  return at_least(p.limit_time, -1, "limitTime");
+}
+
+Status validate(const PersistencePolicy& p) {
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.ensemble, 1, "bookkeeperEnsemble"));
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.write_quorum, 1, "bookkeeperWriteQuorum"));
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.ack_quorum, 1, "bookkeeperAckQuorum"));
+  if (!(p.ensemble >= p.write_quorum && p.write_quorum >= p.ack_quorum)) {
+    return Status::invalid_argument(
+        "persistence needs bookkeeperEnsemble >= bookkeeperWriteQuorum >= bookkeeperAckQuorum");
+  }
+  if (!std::isfinite(p.max_mark_delete_rate) || p.max_mark_delete_rate < 0) {
+    return Status::invalid_argument("managedLedgerMaxMarkDeleteRate must be a number >= 0");
+  }
+  if (p.fsync_mode == FsyncMode::kInterval && p.fsync_interval_ms < 1) {
+    return Status::invalid_argument("fsyncMode 'interval' needs fsyncIntervalMs >= 1");
+  }
+  return at_least(p.fsync_interval_ms, 0, "fsyncIntervalMs");
+}
+
+Status validate(const PublishRate& p) {
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.msgs_per_second, -1, "publishThrottlingRateInMsg"));
+  return at_least(p.bytes_per_second, -1, "publishThrottlingRateInByte");
+}
+
+Status validate(const DispatchRate& p) {
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.msgs_per_period, -1, "dispatchThrottlingRateInMsg"));
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.bytes_per_period, -1, "dispatchThrottlingRateInByte"));
+  return at_least(p.period_seconds, 1, "ratePeriodInSecond");
+}
+
+Status validate(const AutoTopicCreation& p) {
+  if (p.partitioned && p.allow && p.default_partitions < 1) {
+    return Status::invalid_argument("topicType 'partitioned' needs defaultNumPartitions >= 1");
+  }
+  if (!p.partitioned && p.default_partitions != 0) {
+    return Status::invalid_argument("defaultNumPartitions applies only to topicType 'partitioned'");
+  }
+  return at_least(p.default_partitions, 0, "defaultNumPartitions");
+}
+
+Status validate(const NamespacePolicies& p) {
+  if (p.retention) MAGNETAR_RETURN_IF_ERROR(validate(*p.retention));
+  if (p.message_ttl_seconds) MAGNETAR_RETURN_IF_ERROR(at_least(*p.message_ttl_seconds, 0, "messageTTL"));
+  if (p.backlog_quota_size) MAGNETAR_RETURN_IF_ERROR(validate(*p.backlog_quota_size));
+  if (p.backlog_quota_age) MAGNETAR_RETURN_IF_ERROR(validate(*p.backlog_quota_age));
+  if (p.persistence) MAGNETAR_RETURN_IF_ERROR(validate(*p.persistence));
+  if (p.publish_rate) MAGNETAR_RETURN_IF_ERROR(validate(*p.publish_rate));
+  if (p.dispatch_rate) MAGNETAR_RETURN_IF_ERROR(validate(*p.dispatch_rate));
+  if (p.subscription_dispatch_rate) MAGNETAR_RETURN_IF_ERROR(validate(*p.subscription_dispatch_rate));
+  if (p.auto_topic_creation) MAGNETAR_RETURN_IF_ERROR(validate(*p.auto_topic_creation));
+  const std::pair<const std::optional<int32_t>*, std::string_view> limits[] = {
+      {&p.max_producers_per_topic, "maxProducersPerTopic"},
+      {&p.max_consumers_per_topic, "maxConsumersPerTopic"},
+      {&p.max_consumers_per_subscription, "maxConsumersPerSubscription"},
+      {&p.max_subscriptions_per_topic, "maxSubscriptionsPerTopic"},
+      {&p.max_topics_per_namespace, "maxTopicsPerNamespace"},
+      {&p.subscription_expiration_minutes, "subscriptionExpirationTimeMinutes"},
+  };
+  for (const auto& [value, name] : limits) {
+    if (*value) MAGNETAR_RETURN_IF_ERROR(at_least(**value, 0, name));
+  }
+  for (const auto& [role, actions] : p.permissions) {
+    if (role.empty()) return Status::invalid_argument("a permission's role is empty");
+    for (const auto& a : actions) {
+      if (!is_auth_action(a)) {
+        return Status::invalid_argument("unknown action '" + a +
+                                        "': expected produce, consume, functions, sources, sinks or packages");
+      }
+    }
+  }
+  for (const auto& c : p.replication_clusters) MAGNETAR_RETURN_IF_ERROR(validate_entity_name(c, "cluster"));
+  return Status::ok();
+}
+
+}  // namespace magnetar::broker

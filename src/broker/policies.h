@@ -1,0 +1,135 @@
+// Multi-tenancy records: clusters, tenants, namespace policies and partitioned
+// topics, as the broker reads them. Stored as the FlatBuffers tables of
+// tenancy.fbs (encode_* / decode_* below); the REST API shows them with
+// Pulsar's JSON field names (admin/handlers/policy_json.h).
+//
+// A policy left unset (std::nullopt) means "the broker's default applies".
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace magnetar::broker {
+
+struct ClusterInfo {
+  std::string service_url;             // http://host:8080
+  std::string service_url_tls;
+  std::string broker_service_url;      // pulsar://host:6650
+  std::string broker_service_url_tls;
+  bool operator==(const ClusterInfo&) const = default;
+};
+
+struct TenantInfo {
+  std::set<std::string> admin_roles;
+  std::set<std::string> allowed_clusters;
+  bool operator==(const TenantInfo&) const = default;
+};
+
+struct RetentionPolicy {
+  int64_t time_minutes = 0;  // -1: keep forever
+  int64_t size_mb = 0;       // -1: no size limit
+  bool operator==(const RetentionPolicy&) const = default;
+};
+
+enum class BacklogQuotaAction { kProducerRequestHold, kProducerException, kConsumerBacklogEviction };
+std::string_view backlog_action_name(BacklogQuotaAction a);  // "producer_request_hold", ...
+common::Result<BacklogQuotaAction> parse_backlog_action(std::string_view s);
+
+struct BacklogQuota {
+  int64_t limit_size = -1;  // bytes; -1 unlimited
+  int64_t limit_time = -1;  // seconds; -1 unlimited
+  BacklogQuotaAction action = BacklogQuotaAction::kProducerRequestHold;
+  bool operator==(const BacklogQuota&) const = default;
+};
+
+// When the journal makes acknowledged entries durable.
+enum class FsyncMode { kEveryCommit, kInterval, kNever };
+std::string_view fsync_mode_name(FsyncMode m);  // "every-commit", "interval", "never"
+common::Result<FsyncMode> parse_fsync_mode(std::string_view s);
+
+struct PersistencePolicy {
+  int32_t ensemble = 1;
+  int32_t write_quorum = 1;
+  int32_t ack_quorum = 1;
+  double max_mark_delete_rate = 0;  // cursor persists per second per subscription; 0: no limit
+  FsyncMode fsync_mode = FsyncMode::kEveryCommit;
+  int32_t fsync_interval_ms = 0;    // kInterval only
+  bool operator==(const PersistencePolicy&) const = default;
+};
+
+struct PublishRate {
+  int64_t msgs_per_second = -1;   // -1: unlimited
+  int64_t bytes_per_second = -1;
+  bool operator==(const PublishRate&) const = default;
+};
+
+struct DispatchRate {
+  int64_t msgs_per_period = -1;   // -1: unlimited
+  int64_t bytes_per_period = -1;
+  int32_t period_seconds = 1;
+  bool relative_to_publish_rate = false;
+  bool operator==(const DispatchRate&) const = default;
+};
+
+struct AutoTopicCreation {
+  bool allow = true;
+  bool partitioned = false;       // topicType "partitioned" or "non-partitioned"
+  int32_t default_partitions = 0; // partitioned only
+  bool operator==(const AutoTopicCreation&) const = default;
+};
+
+// Actions a role may be granted on a namespace.
+inline constexpr std::string_view kAuthActions[] = {"produce", "consume", "functions", "sources", "sinks",
+                                                    "packages"};
+bool is_auth_action(std::string_view s);
+
+struct NamespacePolicies {
+  std::optional<RetentionPolicy> retention;
+  std::optional<int32_t> message_ttl_seconds;
+  std::optional<BacklogQuota> backlog_quota_size;  // Pulsar's destination_storage
+  std::optional<BacklogQuota> backlog_quota_age;   // Pulsar's message_age
+  std::optional<PersistencePolicy> persistence;
+  std::optional<bool> deduplication;
+  std::map<std::string, std::set<std::string>> permissions;  // role -> actions
+  std::optional<PublishRate> publish_rate;
+  std::optional<DispatchRate> dispatch_rate;               // per topic
+  std::optional<DispatchRate> subscription_dispatch_rate;  // per subscription
+  std::optional<int32_t> max_producers_per_topic;
+  std::optional<int32_t> max_consumers_per_topic;
+  std::optional<int32_t> max_consumers_per_subscription;
+  std::optional<int32_t> max_subscriptions_per_topic;
+  std::optional<int32_t> max_topics_per_namespace;
+  std::optional<int32_t> subscription_expiration_minutes;
+  std::optional<AutoTopicCreation> auto_topic_creation;
+  std::set<std::string> replication_clusters;
+  bool operator==(const NamespacePolicies&) const = default;
+};
+
+// Checks ranges and relations (write quorum <= ensemble, ...). InvalidArgument.
+common::Status validate(const RetentionPolicy& p);
+common::Status validate(const BacklogQuota& p);
+common::Status validate(const PersistencePolicy& p);
+common::Status validate(const PublishRate& p);
+common::Status validate(const DispatchRate& p);
+common::Status validate(const AutoTopicCreation& p);
+common::Status validate(const NamespacePolicies& p);
+
+// FlatBuffers encodings (tenancy.fbs). decode_* answers Corruption for bytes
+// that fail verification or come from a newer format.
+std::string encode_cluster(const ClusterInfo& c);
+common::Result<ClusterInfo> decode_cluster(std::string_view bytes);
+std::string encode_tenant(const TenantInfo& t);
+common::Result<TenantInfo> decode_tenant(std::string_view bytes);
+std::string encode_policies(const NamespacePolicies& p);
+common::Result<NamespacePolicies> decode_policies(std::string_view bytes);
+std::string encode_partitions(int32_t partitions);
+common::Result<int32_t> decode_partitions(std::string_view bytes);
+
+}  // namespace magnetar::broker

@@ -1,0 +1,213 @@
+// FlatBuffers encodings of the multi-tenancy records (tenancy.fbs).
+#include "broker/policies.h"
+#include "broker/tenancy_generated.h"
+
+namespace magnetar::broker {
+
+using common::Result;
+using common::Status;
+
+namespace {
+
+constexpr uint16_t kMaxFormat = 1;  // newest record format this binary reads
+
+using Builder = flatbuffers::FlatBufferBuilder;
+
+std::string finish(Builder& b) {
+  return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+}
+
+template <typename T>
+Result<const T*> root(std::string_view bytes, std::string_view what) {
+  flatbuffers::Verifier v(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (!v.VerifyBuffer<T>(nullptr)) return Status::corruption(std::string(what) + " record fails verification");
+  const T* r = flatbuffers::GetRoot<T>(bytes.data());
+  if (r->format() > kMaxFormat) {
+    return Status::corruption(std::string(what) + " record has format " + std::to_string(r->format()) +
+                              ", newer than this binary reads");
+  }
+  return r;
+}
+
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>> strings(
+    Builder& b, const std::set<std::string>& s) {
+  std::vector<std::string> v(s.begin(), s.end());
+  return b.CreateVectorOfStrings(v);
+}
+
+std::set<std::string> read_strings(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
+  std::set<std::string> out;
+  if (v) {
+    for (const auto* s : *v) out.insert(s->str());
+  }
+  return out;
+}
+
+std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+flatbuffers::Offset<fb::BacklogQuota> backlog(Builder& b, const std::optional<BacklogQuota>& q) {
+  if (!q) return 0;
+  return fb::CreateBacklogQuota(b, q->limit_size, q->limit_time, static_cast<fb::BacklogAction>(q->action));
+}
+
+std::optional<BacklogQuota> read_backlog(const fb::BacklogQuota* q) {
+  if (!q) return std::nullopt;
+  auto action = static_cast<BacklogQuotaAction>(
+      std::min<int>(static_cast<int>(q->action()), static_cast<int>(fb::BacklogAction::MAX)));
+  return BacklogQuota{q->limit_size(), q->limit_time(), action};
+}
+
+flatbuffers::Offset<fb::DispatchRate> dispatch(Builder& b, const std::optional<DispatchRate>& r) {
+  if (!r) return 0;
+  return fb::CreateDispatchRate(b, r->msgs_per_period, r->bytes_per_period, r->period_seconds,
+                                r->relative_to_publish_rate);
+}
+
+std::optional<DispatchRate> read_dispatch(const fb::DispatchRate* r) {
+  if (!r) return std::nullopt;
+  return DispatchRate{r->msgs_per_period(), r->bytes_per_period(), r->period_seconds(),
+                      r->relative_to_publish_rate()};
+}
+
+template <typename T>
+std::optional<T> opt(const flatbuffers::Optional<T>& v) {
+  return v.has_value() ? std::optional<T>(*v) : std::nullopt;
+}
+
+}  // namespace
+
+std::string encode_cluster(const ClusterInfo& c) {
+  Builder b(256);
+  auto off = fb::CreateClusterDirect(b, 1, c.service_url.c_str(), c.service_url_tls.c_str(),
+                                     c.broker_service_url.c_str(), c.broker_service_url_tls.c_str());
+  b.Finish(off);
+  return finish(b);
+}
+
+Result<ClusterInfo> decode_cluster(std::string_view bytes) {
+  auto r = root<fb::Cluster>(bytes, "cluster");
+  if (!r.is_ok()) return r.status();
+  const fb::Cluster* c = *r;
+  return ClusterInfo{str(c->service_url()), str(c->service_url_tls()), str(c->broker_service_url()),
+                     str(c->broker_service_url_tls())};
+}
+
+std::string encode_tenant(const TenantInfo& t) {
+  Builder b(256);
+  auto roles = strings(b, t.admin_roles);
+  auto clusters = strings(b, t.allowed_clusters);
+  b.Finish(fb::CreateTenant(b, 1, roles, clusters));
+  return finish(b);
+}
+
+Result<TenantInfo> decode_tenant(std::string_view bytes) {
+  auto r = root<fb::Tenant>(bytes, "tenant");
+  if (!r.is_ok()) return r.status();
+  return TenantInfo{read_strings((*r)->admin_roles()), read_strings((*r)->allowed_clusters())};
+}
+
+std::string encode_policies(const NamespacePolicies& p) {
+  Builder b(512);
+  std::vector<flatbuffers::Offset<fb::Permission>> perms;
+  for (const auto& [role, actions] : p.permissions) {
+    auto r = b.CreateString(role);
+    auto a = strings(b, actions);
+    perms.push_back(fb::CreatePermission(b, r, a));
+  }
+  auto permissions = b.CreateVectorOfSortedTables(&perms);
+  auto replication = strings(b, p.replication_clusters);
+  flatbuffers::Offset<fb::Retention> retention = 0;
+  if (p.retention) retention = fb::CreateRetention(b, p.retention->time_minutes, p.retention->size_mb);
+  auto quota_size = backlog(b, p.backlog_quota_size);
+  auto quota_age = backlog(b, p.backlog_quota_age);
+  flatbuffers::Offset<fb::Persistence> persistence = 0;
+  if (p.persistence) {
+    const auto& s = *p.persistence;
+    persistence = fb::CreatePersistence(b, s.ensemble, s.write_quorum, s.ack_quorum, s.max_mark_delete_rate,
+                                        static_cast<fb::FsyncMode>(s.fsync_mode), s.fsync_interval_ms);
+  }
+  flatbuffers::Offset<fb::PublishRate> publish = 0;
+  if (p.publish_rate) {
+    publish = fb::CreatePublishRate(b, p.publish_rate->msgs_per_second, p.publish_rate->bytes_per_second);
+  }
+  auto dispatch_topic = dispatch(b, p.dispatch_rate);
+  auto dispatch_sub = dispatch(b, p.subscription_dispatch_rate);
+  flatbuffers::Offset<fb::AutoTopicCreation> auto_create = 0;
+  if (p.auto_topic_creation) {
+    const auto& a = *p.auto_topic_creation;
+    auto_create = fb::CreateAutoTopicCreation(b, a.allow, a.partitioned, a.default_partitions);
+  }
+
+  fb::NamespacePoliciesBuilder n(b);
+  n.add_retention(retention);
+  if (p.message_ttl_seconds) n.add_message_ttl_seconds(*p.message_ttl_seconds);
+  n.add_backlog_quota_size(quota_size);
+  n.add_backlog_quota_age(quota_age);
+  n.add_persistence(persistence);
+  if (p.deduplication) n.add_deduplication(*p.deduplication);
+  n.add_permissions(permissions);
+  n.add_publish_rate(publish);
+  n.add_dispatch_rate(dispatch_topic);
+  n.add_subscription_dispatch_rate(dispatch_sub);
+  if (p.max_producers_per_topic) n.add_max_producers_per_topic(*p.max_producers_per_topic);
+  if (p.max_consumers_per_topic) n.add_max_consumers_per_topic(*p.max_consumers_per_topic);
+  if (p.max_consumers_per_subscription) n.add_max_consumers_per_subscription(*p.max_consumers_per_subscription);
+  if (p.max_subscriptions_per_topic) n.add_max_subscriptions_per_topic(*p.max_subscriptions_per_topic);
+  if (p.max_topics_per_namespace) n.add_max_topics_per_namespace(*p.max_topics_per_namespace);
+  if (p.subscription_expiration_minutes) {
+    n.add_subscription_expiration_minutes(*p.subscription_expiration_minutes);
+  }
+  n.add_auto_topic_creation(auto_create);
+  n.add_replication_clusters(replication);
+  b.Finish(n.Finish());
+  return finish(b);
+}
+
+Result<NamespacePolicies> decode_policies(std::string_view bytes) {
+  auto r = root<fb::NamespacePolicies>(bytes, "namespace policies");
+  if (!r.is_ok()) return r.status();
+  const fb::NamespacePolicies* n = *r;
+  NamespacePolicies p;
+  if (const auto* ret = n->retention()) p.retention = RetentionPolicy{ret->time_minutes(), ret->size_mb()};
+  p.message_ttl_seconds = opt(n->message_ttl_seconds());
+  p.backlog_quota_size = read_backlog(n->backlog_quota_size());
+  p.backlog_quota_age = read_backlog(n->backlog_quota_age());
+  if (const auto* s = n->persistence()) {
+    auto mode = static_cast<FsyncMode>(
+        std::min<int>(static_cast<int>(s->fsync_mode()), static_cast<int>(fb::FsyncMode::MAX)));
+    p.persistence = PersistencePolicy{s->ensemble(), s->write_quorum(), s->ack_quorum(),
+                                      s->max_mark_delete_rate(), mode, s->fsync_interval_ms()};
+  }
+  p.deduplication = opt(n->deduplication());
+  if (n->permissions()) {
+    for (const auto* perm : *n->permissions()) p.permissions[str(perm->role())] = read_strings(perm->actions());
+  }
+  if (const auto* pr = n->publish_rate()) p.publish_rate = PublishRate{pr->msgs_per_second(), pr->bytes_per_second()};
+  p.dispatch_rate = read_dispatch(n->dispatch_rate());
+  p.subscription_dispatch_rate = read_dispatch(n->subscription_dispatch_rate());
+  p.max_producers_per_topic = opt(n->max_producers_per_topic());
+  p.max_consumers_per_topic = opt(n->max_consumers_per_topic());
+  p.max_consumers_per_subscription = opt(n->max_consumers_per_subscription());
+  p.max_subscriptions_per_topic = opt(n->max_subscriptions_per_topic());
+  p.max_topics_per_namespace = opt(n->max_topics_per_namespace());
+  p.subscription_expiration_minutes = opt(n->subscription_expiration_minutes());
+  if (const auto* a = n->auto_topic_creation()) {
+    p.auto_topic_creation = AutoTopicCreation{a->allow(), a->partitioned(), a->default_partitions()};
+  }
+  p.replication_clusters = read_strings(n->replication_clusters());
+  return p;
+}
+
+std::string encode_partitions(int32_t partitions) {
+  Builder b(64);
+  b.Finish(fb::CreatePartitionedTopic(b, 1, partitions));
+  return finish(b);
+}
+
+Result<int32_t> decode_partitions(std::string_view bytes) {
+  auto r = root<fb::PartitionedTopic>(bytes, "partitioned topic");
+  if (!r.is_ok()) return r.status();
+  return (*r)->partitions();
+}
+
+}  // namespace magnetar::broker

@@ -1,0 +1,333 @@
+#include "broker/tenancy.h"
+
+#include "common/logging.h"
+#include "metadata/blocking.h"
+
+namespace magnetar::broker {
+
+using common::ErrorCode;
+using common::Result;
+using common::Status;
+namespace md = metadata::blocking;
+
+namespace {
+
+constexpr std::string_view kBootstrapKey = "/admin/bootstrap";
+constexpr int kMaxCasAttempts = 16;
+
+// Store errors in the words of the thing asked for: a missing key becomes
+// "tenant 'x' does not exist", a taken one "tenant 'x' already exists".
+Status named(const Status& st, std::string_view what) {
+  switch (st.code()) {
+    case ErrorCode::kNotFound: return Status::not_found(std::string(what) + " does not exist");
+    case ErrorCode::kAlreadyExists: return Status::already_exists(std::string(what) + " already exists");
+    default: return st;
+  }
+}
+
+std::string quoted(std::string_view kind, std::string_view name) {
+  return std::string(kind) + " '" + std::string(name) + "'";
+}
+
+}  // namespace
+
+std::string cluster_key(std::string_view cluster) { return "/admin/clusters/" + std::string(cluster); }
+std::string tenant_key(std::string_view tenant) { return "/admin/tenants/" + std::string(tenant); }
+std::string namespace_key(const NamespaceName& ns) { return "/admin/policies/" + ns.to_string(); }
+
+std::string partitioned_topic_key(const TopicName& topic) {
+  return "/admin/partitioned-topics/" + topic.ns.to_string() + "/" + std::string(domain_name(topic.domain)) + "/" +
+         topic.base().local;
+}
+
+std::string managed_ledger_key(const TopicName& topic) {
+  return "/managed-ledgers/" + topic.ns.to_string() + "/" + std::string(domain_name(topic.domain)) + "/" +
+         topic.local;
+}
+
+Tenancy::Tenancy(metadata::Store& store, BootstrapDefaults defaults)
+    : store_(store), defaults_(std::move(defaults)) {}
+
+Tenancy::~Tenancy() { stop(); }
+
+Status Tenancy::start() {
+  MAGNETAR_RETURN_IF_ERROR(ensure_defaults());
+  worker_ = std::make_unique<runtime::WorkerThread>("tenancy", 4096);
+  return Status::ok();
+}
+
+void Tenancy::stop() {
+  if (worker_) worker_->stop();
+}
+
+Status Tenancy::submit(runtime::Task task) {
+  if (!worker_) return Status::unavailable("tenancy is not running");
+  return worker_->post(std::move(task));
+}
+
+Status Tenancy::ensure_defaults() {
+  auto done = md::get(store_, std::string(kBootstrapKey));
+  if (done.is_ok()) return Status::ok();
+  if (done.status().code() != ErrorCode::kNotFound) return done.status();
+
+  // Each step tolerates what an interrupted earlier first start left behind.
+  auto tolerate_exists = [](const Status& st) {
+    return st.is_ok() || st.code() == ErrorCode::kAlreadyExists ? Status::ok() : st;
+  };
+  MAGNETAR_RETURN_IF_ERROR(tolerate_exists(create_cluster(defaults_.cluster, defaults_.cluster_info)));
+  TenantInfo tenant{{}, {defaults_.cluster}};
+  for (auto [t, ns] : {std::pair{kPublicTenant, kDefaultNamespace}, std::pair{kSystemTenant, kSystemNamespace}}) {
+    MAGNETAR_RETURN_IF_ERROR(tolerate_exists(create_tenant(std::string(t), tenant)));
+    NamespacePolicies policies;
+    policies.replication_clusters = {defaults_.cluster};
+    MAGNETAR_RETURN_IF_ERROR(
+        tolerate_exists(create_namespace(NamespaceName{std::string(t), std::string(ns)}, policies)));
+  }
+  auto marked = md::put(store_, std::string(kBootstrapKey), "1", {metadata::kMustNotExist});
+  if (!marked.is_ok() && marked.status().code() != ErrorCode::kAlreadyExists) return marked.status();
+  MLOG_INFO("first start: created cluster '{}', tenants public and pulsar, namespaces public/default and "
+            "pulsar/system",
+            defaults_.cluster);
+  return Status::ok();
+}
+
+// ---- clusters ----
+
+Result<std::vector<std::string>> Tenancy::list_clusters() { return md::list_children(store_, "/admin/clusters"); }
+
+Result<ClusterInfo> Tenancy::get_cluster(const std::string& cluster) {
+  MAGNETAR_RETURN_IF_ERROR(validate_entity_name(cluster, "cluster"));
+  auto r = md::get(store_, cluster_key(cluster));
+  if (!r.is_ok()) return named(r.status(), quoted("cluster", cluster));
+  return decode_cluster(r->value);
+}
+
+Status Tenancy::create_cluster(const std::string& cluster, const ClusterInfo& info) {
+  MAGNETAR_RETURN_IF_ERROR(validate_entity_name(cluster, "cluster"));
+  auto r = md::put(store_, cluster_key(cluster), encode_cluster(info), {metadata::kMustNotExist});
+  return r.is_ok() ? Status::ok() : named(r.status(), quoted("cluster", cluster));
+}
+
+Status Tenancy::update_cluster(const std::string& cluster, const ClusterInfo& info) {
+  auto current = md::get(store_, cluster_key(cluster));
+  if (!current.is_ok()) return named(current.status(), quoted("cluster", cluster));
+  auto r = md::put(store_, cluster_key(cluster), encode_cluster(info), {current->stat.version});
+  return r.is_ok() ? Status::ok() : named(r.status(), quoted("cluster", cluster));
+}
+
+Status Tenancy::delete_cluster(const std::string& cluster) {
+  MAGNETAR_RETURN_IF_ERROR(validate_entity_name(cluster, "cluster"));
+  auto current = md::get(store_, cluster_key(cluster));
+  if (!current.is_ok()) return named(current.status(), quoted("cluster", cluster));
+  if (cluster == defaults_.cluster) {
+    return Status::failed_precondition("cluster '" + cluster + "' is the cluster this node belongs to");
+  }
+  auto tenants = list_tenants();
+  if (!tenants.is_ok()) return tenants.status();
+  for (const auto& t : *tenants) {
+    auto info = get_tenant(t);
+    if (info.is_ok() && info->allowed_clusters.count(cluster)) {
+      return Status::failed_precondition("cluster '" + cluster + "' is still allowed by tenant '" + t + "'");
+    }
+  }
+  return named(md::del(store_, cluster_key(cluster), current->stat.version), quoted("cluster", cluster));
+}
+
+Status Tenancy::check_clusters_exist(const std::set<std::string>& clusters) {
+  for (const auto& c : clusters) {
+    MAGNETAR_RETURN_IF_ERROR(validate_entity_name(c, "cluster"));
+    auto r = md::get(store_, cluster_key(c));
+    if (r.status().code() == ErrorCode::kNotFound) {
+      return Status::failed_precondition("cluster '" + c + "' does not exist");
+    }
+    if (!r.is_ok()) return r.status();
+  }
+  return Status::ok();
+}
+
+// ---- tenants ----
+
+Result<std::vector<std::string>> Tenancy::list_tenants() { return md::list_children(store_, "/admin/tenants"); }
+
+Result<TenantInfo> Tenancy::get_tenant(const std::string& tenant) {
+  MAGNETAR_RETURN_IF_ERROR(validate_entity_name(tenant, "tenant"));
+  auto r = md::get(store_, tenant_key(tenant));
+  if (!r.is_ok()) return named(r.status(), quoted("tenant", tenant));
+  return decode_tenant(r->value);
+}
+
+Status Tenancy::create_tenant(const std::string& tenant, const TenantInfo& info) {
+  MAGNETAR_RETURN_IF_ERROR(validate_entity_name(tenant, "tenant"));
+  MAGNETAR_RETURN_IF_ERROR(check_clusters_exist(info.allowed_clusters));
+  auto r = md::put(store_, tenant_key(tenant), encode_tenant(info), {metadata::kMustNotExist});
+  return r.is_ok() ? Status::ok() : named(r.status(), quoted("tenant", tenant));
+}
+
+Status Tenancy::update_tenant(const std::string& tenant, const TenantInfo& info) {
+  MAGNETAR_RETURN_IF_ERROR(validate_entity_name(tenant, "tenant"));
+  auto current = md::get(store_, tenant_key(tenant));
+  if (!current.is_ok()) return named(current.status(), quoted("tenant", tenant));
+  MAGNETAR_RETURN_IF_ERROR(check_clusters_exist(info.allowed_clusters));
+  auto r = md::put(store_, tenant_key(tenant), encode_tenant(info), {current->stat.version});
+  return r.is_ok() ? Status::ok() : named(r.status(), quoted("tenant", tenant));
+}
+
+Status Tenancy::delete_tenant(const std::string& tenant) {
+  MAGNETAR_RETURN_IF_ERROR(validate_entity_name(tenant, "tenant"));
+  auto current = md::get(store_, tenant_key(tenant));
+  if (!current.is_ok()) return named(current.status(), quoted("tenant", tenant));
+  auto namespaces = md::list_children(store_, "/admin/policies/" + tenant);
+  if (!namespaces.is_ok()) return namespaces.status();
+  if (!namespaces->empty()) {
+    return Status::failed_precondition("tenant '" + tenant + "' still has " + std::to_string(namespaces->size()) +
+                                       " namespace(s); delete them first");
+  }
+  return named(md::del(store_, tenant_key(tenant), current->stat.version), quoted("tenant", tenant));
+}
+
+// ---- namespaces ----
+
+Result<std::vector<std::string>> Tenancy::list_namespaces(const std::string& tenant) {
+  MAGNETAR_RETURN_IF_ERROR(validate_entity_name(tenant, "tenant"));
+  auto t = md::get(store_, tenant_key(tenant));
+  if (!t.is_ok()) return named(t.status(), quoted("tenant", tenant));
+  auto children = md::list_children(store_, "/admin/policies/" + tenant);
+  if (!children.is_ok()) return children.status();
+  std::vector<std::string> out;
+  out.reserve(children->size());
+  for (const auto& c : *children) out.push_back(tenant + "/" + c);
+  return out;
+}
+
+Status Tenancy::require_namespace(const NamespaceName& ns) {
+  auto r = md::get(store_, namespace_key(ns));
+  return r.is_ok() ? Status::ok() : named(r.status(), quoted("namespace", ns.to_string()));
+}
+
+Result<NamespacePolicies> Tenancy::get_policies(const NamespaceName& ns) {
+  auto r = md::get(store_, namespace_key(ns));
+  if (!r.is_ok()) return named(r.status(), quoted("namespace", ns.to_string()));
+  return decode_policies(r->value);
+}
+
+Status Tenancy::create_namespace(const NamespaceName& ns, const NamespacePolicies& policies) {
+  MAGNETAR_RETURN_IF_ERROR(validate(policies));
+  auto tenant = get_tenant(ns.tenant);
+  if (!tenant.is_ok()) return tenant.status();
+  for (const auto& c : policies.replication_clusters) {
+    if (!tenant->allowed_clusters.count(c)) {
+      return Status::failed_precondition("cluster '" + c + "' is not allowed for tenant '" + ns.tenant + "'");
+    }
+  }
+  auto r = md::put(store_, namespace_key(ns), encode_policies(policies), {metadata::kMustNotExist});
+  return r.is_ok() ? Status::ok() : named(r.status(), quoted("namespace", ns.to_string()));
+}
+
+Status Tenancy::delete_namespace(const NamespaceName& ns) {
+  auto current = md::get(store_, namespace_key(ns));
+  if (!current.is_ok()) return named(current.status(), quoted("namespace", ns.to_string()));
+  for (TopicDomain d : {TopicDomain::kPersistent, TopicDomain::kNonPersistent}) {
+    auto topics = list_topics(ns, d);
+    if (!topics.is_ok()) return topics.status();
+    if (!topics->empty()) {
+      return Status::failed_precondition("namespace '" + ns.to_string() + "' still has " +
+                                         std::to_string(topics->size()) + " topic(s); delete them first");
+    }
+  }
+  return named(md::del(store_, namespace_key(ns), current->stat.version), quoted("namespace", ns.to_string()));
+}
+
+Status Tenancy::update_policies(const NamespaceName& ns, const std::function<Status(NamespacePolicies&)>& change) {
+  for (int attempt = 0; attempt < kMaxCasAttempts; ++attempt) {
+    auto current = md::get(store_, namespace_key(ns));
+    if (!current.is_ok()) return named(current.status(), quoted("namespace", ns.to_string()));
+    auto policies = decode_policies(current->value);
+    if (!policies.is_ok()) return policies.status();
+    MAGNETAR_RETURN_IF_ERROR(change(*policies));
+    MAGNETAR_RETURN_IF_ERROR(validate(*policies));
+    auto r = md::put(store_, namespace_key(ns), encode_policies(*policies), {current->stat.version});
+    if (r.is_ok()) return Status::ok();
+    if (r.status().code() != ErrorCode::kFailedPrecondition) {
+      return named(r.status(), quoted("namespace", ns.to_string()));
+    }
+  }
+  return Status::unavailable("namespace '" + ns.to_string() + "' changed " + std::to_string(kMaxCasAttempts) +
+                             " times while updating its policies; try again");
+}
+
+// ---- partitioned topics ----
+
+Status Tenancy::create_partitioned_topic(const TopicName& topic, int32_t partitions) {
+  if (partitions < 1 || partitions > kMaxPartitions) {
+    return Status::invalid_argument("the number of partitions must be between 1 and " +
+                                    std::to_string(kMaxPartitions));
+  }
+  if (topic.is_partition()) {
+    return Status::invalid_argument("'" + topic.local + "' names a partition; a partitioned topic's name must not "
+                                    "end in -partition-<n>");
+  }
+  MAGNETAR_RETURN_IF_ERROR(require_namespace(topic.ns));
+  auto ledger = md::get(store_, managed_ledger_key(topic));
+  if (ledger.is_ok()) return Status::already_exists("topic '" + topic.to_string() + "' exists as a non-partitioned topic");
+  auto r = md::put(store_, partitioned_topic_key(topic), encode_partitions(partitions), {metadata::kMustNotExist});
+  return r.is_ok() ? Status::ok() : named(r.status(), quoted("partitioned topic", topic.to_string()));
+}
+
+Result<int32_t> Tenancy::get_partitions(const TopicName& topic) {
+  MAGNETAR_RETURN_IF_ERROR(require_namespace(topic.ns));
+  auto r = md::get(store_, partitioned_topic_key(topic));
+  if (r.status().code() == ErrorCode::kNotFound || topic.is_partition()) return 0;
+  if (!r.is_ok()) return r.status();
+  return decode_partitions(r->value);
+}
+
+Status Tenancy::update_partitions(const TopicName& topic, int32_t partitions) {
+  MAGNETAR_RETURN_IF_ERROR(require_namespace(topic.ns));
+  auto current = md::get(store_, partitioned_topic_key(topic));
+  if (!current.is_ok()) return named(current.status(), quoted("partitioned topic", topic.to_string()));
+  auto n = decode_partitions(current->value);
+  if (!n.is_ok()) return n.status();
+  if (partitions <= *n || partitions > kMaxPartitions) {
+    return Status::invalid_argument("the number of partitions can only grow: it is " + std::to_string(*n) +
+                                    ", asked for " + std::to_string(partitions) + " (at most " +
+                                    std::to_string(kMaxPartitions) + ")");
+  }
+  auto r = md::put(store_, partitioned_topic_key(topic), encode_partitions(partitions), {current->stat.version});
+  return r.is_ok() ? Status::ok() : named(r.status(), quoted("partitioned topic", topic.to_string()));
+}
+
+Status Tenancy::delete_partitioned_topic(const TopicName& topic) {
+  MAGNETAR_RETURN_IF_ERROR(require_namespace(topic.ns));
+  return named(md::del(store_, partitioned_topic_key(topic)), quoted("partitioned topic", topic.to_string()));
+}
+
+Result<std::vector<std::string>> Tenancy::list_partitioned_topics(const NamespaceName& ns, TopicDomain domain) {
+  MAGNETAR_RETURN_IF_ERROR(require_namespace(ns));
+  std::string prefix = std::string(domain_name(domain)) + "://" + ns.to_string() + "/";
+  auto children =
+      md::list_children(store_, "/admin/partitioned-topics/" + ns.to_string() + "/" + std::string(domain_name(domain)));
+  if (!children.is_ok()) return children.status();
+  std::vector<std::string> out;
+  for (const auto& c : *children) out.push_back(prefix + c);
+  return out;
+}
+
+Result<std::vector<std::string>> Tenancy::list_topics(const NamespaceName& ns, TopicDomain domain) {
+  auto partitioned = list_partitioned_topics(ns, domain);
+  if (!partitioned.is_ok()) return partitioned.status();
+  std::set<std::string> topics;
+  for (const auto& name : *partitioned) {
+    auto t = TopicName::parse(name);
+    if (!t.is_ok()) continue;
+    auto n = get_partitions(*t);
+    if (!n.is_ok()) return n.status();
+    for (int32_t i = 0; i < *n; ++i) topics.insert(t->partition_of(i).to_string());
+  }
+  auto ledgers =
+      md::list_children(store_, "/managed-ledgers/" + ns.to_string() + "/" + std::string(domain_name(domain)));
+  if (!ledgers.is_ok()) return ledgers.status();
+  for (const auto& l : *ledgers) topics.insert(std::string(domain_name(domain)) + "://" + ns.to_string() + "/" + l);
+  return std::vector<std::string>(topics.begin(), topics.end());
+}
+
+}  // namespace magnetar::broker

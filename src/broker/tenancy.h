@@ -1,0 +1,123 @@
+// Tenancy: clusters, tenants, namespaces, their policies and partitioned
+// topics, kept in the metadata store, with Pulsar's rules:
+//   - a tenant may only name clusters that exist; a cluster still allowed by
+//     a tenant cannot be deleted, nor can the local cluster;
+//   - a namespace needs its tenant; a tenant with namespaces, or a namespace
+//     with topics, cannot be deleted (FailedPrecondition);
+//   - every write is checked first and either applies whole or not at all.
+//
+// Metadata layout (also read by other layers; see the key functions below):
+//   /admin/bootstrap                          set once the first start is done
+//   /admin/clusters/{cluster}                 Cluster record
+//   /admin/tenants/{tenant}                   Tenant record
+//   /admin/policies/{tenant}/{namespace}      NamespacePolicies record
+//   /admin/partitioned-topics/{tenant}/{namespace}/{domain}/{topic}
+//   /managed-ledgers/{tenant}/{namespace}/{domain}/{topic}   (ledger/, per topic)
+//
+// Threads: the operations below block on the metadata store. They run on
+// this component's "tenancy" worker thread (submit) or on main at start-up,
+// never on a reactor and never on the metadata thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "broker/naming.h"
+#include "broker/policies.h"
+#include "common/result.h"
+#include "metadata/store.h"
+#include "runtime/component.h"
+#include "runtime/task.h"
+#include "runtime/worker_thread.h"
+
+namespace magnetar::broker {
+
+// Metadata keys. Names are assumed valid (see naming.h).
+std::string cluster_key(std::string_view cluster);
+std::string tenant_key(std::string_view tenant);
+std::string namespace_key(const NamespaceName& ns);
+std::string partitioned_topic_key(const TopicName& topic);
+std::string managed_ledger_key(const TopicName& topic);
+
+// What the first start creates: the local cluster, tenant "public" with
+// namespace "public/default", and the system namespace "pulsar/system".
+struct BootstrapDefaults {
+  std::string cluster = "standalone";
+  ClusterInfo cluster_info;
+};
+
+inline constexpr std::string_view kPublicTenant = "public";
+inline constexpr std::string_view kDefaultNamespace = "default";
+inline constexpr std::string_view kSystemTenant = "pulsar";
+inline constexpr std::string_view kSystemNamespace = "system";
+
+class Tenancy final : public runtime::Component {
+ public:
+  Tenancy(metadata::Store& store, BootstrapDefaults defaults);
+  ~Tenancy() override;
+
+  // start() (main thread) creates the first-start defaults when the store has
+  // none yet, then takes work. stop() finishes queued work.
+  std::string_view name() const override { return "tenancy"; }
+  common::Status start() override;
+  void stop() override;
+
+  // Any thread: runs `task` on the tenancy thread, where the blocking
+  // operations below may be called. ResourceExhausted when the queue is full,
+  // Unavailable when stopped; the task is dropped then.
+  common::Status submit(runtime::Task task);
+
+  const std::string& local_cluster() const { return defaults_.cluster; }
+
+  // Clusters.
+  common::Result<std::vector<std::string>> list_clusters();
+  common::Result<ClusterInfo> get_cluster(const std::string& cluster);
+  common::Status create_cluster(const std::string& cluster, const ClusterInfo& info);
+  common::Status update_cluster(const std::string& cluster, const ClusterInfo& info);
+  common::Status delete_cluster(const std::string& cluster);
+
+  // Tenants.
+  common::Result<std::vector<std::string>> list_tenants();
+  common::Result<TenantInfo> get_tenant(const std::string& tenant);
+  common::Status create_tenant(const std::string& tenant, const TenantInfo& info);
+  common::Status update_tenant(const std::string& tenant, const TenantInfo& info);
+  common::Status delete_tenant(const std::string& tenant);
+
+  // Namespaces. list_namespaces answers "tenant/namespace" names.
+  common::Result<std::vector<std::string>> list_namespaces(const std::string& tenant);
+  common::Result<NamespacePolicies> get_policies(const NamespaceName& ns);
+  common::Status create_namespace(const NamespaceName& ns, const NamespacePolicies& policies);
+  common::Status delete_namespace(const NamespaceName& ns);
+  // Reads the policies, lets `change` edit them, validates and writes them
+  // back with compare-and-set, retrying when another write came first. An
+  // error from `change` aborts with nothing written.
+  common::Status update_policies(const NamespaceName& ns,
+                                 const std::function<common::Status(NamespacePolicies&)>& change);
+
+  // Partitioned topics (metadata only). get_partitions answers 0 for a topic
+  // that is not partitioned, NotFound when its namespace does not exist.
+  common::Status create_partitioned_topic(const TopicName& topic, int32_t partitions);
+  common::Result<int32_t> get_partitions(const TopicName& topic);
+  // Only grows: Pulsar cannot shrink a partitioned topic either.
+  common::Status update_partitions(const TopicName& topic, int32_t partitions);
+  common::Status delete_partitioned_topic(const TopicName& topic);
+  common::Result<std::vector<std::string>> list_partitioned_topics(const NamespaceName& ns, TopicDomain domain);
+  // Every topic of the namespace in `domain` that metadata knows: partitions
+  // of partitioned topics and topics with a managed ledger.
+  common::Result<std::vector<std::string>> list_topics(const NamespaceName& ns, TopicDomain domain);
+
+  static constexpr int32_t kMaxPartitions = 10000;
+
+ private:
+  common::Status ensure_defaults();
+  common::Status require_namespace(const NamespaceName& ns);
+  common::Status check_clusters_exist(const std::set<std::string>& clusters);
+
+  metadata::Store& store_;
+  const BootstrapDefaults defaults_;
+  std::unique_ptr<runtime::WorkerThread> worker_;
+};
+
+}  // namespace magnetar::broker

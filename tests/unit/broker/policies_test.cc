@@ -1,0 +1,83 @@
+#include "broker/policies.h"
+
+#include <gtest/gtest.h>
+
+namespace magnetar::broker {
+namespace {
+
+using common::ErrorCode;
+
+NamespacePolicies everything_set() {
+  NamespacePolicies p;
+  p.retention = RetentionPolicy{60, 1024};
+  p.message_ttl_seconds = 3600;
+  p.backlog_quota_size = BacklogQuota{1 << 20, -1, BacklogQuotaAction::kProducerException};
+  p.backlog_quota_age = BacklogQuota{-1, 600, BacklogQuotaAction::kConsumerBacklogEviction};
+  p.persistence = PersistencePolicy{3, 2, 2, 1.5, FsyncMode::kInterval, 50};
+  p.deduplication = false;
+  p.permissions["alice"] = {"produce", "consume"};
+  p.permissions["bob"] = {"consume"};
+  p.publish_rate = PublishRate{1000, -1};
+  p.dispatch_rate = DispatchRate{500, 1 << 20, 2, true};
+  p.subscription_dispatch_rate = DispatchRate{10, -1, 1, false};
+  p.max_producers_per_topic = 0;  // set to zero is not the same as unset
+  p.max_consumers_per_topic = 5;
+  p.max_consumers_per_subscription = 6;
+  p.max_subscriptions_per_topic = 7;
+  p.max_topics_per_namespace = 8;
+  p.subscription_expiration_minutes = 9;
+  p.auto_topic_creation = AutoTopicCreation{true, true, 4};
+  p.replication_clusters = {"standalone"};
+  return p;
+}
+
+TEST(PoliciesTest, RoundTripEverySetField) {
+  NamespacePolicies p = everything_set();
+  ASSERT_TRUE(validate(p).is_ok()) << validate(p).to_string();
+  auto back = decode_policies(encode_policies(p));
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_EQ(*back, p);
+}
+
+TEST(PoliciesTest, RoundTripUnsetStaysUnset) {
+  auto back = decode_policies(encode_policies(NamespacePolicies{}));
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_EQ(*back, NamespacePolicies{});
+  EXPECT_FALSE(back->message_ttl_seconds.has_value());
+  EXPECT_FALSE(back->deduplication.has_value());
+}
+
+TEST(PoliciesTest, TenantsClustersPartitions) {
+  TenantInfo t{{"admin"}, {"standalone", "east"}};
+  EXPECT_EQ(*decode_tenant(encode_tenant(t)), t);
+  ClusterInfo c{"http://h:8080", "", "pulsar://h:6650", ""};
+  EXPECT_EQ(*decode_cluster(encode_cluster(c)), c);
+  EXPECT_EQ(*decode_partitions(encode_partitions(12)), 12);
+  EXPECT_EQ(decode_tenant("garbage").status().code(), ErrorCode::kCorruption);
+}
+
+TEST(PoliciesTest, ValidationRules) {
+  EXPECT_FALSE(validate(RetentionPolicy{-2, 10}).is_ok());
+  EXPECT_FALSE(validate(RetentionPolicy{0, 10}).is_ok());
+  EXPECT_TRUE(validate(RetentionPolicy{-1, -1}).is_ok());
+  EXPECT_TRUE(validate(RetentionPolicy{0, 0}).is_ok());
+  EXPECT_FALSE(validate(PersistencePolicy{1, 2, 1, 0, FsyncMode::kEveryCommit, 0}).is_ok());
+  EXPECT_FALSE(validate(PersistencePolicy{3, 2, 3, 0, FsyncMode::kEveryCommit, 0}).is_ok());
+  EXPECT_FALSE(validate(PersistencePolicy{1, 1, 1, 0, FsyncMode::kInterval, 0}).is_ok());
+  EXPECT_FALSE(validate(PersistencePolicy{1, 1, 1, -1, FsyncMode::kEveryCommit, 0}).is_ok());
+  EXPECT_FALSE(validate(DispatchRate{1, 1, 0, false}).is_ok());
+  EXPECT_FALSE(validate(AutoTopicCreation{true, true, 0}).is_ok());
+  EXPECT_FALSE(validate(AutoTopicCreation{true, false, 3}).is_ok());
+  NamespacePolicies p;
+  p.permissions["r"] = {"produce", "fly"};
+  EXPECT_EQ(validate(p).code(), ErrorCode::kInvalidArgument);
+  p.permissions.clear();
+  p.max_consumers_per_topic = -1;
+  EXPECT_FALSE(validate(p).is_ok());
+  EXPECT_TRUE(parse_backlog_action("consumer_backlog_eviction").is_ok());
+  EXPECT_FALSE(parse_backlog_action("drop").is_ok());
+  EXPECT_EQ(*parse_fsync_mode(fsync_mode_name(FsyncMode::kNever)), FsyncMode::kNever);
+}
+
+}  // namespace
+}  // namespace magnetar::broker

@@ -1,0 +1,151 @@
+#include "broker/tenancy.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "metadata/leveldb_store.h"
+
+namespace magnetar::broker {
+namespace {
+
+using common::ErrorCode;
+
+// Runs Tenancy over a real LevelDB store in a temporary directory. The
+// blocking operations are called from the test thread, which is allowed: it
+// is neither a reactor nor the metadata thread.
+class TenancyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("magnetar-tenancy-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    start();
+  }
+  void TearDown() override {
+    stop();
+    std::filesystem::remove_all(dir_);
+  }
+  void start() {
+    store_ = std::make_unique<metadata::LevelDbStore>(metadata::LevelDbStore::Options{dir_.string()});
+    ASSERT_TRUE(store_->start().is_ok());
+    tenancy_ = std::make_unique<Tenancy>(*store_, BootstrapDefaults{"standalone", {"http://localhost:8080", "", "pulsar://localhost:6650", ""}});
+    ASSERT_TRUE(tenancy_->start().is_ok());
+  }
+  void stop() {
+    if (tenancy_) tenancy_->stop();
+    tenancy_.reset();
+    if (store_) store_->stop();
+    store_.reset();
+  }
+  NamespaceName ns(const char* t, const char* n) { return NamespaceName{t, n}; }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<metadata::LevelDbStore> store_;
+  std::unique_ptr<Tenancy> tenancy_;
+};
+
+TEST_F(TenancyTest, FirstStartCreatesDefaults) {
+  EXPECT_EQ(*tenancy_->list_clusters(), std::vector<std::string>{"standalone"});
+  EXPECT_EQ(*tenancy_->list_tenants(), (std::vector<std::string>{"public", "pulsar"}));
+  EXPECT_EQ(*tenancy_->list_namespaces("public"), std::vector<std::string>{"public/default"});
+  EXPECT_EQ(*tenancy_->list_namespaces("pulsar"), std::vector<std::string>{"pulsar/system"});
+  EXPECT_EQ(tenancy_->get_tenant("public")->allowed_clusters, std::set<std::string>{"standalone"});
+  EXPECT_EQ(tenancy_->get_cluster("standalone")->broker_service_url, "pulsar://localhost:6650");
+}
+
+TEST_F(TenancyTest, DefaultsAreNotRecreatedAfterDeletion) {
+  ASSERT_TRUE(tenancy_->delete_namespace(ns("public", "default")).is_ok());
+  stop();
+  start();
+  EXPECT_TRUE(tenancy_->list_namespaces("public")->empty());
+}
+
+TEST_F(TenancyTest, TenantLifecycleAndRules) {
+  TenantInfo info{{"admin"}, {"standalone"}};
+  ASSERT_TRUE(tenancy_->create_tenant("acme", info).is_ok());
+  EXPECT_EQ(tenancy_->create_tenant("acme", info).code(), ErrorCode::kAlreadyExists);
+  EXPECT_EQ(tenancy_->create_tenant("bad name", info).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(tenancy_->create_tenant("other", TenantInfo{{}, {"nowhere"}}).code(), ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(tenancy_->get_tenant("other").status().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(*tenancy_->get_tenant("acme"), info);
+
+  ASSERT_TRUE(tenancy_->create_namespace(ns("acme", "orders"), {}).is_ok());
+  EXPECT_EQ(tenancy_->delete_tenant("acme").code(), ErrorCode::kFailedPrecondition);
+  ASSERT_TRUE(tenancy_->delete_namespace(ns("acme", "orders")).is_ok());
+  ASSERT_TRUE(tenancy_->delete_tenant("acme").is_ok());
+  EXPECT_EQ(tenancy_->delete_tenant("acme").code(), ErrorCode::kNotFound);
+}
+
+TEST_F(TenancyTest, NamespacesNeedTheirTenant) {
+  EXPECT_EQ(tenancy_->create_namespace(ns("ghost", "ns"), {}).code(), ErrorCode::kNotFound);
+  EXPECT_EQ(tenancy_->create_namespace(ns("public", "default"), {}).code(), ErrorCode::kAlreadyExists);
+  NamespacePolicies bad;
+  bad.retention = RetentionPolicy{0, 5};
+  EXPECT_EQ(tenancy_->create_namespace(ns("public", "x"), bad).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(tenancy_->get_policies(ns("public", "x")).status().code(), ErrorCode::kNotFound);
+}
+
+TEST_F(TenancyTest, UpdatePoliciesValidatesAndPersists) {
+  auto d = ns("public", "default");
+  ASSERT_TRUE(tenancy_->update_policies(d, [](NamespacePolicies& p) {
+                        p.message_ttl_seconds = 30;
+                        return common::Status::ok();
+                      }).is_ok());
+  // An invalid change writes nothing.
+  EXPECT_EQ(tenancy_->update_policies(d, [](NamespacePolicies& p) {
+                      p.message_ttl_seconds = 60;
+                      p.persistence = PersistencePolicy{1, 2, 1, 0, FsyncMode::kEveryCommit, 0};
+                      return common::Status::ok();
+                    }).code(),
+            ErrorCode::kInvalidArgument);
+  stop();
+  start();
+  auto p = tenancy_->get_policies(d);
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->message_ttl_seconds, 30);
+  EXPECT_FALSE(p->persistence.has_value());
+}
+
+TEST_F(TenancyTest, ClustersInUseCannotBeDeleted) {
+  ASSERT_TRUE(tenancy_->create_cluster("east", {}).is_ok());
+  ASSERT_TRUE(tenancy_->create_tenant("acme", TenantInfo{{}, {"east"}}).is_ok());
+  EXPECT_EQ(tenancy_->delete_cluster("east").code(), ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(tenancy_->delete_cluster("standalone").code(), ErrorCode::kFailedPrecondition);
+  ASSERT_TRUE(tenancy_->update_tenant("acme", TenantInfo{{}, {"standalone"}}).is_ok());
+  EXPECT_TRUE(tenancy_->delete_cluster("east").is_ok());
+  EXPECT_EQ(tenancy_->delete_cluster("east").code(), ErrorCode::kNotFound);
+}
+
+TEST_F(TenancyTest, PartitionedTopics) {
+  auto t = *TopicName::parse("persistent://public/default/orders");
+  ASSERT_TRUE(tenancy_->create_partitioned_topic(t, 3).is_ok());
+  EXPECT_EQ(tenancy_->create_partitioned_topic(t, 3).code(), ErrorCode::kAlreadyExists);
+  EXPECT_EQ(*tenancy_->get_partitions(t), 3);
+  EXPECT_EQ(*tenancy_->get_partitions(*TopicName::parse("public/default/plain")), 0);
+  EXPECT_EQ(tenancy_->create_partitioned_topic(*TopicName::parse("public/default/x-partition-1"), 2).code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(tenancy_->create_partitioned_topic(*TopicName::parse("public/default/y"), 0).code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(tenancy_->create_partitioned_topic(*TopicName::parse("public/nope/y"), 1).code(), ErrorCode::kNotFound);
+
+  EXPECT_EQ(tenancy_->update_partitions(t, 2).code(), ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(tenancy_->update_partitions(t, 4).is_ok());
+  auto d = ns("public", "default");
+  EXPECT_EQ(*tenancy_->list_partitioned_topics(d, TopicDomain::kPersistent),
+            std::vector<std::string>{"persistent://public/default/orders"});
+  EXPECT_TRUE(tenancy_->list_partitioned_topics(d, TopicDomain::kNonPersistent)->empty());
+  auto topics = tenancy_->list_topics(d, TopicDomain::kPersistent);
+  ASSERT_TRUE(topics.is_ok());
+  ASSERT_EQ(topics->size(), 4u);
+  EXPECT_EQ((*topics)[0], "persistent://public/default/orders-partition-0");
+
+  EXPECT_EQ(tenancy_->delete_namespace(d).code(), ErrorCode::kFailedPrecondition);
+  ASSERT_TRUE(tenancy_->delete_partitioned_topic(t).is_ok());
+  EXPECT_EQ(tenancy_->delete_partitioned_topic(t).code(), ErrorCode::kNotFound);
+  EXPECT_TRUE(tenancy_->delete_namespace(d).is_ok());
+}
+
+}  // namespace
+}  // namespace magnetar::broker
