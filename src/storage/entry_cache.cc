@@ -1,0 +1,107 @@
+#include "storage/entry_cache.h"
+
+#include <algorithm>
+
+namespace magnetar::storage {
+
+using common::Slice;
+
+EntryCache::EntryCache(size_t capacity_bytes) : shard_capacity_(capacity_bytes / kShards) {}
+
+void EntryCache::insert(LedgerId ledger, EntryId entry, Slice data) {
+  if (shard_capacity_ == 0) return;
+  Shard& s = shard(ledger);
+  std::lock_guard lock(s.mu);
+  Run& run = s.runs[ledger];
+  EntryId end = run.first + static_cast<EntryId>(run.entries.size());
+  if (!run.entries.empty() && entry >= run.first && entry < end) return;  // already held
+  if (run.entries.empty() || entry != end) {
+    for (const Slice& e : run.entries) s.bytes -= e.size();
+    s.live -= run.entries.size();
+    run.entries.clear();
+    run.first = entry;
+  }
+  s.bytes += data.size();
+  ++s.live;
+  run.entries.push_back(std::move(data));
+  s.order.emplace_back(ledger, entry);
+  evict(s);
+}
+
+void EntryCache::evict(Shard& s) {
+  while (s.bytes > shard_capacity_ && !s.order.empty()) {
+    auto [ledger, entry] = s.order.front();
+    s.order.pop_front();
+    auto it = s.runs.find(ledger);
+    if (it == s.runs.end() || it->second.entries.empty() || it->second.first != entry) continue;  // stale
+    Run& run = it->second;
+    s.bytes -= run.entries.front().size();
+    --s.live;
+    run.entries.pop_front();
+    ++run.first;
+    if (run.entries.empty()) s.runs.erase(it);
+  }
+  // Stale order records pile up when runs are replaced; drop them in bulk.
+  if (s.order.size() > 2 * s.live + 1024) {
+    std::deque<std::pair<LedgerId, EntryId>> kept;
+    for (const auto& [ledger, entry] : s.order) {
+      auto it = s.runs.find(ledger);
+      if (it == s.runs.end()) continue;
+      const Run& run = it->second;
+      if (entry >= run.first && entry < run.first + static_cast<EntryId>(run.entries.size())) {
+        kept.emplace_back(ledger, entry);
+      }
+    }
+    s.order.swap(kept);
+  }
+}
+
+std::optional<Slice> EntryCache::get(LedgerId ledger, EntryId entry) const {
+  Shard& s = shard(ledger);
+  std::lock_guard lock(s.mu);
+  auto it = s.runs.find(ledger);
+  if (it == s.runs.end()) return std::nullopt;
+  const Run& run = it->second;
+  if (entry < run.first || entry >= run.first + static_cast<EntryId>(run.entries.size())) return std::nullopt;
+  return run.entries[static_cast<size_t>(entry - run.first)];
+}
+
+size_t EntryCache::get_range(LedgerId ledger, EntryId first, EntryId last, size_t max_bytes,
+                             std::vector<Entry>* out, size_t* bytes) const {
+  Shard& s = shard(ledger);
+  std::lock_guard lock(s.mu);
+  auto it = s.runs.find(ledger);
+  if (it == s.runs.end()) return 0;
+  const Run& run = it->second;
+  EntryId end = std::min(last + 1, run.first + static_cast<EntryId>(run.entries.size()));
+  size_t added = 0;
+  for (EntryId e = first; e >= run.first && e < end; ++e) {
+    const Slice& data = run.entries[static_cast<size_t>(e - run.first)];
+    if (!out->empty() && *bytes + data.size() > max_bytes) break;
+    *bytes += data.size();
+    out->push_back(Entry{ledger, e, data});
+    ++added;
+  }
+  return added;
+}
+
+void EntryCache::erase_ledger(LedgerId ledger) {
+  Shard& s = shard(ledger);
+  std::lock_guard lock(s.mu);
+  auto it = s.runs.find(ledger);
+  if (it == s.runs.end()) return;
+  for (const Slice& e : it->second.entries) s.bytes -= e.size();
+  s.live -= it->second.entries.size();
+  s.runs.erase(it);
+}
+
+size_t EntryCache::size_bytes() const {
+  size_t total = 0;
+  for (const Shard& s : shards_) {
+    std::lock_guard lock(s.mu);
+    total += s.bytes;
+  }
+  return total;
+}
+
+}  // namespace magnetar::storage

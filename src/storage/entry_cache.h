@@ -1,0 +1,64 @@
+// EntryCache: recent entries in memory, bounded by bytes.
+//
+// For each ledger the cache holds one run of consecutive entries. Inserting
+// the next entry of the run extends it; inserting anything else starts a new
+// run (the old one is dropped). Tailing readers find what was just added;
+// read-ahead fills a run past what a catch-up reader asked for. When over
+// budget the oldest inserted entries go first. The cache keeps the entries'
+// Slices, so it pins their buffers.
+//
+// Thread-safe: sharded by ledger, one mutex per shard.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/bytes.h"
+#include "storage/storage.h"
+
+namespace magnetar::storage {
+
+class EntryCache {
+ public:
+  explicit EntryCache(size_t capacity_bytes);
+  EntryCache(const EntryCache&) = delete;
+  EntryCache& operator=(const EntryCache&) = delete;
+
+  void insert(LedgerId ledger, EntryId entry, common::Slice data);
+  std::optional<common::Slice> get(LedgerId ledger, EntryId entry) const;
+  // Appends entries first, first+1, ... while cached and while `out` stays
+  // under max_bytes (the first always fits); returns how many it added.
+  size_t get_range(LedgerId ledger, EntryId first, EntryId last, size_t max_bytes, std::vector<Entry>* out,
+                   size_t* bytes) const;
+  void erase_ledger(LedgerId ledger);
+  size_t size_bytes() const;
+
+ private:
+  static constexpr size_t kShards = 16;
+  struct Run {
+    EntryId first = 0;
+    std::deque<common::Slice> entries;
+  };
+  struct Shard {
+    mutable std::mutex mu;
+    std::unordered_map<LedgerId, Run> runs;
+    // Insertion order, for eviction; entries dropped with their run stay
+    // here until they reach the front (or a compaction) and are skipped.
+    std::deque<std::pair<LedgerId, EntryId>> order;
+    size_t bytes = 0;
+    size_t live = 0;
+  };
+  Shard& shard(LedgerId ledger) const { return shards_[ledger % kShards]; }
+  void evict(Shard& s);
+
+  const size_t shard_capacity_;
+  mutable Shard shards_[kShards];
+};
+
+}  // namespace magnetar::storage

@@ -1,0 +1,302 @@
+#include "storage/journal.h"
+
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "common/logging.h"
+
+namespace magnetar::storage {
+
+using common::MetricsRegistry;
+using common::Status;
+using std::chrono::steady_clock;
+
+namespace {
+
+// Payloads up to this size are copied next to their header so that a batch
+// of small entries is a few large iovecs; bigger ones are written from the
+// caller's buffer.
+constexpr size_t kCopyThreshold = 4096;
+
+std::vector<double> batch_bounds() {
+  std::vector<double> b;
+  for (double v = 1; v <= 65536; v *= 4) b.push_back(v);
+  return b;
+}
+
+}  // namespace
+
+Journal::Journal(std::string segments_dir, const StorageOptions& options, JournalListener* listener,
+                 std::unique_ptr<SegmentAppender> active)
+    : segments_dir_(std::move(segments_dir)),
+      options_(options),
+      listener_(listener),
+      active_(std::move(active)),
+      fsync_seconds_(MetricsRegistry::global().histogram(
+          "magnetar_storage_journal_fsync_seconds", "Time one journal fdatasync took",
+          common::Histogram::latency_bounds())),
+      batch_entries_(MetricsRegistry::global().histogram(
+          "magnetar_storage_journal_batch_entries", "Records written per group commit", batch_bounds())),
+      appended_bytes_(MetricsRegistry::global().counter("magnetar_storage_appended_bytes_total",
+                                                        "Entry payload bytes appended to the journal")),
+      appended_entries_(MetricsRegistry::global().counter("magnetar_storage_appended_entries_total",
+                                                          "Entries appended to the journal")),
+      errors_(MetricsRegistry::global().counter("magnetar_storage_journal_errors_total",
+                                                "Group commits that failed to write or sync")) {}
+
+Journal::~Journal() { stop(); }
+
+void Journal::start() {
+  next_interval_sync_ = steady_clock::now() + options_.fsync_interval;
+  thread_ = std::thread([this]() {
+    common::set_thread_name("journal");
+    run();
+  });
+}
+
+void Journal::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status Journal::submit(JournalRequest&& request) {
+  bool wake = false;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return Status::unavailable("storage journal is stopping");
+    if (!failure_.is_ok()) return failure_;
+    if (queue_.size() >= options_.max_queued_entries ||
+        (queued_bytes_ + request.payload.size() > options_.max_queued_bytes && !queue_.empty())) {
+      return Status::resource_exhausted("storage journal queue is full");
+    }
+    queued_bytes_ += request.payload.size();
+    queue_.push_back(std::move(request));
+    wake = idle_wait_ || (batch_wait_ && (queue_.size() >= options_.max_batch_entries ||
+                                          queued_bytes_ >= options_.max_batch_bytes));
+  }
+  if (wake) cv_.notify_one();
+  return Status::ok();
+}
+
+bool Journal::take_batch(std::vector<JournalRequest>* batch) {
+  std::unique_lock lock(mu_);
+  bool slept = false;
+  while (queue_.empty() && !stopping_) {
+    slept = true;
+    idle_wait_ = true;
+    if (options_.fsync_mode == FsyncMode::kInterval && dirty_) {
+      cv_.wait_until(lock, next_interval_sync_);
+      idle_wait_ = false;
+      if (queue_.empty() && steady_clock::now() >= next_interval_sync_) {
+        lock.unlock();
+        maybe_interval_sync();
+        lock.lock();
+      }
+    } else {
+      cv_.wait(lock);
+      idle_wait_ = false;
+    }
+  }
+  if (queue_.empty()) return false;  // stopping and drained
+  if (slept && options_.max_batch_delay.count() > 0 && !stopping_ &&
+      queue_.size() < options_.max_batch_entries && queued_bytes_ < options_.max_batch_bytes) {
+    batch_wait_ = true;
+    cv_.wait_for(lock, options_.max_batch_delay, [this] {
+      return stopping_ || queue_.size() >= options_.max_batch_entries ||
+             queued_bytes_ >= options_.max_batch_bytes;
+    });
+    batch_wait_ = false;
+  }
+  size_t bytes = 0;
+  while (!queue_.empty() && batch->size() < options_.max_batch_entries &&
+         (batch->empty() || bytes + queue_.front().payload.size() <= options_.max_batch_bytes)) {
+    bytes += queue_.front().payload.size();
+    batch->push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  queued_bytes_ -= bytes;
+  return true;
+}
+
+void Journal::run() {
+  std::vector<JournalRequest> batch;
+  while (take_batch(&batch)) {
+    process(batch);
+    batch.clear();
+    maybe_interval_sync();
+  }
+  if (dirty_ && failure_.is_ok() && !active_->broken()) {
+    Status st = sync_active();
+    if (!st.is_ok()) MLOG_ERROR("storage journal: final sync failed: {}", st.to_string());
+  }
+}
+
+void Journal::fail_journal(const Status& st) {
+  std::lock_guard lock(mu_);
+  if (failure_.is_ok()) {
+    MLOG_ERROR("storage journal failed, appends are refused from now on: {}", st.to_string());
+    failure_ = st;
+  }
+}
+
+Status Journal::sync_active() {
+  auto t0 = steady_clock::now();
+  Status st = active_->sync();
+  fsync_seconds_.observe(std::chrono::duration<double>(steady_clock::now() - t0).count());
+  if (st.is_ok()) dirty_ = false;
+  return st;
+}
+
+void Journal::maybe_interval_sync() {
+  if (options_.fsync_mode != FsyncMode::kInterval) return;
+  auto now = steady_clock::now();
+  if (now < next_interval_sync_) return;
+  next_interval_sync_ = now + options_.fsync_interval;
+  if (!dirty_ || active_->broken()) return;
+  Status st = sync_active();
+  if (!st.is_ok()) {
+    errors_.inc();
+    fail_journal(st);
+  }
+}
+
+Status Journal::write_pending() {
+  if (pieces_.empty()) return Status::ok();
+  std::vector<iovec> iov;
+  iov.reserve(pieces_.size());
+  for (const Piece& p : pieces_) {
+    const uint8_t* base = p.external ? p.external : reinterpret_cast<const uint8_t*>(arena_.data()) + p.offset;
+    iov.push_back(iovec{const_cast<uint8_t*>(base), p.size});
+  }
+  Status st = active_->append(iov.data(), iov.size(), pending_bytes_);
+  pieces_.clear();
+  arena_.clear();
+  pending_bytes_ = 0;
+  if (st.is_ok()) dirty_ = true;
+  return st;
+}
+
+Status Journal::roll_segment() {
+  // The old segment is synced whatever the mode: recovery and garbage
+  // collection rely on a rolled-over segment being complete on disk.
+  if (dirty_) MAGNETAR_RETURN_IF_ERROR(sync_active());
+  auto next = SegmentAppender::create(segments_dir_, active_->id() + 1);
+  if (!next) return next.status();
+  MLOG_INFO("storage journal: segment {} full at {} bytes, rolled over to {}", active_->id(), active_->size(),
+            active_->id() + 1);
+  active_ = std::move(next.value());
+  return Status::ok();
+}
+
+void Journal::process(std::vector<JournalRequest>& batch) {
+  Status failure;
+  size_t written = 0;
+  std::vector<LedgerState*> touched;
+  uint64_t payload_bytes = 0;
+  for (JournalRequest& r : batch) {
+    LedgerState& ledger = *r.ledger;
+    if (r.type == format::RecordType::kEntry && ledger.journal_broken) {
+      r.status = Status::io_error("ledger " + std::to_string(ledger.id) + " lost an earlier add; close it");
+      continue;
+    }
+    if (!failure.is_ok()) continue;
+    const size_t size = format::kRecordHeaderSize + r.payload.size();
+    const uint64_t end = active_->size() + pending_bytes_;
+    if (end + size > options_.segment_size && end > format::kFileHeaderSize) {
+      failure = write_pending();
+      if (failure.is_ok()) failure = roll_segment();
+      if (!failure.is_ok()) continue;
+    }
+    if (r.type == format::RecordType::kEntry) {
+      ledger.journal_last = r.entry;
+      touched.push_back(&ledger);
+      payload_bytes += r.payload.size();
+    } else if (r.type == format::RecordType::kLedgerClosed) {
+      r.entry = ledger.journal_last;
+    }
+    r.location = EntryLocation{active_->id(), active_->size() + pending_bytes_, static_cast<uint32_t>(size)};
+    size_t header_at = arena_.size();
+    arena_.resize(header_at + format::kRecordHeaderSize);
+    format::encode_record_header(reinterpret_cast<uint8_t*>(arena_.data()) + header_at, r.type, ledger.id,
+                                 r.entry, r.payload.data(), static_cast<uint32_t>(r.payload.size()));
+    if (r.payload.size() <= kCopyThreshold) {
+      arena_.append(reinterpret_cast<const char*>(r.payload.data()), r.payload.size());
+      if (!pieces_.empty() && pieces_.back().external == nullptr) {
+        pieces_.back().size += size;
+      } else {
+        pieces_.push_back(Piece{nullptr, header_at, size});
+      }
+    } else {
+      if (!pieces_.empty() && pieces_.back().external == nullptr) {
+        pieces_.back().size += format::kRecordHeaderSize;
+      } else {
+        pieces_.push_back(Piece{nullptr, header_at, format::kRecordHeaderSize});
+      }
+      pieces_.push_back(Piece{r.payload.data(), 0, r.payload.size()});
+    }
+    pending_bytes_ += size;
+    ++written;
+  }
+  if (failure.is_ok()) failure = write_pending();
+  if (failure.is_ok() && options_.fsync_mode == FsyncMode::kAlways && dirty_) failure = sync_active();
+  pieces_.clear();
+  arena_.clear();
+  pending_bytes_ = 0;
+
+  if (!failure.is_ok()) {
+    errors_.inc();
+    MLOG_ERROR("storage journal: group commit of {} records failed: {}", written, failure.to_string());
+    for (JournalRequest& r : batch) {
+      if (r.status.is_ok()) r.status = failure;
+    }
+    for (LedgerState* ledger : touched) {
+      ledger->journal_broken = true;
+      ledger->journal_last = ledger->last_confirmed.load(std::memory_order_acquire);
+    }
+    if (active_->broken()) fail_journal(failure);
+  } else {
+    appended_entries_.inc(touched.size());
+    appended_bytes_.inc(payload_bytes);
+    batch_entries_.observe(static_cast<double>(written));
+  }
+  Status st = listener_->on_written(batch, Checkpoint{active_->id(), active_->size()});
+  if (!st.is_ok()) {
+    fail_journal(st);
+    for (JournalRequest& r : batch) {
+      if (r.status.is_ok()) r.status = st;
+    }
+  }
+  complete(batch);
+}
+
+void Journal::complete(std::vector<JournalRequest>& batch) {
+  // One task per home reactor per batch, each running its completions in order.
+  std::vector<std::pair<runtime::Reactor*, std::vector<Completion>>> groups;
+  for (JournalRequest& r : batch) {
+    if (!r.done) continue;
+    if (r.home == nullptr) {
+      r.done(std::move(r.status));
+      continue;
+    }
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == r.home; });
+    if (it == groups.end()) {
+      groups.emplace_back(r.home, std::vector<Completion>{});
+      it = groups.end() - 1;
+    }
+    it->second.push_back(Completion{std::move(r.done), std::move(r.status)});
+  }
+  for (auto& [reactor, completions] : groups) {
+    bool posted = reactor->post_or_wait([completions = std::move(completions)]() mutable {
+      for (Completion& c : completions) c.done(std::move(c.status));
+    });
+    if (!posted) MLOG_DEBUG("storage journal: reactor {} stopped before its completions", reactor->name());
+  }
+}
+
+}  // namespace magnetar::storage

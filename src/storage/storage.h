@@ -1,0 +1,128 @@
+// Storage: durable entries on local disk, (ledger id, entry id) -> bytes.
+//
+// A ledger is append-only with one writer. create_ledger/open_ledger attach
+// the caller as the writer and hand back a LedgerWriter token; adds must
+// present it. Opening a ledger that already has a writer is refused with
+// kFenced, and close_ledger seals a ledger whoever writes it: later adds by
+// its writer fail with kFenced. A closed ledger is immutable.
+//
+// Threads: every method may be called from any thread. Callbacks run on the
+// reactor that called (Reactor::current()), never inline inside the call.
+// When the caller is not on a reactor they run on a storage thread (journal
+// or reader), which they must not block, or inline for an answer known at
+// once (an invalid argument, an unknown ledger).
+//
+// Errors: an add that fails (disk full, I/O error) fails every later add of
+// that ledger too, so a ledger never has a hole; its writer closes it and
+// moves on to a new ledger. Reads keep working whatever the writer side does.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/bytes.h"
+#include "common/result.h"
+#include "common/status.h"
+#include "runtime/component.h"
+
+namespace magnetar::storage {
+
+using LedgerId = uint64_t;
+using EntryId = int64_t;
+inline constexpr EntryId kNoEntry = -1;  // "no entry yet": an empty ledger's last entry
+
+struct Entry {
+  LedgerId ledger = 0;
+  EntryId id = kNoEntry;
+  common::Slice data;
+};
+
+// Proof of being a ledger's writer. Copyable; meaningless for another ledger.
+struct LedgerWriter {
+  LedgerId ledger = 0;
+  uint64_t token = 0;
+};
+
+struct LedgerInfo {
+  LedgerId id = 0;
+  bool closed = false;
+  // Highest entry whose add completed; for a closed ledger its last entry.
+  EntryId last_confirmed = kNoEntry;
+};
+
+enum class FsyncMode {
+  kAlways,    // an add completes after the fdatasync of its group commit (default)
+  kInterval,  // an add completes after write(); fdatasync every fsync_interval
+  kNever,     // an add completes after write(); the OS flushes when it likes
+};
+
+struct StorageOptions {
+  std::string directory;  // holds segments/ and index/; created if missing
+  FsyncMode fsync_mode = FsyncMode::kAlways;
+  std::chrono::milliseconds fsync_interval{100};
+  // Group commit: a batch closes at this many entries or bytes, or this long
+  // after its first append arrived, whichever comes first.
+  size_t max_batch_entries = 4096;
+  size_t max_batch_bytes = 4u << 20;
+  std::chrono::microseconds max_batch_delay{50};
+  // Back-pressure: appends waiting for the journal beyond these fail with
+  // kResourceExhausted.
+  size_t max_queued_entries = 1u << 16;
+  size_t max_queued_bytes = 256u << 20;
+  uint64_t segment_size = 256u << 20;  // a segment rolls over past this
+  size_t tail_cache_bytes = 64u << 20;       // recently added entries
+  size_t read_ahead_cache_bytes = 32u << 20;  // entries read from disk
+  size_t read_ahead_entries = 256;           // extra entries read past a miss
+  size_t max_read_bytes = 8u << 20;          // one read returns at most this (but >= 1 entry)
+};
+
+template <typename T>
+using Callback = std::function<void(T)>;
+
+class Storage : public runtime::Component {
+ public:
+  // Creates an empty, open ledger with the caller as its writer.
+  // kAlreadyExists if `id` exists. Completes once the creation is durable.
+  virtual void create_ledger(LedgerId id, Callback<common::Result<LedgerWriter>> done) = 0;
+  // Attaches the caller as the writer of an existing open ledger (e.g. after a
+  // restart). kFenced if it has a writer, kFailedPrecondition if closed,
+  // kNotFound if missing. Immediate: nothing is written.
+  virtual void open_ledger(LedgerId id, Callback<common::Result<LedgerWriter>> done) = 0;
+  // Appends entry `entry` (which must be the ledger's last added + 1) to the
+  // writer's ledger. Completes with ok once durable per the fsync mode; then
+  // last_confirmed >= entry. kFenced once the ledger is closed or the writer
+  // is not the ledger's; kInvalidArgument for an out-of-order id or an
+  // oversized payload; kResourceExhausted when the journal queue is full.
+  virtual void add_entry(const LedgerWriter& writer, EntryId entry, common::Slice data,
+                         Callback<common::Status> done) = 0;
+  // Seals the ledger at its last confirmed entry and returns that entry.
+  // Adds already submitted complete (or fail) first. Idempotent on a closed ledger.
+  virtual void close_ledger(LedgerId id, Callback<common::Result<EntryId>> done) = 0;
+  // Reads entries first..last (REQUIRES 0 <= first <= last <= last_confirmed).
+  // The result starts at `first` and may stop early (max_read_bytes, or a
+  // damaged entry: then the next read starting there fails with kCorruption).
+  virtual void read_entries(LedgerId id, EntryId first, EntryId last,
+                            Callback<common::Result<std::vector<Entry>>> done) = 0;
+  // Removes the ledger; its disk space is reclaimed once no live ledger shares
+  // its segments. Completes once the deletion is durable.
+  virtual void delete_ledger(LedgerId id, Callback<common::Status> done) = 0;
+
+  // Immediate: what is known in memory now. kNotFound if missing.
+  virtual common::Result<LedgerInfo> ledger_info(LedgerId id) const = 0;
+  common::Result<EntryId> last_confirmed(LedgerId id) const {
+    auto info = ledger_info(id);
+    if (!info) return info.status();
+    return info->last_confirmed;
+  }
+  virtual std::vector<LedgerId> list_ledgers() const = 0;
+};
+
+// The local-disk implementation (storage_impl.h). start() recovers the
+// directory; stop() completes queued adds, syncs and closes.
+std::unique_ptr<Storage> make_local_storage(StorageOptions options);
+
+}  // namespace magnetar::storage

@@ -1,0 +1,99 @@
+// StorageImpl: Storage on local disk (segments + LevelDB index + caches).
+//
+// Rooms: storage_impl.cc (ledger lifecycle and adds), recovery.cc (start-up:
+// index rebuild from the segments' tail, torn tail cut), read_path.cc (reads,
+// read-ahead), and on_written (journal thread: index, cache, garbage
+// collection of segments whose ledgers are all deleted).
+//
+// Threads: the ledger table is guarded by table_mu_; each LedgerState by its
+// own mutex. The journal thread owns segment_refs_ and the index writes; the
+// "storage-read" worker does disk reads.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/metrics.h"
+#include "runtime/worker_thread.h"
+#include "storage/entry_cache.h"
+#include "storage/index.h"
+#include "storage/journal.h"
+#include "storage/ledger_state.h"
+#include "storage/segment.h"
+#include "storage/storage.h"
+
+namespace magnetar::storage {
+
+class StorageImpl final : public Storage, private JournalListener {
+ public:
+  explicit StorageImpl(StorageOptions options);
+  ~StorageImpl() override;
+
+  std::string_view name() const override { return "storage"; }
+  common::Status start() override;
+  void stop() override;
+
+  void create_ledger(LedgerId id, Callback<common::Result<LedgerWriter>> done) override;
+  void open_ledger(LedgerId id, Callback<common::Result<LedgerWriter>> done) override;
+  void add_entry(const LedgerWriter& writer, EntryId entry, common::Slice data,
+                 Callback<common::Status> done) override;
+  void close_ledger(LedgerId id, Callback<common::Result<EntryId>> done) override;
+  void read_entries(LedgerId id, EntryId first, EntryId last,
+                    Callback<common::Result<std::vector<Entry>>> done) override;
+  void delete_ledger(LedgerId id, Callback<common::Status> done) override;
+  common::Result<LedgerInfo> ledger_info(LedgerId id) const override;
+  std::vector<LedgerId> list_ledgers() const override;
+
+ private:
+  // recovery.cc
+  common::Status recover();
+  common::Status replay_segment(uint64_t segment, uint64_t start, bool is_last, uint64_t* valid_end);
+  common::Status load_ledgers();
+
+  // read_path.cc
+  void read_from_disk(std::shared_ptr<LedgerState> ledger, EntryId first, EntryId last,
+                      std::vector<Entry> entries, size_t bytes, runtime::Reactor* home,
+                      Callback<common::Result<std::vector<Entry>>> done);
+  common::Result<std::shared_ptr<SegmentReader>> segment_reader(uint64_t segment);
+
+  // JournalListener, journal thread.
+  common::Status on_written(std::vector<JournalRequest>& batch, const Checkpoint& end) override;
+  common::Status collect_garbage(uint64_t active_segment);
+
+  std::shared_ptr<LedgerState> find(LedgerId id) const;
+  // Runs `fn` on `home` (or here when null), never inline in the API call
+  // when home is a reactor.
+  static void deliver(runtime::Reactor* home, runtime::Task fn);
+
+  const StorageOptions options_;
+  const std::string segments_dir_;
+  const std::string index_dir_;
+  std::unique_ptr<Index> index_;
+  std::unique_ptr<Journal> journal_;
+  std::unique_ptr<runtime::WorkerThread> reader_;
+  EntryCache tail_cache_;
+  EntryCache read_ahead_cache_;
+  bool started_ = false;
+
+  mutable std::mutex table_mu_;
+  std::unordered_map<LedgerId, std::shared_ptr<LedgerState>> ledgers_;
+  uint64_t next_writer_token_ = 1;  // under table_mu_
+
+  std::mutex readers_mu_;
+  std::map<uint64_t, std::shared_ptr<SegmentReader>> readers_;
+
+  // Journal thread (and start-up before it runs).
+  std::map<uint64_t, std::set<LedgerId>> segment_refs_;
+  uint64_t active_segment_ = 0;
+
+  common::Counter& cache_hits_;
+  common::Counter& cache_misses_;
+  common::Counter& read_errors_;
+};
+
+}  // namespace magnetar::storage
