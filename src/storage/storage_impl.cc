@@ -46,6 +46,10 @@ void StorageImpl::stop() {
   started_ = false;
   journal_->stop();
   reader_->stop();
+  journal_.reset();
+  index_.reset();  // releases the directory's lock for the next owner
+  std::lock_guard lock(readers_mu_);
+  readers_.clear();
 }
 
 void StorageImpl::deliver(Reactor* home, runtime::Task fn) {

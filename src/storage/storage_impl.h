@@ -10,6 +10,7 @@
 // "storage-read" worker does disk reads.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -78,7 +79,7 @@ class StorageImpl final : public Storage, private JournalListener {
   std::unique_ptr<runtime::WorkerThread> reader_;
   EntryCache tail_cache_;
   EntryCache read_ahead_cache_;
-  bool started_ = false;
+  std::atomic<bool> started_{false};  // API calls check it; start/stop run with no call in flight
 
   mutable std::mutex table_mu_;
   std::unordered_map<LedgerId, std::shared_ptr<LedgerState>> ledgers_;
