@@ -50,6 +50,12 @@ Journal::~Journal() { stop(); }
 
 void Journal::start() {
   next_interval_sync_ = steady_clock::now() + options_.fsync_interval;
+  if (options_.fsync_mode == FsyncMode::kAlways) {
+    sync_thread_ = std::thread([this]() {
+      common::set_thread_name("journal-sync");
+      sync_run();
+    });
+  }
   thread_ = std::thread([this]() {
     common::set_thread_name("journal");
     run();
@@ -63,6 +69,12 @@ void Journal::stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard lock(sync_mu_);
+    sync_stopping_ = true;
+  }
+  sync_cv_.notify_all();
+  if (sync_thread_.joinable()) sync_thread_.join();
 }
 
 Status Journal::submit(JournalRequest&& request) {
@@ -131,9 +143,44 @@ void Journal::run() {
     batch.clear();
     maybe_interval_sync();
   }
-  if (dirty_ && failure_.is_ok() && !active_->broken()) {
-    Status st = sync_active();
+  if (dirty_ && options_.fsync_mode != FsyncMode::kAlways && failure_.is_ok() && !active_->broken()) {
+    Status st = sync_segment(*active_);
     if (!st.is_ok()) MLOG_ERROR("storage journal: final sync failed: {}", st.to_string());
+  }
+}
+
+void Journal::sync_run() {
+  std::deque<WrittenBatch> batches;
+  for (;;) {
+    {
+      std::unique_lock lock(sync_mu_);
+      sync_cv_.wait(lock, [this] { return sync_stopping_ || !written_.empty(); });
+      if (written_.empty()) return;  // stopping and drained
+      batches.swap(written_);
+    }
+    sync_cv_.notify_all();  // the journal thread may be waiting for room
+    // Segments before the last one written were synced when they rolled
+    // over: one fdatasync of the last covers every batch taken.
+    std::shared_ptr<SegmentAppender> last;
+    for (const WrittenBatch& b : batches) {
+      if (b.segment) last = b.segment;
+    }
+    Status st;
+    if (last) st = sync_segment(*last);
+    if (!st.is_ok()) {
+      errors_.inc();
+      MLOG_ERROR("storage journal: fdatasync failed: {}", st.to_string());
+      fail_journal(st);
+    }
+    for (WrittenBatch& b : batches) {
+      if (!st.is_ok()) {
+        for (JournalRequest& r : b.requests) {
+          if (r.status.is_ok()) r.status = st;
+        }
+      }
+      finish(b.requests, b.end);
+    }
+    batches.clear();
   }
 }
 
@@ -145,11 +192,10 @@ void Journal::fail_journal(const Status& st) {
   }
 }
 
-Status Journal::sync_active() {
+Status Journal::sync_segment(SegmentAppender& segment) {
   auto t0 = steady_clock::now();
-  Status st = active_->sync();
+  Status st = segment.sync();
   fsync_seconds_.observe(std::chrono::duration<double>(steady_clock::now() - t0).count());
-  if (st.is_ok()) dirty_ = false;
   return st;
 }
 
@@ -159,7 +205,8 @@ void Journal::maybe_interval_sync() {
   if (now < next_interval_sync_) return;
   next_interval_sync_ = now + options_.fsync_interval;
   if (!dirty_ || active_->broken()) return;
-  Status st = sync_active();
+  Status st = sync_segment(*active_);
+  if (st.is_ok()) dirty_ = false;
   if (!st.is_ok()) {
     errors_.inc();
     fail_journal(st);
@@ -185,20 +232,23 @@ Status Journal::write_pending() {
 Status Journal::roll_segment() {
   // The old segment is synced whatever the mode: recovery and garbage
   // collection rely on a rolled-over segment being complete on disk.
-  if (dirty_) MAGNETAR_RETURN_IF_ERROR(sync_active());
+  if (dirty_) MAGNETAR_RETURN_IF_ERROR(sync_segment(*active_));
+  dirty_ = false;
   auto next = SegmentAppender::create(segments_dir_, active_->id() + 1);
   if (!next) return next.status();
   MLOG_INFO("storage journal: segment {} full at {} bytes, rolled over to {}", active_->id(), active_->size(),
             active_->id() + 1);
-  active_ = std::move(next.value());
+  active_ = std::shared_ptr<SegmentAppender>(std::move(next.value()));
   return Status::ok();
 }
 
 void Journal::process(std::vector<JournalRequest>& batch) {
   Status failure;
   size_t written = 0;
-  std::vector<LedgerState*> touched;
+  // Each ledger this batch writes to, with its journal_last before the batch.
+  std::vector<std::pair<LedgerState*, EntryId>> touched;
   uint64_t payload_bytes = 0;
+  uint64_t entries = 0;
   for (JournalRequest& r : batch) {
     LedgerState& ledger = *r.ledger;
     if (r.type == format::RecordType::kEntry && ledger.journal_broken) {
@@ -214,9 +264,10 @@ void Journal::process(std::vector<JournalRequest>& batch) {
       if (!failure.is_ok()) continue;
     }
     if (r.type == format::RecordType::kEntry) {
+      if (touched.empty() || touched.back().first != &ledger) touched.emplace_back(&ledger, ledger.journal_last);
       ledger.journal_last = r.entry;
-      touched.push_back(&ledger);
       payload_bytes += r.payload.size();
+      ++entries;
     } else if (r.type == format::RecordType::kLedgerClosed) {
       r.entry = ledger.journal_last;
     }
@@ -244,7 +295,6 @@ void Journal::process(std::vector<JournalRequest>& batch) {
     ++written;
   }
   if (failure.is_ok()) failure = write_pending();
-  if (failure.is_ok() && options_.fsync_mode == FsyncMode::kAlways && dirty_) failure = sync_active();
   pieces_.clear();
   arena_.clear();
   pending_bytes_ = 0;
@@ -255,17 +305,33 @@ void Journal::process(std::vector<JournalRequest>& batch) {
     for (JournalRequest& r : batch) {
       if (r.status.is_ok()) r.status = failure;
     }
-    for (LedgerState* ledger : touched) {
-      ledger->journal_broken = true;
-      ledger->journal_last = ledger->last_confirmed.load(std::memory_order_acquire);
+    // Restore in reverse so that each ledger ends at its value before the batch.
+    for (auto it = touched.rbegin(); it != touched.rend(); ++it) {
+      it->first->journal_broken = true;
+      it->first->journal_last = it->second;
     }
     if (active_->broken()) fail_journal(failure);
   } else {
-    appended_entries_.inc(touched.size());
+    appended_entries_.inc(entries);
     appended_bytes_.inc(payload_bytes);
     batch_entries_.observe(static_cast<double>(written));
   }
-  Status st = listener_->on_written(batch, Checkpoint{active_->id(), active_->size()});
+  const Checkpoint end{active_->id(), active_->size()};
+  if (options_.fsync_mode != FsyncMode::kAlways) {
+    finish(batch, end);
+    return;
+  }
+  WrittenBatch handed{std::move(batch), failure.is_ok() && written > 0 ? active_ : nullptr, end};
+  {
+    std::unique_lock lock(sync_mu_);
+    sync_cv_.wait(lock, [this] { return written_.size() < kMaxUnsyncedBatches; });
+    written_.push_back(std::move(handed));
+  }
+  sync_cv_.notify_all();
+}
+
+void Journal::finish(std::vector<JournalRequest>& batch, const Checkpoint& end) {
+  Status st = listener_->on_written(batch, end);
   if (!st.is_ok()) {
     fail_journal(st);
     for (JournalRequest& r : batch) {

@@ -1,15 +1,19 @@
-// Journal: the thread ("journal") that appends records to the active segment
-// with group commit.
+// Journal: the threads that append records to the active segment with
+// group commit.
 //
 // Callers submit requests from any thread into a bounded queue. The journal
-// thread takes every request that arrived meanwhile (up to max_batch_entries
-// / max_batch_bytes; when it was idle it first waits up to max_batch_delay
-// for company), writes them with one pwritev per segment, runs one
-// fdatasync (FsyncMode::kAlways), hands the batch to the listener (index,
-// cache, last confirmed) and then completes the requests in order, each on
-// its home reactor. A failed write or sync fails the whole batch and breaks
-// every ledger in it (its later adds fail); a failed sync or index write
-// fails the journal for good (every later request fails), reads unaffected.
+// thread ("journal") takes every request that arrived meanwhile (up to
+// max_batch_entries / max_batch_bytes; when it was idle it first waits up to
+// max_batch_delay for company) and writes them with one pwritev per segment.
+// With FsyncMode::kAlways it hands the written batch to the sync thread
+// ("journal-sync") and goes on writing the next one; the sync thread runs one
+// fdatasync for every batch written meanwhile, so writing and syncing
+// overlap. Then, in batch order, the listener sees each batch (index, cache,
+// last confirmed) and the requests complete in order, each on its home
+// reactor. In the other modes the journal thread does that itself after the
+// write. A failed write fails the whole batch and breaks every ledger in it
+// (its later adds fail); a failed sync or index write fails the journal for
+// good (every later request fails); reads are unaffected.
 #pragma once
 
 #include <atomic>
@@ -85,23 +89,35 @@ class Journal {
     common::Status status;
   };
 
+  // A batch written by the journal thread, waiting for the sync thread.
+  struct WrittenBatch {
+    std::vector<JournalRequest> requests;
+    std::shared_ptr<SegmentAppender> segment;  // to sync; null when nothing was written
+    Checkpoint end;
+  };
+  // Batches the journal thread may run ahead of the sync thread.
+  static constexpr size_t kMaxUnsyncedBatches = 4;
+
   void run();
   // Waits for requests; false once stopping and drained.
   bool take_batch(std::vector<JournalRequest>* batch);
   void process(std::vector<JournalRequest>& batch);
   common::Status write_pending();
   common::Status roll_segment();
-  common::Status sync_active();
+  common::Status sync_segment(SegmentAppender& segment);
   void maybe_interval_sync();
   void fail_journal(const common::Status& st);
+  // Listener, then completions; in batch order, on one thread at a time.
+  void finish(std::vector<JournalRequest>& batch, const Checkpoint& end);
   void complete(std::vector<JournalRequest>& batch);
+  void sync_run();
 
   const std::string segments_dir_;
   const StorageOptions options_;
   JournalListener* const listener_;
 
-  // Journal thread only.
-  std::unique_ptr<SegmentAppender> active_;
+  // Journal thread only (the sync thread holds its own references).
+  std::shared_ptr<SegmentAppender> active_;
   std::string arena_;
   std::vector<Piece> pieces_;
   size_t pending_bytes_ = 0;
@@ -117,6 +133,12 @@ class Journal {
   bool stopping_ = false;
   common::Status failure_;  // once set, every submit fails with it
   std::thread thread_;
+
+  std::mutex sync_mu_;
+  std::condition_variable sync_cv_;  // both ways: batches in, room out
+  std::deque<WrittenBatch> written_;
+  bool sync_stopping_ = false;
+  std::thread sync_thread_;  // only with FsyncMode::kAlways
 
   common::Histogram& fsync_seconds_;
   common::Histogram& batch_entries_;

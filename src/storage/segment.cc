@@ -134,7 +134,7 @@ SegmentAppender::~SegmentAppender() {
 }
 
 Status SegmentAppender::append(const struct iovec* iov, size_t count, size_t total_bytes) {
-  if (broken_) return Status::io_error("segment " + segment_file_name(id_) + " is unusable after a failed cut");
+  if (broken()) return Status::io_error("segment " + segment_file_name(id_) + " is unusable after a failed cut");
   const uint64_t start = size_;
   size_t done = 0;
   size_t i = 0;

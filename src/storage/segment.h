@@ -9,6 +9,7 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -50,17 +51,18 @@ class SegmentAppender {
   // call; if even that fails, the returned error says so and the appender is
   // broken() for good.
   common::Status append(const struct iovec* iov, size_t count, size_t total_bytes);
-  common::Status sync();  // fdatasync
+  // fdatasync. May run on another thread than append(), concurrently.
+  common::Status sync();
   uint64_t id() const { return id_; }
   uint64_t size() const { return size_; }
-  bool broken() const { return broken_; }
+  bool broken() const { return broken_.load(std::memory_order_acquire); }
 
  private:
   SegmentAppender(uint64_t id, int fd, uint64_t size) : id_(id), fd_(fd), size_(size) {}
   const uint64_t id_;
   int fd_;
   uint64_t size_;
-  bool broken_ = false;
+  std::atomic<bool> broken_{false};
 };
 
 // A read-only handle on one segment, shared by readers.
