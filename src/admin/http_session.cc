@@ -50,10 +50,13 @@ void HttpSession::parse_input(runtime::Connection& conn, common::SliceChain& inp
     auto view = first.view();
     size_t n = http_parser_execute(&parser_, &settings_, view.data(), view.size());
     auto err = HTTP_PARSER_ERRNO(&parser_);
+    if (limit_status_ == 505) {
+      reject(conn, 505, "only HTTP/1.0 and HTTP/1.1 are served");
+      return;
+    }
     if (limit_status_ != 0) {
-      int status = limit_status_;
-      reject(conn, status, fmt::format("request exceeds a size limit (url {} B, headers {} B, body {} B)",
-                                       limits_.max_url_bytes, limits_.max_header_bytes, limits_.max_body_bytes));
+      reject(conn, limit_status_, fmt::format("request exceeds a size limit (url {} B, headers {} B, body {} B)",
+                                              limits_.max_url_bytes, limits_.max_header_bytes, limits_.max_body_bytes));
       return;
     }
     if (err != HPE_OK && err != HPE_PAUSED) {
@@ -183,6 +186,10 @@ int HttpSession::on_headers_complete(http_parser* p) {
   auto& req = *s->request_;
   if (s->in_value_) req.headers[s->header_field_] = s->header_value_;
   req.method = http_method_str(static_cast<http_method>(p->method));
+  if (p->http_major != 1) {
+    s->limit_status_ = 505;
+    return -1;
+  }
   if (p->content_length != ULLONG_MAX && p->content_length > s->limits_.max_body_bytes) {
     s->limit_status_ = 413;
     return -1;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/config_file.h"
 #include "server/server.h"
 
 namespace magnetar::cli {
@@ -24,8 +25,15 @@ int run(int argc, char** argv) {
   add_standalone_command(app, config, command);
   add_version_command(app, command);
 
+  auto args = expand_config_file(argc, argv, app);
+  if (!args) {
+    fmt::print(stderr, "magnetar: {}\n", args.status().message());
+    return 2;
+  }
   try {
-    app.parse(argc, argv);
+    // CLI11 parses a reversed vector of the arguments after the program name.
+    std::vector<std::string> rest(args->rbegin(), args->rend() - 1);
+    app.parse(rest);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -3,7 +3,10 @@
 namespace magnetar::cli {
 
 void add_server_flags(CLI::App& cmd, server::Config& c) {
-  cmd.set_config("--config", "", "Read settings from a TOML file (keys are the flag names, e.g. data-dir = \"/var/lib/magnetar\")");
+  // A flag given twice keeps the last value: settings from --config are
+  // placed before the command line's own flags, which therefore win.
+  cmd.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  cmd.add_option("--config", "Read settings from a TOML file; keys are flag names (data-dir = \"/var/lib/magnetar\"); flags on the command line win");
   cmd.add_option("--data-dir", c.data_dir, "Where data, metadata and ports.json live")->capture_default_str();
   cmd.add_option("--bind", c.bind, "Address every listener binds to (0.0.0.0 for all interfaces)")->capture_default_str();
   cmd.add_option("--advertised-address", c.advertised_address,
