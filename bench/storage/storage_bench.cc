@@ -131,8 +131,8 @@ void BM_DiskSequentialWriteFdatasync(benchmark::State& state) {
   g_disk_bytes_per_second = std::max(g_disk_bytes_per_second, written / secs);
   state.counters["MiB_per_s"] = written / secs / (1 << 20);
 }
-BENCHMARK(BM_DiskSequentialWriteFdatasync)->Arg(1 << 20)->Iterations(256)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_DiskSequentialWriteFdatasync)->Arg(4 << 20)->Iterations(64)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DiskSequentialWriteFdatasync)->Arg(1 << 20)->Iterations(512)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DiskSequentialWriteFdatasync)->Arg(4 << 20)->Iterations(128)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Args: entry size, ledgers, fsync mode (0 always, 2 never).
 void BM_Append(benchmark::State& state) {
