@@ -10,12 +10,18 @@
 #include "common/metrics.h"
 #include "runtime/component.h"
 
+namespace magnetar::broker {
+class Tenancy;
+}
+
 namespace magnetar::admin {
 
 class AdminService final : public runtime::Component {
  public:
+  // With a `tenancy`, also serves the multi-tenancy REST API; it must outlive
+  // this service.
   AdminService(runtime::Runtime& runtime, std::string host, uint16_t port,
-               common::MetricsRegistry& registry);
+               common::MetricsRegistry& registry, broker::Tenancy* tenancy = nullptr);
   std::string_view name() const override { return "admin-http"; }
   common::Status start() override;
   void stop() override;

@@ -24,6 +24,7 @@ int run(int argc, char** argv) {
   Command command;
   add_standalone_command(app, config, command);
   add_version_command(app, command);
+  add_admin_command(app, command);
 
   auto args = expand_config_file(argc, argv, app);
   if (!args) {

@@ -18,5 +18,7 @@ void add_server_flags(CLI::App& cmd, server::Config& config);
 
 CLI::App* add_standalone_command(CLI::App& app, server::Config& config, Command& run);
 CLI::App* add_version_command(CLI::App& app, Command& run);
+// `magnetar admin ...` (admin_cli.h).
+CLI::App* add_admin_command(CLI::App& app, Command& run);
 
 }  // namespace magnetar::cli

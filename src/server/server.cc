@@ -12,8 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "admin/admin_service.h"
+#include "broker/tenancy.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "metadata/leveldb_store.h"
 #include "server/process_metrics.h"
 
 #ifndef MAGNETAR_VERSION
@@ -70,7 +72,19 @@ Status Server::start() {
   auto& registry = common::MetricsRegistry::global();
   collector_ids_ = register_process_metrics(registry, *runtime_, version());
 
-  auto admin = std::make_unique<admin::AdminService>(*runtime_, config_.bind, config_.http_port, registry);
+  // Metadata first: tenancy reads and writes it, the admin API serves both.
+  auto store = std::make_unique<metadata::LevelDbStore>(
+      metadata::LevelDbStore::Options{config_.data_dir + "/metadata"});
+  std::string host = config_.effective_advertised_address();
+  broker::BootstrapDefaults defaults;
+  defaults.cluster = config_.cluster_name;
+  defaults.cluster_info.service_url = fmt::format("http://{}:{}", host, config_.http_port);
+  defaults.cluster_info.broker_service_url = fmt::format("pulsar://{}:{}", host, config_.pulsar_port);
+  auto tenancy = std::make_unique<broker::Tenancy>(*store, std::move(defaults));
+  auto admin = std::make_unique<admin::AdminService>(*runtime_, config_.bind, config_.http_port, registry,
+                                                     tenancy.get());
+  components_.push_back(std::move(store));
+  components_.push_back(std::move(tenancy));
   admin_ = admin.get();
   components_.push_back(std::move(admin));
 

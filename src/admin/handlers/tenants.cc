@@ -1,0 +1,45 @@
+// /admin/v2/tenants[/{tenant}]: Pulsar's TenantInfo
+// {"adminRoles": [...], "allowedClusters": [...]}.
+#include "admin/handlers.h"
+#include "admin/handlers/policy_json.h"
+#include "admin/handlers/tenancy_common.h"
+
+namespace magnetar::admin {
+
+void register_tenant_routes(Router& router, broker::Tenancy& tenancy) {
+  router.get("/admin/v2/tenants", [&tenancy](HttpRequest&, Responder respond) {
+    run_blocking(tenancy, std::move(respond), [&tenancy]() {
+      auto tenants = tenancy.list_tenants();
+      return tenants.is_ok() ? HttpResponse::json(200, *tenants) : error_response(tenants.status());
+    });
+  });
+  router.get("/admin/v2/tenants/{tenant}", [&tenancy](HttpRequest& req, Responder respond) {
+    run_blocking(tenancy, std::move(respond), [&tenancy, name = req.param("tenant")]() {
+      auto t = tenancy.get_tenant(name);
+      return t.is_ok() ? HttpResponse::json(200, to_json(*t)) : error_response(t.status());
+    });
+  });
+  // PUT creates, POST updates. A create that names no allowedClusters allows
+  // the local cluster, as pulsar-admin's "tenants create" does without flags.
+  auto write = [&tenancy](bool create) {
+    return [&tenancy, create](HttpRequest& req, Responder respond) {
+      run_blocking(tenancy, std::move(respond), [&tenancy, create, name = req.param("tenant"), body = req.body]() {
+        auto j = parse_json_body(body);
+        if (!j.is_ok()) return error_response(j.status());
+        if (j->is_null() && !create) return HttpResponse::error(400, "updating a tenant needs a TenantInfo body");
+        auto info = tenant_from_json(j->is_null() ? Json::object() : *j);
+        if (!info.is_ok()) return error_response(info.status());
+        if (create && !j->contains("allowedClusters")) info->allowed_clusters.insert(tenancy.local_cluster());
+        return empty_or_error(create ? tenancy.create_tenant(name, *info) : tenancy.update_tenant(name, *info));
+      });
+    };
+  };
+  router.put("/admin/v2/tenants/{tenant}", write(true));
+  router.post("/admin/v2/tenants/{tenant}", write(false));
+  router.del("/admin/v2/tenants/{tenant}", [&tenancy](HttpRequest& req, Responder respond) {
+    run_blocking(tenancy, std::move(respond),
+                 [&tenancy, name = req.param("tenant")]() { return empty_or_error(tenancy.delete_tenant(name)); });
+  });
+}
+
+}  // namespace magnetar::admin

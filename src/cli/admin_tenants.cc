@@ -1,0 +1,105 @@
+// `magnetar admin tenants ...` and `magnetar admin clusters ...`.
+#include "cli/admin_cli.h"
+#include "cli/http_client.h"
+
+namespace magnetar::cli {
+
+void add_tenant_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOptions> options) {
+  auto* tenants = admin.add_subcommand("tenants", "Tenants: who owns namespaces and which clusters they may use");
+  tenants->require_subcommand(1);
+  tenants->fallthrough();
+
+  add_verb(*tenants, run, options, "list", "List tenants", []() -> common::Result<AdminRequest> {
+    return AdminRequest{"GET", "/admin/v2/tenants", "", "", nullptr};
+  });
+
+  auto name = std::make_shared<std::string>();
+  auto* get = add_verb(*tenants, run, options, "get", "Show a tenant's admin roles and allowed clusters",
+                       [name]() -> common::Result<AdminRequest> {
+                         return AdminRequest{"GET", "/admin/v2/tenants/" + escape_segment(*name), "", "", nullptr};
+                       });
+  get->add_option("tenant", *name, "Tenant name")->required();
+
+  for (bool create : {true, false}) {
+    struct Flags {
+      std::string tenant;
+      std::vector<std::string> roles;
+      std::vector<std::string> clusters;
+    };
+    auto f = std::make_shared<Flags>();
+    auto* verb = add_verb(*tenants, run, options, create ? "create" : "update",
+                          create ? "Create a tenant" : "Replace a tenant's admin roles and allowed clusters",
+                          [f, create]() -> common::Result<AdminRequest> {
+                            Json body = Json::object();
+                            body["adminRoles"] = f->roles;
+                            // Left out on create, the server allows its own cluster.
+                            if (!create || !f->clusters.empty()) body["allowedClusters"] = f->clusters;
+                            return AdminRequest{create ? "PUT" : "POST", "/admin/v2/tenants/" + escape_segment(f->tenant),
+                                                body.dump(),
+                                                (create ? "Created tenant " : "Updated tenant ") + f->tenant, nullptr};
+                          });
+    verb->add_option("tenant", f->tenant, "Tenant name")->required();
+    verb->add_option("-r,--admin-roles", f->roles, "Roles that administer the tenant (comma separated)")
+        ->delimiter(',');
+    verb->add_option("-c,--allowed-clusters", f->clusters,
+                     "Clusters the tenant may use (comma separated; default on create: this cluster)")
+        ->delimiter(',');
+  }
+
+  auto victim = std::make_shared<std::string>();
+  auto* del = add_verb(*tenants, run, options, "delete", "Delete a tenant that has no namespaces",
+                       [victim]() -> common::Result<AdminRequest> {
+                         return AdminRequest{"DELETE", "/admin/v2/tenants/" + escape_segment(*victim), "",
+                                             "Deleted tenant " + *victim, nullptr};
+                       });
+  del->add_option("tenant", *victim, "Tenant name")->required();
+}
+
+void add_cluster_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOptions> options) {
+  auto* clusters = admin.add_subcommand("clusters", "Clusters known to this node");
+  clusters->require_subcommand(1);
+  clusters->fallthrough();
+
+  add_verb(*clusters, run, options, "list", "List clusters", []() -> common::Result<AdminRequest> {
+    return AdminRequest{"GET", "/admin/v2/clusters", "", "", nullptr};
+  });
+  auto name = std::make_shared<std::string>();
+  auto* get = add_verb(*clusters, run, options, "get", "Show a cluster's service URLs",
+                       [name]() -> common::Result<AdminRequest> {
+                         return AdminRequest{"GET", "/admin/v2/clusters/" + escape_segment(*name), "", "", nullptr};
+                       });
+  get->add_option("cluster", *name, "Cluster name")->required();
+
+  for (bool create : {true, false}) {
+    struct Flags {
+      std::string cluster, url, url_tls, broker_url, broker_url_tls;
+    };
+    auto f = std::make_shared<Flags>();
+    auto* verb = add_verb(*clusters, run, options, create ? "create" : "update",
+                          create ? "Add a cluster" : "Replace a cluster's service URLs",
+                          [f, create]() -> common::Result<AdminRequest> {
+                            Json body{{"serviceUrl", f->url},
+                                      {"serviceUrlTls", f->url_tls},
+                                      {"brokerServiceUrl", f->broker_url},
+                                      {"brokerServiceUrlTls", f->broker_url_tls}};
+                            return AdminRequest{create ? "PUT" : "POST", "/admin/v2/clusters/" + escape_segment(f->cluster),
+                                                body.dump(), (create ? "Created cluster " : "Updated cluster ") + f->cluster,
+                                                nullptr};
+                          });
+    verb->add_option("cluster", f->cluster, "Cluster name")->required();
+    verb->add_option("--service-url", f->url, "HTTP service URL, e.g. http://host:8080");
+    verb->add_option("--service-url-tls", f->url_tls, "HTTPS service URL");
+    verb->add_option("--broker-url", f->broker_url, "Pulsar protocol URL, e.g. pulsar://host:6650");
+    verb->add_option("--broker-url-tls", f->broker_url_tls, "Pulsar protocol TLS URL");
+  }
+
+  auto victim = std::make_shared<std::string>();
+  auto* del = add_verb(*clusters, run, options, "delete", "Delete a cluster no tenant allows",
+                       [victim]() -> common::Result<AdminRequest> {
+                         return AdminRequest{"DELETE", "/admin/v2/clusters/" + escape_segment(*victim), "",
+                                             "Deleted cluster " + *victim, nullptr};
+                       });
+  del->add_option("cluster", *victim, "Cluster name")->required();
+}
+
+}  // namespace magnetar::cli

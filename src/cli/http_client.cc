@@ -1,0 +1,245 @@
+#include "cli/http_client.h"
+
+#include <fcntl.h>
+#include <http_parser.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace magnetar::cli {
+
+using common::Result;
+using common::Status;
+using Clock = std::chrono::steady_clock;
+
+Result<Url> Url::parse(std::string_view url) {
+  constexpr std::string_view kScheme = "http://";
+  if (url.substr(0, kScheme.size()) != kScheme) {
+    return Status::invalid_argument("URL '" + std::string(url) + "' must start with http://");
+  }
+  std::string_view rest = url.substr(kScheme.size());
+  size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  Url u;
+  if (slash != std::string_view::npos) {
+    u.base_path = std::string(rest.substr(slash));
+    while (!u.base_path.empty() && u.base_path.back() == '/') u.base_path.pop_back();
+  }
+  std::string_view port;
+  if (!authority.empty() && authority.front() == '[') {
+    size_t close = authority.find(']');
+    if (close == std::string_view::npos) return Status::invalid_argument("URL '" + std::string(url) + "' has a bad IPv6 host");
+    u.host = std::string(authority.substr(1, close - 1));
+    if (close + 1 < authority.size()) {
+      if (authority[close + 1] != ':') return Status::invalid_argument("URL '" + std::string(url) + "' has a bad port");
+      port = authority.substr(close + 2);
+    }
+  } else {
+    size_t colon = authority.rfind(':');
+    u.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) port = authority.substr(colon + 1);
+  }
+  if (u.host.empty()) return Status::invalid_argument("URL '" + std::string(url) + "' has no host");
+  if (!port.empty()) {
+    unsigned p = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+    if (ec != std::errc() || end != port.data() + port.size() || p == 0 || p > 65535) {
+      return Status::invalid_argument("URL '" + std::string(url) + "' has a bad port");
+    }
+    u.port = static_cast<uint16_t>(p);
+  }
+  return u;
+}
+
+std::string Url::to_string() const {
+  bool v6 = host.find(':') != std::string::npos;
+  return fmt::format("http://{}{}{}:{}{}", v6 ? "[" : "", host, v6 ? "]" : "", port, base_path);
+}
+
+std::string escape_segment(std::string_view segment) {
+  std::string out;
+  for (unsigned char c : segment) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+class Socket {
+ public:
+  explicit Socket(int fd) : fd_(fd) {}
+  ~Socket() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+int remaining_ms(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left < 0 ? 0 : static_cast<int>(left);
+}
+
+// Waits for `events` on fd until the deadline. False on timeout.
+bool wait_for(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int n = ::poll(&p, 1, remaining_ms(deadline));
+    if (n > 0) return true;
+    if (n == 0) return false;
+    if (errno != EINTR) return true;  // let the next call report the error
+  }
+}
+
+Result<int> connect_to(const Url& url, Clock::time_point deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  std::string port = std::to_string(url.port);
+  int rc = ::getaddrinfo(url.host.c_str(), port.c_str(), &hints, &found);
+  if (rc != 0) return Status::unavailable(fmt::format("cannot resolve '{}': {}", url.host, gai_strerror(rc)));
+  Status last = Status::unavailable("no address for " + url.host);
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      last = Status::unavailable(fmt::format("cannot reach {}: {}", url.to_string(), std::strerror(errno)));
+      ::close(fd);
+      continue;
+    }
+    if (!wait_for(fd, POLLOUT, deadline)) {
+      ::close(fd);
+      ::freeaddrinfo(found);
+      return Status::timeout("timed out connecting to " + url.to_string());
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+      last = Status::unavailable(fmt::format("cannot reach {}: {}", url.to_string(), std::strerror(err)));
+      ::close(fd);
+      continue;
+    }
+    ::freeaddrinfo(found);
+    return fd;
+  }
+  ::freeaddrinfo(found);
+  return last;
+}
+
+struct ParseState {
+  HttpReply reply;
+  std::string header_field;
+  bool in_value = false;
+  bool complete = false;
+};
+
+int on_header_field(http_parser* p, const char* at, size_t len) {
+  auto* s = static_cast<ParseState*>(p->data);
+  if (s->in_value) {
+    s->header_field.clear();
+    s->in_value = false;
+  }
+  s->header_field.append(at, len);
+  return 0;
+}
+
+int on_header_value(http_parser* p, const char* at, size_t len) {
+  auto* s = static_cast<ParseState*>(p->data);
+  s->in_value = true;
+  std::string name = s->header_field;
+  for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  s->reply.headers[name].append(at, len);
+  return 0;
+}
+
+int on_body(http_parser* p, const char* at, size_t len) {
+  static_cast<ParseState*>(p->data)->reply.body.append(at, len);
+  return 0;
+}
+
+int on_message_complete(http_parser* p) {
+  auto* s = static_cast<ParseState*>(p->data);
+  s->reply.status = static_cast<int>(p->status_code);
+  s->complete = true;
+  return 0;
+}
+
+}  // namespace
+
+Result<HttpReply> http_request(const Url& url, std::string_view method, std::string_view path, std::string_view body,
+                               std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  auto fd = connect_to(url, deadline);
+  if (!fd.is_ok()) return fd.status();
+  Socket sock(*fd);
+
+  std::string request = fmt::format("{} {}{} HTTP/1.1\r\nHost: {}:{}\r\nUser-Agent: magnetar-cli\r\n"
+                                    "Accept: application/json\r\nConnection: close\r\n",
+                                    method, url.base_path, path, url.host, url.port);
+  if (!body.empty()) request += "Content-Type: application/json\r\n";
+  request += fmt::format("Content-Length: {}\r\n\r\n", body.size());
+  request.append(body);
+
+  size_t sent = 0;
+  while (sent < request.size()) {
+    ssize_t n = ::send(sock.fd(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (!wait_for(sock.fd(), POLLOUT, deadline)) return Status::timeout("timed out sending to " + url.to_string());
+    } else {
+      return Status::unavailable(fmt::format("sending to {} failed: {}", url.to_string(), std::strerror(errno)));
+    }
+  }
+
+  http_parser_settings settings;
+  http_parser_settings_init(&settings);
+  settings.on_header_field = on_header_field;
+  settings.on_header_value = on_header_value;
+  settings.on_body = on_body;
+  settings.on_message_complete = on_message_complete;
+  http_parser parser;
+  http_parser_init(&parser, HTTP_RESPONSE);
+  ParseState state;
+  parser.data = &state;
+
+  char buf[16384];
+  while (!state.complete) {
+    ssize_t n = ::recv(sock.fd(), buf, sizeof(buf), 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (!wait_for(sock.fd(), POLLIN, deadline)) {
+        return Status::timeout(fmt::format("{} did not answer within {} ms", url.to_string(), timeout.count()));
+      }
+      continue;
+    }
+    if (n < 0) return Status::unavailable(fmt::format("reading from {} failed: {}", url.to_string(), std::strerror(errno)));
+    size_t fed = http_parser_execute(&parser, &settings, buf, static_cast<size_t>(n));
+    if (parser.http_errno != HPE_OK || fed != static_cast<size_t>(n)) {
+      return Status::corruption(fmt::format("malformed HTTP reply from {}: {}", url.to_string(),
+                                            http_errno_description(static_cast<http_errno>(parser.http_errno))));
+    }
+    if (n == 0) break;  // EOF, already fed to the parser as length 0
+  }
+  if (!state.complete) return Status::corruption("the connection to " + url.to_string() + " closed mid-reply");
+  return std::move(state.reply);
+}
+
+}  // namespace magnetar::cli
