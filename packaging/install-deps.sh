@@ -19,7 +19,8 @@ packages=(
   libleveldb-dev        # metadata/: the local metadata store (storage/ uses it too)
   libflatbuffers-dev flatbuffers-compiler  # metadata/: versioned records (.fbs -> flatc)
   prometheus            # tests/integration: promtool checks /metrics
-  curl procps python3   # tests/integration: real HTTP client, process inspection
+  python3               # tests/integration: the test scripts (Debian's /usr/bin/python3)
+  nats-server           # bench/startup.py: the baseline broker for start-up and idle cost
 )
 
 missing=()
