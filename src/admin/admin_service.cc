@@ -15,6 +15,7 @@ AdminService::AdminService(runtime::Runtime& runtime, std::string host, uint16_t
     register_namespace_routes(router_, *tenancy);
     register_namespace_policy_routes(router_, *tenancy);
     register_partitioned_topic_routes(router_, *tenancy);
+    register_topic_policy_routes(router_, *tenancy);
   }
 }
 

@@ -27,5 +27,7 @@ void register_namespace_routes(Router& router, broker::Tenancy& tenancy);
 void register_namespace_policy_routes(Router& router, broker::Tenancy& tenancy);
 // /admin/v2/{persistent|non-persistent}/{tenant}/{namespace}[/partitioned|/{topic}/partitions]
 void register_partitioned_topic_routes(Router& router, broker::Tenancy& tenancy);
+// /admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}/<policy>
+void register_topic_policy_routes(Router& router, broker::Tenancy& tenancy);
 
 }  // namespace magnetar::admin

@@ -45,6 +45,11 @@ std::string managed_ledger_key(const TopicName& topic) {
          topic.local;
 }
 
+std::string topic_policies_key(const TopicName& topic) {
+  return "/admin/topic-policies/" + topic.ns.to_string() + "/" + std::string(domain_name(topic.domain)) + "/" +
+         topic.local;
+}
+
 Tenancy::Tenancy(metadata::Store& store, BootstrapDefaults defaults)
     : store_(store), defaults_(std::move(defaults)) {}
 
@@ -298,7 +303,23 @@ Status Tenancy::update_partitions(const TopicName& topic, int32_t partitions) {
 
 Status Tenancy::delete_partitioned_topic(const TopicName& topic) {
   MAGNETAR_RETURN_IF_ERROR(require_namespace(topic.ns));
-  return named(md::del(store_, partitioned_topic_key(topic)), quoted("partitioned topic", topic.to_string()));
+  auto current = md::get(store_, partitioned_topic_key(topic));
+  if (!current.is_ok()) return named(current.status(), quoted("partitioned topic", topic.to_string()));
+  auto n = decode_partitions(current->value);
+  MAGNETAR_RETURN_IF_ERROR(
+      named(md::del(store_, partitioned_topic_key(topic), current->stat.version), quoted("partitioned topic", topic.to_string())));
+  // Overrides go with the topic; one left behind would return with a
+  // re-created topic of the same name.
+  std::vector<std::string> keys{topic_policies_key(topic)};
+  for (int32_t i = 0; n.is_ok() && i < *n; ++i) keys.push_back(topic_policies_key(topic.partition_of(i)));
+  for (const auto& key : keys) {
+    Status st = md::del(store_, key);
+    if (!st.is_ok() && st.code() != ErrorCode::kNotFound) {
+      MLOG_WARN("partitioned topic {} deleted, but not its policy overrides at {}: {}", topic.to_string(), key,
+                st.to_string());
+    }
+  }
+  return Status::ok();
 }
 
 Result<std::vector<std::string>> Tenancy::list_partitioned_topics(const NamespaceName& ns, TopicDomain domain) {
@@ -328,6 +349,51 @@ Result<std::vector<std::string>> Tenancy::list_topics(const NamespaceName& ns, T
   if (!ledgers.is_ok()) return ledgers.status();
   for (const auto& l : *ledgers) topics.insert(std::string(domain_name(domain)) + "://" + ns.to_string() + "/" + l);
   return std::vector<std::string>(topics.begin(), topics.end());
+}
+
+// ---- topic-level policies ----
+
+Status Tenancy::require_topic(const TopicName& topic) {
+  MAGNETAR_RETURN_IF_ERROR(require_namespace(topic.ns));
+  auto n = get_partitions(topic.base());
+  if (!n.is_ok()) return n.status();
+  if (topic.is_partition() ? topic.partition < *n : *n > 0) return Status::ok();
+  auto ledger = md::get(store_, managed_ledger_key(topic));
+  if (ledger.is_ok()) return Status::ok();
+  if (ledger.status().code() != ErrorCode::kNotFound) return ledger.status();
+  return Status::not_found("topic '" + topic.to_string() + "' does not exist");
+}
+
+Result<NamespacePolicies> Tenancy::get_topic_policies(const TopicName& topic) {
+  MAGNETAR_RETURN_IF_ERROR(require_topic(topic));
+  auto r = md::get(store_, topic_policies_key(topic));
+  if (r.status().code() == ErrorCode::kNotFound) return NamespacePolicies{};
+  if (!r.is_ok()) return r.status();
+  return decode_policies(r->value);
+}
+
+Status Tenancy::update_topic_policies(const TopicName& topic, const std::function<Status(NamespacePolicies&)>& change) {
+  MAGNETAR_RETURN_IF_ERROR(require_topic(topic));
+  for (int attempt = 0; attempt < kMaxCasAttempts; ++attempt) {
+    auto current = md::get(store_, topic_policies_key(topic));
+    if (!current.is_ok() && current.status().code() != ErrorCode::kNotFound) return current.status();
+    NamespacePolicies policies;
+    int64_t expected = metadata::kMustNotExist;
+    if (current.is_ok()) {
+      auto decoded = decode_policies(current->value);
+      if (!decoded.is_ok()) return decoded.status();
+      policies = std::move(decoded).value();
+      expected = current->stat.version;
+    }
+    MAGNETAR_RETURN_IF_ERROR(change(policies));
+    MAGNETAR_RETURN_IF_ERROR(validate(policies));
+    auto r = md::put(store_, topic_policies_key(topic), encode_policies(policies), {expected});
+    if (r.is_ok()) return Status::ok();
+    auto code = r.status().code();
+    if (code != ErrorCode::kFailedPrecondition && code != ErrorCode::kAlreadyExists) return r.status();
+  }
+  return Status::unavailable("the policies of topic '" + topic.to_string() + "' changed " +
+                             std::to_string(kMaxCasAttempts) + " times while updating them; try again");
 }
 
 }  // namespace magnetar::broker

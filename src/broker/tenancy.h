@@ -12,6 +12,8 @@
 //   /admin/tenants/{tenant}                   Tenant record
 //   /admin/policies/{tenant}/{namespace}      NamespacePolicies record
 //   /admin/partitioned-topics/{tenant}/{namespace}/{domain}/{topic}
+//   /admin/topic-policies/{tenant}/{namespace}/{domain}/{topic}   NamespacePolicies
+//       record holding a topic's overrides (unset fields inherit the namespace's)
 //   /managed-ledgers/{tenant}/{namespace}/{domain}/{topic}   (ledger/, per topic)
 //
 // Threads: the operations below block on the metadata store. They run on
@@ -40,6 +42,7 @@ std::string tenant_key(std::string_view tenant);
 std::string namespace_key(const NamespaceName& ns);
 std::string partitioned_topic_key(const TopicName& topic);
 std::string managed_ledger_key(const TopicName& topic);
+std::string topic_policies_key(const TopicName& topic);
 
 // What the first start creates: the local cluster, tenant "public" with
 // namespace "public/default", and the system namespace "pulsar/system".
@@ -107,6 +110,17 @@ class Tenancy final : public runtime::Component {
   // Every topic of the namespace in `domain` that metadata knows: partitions
   // of partitioned topics and topics with a managed ledger.
   common::Result<std::vector<std::string>> list_topics(const NamespaceName& ns, TopicDomain domain);
+
+  // Topic-level policy overrides. A topic exists for these when metadata
+  // knows it: a partitioned topic, one of its partitions, or a topic with a
+  // managed ledger (NotFound otherwise). get_topic_policies answers an empty
+  // record when nothing is overridden; update_topic_policies works as
+  // update_policies. Deleting a partitioned topic deletes its overrides and
+  // those of its partitions.
+  common::Status require_topic(const TopicName& topic);
+  common::Result<NamespacePolicies> get_topic_policies(const TopicName& topic);
+  common::Status update_topic_policies(const TopicName& topic,
+                                       const std::function<common::Status(NamespacePolicies&)>& change);
 
   static constexpr int32_t kMaxPartitions = 10000;
 

@@ -249,6 +249,93 @@ class AdminNamespacesTest(unittest.TestCase):
         self.assertEqual(self.call("DELETE", f"{NS}/acme/topics"), (204, None))
 
 
+class TopicPoliciesTest(unittest.TestCase):
+    """Topic-level overrides on /admin/v2/{domain}/{t}/{ns}/{topic}/<policy>."""
+
+    # (sub-path, value, what GET answers)
+    TOPIC_POLICIES = [
+        ("retention", {"retentionTimeInMinutes": 5, "retentionSizeInMB": 6},
+         {"retentionTimeInMinutes": 5, "retentionSizeInMB": 6}),
+        ("messageTTL", 30, 30),
+        ("deduplicationEnabled", False, False),
+        ("maxProducers", 2, 2),
+        ("maxConsumers", 3, 3),
+        ("maxConsumersPerSubscription", 4, 4),
+        ("maxSubscriptionsPerTopic", 5, 5),
+        ("publishRate", {"publishThrottlingRateInMsg": 9},
+         {"publishThrottlingRateInMsg": 9, "publishThrottlingRateInByte": -1}),
+        ("dispatchRate", {"dispatchThrottlingRateInMsg": 8},
+         {"dispatchThrottlingRateInMsg": 8, "dispatchThrottlingRateInByte": -1, "ratePeriodInSecond": 1,
+          "relativeToPublishRate": False}),
+        ("persistence", {"bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 1, "bookkeeperAckQuorum": 1},
+         {"bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 1, "bookkeeperAckQuorum": 1,
+          "managedLedgerMaxMarkDeleteRate": 0, "fsyncMode": "every-commit", "fsyncIntervalMs": 0}),
+    ]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.node = Node().start()
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.node.stop()
+        cls.node.close()
+        assert code == 0, f"exit code {code}"
+
+    def call(self, method, path, body=None):
+        return call(self.node, method, path, body)
+
+    def test_overrides_set_get_remove(self):
+        base = "/admin/v2/persistent/public/default/tp"
+        self.assertEqual(self.call("PUT", f"{base}/partitions", 2), (204, None))
+        for sub, value, expected in self.TOPIC_POLICIES:
+            with self.subTest(policy=sub):
+                self.assertEqual(self.call("GET", f"{base}/{sub}"), (200, None))
+                self.assertEqual(self.call("POST", f"{base}/{sub}", value), (204, None))
+                self.assertEqual(self.call("GET", f"{base}/{sub}"), (200, expected))
+                self.assertEqual(self.call("DELETE", f"{base}/{sub}"), (204, None))
+                self.assertEqual(self.call("GET", f"{base}/{sub}"), (200, None))
+        # A partition has its own overrides.
+        self.assertEqual(self.call("POST", f"{base}-partition-1/messageTTL", 11), (204, None))
+        self.assertEqual(self.call("GET", f"{base}-partition-1/messageTTL"), (200, 11))
+        self.assertEqual(self.call("GET", f"{base}/messageTTL"), (200, None))
+        self.assertEqual(self.call("DELETE", f"{base}/partitions"), (204, None))
+
+    def test_applied_falls_back_to_the_namespace(self):
+        base = "/admin/v2/persistent/public/default/applied"
+        self.assertEqual(self.call("PUT", f"{base}/partitions", 1), (204, None))
+        self.assertEqual(self.call("POST", f"{NS}/public/default/messageTTL", 900), (204, None))
+        self.assertEqual(self.call("GET", f"{base}/messageTTL"), (200, None))
+        self.assertEqual(self.call("GET", f"{base}/messageTTL?applied=true"), (200, 900))
+        self.assertEqual(self.call("POST", f"{base}/messageTTL", 60), (204, None))
+        self.assertEqual(self.call("GET", f"{base}/messageTTL?applied=true"), (200, 60))
+        self.assertEqual(self.call("POST", f"{NS}/public/default/backlogQuota", {"limitSize": 10}), (204, None))
+        status, quotas = self.call("GET", f"{base}/backlogQuotaMap?applied=true")
+        self.assertEqual((status, quotas["destination_storage"]["limitSize"]), (200, 10))
+        self.assertEqual(self.call("GET", f"{base}/backlogQuotaMap"), (200, {}))
+        self.assertEqual(self.call("DELETE", f"{NS}/public/default/messageTTL"), (204, None))
+        self.assertEqual(self.call("DELETE", f"{NS}/public/default/backlogQuota"), (204, None))
+        self.assertEqual(self.call("DELETE", f"{base}/partitions"), (204, None))
+
+    def test_errors(self):
+        missing = "/admin/v2/persistent/public/default/nothing-here"
+        for method, body in (("GET", None), ("POST", 5), ("DELETE", None)):
+            status, reply = self.call(method, f"{missing}/messageTTL", body)
+            self.assertEqual(status, 404, reply)
+            self.assertIn("reason", reply)
+        base = "/admin/v2/non-persistent/public/default/np"
+        self.assertEqual(self.call("PUT", f"{base}/partitions", 1), (204, None))
+        self.assertEqual(self.call("GET", f"{base}/maxProducers"), (200, None))
+        for sub, bad in (("maxProducers", -1), ("messageTTL", "x"), ("retention", {"retentionSizeInMB": "1"}),
+                         ("persistence", {"bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 3})):
+            status, reply = self.call("POST", f"{base}/{sub}", bad)
+            self.assertEqual(status, 400, (sub, reply))
+            self.assertEqual(self.call("GET", f"{base}/{sub}"), (200, None))
+        self.assertEqual(self.call("GET", "/admin/v2/persistent/public/nons/t/retention")[0], 404)
+        self.assertEqual(self.call("GET", "/admin/v2/persistent/public/default/bad%20topic%2F/retention")[0], 400)
+        self.assertEqual(self.call("DELETE", f"{base}/partitions"), (204, None))
+
+
 class NamespaceRestartTest(unittest.TestCase):
     def test_policies_and_partitions_survive_restart(self):
         node = Node(keep_data=True).start()

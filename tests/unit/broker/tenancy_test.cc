@@ -147,5 +147,38 @@ TEST_F(TenancyTest, PartitionedTopics) {
   EXPECT_TRUE(tenancy_->delete_namespace(d).is_ok());
 }
 
+TEST_F(TenancyTest, TopicPolicyOverrides) {
+  auto t = *TopicName::parse("persistent://public/default/orders");
+  // Unknown topics have no overrides to set.
+  EXPECT_EQ(tenancy_->get_topic_policies(t).status().code(), ErrorCode::kNotFound);
+  auto set_ttl = [](int32_t ttl) {
+    return [ttl](NamespacePolicies& p) {
+      p.message_ttl_seconds = ttl;
+      return common::Status::ok();
+    };
+  };
+  EXPECT_EQ(tenancy_->update_topic_policies(t, set_ttl(5)).code(), ErrorCode::kNotFound);
+
+  ASSERT_TRUE(tenancy_->create_partitioned_topic(t, 2).is_ok());
+  EXPECT_EQ(*tenancy_->get_topic_policies(t), NamespacePolicies{});
+  ASSERT_TRUE(tenancy_->update_topic_policies(t, set_ttl(5)).is_ok());
+  ASSERT_TRUE(tenancy_->update_topic_policies(t.partition_of(1), set_ttl(7)).is_ok());
+  EXPECT_EQ(tenancy_->get_topic_policies(t)->message_ttl_seconds, 5);
+  EXPECT_EQ(tenancy_->get_topic_policies(t.partition_of(1))->message_ttl_seconds, 7);
+  EXPECT_EQ(tenancy_->get_topic_policies(t.partition_of(2)).status().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(tenancy_->update_topic_policies(t, [](NamespacePolicies& p) {
+                      p.max_producers_per_topic = -4;
+                      return common::Status::ok();
+                    }).code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(tenancy_->get_topic_policies(t)->max_producers_per_topic.has_value());
+
+  // Overrides go with the topic.
+  ASSERT_TRUE(tenancy_->delete_partitioned_topic(t).is_ok());
+  ASSERT_TRUE(tenancy_->create_partitioned_topic(t, 2).is_ok());
+  EXPECT_EQ(*tenancy_->get_topic_policies(t), NamespacePolicies{});
+  EXPECT_EQ(*tenancy_->get_topic_policies(t.partition_of(1)), NamespacePolicies{});
+}
+
 }  // namespace
 }  // namespace magnetar::broker

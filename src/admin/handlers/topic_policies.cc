@@ -1,0 +1,54 @@
+// Topic-level policy overrides on Pulsar's paths,
+// /admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}/<policy>:
+// retention, messageTTL, backlogQuota(Map), persistence,
+// deduplicationEnabled, publishRate, dispatchRate, subscriptionDispatchRate,
+// maxProducers, maxConsumers, maxConsumersPerSubscription,
+// maxSubscriptionsPerTopic. GET with ?applied=true answers what takes effect:
+// the topic's override, else the namespace's policy.
+#include "admin/handlers.h"
+#include "admin/handlers/policy_routes.h"
+#include "admin/handlers/tenancy_common.h"
+
+namespace magnetar::admin {
+
+using broker::NamespacePolicies;
+using broker::TopicDomain;
+using broker::TopicName;
+using common::Result;
+using common::Status;
+
+namespace {
+
+PolicyScope topic_scope(TopicDomain domain) {
+  auto topic_of = [domain](const PolicyRequest& r) {
+    return TopicName::of(domain, r.params.at("tenant"), r.params.at("namespace"), r.params.at("topic"));
+  };
+  PolicyScope scope;
+  scope.base = "/admin/v2/" + std::string(broker::domain_name(domain)) + "/{tenant}/{namespace}/{topic}/";
+  scope.read = [topic_of](broker::Tenancy& t, const PolicyRequest& r) -> Result<NamespacePolicies> {
+    auto topic = topic_of(r);
+    if (!topic.is_ok()) return topic.status();
+    return t.get_topic_policies(*topic);
+  };
+  scope.inherited = [topic_of](broker::Tenancy& t, const PolicyRequest& r) -> Result<NamespacePolicies> {
+    auto topic = topic_of(r);
+    if (!topic.is_ok()) return topic.status();
+    return t.get_policies(topic->ns);
+  };
+  scope.update = [topic_of](broker::Tenancy& t, const PolicyRequest& r, const PolicyChange& change) -> Status {
+    auto topic = topic_of(r);
+    if (!topic.is_ok()) return topic.status();
+    return t.update_topic_policies(*topic, change);
+  };
+  return scope;
+}
+
+}  // namespace
+
+void register_topic_policy_routes(Router& router, broker::Tenancy& tenancy) {
+  for (TopicDomain d : {TopicDomain::kPersistent, TopicDomain::kNonPersistent}) {
+    register_shared_policies(router, tenancy, topic_scope(d), {"deduplicationEnabled", "maxProducers", "maxConsumers"});
+  }
+}
+
+}  // namespace magnetar::admin
