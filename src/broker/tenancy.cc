@@ -1,5 +1,10 @@
 #include "broker/tenancy.h"
 
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <thread>
+
 #include "common/logging.h"
 #include "metadata/blocking.h"
 
@@ -13,7 +18,16 @@ namespace md = metadata::blocking;
 namespace {
 
 constexpr std::string_view kBootstrapKey = "/admin/bootstrap";
-constexpr int kMaxCasAttempts = 16;
+constexpr int kMaxCasAttempts = 32;
+
+// Before retrying a compare-and-set that lost a race: a random pause that
+// grows with the attempt (up to ~50 ms), so racing writers spread out
+// instead of colliding again. Runs on the tenancy thread, which may block.
+void backoff(int attempt) {
+  thread_local std::minstd_rand rng(std::random_device{}());
+  int cap_ms = std::min(50, 1 << std::min(attempt, 6));
+  std::this_thread::sleep_for(std::chrono::microseconds(rng() % (cap_ms * 1000 + 1)));
+}
 
 // Store errors in the words of the thing asked for: a missing key becomes
 // "tenant 'x' does not exist", a taken one "tenant 'x' already exists".
@@ -255,6 +269,7 @@ Status Tenancy::update_policies(const NamespaceName& ns, const std::function<Sta
     if (r.status().code() != ErrorCode::kFailedPrecondition) {
       return named(r.status(), quoted("namespace", ns.to_string()));
     }
+    backoff(attempt);
   }
   return Status::unavailable("namespace '" + ns.to_string() + "' changed " + std::to_string(kMaxCasAttempts) +
                              " times while updating its policies; try again");
@@ -391,6 +406,7 @@ Status Tenancy::update_topic_policies(const TopicName& topic, const std::functio
     if (r.is_ok()) return Status::ok();
     auto code = r.status().code();
     if (code != ErrorCode::kFailedPrecondition && code != ErrorCode::kAlreadyExists) return r.status();
+    backoff(attempt);
   }
   return Status::unavailable("the policies of topic '" + topic.to_string() + "' changed " +
                              std::to_string(kMaxCasAttempts) + " times while updating them; try again");

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 
 #include "metadata/leveldb_store.h"
 
@@ -178,6 +180,31 @@ TEST_F(TenancyTest, TopicPolicyOverrides) {
   ASSERT_TRUE(tenancy_->create_partitioned_topic(t, 2).is_ok());
   EXPECT_EQ(*tenancy_->get_topic_policies(t), NamespacePolicies{});
   EXPECT_EQ(*tenancy_->get_topic_policies(t.partition_of(1)), NamespacePolicies{});
+}
+
+TEST_F(TenancyTest, ConcurrentPolicyUpdatesLoseNothing) {
+  // Threads race read-modify-write cycles on one namespace; compare-and-set
+  // with retry must keep every change.
+  constexpr int kThreads = 4;
+  constexpr int kUpdatesEach = 25;
+  auto d = ns("public", "default");
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t]() {
+      for (int i = 0; i < kUpdatesEach; ++i) {
+        std::string role = "r" + std::to_string(t) + "-" + std::to_string(i);
+        auto st = tenancy_->update_policies(d, [&](NamespacePolicies& p) {
+          p.permissions[role] = {"consume"};
+          return common::Status::ok();
+        });
+        if (!st.is_ok()) failures.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(tenancy_->get_policies(d)->permissions.size(), size_t{kThreads * kUpdatesEach});
 }
 
 }  // namespace
