@@ -1,7 +1,9 @@
-// `magnetar admin topics ...`: partitioned-topic metadata and topic lists.
+// `magnetar admin topics ...`: partitioned-topic metadata, topic lists and
+// topic-level policy overrides (set-X / get-X [--applied] / remove-X).
 // Topic names: persistent://tenant/ns/topic, non-persistent://..., tenant/ns/topic
 // or a bare name in public/default.
 #include "cli/admin_cli.h"
+#include "cli/admin_policy_verbs.h"
 #include "cli/http_client.h"
 
 namespace magnetar::cli {
@@ -24,7 +26,7 @@ std::pair<std::string, std::string> split_domain(const std::string& ns) {
 }  // namespace
 
 void add_topic_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOptions> options) {
-  auto* app = admin.add_subcommand("topics", "Topics (partitioned-topic metadata and listings)");
+  auto* app = admin.add_subcommand("topics", "Topics: partitioned-topic metadata, listings and policy overrides");
   app->require_subcommand(1);
   app->fallthrough();
 
@@ -73,6 +75,11 @@ void add_topic_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOpti
                return AdminRequest{"GET", p, "", "", nullptr};
              })->add_option("namespace", *ns, "tenant/namespace (prefix non-persistent:// for that domain)")->required();
   }
+
+  PolicyVerbs g{*app, run, options, "topic", "Topic name",
+                [](const std::string& topic, const std::string& suffix) { return topic_path(topic, suffix); }, true};
+  add_shared_policy_verbs(g, {"deduplicationEnabled", "max-producers", "maxProducers", "-p,--max-producers",
+                              "max-consumers", "maxConsumers", "-c,--max-consumers"});
 }
 
 }  // namespace magnetar::cli

@@ -129,6 +129,31 @@ class AdminCliTest(unittest.TestCase):
         self.assertEqual(code, 1)
         self.assertIn("404", err)
 
+    def test_topic_policy_overrides(self):
+        self.ok("topics", "create-partitioned-topic", "cli-tp", "-p", "1")
+        self.ok("namespaces", "set-message-ttl", "public/default", "-t", "2h")
+        self.assertIsNone(self.json("topics", "get-message-ttl", "cli-tp"))
+        self.assertEqual(self.json("topics", "get-message-ttl", "cli-tp", "--applied"), 7200)
+        self.ok("topics", "set-message-ttl", "cli-tp", "-t", "90")
+        self.assertEqual(self.json("topics", "get-message-ttl", "cli-tp", "--applied"), 90)
+        self.ok("topics", "set-max-producers", "persistent://public/default/cli-tp", "-p", "3")
+        self.assertEqual(self.json("topics", "get-max-producers", "cli-tp"), 3)
+        self.ok("topics", "set-retention", "cli-tp", "-t", "1h", "-s", "-1")
+        self.assertEqual(self.json("topics", "get-retention", "cli-tp"),
+                         {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1})
+        self.ok("topics", "set-deduplication", "cli-tp", "--disable")
+        self.assertIs(self.json("topics", "get-deduplication", "cli-tp"), False)
+        self.ok("topics", "set-backlog-quota", "cli-tp", "-l", "1M", "-p", "producer_exception")
+        self.assertEqual(self.json("topics", "get-backlog-quotas", "cli-tp")["destination_storage"]["limitSize"],
+                         1 << 20)
+        self.ok("topics", "remove-message-ttl", "cli-tp")
+        self.assertIsNone(self.json("topics", "get-message-ttl", "cli-tp"))
+        code, _, err = self.cli("topics", "set-message-ttl", "no-such-topic", "-t", "1")
+        self.assertEqual(code, 1)
+        self.assertIn("404", err)
+        self.ok("namespaces", "remove-message-ttl", "public/default")
+        self.ok("topics", "delete-partitioned-topic", "cli-tp")
+
     def test_usage_errors_exit_2(self):
         code, _, err = self.cli("namespaces", "get-retention", "not-a-namespace")
         self.assertEqual(code, 2, err)
