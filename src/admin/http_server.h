@@ -9,18 +9,13 @@
 #include <memory>
 #include <string>
 
+#include "admin/http_request_parser.h"
 #include "admin/router.h"
 #include "common/result.h"
 #include "runtime/runtime.h"
 #include "runtime/tcp_listener.h"
 
 namespace magnetar::admin {
-
-struct HttpLimits {
-  size_t max_url_bytes = 8 << 10;
-  size_t max_header_bytes = 64 << 10;
-  size_t max_body_bytes = 16 << 20;
-};
 
 class HttpServer {
  public:
