@@ -1,0 +1,505 @@
+#include "ledger/managed_ledger.h"
+
+#include <flatbuffers/flatbuffers.h>
+
+#include <algorithm>
+
+#include "common/logging.h"
+#include "ledger/records_generated.h"
+
+namespace magnetar::ledger {
+
+using common::Result;
+using common::Slice;
+using common::Status;
+
+namespace {
+
+constexpr const char* kLedgerIdKey = "/managed-ledgers-next-id";
+constexpr int kMaxIdAttempts = 100;
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string encode_chain(const LedgerChain& chain) {
+  flatbuffers::FlatBufferBuilder b(128);
+  std::vector<fb::LedgerRecord> records;
+  for (const ChainLedger& l : chain.ledgers()) {
+    records.emplace_back(l.id, l.entries, l.size, l.created_ms, l.first_index);
+  }
+  auto vec = b.CreateVectorOfStructs(records);
+  fb::LedgerListBuilder list(b);
+  list.add_ledgers(vec);
+  b.Finish(list.Finish());
+  return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+}
+
+Result<LedgerChain> decode_chain(const std::string& bytes) {
+  flatbuffers::Verifier v(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (!v.VerifyBuffer<fb::LedgerList>(nullptr)) return Status::corruption("ledger list fails verification");
+  LedgerChain chain;
+  auto* list = flatbuffers::GetRoot<fb::LedgerList>(bytes.data());
+  if (list->ledgers()) {
+    for (const fb::LedgerRecord* r : *list->ledgers()) {
+      chain.append(ChainLedger{r->id(), r->entries(), r->size(), r->created_ms(), r->first_index()});
+    }
+  }
+  return chain;
+}
+
+}  // namespace
+
+ManagedLedger::ManagedLedger(std::string name, ManagedLedgerConfig config, storage::Storage& storage,
+                             metadata::Store& store)
+    : name_(std::move(name)), config_(config), storage_(storage), store_(store) {}
+
+void ManagedLedger::check_home() const {
+  if (home_ != nullptr) home_->assert_on_thread();
+}
+
+void ManagedLedger::later(runtime::Task fn) {
+  Status st = home_->post(std::move(fn));
+  if (!st.is_ok() && fn) fn();
+}
+
+void ManagedLedger::open(std::string name, ManagedLedgerConfig config, storage::Storage& storage,
+                         metadata::Store& store, Callback<Result<std::shared_ptr<ManagedLedger>>> done) {
+  runtime::Reactor* home = runtime::Reactor::current();
+  if (home == nullptr) return done(Status::invalid_argument("a managed ledger is opened on its home reactor"));
+  std::shared_ptr<ManagedLedger> ml(new ManagedLedger(std::move(name), config, storage, store));
+  ml->home_ = home;
+  ml->recover([ml, done](Status st) {
+    if (!st.is_ok()) return done(st);
+    ml->start_new_ledger([ml, done](Status st2) {
+      if (!st2.is_ok()) return done(st2);
+      ml->state_ = State::kReady;
+      MLOG_INFO("managed ledger {}: open with {} ledgers, writing ledger {}", ml->name_, ml->chain_.ledgers().size(),
+                ml->writer_.ledger);
+      done(ml);
+    });
+  });
+}
+
+void ManagedLedger::recover(Callback<Status> done) {
+  auto self = shared_from_this();
+  store_.get(chain_key(), [self, done](Result<metadata::Record> rec) {
+    if (!rec) return done(rec.status().code() == common::ErrorCode::kNotFound ? Status::ok() : rec.status());
+    auto chain = decode_chain(rec->value);
+    if (!chain) return done(chain.status());
+    self->chain_ = std::move(chain.value());
+    self->chain_version_ = rec->stat.version;
+    if (self->chain_.empty()) return done(Status::ok());
+    // Seal the previous owner's ledger: its writer is fenced from now on.
+    const LedgerId last = self->chain_.back().id;
+    self->storage_.close_ledger(last, [self, done, last](Result<EntryId> closed) {
+      ChainLedger& l = self->chain_.back();
+      if (!closed) {
+        if (closed.status().code() != common::ErrorCode::kNotFound) return done(closed.status());
+        l.entries = 0;  // created in the list, never in storage
+      } else {
+        l.entries = *closed + 1;
+      }
+      self->next_index_ = l.first_index;
+      if (l.entries == 0) return done(Status::ok());
+      self->storage_.read_entries(last, l.entries - 1, l.entries - 1,
+                                  [self, done](Result<std::vector<storage::Entry>> entries) {
+                                    if (!entries) return done(entries.status());
+                                    auto decoded = decode_entry(entries->front().data);
+                                    if (!decoded) return done(decoded.status());
+                                    const MessageHeader& h = decoded->first;
+                                    self->next_index_ = h.first_index + h.messages;
+                                    done(Status::ok());
+                                  });
+    });
+  });
+}
+
+void ManagedLedger::allocate_ledger_id(Callback<Result<LedgerId>> done) {
+  auto self = shared_from_this();
+  auto attempt = std::make_shared<std::function<void(int)>>();
+  *attempt = [self, done, attempt](int left) {
+    if (left == 0) {
+      auto answer = done;  // resetting *attempt destroys this lambda's captures
+      *attempt = nullptr;
+      return answer(Status::unavailable("ledger id allocation kept conflicting"));
+    }
+    self->store_.get(kLedgerIdKey, [self, done, attempt, left](Result<metadata::Record> rec) {
+      LedgerId id = 1;
+      int64_t expected = metadata::kMustNotExist;
+      if (rec) {
+        id = std::stoull(rec->value);
+        expected = rec->stat.version;
+      } else if (rec.status().code() != common::ErrorCode::kNotFound) {
+        *attempt = nullptr;
+        return done(rec.status());
+      }
+      self->store_.put(kLedgerIdKey, std::to_string(id + 1), metadata::PutOptions{expected, 0},
+                       [done, attempt, left, id](Result<metadata::Stat> st) {
+                         if (st) {
+                           *attempt = nullptr;
+                           return done(id);
+                         }
+                         auto code = st.status().code();
+                         if (code == common::ErrorCode::kFailedPrecondition ||
+                             code == common::ErrorCode::kAlreadyExists) {
+                           return (*attempt)(left - 1);
+                         }
+                         *attempt = nullptr;
+                         done(st.status());
+                       });
+    });
+  };
+  (*attempt)(kMaxIdAttempts);
+}
+
+void ManagedLedger::persist_chain(Callback<Status> done) {
+  auto self = shared_from_this();
+  store_.put(chain_key(), encode_chain(chain_), metadata::PutOptions{chain_version_, 0},
+             [self, done](Result<metadata::Stat> st) {
+               if (!st) return done(st.status());
+               self->chain_version_ = st->version;
+               done(Status::ok());
+             });
+}
+
+void ManagedLedger::start_new_ledger(Callback<Status> done) {
+  auto self = shared_from_this();
+  allocate_ledger_id([self, done](Result<LedgerId> id) {
+    if (!id) return done(id.status());
+    self->storage_.create_ledger(*id, [self, done, id = *id](Result<storage::LedgerWriter> w) {
+      if (!w) return done(w.status());
+      self->chain_.append(ChainLedger{id, 0, 0, now_ms(), self->next_index_});
+      self->persist_chain([self, done, w = *w](Status st) {
+        if (!st.is_ok()) {
+          // Not in the list: nobody would ever find or delete it.
+          self->storage_.delete_ledger(w.ledger, [](Status) {});
+          std::vector<ChainLedger> kept(self->chain_.ledgers().begin(), self->chain_.ledgers().end() - 1);
+          self->chain_ = LedgerChain();
+          for (const auto& l : kept) self->chain_.append(l);
+          return done(st);
+        }
+        self->writer_ = w;
+        self->next_entry_ = 0;
+        self->current_bytes_ = 0;
+        done(Status::ok());
+      });
+    });
+  });
+}
+
+void ManagedLedger::add_entry(MessageHeader header, Slice payload, Callback<Result<Position>> done) {
+  check_home();
+  if (state_ == State::kClosed) {
+    return later([done]() { done(Status::failed_precondition("managed ledger is closed")); });
+  }
+  PendingAdd add{std::move(header), std::move(payload), std::move(done)};
+  if (state_ != State::kReady) {
+    waiting_.push_back(std::move(add));
+    return;
+  }
+  submit(std::move(add));
+}
+
+void ManagedLedger::submit(PendingAdd add) {
+  add.header.first_index = next_index_;
+  next_index_ += add.header.messages;
+  Slice bytes = encode_entry(add.header, add.payload);
+  const EntryId e = next_entry_++;
+  const LedgerId lid = writer_.ledger;
+  const uint64_t size = add.payload.size();
+  current_bytes_ += bytes.size();
+  ++in_flight_;
+  auto self = shared_from_this();
+  storage_.add_entry(writer_, e, std::move(bytes), [self, lid, e, size, done = std::move(add.done)](Status st) {
+    --self->in_flight_;
+    if (st.is_ok()) {
+      ChainLedger& l = self->chain_.back();
+      if (l.id == lid) {
+        l.entries = std::max(l.entries, e + 1);
+        l.size += size;
+      }
+      done(Position{lid, e});
+    } else {
+      done(st);
+      // The ledger refuses every later add: move on to a new one.
+      if (self->state_ == State::kReady && lid == self->writer_.ledger) self->roll_over();
+    }
+    if (self->state_ == State::kRolling && self->in_flight_ == 0) self->finish_roll_over();
+  });
+  maybe_roll_over();
+}
+
+void ManagedLedger::maybe_roll_over() {
+  if (state_ != State::kReady || chain_.empty()) return;
+  const auto age = std::chrono::milliseconds(now_ms() - chain_.back().created_ms);
+  if (next_entry_ >= config_.max_entries_per_ledger || current_bytes_ >= config_.max_ledger_bytes ||
+      (next_entry_ > 0 && age >= config_.max_ledger_age)) {
+    roll_over();
+  }
+}
+
+void ManagedLedger::roll_over() {
+  state_ = State::kRolling;
+  if (in_flight_ == 0) later([self = shared_from_this()]() { self->finish_roll_over(); });
+}
+
+void ManagedLedger::fail_waiting(const Status& st) {
+  std::deque<PendingAdd> waiting;
+  waiting.swap(waiting_);
+  for (PendingAdd& add : waiting) add.done(st);
+}
+
+void ManagedLedger::finish_roll_over() {
+  if (state_ != State::kRolling || sealing_) return;
+  sealing_ = true;
+  auto self = shared_from_this();
+  storage_.close_ledger(writer_.ledger, [self](Result<EntryId> closed) {
+    if (closed) self->chain_.back().entries = *closed + 1;
+    self->start_new_ledger([self](Status st) {
+      self->sealing_ = false;
+      if (self->state_ == State::kClosed) return self->fail_waiting(Status::failed_precondition("closed"));
+      self->state_ = State::kReady;
+      if (!st.is_ok()) {
+        MLOG_WARN("managed ledger {}: cannot start a new ledger: {}", self->name_, st.to_string());
+        self->fail_waiting(st);
+        return;
+      }
+      std::deque<PendingAdd> waiting;
+      waiting.swap(self->waiting_);
+      for (PendingAdd& add : waiting) {
+        if (self->state_ == State::kReady) {
+          self->submit(std::move(add));
+        } else {
+          self->waiting_.push_back(std::move(add));
+        }
+      }
+    });
+  });
+}
+
+void ManagedLedger::read_entries(Position after, size_t max_entries, Callback<Result<std::vector<LedgerEntry>>> done) {
+  check_home();
+  auto p = chain_.next(after);
+  if (!p || max_entries == 0) return later([done]() { done(std::vector<LedgerEntry>{}); });
+  const ChainLedger* l = chain_.find(p->ledger);
+  const EntryId last = std::min<EntryId>(l->entries - 1, p->entry + static_cast<EntryId>(max_entries) - 1);
+  storage_.read_entries(p->ledger, p->entry, last, [done](Result<std::vector<storage::Entry>> entries) {
+    if (!entries) return done(entries.status());
+    std::vector<LedgerEntry> out;
+    out.reserve(entries->size());
+    for (const storage::Entry& e : *entries) {
+      auto decoded = decode_entry(e.data);
+      if (!decoded) return done(decoded.status());
+      out.push_back(LedgerEntry{Position{e.ledger, e.id}, std::move(decoded->first), std::move(decoded->second)});
+    }
+    done(std::move(out));
+  });
+}
+
+void ManagedLedger::open_cursor(std::string name, bool durable, Callback<Result<Cursor*>> done) {
+  check_home();
+  auto it = cursors_.find(name);
+  if (it != cursors_.end()) return later([done, c = &it->second.cursor]() { done(c); });
+  if (!durable) {
+    auto [slot, _] = cursors_.emplace(name, CursorSlot{Cursor(name, last_confirmed(), false)});
+    return later([done, c = &slot->second.cursor]() { done(c); });
+  }
+  auto self = shared_from_this();
+  store_.get(cursor_key(name), [self, name, done](Result<metadata::Record> rec) {
+    auto existing = self->cursors_.find(name);
+    if (existing != self->cursors_.end()) return done(&existing->second.cursor);
+    if (rec) {
+      auto cursor = Cursor::decode(name, rec->value);
+      if (!cursor) return done(cursor.status());
+      CursorSlot slot{std::move(cursor.value())};
+      slot.version = rec->stat.version;
+      slot.cursor.skip_removed_ledgers(self->chain_);
+      auto [it2, _] = self->cursors_.emplace(name, std::move(slot));
+      return done(&it2->second.cursor);
+    }
+    if (rec.status().code() != common::ErrorCode::kNotFound) return done(rec.status());
+    auto [it2, _] = self->cursors_.emplace(name, CursorSlot{Cursor(name, self->last_confirmed(), true)});
+    self->persist_cursor(name);
+    done(&it2->second.cursor);
+  });
+}
+
+Cursor* ManagedLedger::cursor(const std::string& name) {
+  auto it = cursors_.find(name);
+  return it == cursors_.end() ? nullptr : &it->second.cursor;
+}
+
+void ManagedLedger::persist_cursor(const std::string& name) {
+  auto it = cursors_.find(name);
+  if (it == cursors_.end() || !it->second.cursor.durable()) return;
+  CursorSlot& slot = it->second;
+  slot.dirty = true;
+  if (slot.writing) return;  // the write in flight is followed by one more
+  slot.writing = true;
+  slot.dirty = false;
+  auto self = shared_from_this();
+  store_.put(cursor_key(name), slot.cursor.encode(), metadata::PutOptions{slot.version, 0},
+             [self, name](Result<metadata::Stat> st) {
+               auto it = self->cursors_.find(name);
+               if (it == self->cursors_.end()) return;
+               CursorSlot& slot = it->second;
+               slot.writing = false;
+               if (!st) {
+                 MLOG_WARN("managed ledger {}: cursor {} not persisted: {}", self->name_, name,
+                           st.status().to_string());
+                 return;
+               }
+               slot.version = st->version;
+               if (slot.dirty) self->persist_cursor(name);
+             });
+}
+
+Status ManagedLedger::ack(const std::string& cursor, Position p) {
+  check_home();
+  auto it = cursors_.find(cursor);
+  if (it == cursors_.end()) return Status::not_found("no cursor " + cursor);
+  MAGNETAR_RETURN_IF_ERROR(it->second.cursor.ack(p, chain_));
+  persist_cursor(cursor);
+  return Status::ok();
+}
+
+Status ManagedLedger::ack_cumulative(const std::string& cursor, Position p) {
+  check_home();
+  auto it = cursors_.find(cursor);
+  if (it == cursors_.end()) return Status::not_found("no cursor " + cursor);
+  MAGNETAR_RETURN_IF_ERROR(it->second.cursor.ack_cumulative(p, chain_));
+  persist_cursor(cursor);
+  return Status::ok();
+}
+
+Status ManagedLedger::ack_batch_index(const std::string& cursor, Position p, uint32_t index, uint32_t batch_size) {
+  check_home();
+  auto it = cursors_.find(cursor);
+  if (it == cursors_.end()) return Status::not_found("no cursor " + cursor);
+  MAGNETAR_RETURN_IF_ERROR(it->second.cursor.ack_batch_index(p, index, batch_size, chain_));
+  persist_cursor(cursor);
+  return Status::ok();
+}
+
+void ManagedLedger::trim(Callback<Status> done) {
+  check_home();
+  const auto& ledgers = chain_.ledgers();
+  std::optional<Position> slowest;
+  for (const auto& [name, slot] : cursors_) {
+    if (!slot.cursor.durable()) continue;
+    Position md = slot.cursor.mark_delete_position();
+    if (!slowest || md < *slowest) slowest = md;
+  }
+  const int64_t now = now_ms();
+  size_t removable = 0;
+  uint64_t newer_size = chain_.total_size();
+  for (size_t i = 0; i + 1 < ledgers.size(); ++i) {
+    const ChainLedger& l = ledgers[i];
+    newer_size -= l.size;
+    const bool consumed = l.entries == 0 || !slowest || Position{l.id, l.entries - 1} <= *slowest;
+    if (!consumed) break;
+    const int64_t age = now - ledgers[i + 1].created_ms;  // about when it was sealed
+    const bool past_time = config_.retention_time.count() >= 0 && age >= config_.retention_time.count();
+    const bool past_size = config_.retention_size >= 0 && newer_size >= static_cast<uint64_t>(config_.retention_size);
+    if (!past_time && !past_size) break;
+    removable = i + 1;
+  }
+  if (removable == 0) return later([done]() { done(Status::ok()); });
+  LedgerChain before = chain_;
+  std::vector<LedgerId> removed;
+  for (size_t i = 0; i < removable; ++i) removed.push_back(ledgers[i].id);
+  chain_.drop_front(removable);
+  auto self = shared_from_this();
+  persist_chain([self, done, before, removed](Status st) {
+    if (!st.is_ok()) {
+      self->chain_ = before;
+      return done(st);
+    }
+    for (auto& [name, slot] : self->cursors_) slot.cursor.skip_removed_ledgers(self->chain_);
+    for (LedgerId id : removed) {
+      self->storage_.delete_ledger(id, [self, id](Status del) {
+        if (!del.is_ok()) MLOG_WARN("managed ledger {}: ledger {} not deleted: {}", self->name_, id, del.to_string());
+      });
+    }
+    MLOG_INFO("managed ledger {}: trimmed {} ledgers", self->name_, removed.size());
+    done(Status::ok());
+  });
+}
+
+Position ManagedLedger::position_of(uint64_t ordinal) const {
+  for (const ChainLedger& l : chain_.ledgers()) {
+    if (ordinal < static_cast<uint64_t>(l.entries)) return Position{l.id, static_cast<EntryId>(ordinal)};
+    ordinal -= static_cast<uint64_t>(l.entries);
+  }
+  return Position{};
+}
+
+void ManagedLedger::seek(std::function<bool(const MessageHeader&)> at_or_after, Callback<Result<Position>> done) {
+  check_home();
+  // Lower bound over entry ordinals, one entry read per probe.
+  struct Search {
+    uint64_t lo;
+    uint64_t hi;
+  };
+  auto search = std::make_shared<Search>(Search{0, chain_.total_entries()});
+  auto self = shared_from_this();
+  auto step = std::make_shared<std::function<void()>>();
+  *step = [self, search, at_or_after, done, step]() {
+    if (search->lo >= search->hi) {
+      // Resetting *step destroys this lambda's captures: keep what is needed.
+      auto answer = done;
+      const bool past_end = search->lo >= self->chain_.total_entries();
+      const Position found = past_end ? Position{} : self->position_of(search->lo);
+      *step = nullptr;
+      if (past_end) return answer(Status::not_found("past the end of the log"));
+      return answer(found);
+    }
+    const uint64_t mid = search->lo + (search->hi - search->lo) / 2;
+    const Position p = self->position_of(mid);
+    self->storage_.read_entries(p.ledger, p.entry, p.entry,
+                                [search, at_or_after, done, step, mid](Result<std::vector<storage::Entry>> r) {
+                                  if (!r) {
+                                    *step = nullptr;
+                                    return done(r.status());
+                                  }
+                                  auto decoded = decode_entry(r->front().data);
+                                  if (!decoded) {
+                                    *step = nullptr;
+                                    return done(decoded.status());
+                                  }
+                                  if (at_or_after(decoded->first)) {
+                                    search->hi = mid;
+                                  } else {
+                                    search->lo = mid + 1;
+                                  }
+                                  (*step)();
+                                });
+  };
+  later([step]() { (*step)(); });
+}
+
+void ManagedLedger::seek_by_index(int64_t index, Callback<Result<Position>> done) {
+  seek([index](const MessageHeader& h) { return h.first_index + static_cast<int64_t>(h.messages) > index; },
+       std::move(done));
+}
+
+void ManagedLedger::seek_by_time(int64_t time_ms, Callback<Result<Position>> done) {
+  seek([time_ms](const MessageHeader& h) { return h.publish_time_ms >= time_ms; }, std::move(done));
+}
+
+void ManagedLedger::close(Callback<Status> done) {
+  check_home();
+  if (state_ == State::kClosed) return later([done]() { done(Status::ok()); });
+  state_ = State::kClosed;
+  fail_waiting(Status::failed_precondition("managed ledger is closed"));
+  auto self = shared_from_this();
+  storage_.close_ledger(writer_.ledger, [self, done](Result<EntryId> closed) {
+    if (!closed) return done(closed.status());
+    self->chain_.back().entries = *closed + 1;
+    self->persist_chain(done);
+  });
+}
+
+}  // namespace magnetar::ledger

@@ -1,0 +1,152 @@
+// ManagedLedger: a topic's log as a chain of storage ledgers, plus cursors.
+//
+// Entries are added to the last ledger of the chain; it rolls over to a new
+// ledger by entry count, size or age. Opening a managed ledger seals the
+// last ledger of the previous owner (storage close_ledger fences its writer)
+// and starts a new one, so two owners can never both append. The chain
+// (records.fbs LedgerList) and durable cursors (CursorState) live in the
+// metadata store under /managed-ledgers/<name>; every write there is
+// compare-and-set on the version this owner last wrote, so a second owner
+// fails with kFailedPrecondition instead of overwriting.
+//
+// Every entry carries a MessageHeader (entry_codec.h) whose first_index is
+// the topic-wide index of its first message, assigned here; seek by message
+// index or by publish time is a binary search over entries.
+//
+// Retention: a ledger other than the current one is deleted once every
+// durable cursor is past it and it is older than retention_time or beyond
+// retention_size of newer data (-1 keeps it forever on that count).
+//
+// Threads: open() must be called on a reactor (the home); every other method
+// on that same reactor, and every callback runs there.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/bytes.h"
+#include "common/result.h"
+#include "ledger/cursor.h"
+#include "ledger/entry_codec.h"
+#include "ledger/ledger_chain.h"
+#include "ledger/position.h"
+#include "metadata/store.h"
+#include "runtime/reactor.h"
+#include "storage/storage.h"
+
+namespace magnetar::ledger {
+
+struct ManagedLedgerConfig {
+  EntryId max_entries_per_ledger = 50000;
+  uint64_t max_ledger_bytes = 256u << 20;
+  std::chrono::milliseconds max_ledger_age{std::chrono::hours(4)};
+  std::chrono::milliseconds retention_time{0};  // -1: forever
+  int64_t retention_size = 0;                   // bytes; -1: unlimited
+};
+
+struct LedgerEntry {
+  Position position;
+  MessageHeader header;
+  common::Slice payload;
+};
+
+template <typename T>
+using Callback = std::function<void(T)>;
+
+class ManagedLedger : public std::enable_shared_from_this<ManagedLedger> {
+ public:
+  static void open(std::string name, ManagedLedgerConfig config, storage::Storage& storage,
+                   metadata::Store& store, Callback<common::Result<std::shared_ptr<ManagedLedger>>> done);
+  ManagedLedger(const ManagedLedger&) = delete;
+  ManagedLedger& operator=(const ManagedLedger&) = delete;
+
+  // Appends one entry; header.first_index is assigned. Completes with the
+  // entry's position once stored. Adds complete in order.
+  void add_entry(MessageHeader header, common::Slice payload, Callback<common::Result<Position>> done);
+  // Up to max_entries entries after `after` (from one ledger; fewer at a
+  // ledger's end). An empty result when nothing follows yet.
+  void read_entries(Position after, size_t max_entries, Callback<common::Result<std::vector<LedgerEntry>>> done);
+
+  // Opens (or returns) the cursor `name`. A new durable cursor starts at the
+  // end of the log and is persisted; a non-durable one lives in memory only.
+  void open_cursor(std::string name, bool durable, Callback<common::Result<Cursor*>> done);
+  // Acknowledgements; a durable cursor's change is persisted in the
+  // background, coalesced to one metadata write in flight per cursor.
+  common::Status ack(const std::string& cursor, Position p);
+  common::Status ack_cumulative(const std::string& cursor, Position p);
+  common::Status ack_batch_index(const std::string& cursor, Position p, uint32_t index, uint32_t batch_size);
+  Cursor* cursor(const std::string& name);
+
+  // Deletes ledgers that no cursor needs and retention no longer holds.
+  void trim(Callback<common::Status> done);
+  // The entry holding message `index`, or the first entry published at or
+  // after `time_ms`; kNotFound past the end.
+  void seek_by_index(int64_t index, Callback<common::Result<Position>> done);
+  void seek_by_time(int64_t time_ms, Callback<common::Result<Position>> done);
+
+  const std::string& name() const { return name_; }
+  const LedgerChain& chain() const { return chain_; }
+  Position last_confirmed() const { return chain_.last_position(); }
+  int64_t next_message_index() const { return next_index_; }
+  // Seals the current ledger. Adds after it fail.
+  void close(Callback<common::Status> done);
+
+ private:
+  ManagedLedger(std::string name, ManagedLedgerConfig config, storage::Storage& storage, metadata::Store& store);
+  struct PendingAdd {
+    MessageHeader header;
+    common::Slice payload;
+    Callback<common::Result<Position>> done;
+  };
+  struct CursorSlot {
+    Cursor cursor;
+    int64_t version = metadata::kMustNotExist;
+    bool writing = false;
+    bool dirty = false;
+  };
+  enum class State { kOpening, kReady, kRolling, kClosed };
+
+  void recover(Callback<common::Status> done);
+  void start_new_ledger(Callback<common::Status> done);
+  void allocate_ledger_id(Callback<common::Result<LedgerId>> done);
+  void persist_chain(Callback<common::Status> done);
+  void submit(PendingAdd add);
+  void maybe_roll_over();
+  void roll_over();
+  // Runs once the current ledger has no add in flight: seals it, starts the next.
+  void finish_roll_over();
+  void fail_waiting(const common::Status& st);
+  // Runs `fn` on the home reactor after the current call returns.
+  void later(runtime::Task fn);
+  void persist_cursor(const std::string& name);
+  void seek(std::function<bool(const MessageHeader&)> at_or_after, Callback<common::Result<Position>> done);
+  Position position_of(uint64_t ordinal) const;
+  std::string chain_key() const { return "/managed-ledgers/" + name_; }
+  std::string cursor_key(const std::string& cursor) const { return chain_key() + "/cursors/" + cursor; }
+  void check_home() const;
+
+  const std::string name_;
+  const ManagedLedgerConfig config_;
+  storage::Storage& storage_;
+  metadata::Store& store_;
+  runtime::Reactor* home_ = nullptr;
+
+  State state_ = State::kOpening;
+  LedgerChain chain_;
+  int64_t chain_version_ = metadata::kMustNotExist;
+  storage::LedgerWriter writer_;
+  EntryId next_entry_ = 0;   // next id to add in the current ledger
+  uint64_t current_bytes_ = 0;  // bytes submitted to the current ledger
+  size_t in_flight_ = 0;     // adds submitted to the current ledger, not completed
+  bool sealing_ = false;     // finish_roll_over is under way
+  int64_t next_index_ = 0;   // topic-wide index of the next message
+  std::deque<PendingAdd> waiting_;  // adds held while rolling over
+  std::map<std::string, CursorSlot> cursors_;
+};
+
+}  // namespace magnetar::ledger

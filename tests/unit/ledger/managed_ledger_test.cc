@@ -1,0 +1,217 @@
+#include "ledger/managed_ledger.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <future>
+
+#include "metadata/leveldb_store.h"
+#include "runtime/reactor.h"
+
+namespace magnetar::ledger {
+namespace {
+
+using common::Result;
+using common::Slice;
+using common::Status;
+
+constexpr auto kWait = std::chrono::seconds(60);
+
+class ManagedLedgerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "magnetar-ledger-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    storage::StorageOptions so;
+    so.directory = dir_ + "/storage";
+    so.max_batch_delay = std::chrono::microseconds(0);
+    storage_ = storage::make_local_storage(so);
+    ASSERT_TRUE(storage_->start().is_ok());
+    store_ = std::make_unique<metadata::LevelDbStore>(metadata::LevelDbStore::Options{dir_ + "/metadata"});
+    ASSERT_TRUE(store_->start().is_ok());
+    reactor_.start();
+  }
+  void TearDown() override {
+    reactor_.run_sync([&] { ledgers_.clear(); });
+    reactor_.stop();
+    store_->stop();
+    storage_->stop();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  // Starts `op` on the reactor and waits (bounded) for the value it reports.
+  template <typename T>
+  T on_reactor(std::function<void(Callback<T>)> op) {
+    auto p = std::make_shared<std::promise<T>>();
+    auto f = p->get_future();
+    reactor_.run_sync([&] { op([p](T v) { p->set_value(std::move(v)); }); });
+    if (f.wait_for(kWait) != std::future_status::ready) {
+      ADD_FAILURE() << "managed ledger call did not complete";
+      std::abort();
+    }
+    return f.get();
+  }
+
+  std::shared_ptr<ManagedLedger> open(const std::string& name, ManagedLedgerConfig config = {}) {
+    auto ml = on_reactor<Result<std::shared_ptr<ManagedLedger>>>([&](auto done) {
+      ManagedLedger::open(name, config, *storage_, *store_, done);
+    });
+    EXPECT_TRUE(ml.is_ok()) << ml.status().to_string();
+    if (!ml.is_ok()) return nullptr;
+    ledgers_.push_back(*ml);
+    return *ml;
+  }
+  Result<Position> add(ManagedLedger& ml, const std::string& payload, uint32_t messages = 1, int64_t time = 0) {
+    return on_reactor<Result<Position>>([&](auto done) {
+      MessageHeader h;
+      h.producer = "p";
+      h.messages = messages;
+      h.publish_time_ms = time;
+      ml.add_entry(h, Slice::copy_of(payload), done);
+    });
+  }
+  std::vector<LedgerEntry> read_all(ManagedLedger& ml, Position after) {
+    std::vector<LedgerEntry> all;
+    for (;;) {
+      auto r = on_reactor<Result<std::vector<LedgerEntry>>>([&](auto done) { ml.read_entries(after, 7, done); });
+      EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+      if (!r.is_ok() || r->empty()) return all;
+      after = r->back().position;
+      for (auto& e : *r) all.push_back(std::move(e));
+    }
+  }
+
+  std::string dir_;
+  std::unique_ptr<storage::Storage> storage_;
+  std::unique_ptr<metadata::LevelDbStore> store_;
+  runtime::Reactor reactor_{0, "reactor-test"};
+  std::vector<std::shared_ptr<ManagedLedger>> ledgers_;
+};
+
+TEST_F(ManagedLedgerTest, AddsAndReadsAcrossRollovers) {
+  ManagedLedgerConfig config;
+  config.max_entries_per_ledger = 10;
+  auto ml = open("t1", config);
+  ASSERT_NE(ml, nullptr);
+  for (int i = 0; i < 35; ++i) ASSERT_TRUE(add(*ml, "m" + std::to_string(i), 2).is_ok());
+  EXPECT_GE(ml->chain().ledgers().size(), 4u);
+  EXPECT_EQ(ml->chain().total_entries(), 35u);
+  EXPECT_EQ(ml->next_message_index(), 70);
+  auto all = read_all(*ml, Position{0, -1});
+  ASSERT_EQ(all.size(), 35u);
+  for (int i = 0; i < 35; ++i) {
+    EXPECT_EQ(all[i].payload.to_string(), "m" + std::to_string(i));
+    EXPECT_EQ(all[i].header.first_index, 2 * i);
+    EXPECT_EQ(all[i].header.producer, "p");
+  }
+}
+
+TEST_F(ManagedLedgerTest, ReopeningContinuesTheLogAndFencesTheOldOwner) {
+  auto first = open("t2");
+  ASSERT_NE(first, nullptr);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(add(*first, "a" + std::to_string(i)).is_ok());
+  auto second = open("t2");
+  ASSERT_NE(second, nullptr);
+  // The old owner's ledger was sealed: its adds fail from now on.
+  auto refused = add(*first, "late");
+  EXPECT_FALSE(refused.is_ok());
+  EXPECT_EQ(second->next_message_index(), 5);
+  ASSERT_TRUE(add(*second, "b0").is_ok());
+  auto all = read_all(*second, Position{0, -1});
+  ASSERT_EQ(all.size(), 6u);
+  EXPECT_EQ(all[5].payload.to_string(), "b0");
+  EXPECT_EQ(all[5].header.first_index, 5);
+}
+
+TEST_F(ManagedLedgerTest, DurableCursorsSurviveAReopen) {
+  auto ml = open("t3");
+  ASSERT_NE(ml, nullptr);
+  auto cur = on_reactor<Result<Cursor*>>([&](auto done) { ml->open_cursor("sub", true, done); });
+  ASSERT_TRUE(cur.is_ok());
+  std::vector<Position> pos;
+  for (int i = 0; i < 6; ++i) pos.push_back(*add(*ml, "x"));
+  reactor_.run_sync([&] {
+    EXPECT_TRUE(ml->ack("sub", pos[0]).is_ok());
+    EXPECT_TRUE(ml->ack("sub", pos[2]).is_ok());
+    EXPECT_TRUE(ml->ack("sub", pos[3]).is_ok());
+    EXPECT_EQ((*cur)->backlog_entries(ml->chain()), 3u);
+  });
+  ASSERT_TRUE(on_reactor<Status>([&](auto done) { ml->close(done); }).is_ok());
+  auto again = open("t3");
+  ASSERT_NE(again, nullptr);
+  auto restored = on_reactor<Result<Cursor*>>([&](auto done) { again->open_cursor("sub", true, done); });
+  ASSERT_TRUE(restored.is_ok());
+  reactor_.run_sync([&] {
+    EXPECT_EQ((*restored)->mark_delete_position(), pos[0]);
+    EXPECT_TRUE((*restored)->is_acknowledged(pos[3]));
+    EXPECT_FALSE((*restored)->is_acknowledged(pos[1]));
+    EXPECT_EQ((*restored)->backlog_entries(again->chain()), 3u);
+  });
+}
+
+TEST_F(ManagedLedgerTest, TrimDeletesLedgersEveryCursorPassed) {
+  ManagedLedgerConfig config;
+  config.max_entries_per_ledger = 5;
+  auto ml = open("t4", config);
+  ASSERT_NE(ml, nullptr);
+  auto cur = on_reactor<Result<Cursor*>>([&](auto done) { ml->open_cursor("sub", true, done); });
+  ASSERT_TRUE(cur.is_ok());
+  std::vector<Position> pos;
+  for (int i = 0; i < 12; ++i) pos.push_back(*add(*ml, "y"));
+  const LedgerId oldest = ml->chain().ledgers().front().id;
+  reactor_.run_sync([&] { ASSERT_TRUE(ml->ack_cumulative("sub", pos[7]).is_ok()); });
+  ASSERT_TRUE(on_reactor<Status>([&](auto done) { ml->trim(done); }).is_ok());
+  EXPECT_EQ(ml->chain().ledgers().front().id, pos[7].ledger);
+  EXPECT_EQ(storage_->ledger_info(oldest).status().code(), common::ErrorCode::kNotFound);
+  auto rest = read_all(*ml, (*cur)->mark_delete_position());
+  EXPECT_EQ(rest.size(), 4u);
+}
+
+TEST_F(ManagedLedgerTest, RetentionKeepsConsumedLedgers) {
+  ManagedLedgerConfig config;
+  config.max_entries_per_ledger = 5;
+  config.retention_time = std::chrono::milliseconds(-1);
+  config.retention_size = -1;
+  auto ml = open("t5", config);
+  ASSERT_NE(ml, nullptr);
+  std::vector<Position> pos;
+  for (int i = 0; i < 12; ++i) pos.push_back(*add(*ml, "z"));
+  size_t before = ml->chain().ledgers().size();
+  ASSERT_TRUE(on_reactor<Status>([&](auto done) { ml->trim(done); }).is_ok());
+  EXPECT_EQ(ml->chain().ledgers().size(), before);
+}
+
+TEST_F(ManagedLedgerTest, SeeksByMessageIndexAndPublishTime) {
+  ManagedLedgerConfig config;
+  config.max_entries_per_ledger = 4;
+  auto ml = open("t6", config);
+  ASSERT_NE(ml, nullptr);
+  std::vector<Position> pos;
+  for (int i = 0; i < 20; ++i) pos.push_back(*add(*ml, "s", 3, 1000 + 10 * i));  // indexes 3i..3i+2
+  auto by_index = on_reactor<Result<Position>>([&](auto done) { ml->seek_by_index(31, done); });
+  ASSERT_TRUE(by_index.is_ok());
+  EXPECT_EQ(*by_index, pos[10]);
+  auto by_time = on_reactor<Result<Position>>([&](auto done) { ml->seek_by_time(1095, done); });
+  ASSERT_TRUE(by_time.is_ok());
+  EXPECT_EQ(*by_time, pos[10]);
+  auto past = on_reactor<Result<Position>>([&](auto done) { ml->seek_by_index(60, done); });
+  EXPECT_EQ(past.status().code(), common::ErrorCode::kNotFound);
+}
+
+TEST_F(ManagedLedgerTest, NonDurableCursorsStartAtTheEnd) {
+  auto ml = open("t7");
+  ASSERT_NE(ml, nullptr);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(add(*ml, "n").is_ok());
+  auto reader = on_reactor<Result<Cursor*>>([&](auto done) { ml->open_cursor("reader", false, done); });
+  ASSERT_TRUE(reader.is_ok());
+  EXPECT_FALSE((*reader)->durable());
+  reactor_.run_sync([&] { EXPECT_EQ((*reader)->backlog_entries(ml->chain()), 0u); });
+  ASSERT_TRUE(add(*ml, "n").is_ok());
+  reactor_.run_sync([&] { EXPECT_EQ((*reader)->backlog_entries(ml->chain()), 1u); });
+}
+
+}  // namespace
+}  // namespace magnetar::ledger
