@@ -1,0 +1,165 @@
+#include "broker/policy_cache.h"
+
+#include <mutex>
+
+#include "broker/tenancy.h"
+#include "common/logging.h"
+#include "metadata/blocking.h"
+
+namespace magnetar::broker {
+
+using common::ErrorCode;
+using common::Status;
+
+namespace {
+
+constexpr std::string_view kNamespacePrefix = "/admin/policies/";
+constexpr std::string_view kTopicPrefix = "/admin/topic-policies/";
+
+// Lists every key under `prefix` that is `depth` segments below it.
+common::Result<std::vector<std::string>> keys_at_depth(metadata::Store& store, std::string prefix, int depth) {
+  std::vector<std::string> level{prefix};
+  for (int d = 0; d < depth; ++d) {
+    std::vector<std::string> next;
+    for (const auto& parent : level) {
+      auto children = metadata::blocking::list_children(store, parent);
+      if (!children.is_ok()) return children.status();
+      for (const auto& c : *children) next.push_back(parent + "/" + c);
+    }
+    level = std::move(next);
+  }
+  return level;
+}
+
+template <typename T>
+void overlay(std::optional<T>& into, const std::optional<T>& from) {
+  if (!into && from) into = from;
+}
+
+// Fills what `into` leaves unset from `from`.
+void inherit(NamespacePolicies& into, const NamespacePolicies& from) {
+  overlay(into.retention, from.retention);
+  overlay(into.message_ttl_seconds, from.message_ttl_seconds);
+  overlay(into.backlog_quota_size, from.backlog_quota_size);
+  overlay(into.backlog_quota_age, from.backlog_quota_age);
+  overlay(into.persistence, from.persistence);
+  overlay(into.deduplication, from.deduplication);
+  overlay(into.publish_rate, from.publish_rate);
+  overlay(into.dispatch_rate, from.dispatch_rate);
+  overlay(into.subscription_dispatch_rate, from.subscription_dispatch_rate);
+  overlay(into.max_producers_per_topic, from.max_producers_per_topic);
+  overlay(into.max_consumers_per_topic, from.max_consumers_per_topic);
+  overlay(into.max_consumers_per_subscription, from.max_consumers_per_subscription);
+  overlay(into.max_subscriptions_per_topic, from.max_subscriptions_per_topic);
+  overlay(into.max_topics_per_namespace, from.max_topics_per_namespace);
+  overlay(into.subscription_expiration_minutes, from.subscription_expiration_minutes);
+  overlay(into.auto_topic_creation, from.auto_topic_creation);
+  if (into.permissions.empty()) into.permissions = from.permissions;
+  if (into.replication_clusters.empty()) into.replication_clusters = from.replication_clusters;
+}
+
+}  // namespace
+
+PolicyCache::PolicyCache(metadata::Store& store) : store_(store), state_(std::make_shared<State>()) {}
+
+PolicyCache::~PolicyCache() { stop(); }
+
+Status PolicyCache::start() {
+  {
+    std::unique_lock lock(state_->mu);
+    state_->loading = true;
+  }
+  for (auto prefix : {kNamespacePrefix, kTopicPrefix}) {
+    auto id = store_.watch(std::string(prefix), [&store = store_, state = state_](const metadata::Event& e) {
+      refresh(store, state, e.key);
+    });
+    if (!id.is_ok()) return id.status();
+    watches_.push_back(*id);
+  }
+  // /admin/policies/{tenant}/{namespace}; /admin/topic-policies/{t}/{ns}/{domain}/{topic}.
+  for (auto [prefix, depth] : {std::pair{kNamespacePrefix, 2}, std::pair{kTopicPrefix, 4}}) {
+    std::string root(prefix.substr(0, prefix.size() - 1));
+    auto keys = keys_at_depth(store_, root, depth);
+    if (!keys.is_ok()) return keys.status();
+    for (const auto& key : *keys) {
+      auto r = metadata::blocking::get(store_, key);
+      if (r.status().code() == ErrorCode::kNotFound) continue;  // deleted meanwhile; the watch saw it
+      if (!r.is_ok()) return r.status();
+      auto p = decode_policies(r->value);
+      if (!p.is_ok()) return p.status();
+      std::unique_lock lock(state_->mu);
+      if (!state_->settled.count(key)) {
+        state_->by_key[key] = std::make_shared<const NamespacePolicies>(std::move(p).value());
+      }
+    }
+  }
+  std::unique_lock lock(state_->mu);
+  state_->loading = false;
+  state_->settled.clear();
+  return Status::ok();
+}
+
+void PolicyCache::stop() {
+  for (auto id : watches_) store_.unwatch(id);
+  watches_.clear();
+}
+
+void PolicyCache::refresh(metadata::Store& store, const std::shared_ptr<State>& state, const std::string& key) {
+  // Runs on the metadata thread: ask for the value without waiting. Reads
+  // queue behind earlier ones, so the last read of a key sees its newest
+  // value.
+  store.get(key, [state, key](common::Result<metadata::Record> r) {
+    std::shared_ptr<const NamespacePolicies> value;
+    if (r.is_ok()) {
+      auto p = decode_policies(r->value);
+      if (!p.is_ok()) {
+        MLOG_WARN("policy cache: cannot read {}: {}", key, p.status().to_string());
+        return;
+      }
+      value = std::make_shared<const NamespacePolicies>(std::move(p).value());
+    } else if (r.status().code() != ErrorCode::kNotFound) {
+      if (r.status().code() != ErrorCode::kUnavailable) {
+        MLOG_WARN("policy cache: cannot refresh {}: {}", key, r.status().to_string());
+      }
+      return;
+    }
+    {
+      std::unique_lock lock(state->mu);
+      if (state->loading) state->settled.insert(key);
+      if (value) {
+        state->by_key[key] = std::move(value);
+      } else {
+        state->by_key.erase(key);
+      }
+    }
+    state->refreshes.fetch_add(1, std::memory_order_relaxed);
+  });
+}
+
+std::shared_ptr<const NamespacePolicies> PolicyCache::find(const std::string& key) const {
+  std::shared_lock lock(state_->mu);
+  auto it = state_->by_key.find(key);
+  return it == state_->by_key.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const NamespacePolicies> PolicyCache::namespace_policies(const NamespaceName& ns) const {
+  return find(namespace_key(ns));
+}
+
+std::shared_ptr<const NamespacePolicies> PolicyCache::topic_policies(const TopicName& topic) const {
+  return find(topic_policies_key(topic));
+}
+
+std::optional<NamespacePolicies> PolicyCache::effective(const TopicName& topic) const {
+  auto ns = namespace_policies(topic.ns);
+  if (!ns) return std::nullopt;
+  NamespacePolicies out;
+  if (auto own = topic_policies(topic)) out = *own;
+  if (topic.is_partition()) {
+    if (auto base = topic_policies(topic.base())) inherit(out, *base);
+  }
+  inherit(out, *ns);
+  return out;
+}
+
+}  // namespace magnetar::broker

@@ -1,0 +1,73 @@
+// PolicyCache: namespace policies and topic overrides in memory, kept
+// current by a metadata watch, so that reactors can read them without
+// blocking (auto topic creation, rate limits, quotas on the produce path).
+//
+// Reads take a shared lock and return immutable snapshots; a snapshot stays
+// valid after the cache moves on. Changes arrive after the metadata write is
+// durable, in the order they were applied: a read right after an admin call
+// returns may still see the previous value for a moment.
+//
+// Threads: start() and stop() on main; reads from any thread. Refreshes run
+// on the metadata thread. The store must outlive the cache.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "broker/naming.h"
+#include "broker/policies.h"
+#include "metadata/store.h"
+#include "runtime/component.h"
+
+namespace magnetar::broker {
+
+class PolicyCache final : public runtime::Component {
+ public:
+  explicit PolicyCache(metadata::Store& store);
+  ~PolicyCache() override;
+
+  // Watches first, then loads every record (blocking), so no change between
+  // the two is missed.
+  std::string_view name() const override { return "policy-cache"; }
+  common::Status start() override;
+  void stop() override;
+
+  // Null when the namespace does not exist.
+  std::shared_ptr<const NamespacePolicies> namespace_policies(const NamespaceName& ns) const;
+  // Null when the topic overrides nothing.
+  std::shared_ptr<const NamespacePolicies> topic_policies(const TopicName& topic) const;
+  // What applies to `topic`, field by field: its own override, else its
+  // partitioned topic's, else its namespace's. nullopt when the namespace
+  // does not exist. Fields still unset mean "the broker's default".
+  std::optional<NamespacePolicies> effective(const TopicName& topic) const;
+
+  // Changes applied so far (for tests and metrics).
+  uint64_t refreshes() const { return state_->refreshes.load(std::memory_order_relaxed); }
+
+ private:
+  // Shared with watch and refresh callbacks, which may still run on the
+  // metadata thread after this cache is gone.
+  struct State {
+    mutable std::shared_mutex mu;
+    std::map<std::string, std::shared_ptr<const NamespacePolicies>> by_key;  // metadata key -> record
+    std::atomic<uint64_t> refreshes{0};
+    // While start() loads: keys a refresh has already settled, which the
+    // (possibly older) loaded value must not overwrite.
+    bool loading = false;
+    std::set<std::string> settled;
+  };
+  static void refresh(metadata::Store& store, const std::shared_ptr<State>& state, const std::string& key);
+  std::shared_ptr<const NamespacePolicies> find(const std::string& key) const;
+
+  metadata::Store& store_;
+  std::vector<metadata::WatchId> watches_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace magnetar::broker
