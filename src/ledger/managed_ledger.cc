@@ -436,6 +436,43 @@ Position ManagedLedger::position_of(uint64_t ordinal) const {
   return Position{};
 }
 
+uint64_t ManagedLedger::ordinal_of(Position p) const {
+  uint64_t ordinal = 0;
+  for (const ChainLedger& l : chain_.ledgers()) {
+    if (l.id == p.ledger) return ordinal + static_cast<uint64_t>(p.entry);
+    ordinal += static_cast<uint64_t>(l.entries);
+  }
+  return ordinal;
+}
+
+void ManagedLedger::expire_messages(Callback<Status> done) {
+  check_home();
+  if (config_.ttl.count() <= 0 || chain_.total_entries() == 0) return later([done]() { done(Status::ok()); });
+  auto self = shared_from_this();
+  seek_by_time(now_ms() - config_.ttl.count(), [self, done](Result<Position> first_live) {
+    // Everything before the first entry young enough to live has expired.
+    Position last_expired;
+    if (first_live) {
+      uint64_t ordinal = self->ordinal_of(*first_live);
+      if (ordinal == 0) return done(Status::ok());
+      last_expired = self->position_of(ordinal - 1);
+    } else if (first_live.status().code() == common::ErrorCode::kNotFound) {
+      last_expired = self->chain_.last_position();
+    } else {
+      return done(first_live.status());
+    }
+    for (auto& [name, slot] : self->cursors_) {
+      if (slot.cursor.mark_delete_position() >= last_expired) continue;
+      Status st = slot.cursor.ack_cumulative(last_expired, self->chain_);
+      if (!st.is_ok()) return done(st);
+      MLOG_DEBUG("managed ledger {}: cursor {} expired messages up to {}", self->name_, name,
+                 last_expired.to_string());
+      self->persist_cursor(name);
+    }
+    done(Status::ok());
+  });
+}
+
 void ManagedLedger::seek(std::function<bool(const MessageHeader&)> at_or_after, Callback<Result<Position>> done) {
   check_home();
   // Lower bound over entry ordinals, one entry read per probe.

@@ -47,6 +47,7 @@ struct ManagedLedgerConfig {
   std::chrono::milliseconds max_ledger_age{std::chrono::hours(4)};
   std::chrono::milliseconds retention_time{0};  // -1: forever
   int64_t retention_size = 0;                   // bytes; -1: unlimited
+  std::chrono::milliseconds ttl{0};             // 0: messages never expire
 };
 
 struct LedgerEntry {
@@ -84,6 +85,9 @@ class ManagedLedger : public std::enable_shared_from_this<ManagedLedger> {
 
   // Deletes ledgers that no cursor needs and retention no longer holds.
   void trim(Callback<common::Status> done);
+  // TTL: acknowledges, for every cursor behind it, each entry published
+  // more than config.ttl ago. No-op when ttl is 0.
+  void expire_messages(Callback<common::Status> done);
   // The entry holding message `index`, or the first entry published at or
   // after `time_ms`; kNotFound past the end.
   void seek_by_index(int64_t index, Callback<common::Result<Position>> done);
@@ -126,6 +130,8 @@ class ManagedLedger : public std::enable_shared_from_this<ManagedLedger> {
   void persist_cursor(const std::string& name);
   void seek(std::function<bool(const MessageHeader&)> at_or_after, Callback<common::Result<Position>> done);
   Position position_of(uint64_t ordinal) const;
+  // Entries before p in the chain. REQUIRES: chain_.contains(p).
+  uint64_t ordinal_of(Position p) const;
   std::string chain_key() const { return "/managed-ledgers/" + name_; }
   std::string cursor_key(const std::string& cursor) const { return chain_key() + "/cursors/" + cursor; }
   void check_home() const;

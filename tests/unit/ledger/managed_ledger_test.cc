@@ -213,5 +213,26 @@ TEST_F(ManagedLedgerTest, NonDurableCursorsStartAtTheEnd) {
   reactor_.run_sync([&] { EXPECT_EQ((*reader)->backlog_entries(ml->chain()), 1u); });
 }
 
+TEST_F(ManagedLedgerTest, TtlAcknowledgesExpiredMessagesForSlowCursors) {
+  ManagedLedgerConfig config;
+  config.max_entries_per_ledger = 3;
+  config.ttl = std::chrono::hours(1);
+  auto ml = open("t8", config);
+  ASSERT_NE(ml, nullptr);
+  auto cur = on_reactor<Result<Cursor*>>([&](auto done) { ml->open_cursor("slow", true, done); });
+  ASSERT_TRUE(cur.is_ok());
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  std::vector<Position> pos;
+  const int64_t two_hours_ago = now - 2 * 3600 * 1000;
+  for (int i = 0; i < 5; ++i) pos.push_back(*add(*ml, "old", 1, two_hours_ago));
+  for (int i = 0; i < 4; ++i) pos.push_back(*add(*ml, "new", 1, now));
+  ASSERT_TRUE(on_reactor<Status>([&](auto done) { ml->expire_messages(done); }).is_ok());
+  reactor_.run_sync([&] {
+    EXPECT_EQ((*cur)->mark_delete_position(), pos[4]);
+    EXPECT_EQ((*cur)->backlog_entries(ml->chain()), 4u);
+  });
+}
+
 }  // namespace
 }  // namespace magnetar::ledger
