@@ -34,6 +34,7 @@
 #include "ledger/cursor.h"
 #include "ledger/entry_codec.h"
 #include "ledger/ledger_chain.h"
+#include "ledger/log.h"
 #include "ledger/position.h"
 #include "metadata/store.h"
 #include "runtime/reactor.h"
@@ -50,38 +51,26 @@ struct ManagedLedgerConfig {
   std::chrono::milliseconds ttl{0};             // 0: messages never expire
 };
 
-struct LedgerEntry {
-  Position position;
-  MessageHeader header;
-  common::Slice payload;
-};
-
-template <typename T>
-using Callback = std::function<void(T)>;
-
-class ManagedLedger : public std::enable_shared_from_this<ManagedLedger> {
+class ManagedLedger final : public Log, public std::enable_shared_from_this<ManagedLedger> {
  public:
   static void open(std::string name, ManagedLedgerConfig config, storage::Storage& storage,
                    metadata::Store& store, Callback<common::Result<std::shared_ptr<ManagedLedger>>> done);
   ManagedLedger(const ManagedLedger&) = delete;
   ManagedLedger& operator=(const ManagedLedger&) = delete;
 
-  // Appends one entry; header.first_index is assigned. Completes with the
-  // entry's position once stored. Adds complete in order.
-  void add_entry(MessageHeader header, common::Slice payload, Callback<common::Result<Position>> done);
-  // Up to max_entries entries after `after` (from one ledger; fewer at a
-  // ledger's end). An empty result when nothing follows yet.
-  void read_entries(Position after, size_t max_entries, Callback<common::Result<std::vector<LedgerEntry>>> done);
-
-  // Opens (or returns) the cursor `name`. A new durable cursor starts at the
-  // end of the log and is persisted; a non-durable one lives in memory only.
-  void open_cursor(std::string name, bool durable, Callback<common::Result<Cursor*>> done);
-  // Acknowledgements; a durable cursor's change is persisted in the
-  // background, coalesced to one metadata write in flight per cursor.
-  common::Status ack(const std::string& cursor, Position p);
-  common::Status ack_cumulative(const std::string& cursor, Position p);
-  common::Status ack_batch_index(const std::string& cursor, Position p, uint32_t index, uint32_t batch_size);
-  Cursor* cursor(const std::string& name);
+  // Log. Reads return entries of one ledger at a time.
+  void add_entry(MessageHeader header, common::Slice payload, Callback<common::Result<Position>> done) override;
+  void read_entries(Position after, size_t max_entries,
+                    Callback<common::Result<std::vector<LedgerEntry>>> done) override;
+  // A new durable cursor is persisted; a non-durable one lives in memory only.
+  void open_cursor(std::string name, bool durable, Callback<common::Result<Cursor*>> done) override;
+  Cursor* cursor(const std::string& name) override;
+  // A durable cursor's change is persisted in the background, coalesced to
+  // one metadata write in flight per cursor.
+  common::Status ack(const std::string& cursor, Position p) override;
+  common::Status ack_cumulative(const std::string& cursor, Position p) override;
+  common::Status ack_batch_index(const std::string& cursor, Position p, uint32_t index,
+                                 uint32_t batch_size) override;
 
   // Deletes ledgers that no cursor needs and retention no longer holds.
   void trim(Callback<common::Status> done);
@@ -93,12 +82,11 @@ class ManagedLedger : public std::enable_shared_from_this<ManagedLedger> {
   void seek_by_index(int64_t index, Callback<common::Result<Position>> done);
   void seek_by_time(int64_t time_ms, Callback<common::Result<Position>> done);
 
-  const std::string& name() const { return name_; }
-  const LedgerChain& chain() const { return chain_; }
-  Position last_confirmed() const { return chain_.last_position(); }
-  int64_t next_message_index() const { return next_index_; }
-  // Seals the current ledger. Adds after it fail.
-  void close(Callback<common::Status> done);
+  const std::string& name() const override { return name_; }
+  const LedgerChain& chain() const override { return chain_; }
+  int64_t next_message_index() const override { return next_index_; }
+  // Seals the current ledger.
+  void close(Callback<common::Status> done) override;
 
  private:
   ManagedLedger(std::string name, ManagedLedgerConfig config, storage::Storage& storage, metadata::Store& store);

@@ -1,0 +1,62 @@
+// Log: what a topic needs from its message log, persistent or not.
+//
+// ManagedLedger (managed_ledger.h) keeps entries in storage with durable
+// cursors; NonPersistentLog (non_persistent_log.h) keeps the latest entries
+// in a bounded memory ring and nothing on disk. The broker holds a Log and
+// does not care which.
+//
+// Threads: every method on the log's home reactor; callbacks run there too.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/bytes.h"
+#include "common/result.h"
+#include "ledger/cursor.h"
+#include "ledger/entry_codec.h"
+#include "ledger/ledger_chain.h"
+#include "ledger/position.h"
+
+namespace magnetar::ledger {
+
+struct LedgerEntry {
+  Position position;
+  MessageHeader header;
+  common::Slice payload;
+};
+
+template <typename T>
+using Callback = std::function<void(T)>;
+
+class Log {
+ public:
+  virtual ~Log() = default;
+  virtual const std::string& name() const = 0;
+
+  // Appends one entry; header.first_index is assigned. Completes with the
+  // entry's position once stored. Adds complete in order.
+  virtual void add_entry(MessageHeader header, common::Slice payload, Callback<common::Result<Position>> done) = 0;
+  // Up to max_entries entries after `after` (fewer at a ledger's end or
+  // when older ones are gone). An empty result when nothing follows yet.
+  virtual void read_entries(Position after, size_t max_entries,
+                            Callback<common::Result<std::vector<LedgerEntry>>> done) = 0;
+
+  // Opens (or returns) the cursor `name`, new ones at the end of the log.
+  virtual void open_cursor(std::string name, bool durable, Callback<common::Result<Cursor*>> done) = 0;
+  virtual Cursor* cursor(const std::string& name) = 0;
+  virtual common::Status ack(const std::string& cursor, Position p) = 0;
+  virtual common::Status ack_cumulative(const std::string& cursor, Position p) = 0;
+  virtual common::Status ack_batch_index(const std::string& cursor, Position p, uint32_t index,
+                                         uint32_t batch_size) = 0;
+
+  // The entries the log holds now, for backlog and positions.
+  virtual const LedgerChain& chain() const = 0;
+  Position last_confirmed() const { return chain().empty() ? Position{} : chain().last_position(); }
+  virtual int64_t next_message_index() const = 0;
+  // Adds after it fail.
+  virtual void close(Callback<common::Status> done) = 0;
+};
+
+}  // namespace magnetar::ledger
