@@ -1,7 +1,7 @@
 // libFuzzer target for the HTTP request decoder. The input is split into two
 // reads at a point taken from its first byte, as a socket might deliver it.
 // Build: cmake -S . -B build-fuzz -DMAGNETAR_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++
-// Run:   build-fuzz/tests/fuzz/http_request_fuzz -max_total_time=60
+// Run:   build-fuzz/tests/fuzz/http_request_fuzz -max_total_time=60 <copy of tests/fuzz/corpus/http>
 #include <cstddef>
 #include <cstdint>
 
