@@ -18,6 +18,7 @@ packages=(
   libbenchmark-dev      # bench/
   libleveldb-dev        # metadata/: the local metadata store (storage/ uses it too)
   libflatbuffers-dev flatbuffers-compiler  # metadata/: versioned records (.fbs -> flatc)
+  libprotobuf-dev protobuf-compiler  # protocol/pulsar/: the Pulsar wire schema (.proto -> protoc)
   prometheus            # tests/integration: promtool checks /metrics
   python3               # tests/integration: the test scripts (Debian's /usr/bin/python3)
   nats-server           # bench/startup.py: the baseline broker for start-up and idle cost
