@@ -88,6 +88,20 @@ uint64_t Cursor::backlog_entries(const LedgerChain& chain) const {
   return chain.entries_after(mark_delete_) - acked_.size();
 }
 
+uint64_t Cursor::backlog_messages(const LedgerChain& chain) const {
+  auto first = chain.next(mark_delete_);
+  if (!first) return 0;
+  uint64_t total = chain.total_messages() - chain.messages_before(*first);
+  for (const RangeSet::Range& r : acked_.ranges()) {
+    if (chain.find(r.ledger) == nullptr) continue;
+    total -= chain.messages_before(Position{r.ledger, r.last + 1}) - chain.messages_before(Position{r.ledger, r.first});
+  }
+  for (const auto& [pos, batch] : batches_) {
+    for (uint64_t w : batch.acked) total -= static_cast<uint64_t>(std::popcount(w));
+  }
+  return total;
+}
+
 void Cursor::reset(Position p) {
   mark_delete_ = p;
   acked_.clear();

@@ -51,6 +51,9 @@ class Cursor {
   std::optional<Position> next_unacknowledged(Position from, const LedgerChain& chain) const;
   // Entries after the mark-delete position not individually acknowledged.
   uint64_t backlog_entries(const LedgerChain& chain) const;
+  // Messages in those entries, less the acknowledged messages of partly
+  // acknowledged batches. Exact when every ledger's runs are complete.
+  uint64_t backlog_messages(const LedgerChain& chain) const;
   // Moves the mark-delete position back or forward to p, dropping every
   // acknowledgement after it (a seek / reset).
   void reset(Position p);

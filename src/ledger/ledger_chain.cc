@@ -56,6 +56,47 @@ uint64_t LedgerChain::total_entries() const {
   return n;
 }
 
+void ChainLedger::record_entry(uint32_t entry_messages) {
+  if (!runs.empty() && runs.back().messages == entry_messages) {
+    ++runs.back().entries;
+  } else {
+    runs.push_back(MessageRun{entry_messages, 1});
+  }
+  messages += entry_messages;
+}
+
+bool ChainLedger::runs_complete() const {
+  EntryId covered = 0;
+  for (const MessageRun& r : runs) covered += r.entries;
+  return covered == entries;
+}
+
+uint64_t ChainLedger::messages_before(EntryId entry) const {
+  uint64_t n = 0;
+  for (const MessageRun& r : runs) {
+    if (entry <= 0) break;
+    EntryId take = std::min(entry, r.entries);
+    n += static_cast<uint64_t>(take) * r.messages;
+    entry -= take;
+  }
+  return n;
+}
+
+uint64_t LedgerChain::total_messages() const {
+  uint64_t n = 0;
+  for (const ChainLedger& l : ledgers_) n += l.messages;
+  return n;
+}
+
+uint64_t LedgerChain::messages_before(Position p) const {
+  uint64_t n = 0;
+  for (const ChainLedger& l : ledgers_) {
+    if (l.id == p.ledger) return n + l.messages_before(std::max<EntryId>(p.entry, 0));
+    n += l.messages;
+  }
+  return n;
+}
+
 uint64_t LedgerChain::total_size() const {
   uint64_t n = 0;
   for (const ChainLedger& l : ledgers_) n += l.size;

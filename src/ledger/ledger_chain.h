@@ -12,12 +12,28 @@
 
 namespace magnetar::ledger {
 
+// `entries` consecutive entries holding `messages` messages each.
+struct MessageRun {
+  uint32_t messages = 1;
+  EntryId entries = 0;
+  bool operator==(const MessageRun&) const = default;
+};
+
 struct ChainLedger {
   LedgerId id = 0;
   EntryId entries = 0;     // entries it holds; the last ledger may still grow
   uint64_t size = 0;       // payload bytes
   int64_t created_ms = 0;  // wall clock at creation
   int64_t first_index = 0; // topic-wide index of its first message
+  // Messages per entry, run-length encoded: one run for a topic without
+  // batches. Covers every entry when runs_complete().
+  std::vector<MessageRun> runs{};
+  uint64_t messages = 0;   // sum over runs
+
+  void record_entry(uint32_t entry_messages);
+  bool runs_complete() const;
+  // Messages in entries [0, entry). REQUIRES: 0 <= entry <= entries.
+  uint64_t messages_before(EntryId entry) const;
 };
 
 class LedgerChain {
@@ -45,6 +61,10 @@ class LedgerChain {
   Position last_position() const;
   uint64_t total_entries() const;
   uint64_t total_size() const;
+  uint64_t total_messages() const;
+  // Messages in the chain before entry p (p may be one past a ledger's last
+  // entry). REQUIRES: p.ledger is in the chain.
+  uint64_t messages_before(Position p) const;
 
  private:
   std::vector<ChainLedger> ledgers_;

@@ -30,8 +30,17 @@ std::string encode_chain(const LedgerChain& chain) {
     records.emplace_back(l.id, l.entries, l.size, l.created_ms, l.first_index);
   }
   auto vec = b.CreateVectorOfStructs(records);
+  std::vector<flatbuffers::Offset<fb::LedgerMessages>> messages;
+  for (const ChainLedger& l : chain.ledgers()) {
+    if (!l.runs_complete()) continue;
+    std::vector<fb::MessageRun> runs;
+    for (const MessageRun& r : l.runs) runs.emplace_back(r.messages, r.entries);
+    messages.push_back(fb::CreateLedgerMessages(b, l.id, b.CreateVectorOfStructs(runs)));
+  }
+  auto messages_vec = b.CreateVector(messages);
   fb::LedgerListBuilder list(b);
   list.add_ledgers(vec);
+  list.add_messages(messages_vec);
   b.Finish(list.Finish());
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
 }
@@ -43,7 +52,17 @@ Result<LedgerChain> decode_chain(const std::string& bytes) {
   auto* list = flatbuffers::GetRoot<fb::LedgerList>(bytes.data());
   if (list->ledgers()) {
     for (const fb::LedgerRecord* r : *list->ledgers()) {
-      chain.append(ChainLedger{r->id(), r->entries(), r->size(), r->created_ms(), r->first_index()});
+      chain.append(ChainLedger{r->id(), r->entries(), r->size(), r->created_ms(), r->first_index(), {}, 0});
+    }
+  }
+  if (list->messages()) {
+    for (const fb::LedgerMessages* m : *list->messages()) {
+      auto* l = const_cast<ChainLedger*>(chain.find(m->ledger()));
+      if (l == nullptr || !m->runs()) continue;
+      for (const fb::MessageRun* r : *m->runs()) {
+        l->runs.push_back(MessageRun{r->messages(), r->entries()});
+        l->messages += static_cast<uint64_t>(r->messages()) * static_cast<uint64_t>(r->entries());
+      }
     }
   }
   return chain;
@@ -102,16 +121,43 @@ void ManagedLedger::recover(Callback<Status> done) {
         l.entries = *closed + 1;
       }
       self->next_index_ = l.first_index;
-      if (l.entries == 0) return done(Status::ok());
-      self->storage_.read_entries(last, l.entries - 1, l.entries - 1,
-                                  [self, done](Result<std::vector<storage::Entry>> entries) {
-                                    if (!entries) return done(entries.status());
-                                    auto decoded = decode_entry(entries->front().data);
-                                    if (!decoded) return done(decoded.status());
-                                    const MessageHeader& h = decoded->first;
-                                    self->next_index_ = h.first_index + h.messages;
-                                    done(Status::ok());
-                                  });
+      if (l.entries == 0) {
+        l.runs.clear();
+        l.messages = 0;
+        return done(Status::ok());
+      }
+      // Read the sealed ledger's headers: the message count of each entry
+      // (unless the list already has them) and where the index goes on.
+      const bool rebuild = !l.runs_complete();
+      if (rebuild) {
+        l.runs.clear();
+        l.messages = 0;
+      }
+      auto next = std::make_shared<EntryId>(rebuild ? 0 : l.entries - 1);
+      auto step = std::make_shared<std::function<void()>>();
+      *step = [self, done, last, next, rebuild, step]() {
+        const EntryId end = self->chain_.back().entries - 1;
+        self->storage_.read_entries(
+            last, *next, end, [self, done, next, rebuild, step, end](Result<std::vector<storage::Entry>> entries) {
+              auto finish = [&](Status st) {
+                auto answer = done;
+                *step = nullptr;
+                answer(std::move(st));
+              };
+              if (!entries) return finish(entries.status());
+              for (const storage::Entry& e : *entries) {
+                auto decoded = decode_entry(e.data);
+                if (!decoded) return finish(decoded.status());
+                const MessageHeader& h = decoded->first;
+                if (rebuild) self->chain_.back().record_entry(h.messages);
+                self->next_index_ = h.first_index + h.messages;
+              }
+              *next = entries->back().id + 1;
+              if (*next > end) return finish(Status::ok());
+              (*step)();
+            });
+      };
+      (*step)();
     });
   });
 }
@@ -170,7 +216,7 @@ void ManagedLedger::start_new_ledger(Callback<Status> done) {
     if (!id) return done(id.status());
     self->storage_.create_ledger(*id, [self, done, id = *id](Result<storage::LedgerWriter> w) {
       if (!w) return done(w.status());
-      self->chain_.append(ChainLedger{id, 0, 0, now_ms(), self->next_index_});
+      self->chain_.append(ChainLedger{id, 0, 0, now_ms(), self->next_index_, {}, 0});
       self->persist_chain([self, done, w = *w](Status st) {
         if (!st.is_ok()) {
           // Not in the list: nobody would ever find or delete it.
@@ -212,13 +258,16 @@ void ManagedLedger::submit(PendingAdd add) {
   current_bytes_ += bytes.size();
   ++in_flight_;
   auto self = shared_from_this();
-  storage_.add_entry(writer_, e, std::move(bytes), [self, lid, e, size, done = std::move(add.done)](Status st) {
+  const uint32_t messages = add.header.messages;
+  storage_.add_entry(writer_, e, std::move(bytes),
+                     [self, lid, e, size, messages, done = std::move(add.done)](Status st) {
     --self->in_flight_;
     if (st.is_ok()) {
       ChainLedger& l = self->chain_.back();
-      if (l.id == lid) {
-        l.entries = std::max(l.entries, e + 1);
+      if (l.id == lid && e == l.entries) {  // adds complete in order
+        l.entries = e + 1;
         l.size += size;
+        l.record_entry(messages);
       }
       done(Position{lid, e});
     } else {
@@ -346,14 +395,40 @@ void ManagedLedger::persist_cursor(const std::string& name) {
                if (it == self->cursors_.end()) return;
                CursorSlot& slot = it->second;
                slot.writing = false;
+               Status result;
                if (!st) {
                  MLOG_WARN("managed ledger {}: cursor {} not persisted: {}", self->name_, name,
                            st.status().to_string());
-                 return;
+                 result = st.status();
+               } else {
+                 slot.version = st->version;
+                 if (slot.dirty) return self->persist_cursor(name);
                }
-               slot.version = st->version;
-               if (slot.dirty) self->persist_cursor(name);
+               auto waiters = std::move(slot.flushed);
+               slot.flushed.clear();
+               for (auto& w : waiters) w(result);
              });
+}
+
+void ManagedLedger::flush_cursors(Callback<Status> done) {
+  check_home();
+  struct Pending {
+    size_t left = 1;  // one for this call, released below
+    Status first_error;
+    Callback<Status> done;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->done = std::move(done);
+  auto release = [pending](Status st) {
+    if (!st.is_ok() && pending->first_error.is_ok()) pending->first_error = st;
+    if (--pending->left == 0) pending->done(pending->first_error);
+  };
+  for (auto& [name, slot] : cursors_) {
+    if (!slot.writing) continue;  // a dirty slot is always writing too
+    ++pending->left;
+    slot.flushed.push_back(release);
+  }
+  later([release]() { release(Status::ok()); });
 }
 
 Status ManagedLedger::ack(const std::string& cursor, Position p) {
@@ -535,7 +610,9 @@ void ManagedLedger::close(Callback<Status> done) {
   storage_.close_ledger(writer_.ledger, [self, done](Result<EntryId> closed) {
     if (!closed) return done(closed.status());
     self->chain_.back().entries = *closed + 1;
-    self->persist_chain(done);
+    self->persist_chain([self, done](Status st) {
+      self->flush_cursors([done, st](Status flushed) { done(st.is_ok() ? flushed : st); });
+    });
   });
 }
 

@@ -65,6 +65,9 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   // A new durable cursor is persisted; a non-durable one lives in memory only.
   void open_cursor(std::string name, bool durable, Callback<common::Result<Cursor*>> done) override;
   Cursor* cursor(const std::string& name) override;
+  // Completes once every durable cursor's latest state is in the metadata
+  // store (or failed to get there).
+  void flush_cursors(Callback<common::Status> done);
   // A durable cursor's change is persisted in the background, coalesced to
   // one metadata write in flight per cursor.
   common::Status ack(const std::string& cursor, Position p) override;
@@ -85,7 +88,7 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   const std::string& name() const override { return name_; }
   const LedgerChain& chain() const override { return chain_; }
   int64_t next_message_index() const override { return next_index_; }
-  // Seals the current ledger.
+  // Seals the current ledger and flushes the cursors.
   void close(Callback<common::Status> done) override;
 
  private:
@@ -100,6 +103,7 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
     int64_t version = metadata::kMustNotExist;
     bool writing = false;
     bool dirty = false;
+    std::vector<Callback<common::Status>> flushed{};  // waiting for the writes to settle
   };
   enum class State { kOpening, kReady, kRolling, kClosed };
 

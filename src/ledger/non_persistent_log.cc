@@ -8,7 +8,7 @@ using common::Status;
 
 NonPersistentLog::NonPersistentLog(std::string name, size_t max_entries, size_t max_bytes)
     : name_(std::move(name)), max_entries_(max_entries), max_bytes_(max_bytes), home_(runtime::Reactor::current()) {
-  chain_.append(ChainLedger{kLedgerId, 0, 0, 0, 0});
+  chain_.append(ChainLedger{kLedgerId, 0, 0, 0, 0, {}, 0});
 }
 
 void NonPersistentLog::later(runtime::Task fn) {
@@ -24,6 +24,7 @@ void NonPersistentLog::add_entry(MessageHeader header, Slice payload, Callback<R
   const Position p{kLedgerId, ledger.entries};
   ++ledger.entries;
   ledger.size += payload.size();
+  ledger.record_entry(header.messages);
   bytes_ += payload.size();
   ring_.push_back(LedgerEntry{p, std::move(header), std::move(payload)});
   evict();

@@ -111,5 +111,26 @@ TEST(CursorTest, SkipsLedgersRemovedFromTheChain) {
   EXPECT_EQ(cur.backlog_entries(c), 3u);
 }
 
+TEST(CursorTest, MessageBacklogIsExactWithBatches) {
+  // Ledger 20: entries holding 1, 1, 5, 5, 1 messages; ledger 21: 3, 3.
+  LedgerChain c;
+  c.append({20, 5});
+  for (uint32_t m : {1u, 1u, 5u, 5u, 1u}) c.back().record_entry(m);
+  c.append({21, 2});
+  for (uint32_t m : {3u, 3u}) c.back().record_entry(m);
+  EXPECT_EQ(c.back().runs, (std::vector<MessageRun>{{3, 2}}));
+  EXPECT_EQ(c.total_messages(), 19u);
+  EXPECT_EQ(c.messages_before({20, 3}), 7u);
+  EXPECT_EQ(c.messages_before({21, 0}), 13u);
+  Cursor cur("sub", {20, -1}, true);
+  EXPECT_EQ(cur.backlog_messages(c), 19u);
+  ASSERT_TRUE(cur.ack({20, 0}, c).is_ok());       // -1, mark-delete moves
+  ASSERT_TRUE(cur.ack({20, 3}, c).is_ok());       // -5, individually
+  ASSERT_TRUE(cur.ack_batch_index({20, 2}, 4, 5, c).is_ok());  // -1 of a batch
+  ASSERT_TRUE(cur.ack({21, 1}, c).is_ok());       // -3
+  EXPECT_EQ(cur.backlog_messages(c), 9u);
+  EXPECT_EQ(cur.backlog_entries(c), 4u);
+}
+
 }  // namespace
 }  // namespace magnetar::ledger

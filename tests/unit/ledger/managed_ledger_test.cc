@@ -234,5 +234,34 @@ TEST_F(ManagedLedgerTest, TtlAcknowledgesExpiredMessagesForSlowCursors) {
   });
 }
 
+TEST_F(ManagedLedgerTest, MessageBacklogIsExactAcrossATakeover) {
+  ManagedLedgerConfig config;
+  config.max_entries_per_ledger = 4;
+  auto ml = open("t9", config);
+  ASSERT_NE(ml, nullptr);
+  auto cur = on_reactor<Result<Cursor*>>([&](auto done) { ml->open_cursor("sub", true, done); });
+  ASSERT_TRUE(cur.is_ok());
+  std::vector<Position> pos;
+  for (int i = 0; i < 10; ++i) pos.push_back(*add(*ml, "b", i % 2 == 0 ? 10 : 1));  // 55 messages
+  reactor_.run_sync([&] {
+    ASSERT_TRUE(ml->ack("sub", pos[0]).is_ok());  // 10
+    ASSERT_TRUE(ml->ack("sub", pos[5]).is_ok());  // 1
+    ASSERT_TRUE(ml->ack_batch_index("sub", pos[8], 3, 10).is_ok());  // 1
+    EXPECT_EQ((*cur)->backlog_messages(ml->chain()), 43u);
+  });
+  ASSERT_TRUE(on_reactor<Status>([&](auto done) { ml->flush_cursors(done); }).is_ok());
+  // A second owner takes over without the first closing: the last ledger's
+  // message counts are rebuilt from its entries.
+  auto next = open("t9", config);
+  ASSERT_NE(next, nullptr);
+  auto restored = on_reactor<Result<Cursor*>>([&](auto done) { next->open_cursor("sub", true, done); });
+  ASSERT_TRUE(restored.is_ok());
+  reactor_.run_sync([&] {
+    EXPECT_EQ(next->chain().total_messages(), 55u);
+    EXPECT_EQ((*restored)->backlog_messages(next->chain()), 43u);
+  });
+  EXPECT_EQ(next->next_message_index(), 55);
+}
+
 }  // namespace
 }  // namespace magnetar::ledger
