@@ -253,7 +253,23 @@ Status Tenancy::delete_namespace(const NamespaceName& ns) {
                                          std::to_string(topics->size()) + " topic(s); delete them first");
     }
   }
-  return named(md::del(store_, namespace_key(ns), current->stat.version), quoted("namespace", ns.to_string()));
+  MAGNETAR_RETURN_IF_ERROR(
+      named(md::del(store_, namespace_key(ns), current->stat.version), quoted("namespace", ns.to_string())));
+  // Overrides left by topics that are gone must not return with a namespace
+  // re-created under the same name.
+  for (TopicDomain d : {TopicDomain::kPersistent, TopicDomain::kNonPersistent}) {
+    std::string parent = "/admin/topic-policies/" + ns.to_string() + "/" + std::string(domain_name(d));
+    auto left = md::list_children(store_, parent);
+    if (!left.is_ok()) continue;
+    for (const auto& topic : *left) {
+      Status st = md::del(store_, parent + "/" + topic);
+      if (!st.is_ok() && st.code() != ErrorCode::kNotFound) {
+        MLOG_WARN("namespace {} deleted, but not the overrides of topic {}: {}", ns.to_string(), topic,
+                  st.to_string());
+      }
+    }
+  }
+  return Status::ok();
 }
 
 Status Tenancy::update_policies(const NamespaceName& ns, const std::function<Status(NamespacePolicies&)>& change) {
@@ -377,6 +393,11 @@ Status Tenancy::require_topic(const TopicName& topic) {
   if (ledger.is_ok()) return Status::ok();
   if (ledger.status().code() != ErrorCode::kNotFound) return ledger.status();
   return Status::not_found("topic '" + topic.to_string() + "' does not exist");
+}
+
+Status Tenancy::delete_topic_policies(const TopicName& topic) {
+  Status st = md::del(store_, topic_policies_key(topic));
+  return st.code() == ErrorCode::kNotFound ? Status::ok() : st;
 }
 
 Result<NamespacePolicies> Tenancy::get_topic_policies(const TopicName& topic) {

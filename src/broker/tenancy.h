@@ -121,6 +121,10 @@ class Tenancy final : public runtime::Component {
   common::Result<NamespacePolicies> get_topic_policies(const TopicName& topic);
   common::Status update_topic_policies(const TopicName& topic,
                                        const std::function<common::Status(NamespacePolicies&)>& change);
+  // Drops a topic's overrides (ok when it has none). Whoever deletes a
+  // non-partitioned topic calls this, so a topic re-created under the same
+  // name starts clean; deleting a namespace drops whatever is left.
+  common::Status delete_topic_policies(const TopicName& topic);
 
   static constexpr int32_t kMaxPartitions = 10000;
 

@@ -78,8 +78,11 @@ Status Server::start() {
   std::string host = config_.effective_advertised_address();
   broker::BootstrapDefaults defaults;
   defaults.cluster = config_.cluster_name;
-  defaults.cluster_info.service_url = fmt::format("http://{}:{}", host, config_.http_port);
-  defaults.cluster_info.broker_service_url = fmt::format("pulsar://{}:{}", host, config_.pulsar_port);
+  // A port chosen at start-up (0) names no stable address: leave it out.
+  if (config_.http_port != 0) defaults.cluster_info.service_url = fmt::format("http://{}:{}", host, config_.http_port);
+  if (config_.pulsar_port != 0) {
+    defaults.cluster_info.broker_service_url = fmt::format("pulsar://{}:{}", host, config_.pulsar_port);
+  }
   auto tenancy = std::make_unique<broker::Tenancy>(*store, std::move(defaults));
   auto admin = std::make_unique<admin::AdminService>(*runtime_, config_.bind, config_.http_port, registry,
                                                      tenancy.get());

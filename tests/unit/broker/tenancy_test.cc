@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "metadata/blocking.h"
 #include "metadata/leveldb_store.h"
 
 namespace magnetar::broker {
@@ -175,11 +176,22 @@ TEST_F(TenancyTest, TopicPolicyOverrides) {
             ErrorCode::kInvalidArgument);
   EXPECT_FALSE(tenancy_->get_topic_policies(t)->max_producers_per_topic.has_value());
 
-  // Overrides go with the topic.
+  // Overrides go with the topic, and with the namespace.
+  ASSERT_TRUE(tenancy_->delete_topic_policies(t.partition_of(1)).is_ok());
+  EXPECT_EQ(*tenancy_->get_topic_policies(t.partition_of(1)), NamespacePolicies{});
+  EXPECT_TRUE(tenancy_->delete_topic_policies(t.partition_of(1)).is_ok());
+  ASSERT_TRUE(tenancy_->update_topic_policies(t.partition_of(1), set_ttl(7)).is_ok());
   ASSERT_TRUE(tenancy_->delete_partitioned_topic(t).is_ok());
   ASSERT_TRUE(tenancy_->create_partitioned_topic(t, 2).is_ok());
   EXPECT_EQ(*tenancy_->get_topic_policies(t), NamespacePolicies{});
   EXPECT_EQ(*tenancy_->get_topic_policies(t.partition_of(1)), NamespacePolicies{});
+
+  // Overrides left behind by a topic deleted elsewhere go with the namespace.
+  ASSERT_TRUE(tenancy_->create_namespace({"public", "gone"}, {}).is_ok());
+  auto leftover = *TopicName::parse("persistent://public/gone/x");
+  ASSERT_TRUE(metadata::blocking::put(*store_, topic_policies_key(leftover), encode_policies({})).is_ok());
+  ASSERT_TRUE(tenancy_->delete_namespace({"public", "gone"}).is_ok());
+  EXPECT_TRUE(metadata::blocking::list_children(*store_, "/admin/topic-policies/public/gone/persistent")->empty());
 }
 
 TEST_F(TenancyTest, ConcurrentPolicyUpdatesLoseNothing) {
