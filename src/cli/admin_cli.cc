@@ -186,6 +186,11 @@ CLI::App* add_admin_command(CLI::App& app, Command& run) {
       "  magnetar admin namespaces set-retention acme/orders --time 3d --size 10G\n"
       "  magnetar admin topics create-partitioned-topic persistent://acme/orders/created -p 4\n"
       "  magnetar admin --url http://10.0.0.5:8080 --json tenants list\n");
+  auto* brokers = admin->add_subcommand("brokers", "This node's health");
+  brokers->require_subcommand(1);
+  brokers->fallthrough();
+  add_verb(*brokers, run, options, "healthcheck", "Exit 0 when the node answers its health check",
+           []() -> Result<AdminRequest> { return AdminRequest{"GET", "/admin/v2/brokers/health", "", "", nullptr}; });
   add_cluster_commands(*admin, run, options);
   add_tenant_commands(*admin, run, options);
   add_namespace_commands(*admin, run, options);

@@ -60,6 +60,9 @@ class AdminCliTest(unittest.TestCase):
         self.assertEqual(code, 1)
         self.assertIn("400", err)
 
+    def test_healthcheck(self):
+        self.assertEqual(self.ok("brokers", "healthcheck").strip(), "ok")
+
     def test_clusters(self):
         self.assertEqual(self.json("clusters", "list"), ["standalone"])
         self.ok("clusters", "create", "cli-east", "--service-url", "http://east:8080")

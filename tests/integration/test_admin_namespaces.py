@@ -295,6 +295,12 @@ class TopicPoliciesTest(unittest.TestCase):
                 self.assertEqual(self.call("GET", f"{base}/{sub}"), (200, expected))
                 self.assertEqual(self.call("DELETE", f"{base}/{sub}"), (204, None))
                 self.assertEqual(self.call("GET", f"{base}/{sub}"), (200, None))
+        # pulsar-admin sends a topic's TTL as a query parameter.
+        self.assertEqual(self.call("POST", f"{base}/messageTTL?messageTTL=45"), (204, None))
+        self.assertEqual(self.call("GET", f"{base}/messageTTL"), (200, 45))
+        self.assertEqual(self.call("POST", f"{base}/messageTTL?messageTTL=abc")[0], 400)
+        self.assertEqual(self.call("GET", f"{base}/messageTTL"), (200, 45))
+        self.assertEqual(self.call("DELETE", f"{base}/messageTTL"), (204, None))
         # A partition has its own overrides.
         self.assertEqual(self.call("POST", f"{base}-partition-1/messageTTL", 11), (204, None))
         self.assertEqual(self.call("GET", f"{base}-partition-1/messageTTL"), (200, 11))

@@ -27,6 +27,17 @@ Result<Json> required_body(const std::string& body) {
   return j;
 }
 
+Result<Json> value_to_set(const PolicyRequest& r, const std::string& suffix) {
+  auto q = r.query.find(suffix);
+  if (q != r.query.end() && r.body.find_first_not_of(" \t\r\n") == std::string::npos) {
+    auto j = parse_json_body(q->second);
+    if (!j.is_ok()) return Status::invalid_argument("query parameter " + suffix + " is not a JSON value");
+    if (j->is_null()) return Status::invalid_argument("query parameter " + suffix + " is empty");
+    return j;
+  }
+  return required_body(r.body);
+}
+
 void int_policy(Router& router, broker::Tenancy& tenancy, const PolicyScope& scope, const std::string& suffix,
                 std::optional<int32_t> NamespacePolicies::*member) {
   optional_policy<int32_t>(

@@ -45,6 +45,10 @@ Handler policy_handler(broker::Tenancy& tenancy, PolicyWork work);
 
 // A body that must be present and JSON (400 otherwise).
 common::Result<Json> required_body(const std::string& body);
+// The value to set: the JSON body, or, when the body is empty, the query
+// parameter named `suffix` (pulsar-admin sends a topic's messageTTL as
+// ?messageTTL=60).
+common::Result<Json> value_to_set(const PolicyRequest& r, const std::string& suffix);
 
 // GET / POST / DELETE <scope.base><suffix> for one optional field.
 template <typename T>
@@ -63,8 +67,8 @@ void optional_policy(Router& router, broker::Tenancy& tenancy, const PolicyScope
                }
                return HttpResponse::json(200, v ? to(*v) : Json(nullptr));
              }));
-  router.post(path, policy_handler(tenancy, [scope, member, from](broker::Tenancy& t, const PolicyRequest& r) {
-                auto j = required_body(r.body);
+  router.post(path, policy_handler(tenancy, [scope, suffix, member, from](broker::Tenancy& t, const PolicyRequest& r) {
+                auto j = value_to_set(r, suffix);
                 if (!j.is_ok()) return error_response(j.status());
                 auto v = from(*j);
                 if (!v.is_ok()) return error_response(v.status());
