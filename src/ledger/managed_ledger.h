@@ -17,6 +17,9 @@
 // durable cursor is past it and it is older than retention_time or beyond
 // retention_size of newer data (-1 keeps it forever on that count).
 //
+// Rooms: managed_ledger.cc (open, adds, rollover, reads, close) and
+// managed_ledger_cursors.cc (cursors, retention, TTL, seeks).
+//
 // Threads: open() must be called on a reactor (the home); every other method
 // on that same reactor, and every callback runs there.
 #pragma once
@@ -124,6 +127,7 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   Position position_of(uint64_t ordinal) const;
   // Entries before p in the chain. REQUIRES: chain_.contains(p).
   uint64_t ordinal_of(Position p) const;
+  static int64_t now_ms();
   std::string chain_key() const { return "/managed-ledgers/" + name_; }
   std::string cursor_key(const std::string& cursor) const { return chain_key() + "/cursors/" + cursor; }
   void check_home() const;
