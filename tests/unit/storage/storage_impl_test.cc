@@ -341,5 +341,34 @@ TEST_F(StorageImplTest, CallsBeforeStartAreUnavailable) {
   EXPECT_EQ(create_ledger(*storage_, 1).status().code(), ErrorCode::kUnavailable);
 }
 
+TEST_F(StorageImplTest, IntervalAndNeverModesKeepEverythingOverACleanStop) {
+  for (FsyncMode mode : {FsyncMode::kInterval, FsyncMode::kNever}) {
+    StorageOptions o = small_options(dir_.path());
+    o.fsync_mode = mode;
+    o.fsync_interval = std::chrono::milliseconds(1);
+    start(o);
+    const LedgerId id = mode == FsyncMode::kInterval ? 1 : 2;
+    auto w = create(id);
+    add(w, 0, 99);
+    restart(o);
+    expect_entries(id, 0, 99);
+    storage_->stop();
+    storage_.reset();
+  }
+}
+
+TEST_F(StorageImplTest, MetricsAreExported) {
+  start();
+  auto w = create(1);
+  add(w, 0, 9);
+  expect_entries(1, 0, 9);
+  std::string text = common::MetricsRegistry::global().render();
+  for (const char* name : {"magnetar_storage_journal_fsync_seconds_bucket", "magnetar_storage_appended_bytes_total",
+                           "magnetar_storage_appended_entries_total", "magnetar_storage_cache_hits_total",
+                           "magnetar_storage_cache_misses_total"}) {
+    EXPECT_NE(text.find(name), std::string::npos) << name;
+  }
+}
+
 }  // namespace
 }  // namespace magnetar::storage
