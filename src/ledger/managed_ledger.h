@@ -83,6 +83,9 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   // TTL: acknowledges, for every cursor behind it, each entry published
   // more than config.ttl ago. No-op when ttl is 0.
   void expire_messages(Callback<common::Status> done);
+  // Housekeeping for the owner to run periodically: rolls an aged ledger
+  // over even without new adds, expires messages, then trims.
+  void maintain(Callback<common::Status> done);
   // The entry holding message `index`, or the first entry published at or
   // after `time_ms`; kNotFound past the end.
   void seek_by_index(int64_t index, Callback<common::Result<Position>> done);

@@ -173,6 +173,16 @@ Position ManagedLedger::position_of(uint64_t ordinal) const {
   return Position{};
 }
 
+void ManagedLedger::maintain(Callback<Status> done) {
+  check_home();
+  maybe_roll_over();
+  auto self = shared_from_this();
+  expire_messages([self, done](Status st) {
+    if (!st.is_ok()) return done(st);
+    self->trim(done);
+  });
+}
+
 uint64_t ManagedLedger::ordinal_of(Position p) const {
   uint64_t ordinal = 0;
   for (const ChainLedger& l : chain_.ledgers()) {

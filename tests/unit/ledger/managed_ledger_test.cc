@@ -263,5 +263,23 @@ TEST_F(ManagedLedgerTest, MessageBacklogIsExactAcrossATakeover) {
   EXPECT_EQ(next->next_message_index(), 55);
 }
 
+TEST_F(ManagedLedgerTest, MaintenanceRollsAnAgedLedgerOverAndTrims) {
+  ManagedLedgerConfig config;
+  config.max_ledger_age = std::chrono::milliseconds(0);
+  auto ml = open("t10", config);
+  ASSERT_NE(ml, nullptr);
+  auto cur = on_reactor<Result<Cursor*>>([&](auto done) { ml->open_cursor("sub", true, done); });
+  ASSERT_TRUE(cur.is_ok());
+  auto p = add(*ml, "aged");  // rolls over right after (age 0)
+  ASSERT_TRUE(p.is_ok());
+  ASSERT_TRUE(add(*ml, "next").is_ok());
+  const size_t ledgers = ml->chain().ledgers().size();
+  EXPECT_GE(ledgers, 2u);
+  reactor_.run_sync([&] { ASSERT_TRUE(ml->ack_cumulative("sub", *p).is_ok()); });
+  ASSERT_TRUE(on_reactor<Status>([&](auto done) { ml->maintain(done); }).is_ok());
+  EXPECT_EQ(ml->chain().find(p->ledger), nullptr);
+  EXPECT_EQ(ml->chain().ledgers().size(), ledgers - 1);
+}
+
 }  // namespace
 }  // namespace magnetar::ledger
