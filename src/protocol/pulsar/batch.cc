@@ -7,6 +7,8 @@
 #include <climits>
 #include <utility>
 
+#include "protocol/pulsar/frame.h"
+
 namespace magnetar::protocol::pulsar {
 
 namespace {
@@ -45,7 +47,7 @@ bool BatchReader::next(BatchMessage* out) {
     return fail(fmt::format("metadata size {} exceeds the {} bytes left", metadata_size, rest_.size() - 4));
   }
   out->metadata.Clear();
-  if (!out->metadata.ParseFromArray(rest_.data() + 4, static_cast<int>(metadata_size))) {
+  if (!parse_whole(rest_.data() + 4, metadata_size, &out->metadata)) {
     return fail("metadata is not a valid SingleMessageMetadata");
   }
   const int32_t payload_size = out->metadata.payload_size();

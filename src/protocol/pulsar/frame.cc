@@ -150,6 +150,13 @@ void write_head(common::BufferWriter& w, const proto::BaseCommand& command, size
 
 }  // namespace
 
+// Protobuf's ParseFromArray would log every message missing a required field:
+// what a peer sends must not be able to flood the log.
+bool parse_whole(const uint8_t* data, size_t size, google::protobuf::MessageLite* message) {
+  return size <= INT_MAX && message->ParsePartialFromArray(data, static_cast<int>(size)) &&
+         message->IsInitialized();
+}
+
 void Frame::clear() {
   command.Clear();
   wire_type = 0;
@@ -190,7 +197,7 @@ Status parse_entry(const Slice& entry, bool verify_checksum, proto::MessageMetad
     return Status::invalid_argument(
         fmt::format("metadata size {} exceeds the {} bytes the entry has left", metadata_size, n - off));
   }
-  if (metadata_size > INT_MAX || !metadata->ParseFromArray(p + off, static_cast<int>(metadata_size))) {
+  if (metadata_size > INT_MAX || !parse_whole(p + off, metadata_size, metadata)) {
     return Status::invalid_argument("message metadata is not a valid MessageMetadata");
   }
   off += metadata_size;
@@ -227,7 +234,7 @@ DecodeResult decode_frame(const Slice& frame, const FrameLimits& limits, Frame* 
     *why = Status::invalid_argument("command is not a valid BaseCommand");
     return DecodeResult::kMalformedFrame;
   }
-  out->wire_type = static_cast<int32_t>(outline.type);
+  out->wire_type = out->command.has_type() ? out->command.type() : static_cast<int32_t>(outline.type);
   if (!out->command.has_type()) {
     *why = outline.type == 0 ? Status::invalid_argument("command has no type")
                              : Status::unimplemented(fmt::format("unknown command type {}", outline.type));
@@ -265,7 +272,7 @@ DecodeResult decode_frame(const Slice& frame, const FrameLimits& limits, Frame* 
     uint32_t bem_size = load_u32_be(base + off + kMagicBytes);
     off += kMagicBytes + kSizeFieldBytes;
     if (bem_size > n - off ||
-        !out->broker_entry_metadata.ParseFromArray(base + off, static_cast<int>(bem_size))) {
+        !parse_whole(base + off, bem_size, &out->broker_entry_metadata)) {
       *why = Status::invalid_argument(fmt::format("broker entry metadata of {} bytes is invalid", bem_size));
       return DecodeResult::kMalformedFrame;
     }

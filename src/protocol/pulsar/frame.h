@@ -111,6 +111,10 @@ common::Status parse_entry(const common::Slice& entry, bool verify_checksum,
                            proto::MessageMetadata* metadata, common::Slice* payload,
                            bool* has_checksum = nullptr);
 
+// Parses `size` bytes into `message` and checks its required fields; false
+// when they are not a valid message. Quiet: never logs.
+bool parse_whole(const uint8_t* data, size_t size, google::protobuf::MessageLite* message);
+
 // --- Encoding. Each function writes whole frames; REQUIRES: the messages have
 // --- their required fields set and the frame fits in 4 GiB.
 

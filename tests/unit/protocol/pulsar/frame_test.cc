@@ -445,6 +445,19 @@ TEST(FrameTest, MalformedCommandsAreConsumedAndReported) {
   EXPECT_EQ(decoder.status().message(), "unknown command type 99");
 }
 
+TEST(FrameTest, RefusedInputIsNotLogged) {
+  // Metadata with only producer_name: valid protobuf, required fields missing.
+  std::string frame = bytes({0, 0, 0, 0x13, 0, 0, 0, 8, 0x08, 0x06, 0x32, 0x04, 0x08, 0x01, 0x10, 0x02,
+                             0, 0, 0, 3, 0x0a, 0x01, 'p'});
+  testing::internal::CaptureStderr();
+  SliceChain in = chain_of(frame);
+  FrameDecoder decoder;
+  Frame out;
+  EXPECT_EQ(decoder.decode(in, &out), DecodeResult::kMalformedFrame);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(decoder.status().message(), "message metadata is not a valid MessageMetadata");
+}
+
 TEST(FrameTest, TextOnThePulsarPortIsAStreamError) {
   SliceChain in = chain_of("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
   FrameDecoder decoder;
