@@ -168,6 +168,9 @@ class AdminNamespacesTest(unittest.TestCase):
         for sub in ("retention", "messageTTL", "persistence", "publishRate"):
             self.assert_error(400, "POST", f"{path}/{sub}", "{nope")
             self.assert_error(400, "POST", f"{path}/{sub}", "")
+        # Deeply nested or unterminated JSON is refused without harm.
+        self.assert_error(400, "POST", f"{path}/retention", "[" * 100000 + "]" * 100000)
+        self.assert_error(400, "POST", f"{path}/retention", "{\"a\":" * 100000)
         self.assertEqual(self.call("GET", path)[1], before)
         self.assert_error(404, "POST", f"{NS}/acme/missing/messageTTL", 10)
         self.assert_error(404, "GET", f"{NS}/acme/missing/retention")
