@@ -43,8 +43,16 @@ class Log {
   virtual void read_entries(Position after, size_t max_entries,
                             Callback<common::Result<std::vector<LedgerEntry>>> done) = 0;
 
-  // Opens (or returns) the cursor `name`, new ones at the end of the log.
-  virtual void open_cursor(std::string name, bool durable, Callback<common::Result<Cursor*>> done) = 0;
+  // Where a cursor created by open_cursor starts: after the last entry, or
+  // before the first entry the log still holds.
+  enum class CursorStart { kLatest, kEarliest };
+  // Opens the cursor `name`, or creates it at `start`. An existing cursor
+  // keeps its position whatever `start` says.
+  virtual void open_cursor(std::string name, bool durable, CursorStart start,
+                           Callback<common::Result<Cursor*>> done) = 0;
+  void open_cursor(std::string name, bool durable, Callback<common::Result<Cursor*>> done) {
+    open_cursor(std::move(name), durable, CursorStart::kLatest, std::move(done));
+  }
   virtual Cursor* cursor(const std::string& name) = 0;
   virtual common::Status ack(const std::string& cursor, Position p) = 0;
   virtual common::Status ack_cumulative(const std::string& cursor, Position p) = 0;

@@ -66,7 +66,9 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   void read_entries(Position after, size_t max_entries,
                     Callback<common::Result<std::vector<LedgerEntry>>> done) override;
   // A new durable cursor is persisted; a non-durable one lives in memory only.
-  void open_cursor(std::string name, bool durable, Callback<common::Result<Cursor*>> done) override;
+  using Log::open_cursor;
+  void open_cursor(std::string name, bool durable, CursorStart start,
+                   Callback<common::Result<Cursor*>> done) override;
   Cursor* cursor(const std::string& name) override;
   // Completes once every durable cursor's latest state is in the metadata
   // store (or failed to get there).

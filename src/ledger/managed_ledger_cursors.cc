@@ -9,16 +9,22 @@ namespace magnetar::ledger {
 using common::Result;
 using common::Status;
 
-void ManagedLedger::open_cursor(std::string name, bool durable, Callback<Result<Cursor*>> done) {
+void ManagedLedger::open_cursor(std::string name, bool durable, CursorStart start,
+                                Callback<Result<Cursor*>> done) {
   check_home();
   auto it = cursors_.find(name);
   if (it != cursors_.end()) return later([done, c = &it->second.cursor]() { done(c); });
+  // Before the first entry of the oldest ledger held, or after the last.
+  auto start_position = [this, start]() {
+    if (start == CursorStart::kEarliest && !chain_.empty()) return Position{chain_.ledgers().front().id, storage::kNoEntry};
+    return last_confirmed();
+  };
   if (!durable) {
-    auto [slot, _] = cursors_.emplace(name, CursorSlot{Cursor(name, last_confirmed(), false)});
+    auto [slot, _] = cursors_.emplace(name, CursorSlot{Cursor(name, start_position(), false)});
     return later([done, c = &slot->second.cursor]() { done(c); });
   }
   auto self = shared_from_this();
-  store_.get(cursor_key(name), [self, name, done](Result<metadata::Record> rec) {
+  store_.get(cursor_key(name), [self, name, done, start_position](Result<metadata::Record> rec) {
     auto existing = self->cursors_.find(name);
     if (existing != self->cursors_.end()) return done(&existing->second.cursor);
     if (rec) {
@@ -31,7 +37,7 @@ void ManagedLedger::open_cursor(std::string name, bool durable, Callback<Result<
       return done(&it2->second.cursor);
     }
     if (rec.status().code() != common::ErrorCode::kNotFound) return done(rec.status());
-    auto [it2, _] = self->cursors_.emplace(name, CursorSlot{Cursor(name, self->last_confirmed(), true)});
+    auto [it2, _] = self->cursors_.emplace(name, CursorSlot{Cursor(name, start_position(), true)});
     self->persist_cursor(name);
     done(&it2->second.cursor);
   });

@@ -58,11 +58,13 @@ void NonPersistentLog::read_entries(Position after, size_t max_entries, Callback
   later([done, out = std::move(out)]() mutable { done(std::move(out)); });
 }
 
-void NonPersistentLog::open_cursor(std::string name, bool durable, Callback<Result<Cursor*>> done) {
+void NonPersistentLog::open_cursor(std::string name, bool durable, CursorStart start,
+                                   Callback<Result<Cursor*>> done) {
   auto it = cursors_.find(name);
   if (it == cursors_.end()) {
     // Nothing is ever persisted here, whatever `durable` asks.
-    it = cursors_.emplace(name, Cursor(name, last_confirmed(), false)).first;
+    Position at = start == CursorStart::kEarliest ? Position{kLedgerId, first_held_ - 1} : last_confirmed();
+    it = cursors_.emplace(name, Cursor(name, at, false)).first;
   }
   Cursor* c = &it->second;
   later([done, c]() { done(c); });

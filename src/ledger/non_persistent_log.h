@@ -30,7 +30,9 @@ class NonPersistentLog final : public Log {
   void add_entry(MessageHeader header, common::Slice payload, Callback<common::Result<Position>> done) override;
   void read_entries(Position after, size_t max_entries,
                     Callback<common::Result<std::vector<LedgerEntry>>> done) override;
-  void open_cursor(std::string name, bool durable, Callback<common::Result<Cursor*>> done) override;
+  using Log::open_cursor;
+  void open_cursor(std::string name, bool durable, CursorStart start,
+                   Callback<common::Result<Cursor*>> done) override;
   Cursor* cursor(const std::string& name) override;
   common::Status ack(const std::string& cursor, Position p) override;
   common::Status ack_cumulative(const std::string& cursor, Position p) override;

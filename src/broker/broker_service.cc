@@ -1,0 +1,155 @@
+#include "broker/broker_service.h"
+
+#include <cctype>
+#include <future>
+
+#include "common/logging.h"
+#include "ledger/non_persistent_log.h"
+
+namespace magnetar::broker {
+
+using common::Result;
+using common::Status;
+
+namespace {
+
+// The managed ledger's name, a metadata key path: "tenant/ns/persistent/local"
+// with the local name percent-encoded (it may hold characters a key may not).
+std::string managed_ledger_name(const TopicName& topic) {
+  std::string out = topic.ns.tenant + "/" + topic.ns.local + "/" + std::string(domain_name(topic.domain)) + "/";
+  static const char* kHex = "0123456789ABCDEF";
+  for (unsigned char c : topic.local) {
+    if (std::isalnum(c) || c == '_' || c == '.' || c == '-' || c == '=' || c == ':') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+BrokerService::BrokerService(runtime::Runtime& runtime, storage::Storage& storage, metadata::Store& store,
+                             BrokerOptions options)
+    : runtime_(runtime), storage_(storage), store_(store), options_(options) {
+  for (size_t i = 0; i < runtime.size(); ++i) shards_.push_back(std::make_unique<Shard>());
+}
+
+BrokerService::~BrokerService() = default;
+
+Status BrokerService::start() { return Status::ok(); }
+
+runtime::Reactor& BrokerService::home_of(const TopicName& topic) {
+  return runtime_.home_for(std::hash<std::string>{}(topic.to_string()));
+}
+
+void BrokerService::with_topic(const TopicName& topic, ledger::Callback<Result<Topic*>> fn) {
+  runtime::Reactor& home = home_of(topic);
+  auto run = [this, &home, topic, fn = std::move(fn)]() mutable {
+    Shard& shard = *shards_[home.index()];
+    if (stopping_) {
+      fn(Status::unavailable("the broker is shutting down"));
+      return;
+    }
+    std::string key = topic.to_string();
+    if (auto it = shard.topics.find(key); it != shard.topics.end()) {
+      fn(it->second.get());
+      return;
+    }
+    auto& waiting = shard.loading[key];
+    waiting.push_back(std::move(fn));
+    if (waiting.size() == 1) load(shard, topic);
+  };
+  if (home.is_on_thread()) {
+    run();
+    return;
+  }
+  Status st = home.post(std::move(run));
+  if (!st.is_ok()) MLOG_WARN("cannot reach the home of {}: {}", topic.to_string(), st.to_string());
+}
+
+void BrokerService::load(Shard& shard, const TopicName& topic) {
+  std::string key = topic.to_string();
+  auto finish = [&shard, key](Result<Topic*> r) {
+    auto waiting = std::move(shard.loading[key]);
+    shard.loading.erase(key);
+    for (auto& fn : waiting) fn(r);
+  };
+  if (topic.domain == TopicDomain::kNonPersistent) {
+    auto log = std::make_shared<ledger::NonPersistentLog>(key, options_.non_persistent_max_entries,
+                                                          options_.non_persistent_max_bytes);
+    auto& slot = shard.topics[key];
+    slot = std::make_unique<Topic>(topic, std::move(log));
+    finish(slot.get());
+    return;
+  }
+  ledger::ManagedLedger::open(
+      managed_ledger_name(topic), options_.managed_ledger, storage_, store_,
+      [this, &shard, topic, key, finish](Result<std::shared_ptr<ledger::ManagedLedger>> ml) {
+        if (!ml.is_ok()) {
+          MLOG_WARN("cannot load topic {}: {}", key, ml.status().to_string());
+          finish(ml.status());
+          return;
+        }
+        auto& slot = shard.topics[key];
+        slot = std::make_unique<Topic>(topic, std::move(ml).value());
+        if (stopping_) {
+          finish(Status::unavailable("the broker is shutting down"));
+          return;
+        }
+        finish(slot.get());
+      });
+}
+
+Topic* BrokerService::loaded_topic(const TopicName& topic) {
+  runtime::Reactor& home = home_of(topic);
+  home.assert_on_thread();
+  auto& topics = shards_[home.index()]->topics;
+  auto it = topics.find(topic.to_string());
+  return it == topics.end() ? nullptr : it->second.get();
+}
+
+std::vector<std::string> BrokerService::loaded_topic_names() {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < runtime_.size(); ++i) {
+    auto part = runtime_.reactor(i).run_sync([this, i]() {
+      std::vector<std::string> out;
+      for (const auto& [name, t] : shards_[i]->topics) out.push_back(name);
+      return out;
+    });
+    names.insert(names.end(), part.begin(), part.end());
+  }
+  return names;
+}
+
+void BrokerService::stop() {
+  if (stopping_) return;
+  for (size_t i = 0; i < runtime_.size(); ++i) {
+    auto closed = std::make_shared<std::promise<void>>();  // may outlive a timed-out wait
+    auto fut = closed->get_future();
+    runtime_.reactor(i).run_sync([this, i, closed]() {
+      stopping_ = true;
+      auto& topics = shards_[i]->topics;
+      auto remaining = std::make_shared<size_t>(topics.size() + 1);
+      auto one_done = [remaining, closed]() {
+        if (--*remaining == 0) closed->set_value();
+      };
+      for (auto& [name, topic] : topics) {
+        topic->close(Status::unavailable("the broker is shutting down"), [one_done, name = name](Status st) {
+          if (!st.is_ok()) MLOG_WARN("closing topic {}: {}", name, st.to_string());
+          one_done();
+        });
+      }
+      one_done();
+    });
+    if (fut.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      MLOG_WARN("topics on reactor {} did not close within 10 s", i);
+    }
+    runtime_.reactor(i).run_sync([this, i]() { shards_[i]->topics.clear(); });
+  }
+}
+
+}  // namespace magnetar::broker

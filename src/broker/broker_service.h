@@ -1,0 +1,69 @@
+// BrokerService: the topics this node serves, each loaded on its home reactor.
+//
+// A topic's home is runtime.home_for(hash of its full name); its Topic object
+// lives in that reactor's shard and is touched only there. with_topic() gets
+// a caller to the home, loading the topic first (opening its managed ledger,
+// or creating a non-persistent log) when needed. Concurrent loads of one
+// topic share one open.
+//
+// Threads: with_topic from any thread; start/stop on main.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "broker/naming.h"
+#include "broker/topic.h"
+#include "ledger/managed_ledger.h"
+#include "metadata/store.h"
+#include "runtime/component.h"
+#include "runtime/runtime.h"
+#include "storage/storage.h"
+
+namespace magnetar::broker {
+
+struct BrokerOptions {
+  ledger::ManagedLedgerConfig managed_ledger;
+  // Non-persistent topics keep at most this much in memory each.
+  size_t non_persistent_max_entries = 10000;
+  size_t non_persistent_max_bytes = 64u << 20;
+};
+
+class BrokerService final : public runtime::Component {
+ public:
+  BrokerService(runtime::Runtime& runtime, storage::Storage& storage, metadata::Store& store,
+                BrokerOptions options = {});
+  ~BrokerService() override;
+
+  std::string_view name() const override { return "broker"; }
+  common::Status start() override;
+  // Closes every loaded topic (consumers are told), waiting for their logs.
+  void stop() override;
+
+  runtime::Reactor& home_of(const TopicName& topic);
+  // Runs `fn` on the topic's home reactor with the loaded topic, or with why
+  // it could not be loaded. Creates the topic when it does not exist.
+  void with_topic(const TopicName& topic, ledger::Callback<common::Result<Topic*>> fn);
+  // Home reactor only: the topic if it is loaded there, else null.
+  Topic* loaded_topic(const TopicName& topic);
+  // Any thread, blocking (admin and tests): names of the loaded topics.
+  std::vector<std::string> loaded_topic_names();
+
+ private:
+  struct Shard {
+    std::unordered_map<std::string, std::unique_ptr<Topic>> topics;
+    std::unordered_map<std::string, std::vector<ledger::Callback<common::Result<Topic*>>>> loading;
+  };
+  void load(Shard& shard, const TopicName& topic);
+
+  runtime::Runtime& runtime_;
+  storage::Storage& storage_;
+  metadata::Store& store_;
+  const BrokerOptions options_;
+  std::vector<std::unique_ptr<Shard>> shards_;  // by reactor index
+  bool stopping_ = false;
+};
+
+}  // namespace magnetar::broker

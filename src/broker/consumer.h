@@ -1,0 +1,94 @@
+// Consumer: one client's attachment to a subscription, protocol-neutral.
+//
+// A protocol handler implements ConsumerSink and gives the broker permits
+// (how many more messages the client can take, as Pulsar's FLOW does); the
+// subscription's dispatcher hands it entries while it has permits. Kafka and
+// AMQP handlers do the same through their own flow control.
+//
+// Threads: a Consumer and its Subscription live on the topic's home reactor.
+// ConsumerSink methods are called there; a sink whose connection lives on
+// another reactor posts to it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/bytes.h"
+#include "common/status.h"
+#include "ledger/entry_codec.h"
+#include "ledger/position.h"
+
+namespace magnetar::broker {
+
+enum class SubscriptionType { kExclusive, kShared, kFailover, kKeyShared };
+enum class InitialPosition { kLatest, kEarliest };
+
+std::string_view subscription_type_name(SubscriptionType t);  // Pulsar's: "Exclusive", "Shared", ...
+
+// One entry handed to a consumer: a Slice of the stored bytes, no copy.
+struct Delivery {
+  ledger::Position position;
+  ledger::MessageHeader header;
+  common::Slice payload;
+  uint32_t redelivery_count = 0;
+  // Bitmap of messages of a batch entry already acknowledged (bit i =
+  // message i), so the client skips them; empty when none.
+  std::vector<uint64_t> batch_acks;
+};
+
+class ConsumerSink {
+ public:
+  virtual ~ConsumerSink() = default;
+  // Entries for this consumer, in order. Never more messages than the
+  // permits given, except that one batch entry may overshoot them.
+  virtual void deliver(std::vector<Delivery> entries) = 0;
+  // The broker detached this consumer (topic closed or deleted, subscription
+  // removed). The sink must not call its Consumer after this.
+  virtual void closed(const common::Status& why) = 0;
+  // Failover: this consumer became (or stopped being) the one that receives.
+  virtual void active_changed(bool active) {}
+};
+
+struct ConsumerOptions {
+  std::string subscription;
+  SubscriptionType type = SubscriptionType::kExclusive;
+  std::string consumer_name;
+  int32_t priority = 0;  // failover: lower is preferred
+  InitialPosition initial_position = InitialPosition::kLatest;
+  bool durable = true;   // false: a reader; the cursor is not persisted
+};
+
+class Consumer {
+ public:
+  Consumer(uint64_t id, ConsumerOptions options, ConsumerSink* sink)
+      : id_(id), options_(std::move(options)), sink_(sink) {}
+
+  uint64_t id() const { return id_; }
+  const ConsumerOptions& options() const { return options_; }
+  const std::string& name() const { return options_.consumer_name; }
+  ConsumerSink* sink() const { return sink_; }
+  int64_t permits() const { return permits_; }
+
+  // Counters for stats.
+  uint64_t messages_out() const { return messages_out_; }
+  uint64_t bytes_out() const { return bytes_out_; }
+  size_t unacked_entries() const { return pending_.size(); }
+
+ private:
+  friend class Subscription;
+  uint64_t id_;
+  ConsumerOptions options_;
+  ConsumerSink* sink_;
+  int64_t permits_ = 0;
+  // Entries delivered and not yet acknowledged -> how many times delivered.
+  // Shared and key-shared subscriptions hand these to other consumers when
+  // this one goes away.
+  std::map<ledger::Position, uint32_t> pending_;
+  uint64_t messages_out_ = 0;
+  uint64_t bytes_out_ = 0;
+};
+
+}  // namespace magnetar::broker

@@ -1,0 +1,159 @@
+#include "broker/topic.h"
+
+namespace magnetar::broker {
+
+using common::Result;
+using common::Status;
+using ledger::Position;
+
+Topic::Topic(TopicName name, std::shared_ptr<ledger::Log> log) : name_(std::move(name)), log_(std::move(log)) {}
+
+Topic::~Topic() { *alive_ = false; }
+
+Status Topic::add_producer(uint64_t producer_id, const std::string& producer_name) {
+  if (closed_) return Status::unavailable("topic " + name_.to_string() + " is closed");
+  if (producer_name.empty()) return Status::invalid_argument("a producer needs a name");
+  for (const auto& [id, p] : producers_) {
+    if (p.name == producer_name) {
+      return Status::already_exists("producer '" + producer_name + "' is already connected to " + name_.to_string());
+    }
+  }
+  if (!producers_.emplace(producer_id, Producer{producer_name}).second) {
+    return Status::already_exists("producer id " + std::to_string(producer_id) + " is in use");
+  }
+  return Status::ok();
+}
+
+void Topic::remove_producer(uint64_t producer_id) { producers_.erase(producer_id); }
+
+void Topic::publish(uint64_t producer_id, ledger::MessageHeader header, common::Slice payload,
+                    ledger::Callback<Result<Position>> done) {
+  auto it = producers_.find(producer_id);
+  if (it == producers_.end()) {
+    done(Status::not_found("no producer " + std::to_string(producer_id) + " on " + name_.to_string()));
+    return;
+  }
+  if (closed_) {
+    done(Status::unavailable("topic " + name_.to_string() + " is closed"));
+    return;
+  }
+  header.producer = it->second.name;
+  uint32_t messages = header.messages;
+  size_t bytes = payload.size();
+  std::weak_ptr<bool> alive = alive_;
+  log_->add_entry(std::move(header), std::move(payload),
+                  [this, alive, producer_id, messages, bytes, done = std::move(done)](Result<Position> r) {
+                    if (!alive.expired() && r.is_ok()) {
+                      messages_in_ += messages;
+                      bytes_in_ += bytes;
+                      auto p = producers_.find(producer_id);
+                      if (p != producers_.end()) {
+                        p->second.messages_in += messages;
+                        p->second.bytes_in += bytes;
+                      }
+                      for (auto& [name, sub] : subscriptions_) sub->on_entries_added();
+                    }
+                    done(std::move(r));
+                  });
+}
+
+void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSink* sink,
+                      ledger::Callback<Result<Subscription*>> done) {
+  if (closed_) {
+    done(Status::unavailable("topic " + name_.to_string() + " is closed"));
+    return;
+  }
+  if (options.subscription.empty()) {
+    done(Status::invalid_argument("a subscription needs a name"));
+    return;
+  }
+  auto attach = [this, consumer_id, sink](Subscription& sub, ConsumerOptions opts) -> Result<Subscription*> {
+    auto c = sub.add_consumer(consumer_id, std::move(opts), sink);
+    if (!c) return c.status();
+    return &sub;
+  };
+  if (auto it = subscriptions_.find(options.subscription); it != subscriptions_.end()) {
+    done(attach(*it->second, std::move(options)));
+    return;
+  }
+  std::string name = options.subscription;
+  auto start = options.initial_position == InitialPosition::kEarliest ? ledger::Log::CursorStart::kEarliest
+                                                                      : ledger::Log::CursorStart::kLatest;
+  std::weak_ptr<bool> alive = alive_;
+  log_->open_cursor(name, options.durable, start,
+                    [this, alive, attach, options = std::move(options),
+                     done = std::move(done)](Result<ledger::Cursor*> cursor) mutable {
+                      if (alive.expired()) {
+                        done(Status::unavailable("topic closed while subscribing"));
+                        return;
+                      }
+                      if (!cursor.is_ok()) {
+                        done(cursor.status());
+                        return;
+                      }
+                      // A concurrent subscribe may have created it meanwhile.
+                      auto it = subscriptions_.find(options.subscription);
+                      if (it == subscriptions_.end()) {
+                        ledger::Cursor& c = **cursor;
+                        it = subscriptions_
+                                 .emplace(options.subscription,
+                                          std::make_unique<Subscription>(options.subscription, options.type, *log_, c))
+                                 .first;
+                      }
+                      done(attach(*it->second, std::move(options)));
+                    });
+}
+
+Subscription* Topic::subscription(const std::string& name) {
+  auto it = subscriptions_.find(name);
+  return it == subscriptions_.end() ? nullptr : it->second.get();
+}
+
+std::vector<std::string> Topic::subscription_names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, sub] : subscriptions_) out.push_back(name);
+  return out;
+}
+
+Status Topic::unsubscribe(const std::string& name) {
+  auto it = subscriptions_.find(name);
+  if (it == subscriptions_.end()) return Status::not_found("no subscription '" + name + "' on " + name_.to_string());
+  if (it->second->consumer_count() > 0) {
+    return Status::failed_precondition("subscription '" + name + "' has active consumers");
+  }
+  auto s = it->second->stats();
+  removed_messages_out_ += s.messages_out;
+  removed_bytes_out_ += s.bytes_out;
+  subscriptions_.erase(it);
+  return Status::ok();
+}
+
+TopicStats Topic::stats() const {
+  TopicStats s;
+  s.messages_in = messages_in_;
+  s.bytes_in = bytes_in_;
+  s.messages_out = removed_messages_out_;
+  s.bytes_out = removed_bytes_out_;
+  s.storage_size = log_->chain().total_size();
+  s.entries = log_->chain().total_entries();
+  for (const auto& [id, p] : producers_) s.publishers.push_back({id, p.name, p.messages_in, p.bytes_in});
+  for (const auto& [name, sub] : subscriptions_) {
+    s.subscriptions.push_back(sub->stats());
+    s.messages_out += s.subscriptions.back().messages_out;
+    s.bytes_out += s.subscriptions.back().bytes_out;
+  }
+  return s;
+}
+
+void Topic::close(const Status& why, ledger::Callback<Status> done) {
+  if (closed_) {
+    done(Status::ok());
+    return;
+  }
+  closed_ = true;
+  producers_.clear();
+  for (auto& [name, sub] : subscriptions_) sub->close_consumers(why);
+  log_->close(std::move(done));
+}
+
+}  // namespace magnetar::broker

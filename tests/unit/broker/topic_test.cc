@@ -1,0 +1,373 @@
+// Topics, producers and subscriptions on real storage and a real metadata
+// store, driven on their home reactors through BrokerService.
+#include "broker/broker_service.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <future>
+#include <mutex>
+
+#include "metadata/leveldb_store.h"
+
+namespace magnetar::broker {
+namespace {
+
+using common::Result;
+using common::Slice;
+using common::Status;
+using ledger::Position;
+
+constexpr auto kWait = std::chrono::seconds(30);
+
+// Collects what the broker hands a consumer; waits are bounded.
+class RecordingSink final : public ConsumerSink {
+ public:
+  void deliver(std::vector<Delivery> entries) override {
+    std::lock_guard lock(mu_);
+    for (auto& d : entries) got_.push_back(std::move(d));
+    cv_.notify_all();
+  }
+  void closed(const Status& why) override {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    cv_.notify_all();
+  }
+  void active_changed(bool active) override {
+    std::lock_guard lock(mu_);
+    active_ = active;
+    cv_.notify_all();
+  }
+  // Waits until at least n deliveries arrived; returns them all.
+  std::vector<Delivery> wait_for(size_t n) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, kWait, [&] { return got_.size() >= n; });
+    return got_;
+  }
+  // Waits a little and returns how many arrived (for "nothing more came").
+  size_t settle_count() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::lock_guard lock(mu_);
+    return got_.size();
+  }
+  bool wait_closed() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kWait, [&] { return closed_; });
+  }
+  bool active() {
+    std::lock_guard lock(mu_);
+    return active_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Delivery> got_;
+  bool closed_ = false;
+  bool active_ = false;
+};
+
+class TopicTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "magnetar-broker-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    open_node();
+  }
+  void TearDown() override {
+    close_node();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  void open_node() {
+    storage::StorageOptions so;
+    so.directory = dir_ + "/storage";
+    so.max_batch_delay = std::chrono::microseconds(0);
+    storage_ = storage::make_local_storage(so);
+    ASSERT_TRUE(storage_->start().is_ok());
+    store_ = std::make_unique<metadata::LevelDbStore>(metadata::LevelDbStore::Options{dir_ + "/metadata"});
+    ASSERT_TRUE(store_->start().is_ok());
+    runtime_ = std::make_unique<runtime::Runtime>(2);
+    runtime_->start();
+    broker_ = std::make_unique<BrokerService>(*runtime_, *storage_, *store_);
+    ASSERT_TRUE(broker_->start().is_ok());
+  }
+  void close_node() {
+    broker_->stop();
+    runtime_->stop();
+    store_->stop();
+    storage_->stop();
+  }
+
+  // Runs `fn(topic)` on the topic's home reactor and waits for its report.
+  template <typename T>
+  T on_topic(const std::string& name, std::function<void(Topic&, ledger::Callback<T>)> fn) {
+    auto topic = TopicName::parse(name);
+    EXPECT_TRUE(topic.is_ok());
+    auto p = std::make_shared<std::promise<T>>();
+    auto f = p->get_future();
+    broker_->with_topic(*topic, [fn, p](Result<Topic*> t) {
+      if (!t.is_ok()) {
+        ADD_FAILURE() << t.status().to_string();
+        std::abort();
+      }
+      fn(**t, [p](T v) { p->set_value(std::move(v)); });
+    });
+    if (f.wait_for(kWait) != std::future_status::ready) {
+      ADD_FAILURE() << "topic call did not complete";
+      std::abort();
+    }
+    return f.get();
+  }
+  Status add_producer(const std::string& topic, uint64_t id, const std::string& name) {
+    return on_topic<Status>(topic, [id, name](Topic& t, auto done) { done(t.add_producer(id, name)); });
+  }
+  std::vector<Position> publish(const std::string& topic, uint64_t producer, int n, const std::string& prefix = "m") {
+    std::vector<Position> out;
+    for (int i = 0; i < n; ++i) {
+      auto r = on_topic<Result<Position>>(topic, [&](Topic& t, auto done) {
+        ledger::MessageHeader h;
+        h.sequence_id = i;
+        t.publish(producer, h, Slice::copy_of(prefix + std::to_string(i)), done);
+      });
+      EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+      if (r.is_ok()) out.push_back(*r);
+    }
+    return out;
+  }
+  Status subscribe(const std::string& topic, uint64_t consumer, ConsumerOptions opts, ConsumerSink* sink) {
+    auto r = on_topic<Result<Subscription*>>(topic, [consumer, opts, sink](Topic& t, auto done) {
+      t.subscribe(consumer, opts, sink, done);
+    });
+    return r.is_ok() ? Status::ok() : r.status();
+  }
+  void flow(const std::string& topic, const std::string& sub, uint64_t consumer, uint32_t n) {
+    on_topic<bool>(topic, [&](Topic& t, auto done) {
+      t.subscription(sub)->flow(consumer, n);
+      done(true);
+    });
+  }
+  Status ack(const std::string& topic, const std::string& sub, uint64_t consumer, Position p, bool cumulative = false) {
+    return on_topic<Status>(topic, [&](Topic& t, auto done) {
+      auto* s = t.subscription(sub);
+      done(cumulative ? s->ack_cumulative(consumer, p) : s->ack(consumer, p));
+    });
+  }
+  TopicStats stats(const std::string& topic) {
+    return on_topic<TopicStats>(topic, [](Topic& t, auto done) { done(t.stats()); });
+  }
+  static ConsumerOptions options(const std::string& sub, SubscriptionType type,
+                                 InitialPosition pos = InitialPosition::kEarliest) {
+    ConsumerOptions o;
+    o.subscription = sub;
+    o.type = type;
+    o.initial_position = pos;
+    o.consumer_name = "c";
+    return o;
+  }
+
+  // Sinks outlive the broker: it tells them when it closes their consumers.
+  RecordingSink& new_sink() {
+    sinks_.push_back(std::make_unique<RecordingSink>());
+    return *sinks_.back();
+  }
+
+  std::vector<std::unique_ptr<RecordingSink>> sinks_;
+  std::string dir_;
+  std::unique_ptr<storage::Storage> storage_;
+  std::unique_ptr<metadata::LevelDbStore> store_;
+  std::unique_ptr<runtime::Runtime> runtime_;
+  std::unique_ptr<BrokerService> broker_;
+};
+
+const std::string kTopic = "persistent://public/default/orders";
+
+TEST_F(TopicTest, ExclusiveConsumerGetsEverythingInOrderWithinItsPermits) {
+  ASSERT_TRUE(add_producer(kTopic, 1, "producer-a").is_ok());
+  publish(kTopic, 1, 10);
+  RecordingSink& sink = new_sink();
+  ASSERT_TRUE(subscribe(kTopic, 7, options("sub", SubscriptionType::kExclusive), &sink).is_ok());
+  EXPECT_EQ(sink.settle_count(), 0u);  // no permits yet
+  flow(kTopic, "sub", 7, 4);
+  auto got = sink.wait_for(4);
+  EXPECT_EQ(sink.settle_count(), 4u);  // exactly the permits
+  flow(kTopic, "sub", 7, 100);
+  got = sink.wait_for(10);
+  ASSERT_EQ(got.size(), 10u);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(got[i].payload.view(), "m" + std::to_string(i));
+    EXPECT_EQ(got[i].header.producer, "producer-a");
+    EXPECT_EQ(got[i].header.first_index, i);
+    if (i > 0) {
+      EXPECT_LT(got[i - 1].position, got[i].position);
+    }
+  }
+  // Live tail: new messages flow straight to the waiting consumer.
+  publish(kTopic, 1, 3, "live");
+  got = sink.wait_for(13);
+  ASSERT_EQ(got.size(), 13u);
+  EXPECT_EQ(got[12].payload.view(), "live2");
+}
+
+TEST_F(TopicTest, SecondExclusiveConsumerIsRefusedAndTypesMustMatch) {
+  RecordingSink& a = new_sink();
+  RecordingSink& b = new_sink();
+  ASSERT_TRUE(subscribe(kTopic, 1, options("sub", SubscriptionType::kExclusive), &a).is_ok());
+  Status busy = subscribe(kTopic, 2, options("sub", SubscriptionType::kExclusive), &b);
+  EXPECT_EQ(busy.code(), common::ErrorCode::kFailedPrecondition);
+  Status wrong = subscribe(kTopic, 3, options("sub", SubscriptionType::kShared), &b);
+  EXPECT_EQ(wrong.code(), common::ErrorCode::kInvalidArgument);
+  Status other_sub = subscribe(kTopic, 4, options("sub2", SubscriptionType::kExclusive), &b);
+  EXPECT_TRUE(other_sub.is_ok());
+}
+
+TEST_F(TopicTest, ProducerNamesAreUniquePerTopic) {
+  ASSERT_TRUE(add_producer(kTopic, 1, "p").is_ok());
+  EXPECT_EQ(add_producer(kTopic, 2, "p").code(), common::ErrorCode::kAlreadyExists);
+  EXPECT_TRUE(add_producer(kTopic, 3, "q").is_ok());
+  auto unknown = on_topic<Result<Position>>(kTopic, [](Topic& t, auto done) {
+    t.publish(99, {}, Slice::copy_of("x"), done);
+  });
+  EXPECT_EQ(unknown.status().code(), common::ErrorCode::kNotFound);
+}
+
+TEST_F(TopicTest, SharedSubscriptionSpreadsAndRedeliversWhatALeavingConsumerHeld) {
+  ASSERT_TRUE(add_producer(kTopic, 1, "p").is_ok());
+  publish(kTopic, 1, 20);
+  RecordingSink& a = new_sink();
+  RecordingSink& b = new_sink();
+  ASSERT_TRUE(subscribe(kTopic, 1, options("work", SubscriptionType::kShared), &a).is_ok());
+  ASSERT_TRUE(subscribe(kTopic, 2, options("work", SubscriptionType::kShared), &b).is_ok());
+  flow(kTopic, "work", 1, 5);
+  flow(kTopic, "work", 2, 5);
+  auto got_a = a.wait_for(5);
+  auto got_b = b.wait_for(5);
+  ASSERT_EQ(got_a.size(), 5u);
+  ASSERT_EQ(got_b.size(), 5u);
+  std::set<std::string> seen;
+  for (auto& d : got_a) seen.insert(d.payload.to_string());
+  for (auto& d : got_b) seen.insert(d.payload.to_string());
+  EXPECT_EQ(seen.size(), 10u);  // no entry went to both
+
+  // a acknowledges two, then leaves: its other three go to b.
+  EXPECT_TRUE(ack(kTopic, "work", 1, got_a[0].position).is_ok());
+  EXPECT_TRUE(ack(kTopic, "work", 1, got_a[1].position).is_ok());
+  on_topic<bool>(kTopic, [](Topic& t, auto done) {
+    t.subscription("work")->remove_consumer(1);
+    done(true);
+  });
+  flow(kTopic, "work", 2, 100);
+  auto all_b = b.wait_for(5 + 3 + 10);
+  ASSERT_EQ(all_b.size(), 18u);
+  std::set<std::string> b_payloads;
+  int redelivered = 0;
+  for (auto& d : all_b) {
+    b_payloads.insert(d.payload.to_string());
+    if (d.redelivery_count > 0) ++redelivered;
+  }
+  EXPECT_EQ(redelivered, 3);
+  for (int i = 2; i < 5; ++i) EXPECT_TRUE(b_payloads.count(got_a[i].payload.to_string()));
+  EXPECT_FALSE(b_payloads.count(got_a[0].payload.to_string()));
+  EXPECT_EQ(ack(kTopic, "work", 2, all_b[0].position, /*cumulative=*/true).code(),
+            common::ErrorCode::kInvalidArgument);
+}
+
+TEST_F(TopicTest, FailoverSendsToTheLowestPriorityAndSwitchesOver) {
+  ASSERT_TRUE(add_producer(kTopic, 1, "p").is_ok());
+  publish(kTopic, 1, 6);
+  RecordingSink& standby = new_sink();
+  RecordingSink& primary = new_sink();
+  auto o1 = options("fo", SubscriptionType::kFailover);
+  o1.priority = 5;
+  auto o2 = options("fo", SubscriptionType::kFailover);
+  o2.priority = 1;
+  ASSERT_TRUE(subscribe(kTopic, 1, o1, &standby).is_ok());
+  ASSERT_TRUE(subscribe(kTopic, 2, o2, &primary).is_ok());
+  EXPECT_TRUE(primary.active());
+  EXPECT_FALSE(standby.active());
+  flow(kTopic, "fo", 1, 100);
+  flow(kTopic, "fo", 2, 100);
+  auto got = primary.wait_for(6);
+  ASSERT_EQ(got.size(), 6u);
+  EXPECT_EQ(standby.settle_count(), 0u);
+  EXPECT_TRUE(ack(kTopic, "fo", 2, got[2].position, /*cumulative=*/true).is_ok());
+  on_topic<bool>(kTopic, [](Topic& t, auto done) {
+    t.subscription("fo")->remove_consumer(2);
+    done(true);
+  });
+  // The standby takes over with what the primary had not acknowledged.
+  auto taken = standby.wait_for(3);
+  ASSERT_EQ(taken.size(), 3u);
+  EXPECT_TRUE(standby.active());
+  EXPECT_EQ(taken[0].payload.view(), "m3");
+  EXPECT_EQ(taken[2].payload.view(), "m5");
+}
+
+TEST_F(TopicTest, AcknowledgedProgressAndBacklogSurviveARestart) {
+  ASSERT_TRUE(add_producer(kTopic, 1, "p").is_ok());
+  auto positions = publish(kTopic, 1, 10);
+  RecordingSink& sink = new_sink();
+  ASSERT_TRUE(subscribe(kTopic, 1, options("durable", SubscriptionType::kExclusive), &sink).is_ok());
+  flow(kTopic, "durable", 1, 100);
+  ASSERT_EQ(sink.wait_for(10).size(), 10u);
+  EXPECT_TRUE(ack(kTopic, "durable", 1, positions[5], /*cumulative=*/true).is_ok());
+  EXPECT_TRUE(ack(kTopic, "durable", 1, positions[8]).is_ok());
+  auto s = stats(kTopic);
+  ASSERT_EQ(s.subscriptions.size(), 1u);
+  EXPECT_EQ(s.subscriptions[0].backlog_messages, 3u);  // 6, 7 and 9
+  EXPECT_EQ(s.messages_in, 10u);
+  EXPECT_EQ(s.messages_out, 10u);
+
+  close_node();
+  open_node();
+
+  RecordingSink& again = new_sink();
+  ASSERT_TRUE(subscribe(kTopic, 1, options("durable", SubscriptionType::kExclusive), &again).is_ok());
+  flow(kTopic, "durable", 1, 100);
+  auto got = again.wait_for(3);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].payload.view(), "m6");
+  EXPECT_EQ(got[1].payload.view(), "m7");
+  EXPECT_EQ(got[2].payload.view(), "m9");
+  EXPECT_EQ(again.settle_count(), 3u);
+}
+
+TEST_F(TopicTest, LatestSubscriptionStartsAtTheEnd) {
+  ASSERT_TRUE(add_producer(kTopic, 1, "p").is_ok());
+  publish(kTopic, 1, 5, "old");
+  RecordingSink& sink = new_sink();
+  ASSERT_TRUE(subscribe(kTopic, 1, options("late", SubscriptionType::kExclusive, InitialPosition::kLatest), &sink).is_ok());
+  flow(kTopic, "late", 1, 100);
+  publish(kTopic, 1, 2, "new");
+  auto got = sink.wait_for(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].payload.view(), "new0");
+  EXPECT_EQ(sink.settle_count(), 2u);
+}
+
+TEST_F(TopicTest, NonPersistentTopicsDeliverToConnectedConsumers) {
+  const std::string np = "non-persistent://public/default/ticks";
+  ASSERT_TRUE(add_producer(np, 1, "p").is_ok());
+  RecordingSink& sink = new_sink();
+  ASSERT_TRUE(subscribe(np, 1, options("s", SubscriptionType::kExclusive, InitialPosition::kLatest), &sink).is_ok());
+  flow(np, "s", 1, 10);
+  publish(np, 1, 3);
+  ASSERT_EQ(sink.wait_for(3).size(), 3u);
+}
+
+TEST_F(TopicTest, UnsubscribeNeedsNoConsumersAndClosingTellsThem) {
+  RecordingSink& sink = new_sink();
+  ASSERT_TRUE(subscribe(kTopic, 1, options("s", SubscriptionType::kExclusive), &sink).is_ok());
+  EXPECT_EQ(on_topic<Status>(kTopic, [](Topic& t, auto done) { done(t.unsubscribe("s")); }).code(),
+            common::ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(on_topic<Status>(kTopic, [](Topic& t, auto done) { done(t.unsubscribe("nope")); }).code(),
+            common::ErrorCode::kNotFound);
+  broker_->stop();
+  EXPECT_TRUE(sink.wait_closed());
+}
+
+}  // namespace
+}  // namespace magnetar::broker
