@@ -162,4 +162,11 @@ std::optional<NamespacePolicies> PolicyCache::effective(const TopicName& topic) 
   return out;
 }
 
+std::optional<AutoTopicCreation> PolicyCache::auto_topic_creation(const TopicName& topic,
+                                                                  const AutoTopicCreation& broker_default) const {
+  auto ns = namespace_policies(topic.ns);
+  if (!ns) return std::nullopt;
+  return ns->auto_topic_creation.value_or(broker_default);
+}
+
 }  // namespace magnetar::broker

@@ -46,6 +46,11 @@ class PolicyCache final : public runtime::Component {
   // partitioned topic's, else its namespace's. nullopt when the namespace
   // does not exist. Fields still unset mean "the broker's default".
   std::optional<NamespacePolicies> effective(const TopicName& topic) const;
+  // How `topic` may be created on first use: the namespace's
+  // autoTopicCreation override, else `broker_default`. nullopt when the
+  // namespace does not exist (then nothing may be created in it).
+  std::optional<AutoTopicCreation> auto_topic_creation(const TopicName& topic,
+                                                       const AutoTopicCreation& broker_default) const;
 
   // Changes applied so far (for tests and metrics).
   uint64_t refreshes() const { return state_->refreshes.load(std::memory_order_relaxed); }

@@ -114,6 +114,24 @@ TEST_F(PolicyCacheTest, EffectivePoliciesLayerTopicPartitionedTopicAndNamespace)
   EXPECT_TRUE(eventually([&] { return cache_->effective(partition)->message_ttl_seconds == 100; }));
 }
 
+TEST_F(PolicyCacheTest, AutoTopicCreationFollowsTheNamespace) {
+  start_cache();
+  auto topic = *TopicName::parse("persistent://public/default/new-topic");
+  AutoTopicCreation broker_default{true, false, 0};
+  EXPECT_EQ(cache_->auto_topic_creation(topic, broker_default), broker_default);
+  EXPECT_FALSE(cache_->auto_topic_creation(*TopicName::parse("persistent://public/none/t"), broker_default));
+  ASSERT_TRUE(tenancy_->update_policies(topic.ns, [](NamespacePolicies& p) {
+                        p.auto_topic_creation = AutoTopicCreation{false, false, 0};
+                        return common::Status::ok();
+                      }).is_ok());
+  EXPECT_TRUE(eventually([&] { return !cache_->auto_topic_creation(topic, broker_default)->allow; }));
+  ASSERT_TRUE(tenancy_->update_policies(topic.ns, [](NamespacePolicies& p) {
+                        p.auto_topic_creation = AutoTopicCreation{true, true, 4};
+                        return common::Status::ok();
+                      }).is_ok());
+  EXPECT_TRUE(eventually([&] { return cache_->auto_topic_creation(topic, broker_default)->default_partitions == 4; }));
+}
+
 TEST_F(PolicyCacheTest, StoppedCacheIgnoresLaterChanges) {
   start_cache();
   cache_->stop();
