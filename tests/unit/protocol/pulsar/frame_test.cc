@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -456,6 +457,33 @@ TEST(FrameTest, RefusedInputIsNotLogged) {
   EXPECT_EQ(decoder.decode(in, &out), DecodeResult::kMalformedFrame);
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
   EXPECT_EQ(decoder.status().message(), "message metadata is not a valid MessageMetadata");
+}
+
+TEST(FrameTest, RandomBytesNeverPassAsFrames) {
+  // Random garbage after a valid size header: the frame is delimited, its
+  // content is not a command. A fixed seed keeps the run repeatable.
+  std::mt19937 rng(20261130);
+  int frames = 0;
+  for (int round = 0; round < 20000; ++round) {
+    const size_t n = rng() % 64;
+    std::string body(n, '\0');
+    for (auto& ch : body) ch = static_cast<char>(rng());
+    std::string frame = bytes({0, 0, 0, static_cast<int>(n + 4), 0, 0, 0, static_cast<int>(rng() % (n + 1))});
+    frame += body;
+    SliceChain in = chain_of(frame);
+    FrameDecoder decoder;
+    Frame out;
+    DecodeResult r = decoder.decode(in, &out);
+    ASSERT_NE(r, DecodeResult::kNeedMore) << "round " << round;
+    if (r == DecodeResult::kFrame) {
+      ++frames;  // a few random bytes can be a valid command, e.g. 08 12 = PING
+      EXPECT_TRUE(out.command.IsInitialized());
+    } else {
+      EXPECT_FALSE(decoder.status().is_ok());
+    }
+    EXPECT_TRUE(in.empty()) << "round " << round;
+  }
+  EXPECT_LT(frames, 200);
 }
 
 TEST(FrameTest, TextOnThePulsarPortIsAStreamError) {
