@@ -88,7 +88,8 @@ class FrameDecoder {
   // again and consumes nothing.
   DecodeResult decode(common::SliceChain& input, Frame* out);
 
-  // Why the last decode() did not return kFrame or kNeedMore.
+  // The reason for the most recent kChecksumMismatch, kMalformedFrame or
+  // kStreamError; left as it was by kFrame and kNeedMore.
   const common::Status& status() const { return status_; }
   const FrameLimits& limits() const { return limits_; }
 
