@@ -1,8 +1,8 @@
 #include "broker/broker_service.h"
 
-#include <cctype>
 #include <future>
 
+#include "broker/tenancy.h"
 #include "common/logging.h"
 #include "ledger/non_persistent_log.h"
 
@@ -13,21 +13,13 @@ using common::Status;
 
 namespace {
 
-// The managed ledger's name, a metadata key path: "tenant/ns/persistent/local"
-// with the local name percent-encoded (it may hold characters a key may not).
+// The managed ledger's name: its metadata key (tenancy.h, which the
+// namespace's topic list reads) without the "/managed-ledgers/" prefix
+// that ManagedLedger adds back.
 std::string managed_ledger_name(const TopicName& topic) {
-  std::string out = topic.ns.tenant + "/" + topic.ns.local + "/" + std::string(domain_name(topic.domain)) + "/";
-  static const char* kHex = "0123456789ABCDEF";
-  for (unsigned char c : topic.local) {
-    if (std::isalnum(c) || c == '_' || c == '.' || c == '-' || c == '=' || c == ':') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
+  constexpr std::string_view kPrefix = "/managed-ledgers/";
+  std::string key = managed_ledger_key(topic);
+  return key.substr(kPrefix.size());
 }
 
 }  // namespace
@@ -96,12 +88,31 @@ void BrokerService::load(Shard& shard, const TopicName& topic) {
         }
         auto& slot = shard.topics[key];
         slot = std::make_unique<Topic>(topic, std::move(ml).value());
+        arm_maintenance(home_of(topic).index());
         if (stopping_) {
           finish(Status::unavailable("the broker is shutting down"));
           return;
         }
         finish(slot.get());
       });
+}
+
+void BrokerService::arm_maintenance(size_t reactor) {
+  Shard& shard = *shards_[reactor];
+  if (shard.maintenance) return;
+  // An idle node with no topics never wakes up for this.
+  shard.maintenance = std::make_unique<runtime::Timer>(runtime_.reactor(reactor));
+  shard.maintenance->every(options_.maintenance_interval, [this, reactor]() { maintain(reactor); });
+}
+
+void BrokerService::maintain(size_t reactor) {
+  for (auto& [name, topic] : shards_[reactor]->topics) {
+    auto* ml = dynamic_cast<ledger::ManagedLedger*>(&topic->log());
+    if (ml == nullptr || topic->closed()) continue;
+    ml->maintain([name = name](Status st) {
+      if (!st.is_ok()) MLOG_WARN("housekeeping of {}: {}", name, st.to_string());
+    });
+  }
 }
 
 Topic* BrokerService::loaded_topic(const TopicName& topic) {
@@ -148,7 +159,10 @@ void BrokerService::stop() {
     if (fut.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
       MLOG_WARN("topics on reactor {} did not close within 10 s", i);
     }
-    runtime_.reactor(i).run_sync([this, i]() { shards_[i]->topics.clear(); });
+    runtime_.reactor(i).run_sync([this, i]() {
+      shards_[i]->maintenance.reset();
+      shards_[i]->topics.clear();
+    });
   }
 }
 

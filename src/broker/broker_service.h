@@ -20,12 +20,16 @@
 #include "metadata/store.h"
 #include "runtime/component.h"
 #include "runtime/runtime.h"
+#include "runtime/timer.h"
 #include "storage/storage.h"
 
 namespace magnetar::broker {
 
 struct BrokerOptions {
   ledger::ManagedLedgerConfig managed_ledger;
+  // How often each reactor runs housekeeping (rollover by age, retention,
+  // TTL) over the topics it has loaded.
+  std::chrono::milliseconds maintenance_interval{std::chrono::seconds(60)};
   // Non-persistent topics keep at most this much in memory each.
   size_t non_persistent_max_entries = 10000;
   size_t non_persistent_max_bytes = 64u << 20;
@@ -53,10 +57,13 @@ class BrokerService final : public runtime::Component {
 
  private:
   struct Shard {
+    std::unique_ptr<runtime::Timer> maintenance;  // armed only while topics are loaded
     std::unordered_map<std::string, std::unique_ptr<Topic>> topics;
     std::unordered_map<std::string, std::vector<ledger::Callback<common::Result<Topic*>>>> loading;
   };
   void load(Shard& shard, const TopicName& topic);
+  void arm_maintenance(size_t reactor);
+  void maintain(size_t reactor);
 
   runtime::Runtime& runtime_;
   storage::Storage& storage_;

@@ -20,6 +20,12 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
   cmd.add_option("--amqp-port", c.amqp_port, "AMQP 0-9-1 (0 picks a free port)")
       ->capture_default_str()->check(CLI::Range(0, 65535));
   cmd.add_option("--cluster-name", c.cluster_name, "Name of the cluster this node belongs to")->capture_default_str();
+  cmd.add_option("--fsync", c.fsync,
+                 "When a write is acknowledged: always (after fdatasync), interval (fdatasync every --fsync-interval-ms), never")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"always", "interval", "never"}));
+  cmd.add_option("--fsync-interval-ms", c.fsync_interval_ms, "fdatasync period with --fsync interval")
+      ->capture_default_str()->check(CLI::Range(1, 60000));
   cmd.add_option("--reactors", c.reactors, "Event-loop threads (0: one per core)")->capture_default_str();
   cmd.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str()

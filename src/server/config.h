@@ -18,6 +18,11 @@ struct Config {
   uint16_t kafka_port = 9092;
   uint16_t amqp_port = 5672;
   std::string cluster_name = "standalone";
+  // When an add is acknowledged: "always" (after fdatasync of its group
+  // commit), "interval" (after write; fdatasync every fsync_interval_ms) or
+  // "never" (after write; the OS flushes when it likes).
+  std::string fsync = "always";
+  uint32_t fsync_interval_ms = 100;
   uint32_t reactors = 0;  // 0: one per core
   std::string log_level = "info";
 

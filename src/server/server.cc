@@ -12,11 +12,13 @@
 #include <nlohmann/json.hpp>
 
 #include "admin/admin_service.h"
+#include "broker/broker_service.h"
 #include "broker/tenancy.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "metadata/leveldb_store.h"
 #include "server/process_metrics.h"
+#include "storage/storage.h"
 
 #ifndef MAGNETAR_VERSION
 #define MAGNETAR_VERSION "0.0.0-dev"
@@ -84,10 +86,21 @@ Status Server::start() {
     defaults.cluster_info.broker_service_url = fmt::format("pulsar://{}:{}", host, config_.pulsar_port);
   }
   auto tenancy = std::make_unique<broker::Tenancy>(*store, std::move(defaults));
+  // The log: entries on disk under <data-dir>/storage, then the topics on it.
+  storage::StorageOptions storage_options;
+  storage_options.directory = config_.data_dir + "/storage";
+  storage_options.fsync_mode = config_.fsync == "never"      ? storage::FsyncMode::kNever
+                               : config_.fsync == "interval" ? storage::FsyncMode::kInterval
+                                                             : storage::FsyncMode::kAlways;
+  storage_options.fsync_interval = std::chrono::milliseconds(config_.fsync_interval_ms);
+  auto storage = storage::make_local_storage(storage_options);
+  auto broker = std::make_unique<broker::BrokerService>(*runtime_, *storage, *store);
   auto admin = std::make_unique<admin::AdminService>(*runtime_, config_.bind, config_.http_port, registry,
                                                      tenancy.get());
   components_.push_back(std::move(store));
   components_.push_back(std::move(tenancy));
+  components_.push_back(std::move(storage));
+  components_.push_back(std::move(broker));
   admin_ = admin.get();
   components_.push_back(std::move(admin));
 

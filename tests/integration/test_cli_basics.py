@@ -21,7 +21,8 @@ class CliBasicsTest(unittest.TestCase):
         r = run("standalone", "--help")
         self.assertEqual(r.returncode, 0)
         for flag in ("--data-dir", "--bind", "--advertised-address", "--http-port", "--pulsar-port",
-                     "--kafka-port", "--amqp-port", "--cluster-name", "--log-level", "--config"):
+                     "--kafka-port", "--amqp-port", "--cluster-name", "--log-level", "--config",
+                     "--fsync", "--fsync-interval-ms"):
             self.assertIn(flag, r.stdout)
 
     def test_version(self):
@@ -35,6 +36,7 @@ class CliBasicsTest(unittest.TestCase):
     def test_usage_errors_exit_2_with_one_line(self):
         for args in (["standalone", "--no-such-flag"], ["standalone", "--http-port", "70000"],
                      ["standalone", "--http-port", "eighty"], ["standalone", "--log-level", "loud"],
+                     ["standalone", "--fsync", "sometimes"],
                      ["no-such-command"]):
             r = run(*args)
             self.assertEqual(r.returncode, 2, args)
