@@ -1,6 +1,7 @@
 #include "broker/broker_service.h"
 
 #include <future>
+#include <mutex>
 
 #include "broker/tenancy.h"
 #include "common/logging.h"
@@ -88,6 +89,7 @@ void BrokerService::load(Shard& shard, const TopicName& topic) {
         }
         auto& slot = shard.topics[key];
         slot = std::make_unique<Topic>(topic, std::move(ml).value());
+        slot->restore_subscriptions();
         arm_maintenance(home_of(topic).index());
         if (stopping_) {
           finish(Status::unavailable("the broker is shutting down"));
@@ -113,6 +115,144 @@ void BrokerService::maintain(size_t reactor) {
       if (!st.is_ok()) MLOG_WARN("housekeeping of {}: {}", name, st.to_string());
     });
   }
+}
+
+void BrokerService::with_existing_topic(const TopicName& topic, bool exists, ledger::Callback<Result<Topic*>> fn) {
+  runtime::Reactor& home = home_of(topic);
+  auto run = [this, &home, topic, exists, fn = std::move(fn)]() mutable {
+    Shard& shard = *shards_[home.index()];
+    std::string key = topic.to_string();
+    if (!exists && shard.topics.count(key) == 0 && shard.loading.count(key) == 0) {
+      fn(Status::not_found("Topic " + key + " not found"));
+      return;
+    }
+    with_topic(topic, std::move(fn));
+  };
+  if (home.is_on_thread()) return run();
+  Status st = home.post(std::move(run));
+  if (!st.is_ok()) MLOG_WARN("cannot reach the home of {}: {}", topic.to_string(), st.to_string());
+}
+
+void BrokerService::create_topic(const TopicName& topic, ledger::Callback<Status> done) {
+  runtime::Reactor& home = home_of(topic);
+  auto run = [this, &home, topic, done = std::move(done)]() mutable {
+    Shard& shard = *shards_[home.index()];
+    std::string key = topic.to_string();
+    auto exists = Status::already_exists("Topic " + key + " already exists");
+    if (shard.topics.count(key) > 0 || shard.loading.count(key) > 0 || shard.creating.count(key) > 0) {
+      return done(exists);
+    }
+    shard.creating[key] = 1;
+    auto finish = [&shard, key, done](Status st) {
+      shard.creating.erase(key);
+      done(st);
+    };
+    auto load_it = [this, topic, finish]() {
+      with_topic(topic, [finish](Result<Topic*> t) { finish(t.is_ok() ? Status::ok() : t.status()); });
+    };
+    if (topic.domain == TopicDomain::kNonPersistent) return load_it();
+    store_.get(managed_ledger_key(topic), [finish, load_it, exists](Result<metadata::Record> rec) {
+      if (rec.is_ok()) return finish(exists);
+      if (rec.status().code() != common::ErrorCode::kNotFound) return finish(rec.status());
+      load_it();
+    });
+  };
+  if (home.is_on_thread()) return run();
+  Status st = home.post(std::move(run));
+  if (!st.is_ok()) MLOG_WARN("cannot reach the home of {}: {}", topic.to_string(), st.to_string());
+}
+
+void BrokerService::close_and_forget(Shard& shard, const std::string& key, Topic* topic, const Status& why,
+                                     ledger::Callback<Status> done) {
+  topic->close(why, [&shard, key, topic, done](Status st) {
+    auto it = shard.topics.find(key);
+    if (it != shard.topics.end() && it->second.get() == topic) {
+      // Destroyed after this callback returns: the log may still be in it.
+      std::shared_ptr<Topic> gone(std::move(it->second));
+      shard.topics.erase(it);
+      runtime::Reactor::current()->defer([gone]() {});
+    }
+    done(st);
+  });
+}
+
+void BrokerService::delete_topic(const TopicName& topic, bool force, ledger::Callback<Status> done) {
+  runtime::Reactor& home = home_of(topic);
+  auto run = [this, &home, topic, force, done = std::move(done)]() mutable {
+    Shard& shard = *shards_[home.index()];
+    std::string key = topic.to_string();
+    auto it = shard.topics.find(key);
+    if (it == shard.topics.end()) return done(Status::not_found("Topic " + key + " not found"));
+    Topic* t = it->second.get();
+    if (!force && (t->producer_count() > 0 || t->consumer_count() > 0)) {
+      return done(Status::failed_precondition("Topic " + key + " has active producers or consumers"));
+    }
+    auto* ml = dynamic_cast<ledger::ManagedLedger*>(&t->log());
+    std::shared_ptr<ledger::ManagedLedger> keep = ml != nullptr ? ml->shared_from_this() : nullptr;
+    close_and_forget(shard, key, t, Status::not_found("topic " + key + " was deleted"),
+                     [keep, key, done](Status closed) {
+                       if (!closed.is_ok()) MLOG_WARN("closing deleted topic {}: {}", key, closed.to_string());
+                       if (!keep) return done(Status::ok());
+                       keep->delete_log(done);
+                     });
+  };
+  if (home.is_on_thread()) return run();
+  Status st = home.post(std::move(run));
+  if (!st.is_ok()) MLOG_WARN("cannot reach the home of {}: {}", topic.to_string(), st.to_string());
+}
+
+void BrokerService::unload_topic(const TopicName& topic, ledger::Callback<Status> done) {
+  runtime::Reactor& home = home_of(topic);
+  auto run = [this, &home, topic, done = std::move(done)]() mutable {
+    Shard& shard = *shards_[home.index()];
+    std::string key = topic.to_string();
+    auto it = shard.topics.find(key);
+    if (it == shard.topics.end()) return done(Status::ok());
+    close_and_forget(shard, key, it->second.get(), Status::unavailable("topic " + key + " was unloaded"),
+                     std::move(done));
+  };
+  if (home.is_on_thread()) return run();
+  Status st = home.post(std::move(run));
+  if (!st.is_ok()) MLOG_WARN("cannot reach the home of {}: {}", topic.to_string(), st.to_string());
+}
+
+void BrokerService::collect_stats(ledger::Callback<std::vector<TopicSample>> done) {
+  struct Gather {
+    std::mutex mu;
+    size_t left;
+    std::vector<TopicSample> samples;
+    ledger::Callback<std::vector<TopicSample>> done;
+  };
+  auto g = std::make_shared<Gather>();
+  g->left = runtime_.size() + 1;
+  g->done = std::move(done);
+  auto release = [g](std::vector<TopicSample> part) {
+    ledger::Callback<std::vector<TopicSample>> finish;
+    std::vector<TopicSample> all;
+    {
+      std::lock_guard<std::mutex> lock(g->mu);
+      for (auto& s : part) g->samples.push_back(std::move(s));
+      if (--g->left > 0) return;
+      finish = std::move(g->done);
+      all = std::move(g->samples);
+    }
+    finish(std::move(all));
+  };
+  for (size_t i = 0; i < runtime_.size(); ++i) {
+    Status st = runtime_.reactor(i).post([this, i, release]() {
+      std::vector<TopicSample> part;
+      const auto now = RateMeter::Clock::now();
+      for (auto& [name, topic] : shards_[i]->topics) {
+        if (topic->closed()) continue;
+        TopicSample sample{topic->name(), topic->stats_at(now), 0};
+        for (const auto& sub : sample.stats.subscriptions) sample.backlog_messages += sub.backlog_messages;
+        part.push_back(std::move(sample));
+      }
+      release(std::move(part));
+    });
+    if (!st.is_ok()) release({});
+  }
+  release({});
 }
 
 Topic* BrokerService::loaded_topic(const TopicName& topic) {

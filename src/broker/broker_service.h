@@ -50,6 +50,33 @@ class BrokerService final : public runtime::Component {
   // Runs `fn` on the topic's home reactor with the loaded topic, or with why
   // it could not be loaded. Creates the topic when it does not exist.
   void with_topic(const TopicName& topic, ledger::Callback<common::Result<Topic*>> fn);
+  // Runs `fn` on the topic's home reactor with the topic if it is loaded,
+  // or after loading it when `exists` says it exists (the caller asked the
+  // metadata); kNotFound otherwise. Never creates a topic.
+  void with_existing_topic(const TopicName& topic, bool exists, ledger::Callback<common::Result<Topic*>> fn);
+  // Creates a non-partitioned topic: kAlreadyExists when it is loaded, being
+  // created, or (persistent) has a managed ledger already. `done` runs on
+  // the home reactor.
+  void create_topic(const TopicName& topic, ledger::Callback<common::Status> done);
+  // Deletes a loaded topic: kFailedPrecondition while it has producers or
+  // consumers unless `force` (they are detached then). Closes it, deletes
+  // its managed ledger (ledgers and cursors) and forgets it. kNotFound when
+  // not loaded. `done` runs on the home reactor.
+  void delete_topic(const TopicName& topic, bool force, ledger::Callback<common::Status> done);
+  // Closes a loaded topic and forgets it; the next use loads it again. Ok
+  // when it is not loaded. `done` runs on the home reactor.
+  void unload_topic(const TopicName& topic, ledger::Callback<common::Status> done);
+
+  struct TopicSample {
+    TopicName name;
+    TopicStats stats;
+    uint64_t backlog_messages = 0;  // summed over subscriptions
+  };
+  // Any thread: stats (with rates) of every loaded topic, gathered on each
+  // reactor. `done` runs on the reactor that answers last; a reactor that
+  // cannot take the request is left out.
+  void collect_stats(ledger::Callback<std::vector<TopicSample>> done);
+
   // Home reactor only: the topic if it is loaded there, else null.
   Topic* loaded_topic(const TopicName& topic);
   // Any thread, blocking (admin and tests): names of the loaded topics.
@@ -60,7 +87,11 @@ class BrokerService final : public runtime::Component {
     std::unique_ptr<runtime::Timer> maintenance;  // armed only while topics are loaded
     std::unordered_map<std::string, std::unique_ptr<Topic>> topics;
     std::unordered_map<std::string, std::vector<ledger::Callback<common::Result<Topic*>>>> loading;
+    std::unordered_map<std::string, int> creating;  // create_topic under way
   };
+  // On the home reactor: close the loaded `topic`, then forget it.
+  void close_and_forget(Shard& shard, const std::string& key, Topic* topic, const common::Status& why,
+                        ledger::Callback<common::Status> done);
   void load(Shard& shard, const TopicName& topic);
   void arm_maintenance(size_t reactor);
   void maintain(size_t reactor);

@@ -28,14 +28,23 @@ Position before(Position p) { return Position{p.ledger, p.entry - 1}; }
 }  // namespace
 
 Subscription::Subscription(std::string name, SubscriptionType type, ledger::Log& log, ledger::Cursor& cursor)
-    : name_(std::move(name)), type_(type), log_(log), cursor_(cursor),
+    : name_(std::move(name)), type_(type), typed_(true), log_(log), cursor_(cursor),
+      read_position_(cursor.mark_delete_position()) {}
+
+Subscription::Subscription(std::string name, ledger::Log& log, ledger::Cursor& cursor)
+    : name_(std::move(name)), type_(SubscriptionType::kExclusive), typed_(false), log_(log), cursor_(cursor),
       read_position_(cursor.mark_delete_position()) {}
 
 Subscription::~Subscription() { *alive_ = false; }
 
 Result<Consumer*> Subscription::add_consumer(uint64_t id, ConsumerOptions options, ConsumerSink* sink) {
-  if (options.type == SubscriptionType::kKeyShared || type_ == SubscriptionType::kKeyShared) {
+  if (options.type == SubscriptionType::kKeyShared) {
     return Status::unimplemented("Key_Shared subscriptions are not served yet");
+  }
+  if (consumers_.empty()) {
+    type_ = options.type;
+    typed_ = true;
+    failover_active_ = nullptr;
   }
   if (!consumers_.empty() && options.type != type_) {
     return Status::invalid_argument("subscription '" + name_ + "' is " + std::string(subscription_type_name(type_)) +
@@ -179,6 +188,17 @@ void Subscription::on_entries_added() {
   schedule_dispatch();
 }
 
+void Subscription::rewind() {
+  ++generation_;
+  reading_ = false;
+  waiting_for_entries_ = false;
+  read_position_ = cursor_.mark_delete_position();
+  redeliver_.clear();
+  redelivery_counts_.clear();
+  for (auto& c : consumers_) c->pending_.clear();
+  schedule_dispatch();
+}
+
 void Subscription::schedule_dispatch() {
   if (dispatch_scheduled_) return;
   dispatch_scheduled_ = true;
@@ -202,8 +222,8 @@ void Subscription::dispatch() {
     Position wanted = *redeliver_.begin();
     reading_ = true;
     std::weak_ptr<bool> alive = alive_;
-    log_.read_entries(before(wanted), 1, [this, alive, wanted](Result<std::vector<LedgerEntry>> r) {
-      if (alive.expired()) return;
+    log_.read_entries(before(wanted), 1, [this, alive, wanted, gen = generation_](Result<std::vector<LedgerEntry>> r) {
+      if (alive.expired() || gen != generation_) return;
       on_redelivery_read(wanted, std::move(r));
     });
     return;
@@ -211,8 +231,8 @@ void Subscription::dispatch() {
   reading_ = true;
   size_t n = static_cast<size_t>(std::min<int64_t>(permits, static_cast<int64_t>(kMaxReadEntries)));
   std::weak_ptr<bool> alive = alive_;
-  log_.read_entries(read_position_, n, [this, alive](Result<std::vector<LedgerEntry>> r) {
-    if (alive.expired()) return;
+  log_.read_entries(read_position_, n, [this, alive, gen = generation_](Result<std::vector<LedgerEntry>> r) {
+    if (alive.expired() || gen != generation_) return;
     on_read(std::move(r));
   });
 }
@@ -309,6 +329,19 @@ SubscriptionStats Subscription::stats() const {
   SubscriptionStats s;
   s.name = name_;
   s.type = type_;
+  s.typed = typed_;
+  s.mark_delete = cursor_.mark_delete_position();
+  s.read_position = read_position_;
+  for (const auto& c : consumers_) {
+    ConsumerStats cs;
+    cs.consumer_id = c->id();
+    cs.consumer_name = c->name();
+    cs.permits = c->permits();
+    cs.unacked_entries = c->unacked_entries();
+    cs.messages_out = c->messages_out();
+    cs.bytes_out = c->bytes_out();
+    s.consumer_list.push_back(std::move(cs));
+  }
   s.backlog_entries = cursor_.backlog_entries(log_.chain());
   s.backlog_messages = cursor_.backlog_messages(log_.chain());
   s.messages_out = messages_out_;

@@ -29,9 +29,21 @@
 
 namespace magnetar::broker {
 
+struct ConsumerStats {
+  uint64_t consumer_id = 0;
+  std::string consumer_name;
+  int64_t permits = 0;
+  uint64_t unacked_entries = 0;
+  uint64_t messages_out = 0;
+  uint64_t bytes_out = 0;
+  double msg_rate_out = 0;   // filled by Topic::stats_at
+  double byte_rate_out = 0;
+};
+
 struct SubscriptionStats {
   std::string name;
   SubscriptionType type;
+  bool typed = false;  // false until a consumer attached: no type yet
   uint64_t backlog_entries = 0;
   uint64_t backlog_messages = 0;
   uint64_t messages_out = 0;
@@ -39,14 +51,23 @@ struct SubscriptionStats {
   uint64_t unacked_entries = 0;
   size_t consumers = 0;
   bool durable = true;
+  ledger::Position mark_delete;
+  ledger::Position read_position;
+  std::vector<ConsumerStats> consumer_list;
+  double msg_rate_out = 0;   // filled by Topic::stats_at
+  double byte_rate_out = 0;
 };
 
 class Subscription {
  public:
   static constexpr size_t kMaxReadEntries = 100;
 
-  // `cursor` belongs to `log`, which outlives this subscription.
+  // `cursor` belongs to `log`, which outlives this subscription. Without a
+  // type (created by an admin or recovered at load) the first consumer to
+  // attach sets it; a subscription whose consumers all left takes the type
+  // of the next one.
   Subscription(std::string name, SubscriptionType type, ledger::Log& log, ledger::Cursor& cursor);
+  Subscription(std::string name, ledger::Log& log, ledger::Cursor& cursor);
   ~Subscription();
 
   const std::string& name() const { return name_; }
@@ -76,6 +97,10 @@ class Subscription {
   void redeliver_unacknowledged(uint64_t consumer_id, const std::vector<ledger::Position>& positions = {});
   // The topic added entries: wake the dispatcher if it was waiting.
   void on_entries_added();
+  // The cursor was moved (reset, skip, expiry) behind the dispatcher's
+  // back: forget what is pending or read, and dispatch again from the new
+  // mark-delete position. Reads in flight are dropped.
+  void rewind();
 
   SubscriptionStats stats() const;
 
@@ -95,7 +120,9 @@ class Subscription {
   int64_t total_permits() const;
 
   const std::string name_;
-  const SubscriptionType type_;
+  SubscriptionType type_;
+  bool typed_;
+  uint64_t generation_ = 0;  // bumped by rewind(); reads of an older one are dropped
   ledger::Log& log_;
   ledger::Cursor& cursor_;
   std::vector<std::unique_ptr<Consumer>> consumers_;  // in attach order

@@ -1,5 +1,7 @@
 #include "broker/topic.h"
 
+#include "common/logging.h"
+
 namespace magnetar::broker {
 
 using common::Result;
@@ -125,7 +127,129 @@ Status Topic::unsubscribe(const std::string& name) {
   removed_messages_out_ += s.messages_out;
   removed_bytes_out_ += s.bytes_out;
   subscriptions_.erase(it);
+  log_->delete_cursor(name, [topic = name_.to_string(), name](Status st) {
+    if (!st.is_ok()) MLOG_WARN("topic {}: cursor of subscription {} not deleted: {}", topic, name, st.to_string());
+  });
   return Status::ok();
+}
+
+void Topic::remove_subscription(const std::string& name, bool force, ledger::Callback<Status> done) {
+  auto it = subscriptions_.find(name);
+  if (it == subscriptions_.end()) {
+    done(Status::not_found("Subscription " + name + " not found on " + name_.to_string()));
+    return;
+  }
+  if (it->second->consumer_count() > 0) {
+    if (!force) {
+      done(Status::failed_precondition("Subscription " + name + " has active consumers"));
+      return;
+    }
+    it->second->close_consumers(Status::not_found("subscription " + name + " was deleted"));
+  }
+  auto s = it->second->stats();
+  removed_messages_out_ += s.messages_out;
+  removed_bytes_out_ += s.bytes_out;
+  subscriptions_.erase(it);
+  log_->delete_cursor(name, std::move(done));
+}
+
+void Topic::create_subscription(const std::string& name, InitialPosition start,
+                                ledger::Callback<Result<Subscription*>> done) {
+  if (closed_) {
+    done(Status::unavailable("topic " + name_.to_string() + " is closed"));
+    return;
+  }
+  if (name.empty()) {
+    done(Status::invalid_argument("a subscription needs a name"));
+    return;
+  }
+  if (subscriptions_.count(name) > 0 || log_->cursor(name) != nullptr) {
+    done(Status::already_exists("Subscription " + name + " already exists on " + name_.to_string()));
+    return;
+  }
+  auto from = start == InitialPosition::kEarliest ? ledger::Log::CursorStart::kEarliest
+                                                  : ledger::Log::CursorStart::kLatest;
+  std::weak_ptr<bool> alive = alive_;
+  log_->open_cursor(name, true, from, [this, alive, name, done = std::move(done)](Result<ledger::Cursor*> cursor) {
+    if (alive.expired()) {
+      done(Status::unavailable("topic closed while creating the subscription"));
+      return;
+    }
+    if (!cursor.is_ok()) {
+      done(cursor.status());
+      return;
+    }
+    auto it = subscriptions_.find(name);
+    if (it == subscriptions_.end()) {
+      it = subscriptions_.emplace(name, std::make_unique<Subscription>(name, *log_, **cursor)).first;
+    }
+    done(it->second.get());
+  });
+}
+
+void Topic::restore_subscriptions() {
+  for (const std::string& name : log_->cursor_names()) {
+    ledger::Cursor* c = log_->cursor(name);
+    if (c == nullptr || !c->durable() || subscriptions_.count(name) > 0) continue;
+    subscriptions_.emplace(name, std::make_unique<Subscription>(name, *log_, *c));
+  }
+}
+
+void Topic::reset_subscription(const std::string& name, Position mark_delete, ledger::Callback<Status> done) {
+  Subscription* sub = subscription(name);
+  if (sub == nullptr) {
+    done(Status::not_found("Subscription " + name + " not found on " + name_.to_string()));
+    return;
+  }
+  sub->close_consumers(Status::unavailable("subscription " + name + " was reset"));
+  std::weak_ptr<bool> alive = alive_;
+  log_->reset_cursor(name, mark_delete, [this, alive, name, done = std::move(done)](Status st) {
+    if (!alive.expired()) {
+      if (Subscription* s = subscription(name)) s->rewind();
+    }
+    done(st);
+  });
+}
+
+size_t Topic::consumer_count() const {
+  size_t n = 0;
+  for (const auto& [name, sub] : subscriptions_) n += sub->consumer_count();
+  return n;
+}
+
+TopicStats Topic::stats_at(RateMeter::Clock::time_point now) {
+  TopicStats s = stats();
+  std::map<std::string, RateMeter> kept;
+  auto rates = [&](const std::string& key, uint64_t messages, uint64_t bytes) {
+    auto it = meters_.find(key);
+    RateMeter meter = it == meters_.end() ? RateMeter() : it->second;
+    auto r = meter.update(messages, bytes, now);
+    kept[key] = meter;
+    return r;
+  };
+  auto in = rates("in", s.messages_in, s.bytes_in);
+  s.msg_rate_in = in.messages;
+  s.byte_rate_in = in.bytes;
+  auto out = rates("out", s.messages_out, s.bytes_out);
+  s.msg_rate_out = out.messages;
+  s.byte_rate_out = out.bytes;
+  for (auto& p : s.publishers) {
+    auto r = rates("p/" + std::to_string(p.producer_id) + "/" + p.producer_name, p.messages_in, p.bytes_in);
+    p.msg_rate_in = r.messages;
+    p.byte_rate_in = r.bytes;
+  }
+  for (auto& sub : s.subscriptions) {
+    auto r = rates("s/" + sub.name, sub.messages_out, sub.bytes_out);
+    sub.msg_rate_out = r.messages;
+    sub.byte_rate_out = r.bytes;
+    for (auto& c : sub.consumer_list) {
+      auto cr = rates("c/" + sub.name + "/" + std::to_string(c.consumer_id), c.messages_out, c.bytes_out);
+      c.msg_rate_out = cr.messages;
+      c.byte_rate_out = cr.bytes;
+    }
+  }
+  meters_ = std::move(kept);  // meters of producers and subscriptions gone are dropped
+  return s;
 }
 
 TopicStats Topic::stats() const {

@@ -14,6 +14,7 @@
 
 #include "broker/consumer.h"
 #include "broker/naming.h"
+#include "broker/rate_meter.h"
 #include "broker/subscription.h"
 #include "common/result.h"
 #include "ledger/log.h"
@@ -25,6 +26,8 @@ struct PublisherStats {
   std::string producer_name;
   uint64_t messages_in = 0;
   uint64_t bytes_in = 0;
+  double msg_rate_in = 0;   // filled by Topic::stats_at
+  double byte_rate_in = 0;
 };
 
 struct TopicStats {
@@ -36,6 +39,11 @@ struct TopicStats {
   uint64_t entries = 0;          // entries the log holds
   std::vector<PublisherStats> publishers;
   std::vector<SubscriptionStats> subscriptions;
+  // Filled by Topic::stats_at, per second.
+  double msg_rate_in = 0;
+  double byte_rate_in = 0;
+  double msg_rate_out = 0;
+  double byte_rate_out = 0;
 };
 
 class Topic {
@@ -68,10 +76,31 @@ class Topic {
   Subscription* subscription(const std::string& name);
   std::vector<std::string> subscription_names() const;
   // Removes a subscription without consumers. kFailedPrecondition while it
-  // has consumers, kNotFound when missing.
+  // has consumers, kNotFound when missing. Its cursor is deleted from the
+  // log in the background.
   common::Status unsubscribe(const std::string& name);
+  // The same, completing once the cursor is gone from the log; with
+  // `force`, consumers are detached first (their sinks are told the
+  // subscription was deleted).
+  void remove_subscription(const std::string& name, bool force, ledger::Callback<common::Status> done);
+  // Creates a subscription with no consumer (its type is set by the first
+  // consumer), its durable cursor at `start`. kAlreadyExists when it exists.
+  void create_subscription(const std::string& name, InitialPosition start,
+                           ledger::Callback<common::Result<Subscription*>> done);
+  // Makes a subscription for every cursor the log already has (the durable
+  // cursors it recovered). Called once, right after the topic is loaded.
+  void restore_subscriptions();
+  // Moves subscription `name`'s mark-delete position to `mark_delete`
+  // (persisted), detaching its consumers first as Pulsar does, so they
+  // reconnect and read from there. kNotFound when missing.
+  void reset_subscription(const std::string& name, ledger::Position mark_delete,
+                          ledger::Callback<common::Status> done);
 
   TopicStats stats() const;
+  // stats() plus message and byte rates per second (see RateMeter).
+  TopicStats stats_at(RateMeter::Clock::time_point now);
+  size_t producer_count() const { return producers_.size(); }
+  size_t consumer_count() const;
 
   // Detaches every consumer (telling each sink `why`), refuses new
   // producers and consumers, and closes the log.
@@ -93,6 +122,7 @@ class Topic {
   uint64_t removed_messages_out_ = 0;  // from subscriptions since removed
   uint64_t removed_bytes_out_ = 0;
   bool closed_ = false;
+  std::map<std::string, RateMeter> meters_;  // "in", "out", "p/<id>", "s/<name>", "c/<name>/<id>"
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -58,6 +58,16 @@ class Log {
   virtual common::Status ack_cumulative(const std::string& cursor, Position p) = 0;
   virtual common::Status ack_batch_index(const std::string& cursor, Position p, uint32_t index,
                                          uint32_t batch_size) = 0;
+  // Moves cursor `name`'s mark-delete position to `mark_delete` (back or
+  // forward), dropping every acknowledgement after it. Completes once the
+  // new position is persisted (at once for a cursor that is not durable).
+  // kNotFound for an unknown cursor.
+  virtual void reset_cursor(const std::string& name, Position mark_delete, Callback<common::Status> done) = 0;
+  // Forgets cursor `name` and its persisted state; kNotFound when unknown.
+  virtual void delete_cursor(const std::string& name, Callback<common::Status> done) = 0;
+  // Every cursor the log has open, including durable cursors recovered when
+  // the log was opened.
+  virtual std::vector<std::string> cursor_names() const = 0;
 
   // The entries the log holds now, for backlog and positions.
   virtual const LedgerChain& chain() const = 0;

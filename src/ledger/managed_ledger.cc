@@ -91,12 +91,15 @@ void ManagedLedger::open(std::string name, ManagedLedgerConfig config, storage::
   ml->home_ = home;
   ml->recover([ml, done](Status st) {
     if (!st.is_ok()) return done(st);
-    ml->start_new_ledger([ml, done](Status st2) {
-      if (!st2.is_ok()) return done(st2);
-      ml->state_ = State::kReady;
-      MLOG_INFO("managed ledger {}: open with {} ledgers, writing ledger {}", ml->name_, ml->chain_.ledgers().size(),
-                ml->writer_.ledger);
-      done(ml);
+    ml->recover_cursors([ml, done](Status cursors) {
+      if (!cursors.is_ok()) return done(cursors);
+      ml->start_new_ledger([ml, done](Status started) {
+        if (!started.is_ok()) return done(started);
+        ml->state_ = State::kReady;
+        MLOG_INFO("managed ledger {}: open with {} ledgers and {} cursors, writing ledger {}", ml->name_,
+                  ml->chain_.ledgers().size(), ml->cursors_.size(), ml->writer_.ledger);
+        done(ml);
+      });
     });
   });
 }
@@ -265,6 +268,7 @@ void ManagedLedger::submit(PendingAdd add) {
     if (st.is_ok()) {
       ChainLedger& l = self->chain_.back();
       if (l.id == lid && e == l.entries) {  // adds complete in order
+        ++self->entries_added_;
         l.entries = e + 1;
         l.size += size;
         l.record_entry(messages);

@@ -80,6 +80,22 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   common::Status ack_batch_index(const std::string& cursor, Position p, uint32_t index,
                                  uint32_t batch_size) override;
 
+  void reset_cursor(const std::string& name, Position mark_delete, Callback<common::Status> done) override;
+  void delete_cursor(const std::string& name, Callback<common::Status> done) override;
+  std::vector<std::string> cursor_names() const override;
+  // Acknowledges, for cursor `name`, every entry published before
+  // `before_ms` (wall clock, ms); persisted like an ack. kNotFound for an
+  // unknown cursor.
+  void expire_cursor(const std::string& name, int64_t before_ms, Callback<common::Status> done);
+  // Deletes the whole log: its cursors and ledger list from the metadata
+  // store, then its ledgers from storage. The log is closed afterwards,
+  // whatever the outcome; ok once the metadata is gone.
+  void delete_log(Callback<common::Status> done);
+  // Entries added since this owner opened the log.
+  uint64_t entries_added() const { return entries_added_; }
+  // Wall clock (ms) at which the current ledger was created; 0 when none.
+  int64_t current_ledger_created_ms() const { return chain_.empty() ? 0 : chain_.back().created_ms; }
+
   // Deletes ledgers that no cursor needs and retention no longer holds.
   void trim(Callback<common::Status> done);
   // TTL: acknowledges, for every cursor behind it, each entry published
@@ -116,6 +132,13 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   enum class State { kOpening, kReady, kRolling, kClosed };
 
   void recover(Callback<common::Status> done);
+  // Loads every durable cursor persisted under the log.
+  void recover_cursors(Callback<common::Status> done);
+  // Acknowledges through the last entry published before `before_ms` for
+  // each cursor `pick` accepts.
+  void expire_before(int64_t before_ms, std::function<bool(const std::string&)> pick, Callback<common::Status> done);
+  // Completes once cursor `name`'s latest state has settled in the store.
+  void when_persisted(const std::string& name, Callback<common::Status> done);
   void start_new_ledger(Callback<common::Status> done);
   void allocate_ledger_id(Callback<common::Result<LedgerId>> done);
   void persist_chain(Callback<common::Status> done);
@@ -152,6 +175,7 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   size_t in_flight_ = 0;     // adds submitted to the current ledger, not completed
   bool sealing_ = false;     // finish_roll_over is under way
   int64_t next_index_ = 0;   // topic-wide index of the next message
+  uint64_t entries_added_ = 0;
   std::deque<PendingAdd> waiting_;  // adds held while rolling over
   std::map<std::string, CursorSlot> cursors_;
 };

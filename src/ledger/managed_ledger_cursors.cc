@@ -200,9 +200,25 @@ uint64_t ManagedLedger::ordinal_of(Position p) const {
 
 void ManagedLedger::expire_messages(Callback<Status> done) {
   check_home();
-  if (config_.ttl.count() <= 0 || chain_.total_entries() == 0) return later([done]() { done(Status::ok()); });
+  if (config_.ttl.count() <= 0) return later([done]() { done(Status::ok()); });
+  expire_before(now_ms() - config_.ttl.count(), [](const std::string&) { return true; }, std::move(done));
+}
+
+void ManagedLedger::expire_cursor(const std::string& name, int64_t before_ms, Callback<Status> done) {
+  check_home();
+  if (cursors_.count(name) == 0) return later([done, name]() { done(Status::not_found("no cursor " + name)); });
   auto self = shared_from_this();
-  seek_by_time(now_ms() - config_.ttl.count(), [self, done](Result<Position> first_live) {
+  expire_before(before_ms, [name](const std::string& c) { return c == name; }, [self, name, done](Status st) {
+    if (!st.is_ok()) return done(st);
+    self->when_persisted(name, done);
+  });
+}
+
+void ManagedLedger::expire_before(int64_t before_ms, std::function<bool(const std::string&)> pick,
+                                  Callback<Status> done) {
+  if (chain_.total_entries() == 0) return later([done]() { done(Status::ok()); });
+  auto self = shared_from_this();
+  seek_by_time(before_ms, [self, pick, done](Result<Position> first_live) {
     // Everything before the first entry young enough to live has expired.
     Position last_expired;
     if (first_live) {
@@ -215,7 +231,7 @@ void ManagedLedger::expire_messages(Callback<Status> done) {
       return done(first_live.status());
     }
     for (auto& [name, slot] : self->cursors_) {
-      if (slot.cursor.mark_delete_position() >= last_expired) continue;
+      if (!pick(name) || slot.cursor.mark_delete_position() >= last_expired) continue;
       Status st = slot.cursor.ack_cumulative(last_expired, self->chain_);
       if (!st.is_ok()) return done(st);
       MLOG_DEBUG("managed ledger {}: cursor {} expired messages up to {}", self->name_, name,
@@ -224,6 +240,115 @@ void ManagedLedger::expire_messages(Callback<Status> done) {
     }
     done(Status::ok());
   });
+}
+
+void ManagedLedger::when_persisted(const std::string& name, Callback<Status> done) {
+  auto it = cursors_.find(name);
+  if (it == cursors_.end() || !it->second.writing) return later([done]() { done(Status::ok()); });
+  it->second.flushed.push_back(std::move(done));
+}
+
+void ManagedLedger::reset_cursor(const std::string& name, Position mark_delete, Callback<Status> done) {
+  check_home();
+  auto it = cursors_.find(name);
+  if (it == cursors_.end()) return later([done, name]() { done(Status::not_found("no cursor " + name)); });
+  it->second.cursor.reset(mark_delete);
+  persist_cursor(name);
+  when_persisted(name, std::move(done));
+}
+
+void ManagedLedger::delete_cursor(const std::string& name, Callback<Status> done) {
+  check_home();
+  auto it = cursors_.find(name);
+  if (it == cursors_.end()) return later([done, name]() { done(Status::not_found("no cursor " + name)); });
+  const bool durable = it->second.cursor.durable();
+  auto waiters = std::move(it->second.flushed);
+  cursors_.erase(it);  // a write still in flight finds no slot and stops there
+  for (auto& w : waiters) w(Status::ok());
+  if (!durable) return later([done]() { done(Status::ok()); });
+  // Metadata writes apply in order, so this follows any write in flight.
+  store_.del(cursor_key(name), metadata::kAnyVersion, [done](Status st) {
+    done(st.code() == common::ErrorCode::kNotFound ? Status::ok() : st);
+  });
+}
+
+std::vector<std::string> ManagedLedger::cursor_names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, slot] : cursors_) out.push_back(name);
+  return out;
+}
+
+void ManagedLedger::recover_cursors(Callback<Status> done) {
+  auto self = shared_from_this();
+  store_.list_children(chain_key() + "/cursors", [self, done](Result<std::vector<std::string>> names) {
+    if (!names) return done(names.status());
+    struct Pending {
+      size_t left;
+      Status first_error;
+    };
+    auto pending = std::make_shared<Pending>(Pending{names->size() + 1, Status::ok()});
+    auto release = [pending, done](Status st) {
+      if (!st.is_ok() && pending->first_error.is_ok()) pending->first_error = st;
+      if (--pending->left == 0) done(pending->first_error);
+    };
+    for (const std::string& name : *names) {
+      self->store_.get(self->cursor_key(name), [self, name, release](Result<metadata::Record> rec) {
+        if (!rec) return release(rec.status().code() == common::ErrorCode::kNotFound ? Status::ok() : rec.status());
+        auto cursor = Cursor::decode(name, rec->value);
+        if (!cursor) return release(cursor.status());
+        CursorSlot slot{std::move(cursor.value())};
+        slot.version = rec->stat.version;
+        slot.cursor.skip_removed_ledgers(self->chain_);
+        self->cursors_.emplace(name, std::move(slot));
+        release(Status::ok());
+      });
+    }
+    release(Status::ok());
+  });
+}
+
+void ManagedLedger::delete_log(Callback<Status> done) {
+  check_home();
+  state_ = State::kClosed;
+  fail_waiting(Status::failed_precondition("managed ledger is deleted"));
+  auto self = shared_from_this();
+  std::vector<std::string> names = cursor_names();
+  for (auto& [name, slot] : cursors_) {
+    auto waiters = std::move(slot.flushed);
+    for (auto& w : waiters) w(Status::ok());
+  }
+  cursors_.clear();
+  struct Pending {
+    size_t left;
+    Status first_error;
+  };
+  auto pending = std::make_shared<Pending>(Pending{names.size() + 1, Status::ok()});
+  auto delete_chain = [self, done]() {
+    self->store_.del(self->chain_key(), metadata::kAnyVersion, [self, done](Status st) {
+      if (!st.is_ok() && st.code() != common::ErrorCode::kNotFound) return done(st);
+      if (self->writer_.ledger != 0) self->storage_.close_ledger(self->writer_.ledger, [](Result<EntryId>) {});
+      for (const ChainLedger& l : self->chain_.ledgers()) {
+        self->storage_.delete_ledger(l.id, [self, id = l.id](Status del) {
+          if (!del.is_ok() && del.code() != common::ErrorCode::kNotFound) {
+            MLOG_WARN("managed ledger {}: ledger {} not deleted: {}", self->name_, id, del.to_string());
+          }
+        });
+      }
+      self->chain_ = LedgerChain();
+      MLOG_INFO("managed ledger {}: deleted", self->name_);
+      done(Status::ok());
+    });
+  };
+  auto release = [pending, delete_chain, done](Status st) {
+    if (!st.is_ok() && st.code() != common::ErrorCode::kNotFound && pending->first_error.is_ok()) {
+      pending->first_error = st;
+    }
+    if (--pending->left > 0) return;
+    if (!pending->first_error.is_ok()) return done(pending->first_error);
+    delete_chain();
+  };
+  for (const std::string& name : names) store_.del(cursor_key(name), metadata::kAnyVersion, release);
+  release(Status::ok());
 }
 
 void ManagedLedger::seek(std::function<bool(const MessageHeader&)> at_or_after, Callback<Result<Position>> done) {

@@ -100,4 +100,22 @@ void NonPersistentLog::close(Callback<Status> done) {
   later([done]() { done(Status::ok()); });
 }
 
+void NonPersistentLog::reset_cursor(const std::string& name, Position mark_delete, Callback<Status> done) {
+  auto it = cursors_.find(name);
+  if (it == cursors_.end()) return later([done, name]() { done(Status::not_found("no cursor " + name)); });
+  it->second.reset(mark_delete);
+  later([done]() { done(Status::ok()); });
+}
+
+void NonPersistentLog::delete_cursor(const std::string& name, Callback<Status> done) {
+  const bool erased = cursors_.erase(name) > 0;
+  later([done, erased, name]() { done(erased ? Status::ok() : Status::not_found("no cursor " + name)); });
+}
+
+std::vector<std::string> NonPersistentLog::cursor_names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, c] : cursors_) out.push_back(name);
+  return out;
+}
+
 }  // namespace magnetar::ledger

@@ -38,6 +38,9 @@ class NonPersistentLog final : public Log {
   common::Status ack_cumulative(const std::string& cursor, Position p) override;
   common::Status ack_batch_index(const std::string& cursor, Position p, uint32_t index,
                                  uint32_t batch_size) override;
+  void reset_cursor(const std::string& name, Position mark_delete, Callback<common::Status> done) override;
+  void delete_cursor(const std::string& name, Callback<common::Status> done) override;
+  std::vector<std::string> cursor_names() const override;
   const LedgerChain& chain() const override { return chain_; }
   int64_t next_message_index() const override { return next_index_; }
   void close(Callback<common::Status> done) override;
