@@ -5,12 +5,15 @@
 #include <memory>
 #include <string>
 
+#include "admin/handlers/topic_common.h"
+#include "admin/handlers/topic_metrics.h"
 #include "admin/http_server.h"
 #include "admin/router.h"
 #include "common/metrics.h"
 #include "runtime/component.h"
 
 namespace magnetar::broker {
+class BrokerService;
 class Tenancy;
 }
 
@@ -18,10 +21,14 @@ namespace magnetar::admin {
 
 class AdminService final : public runtime::Component {
  public:
-  // With a `tenancy`, also serves the multi-tenancy REST API; it must outlive
-  // this service.
+  // With a `tenancy`, also serves the multi-tenancy REST API; with a
+  // `broker` too, the topic routes, lookups and per-topic metrics. Both must
+  // outlive this service. `address` is what lookups answer; its HTTP port
+  // defaults to this service's bound port.
   AdminService(runtime::Runtime& runtime, std::string host, uint16_t port,
-               common::MetricsRegistry& registry, broker::Tenancy* tenancy = nullptr);
+               common::MetricsRegistry& registry, broker::Tenancy* tenancy = nullptr,
+               broker::BrokerService* broker = nullptr, AdvertisedAddress address = {});
+  ~AdminService() override;
   std::string_view name() const override { return "admin-http"; }
   common::Status start() override;
   void stop() override;
@@ -35,6 +42,8 @@ class AdminService final : public runtime::Component {
   runtime::Runtime& runtime_;
   const std::string host_;
   const uint16_t port_;
+  std::unique_ptr<TopicServices> topics_;
+  std::unique_ptr<TopicMetrics> topic_metrics_;
   Router router_;
   std::unique_ptr<HttpServer> server_;
 };

@@ -1,6 +1,8 @@
 // Route registration, one function per group of handlers (handlers/*.cc).
 #pragma once
 
+#include <functional>
+
 #include "admin/router.h"
 #include "common/metrics.h"
 
@@ -13,7 +15,10 @@ namespace magnetar::admin {
 // GET /admin/v2/brokers/health -> "ok"; GET /admin/v2/brokers/ready.
 void register_health_routes(Router& router);
 // GET /metrics (and /metrics/) in the Prometheus text format.
-void register_metrics_routes(Router& router, common::MetricsRegistry& registry);
+// `refresh`, when set, runs before each render and calls its argument (from
+// any thread) once the values the registry's collectors read are current.
+using MetricsRefresh = std::function<void(std::function<void()> then)>;
+void register_metrics_routes(Router& router, common::MetricsRegistry& registry, MetricsRefresh refresh = {});
 
 // Multi-tenancy on Pulsar's /admin/v2 layout. The handlers do their blocking
 // part on the tenancy thread; `tenancy` must outlive the router.
@@ -29,5 +34,15 @@ void register_namespace_policy_routes(Router& router, broker::Tenancy& tenancy);
 void register_partitioned_topic_routes(Router& router, broker::Tenancy& tenancy);
 // /admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}/<policy>
 void register_topic_policy_routes(Router& router, broker::Tenancy& tenancy);
+
+// Topics served by the broker (handlers/topic_common.h has TopicServices,
+// which must outlive the router).
+struct TopicServices;
+// /admin/v2/{domain}/{tenant}/{namespace}[/{topic}[/unload]], /lookup/v2/topic/...
+void register_topic_routes(Router& router, TopicServices& services);
+// .../{topic}/stats, /partitioned-stats, /internalStats
+void register_topic_stats_routes(Router& router, TopicServices& services);
+// .../{topic}/subscriptions, /subscription/{sub}/..., /all_subscription/...
+void register_subscription_routes(Router& router, TopicServices& services);
 
 }  // namespace magnetar::admin

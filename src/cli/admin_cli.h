@@ -62,5 +62,7 @@ void add_tenant_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOpt
 void add_cluster_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOptions> options);
 void add_namespace_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOptions> options);
 void add_topic_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOptions> options);
+// The topic verbs that need the broker (admin_topic_verbs.cc), added to `topics`.
+void add_topic_broker_verbs(CLI::App& topics, Command& run, std::shared_ptr<AdminOptions> options);
 
 }  // namespace magnetar::cli

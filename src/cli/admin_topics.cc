@@ -26,7 +26,7 @@ std::pair<std::string, std::string> split_domain(const std::string& ns) {
 }  // namespace
 
 void add_topic_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOptions> options) {
-  auto* app = admin.add_subcommand("topics", "Topics: partitioned-topic metadata, listings and policy overrides");
+  auto* app = admin.add_subcommand("topics", "Topics: create, delete, stats, subscriptions, partitioned-topic metadata and policy overrides");
   app->require_subcommand(1);
   app->fallthrough();
 
@@ -75,6 +75,8 @@ void add_topic_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOpti
                return AdminRequest{"GET", p, "", "", nullptr};
              })->add_option("namespace", *ns, "tenant/namespace (prefix non-persistent:// for that domain)")->required();
   }
+
+  add_topic_broker_verbs(*app, run, options);
 
   PolicyVerbs g{*app, run, options, "topic", "Topic name",
                 [](const std::string& topic, const std::string& suffix) { return topic_path(topic, suffix); }, true};

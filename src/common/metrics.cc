@@ -13,6 +13,7 @@ std::string_view type_name(MetricType t) {
     case MetricType::kCounter: return "counter";
     case MetricType::kGauge: return "gauge";
     case MetricType::kHistogram: return "histogram";
+    case MetricType::kUntyped: return "untyped";
   }
   return "untyped";
 }

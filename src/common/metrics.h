@@ -74,7 +74,10 @@ class SampleWriter {
   virtual ~SampleWriter() = default;
 };
 
-enum class MetricType { kCounter, kGauge, kHistogram };
+// kUntyped is for collectors only: a family whose established name (e.g.
+// Pulsar's pulsar_producers_count) the text format's lint reserves for
+// another type.
+enum class MetricType { kCounter, kGauge, kHistogram, kUntyped };
 
 class MetricsRegistry {
  public:

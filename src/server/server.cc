@@ -95,8 +95,12 @@ Status Server::start() {
   storage_options.fsync_interval = std::chrono::milliseconds(config_.fsync_interval_ms);
   auto storage = storage::make_local_storage(storage_options);
   auto broker = std::make_unique<broker::BrokerService>(*runtime_, *storage, *store);
+  admin::AdvertisedAddress address;
+  address.host = host;
+  // The Pulsar port as configured; 0 until a Pulsar listener reports the one it bound.
+  address.pulsar_port = [port = config_.pulsar_port]() { return port; };
   auto admin = std::make_unique<admin::AdminService>(*runtime_, config_.bind, config_.http_port, registry,
-                                                     tenancy.get());
+                                                     tenancy.get(), broker.get(), std::move(address));
   components_.push_back(std::move(store));
   components_.push_back(std::move(tenancy));
   components_.push_back(std::move(storage));

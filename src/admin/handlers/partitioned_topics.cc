@@ -1,7 +1,6 @@
 // Partitioned-topic metadata on Pulsar's layout, for both domains:
 //   PUT|POST|GET|DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions
 //   GET /admin/v2/{domain}/{tenant}/{namespace}/partitioned
-//   GET /admin/v2/{domain}/{tenant}/{namespace}          (topics metadata knows)
 // PUT and POST take the partition count as a bare JSON integer.
 #include "admin/handlers.h"
 #include "admin/handlers/policy_json.h"
@@ -72,9 +71,6 @@ void register_partitioned_topic_routes(Router& router, broker::Tenancy& tenancy)
                }));
     router.get(base + "/partitioned", namespace_handler(tenancy, [d](broker::Tenancy& t, const broker::NamespaceName& ns) {
                  return t.list_partitioned_topics(ns, d);
-               }));
-    router.get(base, namespace_handler(tenancy, [d](broker::Tenancy& t, const broker::NamespaceName& ns) {
-                 return t.list_topics(ns, d);
                }));
   }
 }

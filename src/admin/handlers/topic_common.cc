@@ -1,0 +1,44 @@
+#include "admin/handlers/topic_common.h"
+
+#include "admin/handlers/tenancy_common.h"
+
+namespace magnetar::admin {
+
+using broker::TopicName;
+using common::Result;
+using common::Status;
+
+Result<TopicName> route_topic(broker::TopicDomain domain, const HttpRequest& req) {
+  return TopicName::of(domain, req.param("tenant"), req.param("namespace"), req.param("topic"));
+}
+
+bool query_flag(const HttpRequest& req, const std::string& name) {
+  auto it = req.query.find(name);
+  return it != req.query.end() && it->second == "true";
+}
+
+void respond_status(const SharedResponder& respond, const Status& status) { (*respond)(empty_or_error(status)); }
+
+void on_existing_topic(TopicServices& services, broker::TopicDomain domain, HttpRequest& req, Responder respond,
+                       TopicWork work) {
+  auto shared = std::make_shared<Responder>(std::move(respond));
+  auto name = route_topic(domain, req);
+  if (!name.is_ok()) return (*shared)(error_response(name.status()));
+  TopicServices* s = &services;
+  Status st = services.tenancy.submit([s, shared, topic = *name, work = std::move(work)]() {
+    auto partitions = s->tenancy.get_partitions(topic);
+    if (!partitions.is_ok()) return (*shared)(error_response(partitions.status()));
+    if (*partitions > 0) {
+      return (*shared)(error_response(Status::not_found(
+          "Topic " + topic.to_string() + " is a partitioned topic: use its partitions or partitioned-stats")));
+    }
+    const bool known = s->tenancy.require_topic(topic).is_ok();
+    s->broker.with_existing_topic(topic, known, [shared, work](Result<broker::Topic*> t) {
+      if (!t.is_ok()) return (*shared)(error_response(t.status()));
+      work(**t, shared);
+    });
+  });
+  if (!st.is_ok()) (*shared)(error_response(st));
+}
+
+}  // namespace magnetar::admin

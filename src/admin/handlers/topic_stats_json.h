@@ -1,0 +1,19 @@
+// Topic stats as Pulsar's JSON documents (TopicStats, PersistentTopicInternalStats).
+#pragma once
+
+#include "admin/handlers/policy_json.h"
+#include "broker/topic.h"
+
+namespace magnetar::admin {
+
+// "ledger:entry", as Pulsar writes a position.
+std::string position_string(ledger::Position p);
+// Pulsar's TopicStats from stats with rates (Topic::stats_at).
+Json topic_stats_json(const broker::TopicStats& stats);
+// Pulsar's PartitionedTopicStats: the partitions' stats summed, subscriptions
+// merged by name; `partitions` maps each partition's name to its stats.
+Json partitioned_stats_json(const std::map<std::string, Json>& partitions, bool per_partition);
+// Pulsar's PersistentTopicInternalStats for a loaded topic. Home reactor only.
+Json internal_stats_json(broker::Topic& topic);
+
+}  // namespace magnetar::admin

@@ -1,0 +1,130 @@
+// Non-partitioned topics on Pulsar's layout, for both domains:
+//   PUT    /admin/v2/{domain}/{tenant}/{namespace}/{topic}          create
+//   DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}[?force=true]
+//   PUT    /admin/v2/{domain}/{tenant}/{namespace}/{topic}/unload
+//   GET    /admin/v2/{domain}/{tenant}/{namespace}                  list
+//   GET    /lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}
+#include <set>
+
+#include <fmt/format.h>
+
+#include "admin/handlers.h"
+#include "admin/handlers/policy_json.h"
+#include "admin/handlers/tenancy_common.h"
+#include "admin/handlers/topic_common.h"
+
+namespace magnetar::admin {
+
+using broker::TopicDomain;
+using broker::TopicName;
+using common::Result;
+using common::Status;
+
+namespace {
+
+// Runs `work` on the tenancy thread with the route's topic; `work` answers.
+void on_tenancy(TopicServices& s, TopicDomain domain, HttpRequest& req, Responder respond,
+                std::function<void(const TopicName&, SharedResponder)> work) {
+  auto shared = std::make_shared<Responder>(std::move(respond));
+  auto name = route_topic(domain, req);
+  if (!name.is_ok()) return (*shared)(error_response(name.status()));
+  Status st = s.tenancy.submit([shared, topic = *name, work = std::move(work)]() { work(topic, shared); });
+  if (!st.is_ok()) (*shared)(error_response(st));
+}
+
+// Why `topic` may not be created as a non-partitioned topic, if it may not.
+Status check_creatable(broker::Tenancy& tenancy, const TopicName& topic) {
+  auto partitions = tenancy.get_partitions(topic);
+  if (!partitions.is_ok()) return partitions.status();
+  if (*partitions > 0) return Status::already_exists("Topic " + topic.to_string() + " is a partitioned topic");
+  if (topic.is_partition()) {
+    auto base = tenancy.get_partitions(topic.base());
+    if (!base.is_ok()) return base.status();
+    if (topic.partition < *base) return Status::already_exists("Topic " + topic.to_string() + " already exists");
+    return Status::failed_precondition("Topic " + topic.to_string() +
+                                       " is named like a partition of a topic that has no such partition");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+void register_topic_routes(Router& router, TopicServices& services) {
+  TopicServices* s = &services;
+  for (TopicDomain d : {TopicDomain::kPersistent, TopicDomain::kNonPersistent}) {
+    const std::string domain(broker::domain_name(d));
+    const std::string base = "/admin/v2/" + domain + "/{tenant}/{namespace}";
+    const std::string topic = base + "/{topic}";
+
+    router.put(topic, [s, d](HttpRequest& req, Responder respond) {
+      on_tenancy(*s, d, req, std::move(respond), [s](const TopicName& t, SharedResponder r) {
+        Status st = check_creatable(s->tenancy, t);
+        if (!st.is_ok()) return respond_status(r, st);
+        s->broker.create_topic(t, [r](Status created) { respond_status(r, created); });
+      });
+    });
+
+    router.del(topic, [s, d](HttpRequest& req, Responder respond) {
+      const bool force = query_flag(req, "force");
+      on_tenancy(*s, d, req, std::move(respond), [s, force](const TopicName& t, SharedResponder r) {
+        auto partitions = s->tenancy.get_partitions(t);
+        if (!partitions.is_ok()) return respond_status(r, partitions.status());
+        if (*partitions > 0) {
+          return respond_status(r, Status::already_exists("Topic " + t.to_string() +
+                                                          " is a partitioned topic: delete it with /partitions"));
+        }
+        const bool known = s->tenancy.require_topic(t).is_ok();
+        s->broker.with_existing_topic(t, known, [s, r, t, force](Result<broker::Topic*> loaded) {
+          if (!loaded.is_ok()) return respond_status(r, loaded.status());
+          s->broker.delete_topic(t, force, [s, r, t](Status deleted) {
+            if (!deleted.is_ok()) return respond_status(r, deleted);
+            // Its overrides go with it, so a topic re-created under this name starts clean.
+            Status st = s->tenancy.submit([s, r, t]() { respond_status(r, s->tenancy.delete_topic_policies(t)); });
+            if (!st.is_ok()) respond_status(r, st);
+          });
+        });
+      });
+    });
+
+    router.put(topic + "/unload", [s, d](HttpRequest& req, Responder respond) {
+      on_existing_topic(*s, d, req, std::move(respond), [s](broker::Topic& t, SharedResponder r) {
+        s->broker.unload_topic(t.name(), [r](Status st) { respond_status(r, st); });
+      });
+    });
+
+    router.get(base, [s, d](HttpRequest& req, Responder respond) {
+      run_blocking(s->tenancy, std::move(respond), [s, d, tenant = req.param("tenant"), ns = req.param("namespace")]() {
+        auto name = broker::NamespaceName::of(tenant, ns);
+        if (!name.is_ok()) return error_response(name.status());
+        auto known = s->tenancy.list_topics(*name, d);
+        if (!known.is_ok()) return error_response(known.status());
+        std::set<std::string> all(known->begin(), known->end());
+        // Loaded topics too: a non-persistent topic lives only in its broker.
+        const std::string prefix = std::string(broker::domain_name(d)) + "://" + name->to_string() + "/";
+        for (auto& loaded : s->broker.loaded_topic_names()) {
+          if (loaded.rfind(prefix, 0) == 0) all.insert(loaded);
+        }
+        return HttpResponse::json(200, Json(std::vector<std::string>(all.begin(), all.end())));
+      });
+    });
+
+    router.get("/lookup/v2/topic/" + domain + "/{tenant}/{namespace}/{topic}", [s, d](HttpRequest& req,
+                                                                                   Responder respond) {
+      on_tenancy(*s, d, req, std::move(respond), [s](const TopicName& t, SharedResponder r) {
+        auto partitions = s->tenancy.get_partitions(t);  // the namespace must exist
+        if (!partitions.is_ok()) return respond_status(r, partitions.status());
+        const AdvertisedAddress& a = s->address;
+        const uint16_t pulsar = a.pulsar_port ? a.pulsar_port() : 0;
+        const uint16_t http = a.http_port ? a.http_port() : 0;
+        Json j = {{"brokerUrl", pulsar ? fmt::format("pulsar://{}:{}", a.host, pulsar) : ""},
+                  {"brokerUrlTls", ""},
+                  {"httpUrl", fmt::format("http://{}:{}", a.host, http)},
+                  {"httpUrlTls", ""},
+                  {"nativeUrl", pulsar ? fmt::format("pulsar://{}:{}", a.host, pulsar) : ""}};
+        (*r)(HttpResponse::json(200, j));
+      });
+    });
+  }
+}
+
+}  // namespace magnetar::admin
