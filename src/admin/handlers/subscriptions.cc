@@ -9,7 +9,7 @@
 //   POST   subscription/{sub}/resetcursor/{timestamp}
 //   POST   subscription/{sub}/expireMessages/{seconds}
 //   POST   all_subscription/expireMessages/{seconds}
-//   GET    subscription/{sub}/position/{n}     (peek: the payload, metadata in headers)
+//   GET    subscription/{sub}/position/{n}     (peek: the payload, metadata in X-Pulsar-* headers)
 // Moving a cursor (skip, reset, expiry, peek) needs a persistent topic: a
 // non-persistent one answers 405.
 #include <chrono>
@@ -23,6 +23,7 @@
 #include "admin/handlers/topic_common.h"
 #include "admin/handlers/topic_stats_json.h"
 #include "ledger/managed_ledger.h"
+#include "protocol/pulsar/frame.h"
 
 namespace magnetar::admin {
 
@@ -96,6 +97,42 @@ std::string iso_time(int64_t ms) {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
   return fmt::format("{}.{:03d}Z", buf, static_cast<int>(ms % 1000));
+}
+
+// Pulsar's answer to a peek: the message payload as the body, its metadata
+// in X-Pulsar-* headers. An entry in Pulsar's format (what Pulsar producers
+// store) is parsed; any other entry is answered whole, with the broker's
+// header.
+HttpResponse peeked_message(const ledger::LedgerEntry& e) {
+  HttpResponse out;
+  out.status = 200;
+  out.content_type = "application/octet-stream";
+  out.headers.emplace_back("X-Pulsar-Message-ID", position_string(e.position));
+  protocol::pulsar::proto::MessageMetadata md;
+  common::Slice payload;
+  if (protocol::pulsar::parse_entry(e.payload, false, &md, &payload).is_ok()) {
+    out.body = std::string(reinterpret_cast<const char*>(payload.data()), payload.size());
+    Json properties = Json::object();
+    for (const auto& kv : md.properties()) properties[kv.key()] = kv.value();
+    if (!properties.empty()) out.headers.emplace_back("X-Pulsar-PROPERTY", properties.dump());
+    out.headers.emplace_back("X-Pulsar-publish-time", iso_time(static_cast<int64_t>(md.publish_time())));
+    if (md.has_event_time() && md.event_time() != 0) {
+      out.headers.emplace_back("X-Pulsar-event-time", iso_time(static_cast<int64_t>(md.event_time())));
+    }
+    if (md.has_partition_key()) out.headers.emplace_back("X-Pulsar-Key", md.partition_key());
+    out.headers.emplace_back("X-Pulsar-producer-name", md.producer_name());
+    out.headers.emplace_back("X-Pulsar-sequence-id", std::to_string(md.sequence_id()));
+    if (md.has_num_messages_in_batch()) {
+      out.headers.emplace_back("X-Pulsar-num-batch-message", std::to_string(md.num_messages_in_batch()));
+    }
+    return out;
+  }
+  out.body = std::string(reinterpret_cast<const char*>(e.payload.data()), e.payload.size());
+  out.headers.emplace_back("X-Pulsar-publish-time", iso_time(e.header.publish_time_ms));
+  out.headers.emplace_back("X-Pulsar-producer-name", e.header.producer);
+  out.headers.emplace_back("X-Pulsar-sequence-id", std::to_string(e.header.sequence_id));
+  if (e.header.messages > 1) out.headers.emplace_back("X-Pulsar-num-batch-message", std::to_string(e.header.messages));
+  return out;
 }
 
 // Where a new subscription starts: a body or ?messageId= of "earliest" /
@@ -275,20 +312,7 @@ void register_domain(Router& router, TopicServices* s, TopicDomain d) {
                              if (read->empty() || read->front().position != want) {
                                return (*r)(HttpResponse::error(404, "Message not found"));
                              }
-                             const ledger::LedgerEntry& e = read->front();
-                             HttpResponse out;
-                             out.status = 200;
-                             out.content_type = "application/octet-stream";
-                             out.body = std::string(reinterpret_cast<const char*>(e.payload.data()), e.payload.size());
-                             out.headers.emplace_back("X-Pulsar-Message-ID", position_string(e.position));
-                             out.headers.emplace_back("X-Pulsar-publish-time", iso_time(e.header.publish_time_ms));
-                             out.headers.emplace_back("X-Pulsar-producer-name", e.header.producer);
-                             out.headers.emplace_back("X-Pulsar-sequence-id", std::to_string(e.header.sequence_id));
-                             if (e.header.messages > 1) {
-                               out.headers.emplace_back("X-Pulsar-num-batch-message",
-                                                        std::to_string(e.header.messages));
-                             }
-                             (*r)(std::move(out));
+                             (*r)(peeked_message(read->front()));
                            });
     });
   });

@@ -21,6 +21,7 @@
 #include "broker/broker_service.h"
 #include "broker/tenancy.h"
 #include "metadata/leveldb_store.h"
+#include "protocol/pulsar/frame.h"
 
 namespace magnetar::admin {
 namespace {
@@ -130,6 +131,20 @@ class TopicRoutesTest : public ::testing::Test {
     Reply r = call("GET", kPath + "/stats");
     EXPECT_EQ(r.status, 200) << r.body;
     return r.json()["subscriptions"][sub]["msgBacklog"].get<uint64_t>();
+  }
+  // Publishes one entry of `payload` bytes through the broker.
+  void publish_entry(ledger::MessageHeader h, common::Slice payload) {
+    auto topic = *broker::TopicName::parse(kTopic);
+    auto p = std::make_shared<std::promise<Status>>();
+    auto f = p->get_future();
+    broker_->with_topic(topic, [p, h, payload](Result<broker::Topic*> t) {
+      if (!t.is_ok()) return p->set_value(t.status());
+      Status added = (*t)->add_producer(9, "pulsar-producer");
+      if (!added.is_ok() && added.code() != common::ErrorCode::kAlreadyExists) return p->set_value(added);
+      (*t)->publish(9, h, payload, [p](Result<ledger::Position> r) { p->set_value(r.status()); });
+    });
+    ASSERT_EQ(f.wait_for(kWait), std::future_status::ready);
+    ASSERT_TRUE(f.get().is_ok());
   }
   // Publishes "m<i>" with publish time (i + 1) * 1000 ms, through the broker.
   void publish(int n) {
@@ -242,6 +257,32 @@ TEST_F(TopicRoutesTest, CursorRoutesWorkOnRealMessages) {
 
   // The deletion needs force while a producer is connected.
   EXPECT_EQ(call("DELETE", kPath).status, 412);
+}
+
+TEST_F(TopicRoutesTest, PeekAnswersAPulsarEntrysPayloadWithItsMetadataInHeaders) {
+  ASSERT_EQ(call("PUT", kPath).status, 204);
+  ASSERT_EQ(call("PUT", kPath + "/subscription/s").status, 204);
+  protocol::pulsar::proto::MessageMetadata md;
+  md.set_producer_name("pulsar-producer");
+  md.set_sequence_id(42);
+  md.set_publish_time(1500);
+  md.set_partition_key("k1");
+  auto* prop = md.add_properties();
+  prop->set_key("traceId");
+  prop->set_value("t-1");
+  ledger::MessageHeader h;
+  h.publish_time_ms = 1500;
+  h.sequence_id = 42;
+  publish_entry(h, protocol::pulsar::encode_entry(md, "hello pulsar"));
+  Reply peek = call("GET", kPath + "/subscription/s/position/1");
+  ASSERT_EQ(peek.status, 200) << peek.body;
+  EXPECT_EQ(peek.body, "hello pulsar");
+  EXPECT_EQ(peek.headers["x-pulsar-producer-name"], "pulsar-producer");
+  EXPECT_EQ(peek.headers["x-pulsar-sequence-id"], "42");
+  EXPECT_EQ(peek.headers["x-pulsar-publish-time"], "1970-01-01T00:00:01.500Z");
+  EXPECT_EQ(peek.headers["x-pulsar-key"], "k1");
+  EXPECT_EQ(Json::parse(peek.headers["x-pulsar-property"]), (Json{{"traceId", "t-1"}}));
+  EXPECT_EQ(peek.headers.count("x-pulsar-num-batch-message"), 0u);
 }
 
 TEST_F(TopicRoutesTest, AResetCursorSurvivesARestart) {
