@@ -1,6 +1,7 @@
 // `magnetar admin topics ...` verbs for topics the broker serves: create,
 // delete, stats, subscriptions and their cursors, peek, unload and lookup.
 #include <chrono>
+#include <cstdio>
 
 #include <fmt/format.h>
 
@@ -218,24 +219,44 @@ void add_topic_broker_verbs(CLI::App& app, Command& run, std::shared_ptr<AdminOp
   struct Reset {
     std::string time;
     int64_t timestamp = -1;
+    std::string message;  // "ledger:entry"
+    bool excluded = false;
   };
   auto reset = std::make_shared<Reset>();
   auto* rc = topic_verb(app, run, options, "reset-cursor",
                         "Move a subscription back (or forward) to the messages published since a time", true,
                         [reset](const TopicFlags& f) -> Result<AdminRequest> {
+                          if (!reset->message.empty()) {
+                            unsigned long long ledger = 0;
+                            long long entry = 0;
+                            char tail = 0;
+                            if (std::sscanf(reset->message.c_str(), "%llu:%lld%c", &ledger, &entry, &tail) != 2 ||
+                                entry < 0) {
+                              return Status::invalid_argument("--messageId must be ledger:entry");
+                            }
+                            auto path = subscription_path(f, "resetcursor");
+                            if (!path.is_ok()) return path.status();
+                            Json body = {{"ledgerId", ledger}, {"entryId", entry}, {"isExcluded", reset->excluded}};
+                            return AdminRequest{"POST", *path, body.dump(), "Reset subscription " + f.subscription,
+                                                nullptr};
+                          }
                           int64_t ts = reset->timestamp;
                           if (!reset->time.empty()) {
                             auto ago = parse_duration_seconds(reset->time);
                             if (!ago.is_ok()) return ago.status();
                             ts = now_ms() - *ago * 1000;
                           }
-                          if (ts < 0) return Status::invalid_argument("give --time (e.g. 10m ago) or --timestamp");
+                          if (ts < 0) {
+                            return Status::invalid_argument("give --time (e.g. 10m ago), --timestamp or --messageId");
+                          }
                           auto path = subscription_path(f, "resetcursor/" + std::to_string(ts));
                           if (!path.is_ok()) return path.status();
                           return AdminRequest{"POST", *path, "", "Reset subscription " + f.subscription, nullptr};
                         });
   rc->add_option("-t,--time", reset->time, "How long ago: 30s, 10m, 2h, 3d");
   rc->add_option("--timestamp", reset->timestamp, "Milliseconds since the epoch");
+  rc->add_option("-m,--messageId", reset->message, "The message to deliver next, as ledger:entry");
+  rc->add_flag("-e,--exclude-message", reset->excluded, "With --messageId: start after that message");
 
   struct Expire {
     TopicFlags f;

@@ -61,6 +61,9 @@ class AdminTopicsCliTest(unittest.TestCase):
         self.ok("topics", "skip", TOPIC, "-s", "audit", "-n", "3")
         self.ok("topics", "reset-cursor", TOPIC, "-s", "audit", "-t", "10m")
         self.ok("topics", "reset-cursor", TOPIC, "-s", "audit", "--timestamp", "0")
+        ledger = internal["ledgers"][0]["ledgerId"]
+        self.ok("topics", "reset-cursor", TOPIC, "-s", "audit", "-m", f"{ledger}:0")
+        self.refused(404, "topics", "reset-cursor", TOPIC, "-s", "audit", "-m", f"{ledger + 1000}:0")
         self.ok("topics", "expire-messages", TOPIC, "-s", "audit", "-t", "1h")
         self.ok("topics", "expire-messages", TOPIC, "--all-subscriptions", "-t", "30s")
         self.refused(404, "topics", "peek-messages", TOPIC, "-s", "audit", "-n", "2")
@@ -86,6 +89,7 @@ class AdminTopicsCliTest(unittest.TestCase):
         # Usage errors exit 2 and send nothing.
         for args in (["topics", "create", "bad//name"],
                      ["topics", "reset-cursor", TOPIC, "-s", "x"],
+                     ["topics", "reset-cursor", TOPIC, "-s", "x", "-m", "12"],
                      ["topics", "expire-messages", TOPIC, "-t", "1h"],
                      ["topics", "peek-messages", TOPIC, "-s", "x", "-n", "0"]):
             code, out, err = self.cli(*args)

@@ -7,6 +7,7 @@
 //   POST   subscription/{sub}/skip_all
 //   POST   subscription/{sub}/skip/{n}
 //   POST   subscription/{sub}/resetcursor/{timestamp}
+//   POST   subscription/{sub}/resetcursor      body: {"ledgerId": L, "entryId": E[, "isExcluded": true]}
 //   POST   subscription/{sub}/expireMessages/{seconds}
 //   POST   all_subscription/expireMessages/{seconds}
 //   GET    subscription/{sub}/position/{n}     (peek: the payload, metadata in X-Pulsar-* headers)
@@ -260,6 +261,32 @@ void register_domain(Router& router, TopicServices* s, TopicDomain d) {
         }
         t.reset_subscription(name, mark_delete, [r](Status st) { respond_status(r, st); });
       });
+    });
+  });
+
+  router.post(sub + "/resetcursor", [s, d](HttpRequest& req, Responder respond) {
+    // Pulsar's ResetCursorData: the message to deliver next, or the one after
+    // it with "isExcluded".
+    auto body = parse_json_body(req.body);
+    if (!body.is_ok()) return respond(error_response(body.status()));
+    const Json& j = *body;
+    if (!j.is_object() || !j.contains("ledgerId") || !j.contains("entryId") || !j["ledgerId"].is_number_integer() ||
+        !j["entryId"].is_number_integer() || j["ledgerId"].get<int64_t>() < 0 || j["entryId"].get<int64_t>() < 0 ||
+        (j.contains("isExcluded") && !j["isExcluded"].is_boolean())) {
+      return respond(HttpResponse::error(400, "the body must be {\"ledgerId\": L, \"entryId\": E[, \"isExcluded\": bool]}"));
+    }
+    Position at{static_cast<ledger::LedgerId>(j["ledgerId"].get<int64_t>()),
+                static_cast<ledger::EntryId>(j["entryId"].get<int64_t>())};
+    const bool excluded = j.value("isExcluded", false);
+    on_subscription(*s, d, req, std::move(respond), [at, excluded](Topic& t, broker::Subscription& sub,
+                                                                   SharedResponder r) {
+      if (persistent_log(t) == nullptr) return (*r)(not_persistent());
+      const ledger::ChainLedger* l = t.log().chain().find(at.ledger);
+      if (l == nullptr || at.entry > l->entries) {
+        return (*r)(HttpResponse::error(404, "no message " + position_string(at) + " in " + t.name().to_string()));
+      }
+      Position mark_delete = excluded ? at : Position{at.ledger, at.entry - 1};
+      t.reset_subscription(sub.name(), mark_delete, [r](Status st) { respond_status(r, st); });
     });
   });
 

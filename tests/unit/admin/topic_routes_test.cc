@@ -244,6 +244,21 @@ TEST_F(TopicRoutesTest, CursorRoutesWorkOnRealMessages) {
   EXPECT_EQ(backlog("u"), 2u);
   EXPECT_EQ(call("GET", kPath + "/subscription/u/position/1").body, "m3");
 
+  // Reset to a message id: that message comes next, or the one after it.
+  Json to_m1 = {{"ledgerId", ledger}, {"entryId", 1}};
+  ASSERT_EQ(call("POST", kPath + "/subscription/t/resetcursor", to_m1.dump()).status, 204);
+  EXPECT_EQ(backlog("t"), 4u);
+  EXPECT_EQ(call("GET", kPath + "/subscription/t/position/1").body, "m1");
+  to_m1["isExcluded"] = true;
+  ASSERT_EQ(call("POST", kPath + "/subscription/t/resetcursor", to_m1.dump()).status, 204);
+  EXPECT_EQ(call("GET", kPath + "/subscription/t/position/1").body, "m2");
+  EXPECT_EQ(call("POST", kPath + "/subscription/t/resetcursor", Json{{"ledgerId", ledger + 100}, {"entryId", 0}}.dump())
+                .status,
+            404);
+  EXPECT_EQ(call("POST", kPath + "/subscription/t/resetcursor", "{\"ledgerId\": \"x\"}").status, 400);
+  EXPECT_EQ(call("POST", kPath + "/subscription/t/resetcursor", "not json").status, 400);
+  ASSERT_EQ(call("POST", kPath + "/subscription/t/skip_all").status, 204);
+
   // The metrics carry the topic, gathered from its reactor at scrape time.
   Reply metrics = call("GET", "/metrics");
   ASSERT_EQ(metrics.status, 200);
