@@ -52,6 +52,10 @@ void BrokerService::with_topic(const TopicName& topic, ledger::Callback<Result<T
       fn(it->second.get());
       return;
     }
+    if (shard.deleting.count(key) > 0) {
+      fn(Status::unavailable("topic " + key + " is being deleted"));
+      return;
+    }
     auto& waiting = shard.loading[key];
     waiting.push_back(std::move(fn));
     if (waiting.size() == 1) load(shard, topic);
@@ -189,11 +193,17 @@ void BrokerService::delete_topic(const TopicName& topic, bool force, ledger::Cal
     }
     auto* ml = dynamic_cast<ledger::ManagedLedger*>(&t->log());
     std::shared_ptr<ledger::ManagedLedger> keep = ml != nullptr ? ml->shared_from_this() : nullptr;
+    // Until its log is gone, nobody loads the topic again.
+    ++shard.deleting[key];
+    auto finish = [&shard, key, done](Status st) {
+      if (--shard.deleting[key] == 0) shard.deleting.erase(key);
+      done(st);
+    };
     close_and_forget(shard, key, t, Status::not_found("topic " + key + " was deleted"),
-                     [keep, key, done](Status closed) {
+                     [keep, key, finish](Status closed) {
                        if (!closed.is_ok()) MLOG_WARN("closing deleted topic {}: {}", key, closed.to_string());
-                       if (!keep) return done(Status::ok());
-                       keep->delete_log(done);
+                       if (!keep) return finish(Status::ok());
+                       keep->delete_log(finish);
                      });
   };
   if (home.is_on_thread()) return run();

@@ -48,7 +48,8 @@ class BrokerService final : public runtime::Component {
 
   runtime::Reactor& home_of(const TopicName& topic);
   // Runs `fn` on the topic's home reactor with the loaded topic, or with why
-  // it could not be loaded. Creates the topic when it does not exist.
+  // it could not be loaded. Creates the topic when it does not exist;
+  // kUnavailable while the topic is being deleted.
   void with_topic(const TopicName& topic, ledger::Callback<common::Result<Topic*>> fn);
   // Runs `fn` on the topic's home reactor with the topic if it is loaded,
   // or after loading it when `exists` says it exists (the caller asked the
@@ -88,6 +89,7 @@ class BrokerService final : public runtime::Component {
     std::unordered_map<std::string, std::unique_ptr<Topic>> topics;
     std::unordered_map<std::string, std::vector<ledger::Callback<common::Result<Topic*>>>> loading;
     std::unordered_map<std::string, int> creating;  // create_topic under way
+    std::unordered_map<std::string, int> deleting;  // delete_topic under way: not loaded meanwhile
   };
   // On the home reactor: close the loaded `topic`, then forget it.
   void close_and_forget(Shard& shard, const std::string& key, Topic* topic, const common::Status& why,

@@ -67,6 +67,16 @@ class AdminTopicsTest(unittest.TestCase):
         self.expect("PUT", P + "/t-basic", 204)
         self.assertIsNone(self.expect("GET", P + "/t-basic/messageTTL", 200))
 
+    def test_max_topics_per_namespace(self):
+        self.expect("PUT", "/admin/v2/namespaces/public/capped", 204)
+        self.expect("POST", "/admin/v2/namespaces/public/capped/maxTopicsPerNamespace", 204, 2)
+        base = "/admin/v2/persistent/public/capped"
+        self.expect("PUT", base + "/one", 204)
+        self.expect("PUT", "/admin/v2/non-persistent/public/capped/two", 204)
+        self.expect("PUT", base + "/three", 412)
+        self.expect("DELETE", base + "/one", 204)
+        self.expect("PUT", base + "/three", 204)
+
     def test_non_persistent_topics(self):
         self.expect("PUT", NP + "/np-t", 204)
         self.expect("PUT", NP + "/np-t", 409)

@@ -1,5 +1,5 @@
 // Non-partitioned topics on Pulsar's layout, for both domains:
-//   PUT    /admin/v2/{domain}/{tenant}/{namespace}/{topic}          create
+//   PUT    /admin/v2/{domain}/{tenant}/{namespace}/{topic}          create (within maxTopicsPerNamespace)
 //   DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}[?force=true]
 //   PUT    /admin/v2/{domain}/{tenant}/{namespace}/{topic}/unload
 //   GET    /admin/v2/{domain}/{tenant}/{namespace}                  list
@@ -32,8 +32,25 @@ void on_tenancy(TopicServices& s, TopicDomain domain, HttpRequest& req, Responde
   if (!st.is_ok()) (*shared)(error_response(st));
 }
 
+// The namespace's topics in both domains: what metadata knows and what is
+// loaded. Tenancy thread only (it asks every reactor).
+Result<std::set<std::string>> namespace_topics(TopicServices& s, const broker::NamespaceName& ns) {
+  std::set<std::string> all;
+  for (TopicDomain d : {TopicDomain::kPersistent, TopicDomain::kNonPersistent}) {
+    auto known = s.tenancy.list_topics(ns, d);
+    if (!known.is_ok()) return known.status();
+    all.insert(known->begin(), known->end());
+  }
+  for (auto& loaded : s.broker.loaded_topic_names()) {
+    auto name = TopicName::parse(loaded);
+    if (name.is_ok() && name->ns == ns) all.insert(loaded);
+  }
+  return all;
+}
+
 // Why `topic` may not be created as a non-partitioned topic, if it may not.
-Status check_creatable(broker::Tenancy& tenancy, const TopicName& topic) {
+Status check_creatable(TopicServices& s, const TopicName& topic) {
+  broker::Tenancy& tenancy = s.tenancy;
   auto partitions = tenancy.get_partitions(topic);
   if (!partitions.is_ok()) return partitions.status();
   if (*partitions > 0) return Status::already_exists("Topic " + topic.to_string() + " is a partitioned topic");
@@ -43,6 +60,15 @@ Status check_creatable(broker::Tenancy& tenancy, const TopicName& topic) {
     if (topic.partition < *base) return Status::already_exists("Topic " + topic.to_string() + " already exists");
     return Status::failed_precondition("Topic " + topic.to_string() +
                                        " is named like a partition of a topic that has no such partition");
+  }
+  auto policies = tenancy.get_policies(topic.ns);
+  if (!policies.is_ok()) return policies.status();
+  if (policies->max_topics_per_namespace.value_or(0) > 0) {
+    auto topics = namespace_topics(s, topic.ns);
+    if (!topics.is_ok()) return topics.status();
+    if (topics->size() >= static_cast<size_t>(*policies->max_topics_per_namespace)) {
+      return Status::failed_precondition("Exceed maximum number of topics in namespace " + topic.ns.to_string());
+    }
   }
   return Status::ok();
 }
@@ -58,7 +84,7 @@ void register_topic_routes(Router& router, TopicServices& services) {
 
     router.put(topic, [s, d](HttpRequest& req, Responder respond) {
       on_tenancy(*s, d, req, std::move(respond), [s](const TopicName& t, SharedResponder r) {
-        Status st = check_creatable(s->tenancy, t);
+        Status st = check_creatable(*s, t);
         if (!st.is_ok()) return respond_status(r, st);
         s->broker.create_topic(t, [r](Status created) { respond_status(r, created); });
       });
