@@ -82,6 +82,8 @@ class AdminTopicsTest(unittest.TestCase):
         self.expect("PUT", NP + "/np-t", 409)
         self.assertIn("non-persistent://public/default/np-t", self.expect("GET", NP, 200))
         self.assertNotIn("non-persistent://public/default/np-t", self.expect("GET", P, 200))
+        self.assertIn("non-persistent://public/default/np-t",
+                      self.expect("GET", "/admin/v2/namespaces/public/default/topics", 200))
         stats = self.expect("GET", NP + "/np-t/stats", 200)
         self.assertEqual(stats["msgInCounter"], 0)
         self.expect("PUT", NP + "/np-t/subscription/s", 204)

@@ -4,6 +4,7 @@
 //   PUT    /admin/v2/{domain}/{tenant}/{namespace}/{topic}/unload
 //   GET    /admin/v2/{domain}/{tenant}/{namespace}                  list
 //   GET    /lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}
+//   GET    /admin/v2/namespaces/{tenant}/{namespace}/topics       both domains
 #include <set>
 
 #include <fmt/format.h>
@@ -32,18 +33,27 @@ void on_tenancy(TopicServices& s, TopicDomain domain, HttpRequest& req, Responde
   if (!st.is_ok()) (*shared)(error_response(st));
 }
 
-// The namespace's topics in both domains: what metadata knows and what is
-// loaded. Tenancy thread only (it asks every reactor).
-Result<std::set<std::string>> namespace_topics(TopicServices& s, const broker::NamespaceName& ns) {
-  std::set<std::string> all;
-  for (TopicDomain d : {TopicDomain::kPersistent, TopicDomain::kNonPersistent}) {
-    auto known = s.tenancy.list_topics(ns, d);
-    if (!known.is_ok()) return known.status();
-    all.insert(known->begin(), known->end());
-  }
+// The namespace's topics in `domain`, sorted: what metadata knows and what
+// is loaded (a non-persistent topic lives only in its broker). Tenancy
+// thread only (it asks every reactor).
+Result<std::vector<std::string>> domain_topics(TopicServices& s, const broker::NamespaceName& ns, TopicDomain d) {
+  auto known = s.tenancy.list_topics(ns, d);
+  if (!known.is_ok()) return known.status();
+  std::set<std::string> all(known->begin(), known->end());
   for (auto& loaded : s.broker.loaded_topic_names()) {
     auto name = TopicName::parse(loaded);
-    if (name.is_ok() && name->ns == ns) all.insert(loaded);
+    if (name.is_ok() && name->ns == ns && name->domain == d) all.insert(loaded);
+  }
+  return std::vector<std::string>(all.begin(), all.end());
+}
+
+// Both domains, persistent first.
+Result<std::vector<std::string>> namespace_topics(TopicServices& s, const broker::NamespaceName& ns) {
+  std::vector<std::string> all;
+  for (TopicDomain d : {TopicDomain::kPersistent, TopicDomain::kNonPersistent}) {
+    auto part = domain_topics(s, ns, d);
+    if (!part.is_ok()) return part.status();
+    all.insert(all.end(), part->begin(), part->end());
   }
   return all;
 }
@@ -77,6 +87,16 @@ Status check_creatable(TopicServices& s, const TopicName& topic) {
 
 void register_topic_routes(Router& router, TopicServices& services) {
   TopicServices* s = &services;
+  // Registered before the namespace routes, so this one (which knows loaded
+  // topics) answers instead of their metadata-only listing.
+  router.get("/admin/v2/namespaces/{tenant}/{namespace}/topics", [s](HttpRequest& req, Responder respond) {
+    run_blocking(s->tenancy, std::move(respond), [s, tenant = req.param("tenant"), ns = req.param("namespace")]() {
+      auto name = broker::NamespaceName::of(tenant, ns);
+      if (!name.is_ok()) return error_response(name.status());
+      auto all = namespace_topics(*s, *name);
+      return all.is_ok() ? HttpResponse::json(200, Json(*all)) : error_response(all.status());
+    });
+  });
   for (TopicDomain d : {TopicDomain::kPersistent, TopicDomain::kNonPersistent}) {
     const std::string domain(broker::domain_name(d));
     const std::string base = "/admin/v2/" + domain + "/{tenant}/{namespace}";
@@ -122,15 +142,8 @@ void register_topic_routes(Router& router, TopicServices& services) {
       run_blocking(s->tenancy, std::move(respond), [s, d, tenant = req.param("tenant"), ns = req.param("namespace")]() {
         auto name = broker::NamespaceName::of(tenant, ns);
         if (!name.is_ok()) return error_response(name.status());
-        auto known = s->tenancy.list_topics(*name, d);
-        if (!known.is_ok()) return error_response(known.status());
-        std::set<std::string> all(known->begin(), known->end());
-        // Loaded topics too: a non-persistent topic lives only in its broker.
-        const std::string prefix = std::string(broker::domain_name(d)) + "://" + name->to_string() + "/";
-        for (auto& loaded : s->broker.loaded_topic_names()) {
-          if (loaded.rfind(prefix, 0) == 0) all.insert(loaded);
-        }
-        return HttpResponse::json(200, Json(std::vector<std::string>(all.begin(), all.end())));
+        auto all = domain_topics(*s, *name, d);
+        return all.is_ok() ? HttpResponse::json(200, Json(*all)) : error_response(all.status());
       });
     });
 
