@@ -80,5 +80,27 @@ TEST(NonPersistentLogTest, ClosedLogRefusesAdds) {
   EXPECT_TRUE(refused);
 }
 
+TEST(NonPersistentLogTest, CursorsResetAndDeleteInMemory) {
+  NonPersistentLog log("np", 100, 1 << 20);
+  Cursor* c = open(log, "s");
+  ASSERT_NE(c, nullptr);
+  std::vector<Position> pos;
+  for (int i = 0; i < 4; ++i) pos.push_back(add(log, "x"));
+  EXPECT_EQ(c->backlog_entries(log.chain()), 4u);
+  common::Status st;
+  log.reset_cursor("s", pos[2], [&](common::Status s2) { st = s2; });
+  EXPECT_TRUE(st.is_ok());
+  EXPECT_EQ(c->backlog_entries(log.chain()), 1u);
+  log.reset_cursor("nope", pos[0], [&](common::Status s2) { st = s2; });
+  EXPECT_EQ(st.code(), common::ErrorCode::kNotFound);
+  EXPECT_EQ(log.cursor_names(), std::vector<std::string>{"s"});
+  log.delete_cursor("s", [&](common::Status s2) { st = s2; });
+  EXPECT_TRUE(st.is_ok());
+  EXPECT_EQ(log.cursor("s"), nullptr);
+  EXPECT_TRUE(log.cursor_names().empty());
+  log.delete_cursor("s", [&](common::Status s2) { st = s2; });
+  EXPECT_EQ(st.code(), common::ErrorCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace magnetar::ledger
