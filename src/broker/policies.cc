@@ -29,19 +29,19 @@ Result<BacklogQuotaAction> parse_backlog_action(std::string_view s) {
 
 std::string_view fsync_mode_name(FsyncMode m) {
   switch (m) {
-    case FsyncMode::kEveryCommit: return "every-commit";
+    case FsyncMode::kAlways: return "always";
     case FsyncMode::kInterval: return "interval";
     case FsyncMode::kNever: return "never";
   }
-  return "every-commit";
+  return "always";
 }
 
 Result<FsyncMode> parse_fsync_mode(std::string_view s) {
-  if (s == "every-commit") return FsyncMode::kEveryCommit;
+  if (s == "always") return FsyncMode::kAlways;
   if (s == "interval") return FsyncMode::kInterval;
   if (s == "never") return FsyncMode::kNever;
   return Status::invalid_argument("invalid fsync mode '" + std::string(s) +
-                                  "': expected every-commit, interval or never");
+                                  "': expected always, interval or never");
 }
 
 bool is_auth_action(std::string_view s) {

@@ -50,8 +50,8 @@ struct BacklogQuota {
 };
 
 // When the journal makes acknowledged entries durable.
-enum class FsyncMode { kEveryCommit, kInterval, kNever };
-std::string_view fsync_mode_name(FsyncMode m);  // "every-commit", "interval", "never"
+enum class FsyncMode { kAlways, kInterval, kNever };
+std::string_view fsync_mode_name(FsyncMode m);  // "always", "interval", "never"
 common::Result<FsyncMode> parse_fsync_mode(std::string_view s);
 
 struct PersistencePolicy {
@@ -59,7 +59,7 @@ struct PersistencePolicy {
   int32_t write_quorum = 1;
   int32_t ack_quorum = 1;
   double max_mark_delete_rate = 0;  // cursor persists per second per subscription; 0: no limit
-  FsyncMode fsync_mode = FsyncMode::kEveryCommit;
+  FsyncMode fsync_mode = FsyncMode::kAlways;
   int32_t fsync_interval_ms = 0;    // kInterval only
   bool operator==(const PersistencePolicy&) const = default;
 };

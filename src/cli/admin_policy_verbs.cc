@@ -113,7 +113,7 @@ void add_persistence(PolicyVerbs& g) {
   struct Persistence {
     int32_t ensemble = 1, write_quorum = 1, ack_quorum = 1, fsync_interval_ms = 0;
     double mark_delete_rate = 0;
-    std::string fsync_mode = "every-commit";
+    std::string fsync_mode = "always";
   };
   auto p = std::make_shared<Persistence>();
   auto* set = g.verb("set-persistence", "Set replication and durability of new data", "POST", "persistence",
@@ -131,7 +131,7 @@ void add_persistence(PolicyVerbs& g) {
       ->capture_default_str();
   set->add_option("-r,--ml-mark-delete-max-rate", p->mark_delete_rate,
                   "Cursor position writes per second (0: unlimited)")->capture_default_str();
-  set->add_option("--fsync-mode", p->fsync_mode, "every-commit, interval or never")->capture_default_str();
+  set->add_option("--fsync-mode", p->fsync_mode, "always, interval or never")->capture_default_str();
   set->add_option("--fsync-interval-ms", p->fsync_interval_ms, "For --fsync-mode interval")->capture_default_str();
   g.get_remove("persistence", "persistence", "persistence policy");
 }

@@ -61,10 +61,10 @@ TEST(PoliciesTest, ValidationRules) {
   EXPECT_FALSE(validate(RetentionPolicy{0, 10}).is_ok());
   EXPECT_TRUE(validate(RetentionPolicy{-1, -1}).is_ok());
   EXPECT_TRUE(validate(RetentionPolicy{0, 0}).is_ok());
-  EXPECT_FALSE(validate(PersistencePolicy{1, 2, 1, 0, FsyncMode::kEveryCommit, 0}).is_ok());
-  EXPECT_FALSE(validate(PersistencePolicy{3, 2, 3, 0, FsyncMode::kEveryCommit, 0}).is_ok());
+  EXPECT_FALSE(validate(PersistencePolicy{1, 2, 1, 0, FsyncMode::kAlways, 0}).is_ok());
+  EXPECT_FALSE(validate(PersistencePolicy{3, 2, 3, 0, FsyncMode::kAlways, 0}).is_ok());
   EXPECT_FALSE(validate(PersistencePolicy{1, 1, 1, 0, FsyncMode::kInterval, 0}).is_ok());
-  EXPECT_FALSE(validate(PersistencePolicy{1, 1, 1, -1, FsyncMode::kEveryCommit, 0}).is_ok());
+  EXPECT_FALSE(validate(PersistencePolicy{1, 1, 1, -1, FsyncMode::kAlways, 0}).is_ok());
   EXPECT_FALSE(validate(DispatchRate{1, 1, 0, false}).is_ok());
   EXPECT_FALSE(validate(AutoTopicCreation{true, true, 0}).is_ok());
   EXPECT_FALSE(validate(AutoTopicCreation{true, false, 3}).is_ok());

@@ -99,7 +99,7 @@ TEST_F(TenancyTest, UpdatePoliciesValidatesAndPersists) {
   // An invalid change writes nothing.
   EXPECT_EQ(tenancy_->update_policies(d, [](NamespacePolicies& p) {
                       p.message_ttl_seconds = 60;
-                      p.persistence = PersistencePolicy{1, 2, 1, 0, FsyncMode::kEveryCommit, 0};
+                      p.persistence = PersistencePolicy{1, 2, 1, 0, FsyncMode::kAlways, 0};
                       return common::Status::ok();
                     }).code(),
             ErrorCode::kInvalidArgument);
