@@ -4,22 +4,12 @@ import socket
 import subprocess
 import unittest
 
-from magnetar_harness import BIN, Node
+from magnetar_harness import BIN, Node, NodeTestCase
 
 CLI_TIMEOUT_S = 30
 
 
-class AdminCliTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.node = Node().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.node.stop()
-        cls.node.close()
-        assert code == 0, f"exit code {code}"
-
+class AdminCliTest(NodeTestCase):
     def cli(self, *args, url=None):
         """(exit code, stdout, stderr) of `magnetar admin --url <node> args...`."""
         cmd = [BIN, "admin", "--url", url or self.node.http_url, *args]

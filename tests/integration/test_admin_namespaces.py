@@ -4,7 +4,7 @@ import json
 import shutil
 import unittest
 
-from magnetar_harness import Node
+from magnetar_harness import Node, NodeTestCase
 
 NS = "/admin/v2/namespaces"
 
@@ -73,17 +73,11 @@ def call(node, method, path, body=None):
         return status, raw.decode(errors="replace")
 
 
-class AdminNamespacesTest(unittest.TestCase):
+class AdminNamespacesTest(NodeTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.node = Node().start()
+        super().setUpClass()
         assert call(cls.node, "PUT", "/admin/v2/tenants/acme", {"allowedClusters": ["standalone"]})[0] == 204
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.node.stop()
-        cls.node.close()
-        assert code == 0, f"exit code {code}"
 
     def call(self, method, path, body=None):
         return call(self.node, method, path, body)
@@ -252,7 +246,7 @@ class AdminNamespacesTest(unittest.TestCase):
         self.assertEqual(self.call("DELETE", f"{NS}/acme/topics"), (204, None))
 
 
-class TopicPoliciesTest(unittest.TestCase):
+class TopicPoliciesTest(NodeTestCase):
     """Topic-level overrides on /admin/v2/{domain}/{t}/{ns}/{topic}/<policy>."""
 
     # (sub-path, value, what GET answers)
@@ -272,18 +266,8 @@ class TopicPoliciesTest(unittest.TestCase):
           "relativeToPublishRate": False}),
         ("persistence", {"bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 1, "bookkeeperAckQuorum": 1},
          {"bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 1, "bookkeeperAckQuorum": 1,
-          "managedLedgerMaxMarkDeleteRate": 0, "fsyncMode": "every-commit", "fsyncIntervalMs": 0}),
+          "managedLedgerMaxMarkDeleteRate": 0, "fsyncMode": "always", "fsyncIntervalMs": 0}),
     ]
-
-    @classmethod
-    def setUpClass(cls):
-        cls.node = Node().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.node.stop()
-        cls.node.close()
-        assert code == 0, f"exit code {code}"
 
     def call(self, method, path, body=None):
         return call(self.node, method, path, body)

@@ -3,7 +3,7 @@ their error codes, bad input (400 with nothing changed) and restart."""
 import json
 import unittest
 
-from magnetar_harness import Node
+from magnetar_harness import Node, NodeTestCase
 
 
 def call(node, method, path, body=None):
@@ -20,17 +20,7 @@ def call(node, method, path, body=None):
         return status, raw.decode(errors="replace")
 
 
-class AdminTenantsTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.node = Node().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.node.stop()
-        cls.node.close()
-        assert code == 0, f"exit code {code}"
-
+class AdminTenantsTest(NodeTestCase):
     def call(self, method, path, body=None):
         return call(self.node, method, path, body)
 

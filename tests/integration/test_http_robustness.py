@@ -4,20 +4,10 @@ import socket
 import time
 import unittest
 
-from magnetar_harness import Node, raw_exchange
+from magnetar_harness import Node, NodeTestCase, raw_exchange
 
 
-class HttpRobustnessTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.node = Node().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.node.stop()
-        cls.node.close()
-        assert code == 0, f"exit code {code}"
-
+class HttpRobustnessTest(NodeTestCase):
     def assert_serving(self):
         status, body, _ = self.node.get("/admin/v2/brokers/health")
         self.assertEqual((status, body), (200, b"ok"))

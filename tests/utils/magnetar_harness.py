@@ -11,6 +11,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import unittest
 import urllib.error
 import urllib.request
 
@@ -109,6 +110,23 @@ class Node:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class NodeTestCase(unittest.TestCase):
+    """A test class sharing one node among its tests; the node must exit 0
+    when the class is done."""
+
+    node_args = ()
+
+    @classmethod
+    def setUpClass(cls):
+        cls.node = Node(*cls.node_args).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.node.stop()
+        cls.node.close()
+        assert code == 0, f"exit code {code}"
 
 
 def raw_exchange(port, payload, timeout=5.0, read=True):
