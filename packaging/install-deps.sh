@@ -31,13 +31,29 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+# Node.js runs the real npm clients in the integration tests; take Debian's
+# when the machine has none.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# npm packages of the integration tests, pinned by each folder's
+# package-lock.json; installed again only when the lock file changed.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+for dir in tests/integration/pulsar_client; do
+  lock="$root/$dir/package-lock.json"
+  stamp="$root/$dir/node_modules/.package-lock.json"
+  if [ ! -f "$stamp" ] || [ "$lock" -nt "$stamp" ]; then
+    echo "install-deps: npm ci in $dir"
+    (cd "$root/$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  fi
+done

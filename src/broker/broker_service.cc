@@ -75,6 +75,22 @@ void BrokerService::load(Shard& shard, const TopicName& topic) {
     shard.loading.erase(key);
     for (auto& fn : waiting) fn(r);
   };
+  ledger::ManagedLedgerConfig config = options_.managed_ledger;
+  if (policies_ != nullptr) {
+    auto policies = policies_->effective(topic);
+    if (!policies) {
+      finish(Status::not_found("namespace " + topic.ns.to_string() + " does not exist"));
+      return;
+    }
+    if (policies->retention) {
+      const auto& r = *policies->retention;
+      config.retention_time = std::chrono::milliseconds(r.time_minutes < 0 ? -1 : r.time_minutes * 60'000);
+      config.retention_size = r.size_mb < 0 ? -1 : r.size_mb * (int64_t{1} << 20);
+    }
+    if (policies->message_ttl_seconds) {
+      config.ttl = std::chrono::milliseconds(int64_t{*policies->message_ttl_seconds} * 1000);
+    }
+  }
   if (topic.domain == TopicDomain::kNonPersistent) {
     auto log = std::make_shared<ledger::NonPersistentLog>(key, options_.non_persistent_max_entries,
                                                           options_.non_persistent_max_bytes);
@@ -84,7 +100,7 @@ void BrokerService::load(Shard& shard, const TopicName& topic) {
     return;
   }
   ledger::ManagedLedger::open(
-      managed_ledger_name(topic), options_.managed_ledger, storage_, store_,
+      managed_ledger_name(topic), config, storage_, store_,
       [this, &shard, topic, key, finish](Result<std::shared_ptr<ledger::ManagedLedger>> ml) {
         if (!ml.is_ok()) {
           MLOG_WARN("cannot load topic {}: {}", key, ml.status().to_string());

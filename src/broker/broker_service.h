@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "broker/naming.h"
+#include "broker/policy_cache.h"
 #include "broker/topic.h"
 #include "ledger/managed_ledger.h"
 #include "metadata/store.h"
@@ -40,6 +41,12 @@ class BrokerService final : public runtime::Component {
   BrokerService(runtime::Runtime& runtime, storage::Storage& storage, metadata::Store& store,
                 BrokerOptions options = {});
   ~BrokerService() override;
+
+  // Namespace policies for topics loaded from now on: a topic of a namespace
+  // that does not exist is refused (kNotFound), and retention and message
+  // TTL come from the namespace (or topic) policy. A change applies when the
+  // topic is next loaded. REQUIRES: before start(); `policies` outlives this.
+  void set_policies(const PolicyCache* policies) { policies_ = policies; }
 
   std::string_view name() const override { return "broker"; }
   common::Status start() override;
@@ -102,6 +109,7 @@ class BrokerService final : public runtime::Component {
   storage::Storage& storage_;
   metadata::Store& store_;
   const BrokerOptions options_;
+  const PolicyCache* policies_ = nullptr;
   std::vector<std::unique_ptr<Shard>> shards_;  // by reactor index
   bool stopping_ = false;
 };

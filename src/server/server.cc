@@ -13,7 +13,9 @@
 
 #include "admin/admin_service.h"
 #include "broker/broker_service.h"
+#include "broker/policy_cache.h"
 #include "broker/tenancy.h"
+#include "protocol/pulsar/server/pulsar_service.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "metadata/leveldb_store.h"
@@ -54,7 +56,7 @@ Status Server::prepare_data_dir() {
 }
 
 Status Server::write_ports_file() const {
-  nlohmann::json ports = {{"http", ports_.http}};
+  nlohmann::json ports = {{"http", ports_.http}, {"pulsar", ports_.pulsar}};
   std::string path = config_.data_dir + "/ports.json";
   std::string tmp = path + ".tmp";
   {
@@ -94,17 +96,29 @@ Status Server::start() {
                                                              : storage::FsyncMode::kAlways;
   storage_options.fsync_interval = std::chrono::milliseconds(config_.fsync_interval_ms);
   auto storage = storage::make_local_storage(storage_options);
+  auto policies = std::make_unique<broker::PolicyCache>(*store);
   auto broker = std::make_unique<broker::BrokerService>(*runtime_, *storage, *store);
+  broker->set_policies(policies.get());
   admin::AdvertisedAddress address;
   address.host = host;
-  // The Pulsar port as configured; 0 until a Pulsar listener reports the one it bound.
-  address.pulsar_port = [port = config_.pulsar_port]() { return port; };
+  // The Pulsar port actually bound (known once the listener started).
+  address.pulsar_port = [this]() { return ports_.pulsar; };
   auto admin = std::make_unique<admin::AdminService>(*runtime_, config_.bind, config_.http_port, registry,
                                                      tenancy.get(), broker.get(), std::move(address));
   components_.push_back(std::move(store));
   components_.push_back(std::move(tenancy));
+  components_.push_back(std::move(policies));
+  protocol::pulsar::PulsarServiceOptions pulsar_options;
+  pulsar_options.bind = config_.bind;
+  pulsar_options.port = config_.pulsar_port;
+  pulsar_options.advertised_host = host;
+  pulsar_options.cluster_name = config_.cluster_name;
+  pulsar_options.server_version = std::string("Magnetar ") + version();
+  auto pulsar = std::make_unique<protocol::pulsar::PulsarService>(*runtime_, *broker, *store, pulsar_options);
+  pulsar_ = pulsar.get();
   components_.push_back(std::move(storage));
   components_.push_back(std::move(broker));
+  components_.push_back(std::move(pulsar));
   admin_ = admin.get();
   components_.push_back(std::move(admin));
 
@@ -118,6 +132,7 @@ Status Server::start() {
     ++started_;
   }
   ports_.http = admin_->port();
+  ports_.pulsar = pulsar_->port();
   Status st = write_ports_file();
   if (!st.is_ok()) {
     stop();
@@ -134,6 +149,7 @@ void Server::stop() {
   }
   components_.clear();
   admin_ = nullptr;
+  pulsar_ = nullptr;
   for (uint64_t id : collector_ids_) common::MetricsRegistry::global().remove_collector(id);
   collector_ids_.clear();
   if (runtime_) {
@@ -151,6 +167,7 @@ std::vector<std::string> Server::banner() const {
   std::vector<std::string> lines;
   lines.push_back(fmt::format("Magnetar {} (cluster '{}', {} reactors, data in {})", version(),
                               config_.cluster_name, runtime_ ? runtime_->size() : 0, config_.data_dir));
+  lines.push_back(fmt::format("  pulsar       pulsar://{}:{}", host, ports_.pulsar));
   lines.push_back(fmt::format("  admin REST   http://{}:{}/admin/v2", host, ports_.http));
   lines.push_back(fmt::format("  metrics      http://{}:{}/metrics", host, ports_.http));
   lines.push_back(fmt::format("  health       http://{}:{}/admin/v2/brokers/health", host, ports_.http));

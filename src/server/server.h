@@ -19,11 +19,15 @@
 namespace magnetar::admin {
 class AdminService;
 }
+namespace magnetar::protocol::pulsar {
+class PulsarService;
+}
 
 namespace magnetar::server {
 
 struct BoundPorts {
   uint16_t http = 0;
+  uint16_t pulsar = 0;
 };
 
 class Server {
@@ -53,6 +57,7 @@ class Server {
   std::vector<std::unique_ptr<runtime::Component>> components_;  // in start order
   size_t started_ = 0;
   admin::AdminService* admin_ = nullptr;
+  protocol::pulsar::PulsarService* pulsar_ = nullptr;
   std::vector<uint64_t> collector_ids_;
   BoundPorts ports_;
   int lock_fd_ = -1;

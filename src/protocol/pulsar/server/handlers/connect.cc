@@ -1,0 +1,58 @@
+// CONNECT: the handshake. Lookup and partition metadata: where a topic is
+// served and how many partitions it has.
+#include "broker/policies.h"
+#include "broker/tenancy.h"
+#include "protocol/pulsar/commands.h"
+#include "protocol/pulsar/server/pulsar_connection.h"
+
+namespace magnetar::protocol::pulsar {
+
+void handle_connect(PulsarConnection& c, const proto::CommandConnect& cmd) {
+  if (c.connected()) {
+    c.close(common::Status::failed_precondition("CONNECT sent twice"));
+    return;
+  }
+  c.protocol_version = commands::negotiate_protocol_version(cmd.protocol_version());
+  c.send(commands::connected(c.service().options().server_version, c.protocol_version,
+                             static_cast<int32_t>(kDefaultMaxMessageSize)));
+  c.set_connected();
+}
+
+void handle_lookup(PulsarConnection& c, const proto::CommandLookupTopic& cmd) {
+  auto topic = broker::TopicName::parse(cmd.topic());
+  if (!topic) {
+    c.send(commands::lookup_error(cmd.request_id(), proto::InvalidTopicName, topic.status().message()));
+    return;
+  }
+  // One node serves every topic: it is always here.
+  c.send(commands::lookup_response(cmd.request_id(), c.service().service_url(), ""));
+}
+
+void handle_partitioned_metadata(PulsarConnection& c, const proto::CommandPartitionedTopicMetadata& cmd) {
+  auto topic = broker::TopicName::parse(cmd.topic());
+  uint64_t request_id = cmd.request_id();
+  if (!topic) {
+    c.send(commands::partitioned_metadata_error(request_id, proto::InvalidTopicName, topic.status().message()));
+    return;
+  }
+  if (topic->is_partition()) {
+    c.send(commands::partitioned_metadata_response(request_id, 0));
+    return;
+  }
+  // The metadata store answers on this reactor, never blocking it.
+  c.service().store().get(broker::partitioned_topic_key(*topic), [reply = c.replier(), request_id](common::Result<metadata::Record> r) {
+    reply([request_id, r = std::move(r)](PulsarConnection& conn) {
+      if (r.is_ok()) {
+        auto partitions = broker::decode_partitions(r->value);
+        conn.send(commands::partitioned_metadata_response(request_id,
+                                                          static_cast<uint32_t>(partitions.value_or(0))));
+      } else if (r.status().code() == common::ErrorCode::kNotFound) {
+        conn.send(commands::partitioned_metadata_response(request_id, 0));
+      } else {
+        conn.send(commands::partitioned_metadata_error(request_id, proto::MetadataError, r.status().message()));
+      }
+    });
+  });
+}
+
+}  // namespace magnetar::protocol::pulsar

@@ -1,0 +1,210 @@
+#include "protocol/pulsar/server/pulsar_connection.h"
+
+#include "common/logging.h"
+#include "protocol/pulsar/commands.h"
+
+namespace magnetar::protocol::pulsar {
+
+using common::ErrorCode;
+using common::Status;
+
+proto::ServerError server_error(const Status& st) {
+  switch (st.code()) {
+    case ErrorCode::kNotFound: return proto::TopicNotFound;
+    case ErrorCode::kAlreadyExists: return proto::ProducerBusy;
+    case ErrorCode::kFailedPrecondition: return proto::ConsumerBusy;
+    case ErrorCode::kInvalidArgument: return proto::InvalidTopicName;
+    case ErrorCode::kResourceExhausted: return proto::TooManyRequests;
+    case ErrorCode::kUnavailable: return proto::ServiceNotReady;
+    case ErrorCode::kIoError:
+    case ErrorCode::kCorruption: return proto::PersistenceError;
+    case ErrorCode::kPermissionDenied: return proto::AuthorizationError;
+    case ErrorCode::kUnimplemented: return proto::NotAllowedError;
+    case ErrorCode::kFenced: return proto::ProducerFenced;
+    default: return proto::UnknownError;
+  }
+}
+
+PulsarConnection::PulsarConnection(runtime::Reactor& reactor, PulsarService& service)
+    : reactor_(reactor),
+      service_(service),
+      decoder_(service.options().frame_limits),
+      link_(std::make_shared<ConnectionLink>(ConnectionLink{this})) {}
+
+PulsarConnection::~PulsarConnection() { link_->conn = nullptr; }
+
+void PulsarConnection::on_data(runtime::Connection& conn, common::SliceChain& input) {
+  conn_ = &conn;
+  while (!conn.closing()) {
+    switch (decoder_.decode(input, &frame_)) {
+      case DecodeResult::kNeedMore:
+        return;
+      case DecodeResult::kFrame:
+        dispatch(frame_);
+        break;
+      case DecodeResult::kChecksumMismatch:
+        if (frame_.command.has_send()) {
+          send(commands::send_error(frame_.command.send().producer_id(), frame_.command.send().sequence_id(),
+                                    proto::ChecksumError, decoder_.status().message()));
+        }
+        break;
+      case DecodeResult::kMalformedFrame:
+      case DecodeResult::kStreamError:
+        MLOG_INFO("pulsar client {}: {}; closing", conn.peer(), decoder_.status().message());
+        close(decoder_.status());
+        return;
+    }
+  }
+}
+
+void PulsarConnection::dispatch(Frame& frame) {
+  const auto& cmd = frame.command;
+  MLOG_DEBUG("pulsar {}: command {}", conn_ ? conn_->peer() : "-", frame.wire_type);
+  if (!connected_ && cmd.type() != proto::BaseCommand::CONNECT) {
+    close(Status::failed_precondition("the first command must be CONNECT"));
+    return;
+  }
+  switch (cmd.type()) {
+    case proto::BaseCommand::CONNECT: return handle_connect(*this, cmd.connect());
+    case proto::BaseCommand::PING: return send(commands::pong());
+    case proto::BaseCommand::PONG: return;
+    case proto::BaseCommand::LOOKUP: return handle_lookup(*this, cmd.lookuptopic());
+    case proto::BaseCommand::PARTITIONED_METADATA: return handle_partitioned_metadata(*this, cmd.partitionmetadata());
+    case proto::BaseCommand::PRODUCER: return handle_producer(*this, cmd.producer());
+    case proto::BaseCommand::SEND: return handle_send(*this, frame);
+    case proto::BaseCommand::CLOSE_PRODUCER: return handle_close_producer(*this, cmd.close_producer());
+    case proto::BaseCommand::SUBSCRIBE: return handle_subscribe(*this, cmd.subscribe());
+    case proto::BaseCommand::FLOW: return handle_flow(*this, cmd.flow());
+    case proto::BaseCommand::ACK: return handle_ack(*this, cmd.ack());
+    case proto::BaseCommand::REDELIVER_UNACKNOWLEDGED_MESSAGES:
+      return handle_redeliver(*this, cmd.redeliverunacknowledgedmessages());
+    case proto::BaseCommand::CLOSE_CONSUMER: return handle_close_consumer(*this, cmd.close_consumer());
+    case proto::BaseCommand::UNSUBSCRIBE: return handle_unsubscribe(*this, cmd.unsubscribe());
+    case proto::BaseCommand::GET_LAST_MESSAGE_ID: return handle_get_last_message_id(*this, cmd.getlastmessageid());
+    case proto::BaseCommand::SEEK: return refuse(cmd.seek().request_id(), "SEEK");
+    case proto::BaseCommand::GET_SCHEMA: return refuse(cmd.getschema().request_id(), "GET_SCHEMA");
+    case proto::BaseCommand::GET_OR_CREATE_SCHEMA:
+      return refuse(cmd.getorcreateschema().request_id(), "GET_OR_CREATE_SCHEMA");
+    case proto::BaseCommand::GET_TOPICS_OF_NAMESPACE:
+      return refuse(cmd.gettopicsofnamespace().request_id(), "GET_TOPICS_OF_NAMESPACE");
+    case proto::BaseCommand::CONSUMER_STATS: return refuse(cmd.consumerstats().request_id(), "CONSUMER_STATS");
+    default:
+      // Not served yet and carrying no request id to answer: ignored without
+      // dropping the connection, so the client's other work goes on.
+      MLOG_DEBUG("pulsar: unsupported command type {}", frame.wire_type);
+      return;
+  }
+}
+
+void PulsarConnection::refuse(uint64_t request_id, std::string_view what) {
+  send(commands::error(request_id, proto::NotAllowedError, std::string(what) + " is not served yet"));
+}
+
+void PulsarConnection::send(const proto::BaseCommand& command) {
+  if (conn_ != nullptr) conn_->write(encode_command(command));
+}
+
+void PulsarConnection::send_slices(common::Slice head, common::Slice entry) {
+  if (conn_ == nullptr) return;
+  conn_->write(std::move(head));
+  conn_->write(std::move(entry));
+}
+
+void Replier::operator()(std::function<void(PulsarConnection&)> fn) const {
+  auto task = [weak = link_, fn = std::move(fn)]() {
+    auto link = weak.lock();
+    if (link && link->conn != nullptr) fn(*link->conn);
+  };
+  if (reactor_->is_on_thread()) {
+    task();
+    return;
+  }
+  // From another reactor: a full mailbox is retried on the next loop
+  // iteration rather than waited for, so two reactors never wait on each other.
+  Status st = reactor_->post(task);
+  if (st.code() == ErrorCode::kResourceExhausted && runtime::Reactor::current() != nullptr) {
+    auto retry = std::make_shared<std::function<void()>>();
+    runtime::Reactor* here = runtime::Reactor::current();
+    runtime::Reactor* there = reactor_;
+    *retry = [retry, here, there, task]() {
+      Status again = there->post(task);
+      if (again.code() == ErrorCode::kResourceExhausted) here->defer([retry]() { (*retry)(); });
+    };
+    here->defer([retry]() { (*retry)(); });
+  } else if (!st.is_ok()) {
+    MLOG_DEBUG("pulsar: answer dropped: {}", st.to_string());
+  }
+}
+
+void PulsarConnection::close(const Status& why) {
+  if (conn_ != nullptr) conn_->close(why);
+}
+
+void PulsarConnection::on_close(runtime::Connection&, const Status& reason) {
+  drop_all();
+  conn_ = nullptr;
+  link_->conn = nullptr;
+}
+
+// Detaches this connection's producers and consumers from their topics.
+void PulsarConnection::drop_all() {
+  auto& broker = service_.broker();
+  for (auto& [id, p] : producers) {
+    broker.with_topic(p.topic, [broker_id = p.broker_id](common::Result<broker::Topic*> t) {
+      if (t.is_ok()) (*t)->remove_producer(broker_id);
+    });
+  }
+  for (auto& [id, c] : consumers) {
+    // The sink is kept alive until the consumer is gone from its subscription.
+    broker.with_topic(c.topic, [sub = c.subscription, broker_id = c.broker_id,
+                                sink = c.sink](common::Result<broker::Topic*> t) {
+      if (!t.is_ok()) return;
+      if (auto* s = (*t)->subscription(sub)) s->remove_consumer(broker_id);
+    });
+  }
+  producers.clear();
+  consumers.clear();
+}
+
+void PulsarConsumerSink::to_connection(std::function<void(PulsarConnection&)> fn) {
+  Replier(link_, conn_reactor_)(std::move(fn));
+}
+
+void PulsarConsumerSink::deliver(std::vector<broker::Delivery> entries) {
+  uint64_t consumer_id = consumer_id_;
+  MLOG_DEBUG("pulsar: {} entries for consumer {}, first {} bytes", entries.size(), consumer_id, entries.empty() ? 0 : entries[0].payload.size());
+  to_connection([consumer_id, entries = std::move(entries)](PulsarConnection& c) mutable {
+    for (auto& d : entries) {
+      auto id = commands::message_id(d.position.ledger, static_cast<uint64_t>(d.position.entry));
+      auto cmd = commands::message(consumer_id, id, d.redelivery_count);
+      common::Slice head = encode_payload_head(cmd, d.payload.size());
+      c.send_slices(std::move(head), std::move(d.payload));
+    }
+  });
+}
+
+void PulsarConsumerSink::closed(const Status& why) {
+  uint64_t consumer_id = consumer_id_;
+  to_connection([consumer_id](PulsarConnection& c) {
+    // Tells the client to reconnect (and look the topic up again).
+    proto::BaseCommand cmd;
+    cmd.set_type(proto::BaseCommand::CLOSE_CONSUMER);
+    cmd.mutable_close_consumer()->set_consumer_id(consumer_id);
+    cmd.mutable_close_consumer()->set_request_id(0);
+    c.consumers.erase(consumer_id);
+    c.send(cmd);
+  });
+}
+
+void PulsarConsumerSink::active_changed(bool active) {
+  uint64_t consumer_id = consumer_id_;
+  to_connection([consumer_id, active](PulsarConnection& c) {
+    proto::BaseCommand cmd;
+    cmd.set_type(proto::BaseCommand::ACTIVE_CONSUMER_CHANGE);
+    cmd.mutable_active_consumer_change()->set_consumer_id(consumer_id);
+    cmd.mutable_active_consumer_change()->set_is_active(active);
+    c.send(cmd);
+  });
+}
+
+}  // namespace magnetar::protocol::pulsar

@@ -1,0 +1,131 @@
+// PulsarConnection: one client connection speaking the Pulsar binary
+// protocol. Decodes frames, hands each command to its handler
+// (handlers/*.cc) and keeps the connection's producers and consumers.
+//
+// Threads: lives on its connection's reactor. Work on a topic is posted to
+// the topic's home reactor; its results come back through post_home() /
+// reply(), which find this connection again through a weak Link (the
+// connection may have closed meanwhile).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "broker/consumer.h"
+#include "broker/naming.h"
+#include "protocol/pulsar/frame.h"
+#include "protocol/pulsar/server/pulsar_service.h"
+#include "runtime/connection.h"
+
+namespace magnetar::protocol::pulsar {
+
+class PulsarConnection;
+
+// Refers to a connection from other threads; `conn` is null once it closed.
+// Read and written only on the connection's reactor.
+struct ConnectionLink {
+  PulsarConnection* conn;
+};
+
+// Reaches a connection from any thread: runs a function on its reactor if it
+// is still open, and drops it otherwise. Copyable; safe to outlive the
+// connection.
+class Replier {
+ public:
+  Replier(std::weak_ptr<ConnectionLink> link, runtime::Reactor& reactor) : link_(std::move(link)), reactor_(&reactor) {}
+  void operator()(std::function<void(PulsarConnection&)> fn) const;
+
+ private:
+  std::weak_ptr<ConnectionLink> link_;
+  runtime::Reactor* reactor_;
+};
+
+// Delivers a consumer's entries as MESSAGE frames. Called by the broker on
+// the topic's home reactor; posts to the connection's reactor.
+class PulsarConsumerSink;
+
+class PulsarConnection final : public runtime::ConnectionHandler {
+ public:
+  PulsarConnection(runtime::Reactor& reactor, PulsarService& service);
+  ~PulsarConnection() override;
+
+  void on_data(runtime::Connection& conn, common::SliceChain& input) override;
+  void on_close(runtime::Connection& conn, const common::Status& reason) override;
+
+  // --- For handlers.
+  PulsarService& service() { return service_; }
+  runtime::Reactor& reactor() { return reactor_; }
+  void send(const proto::BaseCommand& command);
+  void send_slices(common::Slice head, common::Slice entry);
+  // For answers computed on other reactors.
+  Replier replier() const { return Replier(link_, reactor_); }
+  std::weak_ptr<ConnectionLink> link() const { return link_; }
+  bool connected() const { return connected_; }
+  void set_connected() { connected_ = true; }
+  void close(const common::Status& why);
+
+  struct ProducerState {
+    broker::TopicName topic;
+    uint64_t broker_id;
+    std::string name;
+  };
+  struct ConsumerState {
+    broker::TopicName topic;
+    std::string subscription;
+    uint64_t broker_id;
+    std::shared_ptr<PulsarConsumerSink> sink;
+  };
+  std::map<uint64_t, ProducerState> producers;  // by the client's producer id
+  std::map<uint64_t, ConsumerState> consumers;  // by the client's consumer id
+  int32_t protocol_version = 0;
+
+ private:
+  void dispatch(Frame& frame);
+  // Answers a request this broker does not serve yet with NotAllowedError.
+  void refuse(uint64_t request_id, std::string_view what);
+  void drop_all();
+
+  runtime::Reactor& reactor_;
+  PulsarService& service_;
+  FrameDecoder decoder_;
+  Frame frame_;
+  runtime::Connection* conn_ = nullptr;
+  std::shared_ptr<ConnectionLink> link_;
+  bool connected_ = false;  // CONNECT handled
+};
+
+class PulsarConsumerSink final : public broker::ConsumerSink {
+ public:
+  PulsarConsumerSink(std::weak_ptr<ConnectionLink> link, runtime::Reactor& conn_reactor, uint64_t client_consumer_id)
+      : link_(std::move(link)), conn_reactor_(conn_reactor), consumer_id_(client_consumer_id) {}
+  void deliver(std::vector<broker::Delivery> entries) override;
+  void closed(const common::Status& why) override;
+  void active_changed(bool active) override;
+
+ private:
+  void to_connection(std::function<void(PulsarConnection&)> fn);
+  std::weak_ptr<ConnectionLink> link_;
+  runtime::Reactor& conn_reactor_;
+  uint64_t consumer_id_;
+};
+
+// Maps a broker error to the protocol's ServerError: the one place that does.
+proto::ServerError server_error(const common::Status& st);
+
+// --- Command handlers, one file per group (handlers/*.cc).
+void handle_connect(PulsarConnection& c, const proto::CommandConnect& cmd);
+void handle_lookup(PulsarConnection& c, const proto::CommandLookupTopic& cmd);
+void handle_partitioned_metadata(PulsarConnection& c, const proto::CommandPartitionedTopicMetadata& cmd);
+void handle_producer(PulsarConnection& c, const proto::CommandProducer& cmd);
+void handle_send(PulsarConnection& c, Frame& frame);
+void handle_close_producer(PulsarConnection& c, const proto::CommandCloseProducer& cmd);
+void handle_subscribe(PulsarConnection& c, const proto::CommandSubscribe& cmd);
+void handle_flow(PulsarConnection& c, const proto::CommandFlow& cmd);
+void handle_ack(PulsarConnection& c, const proto::CommandAck& cmd);
+void handle_redeliver(PulsarConnection& c, const proto::CommandRedeliverUnacknowledgedMessages& cmd);
+void handle_close_consumer(PulsarConnection& c, const proto::CommandCloseConsumer& cmd);
+void handle_unsubscribe(PulsarConnection& c, const proto::CommandUnsubscribe& cmd);
+void handle_get_last_message_id(PulsarConnection& c, const proto::CommandGetLastMessageId& cmd);
+
+}  // namespace magnetar::protocol::pulsar

@@ -1,0 +1,60 @@
+// PulsarService: the Pulsar binary protocol listener (port 6650 by default),
+// translating the wire onto the protocol-neutral broker API.
+//
+// One PulsarConnection per client connection, on the reactor that accepted
+// it. Everything about a topic happens on the topic's home reactor
+// (BrokerService::with_topic); answers are posted back to the connection's
+// reactor.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "broker/broker_service.h"
+#include "metadata/store.h"
+#include "protocol/pulsar/frame.h"
+#include "runtime/component.h"
+#include "runtime/runtime.h"
+#include "runtime/tcp_listener.h"
+
+namespace magnetar::protocol::pulsar {
+
+struct PulsarServiceOptions {
+  std::string bind = "127.0.0.1";
+  uint16_t port = 6650;
+  std::string advertised_host;  // what LOOKUP hands out
+  std::string cluster_name = "standalone";
+  std::string server_version = "Magnetar";
+  FrameLimits frame_limits;
+};
+
+class PulsarService final : public runtime::Component {
+ public:
+  PulsarService(runtime::Runtime& runtime, broker::BrokerService& broker, metadata::Store& store,
+                PulsarServiceOptions options);
+  std::string_view name() const override { return "pulsar"; }
+  common::Status start() override;
+  void stop() override;
+
+  // Valid after start().
+  uint16_t port() const { return listener_ ? listener_->port() : 0; }
+  std::string service_url() const;
+
+  broker::BrokerService& broker() { return broker_; }
+  metadata::Store& store() { return store_; }
+  const PulsarServiceOptions& options() const { return options_; }
+  // Broker-wide ids for producers and consumers (the client's ids are per
+  // connection).
+  uint64_t next_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  runtime::Runtime& runtime_;
+  broker::BrokerService& broker_;
+  metadata::Store& store_;
+  PulsarServiceOptions options_;
+  std::unique_ptr<runtime::TcpListener> listener_;
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace magnetar::protocol::pulsar

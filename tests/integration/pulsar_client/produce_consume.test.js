@@ -1,0 +1,112 @@
+// The pulsar-flex client (npm) producing and consuming through magnetar.
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert');
+const { Producer, Consumer, logLevel } = require('pulsar-flex');
+const { Node, waitFor } = require('./node');
+
+// pulsar-flex keeps reconnect timers alive; end the process once every test
+// is done, keeping the exit code the runner set.
+test.after(() => setImmediate(() => process.exit()));
+
+const quiet = { logLevel: logLevel.NOTHING === undefined ? logLevel.ERROR : logLevel.NOTHING };
+
+function producer(node, topic) {
+  return new Producer({ topic, discoveryServers: node.pulsarServers, producerAccessMode: Producer.ACCESS_MODES.SHARED, ...quiet });
+}
+
+function consumer(node, topic, subscription, subType, name) {
+  return new Consumer({ topic, discoveryServers: node.pulsarServers, subscription, subType,
+    consumerName: name || subscription, receiveQueueSize: 100, ...quiet });
+}
+
+// Collects messages as they arrive; acknowledges each one.
+function collect(c) {
+  const got = [];
+  c.run({
+    onMessage: async ({ ack, message, properties, redeliveryCount }) => {
+      got.push({ payload: message.toString(), properties, redeliveryCount });
+      await ack();
+    },
+    autoAck: false,
+  });
+  return got;
+}
+
+test('messages and batches arrive in order with their properties', async () => {
+  const node = await new Node().start();
+  try {
+    const topic = 'persistent://public/default/orders';
+    const c = consumer(node, topic, 'audit', Consumer.SUB_TYPES.EXCLUSIVE);
+    await c.subscribe();
+    const got = collect(c);
+    const p = producer(node, topic);
+    await p.create();
+    for (let i = 0; i < 10; i++) await p.sendMessage({ payload: `order-${i}`, properties: { n: String(i) } });
+    await p.sendBatch({ messages: [{ payload: 'batch-a', properties: { k: 'a' } }, { payload: 'batch-b' }] });
+    await waitFor(() => got.length >= 12, 20000, '12 messages');
+    assert.deepStrictEqual(got.map((m) => m.payload),
+      [...Array(10).keys()].map((i) => `order-${i}`).concat(['batch-a', 'batch-b']));
+    assert.deepStrictEqual(got[3].properties, { n: '3' });
+    assert.deepStrictEqual(got[10].properties, { k: 'a' });
+    assert.ok(got.every((m) => !m.redeliveryCount));
+    await c.unsubscribe();
+    await p.close();
+  } finally {
+    await node.close();
+  }
+});
+
+test('a shared subscription splits the messages between its consumers', async () => {
+  const node = await new Node().start();
+  try {
+    const topic = 'persistent://public/default/jobs';
+    const a = consumer(node, topic, 'workers', Consumer.SUB_TYPES.SHARED, 'worker-a');
+    const b = consumer(node, topic, 'workers', Consumer.SUB_TYPES.SHARED, 'worker-b');
+    await a.subscribe();
+    await b.subscribe();
+    const gotA = collect(a);
+    const gotB = collect(b);
+    const p = producer(node, topic);
+    await p.create();
+    const sent = [];
+    for (let i = 0; i < 40; i++) {
+      sent.push(`job-${i}`);
+      await p.sendMessage({ payload: `job-${i}` });
+    }
+    await waitFor(() => gotA.length + gotB.length >= 40, 20000, '40 jobs');
+    const all = gotA.concat(gotB).map((m) => m.payload).sort();
+    assert.deepStrictEqual(all, sent.slice().sort());  // each exactly once
+    assert.ok(gotA.length > 0 && gotB.length > 0, `both consumers got work (${gotA.length}/${gotB.length})`);
+    await a.unsubscribe().catch(() => {});
+    await b.unsubscribe().catch(() => {});
+    await p.close();
+  } finally {
+    await node.close();
+  }
+});
+
+test('a subscription keeps its backlog across a restart', async () => {
+  const node = await new Node().start();
+  try {
+    const topic = 'persistent://public/default/ledger';
+    const first = consumer(node, topic, 'billing', Consumer.SUB_TYPES.EXCLUSIVE);
+    await first.subscribe();  // creates the subscription at the end of the topic
+    const p = producer(node, topic);
+    await p.create();
+    for (let i = 0; i < 5; i++) await p.sendMessage({ payload: `invoice-${i}` });
+    await p.close();
+    await first.unsubscribe();  // pulsar-flex's unsubscribe closes the consumer; the subscription stays
+    assert.strictEqual(await node.stop(), 0);
+
+    await node.start();
+    const again = consumer(node, topic, 'billing', Consumer.SUB_TYPES.EXCLUSIVE);
+    await again.subscribe();
+    const got = collect(again);
+    await waitFor(() => got.length >= 5, 20000, 'the backlog after restart');
+    assert.deepStrictEqual(got.map((m) => m.payload), [0, 1, 2, 3, 4].map((i) => `invoice-${i}`));
+    await again.unsubscribe();
+  } finally {
+    await node.close();
+  }
+});
