@@ -1,18 +1,10 @@
 // Cursor operations an administrator runs on a managed ledger: persisted
 // resets, cursor deletion, cursors recovered at open, expiry of one cursor
 // and deleting the whole log.
-#include "ledger/managed_ledger.h"
+#include "utils/ledger_fixture.h"
 
-#include <gtest/gtest.h>
-#include <stdlib.h>
-
-#include <filesystem>
 #include <algorithm>
-#include <future>
 #include <thread>
-
-#include "metadata/leveldb_store.h"
-#include "runtime/reactor.h"
 
 namespace magnetar::ledger {
 namespace {
@@ -21,80 +13,7 @@ using common::Result;
 using common::Slice;
 using common::Status;
 
-constexpr auto kWait = std::chrono::seconds(60);
-
-class ManagedLedgerAdminTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "magnetar-ledger-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    storage::StorageOptions so;
-    so.directory = dir_ + "/storage";
-    so.max_batch_delay = std::chrono::microseconds(0);
-    storage_ = storage::make_local_storage(so);
-    ASSERT_TRUE(storage_->start().is_ok());
-    store_ = std::make_unique<metadata::LevelDbStore>(metadata::LevelDbStore::Options{dir_ + "/metadata"});
-    ASSERT_TRUE(store_->start().is_ok());
-    reactor_.start();
-  }
-  void TearDown() override {
-    reactor_.run_sync([&] { ledgers_.clear(); });
-    reactor_.stop();
-    store_->stop();
-    storage_->stop();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-
-  // Starts `op` on the reactor and waits (bounded) for the value it reports.
-  template <typename T>
-  T on_reactor(std::function<void(Callback<T>)> op) {
-    auto p = std::make_shared<std::promise<T>>();
-    auto f = p->get_future();
-    reactor_.run_sync([&] { op([p](T v) { p->set_value(std::move(v)); }); });
-    if (f.wait_for(kWait) != std::future_status::ready) {
-      ADD_FAILURE() << "managed ledger call did not complete";
-      std::abort();
-    }
-    return f.get();
-  }
-
-  std::shared_ptr<ManagedLedger> open(const std::string& name, ManagedLedgerConfig config = {}) {
-    auto ml = on_reactor<Result<std::shared_ptr<ManagedLedger>>>([&](auto done) {
-      ManagedLedger::open(name, config, *storage_, *store_, done);
-    });
-    EXPECT_TRUE(ml.is_ok()) << ml.status().to_string();
-    if (!ml.is_ok()) return nullptr;
-    ledgers_.push_back(*ml);
-    return *ml;
-  }
-  Result<Position> add(ManagedLedger& ml, const std::string& payload, uint32_t messages = 1, int64_t time = 0) {
-    return on_reactor<Result<Position>>([&](auto done) {
-      MessageHeader h;
-      h.producer = "p";
-      h.messages = messages;
-      h.publish_time_ms = time;
-      ml.add_entry(h, Slice::copy_of(payload), done);
-    });
-  }
-  std::vector<LedgerEntry> read_all(ManagedLedger& ml, Position after) {
-    std::vector<LedgerEntry> all;
-    for (;;) {
-      auto r = on_reactor<Result<std::vector<LedgerEntry>>>([&](auto done) { ml.read_entries(after, 7, done); });
-      EXPECT_TRUE(r.is_ok()) << r.status().to_string();
-      if (!r.is_ok() || r->empty()) return all;
-      after = r->back().position;
-      for (auto& e : *r) all.push_back(std::move(e));
-    }
-  }
-
-  std::string dir_;
-  std::unique_ptr<storage::Storage> storage_;
-  std::unique_ptr<metadata::LevelDbStore> store_;
-  runtime::Reactor reactor_{0, "reactor-test"};
-  std::vector<std::shared_ptr<ManagedLedger>> ledgers_;
-};
+class ManagedLedgerAdminTest : public ManagedLedgerFixture {};
 
 TEST_F(ManagedLedgerAdminTest, DurableCursorsAreRecoveredWhenTheLogOpens) {
   auto ml = open("a1");
