@@ -16,6 +16,8 @@ int run(int argc, char** argv) {
       "Examples:\n"
       "  magnetar standalone                      # everything on one machine, data in ./data\n"
       "  magnetar standalone --http-port 0        # pick free ports, see ./data/ports.json\n"
+      "  magnetar produce my-topic -m hello        # send with the Pulsar protocol\n"
+      "  magnetar consume my-topic -s my-sub -n 1  # receive one message\n"
       "  magnetar version\n"
       "\n"
       "Run 'magnetar <command> --help' for a command's flags.");
@@ -24,6 +26,8 @@ int run(int argc, char** argv) {
   Command command;
   add_standalone_command(app, config, command);
   add_version_command(app, command);
+  add_produce_command(app, command);
+  add_consume_command(app, command);
   add_admin_command(app, command);
 
   auto args = expand_config_file(argc, argv, app);

@@ -18,6 +18,9 @@ void add_server_flags(CLI::App& cmd, server::Config& config);
 
 CLI::App* add_standalone_command(CLI::App& app, server::Config& config, Command& run);
 CLI::App* add_version_command(CLI::App& app, Command& run);
+// `magnetar produce` / `magnetar consume` (produce_consume.cc).
+CLI::App* add_produce_command(CLI::App& app, Command& run);
+CLI::App* add_consume_command(CLI::App& app, Command& run);
 // `magnetar admin ...` (admin_cli.h).
 CLI::App* add_admin_command(CLI::App& app, Command& run);
 

@@ -56,4 +56,4 @@ class Node {
   }
 }
 
-module.exports = { Node, waitFor };
+module.exports = { Node, waitFor, BIN };

@@ -110,3 +110,42 @@ test('a subscription keeps its backlog across a restart', async () => {
     await node.close();
   }
 });
+
+test('magnetar produce/consume and pulsar-flex read each other', async () => {
+  const { execFileSync, spawn } = require('node:child_process');
+  const { BIN } = require('./node');
+  const node = await new Node().start();
+  try {
+    const url = `pulsar://127.0.0.1:${node.ports.pulsar}`;
+    const topic = 'persistent://public/default/interop';
+    // pulsar-flex consumes what our CLI produces.
+    const c = consumer(node, topic, 'flex', Consumer.SUB_TYPES.EXCLUSIVE);
+    await c.subscribe();
+    const got = collect(c);
+    execFileSync(BIN, ['produce', topic, '-m', 'from-cli-1', '-m', 'from-cli-2', '-p', 'origin=cli', '--url', url]);
+    await waitFor(() => got.length >= 2, 20000, 'the CLI messages');
+    assert.deepStrictEqual(got.map((m) => m.payload), ['from-cli-1', 'from-cli-2']);
+    assert.deepStrictEqual(got[0].properties, { origin: 'cli' });
+    await c.unsubscribe();
+
+    // Our CLI consumes what pulsar-flex produces; its subscription starts at
+    // the earliest message, so it does not matter which of the two is first.
+    const topic2 = 'persistent://public/default/interop-2';
+    const cli = spawn(BIN, ['consume', topic2, '-s', 'cli', '-P', 'Earliest', '-n', '3', '--timeout', '20', '--json',
+      '--url', url]);
+    let out = '';
+    cli.stdout.on('data', (d) => { out += d; });
+    const exited = new Promise((resolve) => cli.on('exit', resolve));
+    const p = producer(node, topic2);
+    await p.create();
+    await p.sendMessage({ payload: 'from-flex-1', properties: { origin: 'flex' } });
+    await p.sendBatch({ messages: [{ payload: 'from-flex-2' }, { payload: 'from-flex-3' }] });
+    assert.strictEqual(await exited, 0);
+    const lines = out.trim().split('\n').map((l) => JSON.parse(l));
+    assert.deepStrictEqual(lines.map((m) => m.payload), ['from-flex-1', 'from-flex-2', 'from-flex-3']);
+    assert.deepStrictEqual(lines[0].properties, { origin: 'flex' });
+    await p.close();
+  } finally {
+    await node.close();
+  }
+});

@@ -1,0 +1,392 @@
+#include "client/pulsar_client.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "protocol/pulsar/batch.h"
+#include "protocol/pulsar/commands.h"
+
+namespace magnetar::client {
+
+using common::Result;
+using common::Slice;
+using common::Status;
+namespace pp = protocol::pulsar;
+namespace proto = protocol::pulsar::proto;
+using Clock = std::chrono::steady_clock;
+
+std::string MessageId::to_string() const {
+  std::string s = std::to_string(ledger) + ":" + std::to_string(entry);
+  if (batch_index >= 0) s += ":" + std::to_string(batch_index);
+  return s;
+}
+
+namespace {
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Status server_error(const proto::BaseCommand& cmd) {
+  std::string message;
+  if (cmd.has_error()) message = cmd.error().message();
+  if (cmd.has_send_error()) message = cmd.send_error().message();
+  return Status::failed_precondition("the broker refused: " + message);
+}
+
+}  // namespace
+
+PulsarClient::PulsarClient(int fd, ClientOptions options) : fd_(fd), options_(options) {}
+
+PulsarClient::~PulsarClient() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<std::unique_ptr<PulsarClient>> PulsarClient::connect(const std::string& service_url, ClientOptions options) {
+  std::string rest = service_url;
+  if (rest.rfind("pulsar://", 0) == 0) rest = rest.substr(9);
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  size_t colon = rest.rfind(':');
+  std::string host = colon == std::string::npos ? rest : rest.substr(0, colon);
+  std::string port = colon == std::string::npos ? "6650" : rest.substr(colon + 1);
+  if (host.empty()) return Status::invalid_argument("no host in service URL '" + service_url + "'");
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0) {
+    return Status::unavailable("cannot resolve " + host + ": " + gai_strerror(rc));
+  }
+  int fd = -1;
+  Status last = Status::unavailable("no address for " + host);
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
+    last = Status::unavailable("cannot connect to " + host + ":" + port + ": " + std::strerror(errno));
+    ::close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(res);
+  if (fd < 0) return last;
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+
+  std::unique_ptr<PulsarClient> client(new PulsarClient(fd, options));
+  proto::BaseCommand cmd;
+  cmd.set_type(proto::BaseCommand::CONNECT);
+  cmd.mutable_connect()->set_client_version("magnetar-client");
+  cmd.mutable_connect()->set_protocol_version(pp::commands::kMaxProtocolVersion);
+  MAGNETAR_RETURN_IF_ERROR(client->write_all(pp::encode_command(cmd)));
+  auto deadline = Clock::now() + options.timeout;
+  for (;;) {
+    pp::Frame frame;
+    MAGNETAR_RETURN_IF_ERROR(client->read_frame(deadline, &frame));
+    if (frame.command.type() == proto::BaseCommand::CONNECTED) {
+      client->server_version_ = frame.command.connected().server_version();
+      return client;
+    }
+    if (frame.command.type() == proto::BaseCommand::ERROR) return server_error(frame.command);
+  }
+}
+
+Status PulsarClient::write_all(const Slice& bytes) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::from_errno(errno, "send to the broker");
+    }
+    off += static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
+Status PulsarClient::read_frame(Clock::time_point deadline, pp::Frame* out) {
+  for (;;) {
+    switch (decoder_.decode(input_, out)) {
+      case pp::DecodeResult::kFrame:
+        if (out->command.type() == proto::BaseCommand::PING) {
+          MAGNETAR_RETURN_IF_ERROR(write_all(pp::encode_command(pp::commands::pong())));
+          continue;
+        }
+        return Status::ok();
+      case pp::DecodeResult::kNeedMore:
+        break;
+      default:
+        return Status::corruption("the broker sent a frame we cannot read: " + decoder_.status().message());
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return Status::timeout("no answer from the broker in time");
+    pollfd p{fd_, POLLIN, 0};
+    int rc = ::poll(&p, 1, static_cast<int>(left));
+    if (rc == 0) return Status::timeout("no answer from the broker in time");
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      return Status::from_errno(errno, "poll");
+    }
+    Slice buf = Slice::allocate(64 << 10);
+    ssize_t n = ::recv(fd_, buf.mutable_data(), buf.size(), 0);
+    if (n == 0) return Status::unavailable("the broker closed the connection");
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return Status::from_errno(errno, "recv from the broker");
+    }
+    buf.truncate(static_cast<size_t>(n));
+    input_.append(std::move(buf));
+  }
+}
+
+void PulsarClient::queue_message(const pp::Frame& frame) {
+  const auto& m = frame.command.message();
+  uint64_t consumer = m.consumer_id();
+  auto base = [&](ReceivedMessage& r) {
+    r.id.ledger = m.message_id().ledgerid();
+    r.id.entry = m.message_id().entryid();
+    r.producer = frame.metadata.producer_name();
+    r.publish_time_ms = frame.metadata.publish_time();
+    r.redelivery_count = m.redelivery_count();
+  };
+  if (frame.metadata.has_num_messages_in_batch()) {
+    auto batch = pp::split_batch(frame.payload, frame.metadata.num_messages_in_batch());
+    if (!batch.is_ok()) return;
+    int32_t index = 0;
+    for (auto& single : *batch) {
+      ReceivedMessage r;
+      base(r);
+      r.id.batch_index = index++;
+      r.payload = single.payload.to_string();
+      for (const auto& kv : single.metadata.properties()) r.properties[kv.key()] = kv.value();
+      r.key = single.metadata.partition_key();
+      inbox_[consumer].push_back(std::move(r));
+    }
+    return;
+  }
+  ReceivedMessage r;
+  base(r);
+  r.payload = frame.payload.to_string();
+  for (const auto& kv : frame.metadata.properties()) r.properties[kv.key()] = kv.value();
+  r.key = frame.metadata.partition_key();
+  inbox_[consumer].push_back(std::move(r));
+}
+
+Result<proto::BaseCommand> PulsarClient::await_request(uint64_t request_id) {
+  auto deadline = Clock::now() + options_.timeout;
+  auto matches = [request_id](const proto::BaseCommand& c) {
+    switch (c.type()) {
+      case proto::BaseCommand::SUCCESS: return c.success().request_id() == request_id;
+      case proto::BaseCommand::ERROR: return c.error().request_id() == request_id;
+      case proto::BaseCommand::PRODUCER_SUCCESS: return c.producer_success().request_id() == request_id;
+      default: return false;
+    }
+  };
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (matches(it->command)) {
+      auto cmd = it->command;
+      pending_.erase(it);
+      return cmd;
+    }
+  }
+  for (;;) {
+    pp::Frame frame;
+    MAGNETAR_RETURN_IF_ERROR(read_frame(deadline, &frame));
+    if (frame.command.type() == proto::BaseCommand::MESSAGE) {
+      queue_message(frame);
+    } else if (matches(frame.command)) {
+      if (frame.command.type() == proto::BaseCommand::ERROR) return server_error(frame.command);
+      return frame.command;
+    } else {
+      pending_.push_back(std::move(frame));
+    }
+  }
+}
+
+Status PulsarClient::request(proto::BaseCommand& command) {
+  MAGNETAR_RETURN_IF_ERROR(write_all(pp::encode_command(command)));
+  return Status::ok();
+}
+
+Result<uint64_t> PulsarClient::create_producer(const std::string& topic, const std::string& name) {
+  uint64_t id = next_producer_++;
+  uint64_t request_id = next_request_++;
+  proto::BaseCommand cmd;
+  cmd.set_type(proto::BaseCommand::PRODUCER);
+  auto* p = cmd.mutable_producer();
+  p->set_topic(topic);
+  p->set_producer_id(id);
+  p->set_request_id(request_id);
+  if (!name.empty()) p->set_producer_name(name);
+  MAGNETAR_RETURN_IF_ERROR(request(cmd));
+  auto answer = await_request(request_id);
+  if (!answer) return answer.status();
+  producer_names_[id] = answer->producer_success().producer_name();
+  sequence_[id] = 0;
+  return id;
+}
+
+namespace {
+
+Slice send_frame(uint64_t producer, uint64_t sequence, const std::string& producer_name, std::string_view payload,
+                 const std::map<std::string, std::string>& properties, std::string_view key) {
+  proto::BaseCommand cmd;
+  cmd.set_type(proto::BaseCommand::SEND);
+  cmd.mutable_send()->set_producer_id(producer);
+  cmd.mutable_send()->set_sequence_id(sequence);
+  proto::MessageMetadata md;
+  md.set_producer_name(producer_name);
+  md.set_sequence_id(sequence);
+  md.set_publish_time(static_cast<uint64_t>(now_ms()));
+  for (const auto& [k, v] : properties) {
+    auto* kv = md.add_properties();
+    kv->set_key(k);
+    kv->set_value(v);
+  }
+  if (!key.empty()) md.set_partition_key(std::string(key));
+  return pp::encode_payload_command(cmd, md, payload);
+}
+
+}  // namespace
+
+Result<MessageId> PulsarClient::send(uint64_t producer, std::string_view payload,
+                                     const std::map<std::string, std::string>& properties, std::string_view key) {
+  auto name = producer_names_.find(producer);
+  if (name == producer_names_.end()) return Status::not_found("no producer " + std::to_string(producer));
+  uint64_t sequence = sequence_[producer]++;
+  MAGNETAR_RETURN_IF_ERROR(write_all(send_frame(producer, sequence, name->second, payload, properties, key)));
+  auto deadline = Clock::now() + options_.timeout;
+  for (;;) {
+    pp::Frame frame;
+    MAGNETAR_RETURN_IF_ERROR(read_frame(deadline, &frame));
+    const auto& c = frame.command;
+    if (c.type() == proto::BaseCommand::SEND_RECEIPT && c.send_receipt().sequence_id() == sequence) {
+      return MessageId{c.send_receipt().message_id().ledgerid(), c.send_receipt().message_id().entryid(), -1};
+    }
+    if (c.type() == proto::BaseCommand::SEND_ERROR && c.send_error().sequence_id() == sequence) {
+      return server_error(c);
+    }
+    if (c.type() == proto::BaseCommand::MESSAGE) queue_message(frame);
+  }
+}
+
+Result<size_t> PulsarClient::send_many(uint64_t producer, const std::vector<std::string>& payloads, size_t window) {
+  auto name = producer_names_.find(producer);
+  if (name == producer_names_.end()) return Status::not_found("no producer " + std::to_string(producer));
+  size_t sent = 0, acked = 0;
+  while (acked < payloads.size()) {
+    while (sent < payloads.size() && sent - acked < window) {
+      uint64_t sequence = sequence_[producer]++;
+      MAGNETAR_RETURN_IF_ERROR(write_all(send_frame(producer, sequence, name->second, payloads[sent], {}, {})));
+      ++sent;
+    }
+    pp::Frame frame;
+    MAGNETAR_RETURN_IF_ERROR(read_frame(Clock::now() + options_.timeout, &frame));
+    if (frame.command.type() == proto::BaseCommand::SEND_RECEIPT) ++acked;
+    if (frame.command.type() == proto::BaseCommand::SEND_ERROR) return server_error(frame.command);
+    if (frame.command.type() == proto::BaseCommand::MESSAGE) queue_message(frame);
+  }
+  return acked;
+}
+
+Status PulsarClient::close_producer(uint64_t producer) {
+  uint64_t request_id = next_request_++;
+  proto::BaseCommand cmd;
+  cmd.set_type(proto::BaseCommand::CLOSE_PRODUCER);
+  cmd.mutable_close_producer()->set_producer_id(producer);
+  cmd.mutable_close_producer()->set_request_id(request_id);
+  MAGNETAR_RETURN_IF_ERROR(request(cmd));
+  auto answer = await_request(request_id);
+  producer_names_.erase(producer);
+  return answer.is_ok() ? Status::ok() : answer.status();
+}
+
+Result<uint64_t> PulsarClient::subscribe(const std::string& topic, const std::string& subscription,
+                                         SubscriptionType type, bool earliest, uint32_t permits,
+                                         const std::string& consumer_name) {
+  uint64_t id = next_consumer_++;
+  uint64_t request_id = next_request_++;
+  proto::BaseCommand cmd;
+  cmd.set_type(proto::BaseCommand::SUBSCRIBE);
+  auto* s = cmd.mutable_subscribe();
+  s->set_topic(topic);
+  s->set_subscription(subscription);
+  s->set_subtype(static_cast<proto::CommandSubscribe::SubType>(type));
+  s->set_consumer_id(id);
+  s->set_request_id(request_id);
+  s->set_consumer_name(consumer_name.empty() ? subscription : consumer_name);
+  s->set_initialposition(earliest ? proto::CommandSubscribe::Earliest : proto::CommandSubscribe::Latest);
+  MAGNETAR_RETURN_IF_ERROR(request(cmd));
+  auto answer = await_request(request_id);
+  if (!answer) return answer.status();
+  proto::BaseCommand flow;
+  flow.set_type(proto::BaseCommand::FLOW);
+  flow.mutable_flow()->set_consumer_id(id);
+  flow.mutable_flow()->set_messagepermits(permits);
+  MAGNETAR_RETURN_IF_ERROR(request(flow));
+  permits_[id] = permits;
+  taken_[id] = 0;
+  return id;
+}
+
+Result<ReceivedMessage> PulsarClient::receive(uint64_t consumer, std::chrono::milliseconds wait) {
+  auto deadline = Clock::now() + wait;
+  auto& box = inbox_[consumer];
+  while (box.empty()) {
+    pp::Frame frame;
+    MAGNETAR_RETURN_IF_ERROR(read_frame(deadline, &frame));
+    if (frame.command.type() == proto::BaseCommand::MESSAGE) {
+      queue_message(frame);
+    } else if (frame.command.type() == proto::BaseCommand::CLOSE_CONSUMER &&
+               frame.command.close_consumer().consumer_id() == consumer) {
+      return Status::unavailable("the broker closed this consumer");
+    } else {
+      pending_.push_back(std::move(frame));
+    }
+  }
+  ReceivedMessage m = std::move(box.front());
+  box.pop_front();
+  // Permits are per entry; ask for more once half the window is used.
+  if (m.id.batch_index <= 0 && ++taken_[consumer] >= std::max<uint32_t>(1, permits_[consumer] / 2)) {
+    proto::BaseCommand flow;
+    flow.set_type(proto::BaseCommand::FLOW);
+    flow.mutable_flow()->set_consumer_id(consumer);
+    flow.mutable_flow()->set_messagepermits(taken_[consumer]);
+    MAGNETAR_RETURN_IF_ERROR(request(flow));
+    taken_[consumer] = 0;
+  }
+  return m;
+}
+
+Status PulsarClient::ack(uint64_t consumer, const MessageId& id) {
+  proto::BaseCommand cmd;
+  cmd.set_type(proto::BaseCommand::ACK);
+  auto* a = cmd.mutable_ack();
+  a->set_consumer_id(consumer);
+  a->set_ack_type(proto::CommandAck::Individual);
+  auto* mid = a->add_message_id();
+  mid->set_ledgerid(id.ledger);
+  mid->set_entryid(id.entry);
+  return request(cmd);
+}
+
+Status PulsarClient::close_consumer(uint64_t consumer) {
+  uint64_t request_id = next_request_++;
+  proto::BaseCommand cmd;
+  cmd.set_type(proto::BaseCommand::CLOSE_CONSUMER);
+  cmd.mutable_close_consumer()->set_consumer_id(consumer);
+  cmd.mutable_close_consumer()->set_request_id(request_id);
+  MAGNETAR_RETURN_IF_ERROR(request(cmd));
+  auto answer = await_request(request_id);
+  inbox_.erase(consumer);
+  return answer.is_ok() ? Status::ok() : answer.status();
+}
+
+}  // namespace magnetar::client
