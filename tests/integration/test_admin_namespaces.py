@@ -1,10 +1,9 @@
 """REST admin API over real HTTP: namespaces, every namespace policy,
 partitioned-topic metadata, their error codes and restart."""
-import json
 import shutil
 import unittest
 
-from magnetar_harness import Node, NodeTestCase
+from magnetar_harness import call_json as call, Node, NodeTestCase
 
 NS = "/admin/v2/namespaces"
 
@@ -61,16 +60,6 @@ BAD_POLICIES = [
 ]
 
 
-def call(node, method, path, body=None):
-    if body is not None and not isinstance(body, str):
-        body = json.dumps(body)
-    status, raw, _ = node.http(method, path, body, headers={"Content-Type": "application/json"})
-    if not raw:
-        return status, None
-    try:
-        return status, json.loads(raw)
-    except ValueError:
-        return status, raw.decode(errors="replace")
 
 
 class AdminNamespacesTest(NodeTestCase):

@@ -1,23 +1,10 @@
 """REST admin API over real HTTP: first-start defaults, clusters and tenants,
 their error codes, bad input (400 with nothing changed) and restart."""
-import json
 import unittest
 
-from magnetar_harness import Node, NodeTestCase
+from magnetar_harness import call_json as call, Node, NodeTestCase
 
 
-def call(node, method, path, body=None):
-    """(status, parsed JSON or None) for one request; `body` is sent as JSON
-    unless it is a str (sent as is, for malformed bodies)."""
-    if body is not None and not isinstance(body, str):
-        body = json.dumps(body)
-    status, raw, _ = node.http(method, path, body, headers={"Content-Type": "application/json"})
-    if not raw:
-        return status, None
-    try:
-        return status, json.loads(raw)
-    except ValueError:
-        return status, raw.decode(errors="replace")
 
 
 class AdminTenantsTest(NodeTestCase):

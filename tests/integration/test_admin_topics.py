@@ -8,23 +8,14 @@ import subprocess
 import tempfile
 import unittest
 
-from magnetar_harness import Node
+from magnetar_harness import Node, NodeTestCase
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 P = "/admin/v2/persistent/public/default"
 NP = "/admin/v2/non-persistent/public/default"
 
 
-class AdminTopicsTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.node = Node().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.node.stop()
-        cls.node.close()
-        assert code == 0, f"exit code {code}"
+class AdminTopicsTest(NodeTestCase):
 
     def call(self, method, path, body=None):
         if body is not None and not isinstance(body, (str, bytes, dict, list)):

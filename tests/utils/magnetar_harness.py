@@ -112,6 +112,20 @@ class Node:
         self.close()
 
 
+def call_json(node, method, path, body=None):
+    """(status, parsed JSON or None) for one request; `body` is sent as JSON
+    unless it is a str (sent as is, for malformed bodies)."""
+    if body is not None and not isinstance(body, str):
+        body = json.dumps(body)
+    status, raw, _ = node.http(method, path, body, headers={"Content-Type": "application/json"})
+    if not raw:
+        return status, None
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, raw.decode(errors="replace")
+
+
 class NodeTestCase(unittest.TestCase):
     """A test class sharing one node among its tests; the node must exit 0
     when the class is done."""
