@@ -28,6 +28,7 @@ int run(int argc, char** argv) {
   add_version_command(app, command);
   add_produce_command(app, command);
   add_consume_command(app, command);
+  add_perf_command(app, command);
   add_admin_command(app, command);
 
   auto args = expand_config_file(argc, argv, app);

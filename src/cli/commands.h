@@ -21,6 +21,8 @@ CLI::App* add_version_command(CLI::App& app, Command& run);
 // `magnetar produce` / `magnetar consume` (produce_consume.cc).
 CLI::App* add_produce_command(CLI::App& app, Command& run);
 CLI::App* add_consume_command(CLI::App& app, Command& run);
+// `magnetar perf` (perf.cc).
+CLI::App* add_perf_command(CLI::App& app, Command& run);
 // `magnetar admin ...` (admin_cli.h).
 CLI::App* add_admin_command(CLI::App& app, Command& run);
 

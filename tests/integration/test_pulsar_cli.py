@@ -44,6 +44,20 @@ class PulsarCliTest(NodeTestCase):
         outs = [p.communicate(timeout=60)[0] for p in procs]
         self.assertEqual(sum(len(o.splitlines()) for o in outs), 20)
 
+    def test_perf_reports_every_figure(self):
+        r = run("perf", "--url", self.url(), "-n", "3000", "-s", "200", "-w", "100", "--topic", "perf-test",
+                "--disk-dir", self.node.data_dir, "--json", timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        figures = json.loads(r.stdout)
+        self.assertEqual(figures["messages"], 3000)
+        for key in ("produce_msgs_per_s", "produce_bytes_per_s", "consume_msgs_per_s",
+                    "disk_fdatasync_bytes_per_s", "produce_vs_disk"):
+            self.assertGreater(figures[key], 0, key)
+        # The run's messages are really in the topic: a new reader sees all of them.
+        r = run("consume", "perf-test", "-s", "check", "-P", "Earliest", "-n", "0", "--timeout", "1",
+                "--url", self.url())
+        self.assertEqual(len(r.stdout.splitlines()), 3000)
+
     def test_errors_are_clear(self):
         r = run("produce", "x", "-m", "m", "--url", "pulsar://127.0.0.1:1")
         self.assertEqual(r.returncode, 1)
