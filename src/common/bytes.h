@@ -105,11 +105,6 @@ class SliceChain {
   bool empty() const { return size_ == 0; }
   // The first slice with unconsumed bytes. REQUIRES: !empty().
   const Slice& front() const { return slices_[head_]; }
-  // Calls fn(const Slice&) for each slice with unconsumed bytes, in order.
-  template <typename Fn>
-  void for_each(Fn&& fn) const {
-    for (size_t i = head_; i < slices_.size(); ++i) fn(slices_[i]);
-  }
 
   // Copies the first n bytes into dst without consuming. REQUIRES: n <= size().
   void copy_out(void* dst, size_t n) const;

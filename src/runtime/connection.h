@@ -78,7 +78,6 @@ class Connection {
 
   const std::string& peer() const { return peer_; }
   Reactor& reactor() { return reactor_; }
-  ConnectionHandler& handler() { return *handler_; }
 
   // Runs once, on this connection's reactor, when it is gone (after on_close).
   void set_on_destroy(std::function<void(Connection*)> fn) { on_destroy_ = std::move(fn); }

@@ -59,7 +59,6 @@ void PulsarConnection::on_data(runtime::Connection& conn, common::SliceChain& in
 
 void PulsarConnection::dispatch(Frame& frame) {
   const auto& cmd = frame.command;
-  MLOG_DEBUG("pulsar {}: command {}", conn_ ? conn_->peer() : "-", frame.wire_type);
   if (!connected_ && cmd.type() != proto::BaseCommand::CONNECT) {
     close(Status::failed_precondition("the first command must be CONNECT"));
     return;
@@ -172,7 +171,6 @@ void PulsarConsumerSink::to_connection(std::function<void(PulsarConnection&)> fn
 
 void PulsarConsumerSink::deliver(std::vector<broker::Delivery> entries) {
   uint64_t consumer_id = consumer_id_;
-  MLOG_DEBUG("pulsar: {} entries for consumer {}, first {} bytes", entries.size(), consumer_id, entries.empty() ? 0 : entries[0].payload.size());
   to_connection([consumer_id, entries = std::move(entries)](PulsarConnection& c) mutable {
     for (auto& d : entries) {
       auto id = commands::message_id(d.position.ledger, static_cast<uint64_t>(d.position.entry));
