@@ -57,7 +57,7 @@ void HttpSession::dispatch(std::unique_ptr<HttpRequest> request) {
     if (home->is_on_thread()) {
       deliver();
     } else {
-      home->post_or_wait(std::move(deliver));
+      home->post_reliably(std::move(deliver));
     }
   });
   router_.dispatch(*request, std::move(respond));

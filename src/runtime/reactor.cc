@@ -100,6 +100,40 @@ Reactor::PushResult Reactor::push(Task& task) {
   return r;
 }
 
+bool Reactor::post_reliably(Task task) {
+  Reactor* here = current();
+  if (here == nullptr) return post_or_wait(std::move(task));
+  if (stopping_.load()) return false;
+  // Behind tasks already waiting for room, so that one sender's tasks keep
+  // their order.
+  auto& waiting = here->overflow_[this];
+  if (waiting.empty()) {
+    switch (push(task)) {
+      case PushResult::kPushed: return true;
+      case PushResult::kStopping: return false;
+      case PushResult::kFull: break;
+    }
+  }
+  waiting.push_back(std::move(task));
+  if (waiting.size() == 1) here->defer([this, here]() { here->flush_overflow(this); });
+  return true;
+}
+
+void Reactor::flush_overflow(Reactor* target) {
+  auto it = overflow_.find(target);
+  if (it == overflow_.end()) return;
+  auto& waiting = it->second;
+  while (!waiting.empty()) {
+    PushResult r = target->push(waiting.front());
+    if (r == PushResult::kFull) {
+      defer([this, target]() { flush_overflow(target); });
+      return;
+    }
+    waiting.pop_front();  // pushed, or dropped because the target is stopping
+  }
+  overflow_.erase(it);
+}
+
 common::Status Reactor::post(Task task) {
   switch (push(task)) {
     case PushResult::kPushed: return common::Status::ok();

@@ -11,11 +11,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <cstdint>
 #include <future>
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -49,6 +51,13 @@ class Reactor {
   // for space instead of failing when the mailbox is full. Returns false only
   // when the reactor is stopping.
   bool post_or_wait(Task task);
+
+  // Any thread: queues `task` without ever dropping it for a full mailbox
+  // and without blocking a reactor. From a reactor, a full mailbox is
+  // retried on the caller's next loop iteration (two reactors never wait on
+  // each other); from any other thread it waits for room. Returns false, and
+  // drops the task, only once this reactor is stopping.
+  bool post_reliably(Task task);
 
   // Runs `fn` on this reactor and returns its result. REQUIRES: the reactor
   // is running, and the caller is not another reactor (it blocks).
@@ -95,6 +104,9 @@ class Reactor {
   [[noreturn]] void die_stopped() const;
   enum class PushResult { kPushed, kFull, kStopping };
   PushResult push(Task& task);
+  // On this reactor: pushes the tasks waiting for room in `target`, in
+  // order, and tries again next iteration if it is still full.
+  void flush_overflow(Reactor* target);
   void run();
   void drain_mailbox();
   void run_deferred();
@@ -109,6 +121,9 @@ class Reactor {
   Mailbox mailbox_;
   std::vector<Task> deferred_;
   std::vector<Task> deferred_running_;
+  // Tasks this reactor sent with post_reliably that found the target's
+  // mailbox full, by target. Touched only on this reactor.
+  std::unordered_map<Reactor*, std::deque<Task>> overflow_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> posters_{0};

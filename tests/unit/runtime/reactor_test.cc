@@ -76,6 +76,34 @@ TEST(ReactorTest, FullMailboxIsAnErrorNotABuffer) {
   r.stop();
 }
 
+// A reactor answering another whose mailbox is full neither drops the task
+// nor blocks: it retries on its own next loop iterations.
+TEST(ReactorTest, PostReliablyFromAReactorSurvivesAFullMailbox) {
+  Reactor busy(0, "reactor-busy", 4);
+  Reactor sender(1, "reactor-sender");
+  busy.start();
+  sender.start();
+  std::promise<void> release;
+  auto gate = release.get_future().share();
+  ASSERT_TRUE(busy.post([gate]() { gate.wait(); }).is_ok());
+  std::atomic<int> ran{0};
+  std::atomic<bool> in_order{true};
+  sender.run_sync([&]() {
+    for (int i = 0; i < 20; ++i) {
+      EXPECT_TRUE(busy.post_reliably([&ran, &in_order, i]() {
+        if (ran.fetch_add(1) != i) in_order = false;
+      }));
+    }
+  });
+  EXPECT_EQ(ran.load(), 0);  // `busy` is still blocked; nothing was lost or run
+  release.set_value();
+  for (int i = 0; i < 2000 && ran.load() < 20; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(ran.load(), 20);
+  EXPECT_TRUE(in_order.load());  // one sender's tasks keep their order through the retries
+  sender.stop();
+  busy.stop();
+}
+
 TEST(ReactorTest, PostAfterStopIsRefused) {
   Reactor r(0, "reactor-test");
   r.start();

@@ -116,22 +116,8 @@ void Replier::operator()(std::function<void(PulsarConnection&)> fn) const {
   };
   if (reactor_->is_on_thread()) {
     task();
-    return;
-  }
-  // From another reactor: a full mailbox is retried on the next loop
-  // iteration rather than waited for, so two reactors never wait on each other.
-  Status st = reactor_->post(task);
-  if (st.code() == ErrorCode::kResourceExhausted && runtime::Reactor::current() != nullptr) {
-    auto retry = std::make_shared<std::function<void()>>();
-    runtime::Reactor* here = runtime::Reactor::current();
-    runtime::Reactor* there = reactor_;
-    *retry = [retry, here, there, task]() {
-      Status again = there->post(task);
-      if (again.code() == ErrorCode::kResourceExhausted) here->defer([retry]() { (*retry)(); });
-    };
-    here->defer([retry]() { (*retry)(); });
-  } else if (!st.is_ok()) {
-    MLOG_DEBUG("pulsar: answer dropped: {}", st.to_string());
+  } else if (!reactor_->post_reliably(std::move(task))) {
+    MLOG_DEBUG("pulsar: answer dropped, the connection's reactor is stopping");
   }
 }
 
