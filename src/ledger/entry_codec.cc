@@ -12,14 +12,18 @@ using common::Slice;
 using common::Status;
 
 Slice encode_entry(const MessageHeader& header, const Slice& payload) {
-  flatbuffers::FlatBufferBuilder b(64 + header.producer.size());
+  flatbuffers::FlatBufferBuilder b(80 + header.producer.size() + header.key.size());
   auto producer = b.CreateString(header.producer);
+  flatbuffers::Offset<flatbuffers::String> key;
+  if (!header.key.empty()) key = b.CreateString(header.key);
   fb::EntryHeaderBuilder h(b);
   h.add_publish_time_ms(header.publish_time_ms);
   h.add_producer(producer);
   h.add_sequence_id(header.sequence_id);
   h.add_messages(header.messages);
   h.add_first_index(header.first_index);
+  if (!header.key.empty()) h.add_key(key);
+  if (header.deliver_at_ms != 0) h.add_deliver_at_ms(header.deliver_at_ms);
   b.Finish(h.Finish());
   const uint32_t hsize = b.GetSize();
   Slice out = Slice::allocate(4 + hsize + payload.size());
@@ -44,6 +48,8 @@ common::Result<std::pair<MessageHeader, Slice>> decode_entry(const Slice& entry)
   header.sequence_id = h->sequence_id();
   header.messages = h->messages();
   header.first_index = h->first_index();
+  if (h->key()) header.key = h->key()->str();
+  header.deliver_at_ms = h->deliver_at_ms();
   return std::make_pair(std::move(header), entry.sub(4 + hsize));
 }
 

@@ -20,6 +20,11 @@ struct MessageHeader {
   int64_t sequence_id = 0;
   uint32_t messages = 1;    // messages in the entry (a batch holds several)
   int64_t first_index = 0;  // topic-wide index of the first message; set by the managed ledger
+  // The key that orders the entry in Key_Shared subscriptions (Pulsar's
+  // ordering key, else its partition key; Kafka's record key); empty when none.
+  std::string key;
+  // Delayed delivery: not dispatched before this wall-clock time (ms); 0 = now.
+  int64_t deliver_at_ms = 0;
 };
 
 common::Slice encode_entry(const MessageHeader& header, const common::Slice& payload);

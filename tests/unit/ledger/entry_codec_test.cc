@@ -21,6 +21,18 @@ TEST(EntryCodecTest, HeaderAndPayloadRoundTrip) {
   EXPECT_EQ(back->first.messages, 7u);
   EXPECT_EQ(back->first.first_index, 1000);
   EXPECT_EQ(back->second.to_string(), "payload");
+  EXPECT_EQ(back->first.key, "");
+  EXPECT_EQ(back->first.deliver_at_ms, 0);
+}
+
+TEST(EntryCodecTest, KeyAndDeliveryTimeRoundTrip) {
+  MessageHeader h;
+  h.key = "customer-7";
+  h.deliver_at_ms = 1'800'000'000'000;
+  auto back = decode_entry(encode_entry(h, common::Slice::copy_of("x")));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->first.key, "customer-7");
+  EXPECT_EQ(back->first.deliver_at_ms, 1'800'000'000'000);
 }
 
 TEST(EntryCodecTest, MalformedEntriesAreCorruption) {

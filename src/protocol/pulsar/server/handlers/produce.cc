@@ -52,6 +52,13 @@ void handle_send(PulsarConnection& c, Frame& frame) {
   header.messages = frame.metadata.has_num_messages_in_batch()
                         ? static_cast<uint32_t>(frame.metadata.num_messages_in_batch())
                         : static_cast<uint32_t>(std::max(1, send.num_messages()));
+  const auto& md = frame.metadata;
+  if (md.has_ordering_key() && !md.ordering_key().empty()) {
+    header.key = md.ordering_key();
+  } else if (md.has_partition_key()) {
+    header.key = md.partition_key();
+  }
+  if (md.has_deliver_at_time()) header.deliver_at_ms = md.deliver_at_time();
   uint64_t producer_id = send.producer_id();
   uint64_t sequence_id = send.sequence_id();
   uint64_t highest = send.highest_sequence_id();
