@@ -19,6 +19,7 @@ packages=(
   libleveldb-dev        # metadata/: the local metadata store (storage/ uses it too)
   libflatbuffers-dev flatbuffers-compiler  # metadata/: versioned records (.fbs -> flatc)
   libprotobuf-dev protobuf-compiler  # protocol/pulsar/: the Pulsar wire schema (.proto -> protoc)
+  liblz4-dev libzstd-dev libsnappy-dev zlib1g-dev  # client/: Pulsar message compression codecs
   prometheus            # tests/integration: promtool checks /metrics
   python3               # tests/integration: the test scripts (Debian's /usr/bin/python3)
   nats-server           # bench/startup.py: the baseline broker for start-up and idle cost

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "client/compression.h"
 #include "protocol/pulsar/batch.h"
 #include "protocol/pulsar/commands.h"
 
@@ -21,12 +22,6 @@ using common::Status;
 namespace pp = protocol::pulsar;
 namespace proto = protocol::pulsar::proto;
 using Clock = std::chrono::steady_clock;
-
-std::string MessageId::to_string() const {
-  std::string s = std::to_string(ledger) + ":" + std::to_string(entry);
-  if (batch_index >= 0) s += ":" + std::to_string(batch_index);
-  return s;
-}
 
 namespace {
 
@@ -156,26 +151,57 @@ void PulsarClient::queue_message(const pp::Frame& frame) {
     r.publish_time_ms = frame.metadata.publish_time();
     r.redelivery_count = m.redelivery_count();
   };
-  if (frame.metadata.has_num_messages_in_batch()) {
-    auto batch = pp::split_batch(frame.payload, frame.metadata.num_messages_in_batch());
-    if (!batch.is_ok()) return;
-    int32_t index = 0;
-    for (auto& single : *batch) {
-      ReceivedMessage r;
-      base(r);
-      r.id.batch_index = index++;
-      r.payload = single.payload.to_string();
-      for (const auto& kv : single.metadata.properties()) r.properties[kv.key()] = kv.value();
-      r.key = single.metadata.partition_key();
-      inbox_[consumer].push_back(std::move(r));
+  // A payload the client cannot read is still delivered (empty, with the
+  // reason), so the application sees it and can acknowledge it.
+  Slice payload = frame.payload;
+  std::string problem;
+  if (frame.metadata.compression() != proto::NONE) {
+    auto plain = decompress(frame.metadata.compression(), payload, frame.metadata.uncompressed_size());
+    if (plain) {
+      payload = std::move(*plain);
+    } else {
+      problem = plain.status().message();
     }
-    return;
+  }
+  if (problem.empty() && frame.metadata.has_num_messages_in_batch()) {
+    int32_t count = frame.metadata.num_messages_in_batch();
+    auto batch = pp::split_batch(payload, count);
+    if (batch.is_ok()) {
+      // Indexes the broker says were acknowledged already (ack_set bit 0) are skipped.
+      auto acked = [&](int32_t i) {
+        if (m.ack_set_size() == 0) return false;
+        size_t word = static_cast<size_t>(i) / 64;
+        if (word >= static_cast<size_t>(m.ack_set_size())) return false;
+        return ((static_cast<uint64_t>(m.ack_set(static_cast<int>(word))) >> (i % 64)) & 1) == 0;
+      };
+      int32_t index = 0;
+      for (auto& single : *batch) {
+        int32_t i = index++;
+        if (acked(i)) continue;
+        ReceivedMessage r;
+        base(r);
+        r.id.batch_index = i;
+        r.id.batch_size = count;
+        r.payload = single.payload.to_string();
+        for (const auto& kv : single.metadata.properties()) r.properties[kv.key()] = kv.value();
+        r.key = single.metadata.partition_key();
+        if (single.metadata.has_event_time()) r.event_time_ms = single.metadata.event_time();
+        inbox_[consumer].push_back(std::move(r));
+      }
+      return;
+    }
+    problem = batch.status().message();
   }
   ReceivedMessage r;
   base(r);
-  r.payload = frame.payload.to_string();
+  if (problem.empty()) {
+    r.payload = payload.to_string();
+  } else {
+    r.error = problem;
+  }
   for (const auto& kv : frame.metadata.properties()) r.properties[kv.key()] = kv.value();
   r.key = frame.metadata.partition_key();
+  if (frame.metadata.has_event_time()) r.event_time_ms = frame.metadata.event_time();
   inbox_[consumer].push_back(std::move(r));
 }
 
@@ -323,6 +349,34 @@ Result<uint64_t> PulsarClient::subscribe(const std::string& topic, const std::st
   s->set_request_id(request_id);
   s->set_consumer_name(consumer_name.empty() ? subscription : consumer_name);
   s->set_initialposition(earliest ? proto::CommandSubscribe::Earliest : proto::CommandSubscribe::Latest);
+  return subscribe_with(cmd, permits);
+}
+
+Result<uint64_t> PulsarClient::create_reader(const std::string& topic, std::optional<MessageId> start, bool earliest,
+                                             uint32_t permits) {
+  uint64_t id = next_consumer_++;
+  proto::BaseCommand cmd;
+  cmd.set_type(proto::BaseCommand::SUBSCRIBE);
+  auto* s = cmd.mutable_subscribe();
+  s->set_topic(topic);
+  s->set_subscription("reader-" + std::to_string(::getpid()) + "-" + std::to_string(id));
+  s->set_subtype(proto::CommandSubscribe::Exclusive);
+  s->set_consumer_id(id);
+  s->set_request_id(next_request_++);
+  s->set_durable(false);
+  s->set_initialposition(earliest ? proto::CommandSubscribe::Earliest : proto::CommandSubscribe::Latest);
+  if (start) {
+    auto* mid = s->mutable_start_message_id();
+    mid->set_ledgerid(start->ledger);
+    mid->set_entryid(start->entry);
+    if (start->batch_index >= 0) mid->set_batch_index(start->batch_index);
+  }
+  return subscribe_with(cmd, permits);
+}
+
+Result<uint64_t> PulsarClient::subscribe_with(proto::BaseCommand& cmd, uint32_t permits) {
+  uint64_t id = cmd.subscribe().consumer_id();
+  uint64_t request_id = cmd.subscribe().request_id();
   MAGNETAR_RETURN_IF_ERROR(request(cmd));
   auto answer = await_request(request_id);
   if (!answer) return answer.status();
@@ -353,8 +407,9 @@ Result<ReceivedMessage> PulsarClient::receive(uint64_t consumer, std::chrono::mi
   }
   ReceivedMessage m = std::move(box.front());
   box.pop_front();
-  // Permits are per entry; ask for more once half the window is used.
-  if (m.id.batch_index <= 0 && ++taken_[consumer] >= std::max<uint32_t>(1, permits_[consumer] / 2)) {
+  // Permits count messages (a batch takes as many as it holds); ask for more
+  // once half the window is used.
+  if (++taken_[consumer] >= std::max<uint32_t>(1, permits_[consumer] / 2)) {
     proto::BaseCommand flow;
     flow.set_type(proto::BaseCommand::FLOW);
     flow.mutable_flow()->set_consumer_id(consumer);
@@ -374,6 +429,29 @@ Status PulsarClient::ack(uint64_t consumer, const MessageId& id) {
   auto* mid = a->add_message_id();
   mid->set_ledgerid(id.ledger);
   mid->set_entryid(id.entry);
+  if (id.batch_index >= 0 && id.batch_size > 1) {
+    // One message of a batch: ack_set holds a bit per message still unacknowledged
+    // (Pulsar's batch-index acknowledgement). Once all are acknowledged the
+    // entry itself is.
+    auto& acked = batch_acks_[{consumer, id.ledger, id.entry}];
+    if (acked.size() != static_cast<size_t>(id.batch_size)) acked.assign(static_cast<size_t>(id.batch_size), false);
+    acked[static_cast<size_t>(id.batch_index)] = true;
+    bool all = true;
+    std::vector<int64_t> words((acked.size() + 63) / 64, 0);
+    for (size_t i = 0; i < acked.size(); ++i) {
+      if (!acked[i]) {
+        all = false;
+        words[i / 64] |= int64_t{1} << (i % 64);
+      }
+    }
+    if (all) {
+      batch_acks_.erase({consumer, id.ledger, id.entry});
+    } else {
+      for (int64_t w : words) mid->add_ack_set(w);
+      mid->set_batch_index(id.batch_index);
+      mid->set_batch_size(id.batch_size);
+    }
+  }
   return request(cmd);
 }
 

@@ -11,22 +11,18 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
+#include "client/message.h"
 #include "common/bytes.h"
 #include "common/result.h"
 #include "protocol/pulsar/frame.h"
 
 namespace magnetar::client {
-
-struct MessageId {
-  uint64_t ledger = 0;
-  uint64_t entry = 0;
-  int32_t batch_index = -1;
-  std::string to_string() const;
-};
 
 struct ReceivedMessage {
   MessageId id;
@@ -35,7 +31,11 @@ struct ReceivedMessage {
   std::string key;
   std::string producer;
   uint64_t publish_time_ms = 0;
+  uint64_t event_time_ms = 0;
   uint32_t redelivery_count = 0;
+  // Why the payload could not be read (unknown compression, corrupt batch);
+  // empty when it could. Such a message is still delivered and can be acked.
+  std::string error;
 };
 
 enum class SubscriptionType { kExclusive = 0, kShared = 1, kFailover = 2, kKeyShared = 3 };
@@ -70,6 +70,11 @@ class PulsarClient {
   common::Result<uint64_t> subscribe(const std::string& topic, const std::string& subscription,
                                      SubscriptionType type, bool earliest, uint32_t permits = 1000,
                                      const std::string& consumer_name = "");
+  // A reader: a non-durable subscription that starts at `start` (the first
+  // message after it is delivered; nullopt: at the beginning when `earliest`,
+  // else at the end). Read it with receive(); close it with close_consumer().
+  common::Result<uint64_t> create_reader(const std::string& topic, std::optional<MessageId> start, bool earliest,
+                                         uint32_t permits = 1000);
   // The next message for `consumer`, or kTimeout after `wait`. Batches are
   // split into their messages. Grants more permits as messages are taken.
   common::Result<ReceivedMessage> receive(uint64_t consumer, std::chrono::milliseconds wait);
@@ -77,6 +82,7 @@ class PulsarClient {
   common::Status close_consumer(uint64_t consumer);
 
  private:
+  friend class Producer;  // takes over the connection once its producer exists
   PulsarClient(int fd, ClientOptions options);
   common::Status write_all(const common::Slice& bytes);
   // Reads until a frame arrives or `deadline`; handles PING and queues
@@ -86,6 +92,7 @@ class PulsarClient {
   common::Result<protocol::pulsar::proto::BaseCommand> await_request(uint64_t request_id);
   void queue_message(const protocol::pulsar::Frame& frame);
   common::Status request(protocol::pulsar::proto::BaseCommand& command);
+  common::Result<uint64_t> subscribe_with(protocol::pulsar::proto::BaseCommand& command, uint32_t permits);
 
   int fd_;
   ClientOptions options_;
@@ -100,6 +107,8 @@ class PulsarClient {
   std::map<uint64_t, std::deque<ReceivedMessage>> inbox_;  // consumer -> messages
   std::map<uint64_t, uint32_t> taken_;                     // consumer -> taken since last FLOW
   std::map<uint64_t, uint32_t> permits_;                   // consumer -> permits granted per FLOW
+  // (consumer, ledger, entry) -> which messages of a batch were acked so far
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t>, std::vector<bool>> batch_acks_;
   std::deque<protocol::pulsar::Frame> pending_;            // frames read while waiting for another
 };
 
