@@ -26,6 +26,15 @@ namespace magnetar::broker {
 enum class SubscriptionType { kExclusive, kShared, kFailover, kKeyShared };
 enum class InitialPosition { kLatest, kEarliest };
 
+// Key_Shared: how consumers get their hash ranges (key_shared_selector.h).
+enum class KeySharedMode { kAutoSplit, kSticky };
+// An inclusive range of key hash slots, [start, end] within [0, 65535].
+struct HashRange {
+  uint32_t start = 0;
+  uint32_t end = 0;
+  bool operator==(const HashRange&) const = default;
+};
+
 std::string_view subscription_type_name(SubscriptionType t);  // Pulsar's: "Exclusive", "Shared", ...
 
 // One entry handed to a consumer: a Slice of the stored bytes, no copy.
@@ -59,6 +68,12 @@ struct ConsumerOptions {
   int32_t priority = 0;  // failover: lower is preferred
   InitialPosition initial_position = InitialPosition::kLatest;
   bool durable = true;   // false: a reader; the cursor is not persisted
+  // Key_Shared only. Every consumer of a subscription uses the same mode.
+  KeySharedMode key_shared_mode = KeySharedMode::kAutoSplit;
+  std::vector<HashRange> hash_ranges;  // kSticky: the slots this consumer owns
+  // Key_Shared: deliver a key's entries to this consumer even while another
+  // consumer still holds earlier entries of that key unacknowledged.
+  bool allow_out_of_order = false;
 };
 
 class Consumer {
@@ -76,6 +91,12 @@ class Consumer {
   uint64_t messages_out() const { return messages_out_; }
   uint64_t bytes_out() const { return bytes_out_; }
   size_t unacked_entries() const { return pending_.size(); }
+  // Messages in those entries (a batch counts its messages).
+  uint64_t unacked_messages() const { return unacked_messages_; }
+  // Shared and Key_Shared: dispatch to this consumer stopped because it
+  // reached the subscription's max unacked messages per consumer; it resumes
+  // once acknowledgements bring it down to half of that.
+  bool blocked_on_unacked() const { return blocked_on_unacked_; }
 
  private:
   friend class Subscription;
@@ -83,10 +104,20 @@ class Consumer {
   ConsumerOptions options_;
   ConsumerSink* sink_;
   int64_t permits_ = 0;
-  // Entries delivered and not yet acknowledged -> how many times delivered.
-  // Shared and key-shared subscriptions hand these to other consumers when
-  // this one goes away.
-  std::map<ledger::Position, uint32_t> pending_;
+  struct Pending {
+    uint32_t deliveries = 0;  // how many times the entry was delivered
+    uint32_t messages = 1;    // messages it still counts as unacknowledged
+    uint32_t slot = 0;        // Key_Shared: the hash slot of its key
+    uint32_t batch_size = 1;  // messages in the entry
+  };
+  // Entries delivered and not yet acknowledged. Shared and key-shared
+  // subscriptions hand these to other consumers when this one goes away.
+  // Changed only through Subscription::add_pending / drop_pending, which
+  // keep the counters below in step.
+  std::map<ledger::Position, Pending> pending_;
+  std::map<uint32_t, uint32_t> pending_slots_;  // Key_Shared: slot -> entries pending
+  uint64_t unacked_messages_ = 0;
+  bool blocked_on_unacked_ = false;
   uint64_t messages_out_ = 0;
   uint64_t bytes_out_ = 0;
 };

@@ -1,6 +1,10 @@
 #include "broker/subscription.h"
 
 #include <algorithm>
+#include <bit>
+#include <chrono>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "common/logging.h"
 #include "runtime/reactor.h"
@@ -25,26 +29,47 @@ std::string_view subscription_type_name(SubscriptionType t) {
 namespace {
 // The position just before p, as read_entries() takes it.
 Position before(Position p) { return Position{p.ledger, p.entry - 1}; }
+
+int64_t system_now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+uint32_t count_bits(const std::vector<uint64_t>& words) {
+  uint32_t n = 0;
+  for (uint64_t w : words) n += static_cast<uint32_t>(std::popcount(w));
+  return n;
+}
+
+std::string_view mode_name(KeySharedMode m) { return m == KeySharedMode::kSticky ? "STICKY" : "AUTO_SPLIT"; }
+
+// Pulsar hashes entries without a key as this key.
+constexpr std::string_view kNoKey = "NONE_KEY";
 }  // namespace
 
 Subscription::Subscription(std::string name, SubscriptionType type, ledger::Log& log, ledger::Cursor& cursor)
     : name_(std::move(name)), type_(type), typed_(true), log_(log), cursor_(cursor),
-      read_position_(cursor.mark_delete_position()) {}
+      read_position_(cursor.mark_delete_position()), now_ms_(system_now_ms) {}
 
 Subscription::Subscription(std::string name, ledger::Log& log, ledger::Cursor& cursor)
     : name_(std::move(name)), type_(SubscriptionType::kExclusive), typed_(false), log_(log), cursor_(cursor),
-      read_position_(cursor.mark_delete_position()) {}
+      read_position_(cursor.mark_delete_position()), now_ms_(system_now_ms) {}
 
 Subscription::~Subscription() { *alive_ = false; }
 
 Result<Consumer*> Subscription::add_consumer(uint64_t id, ConsumerOptions options, ConsumerSink* sink) {
-  if (options.type == SubscriptionType::kKeyShared) {
-    return Status::unimplemented("Key_Shared subscriptions are not served yet");
-  }
   if (consumers_.empty()) {
     type_ = options.type;
     typed_ = true;
     failover_active_ = nullptr;
+    selector_.reset();
+    // What the previous consumers' dispatcher kept aside goes back to the
+    // entries to send again, for whichever dispatcher serves the new type.
+    for (auto& [p, h] : held_) redeliver_[p] = h.slot;
+    held_.clear();
+    if (!holds_back_delayed()) {
+      for (const auto& d : delayed_.take_due(INT64_MAX)) redeliver_[d.position] = d.slot;
+    }
   }
   if (!consumers_.empty() && options.type != type_) {
     return Status::invalid_argument("subscription '" + name_ + "' is " + std::string(subscription_type_name(type_)) +
@@ -54,6 +79,20 @@ Result<Consumer*> Subscription::add_consumer(uint64_t id, ConsumerOptions option
     return Status::failed_precondition("subscription '" + name_ + "' is Exclusive and already has a consumer");
   }
   if (consumer(id) != nullptr) return Status::already_exists("consumer id " + std::to_string(id) + " is in use");
+  if (type_ == SubscriptionType::kKeyShared) {
+    if (!selector_) {
+      selector_ = std::make_unique<KeySharedSelector>(options.key_shared_mode);
+    } else if (selector_->mode() != options.key_shared_mode) {
+      return Status::invalid_argument("subscription '" + name_ + "' is Key_Shared " +
+                                      std::string(mode_name(selector_->mode())) + ", not " +
+                                      std::string(mode_name(options.key_shared_mode)));
+    }
+    Status st = selector_->add_consumer(id, options.hash_ranges);
+    if (!st.is_ok()) {
+      if (consumers_.empty()) selector_.reset();
+      return st;
+    }
+  }
   consumers_.push_back(std::make_unique<Consumer>(id, std::move(options), sink));
   Consumer* c = consumers_.back().get();
   if (type_ == SubscriptionType::kFailover) update_failover_active();
@@ -71,10 +110,8 @@ Consumer* Subscription::consumer(uint64_t id) {
 void Subscription::remove_consumer(uint64_t id) {
   auto it = std::find_if(consumers_.begin(), consumers_.end(), [id](const auto& c) { return c->id() == id; });
   if (it == consumers_.end()) return;
-  for (const auto& [p, count] : (*it)->pending_) {
-    redeliver_.insert(p);
-    redelivery_counts_[p] = count;
-  }
+  take_back(**it, nullptr);
+  if (selector_) selector_->remove_consumer(id);
   if (failover_active_ == it->get()) failover_active_ = nullptr;
   consumers_.erase(it);
   if (type_ == SubscriptionType::kFailover) update_failover_active();
@@ -82,9 +119,11 @@ void Subscription::remove_consumer(uint64_t id) {
 }
 
 void Subscription::close_consumers(const Status& why) {
+  for (auto& c : consumers_) take_back(*c, nullptr);
   auto consumers = std::move(consumers_);
   consumers_.clear();
   failover_active_ = nullptr;
+  selector_.reset();
   for (auto& c : consumers) {
     if (c->sink()) c->sink()->closed(why);
   }
@@ -100,11 +139,7 @@ void Subscription::update_failover_active() {
   failover_active_ = best;
   if (old != nullptr) {
     // What the old active consumer holds goes to the new one, in order.
-    for (const auto& [p, count] : old->pending_) {
-      redeliver_.insert(p);
-      redelivery_counts_[p] = count;
-    }
-    old->pending_.clear();
+    take_back(*old, nullptr);
     if (old->sink()) old->sink()->active_changed(false);
   }
   if (best != nullptr && best->sink()) best->sink()->active_changed(true);
@@ -116,9 +151,16 @@ Consumer* Subscription::active_consumer() {
   return nullptr;
 }
 
+bool Subscription::can_take(const Consumer& c) const {
+  if (c.permits_ <= 0) return false;
+  return !(limits_apply() && c.blocked_on_unacked_);
+}
+
 int64_t Subscription::total_permits() const {
   int64_t total = 0;
-  for (const auto& c : consumers_) total += std::max<int64_t>(c->permits_, 0);
+  for (const auto& c : consumers_) {
+    if (can_take(*c)) total += c->permits_;
+  }
   return total;
 }
 
@@ -129,17 +171,96 @@ void Subscription::flow(uint64_t consumer_id, uint32_t messages) {
   schedule_dispatch();
 }
 
+// --- Pending entries and the unacked limits.
+
+void Subscription::add_pending(Consumer& c, Position p, Consumer::Pending pending) {
+  auto [it, inserted] = c.pending_.try_emplace(p, pending);
+  if (!inserted) {
+    drop_pending(c, p);
+    it = c.pending_.emplace(p, pending).first;
+  }
+  c.unacked_messages_ += pending.messages;
+  unacked_messages_ += pending.messages;
+  ++c.pending_slots_[pending.slot];
+  if (!limits_apply()) return;
+  if (max_unacked_per_consumer_ > 0 && c.unacked_messages_ >= max_unacked_per_consumer_) {
+    c.blocked_on_unacked_ = true;
+  }
+  if (max_unacked_per_subscription_ > 0 && unacked_messages_ >= max_unacked_per_subscription_) {
+    blocked_on_unacked_ = true;
+  }
+}
+
+void Subscription::drop_pending(Consumer& c, Position p) {
+  auto it = c.pending_.find(p);
+  if (it == c.pending_.end()) return;
+  c.unacked_messages_ -= it->second.messages;
+  unacked_messages_ -= it->second.messages;
+  auto slot = c.pending_slots_.find(it->second.slot);
+  if (slot != c.pending_slots_.end() && --slot->second == 0) c.pending_slots_.erase(slot);
+  c.pending_.erase(it);
+  after_unacked_drop(c);
+}
+
+void Subscription::drop_pending_through(Consumer& c, Position p) {
+  while (!c.pending_.empty() && c.pending_.begin()->first <= p) drop_pending(c, c.pending_.begin()->first);
+}
+
+void Subscription::after_unacked_drop(Consumer& c) {
+  bool wake = type_ == SubscriptionType::kKeyShared;  // a slot may have drained
+  if (c.blocked_on_unacked_ && c.unacked_messages_ <= max_unacked_per_consumer_ / 2) {
+    c.blocked_on_unacked_ = false;
+    wake = true;
+  }
+  if (blocked_on_unacked_ && unacked_messages_ <= max_unacked_per_subscription_ / 2) {
+    blocked_on_unacked_ = false;
+    wake = true;
+  }
+  if (wake) schedule_dispatch();
+}
+
+void Subscription::set_unacked_limits(uint64_t per_consumer, uint64_t per_subscription) {
+  max_unacked_per_consumer_ = per_consumer;
+  max_unacked_per_subscription_ = per_subscription;
+  for (auto& c : consumers_) {
+    c->blocked_on_unacked_ = per_consumer > 0 && c->unacked_messages_ >= per_consumer;
+  }
+  blocked_on_unacked_ = per_subscription > 0 && unacked_messages_ >= per_subscription;
+  if (!consumers_.empty()) schedule_dispatch();
+}
+
+void Subscription::take_back(Consumer& c, const std::vector<Position>* positions) {
+  auto give_back = [&](Position p) {
+    auto it = c.pending_.find(p);
+    if (it == c.pending_.end()) return;
+    redeliver_[p] = it->second.slot;
+    redelivery_counts_[p] = it->second.deliveries;
+    drop_pending(c, p);
+  };
+  if (positions == nullptr) {
+    while (!c.pending_.empty()) give_back(c.pending_.begin()->first);
+  } else {
+    for (Position p : *positions) give_back(p);
+  }
+}
+
 void Subscription::forget_pending(Position p) {
-  for (auto& c : consumers_) c->pending_.erase(p);
+  for (auto& c : consumers_) drop_pending(*c, p);
   redeliver_.erase(p);
   redelivery_counts_.erase(p);
+  held_.erase(p);
+  delayed_.erase(p);
 }
 
 void Subscription::forget_pending_through(Position p) {
-  for (auto& c : consumers_) c->pending_.erase(c->pending_.begin(), c->pending_.upper_bound(p));
+  for (auto& c : consumers_) drop_pending_through(*c, p);
   redeliver_.erase(redeliver_.begin(), redeliver_.upper_bound(p));
   redelivery_counts_.erase(redelivery_counts_.begin(), redelivery_counts_.upper_bound(p));
+  held_.erase(held_.begin(), held_.upper_bound(p));
+  delayed_.erase_through(p);
 }
+
+// --- Acknowledgements and redelivery.
 
 Status Subscription::ack(uint64_t, Position p) {
   Status st = log_.ack(cursor_.name(), p);
@@ -159,26 +280,55 @@ Status Subscription::ack_cumulative(uint64_t, Position p) {
 
 Status Subscription::ack_batch_index(uint64_t, Position p, uint32_t index, uint32_t batch_size) {
   Status st = log_.ack_batch_index(cursor_.name(), p, index, batch_size);
-  if (st.is_ok() && cursor_.is_acknowledged(p)) forget_pending(p);
+  if (!st.is_ok()) return st;
+  if (cursor_.is_acknowledged(p)) {
+    forget_pending(p);
+    return st;
+  }
+  // A partly acknowledged batch counts only its unacknowledged messages.
+  uint32_t left = batch_size - std::min(batch_size, count_bits(cursor_.batch_acks(p)));
+  for (auto& c : consumers_) {
+    auto it = c->pending_.find(p);
+    if (it == c->pending_.end() || it->second.messages <= left) continue;
+    uint32_t drop = it->second.messages - left;
+    it->second.messages = left;
+    c->unacked_messages_ -= drop;
+    unacked_messages_ -= drop;
+    after_unacked_drop(*c);
+  }
   return st;
+}
+
+Status Subscription::ack_batch(uint64_t consumer_id, Position p, const std::vector<uint64_t>& unacked,
+                               uint32_t batch_size) {
+  if (batch_size == 0) {
+    for (const auto& c : consumers_) {
+      auto it = c->pending_.find(p);
+      if (it != c->pending_.end()) batch_size = it->second.batch_size;
+    }
+  }
+  if (batch_size == 0) {
+    return Status::invalid_argument("batch size of " + p.to_string() + " unknown: it is not pending on " + name_);
+  }
+  auto still_unacked = [&](uint32_t i) {
+    return i / 64 < unacked.size() && ((unacked[i / 64] >> (i % 64)) & 1) != 0;
+  };
+  bool any_left = false;
+  for (uint32_t i = 0; i < batch_size; ++i) any_left = any_left || still_unacked(i);
+  if (!any_left) return ack(consumer_id, p);
+  Status result;
+  for (uint32_t i = 0; i < batch_size; ++i) {
+    if (still_unacked(i)) continue;
+    Status st = ack_batch_index(consumer_id, p, i, batch_size);
+    if (!st.is_ok()) result = st;
+  }
+  return result;
 }
 
 void Subscription::redeliver_unacknowledged(uint64_t consumer_id, const std::vector<Position>& positions) {
   Consumer* c = consumer(consumer_id);
   if (c == nullptr) return;
-  auto move = [&](Position p) {
-    auto it = c->pending_.find(p);
-    if (it == c->pending_.end()) return;
-    redeliver_.insert(p);
-    redelivery_counts_[p] = it->second;
-    c->pending_.erase(it);
-  };
-  if (positions.empty()) {
-    auto all = c->pending_;
-    for (const auto& [p, count] : all) move(p);
-  } else {
-    for (Position p : positions) move(p);
-  }
+  take_back(*c, positions.empty() ? nullptr : &positions);
   schedule_dispatch();
 }
 
@@ -195,9 +345,65 @@ void Subscription::rewind() {
   read_position_ = cursor_.mark_delete_position();
   redeliver_.clear();
   redelivery_counts_.clear();
-  for (auto& c : consumers_) c->pending_.clear();
+  held_.clear();
+  delayed_.clear();
+  for (auto& c : consumers_) {
+    c->pending_.clear();
+    c->pending_slots_.clear();
+    c->unacked_messages_ = 0;
+    c->blocked_on_unacked_ = false;
+  }
+  unacked_messages_ = 0;
+  blocked_on_unacked_ = false;
   schedule_dispatch();
 }
+
+// --- Delayed delivery.
+
+uint32_t Subscription::slot_of(const ledger::MessageHeader& h) const {
+  if (type_ != SubscriptionType::kKeyShared) return 0;
+  return sticky_key_slot(h.key.empty() ? kNoKey : std::string_view(h.key));
+}
+
+bool Subscription::known(Position p) const {
+  if (redeliver_.count(p) > 0 || held_.count(p) > 0 || delayed_.contains(p)) return true;
+  for (const auto& c : consumers_) {
+    if (c->pending_.count(p) > 0) return true;
+  }
+  return false;
+}
+
+void Subscription::hold_back(Position p, int64_t deliver_at_ms, uint32_t slot) {
+  delayed_.add(p, deliver_at_ms, slot);
+  arm_delay_timer();
+}
+
+void Subscription::arm_delay_timer() {
+  auto next = delayed_.next_deliver_at();
+  if (!next) return;
+  if (delay_timer_ && delay_timer_->active() && delay_timer_at_ <= *next) return;
+  if (!delay_timer_) delay_timer_ = std::make_unique<runtime::Timer>(*runtime::Reactor::current());
+  int64_t wait = std::max<int64_t>(0, *next - now_ms_());
+  delay_timer_at_ = *next;
+  std::weak_ptr<bool> alive = alive_;
+  delay_timer_->once(std::chrono::milliseconds(wait), [this, alive]() {
+    // Deferred: re-arming replaces the callback that is running now.
+    runtime::Reactor::current()->defer([this, alive]() {
+      if (!alive.expired()) on_delay_timer();
+    });
+  });
+}
+
+void Subscription::on_delay_timer() {
+  auto due = delayed_.take_due(now_ms_());
+  for (const auto& d : due) {
+    if (!cursor_.is_acknowledged(d.position)) redeliver_[d.position] = d.slot;
+  }
+  if (!due.empty()) schedule_dispatch();
+  arm_delay_timer();
+}
+
+// --- Dispatch.
 
 void Subscription::schedule_dispatch() {
   if (dispatch_scheduled_) return;
@@ -214,12 +420,17 @@ void Subscription::schedule_dispatch() {
 
 void Subscription::dispatch() {
   if (consumers_.empty() || reading_) return;
+  if (limits_apply() && blocked_on_unacked_) return;
+  if (type_ == SubscriptionType::kKeyShared) {
+    dispatch_key_shared();
+    return;
+  }
   Consumer* active = active_consumer();
   int64_t permits = type_ == SubscriptionType::kShared ? total_permits()
                                                        : (active != nullptr ? active->permits_ : 0);
   if (permits <= 0) return;
   if (!redeliver_.empty()) {
-    Position wanted = *redeliver_.begin();
+    Position wanted = redeliver_.begin()->first;
     reading_ = true;
     std::weak_ptr<bool> alive = alive_;
     log_.read_entries(before(wanted), 1, [this, alive, wanted, gen = generation_](Result<std::vector<LedgerEntry>> r) {
@@ -244,8 +455,8 @@ void Subscription::on_redelivery_read(Position wanted, Result<std::vector<Ledger
       !cursor_.is_acknowledged(wanted)) {
     std::vector<LedgerEntry> one;
     one.push_back(std::move(result->front()));
-    auto left = hand_out(std::move(one), /*redelivery=*/true);
-    if (!left.empty()) redeliver_.insert(wanted);
+    auto left = hand_out(std::move(one));
+    if (!left.empty()) redeliver_[wanted] = 0;
   } else if (!result.is_ok()) {
     MLOG_WARN("subscription {}: cannot reread {} for redelivery: {}", name_, wanted.to_string(),
               result.status().to_string());
@@ -267,25 +478,52 @@ void Subscription::on_read(Result<std::vector<LedgerEntry>> result) {
     return;
   }
   read_position_ = result->back().position;
+  int64_t now = now_ms_();
   std::vector<LedgerEntry> fresh;
   fresh.reserve(result->size());
   for (auto& e : *result) {
-    if (!cursor_.is_acknowledged(e.position)) fresh.push_back(std::move(e));
+    if (cursor_.is_acknowledged(e.position) || known(e.position)) continue;
+    if (holds_back_delayed() && e.header.deliver_at_ms > now) {
+      hold_back(e.position, e.header.deliver_at_ms, 0);
+      continue;
+    }
+    fresh.push_back(std::move(e));
   }
-  auto left = hand_out(std::move(fresh), /*redelivery=*/false);
+  auto left = hand_out(std::move(fresh));
   if (!left.empty()) read_position_ = before(left.front().position);  // read them again later
   schedule_dispatch();
 }
 
-std::vector<LedgerEntry> Subscription::hand_out(std::vector<LedgerEntry> entries, bool redelivery) {
+uint32_t Subscription::unacked_messages_of(const LedgerEntry& e) const {
+  uint32_t acked = count_bits(cursor_.batch_acks(e.position));
+  return e.header.messages > acked ? e.header.messages - acked : 1;
+}
+
+uint64_t Subscription::consumer_room(const Consumer& c) const {
+  if (!limits_apply() || max_unacked_per_consumer_ == 0) return UINT64_MAX;
+  return max_unacked_per_consumer_ - std::min(max_unacked_per_consumer_, c.unacked_messages_);
+}
+
+uint64_t Subscription::subscription_room() const {
+  if (!limits_apply() || max_unacked_per_subscription_ == 0) return UINT64_MAX;
+  return max_unacked_per_subscription_ - std::min(max_unacked_per_subscription_, unacked_messages_);
+}
+
+std::vector<LedgerEntry> Subscription::hand_out(std::vector<LedgerEntry> entries) {
   size_t next = 0;
+  uint64_t sub_room = subscription_room();
   auto take_for = [&](Consumer& c) {
+    if (!can_take(c)) return;
+    uint64_t room = std::min(consumer_room(c), sub_room);
     std::vector<LedgerEntry> batch;
-    while (next < entries.size() && c.permits_ > 0) {
-      c.permits_ -= entries[next].header.messages;
+    while (next < entries.size() && c.permits_ > 0 && room > 0) {
+      uint32_t messages = unacked_messages_of(entries[next]);
+      c.permits_ -= messages;
+      room -= std::min<uint64_t>(room, messages);
+      if (sub_room != UINT64_MAX) sub_room -= std::min<uint64_t>(sub_room, messages);
       batch.push_back(std::move(entries[next++]));
     }
-    if (!batch.empty()) deliver(c, batch, redelivery);
+    if (!batch.empty()) deliver(c, batch);
   };
   if (type_ == SubscriptionType::kShared) {
     for (size_t tried = 0; tried < consumers_.size() && next < entries.size(); ++tried) {
@@ -299,17 +537,143 @@ std::vector<LedgerEntry> Subscription::hand_out(std::vector<LedgerEntry> entries
                                   std::make_move_iterator(entries.end()));
 }
 
-void Subscription::deliver(Consumer& c, std::vector<LedgerEntry>& batch, bool redelivery) {
+Consumer* Subscription::owner_of(uint32_t slot) {
+  if (!selector_) return nullptr;
+  auto id = selector_->select(slot);
+  return id ? consumer(*id) : nullptr;
+}
+
+bool Subscription::slot_pending_elsewhere(uint32_t slot, const Consumer* c) const {
+  for (const auto& other : consumers_) {
+    if (other.get() != c && other->pending_slots_.count(slot) > 0) return true;
+  }
+  return false;
+}
+
+// Walks what waits (entries held in memory and entries to read again) in
+// log order. An entry goes to its slot's owner when the owner can take it,
+// no other consumer still holds an entry of that slot, and no earlier entry
+// of that slot waits; otherwise its slot is closed for the rest of the walk,
+// which keeps every key in order. Then reads one entry to send again, or
+// new entries while fewer than kMaxHeldEntries wait.
+void Subscription::dispatch_key_shared() {
+  bool any_room = std::any_of(consumers_.begin(), consumers_.end(), [this](const auto& c) { return can_take(*c); });
+  if (!any_room) return;
+  std::unordered_set<uint32_t> closed_slots;
+  std::optional<Position> to_read;
+  std::vector<std::pair<Consumer*, std::vector<LedgerEntry>>> out;
+  std::unordered_map<const Consumer*, uint64_t> room;  // unacked messages each may still take
+  uint64_t sub_room = subscription_room();
+  auto h = held_.begin();
+  auto r = redeliver_.begin();
+  while (h != held_.end() || r != redeliver_.end()) {
+    if (h == held_.end() || (r != redeliver_.end() && r->first < h->first)) {
+      closed_slots.insert(r->second);
+      if (!to_read) to_read = r->first;
+      ++r;
+      continue;
+    }
+    uint32_t slot = h->second.slot;
+    if (closed_slots.count(slot) > 0) {
+      ++h;
+      continue;
+    }
+    Consumer* c = owner_of(slot);
+    if (c != nullptr && room.count(c) == 0) room[c] = consumer_room(*c);
+    if (c == nullptr || !can_take(*c) || room[c] == 0 || sub_room == 0 ||
+        (!c->options().allow_out_of_order && slot_pending_elsewhere(slot, c))) {
+      closed_slots.insert(slot);
+      ++h;
+      continue;
+    }
+    uint32_t messages = unacked_messages_of(h->second.entry);
+    c->permits_ -= messages;
+    room[c] -= std::min<uint64_t>(room[c], messages);
+    if (sub_room != UINT64_MAX) sub_room -= std::min<uint64_t>(sub_room, messages);
+    auto batch = std::find_if(out.begin(), out.end(), [c](const auto& b) { return b.first == c; });
+    if (batch == out.end()) batch = out.insert(out.end(), {c, {}});
+    batch->second.push_back(std::move(h->second.entry));
+    h = held_.erase(h);
+  }
+  for (auto& [c, batch] : out) deliver(*c, batch);
+
+  std::weak_ptr<bool> alive = alive_;
+  if (to_read) {
+    Position wanted = *to_read;
+    reading_ = true;
+    log_.read_entries(before(wanted), 1, [this, alive, wanted, gen = generation_](Result<std::vector<LedgerEntry>> r) {
+      if (alive.expired() || gen != generation_) return;
+      on_key_shared_read(std::move(r), /*redelivery=*/true, wanted);
+    });
+    return;
+  }
+  if (held_.size() >= kMaxHeldEntries) return;
+  int64_t permits = total_permits();
+  if (permits <= 0) return;
+  size_t n = std::min<size_t>({static_cast<size_t>(permits), kMaxReadEntries, kMaxHeldEntries - held_.size()});
+  reading_ = true;
+  log_.read_entries(read_position_, n, [this, alive, gen = generation_](Result<std::vector<LedgerEntry>> r) {
+    if (alive.expired() || gen != generation_) return;
+    on_key_shared_read(std::move(r), /*redelivery=*/false, Position{});
+  });
+}
+
+void Subscription::on_key_shared_read(Result<std::vector<LedgerEntry>> result, bool redelivery, Position wanted) {
+  reading_ = false;
+  if (redelivery) {
+    redeliver_.erase(wanted);
+    if (result.is_ok() && !result->empty() && result->front().position == wanted &&
+        !cursor_.is_acknowledged(wanted)) {
+      LedgerEntry& e = result->front();
+      uint32_t slot = slot_of(e.header);
+      held_.emplace(wanted, Held{std::move(e), slot});
+    } else if (!result.is_ok()) {
+      MLOG_WARN("subscription {}: cannot reread {} for redelivery: {}", name_, wanted.to_string(),
+                result.status().to_string());
+    }
+    schedule_dispatch();
+    return;
+  }
+  if (!result.is_ok()) {
+    MLOG_WARN("subscription {}: read after {} failed: {}", name_, read_position_.to_string(),
+              result.status().to_string());
+    waiting_for_entries_ = true;
+    return;
+  }
+  if (result->empty()) {
+    waiting_for_entries_ = true;
+    return;
+  }
+  read_position_ = result->back().position;
+  int64_t now = now_ms_();
+  for (auto& e : *result) {
+    if (cursor_.is_acknowledged(e.position) || known(e.position)) continue;
+    uint32_t slot = slot_of(e.header);
+    if (e.header.deliver_at_ms > now) {
+      hold_back(e.position, e.header.deliver_at_ms, slot);
+      continue;
+    }
+    Position p = e.position;
+    held_.emplace(p, Held{std::move(e), slot});
+  }
+  schedule_dispatch();
+}
+
+void Subscription::deliver(Consumer& c, std::vector<LedgerEntry>& batch) {
   std::vector<Delivery> out;
   out.reserve(batch.size());
   for (auto& e : batch) {
     uint32_t count = 0;
-    if (redelivery) {
-      auto it = redelivery_counts_.find(e.position);
-      count = it == redelivery_counts_.end() ? 1 : it->second;
-      redelivery_counts_.erase(e.position);
+    if (auto it = redelivery_counts_.find(e.position); it != redelivery_counts_.end()) {
+      count = it->second;
+      redelivery_counts_.erase(it);
     }
-    c.pending_[e.position] = count + 1;
+    Consumer::Pending pending;
+    pending.deliveries = count + 1;
+    pending.messages = unacked_messages_of(e);
+    pending.slot = slot_of(e.header);
+    pending.batch_size = e.header.messages;
+    add_pending(c, e.position, pending);
     c.messages_out_ += e.header.messages;
     c.bytes_out_ += e.payload.size();
     messages_out_ += e.header.messages;
@@ -338,6 +702,9 @@ SubscriptionStats Subscription::stats() const {
     cs.consumer_name = c->name();
     cs.permits = c->permits();
     cs.unacked_entries = c->unacked_entries();
+    cs.unacked_messages = c->unacked_messages();
+    cs.blocked_on_unacked = limits_apply() && c->blocked_on_unacked();
+    if (selector_) cs.hash_ranges = selector_->ranges_of(c->id());
     cs.messages_out = c->messages_out();
     cs.bytes_out = c->bytes_out();
     s.consumer_list.push_back(std::move(cs));
@@ -347,6 +714,9 @@ SubscriptionStats Subscription::stats() const {
   s.messages_out = messages_out_;
   s.bytes_out = bytes_out_;
   for (const auto& c : consumers_) s.unacked_entries += c->pending_.size();
+  s.unacked_messages = unacked_messages_;
+  s.delayed_entries = delayed_.size();
+  s.blocked_on_unacked = limits_apply() && blocked_on_unacked_;
   s.consumers = consumers_.size();
   s.durable = cursor_.durable();
   return s;

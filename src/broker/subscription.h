@@ -4,28 +4,52 @@
 // Types (Pulsar's): Exclusive (one consumer; another is refused), Failover
 // (many attach, one receives: the lowest priority value, then the first to
 // attach), Shared (entries go round robin to consumers with permits; an
-// entry unacknowledged when its consumer leaves goes to another). Key_Shared
-// is not served yet (kUnimplemented).
+// entry unacknowledged when its consumer leaves goes to another), Key_Shared
+// (entries go to the consumer owning the hash of their key, see
+// key_shared_selector.h).
 //
 // Dispatch reads from the log after the read position, at most as many
 // entries as the consumers have permits (and at most kMaxReadEntries), skips
 // entries the cursor already acknowledged, and goes on reading while permits
 // last. When it reaches the end of the log it waits for the topic to call
-// on_entries_added().
+// on_entries_added(). Entries to send again (a consumer left, or asked for
+// redelivery) are read again before new ones.
+//
+// Key_Shared keeps each key in order while consumers come and go: an entry
+// is not delivered to its key's owner while another consumer still holds an
+// earlier entry of the same hash slot unacknowledged (the old owner of a
+// range that moved), nor while an earlier entry of that slot waits to be
+// sent. Entries read that cannot go out yet wait in memory, at most
+// kMaxHeldEntries; while that many wait, no new entries are read.
+//
+// Shared and Key_Shared only:
+//   - delayed delivery: an entry whose deliver-at time is in the future is
+//     held in a DelayedDeliveryIndex and sent when due (a timer on the home
+//     reactor). Exclusive and Failover deliver it at once, as Pulsar does.
+//   - unacked limits: a consumer holding max_unacked_per_consumer messages
+//     unacknowledged gets nothing more until acknowledgements bring it down
+//     to half of that; the same for the whole subscription with
+//     max_unacked_per_subscription. 0 means no limit.
 //
 // Threads: the topic's home reactor, like its Topic.
 #pragma once
 
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "broker/consumer.h"
+#include "broker/delayed_delivery.h"
+#include "broker/key_shared_selector.h"
 #include "common/result.h"
 #include "ledger/cursor.h"
 #include "ledger/log.h"
+#include "runtime/timer.h"
 
 namespace magnetar::broker {
 
@@ -34,6 +58,9 @@ struct ConsumerStats {
   std::string consumer_name;
   int64_t permits = 0;
   uint64_t unacked_entries = 0;
+  uint64_t unacked_messages = 0;
+  bool blocked_on_unacked = false;
+  std::vector<HashRange> hash_ranges;  // Key_Shared
   uint64_t messages_out = 0;
   uint64_t bytes_out = 0;
   double msg_rate_out = 0;   // filled by Topic::stats_at
@@ -49,6 +76,9 @@ struct SubscriptionStats {
   uint64_t messages_out = 0;
   uint64_t bytes_out = 0;
   uint64_t unacked_entries = 0;
+  uint64_t unacked_messages = 0;
+  uint64_t delayed_entries = 0;          // held for a later deliver-at time
+  bool blocked_on_unacked = false;
   size_t consumers = 0;
   bool durable = true;
   ledger::Position mark_delete;
@@ -61,6 +91,10 @@ struct SubscriptionStats {
 class Subscription {
  public:
   static constexpr size_t kMaxReadEntries = 100;
+  static constexpr size_t kMaxHeldEntries = 1000;
+  // Pulsar's defaults for maxUnackedMessagesPerConsumer / PerSubscription.
+  static constexpr uint64_t kDefaultMaxUnackedPerConsumer = 50000;
+  static constexpr uint64_t kDefaultMaxUnackedPerSubscription = 200000;
 
   // `cursor` belongs to `log`, which outlives this subscription. Without a
   // type (created by an admin or recovered at load) the first consumer to
@@ -76,7 +110,10 @@ class Subscription {
 
   // Attaches a consumer. kFailedPrecondition ("ConsumerBusy") when an
   // Exclusive subscription already has one; kInvalidArgument when `options`
-  // asks for another type than the subscription has while it has consumers.
+  // asks for another type (or Key_Shared mode) than the subscription has
+  // while it has consumers; for Key_Shared, the selector's errors (sticky
+  // ranges that overlap: kFailedPrecondition; no range left to split:
+  // kResourceExhausted).
   common::Result<Consumer*> add_consumer(uint64_t id, ConsumerOptions options, ConsumerSink* sink);
   // Detaches and forgets a consumer; its unacknowledged entries are
   // redelivered to others. Does not call its sink.
@@ -92,6 +129,12 @@ class Subscription {
   common::Status ack(uint64_t consumer_id, ledger::Position p);
   common::Status ack_cumulative(uint64_t consumer_id, ledger::Position p);
   common::Status ack_batch_index(uint64_t consumer_id, ledger::Position p, uint32_t index, uint32_t batch_size);
+  // Acknowledges the messages of batch entry p that `unacked` (Pulsar's
+  // ack_set: bit i set = message i still unacknowledged; bits past the
+  // words given are clear) leaves out. `batch_size` 0: the size the entry
+  // was delivered with. The whole entry when none is left.
+  common::Status ack_batch(uint64_t consumer_id, ledger::Position p, const std::vector<uint64_t>& unacked,
+                           uint32_t batch_size);
   // Sends again what `consumer_id` holds unacknowledged (all of it when
   // `positions` is empty).
   void redeliver_unacknowledged(uint64_t consumer_id, const std::vector<ledger::Position>& positions = {});
@@ -102,19 +145,59 @@ class Subscription {
   // mark-delete position. Reads in flight are dropped.
   void rewind();
 
+  // Unacked-message limits (Shared and Key_Shared); 0 = no limit.
+  void set_unacked_limits(uint64_t per_consumer, uint64_t per_subscription);
+  uint64_t max_unacked_per_consumer() const { return max_unacked_per_consumer_; }
+  uint64_t max_unacked_per_subscription() const { return max_unacked_per_subscription_; }
+  // The clock deliver-at times are compared with (ms since the epoch);
+  // the system clock unless a test sets another.
+  void set_clock(std::function<int64_t()> now_ms) { now_ms_ = std::move(now_ms); }
+
   SubscriptionStats stats() const;
 
  private:
   Consumer* active_consumer();  // exclusive/failover: who receives
   void update_failover_active();
+  bool holds_back_delayed() const {
+    return type_ == SubscriptionType::kShared || type_ == SubscriptionType::kKeyShared;
+  }
+  bool limits_apply() const { return holds_back_delayed(); }
+  // Whether consumer c may be given more now (permits, unacked limit).
+  bool can_take(const Consumer& c) const;
+  // Unacked messages c (or the subscription) may still be given before its
+  // limit; UINT64_MAX without one.
+  uint64_t consumer_room(const Consumer& c) const;
+  uint64_t subscription_room() const;
+  void add_pending(Consumer& c, ledger::Position p, Consumer::Pending pending);
+  // Drops p from c's pending entries (if there) and unblocks c or the
+  // subscription when that brings them under their limits.
+  void drop_pending(Consumer& c, ledger::Position p);
+  void drop_pending_through(Consumer& c, ledger::Position p);
+  void after_unacked_drop(Consumer& c);
+  // Moves what c holds (all, or `positions`) to the entries to send again.
+  void take_back(Consumer& c, const std::vector<ledger::Position>* positions);
+  uint32_t slot_of(const ledger::MessageHeader& h) const;
+  // Entries read, delivered, waiting or held back: a fresh read skips them.
+  bool known(ledger::Position p) const;
+  void hold_back(ledger::Position p, int64_t deliver_at_ms, uint32_t slot);
+  void arm_delay_timer();
+  void on_delay_timer();
   void schedule_dispatch();
   void dispatch();
+  void dispatch_key_shared();
+  void on_key_shared_read(common::Result<std::vector<ledger::LedgerEntry>> result, bool redelivery,
+                          ledger::Position wanted);
   void read_more();
   void on_read(common::Result<std::vector<ledger::LedgerEntry>> result);
   void on_redelivery_read(ledger::Position wanted, common::Result<std::vector<ledger::LedgerEntry>> result);
   // Hands `entries` to consumers; returns the ones nobody could take.
-  std::vector<ledger::LedgerEntry> hand_out(std::vector<ledger::LedgerEntry> entries, bool redelivery);
-  void deliver(Consumer& c, std::vector<ledger::LedgerEntry>& batch, bool redelivery);
+  std::vector<ledger::LedgerEntry> hand_out(std::vector<ledger::LedgerEntry> entries);
+  void deliver(Consumer& c, std::vector<ledger::LedgerEntry>& batch);
+  // Messages of entry e the consumer will see (a batch less its acked ones).
+  uint32_t unacked_messages_of(const ledger::LedgerEntry& e) const;
+  Consumer* owner_of(uint32_t slot);
+  // Whether a consumer other than c holds an entry of `slot` unacknowledged.
+  bool slot_pending_elsewhere(uint32_t slot, const Consumer* c) const;
   void forget_pending(ledger::Position p);
   void forget_pending_through(ledger::Position p);
   int64_t total_permits() const;
@@ -129,8 +212,24 @@ class Subscription {
   Consumer* failover_active_ = nullptr;
   size_t round_robin_ = 0;
   ledger::Position read_position_;           // the last entry read for dispatch
-  std::set<ledger::Position> redeliver_;     // entries to send again, oldest first
+  // Entries to send again, oldest first -> their Key_Shared slot (0 otherwise).
+  std::map<ledger::Position, uint32_t> redeliver_;
+  // Entries delivered before -> how many times (the next redelivery count).
   std::map<ledger::Position, uint32_t> redelivery_counts_;
+  struct Held {
+    ledger::LedgerEntry entry;
+    uint32_t slot;
+  };
+  std::map<ledger::Position, Held> held_;    // Key_Shared: read, not deliverable yet
+  std::unique_ptr<KeySharedSelector> selector_;
+  DelayedDeliveryIndex delayed_;
+  std::unique_ptr<runtime::Timer> delay_timer_;
+  int64_t delay_timer_at_ = 0;               // when the armed timer fires (ms)
+  std::function<int64_t()> now_ms_;
+  uint64_t max_unacked_per_consumer_ = kDefaultMaxUnackedPerConsumer;
+  uint64_t max_unacked_per_subscription_ = kDefaultMaxUnackedPerSubscription;
+  uint64_t unacked_messages_ = 0;            // over every consumer
+  bool blocked_on_unacked_ = false;          // the subscription's limit
   bool reading_ = false;
   bool dispatch_scheduled_ = false;
   bool waiting_for_entries_ = false;

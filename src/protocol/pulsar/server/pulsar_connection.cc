@@ -161,6 +161,13 @@ void PulsarConsumerSink::deliver(std::vector<broker::Delivery> entries) {
     for (auto& d : entries) {
       auto id = commands::message_id(d.position.ledger, static_cast<uint64_t>(d.position.entry));
       auto cmd = commands::message(consumer_id, id, d.redelivery_count);
+      // A partly acknowledged batch: ack_set has a bit set for each message
+      // still unacknowledged, so the client skips the others.
+      for (uint32_t i = 0; !d.batch_acks.empty() && i < d.header.messages; i += 64) {
+        uint64_t word = i / 64 < d.batch_acks.size() ? ~d.batch_acks[i / 64] : ~uint64_t{0};
+        if (d.header.messages - i < 64) word &= (uint64_t{1} << (d.header.messages - i)) - 1;
+        cmd.mutable_message()->add_ack_set(static_cast<int64_t>(word));
+      }
       common::Slice head = encode_payload_head(cmd, d.payload.size());
       c.send_slices(std::move(head), std::move(d.payload));
     }

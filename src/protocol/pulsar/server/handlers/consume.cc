@@ -24,6 +24,36 @@ ledger::Position position_of(const proto::MessageIdData& id) {
   return ledger::Position{id.ledgerid(), static_cast<storage::EntryId>(id.entryid())};
 }
 
+// Key_Shared options from SUBSCRIBE's keySharedMeta (none: AUTO_SPLIT).
+void key_shared_options(const proto::CommandSubscribe& cmd, broker::ConsumerOptions& options) {
+  if (!cmd.has_keysharedmeta()) return;
+  const auto& meta = cmd.keysharedmeta();
+  options.key_shared_mode =
+      meta.keysharedmode() == proto::STICKY ? broker::KeySharedMode::kSticky : broker::KeySharedMode::kAutoSplit;
+  options.allow_out_of_order = meta.allowoutoforderdelivery();
+  for (const auto& r : meta.hashranges()) {
+    // Negative bounds wrap to huge values, which the selector refuses.
+    options.hash_ranges.push_back({static_cast<uint32_t>(r.start()), static_cast<uint32_t>(r.end())});
+  }
+}
+
+// SUBSCRIBE's error code: the selector refusing a Key_Shared consumer
+// (overlapping sticky ranges, no range left) is Pulsar's ConsumerAssignError.
+proto::ServerError subscribe_error(const Status& st, broker::SubscriptionType type) {
+  if (type == broker::SubscriptionType::kKeyShared &&
+      (st.code() == common::ErrorCode::kFailedPrecondition || st.code() == common::ErrorCode::kResourceExhausted)) {
+    return proto::ConsumerAssignError;
+  }
+  if (st.code() == common::ErrorCode::kInvalidArgument) return proto::NotAllowedError;
+  return server_error(st);
+}
+
+struct AckRequest {
+  ledger::Position position;
+  std::vector<uint64_t> unacked;  // ack_set: the batch's messages not acknowledged; empty: the whole entry
+  uint32_t batch_size = 0;        // 0: unknown
+};
+
 // Runs `fn(subscription, broker consumer id)` on the home reactor of the
 // client's consumer `consumer_id`, if the connection has it.
 void with_subscription(PulsarConnection& c, uint64_t consumer_id,
@@ -63,11 +93,13 @@ void handle_subscribe(PulsarConnection& c, const proto::CommandSubscribe& cmd) {
   options.initial_position = cmd.initialposition() == proto::CommandSubscribe::Earliest
                                  ? broker::InitialPosition::kEarliest
                                  : broker::InitialPosition::kLatest;
+  if (options.type == broker::SubscriptionType::kKeyShared) key_shared_options(cmd, options);
+  broker::SubscriptionType type = options.type;
   uint64_t broker_id = c.service().next_id();
   auto sink = std::make_shared<PulsarConsumerSink>(c.link(), c.reactor(), client_id);
   std::string subscription = options.subscription;
   c.service().broker().with_topic(
-      *topic, [reply = c.replier(), topic = *topic, broker_id, client_id, request_id, sink, subscription,
+      *topic, [reply = c.replier(), topic = *topic, broker_id, client_id, request_id, sink, subscription, type,
                options = std::move(options)](Result<broker::Topic*> t) mutable {
         if (!t.is_ok()) {
           reply([request_id, st = t.status()](PulsarConnection& conn) {
@@ -76,11 +108,13 @@ void handle_subscribe(PulsarConnection& c, const proto::CommandSubscribe& cmd) {
           return;
         }
         (*t)->subscribe(broker_id, std::move(options), sink.get(),
-                        [reply, topic, broker_id, client_id, request_id, sink, subscription](Result<broker::Subscription*> s) {
+                        [reply, topic, broker_id, client_id, request_id, sink, subscription,
+                         type](Result<broker::Subscription*> s) {
                           reply([s_status = s.is_ok() ? Status::ok() : s.status(), topic, broker_id, client_id,
-                                 request_id, sink, subscription](PulsarConnection& conn) {
+                                 request_id, sink, subscription, type](PulsarConnection& conn) {
                             if (!s_status.is_ok()) {
-                              conn.send(commands::error(request_id, server_error(s_status), s_status.message()));
+                              conn.send(
+                                  commands::error(request_id, subscribe_error(s_status, type), s_status.message()));
                               return;
                             }
                             conn.consumers[client_id] = {topic, subscription, broker_id, sink};
@@ -95,18 +129,35 @@ void handle_flow(PulsarConnection& c, const proto::CommandFlow& cmd) {
   with_subscription(c, cmd.consumer_id(), [permits](broker::Subscription& s, uint64_t id) { s.flow(id, permits); });
 }
 
+// An id with ack_set acknowledges part of a batch entry: the messages whose
+// bits are clear (Pulsar's batch-index acknowledgement). A cumulative one
+// acknowledges everything before the entry, then those messages.
 void handle_ack(PulsarConnection& c, const proto::CommandAck& cmd) {
-  std::vector<ledger::Position> positions;
-  for (const auto& id : cmd.message_id()) positions.push_back(position_of(id));
+  std::vector<AckRequest> acks;
+  for (const auto& id : cmd.message_id()) {
+    AckRequest a;
+    a.position = position_of(id);
+    a.unacked.assign(id.ack_set().begin(), id.ack_set().end());
+    if (id.has_batch_size() && id.batch_size() > 0) a.batch_size = static_cast<uint32_t>(id.batch_size());
+    acks.push_back(std::move(a));
+  }
   bool cumulative = cmd.ack_type() == proto::CommandAck::Cumulative;
   uint64_t consumer_id = cmd.consumer_id();
   bool wants_answer = cmd.has_request_id();
   uint64_t request_id = cmd.request_id();
-  with_subscription(c, consumer_id, [reply = c.replier(), positions, cumulative, consumer_id, wants_answer,
-                                     request_id](broker::Subscription& s, uint64_t id) {
+  with_subscription(c, consumer_id, [reply = c.replier(), acks = std::move(acks), cumulative, consumer_id,
+                                     wants_answer, request_id](broker::Subscription& s, uint64_t id) {
     Status st;
-    for (auto p : positions) {
-      Status one = cumulative ? s.ack_cumulative(id, p) : s.ack(id, p);
+    for (const auto& a : acks) {
+      Status one;
+      if (a.unacked.empty()) {
+        one = cumulative ? s.ack_cumulative(id, a.position) : s.ack(id, a.position);
+      } else {
+        if (cumulative && a.position.entry > 0) {
+          one = s.ack_cumulative(id, ledger::Position{a.position.ledger, a.position.entry - 1});
+        }
+        if (one.is_ok()) one = s.ack_batch(id, a.position, a.unacked, a.batch_size);
+      }
       if (!one.is_ok()) st = one;
     }
     if (!wants_answer) return;
