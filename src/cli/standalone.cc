@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/service_notify.h"
 #include "common/logging.h"
 #include "server/server.h"
 
@@ -37,10 +38,16 @@ int run_standalone(const server::Config& config) {
   for (const auto& line : node.banner()) fmt::print("{}\n", line);
   fmt::print("Ready in {:.1f} ms. Press Ctrl-C to stop.\n", ready_ms);
   std::fflush(stdout);
+  // Under systemd (Type=notify) the unit counts as started only now, once
+  // every listener is bound.
+  if (!notify_service_manager(fmt::format("READY=1\nSTATUS=Ready in {:.1f} ms", ready_ms))) {
+    MLOG_WARN("could not send READY=1 to $NOTIFY_SOCKET");
+  }
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
   MLOG_INFO("received {}, shutting down (send it again to exit at once)", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  notify_service_manager("STOPPING=1");
   // A second signal now takes its default action and ends the process.
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
