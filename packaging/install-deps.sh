@@ -22,6 +22,7 @@ packages=(
   liblz4-dev libzstd-dev libsnappy-dev zlib1g-dev  # client/: Pulsar message compression codecs
   prometheus            # tests/integration: promtool checks /metrics
   python3               # tests/integration: the test scripts (Debian's /usr/bin/python3)
+  python3-protobuf      # tests/integration: Pulsar frames built from our pulsar_api.proto (protoc --python_out)
   nats-server           # bench/startup.py: the baseline broker for start-up and idle cost
 )
 

@@ -1,6 +1,7 @@
 // PRODUCER, SEND, CLOSE_PRODUCER: publishing onto a topic's log.
 #include <fmt/format.h>
 
+#include "protocol/pulsar/batch.h"
 #include "protocol/pulsar/commands.h"
 #include "protocol/pulsar/server/pulsar_connection.h"
 
@@ -57,6 +58,13 @@ void handle_send(PulsarConnection& c, Frame& frame) {
     header.key = md.ordering_key();
   } else if (md.has_partition_key()) {
     header.key = md.partition_key();
+  } else if (md.num_messages_in_batch() > 0 && md.compression() == proto::NONE) {
+    // A batch without a key of its own is ordered by its first message's.
+    BatchMessage first;
+    if (BatchReader(frame.payload, md.num_messages_in_batch()).next(&first)) {
+      const auto& one = first.metadata;
+      header.key = !one.ordering_key().empty() ? one.ordering_key() : one.partition_key();
+    }
   }
   if (md.has_deliver_at_time()) header.deliver_at_ms = md.deliver_at_time();
   uint64_t producer_id = send.producer_id();
