@@ -22,6 +22,7 @@ packages=(
   liblz4-dev libzstd-dev libsnappy-dev zlib1g-dev  # client/: Pulsar message compression codecs
   prometheus            # tests/integration: promtool checks /metrics
   python3               # tests/integration: the test scripts (Debian's /usr/bin/python3)
+  chromium              # tests/e2e: the web console in a real browser, driven by playwright-core
   python3-protobuf      # tests/integration: Pulsar frames built from our pulsar_api.proto (protoc --python_out)
   nats-server           # bench/startup.py: the baseline broker for start-up and idle cost
 )
@@ -48,10 +49,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# npm packages of the integration tests, pinned by each folder's
-# package-lock.json; installed again only when the lock file changed.
+# npm packages, pinned by each folder's package-lock.json; installed again
+# only when the lock file changed: the web console's build tools (TypeScript,
+# Vite; the CMake build runs them), the integration tests' clients, and
+# playwright-core for tests/e2e (no browser download: it drives Debian's chromium).
 root="$(cd "$(dirname "$0")/.." && pwd)"
-for dir in tests/integration/pulsar_client; do
+for dir in web-ui tests/integration/pulsar_client tests/e2e; do
   lock="$root/$dir/package-lock.json"
   stamp="$root/$dir/node_modules/.package-lock.json"
   if [ ! -f "$stamp" ] || [ "$lock" -nt "$stamp" ]; then

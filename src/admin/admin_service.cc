@@ -1,5 +1,6 @@
 #include "admin/admin_service.h"
 
+#include "admin/console.h"
 #include "admin/handlers.h"
 #include "broker/tenancy.h"
 
@@ -20,6 +21,7 @@ AdminService::AdminService(runtime::Runtime& runtime, std::string host, uint16_t
     register_topic_routes(router_, *topics_);
     register_topic_stats_routes(router_, *topics_);
     register_subscription_routes(router_, *topics_);
+    register_overview_routes(router_, *topics_);
   } else {
     register_metrics_routes(router_, registry);
   }
@@ -31,6 +33,8 @@ AdminService::AdminService(runtime::Runtime& runtime, std::string host, uint16_t
     register_partitioned_topic_routes(router_, *tenancy);
     register_topic_policy_routes(router_, *tenancy);
   }
+  // Last: the console answers what no API route does.
+  register_console_routes(router_);
 }
 
 AdminService::~AdminService() = default;

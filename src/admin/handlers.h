@@ -44,5 +44,7 @@ void register_topic_routes(Router& router, TopicServices& services);
 void register_topic_stats_routes(Router& router, TopicServices& services);
 // .../{topic}/subscriptions, /subscription/{sub}/..., /all_subscription/...
 void register_subscription_routes(Router& router, TopicServices& services);
+// /admin/v2/overview: the node, counts and totals for the console's overview.
+void register_overview_routes(Router& router, TopicServices& services);
 
 }  // namespace magnetar::admin

@@ -67,6 +67,10 @@ void Router::dispatch(HttpRequest& request, Responder respond) const {
     r.handler(request, std::move(respond));
     return;
   }
+  if (!path_known && fallback_ && (request.method == "GET" || request.method == "HEAD")) {
+    fallback_(request, std::move(respond));
+    return;
+  }
   if (path_known) {
     respond(HttpResponse::error(405, "method " + request.method + " is not allowed on " + request.path));
   } else {

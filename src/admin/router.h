@@ -56,6 +56,9 @@ class Router {
   void dispatch(HttpRequest& request, Responder respond) const;
   // Every registered route, for documentation and for the console's API check.
   std::vector<RouteInfo> routes() const;
+  // Answers GET and HEAD requests whose path matches no route (the web
+  // console's files and its client-side pages) instead of the 404.
+  void set_fallback(Handler handler) { fallback_ = std::move(handler); }
 
  private:
   struct Route {
@@ -66,6 +69,7 @@ class Router {
   };
   static bool match(const Route& r, const std::vector<std::string>& segments, HttpRequest& request);
   std::vector<Route> routes_;
+  Handler fallback_;
 };
 
 // Splits "/a/b%2Fc/" into decoded segments {"a", "b/c"}. Returns false when a

@@ -1,0 +1,294 @@
+// Typed client of the REST API the console uses: Pulsar's /admin/v2 layout as
+// Magnetar serves it (docs/admin-api.md) and /metrics. Every failure becomes
+// an ApiError carrying the server's own reason.
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export type Domain = 'persistent' | 'non-persistent';
+
+export interface Overview {
+  cluster: string;
+  version: string;
+  uptimeSeconds: number;
+  tenants: number;
+  namespaces: number;
+  topics: number;
+  loadedTopics: number;
+  producers: number;
+  consumers: number;
+  subscriptions: number;
+  msgRateIn: number;
+  msgRateOut: number;
+  msgThroughputIn: number;
+  msgThroughputOut: number;
+  msgInCounter: number;
+  msgOutCounter: number;
+  msgBacklog: number;
+  storageSize: number;
+  largestBacklogs: { topic: string; msgBacklog: number; storageSize: number }[];
+}
+
+export interface TenantInfo {
+  adminRoles: string[];
+  allowedClusters: string[];
+}
+
+export interface PublisherStats {
+  producerId?: number;
+  producerName: string;
+  msgRateIn: number;
+  msgThroughputIn: number;
+  address?: string;
+  clientVersion?: string;
+}
+
+export interface ConsumerStats {
+  consumerName: string;
+  msgRateOut: number;
+  msgThroughputOut: number;
+  availablePermits?: number;
+  unackedMessages?: number;
+  address?: string;
+}
+
+export interface SubscriptionStats {
+  type?: string;
+  msgBacklog: number;
+  msgRateOut: number;
+  msgThroughputOut: number;
+  unackedMessages?: number;
+  msgOutCounter?: number;
+  isDurable?: boolean;
+  consumers: ConsumerStats[];
+}
+
+export interface TopicStats {
+  msgRateIn: number;
+  msgRateOut: number;
+  msgThroughputIn: number;
+  msgThroughputOut: number;
+  msgInCounter?: number;
+  msgOutCounter?: number;
+  storageSize: number;
+  backlogSize?: number;
+  averageMsgSize?: number;
+  publishers: PublisherStats[];
+  subscriptions: Record<string, SubscriptionStats>;
+  metadata?: { partitions: number };
+  partitions?: Record<string, TopicStats>;
+}
+
+export interface Retention {
+  retentionTimeInMinutes: number;
+  retentionSizeInMB: number;
+}
+export interface BacklogQuota {
+  limitSize?: number;
+  limitTime?: number;
+  policy?: string;
+}
+export interface Persistence {
+  bookkeeperEnsemble: number;
+  bookkeeperWriteQuorum: number;
+  bookkeeperAckQuorum: number;
+  managedLedgerMaxMarkDeleteRate?: number;
+  fsyncMode?: string;
+  fsyncIntervalMs?: number;
+}
+export interface PublishRate {
+  publishThrottlingRateInMsg: number;
+  publishThrottlingRateInByte: number;
+}
+export interface DispatchRate {
+  dispatchThrottlingRateInMsg: number;
+  dispatchThrottlingRateInByte: number;
+  ratePeriodInSecond: number;
+  relativeToPublishRate?: boolean;
+}
+
+// Pulsar's Policies document: only the fields the console reads are typed.
+export interface Policies {
+  retention_policies?: Retention | null;
+  message_ttl_in_seconds?: number | null;
+  backlog_quota_map?: Record<string, BacklogQuota>;
+  persistence?: Persistence | null;
+  deduplicationEnabled?: boolean | null;
+  auth_policies?: { namespace_auth?: Record<string, string[]> };
+  publishMaxMessageRate?: Record<string, PublishRate>;
+  topicDispatchRate?: Record<string, DispatchRate>;
+  max_producers_per_topic?: number | null;
+  max_consumers_per_topic?: number | null;
+  max_topics_per_namespace?: number | null;
+  [key: string]: unknown;
+}
+
+export interface PeekedMessage {
+  messageId: string;
+  publishTime: string;
+  producerName: string;
+  key: string | null;
+  properties: Record<string, string>;
+  batchSize: number | null;
+  payload: Uint8Array;
+}
+
+// The routes this client calls, as the server's router spells them; the
+// integration tests check each against the running binary.
+export const ROUTES = [
+  'GET /admin/v2/overview',
+  'GET /admin/v2/tenants',
+  'GET /admin/v2/tenants/{tenant}',
+  'PUT /admin/v2/tenants/{tenant}',
+  'DELETE /admin/v2/tenants/{tenant}',
+  'GET /admin/v2/namespaces/{tenant}',
+  'PUT /admin/v2/namespaces/{tenant}/{namespace}',
+  'GET /admin/v2/namespaces/{tenant}/{namespace}',
+  'DELETE /admin/v2/namespaces/{tenant}/{namespace}',
+  'GET /admin/v2/namespaces/{tenant}/{namespace}/topics',
+  'POST /admin/v2/namespaces/{tenant}/{namespace}/{policy}',
+  'DELETE /admin/v2/namespaces/{tenant}/{namespace}/{policy}',
+  'GET /admin/v2/{domain}/{tenant}/{namespace}/partitioned',
+  'PUT /admin/v2/{domain}/{tenant}/{namespace}/{topic}',
+  'DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}',
+  'PUT /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions',
+  'GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions',
+  'DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions',
+  'GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/stats',
+  'GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitioned-stats',
+  'PUT /admin/v2/{domain}/{tenant}/{namespace}/{topic}/unload',
+  'PUT /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}',
+  'DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}',
+  'POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}/skip_all',
+  'POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}/resetcursor/{timestamp}',
+  'POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}/expireMessages/{seconds}',
+  'GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}/position/{n}',
+  'GET /metrics',
+] as const;
+
+const enc = encodeURIComponent;
+
+async function reason(res: Response): Promise<string> {
+  const text = await res.text();
+  try {
+    const body = JSON.parse(text);
+    if (body && typeof body.reason === 'string') return body.reason;
+  } catch {
+    // not JSON: the text itself
+  }
+  return text.trim() || `${res.status} ${res.statusText}`;
+}
+
+async function call(method: string, path: string, body?: unknown): Promise<Response> {
+  let res: Response;
+  try {
+    res = await fetch(path, {
+      method,
+      headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch {
+    throw new ApiError(0, 'The server cannot be reached. Is magnetar running?');
+  }
+  if (!res.ok) throw new ApiError(res.status, await reason(res));
+  return res;
+}
+
+async function json<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const res = await call(method, path, body);
+  const text = await res.text();
+  return (text ? JSON.parse(text) : undefined) as T;
+}
+
+async function empty(method: string, path: string, body?: unknown): Promise<void> {
+  await call(method, path, body);
+}
+
+export function topicPath(domain: Domain, tenant: string, ns: string, topic: string): string {
+  return `/admin/v2/${domain}/${enc(tenant)}/${enc(ns)}/${enc(topic)}`;
+}
+
+export const api = {
+  overview: () => json<Overview>('GET', '/admin/v2/overview'),
+
+  tenants: () => json<string[]>('GET', '/admin/v2/tenants'),
+  tenant: (t: string) => json<TenantInfo>('GET', `/admin/v2/tenants/${enc(t)}`),
+  createTenant: (t: string) => empty('PUT', `/admin/v2/tenants/${enc(t)}`, {}),
+  deleteTenant: (t: string) => empty('DELETE', `/admin/v2/tenants/${enc(t)}`),
+
+  namespaces: (t: string) => json<string[]>('GET', `/admin/v2/namespaces/${enc(t)}`),
+  createNamespace: (t: string, ns: string) => empty('PUT', `/admin/v2/namespaces/${enc(t)}/${enc(ns)}`),
+  deleteNamespace: (t: string, ns: string) => empty('DELETE', `/admin/v2/namespaces/${enc(t)}/${enc(ns)}`),
+  policies: (t: string, ns: string) => json<Policies>('GET', `/admin/v2/namespaces/${enc(t)}/${enc(ns)}`),
+  setPolicy: (t: string, ns: string, policy: string, body: unknown) =>
+    empty('POST', `/admin/v2/namespaces/${enc(t)}/${enc(ns)}/${policy}`, body),
+  removePolicy: (t: string, ns: string, policy: string) =>
+    empty('DELETE', `/admin/v2/namespaces/${enc(t)}/${enc(ns)}/${policy}`),
+  topics: (t: string, ns: string) => json<string[]>('GET', `/admin/v2/namespaces/${enc(t)}/${enc(ns)}/topics`),
+  partitionedTopics: (domain: Domain, t: string, ns: string) =>
+    json<string[]>('GET', `/admin/v2/${domain}/${enc(t)}/${enc(ns)}/partitioned`),
+
+  createTopic: (domain: Domain, t: string, ns: string, topic: string, partitions: number) =>
+    partitions > 0
+      ? empty('PUT', topicPath(domain, t, ns, topic) + '/partitions', partitions)
+      : empty('PUT', topicPath(domain, t, ns, topic)),
+  deleteTopic: (domain: Domain, t: string, ns: string, topic: string, partitioned: boolean) =>
+    empty('DELETE', topicPath(domain, t, ns, topic) + (partitioned ? '/partitions' : '?force=true')),
+  partitions: (domain: Domain, t: string, ns: string, topic: string) =>
+    json<{ partitions: number }>('GET', topicPath(domain, t, ns, topic) + '/partitions'),
+  stats: (domain: Domain, t: string, ns: string, topic: string) =>
+    json<TopicStats>('GET', topicPath(domain, t, ns, topic) + '/stats'),
+  partitionedStats: (domain: Domain, t: string, ns: string, topic: string) =>
+    json<TopicStats>('GET', topicPath(domain, t, ns, topic) + '/partitioned-stats?perPartition=true'),
+  unload: (domain: Domain, t: string, ns: string, topic: string) =>
+    empty('PUT', topicPath(domain, t, ns, topic) + '/unload'),
+
+  createSubscription: (domain: Domain, t: string, ns: string, topic: string, sub: string, from: string) =>
+    empty('PUT', topicPath(domain, t, ns, topic) + `/subscription/${enc(sub)}?messageId=${enc(from)}`),
+  deleteSubscription: (domain: Domain, t: string, ns: string, topic: string, sub: string) =>
+    empty('DELETE', topicPath(domain, t, ns, topic) + `/subscription/${enc(sub)}?force=true`),
+  skipAll: (domain: Domain, t: string, ns: string, topic: string, sub: string) =>
+    empty('POST', topicPath(domain, t, ns, topic) + `/subscription/${enc(sub)}/skip_all`),
+  resetCursor: (domain: Domain, t: string, ns: string, topic: string, sub: string, timestampMs: number) =>
+    empty('POST', topicPath(domain, t, ns, topic) + `/subscription/${enc(sub)}/resetcursor/${timestampMs}`),
+  expireMessages: (domain: Domain, t: string, ns: string, topic: string, sub: string, seconds: number) =>
+    empty('POST', topicPath(domain, t, ns, topic) + `/subscription/${enc(sub)}/expireMessages/${seconds}`),
+
+  // The n-th unacknowledged message of the subscription (from 1), or null
+  // when there is none.
+  async peek(domain: Domain, t: string, ns: string, topic: string, sub: string, n: number) {
+    let res: Response;
+    try {
+      res = await call('GET', topicPath(domain, t, ns, topic) + `/subscription/${enc(sub)}/position/${n}`);
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404 && /message/i.test(e.message)) return null;
+      throw e;
+    }
+    const h = res.headers;
+    let properties: Record<string, string> = {};
+    try {
+      properties = JSON.parse(h.get('X-Pulsar-PROPERTY') ?? '{}');
+    } catch {
+      properties = {};
+    }
+    const batch = h.get('X-Pulsar-num-batch-message');
+    const message: PeekedMessage = {
+      messageId: h.get('X-Pulsar-Message-ID') ?? '',
+      publishTime: h.get('X-Pulsar-publish-time') ?? '',
+      producerName: h.get('X-Pulsar-producer-name') ?? '',
+      key: h.get('X-Pulsar-Key'),
+      properties,
+      batchSize: batch === null ? null : Number(batch),
+      payload: new Uint8Array(await res.arrayBuffer()),
+    };
+    return message;
+  },
+
+  metricsText: async () => (await call('GET', '/metrics')).text(),
+};

@@ -1,0 +1,80 @@
+// Overview: the node, counts, live message and byte rates, storage and the
+// largest backlogs (GET /admin/v2/overview every few seconds).
+import { api, Overview } from '../api';
+import { LiveChart } from '../chart';
+import { card, every, fmtBytes, fmtDuration, fmtNumber, h, link, notice, REFRESH_MS, replace } from '../dom';
+import { topicHref } from './links';
+
+export function overviewPage(root: HTMLElement) {
+  document.title = 'Overview · Magnetar';
+  const status = notice();
+  const cards = h('div', { class: 'cards' });
+  const msgChart = new LiveChart('Messages per second',
+    [{ label: 'in', color: '#6d4aff' }, { label: 'out', color: '#13a10e' }], fmtNumber, 60, 'chart-messages');
+  const byteChart = new LiveChart('Bytes per second',
+    [{ label: 'in', color: '#6d4aff' }, { label: 'out', color: '#13a10e' }], fmtBytes, 60, 'chart-bytes');
+  const backlogs = h('div', { 'data-testid': 'largest-backlogs' });
+  root.append(
+    h('h1', {}, 'Overview'),
+    status.el,
+    cards,
+    h('div', { class: 'charts' }, msgChart.el, byteChart.el),
+    h('h2', {}, 'Largest backlogs'),
+    backlogs,
+  );
+
+  // Kept across refreshes so that a failed one shows the node as unreachable.
+  const health = card('Status', '…', 'overview-status');
+  const setHealth = (ok: boolean) => {
+    const value = health.querySelector('.card-value')!;
+    value.textContent = ok ? 'Healthy' : 'Unreachable';
+    value.className = ok ? 'card-value good' : 'card-value bad';
+  };
+
+  const show = (o: Overview) => {
+    replace(cards,
+      card('Cluster', o.cluster, 'overview-cluster'),
+      health,
+      card('Version', o.version),
+      card('Uptime', fmtDuration(o.uptimeSeconds)),
+      card('Tenants', fmtNumber(o.tenants), 'overview-tenants'),
+      card('Namespaces', fmtNumber(o.namespaces), 'overview-namespaces'),
+      card('Topics', fmtNumber(o.topics), 'overview-topics'),
+      card('Producers', fmtNumber(o.producers), 'overview-producers'),
+      card('Consumers', fmtNumber(o.consumers), 'overview-consumers'),
+      card('Backlog', `${fmtNumber(o.msgBacklog)} msgs`, 'overview-backlog'),
+      card('Storage', fmtBytes(o.storageSize), 'overview-storage'),
+      card('Messages in', fmtNumber(o.msgInCounter), 'overview-messages-in'),
+      card('Messages out', fmtNumber(o.msgOutCounter)),
+    );
+    msgChart.push([o.msgRateIn, o.msgRateOut]);
+    byteChart.push([o.msgThroughputIn, o.msgThroughputOut]);
+    if (o.largestBacklogs.length === 0) {
+      replace(backlogs, h('p', { class: 'empty-state' }, 'No subscription has a backlog. Consumers are keeping up.'));
+    } else {
+      replace(backlogs, h('table', {},
+        h('thead', {}, h('tr', {}, h('th', {}, 'Topic'), h('th', { class: 'num' }, 'Backlog (msgs)'),
+          h('th', { class: 'num' }, 'Storage'))),
+        h('tbody', {}, o.largestBacklogs.map((b) => h('tr', {},
+          h('td', {}, topicLink(b.topic)), h('td', { class: 'num' }, fmtNumber(b.msgBacklog)),
+          h('td', { class: 'num' }, fmtBytes(b.storageSize)))))));
+    }
+  };
+
+  return every(REFRESH_MS, async () => {
+    try {
+      show(await api.overview());
+      setHealth(true);
+      status.clear();
+    } catch (e) {
+      setHealth(false);
+      if (!health.isConnected) cards.append(health);
+      status.error(e);
+    }
+  });
+}
+
+function topicLink(full: string): Node | string {
+  const href = topicHref(full);
+  return href ? link(href, full) : full;
+}

@@ -1,0 +1,45 @@
+// One tenant: its settings and its namespaces (create, delete).
+import { api } from '../api';
+import { DataTable } from '../table';
+import { dangerButton, h, inlineForm, link, NAME_HINT, navigate, notice, replace } from '../dom';
+import { namespaceHref } from './links';
+
+export function tenantPage(root: HTMLElement, [tenant]: string[]) {
+  document.title = `${tenant} · Magnetar`;
+  const status = notice();
+  const info = h('p', { class: 'muted' });
+  const table = new DataTable<string>([
+    { title: 'Namespace', value: (ns) => ns, render: (ns) => link(namespaceHref(tenant, ns), `${tenant}/${ns}`) },
+    { title: '', value: () => '', render: (ns) => dangerButton('Delete', status, async () => {
+      await api.deleteNamespace(tenant, ns);
+      status.ok(`Namespace ${tenant}/${ns} deleted.`);
+      await load();
+    }, { 'data-testid': `delete-namespace-${ns}` }) },
+  ], 'This tenant has no namespaces yet. Create one above.', 50, 'namespaces-table');
+
+  const name = h('input', { name: 'namespace', placeholder: 'new namespace name', required: true, title: NAME_HINT,
+    'aria-label': 'Namespace name' });
+  const form = inlineForm([name], 'Create namespace', async (n) => {
+    const ns = name.value.trim();
+    await api.createNamespace(tenant, ns);
+    n.ok(`Namespace ${tenant}/${ns} created.`);
+    navigate(namespaceHref(tenant, ns));
+  }, 'create-namespace');
+
+  root.append(
+    h('div', { class: 'crumbs' }, link('/tenants', 'Tenants'), ' / ', tenant),
+    h('h1', {}, `Tenant ${tenant}`),
+    info, form, status.el, table.el);
+
+  async function load() {
+    try {
+      const [t, namespaces] = await Promise.all([api.tenant(tenant), api.namespaces(tenant)]);
+      replace(info, `Allowed clusters: ${t.allowedClusters.join(', ') || 'none'} · Admin roles: ${
+        t.adminRoles.join(', ') || 'none'}`);
+      table.set(namespaces.map((full) => full.slice(full.indexOf('/') + 1)));
+    } catch (e) {
+      status.error(e);
+    }
+  }
+  load();
+}
