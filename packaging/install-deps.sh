@@ -25,6 +25,7 @@ packages=(
   chromium              # tests/e2e: the web console in a real browser, driven by playwright-core
   python3-protobuf      # tests/integration: Pulsar frames built from our pulsar_api.proto (protoc --python_out)
   nats-server           # bench/startup.py: the baseline broker for start-up and idle cost
+  rpm                   # packaging/: rpmbuild makes the .rpm
 )
 
 missing=()
