@@ -26,6 +26,7 @@ packages=(
   python3-protobuf      # tests/integration: Pulsar frames built from our pulsar_api.proto (protoc --python_out)
   nats-server           # bench/startup.py: the baseline broker for start-up and idle cost
   rpm                   # packaging/: rpmbuild makes the .rpm
+  lintian               # tests/packaging: checks the .deb against Debian policy
 )
 
 missing=()
