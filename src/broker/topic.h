@@ -95,6 +95,13 @@ class Topic {
   // reconnect and read from there. kNotFound when missing.
   void reset_subscription(const std::string& name, ledger::Position mark_delete,
                           ledger::Callback<common::Status> done);
+  // Pulsar's seek (topic_seek.cc): subscription `name` delivers `first`
+  // next, clamped to the log (Pulsar's earliest and latest ids included);
+  // consumers are detached as by reset_subscription().
+  void seek_subscription(const std::string& name, ledger::Position first, ledger::Callback<common::Status> done);
+  // The same, to the first message published at or after `time_ms`
+  // (persistent topics only; FailedPrecondition otherwise).
+  void seek_subscription_by_time(const std::string& name, int64_t time_ms, ledger::Callback<common::Status> done);
 
   TopicStats stats() const;
   // stats() plus message and byte rates per second (see RateMeter).

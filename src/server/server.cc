@@ -14,6 +14,7 @@
 #include "admin/admin_service.h"
 #include "broker/broker_service.h"
 #include "broker/policy_cache.h"
+#include "broker/schema_registry.h"
 #include "broker/tenancy.h"
 #include "protocol/pulsar/server/pulsar_service.h"
 #include "common/logging.h"
@@ -87,7 +88,9 @@ Status Server::start() {
   if (config_.pulsar_port != 0) {
     defaults.cluster_info.broker_service_url = fmt::format("pulsar://{}:{}", host, config_.pulsar_port);
   }
+  metadata::Store& metadata_store = *store;  // the unique_ptr moves into components_ below
   auto tenancy = std::make_unique<broker::Tenancy>(*store, std::move(defaults));
+  broker::Tenancy* tenancy_ptr = tenancy.get();  // still needed once it joined components_
   // The log: entries on disk under <data-dir>/storage, then the topics on it.
   storage::StorageOptions storage_options;
   storage_options.directory = config_.data_dir + "/storage";
@@ -114,7 +117,9 @@ Status Server::start() {
   pulsar_options.advertised_host = host;
   pulsar_options.cluster_name = config_.cluster_name;
   pulsar_options.server_version = std::string("Magnetar ") + version();
-  auto pulsar = std::make_unique<protocol::pulsar::PulsarService>(*runtime_, *broker, *store, pulsar_options);
+  auto pulsar = std::make_unique<protocol::pulsar::PulsarService>(*runtime_, *broker, metadata_store, pulsar_options);
+  schemas_ = std::make_unique<broker::SchemaRegistry>(metadata_store);
+  pulsar->set_metadata(tenancy_ptr, schemas_.get());
   pulsar_ = pulsar.get();
   components_.push_back(std::move(storage));
   components_.push_back(std::move(broker));

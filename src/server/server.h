@@ -19,6 +19,9 @@
 namespace magnetar::admin {
 class AdminService;
 }
+namespace magnetar::broker {
+class SchemaRegistry;
+}
 namespace magnetar::protocol::pulsar {
 class PulsarService;
 }
@@ -55,6 +58,7 @@ class Server {
   Config config_;
   std::unique_ptr<runtime::Runtime> runtime_;
   std::vector<std::unique_ptr<runtime::Component>> components_;  // in start order
+  std::unique_ptr<broker::SchemaRegistry> schemas_;  // on the metadata store; no thread of its own
   size_t started_ = 0;
   admin::AdminService* admin_ = nullptr;
   protocol::pulsar::PulsarService* pulsar_ = nullptr;

@@ -330,6 +330,9 @@ class KeySharedTest(NodeTestCase):
         poll_until(100 + 100 // 2 - 10, hold=("c1",))  # c1 takes its own keys; c2 must wait
         c2, c2_id, _ = consumers["c2"]
         self.assertTrue(c2.nothing_for(c2_id, 0.3), "c2 got a moved key while c1 held earlier ones")
+        status, stats = call_json(self.node, "GET", "/admin/v2/persistent/public/default/ks-order/stats")
+        ranges = sorted(c["keyHashRanges"] for c in stats["subscriptions"]["orders"]["consumers"])
+        self.assertEqual(ranges, [["[0, 32767]"], ["[32768, 65535]"]])
         release("c1")
         poll_until(200)
         join("c3")
@@ -442,6 +445,8 @@ class DelayedDeliveryTest(unittest.TestCase):
             self.assertEqual(m.payload, b"now")
             c.ack(cid, m.id)
             self.assertTrue(c.nothing_for(cid, 0.3))
+            status, stats = call_json(node, "GET", "/admin/v2/persistent/public/default/delayed/stats")
+            self.assertEqual(stats["subscriptions"]["work"]["msgDelayed"], 1)
             c.close()
             self.assertEqual(node.stop(), 0)
             node.close()

@@ -16,20 +16,26 @@ uint64_t estimated_bytes(const broker::TopicStats& s, uint64_t entries) {
 }
 
 Json consumer_json(const broker::ConsumerStats& c) {
-  return Json{{"msgRateOut", c.msg_rate_out},
-              {"msgThroughputOut", c.byte_rate_out},
-              {"bytesOutCounter", c.bytes_out},
-              {"msgOutCounter", c.messages_out},
-              {"msgRateRedeliver", 0.0},
-              {"chunkedMessageRate", 0.0},
-              {"consumerName", c.consumer_name},
-              {"availablePermits", c.permits},
-              {"unackedMessages", c.unacked_entries},
-              {"avgMessagesPerEntry", 0},
-              {"blockedConsumerOnUnackedMsgs", false},
-              {"lastAckedTimestamp", 0},
-              {"lastConsumedTimestamp", 0},
-              {"metadata", Json::object()}};
+  Json out{{"msgRateOut", c.msg_rate_out},
+           {"msgThroughputOut", c.byte_rate_out},
+           {"bytesOutCounter", c.bytes_out},
+           {"msgOutCounter", c.messages_out},
+           {"msgRateRedeliver", 0.0},
+           {"chunkedMessageRate", 0.0},
+           {"consumerName", c.consumer_name},
+           {"availablePermits", c.permits},
+           {"unackedMessages", c.unacked_messages},
+           {"avgMessagesPerEntry", 0},
+           {"blockedConsumerOnUnackedMsgs", c.blocked_on_unacked},
+           {"lastAckedTimestamp", 0},
+           {"lastConsumedTimestamp", 0},
+           {"metadata", Json::object()}};
+  if (!c.hash_ranges.empty()) {  // Key_Shared, as Pulsar shows them: "[start, end]"
+    Json ranges = Json::array();
+    for (const auto& r : c.hash_ranges) ranges.push_back(fmt::format("[{}, {}]", r.start, r.end));
+    out["keyHashRanges"] = ranges;
+  }
+  return out;
 }
 
 Json subscription_json(const broker::TopicStats& t, const broker::SubscriptionStats& s) {
@@ -43,10 +49,10 @@ Json subscription_json(const broker::TopicStats& t, const broker::SubscriptionSt
               {"chunkedMessageRate", 0},
               {"msgBacklog", s.backlog_messages},
               {"backlogSize", estimated_bytes(t, s.backlog_entries)},
-              {"msgBacklogNoDelayed", s.backlog_messages},
-              {"blockedSubscriptionOnUnackedMsgs", false},
-              {"msgDelayed", 0},
-              {"unackedMessages", s.unacked_entries},
+              {"msgBacklogNoDelayed", s.backlog_messages - std::min(s.backlog_messages, s.delayed_entries)},
+              {"blockedSubscriptionOnUnackedMsgs", s.blocked_on_unacked},
+              {"msgDelayed", s.delayed_entries},
+              {"unackedMessages", s.unacked_messages},
               {"type", s.typed ? std::string(broker::subscription_type_name(s.type)) : std::string("None")},
               {"msgRateExpired", 0.0},
               {"totalMsgExpired", 0},

@@ -80,12 +80,11 @@ void PulsarConnection::dispatch(Frame& frame) {
     case proto::BaseCommand::CLOSE_CONSUMER: return handle_close_consumer(*this, cmd.close_consumer());
     case proto::BaseCommand::UNSUBSCRIBE: return handle_unsubscribe(*this, cmd.unsubscribe());
     case proto::BaseCommand::GET_LAST_MESSAGE_ID: return handle_get_last_message_id(*this, cmd.getlastmessageid());
-    case proto::BaseCommand::SEEK: return refuse(cmd.seek().request_id(), "SEEK");
-    case proto::BaseCommand::GET_SCHEMA: return refuse(cmd.getschema().request_id(), "GET_SCHEMA");
-    case proto::BaseCommand::GET_OR_CREATE_SCHEMA:
-      return refuse(cmd.getorcreateschema().request_id(), "GET_OR_CREATE_SCHEMA");
+    case proto::BaseCommand::SEEK: return handle_seek(*this, cmd.seek());
+    case proto::BaseCommand::GET_SCHEMA: return handle_get_schema(*this, cmd.getschema());
+    case proto::BaseCommand::GET_OR_CREATE_SCHEMA: return handle_get_or_create_schema(*this, cmd.getorcreateschema());
     case proto::BaseCommand::GET_TOPICS_OF_NAMESPACE:
-      return refuse(cmd.gettopicsofnamespace().request_id(), "GET_TOPICS_OF_NAMESPACE");
+      return handle_get_topics_of_namespace(*this, cmd.gettopicsofnamespace());
     case proto::BaseCommand::CONSUMER_STATS: return refuse(cmd.consumerstats().request_id(), "CONSUMER_STATS");
     default:
       // Not served yet and carrying no request id to answer: ignored without

@@ -127,5 +127,13 @@ void handle_redeliver(PulsarConnection& c, const proto::CommandRedeliverUnacknow
 void handle_close_consumer(PulsarConnection& c, const proto::CommandCloseConsumer& cmd);
 void handle_unsubscribe(PulsarConnection& c, const proto::CommandUnsubscribe& cmd);
 void handle_get_last_message_id(PulsarConnection& c, const proto::CommandGetLastMessageId& cmd);
+void handle_seek(PulsarConnection& c, const proto::CommandSeek& cmd);
+void handle_get_topics_of_namespace(PulsarConnection& c, const proto::CommandGetTopicsOfNamespace& cmd);
+void handle_get_schema(PulsarConnection& c, const proto::CommandGetSchema& cmd);
+void handle_get_or_create_schema(PulsarConnection& c, const proto::CommandGetOrCreateSchema& cmd);
+// The schema a producer or consumer brings (handlers/schema.cc): registers
+// it and calls `then` on this connection's reactor with its wire version.
+void register_schema(PulsarConnection& c, const broker::TopicName& topic, const proto::Schema& schema,
+                     std::function<void(PulsarConnection&, common::Result<std::string>)> then);
 
 }  // namespace magnetar::protocol::pulsar

@@ -12,6 +12,8 @@
 #include <string>
 
 #include "broker/broker_service.h"
+#include "broker/schema_registry.h"
+#include "broker/tenancy.h"
 #include "metadata/store.h"
 #include "protocol/pulsar/frame.h"
 #include "runtime/component.h"
@@ -43,6 +45,21 @@ class PulsarService final : public runtime::Component {
 
   broker::BrokerService& broker() { return broker_; }
   metadata::Store& store() { return store_; }
+  // Namespaces' topic lists and topic schemas; set before start(). Without
+  // them GET_TOPICS_OF_NAMESPACE and the schema commands answer
+  // ServiceNotReady.
+  void set_metadata(broker::Tenancy* tenancy, broker::SchemaRegistry* schemas) {
+    tenancy_ = tenancy;
+    schemas_ = schemas;
+  }
+  broker::SchemaRegistry* schemas() { return schemas_; }
+  broker::Tenancy* tenancy() { return tenancy_; }
+  // Runs `task` on the tenancy thread, where blocking metadata calls are
+  // allowed. Unavailable without tenancy; ResourceExhausted when its queue is full.
+  common::Status on_metadata_thread(runtime::Task task) {
+    if (tenancy_ == nullptr) return common::Status::unavailable("metadata is not available");
+    return tenancy_->submit(std::move(task));
+  }
   const PulsarServiceOptions& options() const { return options_; }
   // Broker-wide ids for producers and consumers (the client's ids are per
   // connection).
@@ -52,6 +69,8 @@ class PulsarService final : public runtime::Component {
   runtime::Runtime& runtime_;
   broker::BrokerService& broker_;
   metadata::Store& store_;
+  broker::Tenancy* tenancy_ = nullptr;
+  broker::SchemaRegistry* schemas_ = nullptr;
   PulsarServiceOptions options_;
   std::unique_ptr<runtime::TcpListener> listener_;
   std::atomic<uint64_t> next_id_{1};

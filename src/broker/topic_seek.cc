@@ -1,0 +1,61 @@
+// Topic: moving a subscription to a message or a point in time (Pulsar's
+// SEEK and the REST reset-cursor calls).
+#include <cstdint>
+#include <limits>
+
+#include "broker/topic.h"
+#include "ledger/managed_ledger.h"
+
+namespace magnetar::broker {
+
+using common::Status;
+using ledger::Position;
+
+namespace {
+// Pulsar's MessageId.earliest is (-1, -1) on a uint64 wire field, and
+// MessageId.latest is (INT64_MAX, INT64_MAX).
+constexpr uint64_t kEarliestLedger = std::numeric_limits<uint64_t>::max();
+constexpr uint64_t kLatestLedger = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+}  // namespace
+
+void Topic::seek_subscription(const std::string& name, Position first, ledger::Callback<Status> done) {
+  const auto& chain = log_->chain();
+  Position last = log_->last_confirmed();
+  Position mark_delete;
+  if (first.ledger == kEarliestLedger || chain.empty() ||
+      (!chain.ledgers().empty() && first.ledger < chain.ledgers().front().id)) {
+    mark_delete = chain.ledgers().empty() ? last : Position{chain.ledgers().front().id, storage::kNoEntry};
+  } else if (first.ledger == kLatestLedger || first > last) {
+    mark_delete = last;
+  } else {
+    mark_delete = Position{first.ledger, first.entry - 1};
+  }
+  reset_subscription(name, mark_delete, std::move(done));
+}
+
+void Topic::seek_subscription_by_time(const std::string& name, int64_t time_ms, ledger::Callback<Status> done) {
+  auto* ml = dynamic_cast<ledger::ManagedLedger*>(log_.get());
+  if (ml == nullptr) {
+    done(Status::failed_precondition("a non-persistent topic keeps no messages to seek to"));
+    return;
+  }
+  if (subscription(name) == nullptr) {
+    done(Status::not_found("Subscription " + name + " not found on " + name_.to_string()));
+    return;
+  }
+  std::weak_ptr<bool> alive = alive_;
+  ml->seek_by_time(time_ms, [this, alive, name, done = std::move(done)](common::Result<Position> first) {
+    if (alive.expired()) return done(Status::unavailable("the topic was closed meanwhile"));
+    Position mark_delete;
+    if (first.is_ok()) {
+      mark_delete = Position{first->ledger, first->entry - 1};
+    } else if (first.status().code() == common::ErrorCode::kNotFound) {
+      mark_delete = log_->last_confirmed();  // nothing published since
+    } else {
+      return done(first.status());
+    }
+    reset_subscription(name, mark_delete, std::move(done));
+  });
+}
+
+}  // namespace magnetar::broker

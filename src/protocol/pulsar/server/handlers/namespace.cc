@@ -1,0 +1,97 @@
+// GET_TOPICS_OF_NAMESPACE: the topics a pattern or multi-topic consumer
+// subscribes to. The list comes from metadata (partitions of partitioned
+// topics and topics with a log), filtered by the client's pattern, with a
+// hash so a client polling an unchanged namespace gets no list back.
+#include <fmt/format.h>
+
+#include <regex>
+
+#include "common/crc32c.h"
+#include "protocol/pulsar/commands.h"
+#include "protocol/pulsar/server/pulsar_connection.h"
+
+namespace magnetar::protocol::pulsar {
+
+using common::Status;
+
+namespace {
+
+// Ours to define: the client only hands it back. CRC32C of the names.
+std::string topics_hash(const std::vector<std::string>& topics) {
+  uint32_t crc = 0;
+  for (const auto& t : topics) {
+    crc = common::crc32c::extend(crc, t.data(), t.size());
+    crc = common::crc32c::extend(crc, "\n", 1);
+  }
+  return fmt::format("{:08x}", crc);
+}
+
+}  // namespace
+
+void handle_get_topics_of_namespace(PulsarConnection& c, const proto::CommandGetTopicsOfNamespace& cmd) {
+  uint64_t request_id = cmd.request_id();
+  auto ns = broker::NamespaceName::parse(cmd.namespace_());
+  if (!ns) {
+    c.send(commands::error(request_id, proto::MetadataError, ns.status().message()));
+    return;
+  }
+  std::optional<std::regex> pattern;
+  if (cmd.has_topics_pattern() && !cmd.topics_pattern().empty()) {
+    try {
+      pattern.emplace(cmd.topics_pattern(), std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      c.send(commands::error(request_id, proto::MetadataError,
+                             "invalid topics pattern '" + cmd.topics_pattern() + "': " + e.what()));
+      return;
+    }
+  }
+  std::vector<broker::TopicDomain> domains;
+  if (cmd.mode() != proto::CommandGetTopicsOfNamespace::NON_PERSISTENT) {
+    domains.push_back(broker::TopicDomain::kPersistent);
+  }
+  if (cmd.mode() != proto::CommandGetTopicsOfNamespace::PERSISTENT) {
+    domains.push_back(broker::TopicDomain::kNonPersistent);
+  }
+  std::string client_hash = cmd.topics_hash();
+  auto* tenancy = c.service().tenancy();
+  Status st = c.service().on_metadata_thread([tenancy, ns = *ns, domains, pattern = std::move(pattern), client_hash,
+                                              request_id, reply = c.replier()]() {
+    std::vector<std::string> topics;
+    Status failed;
+    for (auto d : domains) {
+      auto listed = tenancy->list_topics(ns, d);
+      if (!listed.is_ok()) {
+        failed = listed.status();
+        break;
+      }
+      for (auto& t : *listed) {
+        if (!pattern || std::regex_match(t, *pattern)) topics.push_back(std::move(t));
+      }
+    }
+    reply([failed, topics = std::move(topics), filtered = pattern.has_value(), client_hash,
+           request_id](PulsarConnection& conn) {
+      if (!failed.is_ok()) {
+        conn.send(commands::error(request_id, failed.code() == common::ErrorCode::kNotFound ? proto::MetadataError
+                                                                                            : server_error(failed),
+                                  failed.message()));
+        return;
+      }
+      proto::BaseCommand out;
+      out.set_type(proto::BaseCommand::GET_TOPICS_OF_NAMESPACE_RESPONSE);
+      auto* r = out.mutable_gettopicsofnamespaceresponse();
+      r->set_request_id(request_id);
+      r->set_filtered(filtered);
+      std::string hash = topics_hash(topics);
+      r->set_topics_hash(hash);
+      if (!client_hash.empty() && client_hash == hash) {
+        r->set_changed(false);
+      } else {
+        for (const auto& t : topics) r->add_topics(t);
+      }
+      conn.send(out);
+    });
+  });
+  if (!st.is_ok()) c.send(commands::error(request_id, proto::ServiceNotReady, st.message()));
+}
+
+}  // namespace magnetar::protocol::pulsar

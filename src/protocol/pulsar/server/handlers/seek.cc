@@ -1,0 +1,47 @@
+// SEEK: moves a consumer's subscription to a message id or a publish time.
+// As in Pulsar, the subscription's consumers are detached (CLOSE_CONSUMER)
+// and reconnect to read from the new position; the seek itself is answered
+// with SUCCESS once the cursor has moved.
+#include "protocol/pulsar/commands.h"
+#include "protocol/pulsar/server/pulsar_connection.h"
+
+namespace magnetar::protocol::pulsar {
+
+using common::Result;
+using common::Status;
+
+void handle_seek(PulsarConnection& c, const proto::CommandSeek& cmd) {
+  uint64_t request_id = cmd.request_id();
+  auto it = c.consumers.find(cmd.consumer_id());
+  if (it == c.consumers.end()) {
+    c.send(commands::error(request_id, proto::ConsumerNotFound, "no consumer with this id on this connection"));
+    return;
+  }
+  if (!cmd.has_message_id() && !cmd.has_message_publish_time()) {
+    c.send(commands::error(request_id, proto::MetadataError, "SEEK needs a message id or a publish time"));
+    return;
+  }
+  std::optional<ledger::Position> to;
+  if (cmd.has_message_id()) {
+    to = ledger::Position{cmd.message_id().ledgerid(), static_cast<storage::EntryId>(cmd.message_id().entryid())};
+  }
+  auto time_ms = static_cast<int64_t>(cmd.message_publish_time());
+  c.service().broker().with_topic(
+      it->second.topic, [reply = c.replier(), sub = it->second.subscription, to, time_ms,
+                         request_id](Result<broker::Topic*> t) {
+        auto answer = [reply, request_id](Status st) {
+          reply([st, request_id](PulsarConnection& conn) {
+            conn.send(st.is_ok() ? commands::success(request_id)
+                                 : commands::error(request_id, server_error(st), st.message()));
+          });
+        };
+        if (!t.is_ok()) return answer(t.status());
+        if (to) {
+          (*t)->seek_subscription(sub, *to, answer);
+        } else {
+          (*t)->seek_subscription_by_time(sub, time_ms, answer);
+        }
+      });
+}
+
+}  // namespace magnetar::protocol::pulsar

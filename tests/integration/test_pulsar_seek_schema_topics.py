@@ -1,0 +1,223 @@
+"""SEEK, GET_SCHEMA / GET_OR_CREATE_SCHEMA and GET_TOPICS_OF_NAMESPACE over
+the Pulsar protocol, against the real binary, with every field of the
+answers checked as a client library reads them."""
+import struct
+import unittest
+
+import pulsar_api_pb2 as pb
+from magnetar_harness import Node, NodeTestCase, call_json
+from pulsar_wire import PulsarWire, command
+
+NS = "public/default"
+
+
+def version_number(raw: bytes) -> int:
+    return struct.unpack(">q", raw)[0]
+
+
+def avro(definition: str) -> pb.Schema:
+    s = pb.Schema(name="user", schema_data=definition.encode(), type=pb.Schema.Avro)
+    s.properties.add(key="owner", value="team-a")
+    return s
+
+
+class SeekTest(NodeTestCase):
+    def setUp(self):
+        self.wire = PulsarWire(self.node.ports["pulsar"])
+
+    def tearDown(self):
+        self.wire.close()
+
+    def produce(self, topic, count, publish_time=None):
+        w = self.wire
+        pid = w.request_id()
+        self.assertEqual(w.create_producer(topic, pid).type, pb.BaseCommand.PRODUCER_SUCCESS)
+        ids = []
+        for i in range(count):
+            extra = {} if publish_time is None else {"publish_time": publish_time + i}
+            r = w.send(pid, f"m{i}".encode(), **extra)
+            self.assertEqual(r.type, pb.BaseCommand.SEND_RECEIPT)
+            ids.append(r.cmd.send_receipt.message_id)
+        return ids
+
+    def consume(self, topic, sub, cid, count, initial="Earliest"):
+        w = self.wire
+        self.assertEqual(w.subscribe(topic, sub, cid, initial=initial).type, pb.BaseCommand.SUCCESS)
+        w.flow(cid, 1000)
+        return [m.payload.decode() for m in w.receive(cid, count)]
+
+    def seek(self, cid, **where):
+        w = self.wire
+        answer = w.request("SEEK", ["SUCCESS", "ERROR"], consumer_id=cid, **where)
+        return answer
+
+    def test_seek_to_a_message_id_replays_from_it(self):
+        topic = "persistent://public/default/seek-by-id"
+        ids = self.produce(topic, 10)
+        self.assertEqual(self.consume(topic, "s", 1, 10), [f"m{i}" for i in range(10)])
+        for mid in ids:
+            self.wire.ack(1, mid)
+        answer = self.seek(1, message_id=ids[3])
+        self.assertEqual(answer.type, pb.BaseCommand.SUCCESS, answer.cmd)
+        # As in Pulsar, the consumer is detached and subscribes again.
+        closed = self.wire.next("CLOSE_CONSUMER")
+        self.assertEqual(closed.cmd.close_consumer.consumer_id, 1)
+        self.assertEqual(self.consume(topic, "s", 1, 7), [f"m{i}" for i in range(3, 10)])
+
+    def test_seek_to_earliest_and_latest(self):
+        topic = "persistent://public/default/seek-ends"
+        self.produce(topic, 4)
+        self.assertEqual(self.consume(topic, "s", 1, 4), ["m0", "m1", "m2", "m3"])
+        earliest = pb.MessageIdData(ledgerId=2**64 - 1, entryId=2**64 - 1)
+        self.assertEqual(self.seek(1, message_id=earliest).type, pb.BaseCommand.SUCCESS)
+        self.wire.next("CLOSE_CONSUMER")
+        self.assertEqual(self.consume(topic, "s", 1, 4), ["m0", "m1", "m2", "m3"])
+        latest = pb.MessageIdData(ledgerId=2**63 - 1, entryId=2**63 - 1)
+        self.assertEqual(self.seek(1, message_id=latest).type, pb.BaseCommand.SUCCESS)
+        self.wire.next("CLOSE_CONSUMER")
+        self.assertEqual(self.wire.subscribe(topic, "s", 1).type, pb.BaseCommand.SUCCESS)
+        self.wire.flow(1, 100)
+        # Nothing is left before the latest: the next message is a new one.
+        pid = self.wire.request_id()
+        self.wire.create_producer(topic, pid)
+        self.wire.send(pid, b"after")
+        self.assertEqual(self.wire.receive(1, 1)[0].payload, b"after")
+
+    def test_seek_by_publish_time(self):
+        topic = "persistent://public/default/seek-by-time"
+        self.produce(topic, 10, publish_time=1_700_000_000_000)
+        self.assertEqual(len(self.consume(topic, "s", 1, 10)), 10)
+        answer = self.seek(1, message_publish_time=1_700_000_000_006)
+        self.assertEqual(answer.type, pb.BaseCommand.SUCCESS, answer.cmd)
+        self.wire.next("CLOSE_CONSUMER")
+        self.assertEqual(self.consume(topic, "s", 1, 4), ["m6", "m7", "m8", "m9"])
+
+    def test_seek_errors_keep_the_connection(self):
+        answer = self.seek(99, message_publish_time=1)
+        self.assertEqual(answer.type, pb.BaseCommand.ERROR)
+        self.assertEqual(answer.cmd.error.error, pb.ConsumerNotFound)
+        topic = "persistent://public/default/seek-errors"
+        self.produce(topic, 1)
+        self.assertEqual(self.consume(topic, "s", 1, 1), ["m0"])
+        answer = self.seek(1)  # neither a message id nor a time
+        self.assertEqual(answer.type, pb.BaseCommand.ERROR)
+        # Still serving.
+        self.assertEqual(self.wire.request("GET_LAST_MESSAGE_ID", ["GET_LAST_MESSAGE_ID_RESPONSE", "ERROR"],
+                                           consumer_id=1).type, pb.BaseCommand.GET_LAST_MESSAGE_ID_RESPONSE)
+
+
+class SchemaTest(unittest.TestCase):
+    def test_versions_survive_a_restart(self):
+        topic = "persistent://public/default/users"
+        with Node(keep_data=True) as node:
+            with PulsarWire(node.ports["pulsar"]) as w:
+                missing = w.request("GET_SCHEMA", ["GET_SCHEMA_RESPONSE"], topic=topic)
+                self.assertEqual(missing.cmd.getSchemaResponse.error_code, pb.TopicNotFound)
+
+                def register(schema):
+                    r = w.request("GET_OR_CREATE_SCHEMA", ["GET_OR_CREATE_SCHEMA_RESPONSE"], topic=topic,
+                                  schema=schema).cmd.getOrCreateSchemaResponse
+                    self.assertFalse(r.HasField("error_code"), r)
+                    return version_number(r.schema_version)
+
+                self.assertEqual(register(avro('{"v":1}')), 0)
+                self.assertEqual(register(avro('{"v":1}')), 0)
+                self.assertEqual(register(avro('{"v":2}')), 1)
+                # A producer bringing the schema gets its version too.
+            node.stop()
+            node.proc = None
+            node.start()
+            with PulsarWire(node.ports["pulsar"]) as w:
+                latest = w.request("GET_SCHEMA", ["GET_SCHEMA_RESPONSE"], topic=topic).cmd.getSchemaResponse
+                self.assertFalse(latest.HasField("error_code"), latest)
+                self.assertEqual(version_number(latest.schema_version), 1)
+                self.assertEqual(latest.schema.schema_data, b'{"v":2}')
+                self.assertEqual(latest.schema.type, pb.Schema.Avro)
+                self.assertEqual([(p.key, p.value) for p in latest.schema.properties], [("owner", "team-a")])
+                first = w.request("GET_SCHEMA", ["GET_SCHEMA_RESPONSE"], topic=topic,
+                                  schema_version=struct.pack(">q", 0)).cmd.getSchemaResponse
+                self.assertEqual(first.schema.schema_data, b'{"v":1}')
+                # Partitions share their topic's schema.
+                part = w.request("GET_SCHEMA", ["GET_SCHEMA_RESPONSE"],
+                                 topic=topic + "-partition-2").cmd.getSchemaResponse
+                self.assertEqual(part.schema.schema_data, b'{"v":2}')
+            node.stop()
+
+    def test_bad_requests_are_answered(self):
+        with Node() as node, PulsarWire(node.ports["pulsar"]) as w:
+            bad_topic = w.request("GET_SCHEMA", ["GET_SCHEMA_RESPONSE"], topic="persistent://no/such/ns/x")
+            self.assertEqual(bad_topic.cmd.getSchemaResponse.error_code, pb.InvalidTopicName)
+            bad_version = w.request("GET_SCHEMA", ["GET_SCHEMA_RESPONSE"], topic="t", schema_version=b"xyz")
+            self.assertTrue(bad_version.cmd.getSchemaResponse.HasField("error_code"))
+            bad_type = w.request("GET_OR_CREATE_SCHEMA", ["GET_OR_CREATE_SCHEMA_RESPONSE"], topic="t",
+                                 schema=pb.Schema(name="x", schema_data=b"", type=pb.Schema.AutoConsume))
+            self.assertEqual(bad_type.cmd.getOrCreateSchemaResponse.error_code, pb.IncompatibleSchema)
+            # Nothing was stored, and the connection still serves.
+            self.assertEqual(w.request("GET_SCHEMA", ["GET_SCHEMA_RESPONSE"], topic="t")
+                             .cmd.getSchemaResponse.error_code, pb.TopicNotFound)
+            node.stop()
+
+
+class TopicsOfNamespaceTest(NodeTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        with PulsarWire(cls.node.ports["pulsar"]) as w:
+            for i, name in enumerate(["orders-eu", "orders-us", "billing"]):
+                w.create_producer(f"persistent://{NS}/{name}", i + 1)
+        status, _ = call_json(cls.node, "PUT", f"/admin/v2/persistent/{NS}/clicks/partitions", 2)
+        assert status == 204, status
+
+    def topics(self, w, **fields):
+        return w.request("GET_TOPICS_OF_NAMESPACE", ["GET_TOPICS_OF_NAMESPACE_RESPONSE", "ERROR"],
+                         namespace=NS, **fields)
+
+    def test_lists_topics_and_partitions(self):
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            r = self.topics(w).cmd.getTopicsOfNamespaceResponse
+            names = set(r.topics)
+            for t in ["orders-eu", "orders-us", "billing", "clicks-partition-0", "clicks-partition-1"]:
+                self.assertIn(f"persistent://{NS}/{t}", names)
+            self.assertFalse(r.filtered)
+            none = self.topics(w, mode=pb.CommandGetTopicsOfNamespace.NON_PERSISTENT).cmd
+            self.assertEqual(list(none.getTopicsOfNamespaceResponse.topics), [])
+
+    def test_pattern_and_hash(self):
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            r = self.topics(w, topics_pattern=f"persistent://{NS}/orders-.*").cmd.getTopicsOfNamespaceResponse
+            self.assertEqual(sorted(r.topics), [f"persistent://{NS}/orders-eu", f"persistent://{NS}/orders-us"])
+            self.assertTrue(r.filtered)
+            self.assertTrue(r.topics_hash)
+            again = self.topics(w, topics_pattern=f"persistent://{NS}/orders-.*",
+                                topics_hash=r.topics_hash).cmd.getTopicsOfNamespaceResponse
+            self.assertFalse(again.changed)
+            self.assertEqual(list(again.topics), [])
+            w.create_producer(f"persistent://{NS}/orders-apac", 10)
+            grown = self.topics(w, topics_pattern=f"persistent://{NS}/orders-.*",
+                                topics_hash=r.topics_hash).cmd.getTopicsOfNamespaceResponse
+            self.assertTrue(grown.changed)
+            self.assertEqual(len(grown.topics), 3)
+
+    def test_partitioned_metadata(self):
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            def partitions(topic):
+                r = w.request("PARTITIONED_METADATA", ["PARTITIONED_METADATA_RESPONSE"], topic=topic)
+                return r.cmd.partitionMetadataResponse.partitions
+            self.assertEqual(partitions(f"persistent://{NS}/clicks"), 2)
+            self.assertEqual(partitions(f"persistent://{NS}/orders-eu"), 0)
+            self.assertEqual(partitions(f"persistent://{NS}/never-used"), 0)
+
+    def test_bad_input_is_an_error(self):
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            self.assertEqual(self.topics(w, topics_pattern="(unclosed").type, pb.BaseCommand.ERROR)
+            bad_ns = w.request("GET_TOPICS_OF_NAMESPACE", ["GET_TOPICS_OF_NAMESPACE_RESPONSE", "ERROR"],
+                               namespace="no-slash")
+            self.assertEqual(bad_ns.type, pb.BaseCommand.ERROR)
+            missing = w.request("GET_TOPICS_OF_NAMESPACE", ["GET_TOPICS_OF_NAMESPACE_RESPONSE", "ERROR"],
+                                namespace="public/nope")
+            self.assertEqual(missing.type, pb.BaseCommand.ERROR)
+            self.assertEqual(self.topics(w).type, pb.BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE)
+
+
+if __name__ == "__main__":
+    unittest.main()
