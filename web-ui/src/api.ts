@@ -47,6 +47,7 @@ export interface PublisherStats {
   msgThroughputIn: number;
   address?: string;
   clientVersion?: string;
+  protocol?: string;  // absent: Pulsar, the only protocol that produces today
 }
 
 export interface ConsumerStats {

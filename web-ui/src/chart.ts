@@ -31,8 +31,12 @@ export class LiveChart {
     private readonly format: (v: number) => string,
     private readonly capacity = 60,
     testid?: string,
+    history?: number[][],
   ) {
-    this.values = series.map(() => []);
+    // A caller that keeps `history` gets the samples back when the chart is
+    // drawn again (the overview keeps its charts across page changes).
+    this.values = history ?? [];
+    while (this.values.length < series.length) this.values.push([]);
     this.plot = svg('svg', { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, class: 'chart-plot', role: 'img' }) as SVGSVGElement;
     this.plot.setAttribute('aria-label', title);
     this.legendValues = series.map(() => h('span', { class: 'legend-value' }, '—'));
@@ -55,13 +59,16 @@ export class LiveChart {
       const list = this.values[i];
       list.push(Number.isFinite(v) ? v : 0);
       if (list.length > this.capacity) list.shift();
-      this.legendValues[i].textContent = this.format(v);
     });
     this.draw();
   }
 
   private draw() {
+    this.values.forEach((list, i) => {
+      if (list.length) this.legendValues[i].textContent = this.format(list[list.length - 1]);
+    });
     const max = Math.max(0, ...this.values.flat());
+    this.el.dataset.max = String(max);
     const top = max > 0 ? niceCeiling(max) : 1;
     const plotW = WIDTH - PAD_LEFT - 4;
     const plotH = HEIGHT - PAD_BOTTOM - 8;
@@ -83,6 +90,8 @@ export class LiveChart {
       const offset = this.capacity - list.length;
       const points = list.map((v, i) => `${x(offset + i).toFixed(1)},${y(v).toFixed(1)}`).join(' ');
       parts.push(svg('polyline', { points, fill: 'none', stroke: this.series[si].color, 'stroke-width': 2 }));
+      const last = list.length - 1;
+      parts.push(svg('circle', { cx: x(offset + last), cy: y(list[last]), r: 3, fill: this.series[si].color }));
     });
     this.plot.replaceChildren(...parts);
   }

@@ -97,7 +97,7 @@ export function fmtBytes(n: number | undefined | null): string {
     v /= 1024;
     i++;
   }
-  return `${i === 0 ? v : v.toFixed(1)} ${units[i]}`;
+  return `${i === 0 ? (Number.isInteger(v) ? v : v.toFixed(1)) : v.toFixed(1)} ${units[i]}`;
 }
 
 export function fmtRate(n: number | undefined, unit: string): string {

@@ -5,17 +5,24 @@ import { LiveChart } from '../chart';
 import { card, every, fmtBytes, fmtDuration, fmtNumber, h, link, notice, REFRESH_MS, replace } from '../dom';
 import { topicHref } from './links';
 
+// The charts' samples, kept while the console is open so that coming back to
+// the overview shows the recent past.
+const messageHistory: number[][] = [];
+const byteHistory: number[][] = [];
+
 export function overviewPage(root: HTMLElement) {
   document.title = 'Overview · Magnetar';
   const status = notice();
   const cards = h('div', { class: 'cards' });
   const msgChart = new LiveChart('Messages per second',
-    [{ label: 'in', color: '#6d4aff' }, { label: 'out', color: '#13a10e' }], fmtNumber, 60, 'chart-messages');
+    [{ label: 'in', color: '#6d4aff' }, { label: 'out', color: '#13a10e' }], fmtNumber, 60, 'chart-messages', messageHistory);
   const byteChart = new LiveChart('Bytes per second',
-    [{ label: 'in', color: '#6d4aff' }, { label: 'out', color: '#13a10e' }], fmtBytes, 60, 'chart-bytes');
+    [{ label: 'in', color: '#6d4aff' }, { label: 'out', color: '#13a10e' }], fmtBytes, 60, 'chart-bytes', byteHistory);
   const backlogs = h('div', { 'data-testid': 'largest-backlogs' });
+  const node = h('p', { class: 'muted', 'data-testid': 'overview-node' }, 'Connecting…');
   root.append(
     h('h1', {}, 'Overview'),
+    node,
     status.el,
     cards,
     h('div', { class: 'charts' }, msgChart.el, byteChart.el),
@@ -32,16 +39,16 @@ export function overviewPage(root: HTMLElement) {
   };
 
   const show = (o: Overview) => {
+    replace(node, `Magnetar ${o.version} · cluster ${o.cluster} · up ${fmtDuration(o.uptimeSeconds)}`);
     replace(cards,
-      card('Cluster', o.cluster, 'overview-cluster'),
       health,
-      card('Version', o.version),
-      card('Uptime', fmtDuration(o.uptimeSeconds)),
       card('Tenants', fmtNumber(o.tenants), 'overview-tenants'),
       card('Namespaces', fmtNumber(o.namespaces), 'overview-namespaces'),
       card('Topics', fmtNumber(o.topics), 'overview-topics'),
+      card('Loaded topics', fmtNumber(o.loadedTopics)),
       card('Producers', fmtNumber(o.producers), 'overview-producers'),
       card('Consumers', fmtNumber(o.consumers), 'overview-consumers'),
+      card('Subscriptions', fmtNumber(o.subscriptions)),
       card('Backlog', `${fmtNumber(o.msgBacklog)} msgs`, 'overview-backlog'),
       card('Storage', fmtBytes(o.storageSize), 'overview-storage'),
       card('Messages in', fmtNumber(o.msgInCounter), 'overview-messages-in'),

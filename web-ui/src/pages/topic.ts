@@ -129,7 +129,7 @@ export function topicPage(root: HTMLElement, [domainName, tenant, ns, topic]: st
       : h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Producer'), h('th', {}, 'Address'),
         h('th', {}, 'Protocol'), h('th', { class: 'num' }, 'Rate in'), h('th', { class: 'num' }, 'Throughput in'))),
       h('tbody', {}, s.publishers.map((p) => h('tr', {}, h('td', {}, p.producerName), h('td', {}, p.address ?? '—'),
-        h('td', {}, 'Pulsar'), h('td', { class: 'num' }, fmtRate(p.msgRateIn, 'msg')),
+        h('td', {}, p.protocol ?? 'Pulsar'), h('td', { class: 'num' }, fmtRate(p.msgRateIn, 'msg')),
         h('td', { class: 'num' }, fmtBytes(p.msgThroughputIn) + '/s'))))));
     replace(subscriptions, subs.length === 0
       ? h('p', { class: 'empty-state' }, 'No subscriptions. Create one below, or attach a consumer.')

@@ -1,0 +1,212 @@
+// The web console in Debian's Chromium against the real binary: create a
+// tenant, namespace, topic and subscription through the UI, produce with
+// `magnetar produce` and watch the stats and the message browser, edit a
+// policy and read it back through the REST API, see the server's errors.
+// Each page is saved as a screenshot (node.mjs: SCREENSHOTS).
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { Node, launchBrowser, waitFor, SCREENSHOTS } from './node.mjs';
+
+const UI_TIMEOUT = 20000;
+
+let node;
+let browser;
+let page;
+const pageErrors = [];
+
+test.before(async () => {
+  node = await new Node().start();
+  browser = await launchBrowser();
+  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  page.setDefaultTimeout(UI_TIMEOUT);
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+});
+
+test.after(async () => {
+  if (browser) await browser.close();
+  if (node) await node.close();
+});
+
+async function shot(name) {
+  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+}
+
+// Text of the element with this data-testid, once it satisfies `ok`.
+async function textOf(testid, ok, what) {
+  return waitFor(async () => {
+    const t = await page.getByTestId(testid).first().textContent({ timeout: 1000 });
+    return ok(t) ? t : null;
+  }, UI_TIMEOUT, what);
+}
+
+test('the overview shows the node and its counts', async () => {
+  await page.goto(node.url + '/');
+  await textOf('overview-status', (t) => t === 'Healthy', 'status Healthy');
+  assert.match(await page.getByTestId('overview-node').textContent(), /^Magnetar \d+\.\d+\.\d+ · cluster standalone · up /);
+  const { body } = await node.rest('GET', '/admin/v2/tenants');
+  assert.equal(await page.getByTestId('overview-tenants').textContent(), String(body.length));
+  await shot('overview-empty');
+});
+
+test('a tenant, namespace and topic are created through the UI', async () => {
+  await page.goto(node.url + '/');
+  await page.getByRole('link', { name: 'Tenants' }).click();
+  await page.getByTestId('tenants-table').getByRole('link', { name: 'public' }).waitFor();
+  await shot('tenants');
+
+  await page.getByLabel('Tenant name').fill('acme');
+  await page.getByRole('button', { name: 'Create tenant' }).click();
+  await page.waitForURL('**/tenants/acme');
+  assert.equal((await node.rest('GET', '/admin/v2/tenants/acme')).status, 200);
+
+  await page.getByLabel('Namespace name').fill('shop');
+  await page.getByRole('button', { name: 'Create namespace' }).click();
+  await page.waitForURL('**/tenants/acme/shop');
+  assert.deepEqual((await node.rest('GET', '/admin/v2/namespaces/acme')).body, ['acme/shop']);
+
+  await page.getByLabel('Topic name').fill('orders');
+  await page.getByRole('button', { name: 'Create topic' }).click();
+  await page.waitForURL('**/topics/persistent/acme/shop/orders');
+  assert.equal((await node.rest('GET', '/admin/v2/persistent/acme/shop/orders/stats')).status, 200);
+
+  // A partitioned one too, listed once with its partition count.
+  await page.goto(node.url + '/tenants/acme/shop');
+  await page.getByLabel('Topic name').fill('clicks');
+  await page.getByLabel('Partitions').fill('3');
+  await page.getByRole('button', { name: 'Create topic' }).click();
+  await page.waitForURL('**/topics/persistent/acme/shop/clicks');
+  assert.deepEqual((await node.rest('GET', '/admin/v2/persistent/acme/shop/clicks/partitions')).body,
+    { partitions: 3 });
+  await page.goto(node.url + '/tenants/acme/shop');
+  const table = page.getByTestId('topics-table');
+  await table.getByRole('link', { name: 'clicks' }).waitFor();
+  await table.getByRole('link', { name: 'orders' }).waitFor();
+  assert.equal(await table.locator('tbody tr').count(), 2);
+  await shot('namespace-topics');
+});
+
+test('an invalid name shows the server\'s reason', async () => {
+  const expected = await node.rest('PUT', '/admin/v2/tenants/' + encodeURIComponent('bad name!'), {});
+  assert.equal(expected.status, 400);
+  await page.goto(node.url + '/tenants');
+  await page.getByLabel('Tenant name').fill('bad name!');
+  await page.getByRole('button', { name: 'Create tenant' }).click();
+  const alert = page.getByTestId('create-tenant').getByRole('alert');
+  await alert.waitFor();
+  const text = await alert.textContent();
+  assert.ok(text.includes(expected.body.reason), `"${text}" shows "${expected.body.reason}"`);
+  assert.ok(text.includes('400'));
+  await shot('error-invalid-name');
+});
+
+test('produced messages show in the live stats and the message browser', async () => {
+  await page.goto(node.url + '/topics/persistent/acme/shop/orders');
+  // A subscription from the earliest message, made through the UI.
+  await page.getByLabel('New subscription name').fill('audit');
+  await page.getByLabel('Start from').selectOption('earliest');
+  await page.getByRole('button', { name: 'Create subscription' }).click();
+  await page.locator('[data-subscription="audit"]').waitFor();
+
+  await node.produce('persistent://acme/shop/orders', '-m', '{"id":1,"item":"book"}', '-k', 'customer-7',
+    '-p', 'source=e2e', '-n', '3');
+  await node.produce('persistent://acme/shop/orders', '-m', 'plain text payload');
+
+  await textOf('topic-messages-in', (t) => t === '4', 'messages in = 4');
+  await textOf('backlog-audit', (t) => t === '4', 'backlog of audit = 4');
+  await textOf('topic-backlog', (t) => t === '4 msgs', 'topic backlog 4 msgs');
+  await textOf('topic-storage', (t) => t !== '0 B' && t !== '—', 'storage above zero');
+  // The live chart drew a non-zero rate in (it keeps the last two minutes).
+  await waitFor(async () => Number(await page.getByTestId('chart-topic-messages').getAttribute('data-max')) > 0,
+    UI_TIMEOUT, 'a non-zero rate in the chart');
+
+  await page.getByLabel('Subscription to peek').selectOption('audit');
+  await page.getByRole('button', { name: 'Peek' }).click();
+  const messages = page.getByTestId('message');
+  await waitFor(async () => (await messages.count()) === 4, UI_TIMEOUT, 'four peeked messages');
+  const first = await messages.nth(0).textContent();
+  assert.ok(first.includes('customer-7'), first);
+  assert.ok(first.includes('source=e2e'), first);
+  assert.equal(await messages.nth(0).getByTestId('message-payload').textContent(),
+    JSON.stringify({ id: 1, item: 'book' }, null, 2));
+  assert.equal(await messages.nth(3).getByTestId('message-payload').textContent(), 'plain text payload');
+  // Peeking acknowledges nothing.
+  const stats = await node.rest('GET', '/admin/v2/persistent/acme/shop/orders/stats');
+  assert.equal(stats.body.subscriptions.audit.msgBacklog, 4);
+  await shot('topic');
+
+  // The overview counts them too.
+  await page.getByRole('link', { name: 'Overview' }).click();
+  await textOf('overview-messages-in', (t) => t === '4', 'overview messages in = 4');
+  await page.getByTestId('largest-backlogs').getByRole('link', { name: 'persistent://acme/shop/orders' }).waitFor();
+  await shot('overview');
+});
+
+test('skip all clears the backlog; delete removes the subscription', async () => {
+  await page.goto(node.url + '/topics/persistent/acme/shop/orders');
+  await page.locator('[data-subscription="audit"]').waitFor();
+  await page.getByLabel('Subscription', { exact: true }).selectOption('audit');
+  await page.getByTestId('skip-all').click();
+  await textOf('backlog-audit', (t) => t === '0', 'backlog of audit = 0');
+  assert.equal((await node.rest('GET', '/admin/v2/persistent/acme/shop/orders/stats')).body.subscriptions.audit
+    .msgBacklog, 0);
+
+  await page.getByTestId('delete-subscription').click();
+  await page.getByTestId('delete-subscription').click();  // confirm
+  await page.locator('[data-subscription="audit"]').waitFor({ state: 'detached' });
+  assert.deepEqual((await node.rest('GET', '/admin/v2/persistent/acme/shop/orders/subscriptions')).body, []);
+});
+
+test('a policy edited in the UI is what the REST API answers', async () => {
+  await page.goto(node.url + '/tenants/acme/shop');
+  await page.getByRole('tab', { name: 'Policies' }).click();
+  const retention = page.getByTestId('policy-retention');
+  await retention.getByLabel('retentionTimeInMinutes').fill('120');
+  await retention.getByLabel('retentionSizeInMB').fill('512');
+  await retention.getByRole('button', { name: 'Save' }).click();
+  await retention.getByText('Saved.').waitFor();
+  assert.deepEqual((await node.rest('GET', '/admin/v2/namespaces/acme/shop/retention')).body,
+    { retentionTimeInMinutes: 120, retentionSizeInMB: 512 });
+
+  const ttl = page.getByTestId('policy-ttl');
+  await ttl.getByLabel('messageTTL').fill('-5');
+  await ttl.getByRole('button', { name: 'Save' }).click();
+  const expected = await node.rest('POST', '/admin/v2/namespaces/acme/shop/messageTTL', -5);
+  assert.equal(expected.status, 400);
+  const alert = ttl.getByRole('alert');
+  await alert.waitFor();
+  assert.ok((await alert.textContent()).includes(expected.body.reason));
+  await shot('namespace-policies');
+
+  // A reload shows what was saved (the page is served for its own URL).
+  await page.reload();
+  assert.equal(await page.getByTestId('policy-retention').getByLabel('retentionTimeInMinutes').inputValue(), '120');
+});
+
+test('the metrics page lists what /metrics serves', async () => {
+  await page.goto(node.url + '/monitoring');
+  const table = page.getByTestId('metrics-table');
+  await table.getByText('pulsar_in_messages_total').first().waitFor();
+  await table.getByRole('searchbox').fill('pulsar_msg_backlog');
+  await waitFor(async () => (await table.locator('tbody tr').count()) >= 1 &&
+    (await table.locator('tbody tr').first().textContent()).includes('pulsar_msg_backlog'), UI_TIMEOUT,
+  'filtered rows');
+  await shot('metrics');
+});
+
+test('a deleted topic is gone; unknown pages say so', async () => {
+  await page.goto(node.url + '/topics/persistent/acme/shop/orders');
+  await page.getByTestId('delete-topic').click();
+  await page.getByTestId('delete-topic').click();  // confirm
+  await page.waitForURL('**/tenants/acme/shop');
+  assert.equal((await node.rest('GET', '/admin/v2/persistent/acme/shop/orders/stats')).status, 404);
+
+  await page.goto(node.url + '/topics/persistent/acme/shop/orders');
+  const alert = page.getByRole('alert').first();
+  await alert.waitFor();
+  assert.ok((await alert.textContent()).includes('404'));
+
+  await page.goto(node.url + '/tenants/acme/shop/extra/path');
+  await page.getByRole('heading', { name: 'Page not found' }).waitFor();
+  assert.deepEqual(pageErrors, []);
+});
