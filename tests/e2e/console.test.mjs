@@ -210,3 +210,13 @@ test('a deleted topic is gone; unknown pages say so', async () => {
   await page.getByRole('heading', { name: 'Page not found' }).waitFor();
   assert.deepEqual(pageErrors, []);
 });
+
+test('the overview says when the node cannot be reached', async () => {
+  await page.goto(node.url + '/');
+  await textOf('overview-status', (t) => t === 'Healthy', 'status Healthy');
+  await node.close();
+  await textOf('overview-status', (t) => t === 'Unreachable', 'status Unreachable');
+  const alert = page.getByRole('alert').first();
+  assert.match(await alert.textContent(), /cannot be reached/);
+  await shot('overview-unreachable');
+});
