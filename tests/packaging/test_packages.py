@@ -30,6 +30,7 @@ WORK = None
 DEB = None       # release as configured (MAGNETAR_PACKAGE_RELEASE)
 DEB_NEXT = None  # the same build, release + 1: the upgrade
 RPM = None
+RPM_NEXT = None
 VERSION = None   # the project version the binary reports
 
 
@@ -52,7 +53,7 @@ def cpack(generator, out_dir, *defines):
 
 
 def setUpModule():
-    global WORK, DEB, DEB_NEXT, RPM, VERSION
+    global WORK, DEB, DEB_NEXT, RPM, RPM_NEXT, VERSION
     WORK = tempfile.mkdtemp(prefix="magnetar-packages-")
     os.chmod(WORK, 0o755)  # the service account reads the scratch roots below
     VERSION = json.loads(run(BUILD_BIN, "version", "--json").stdout)["version"]
@@ -60,6 +61,8 @@ def setUpModule():
     release = int(deb_field(DEB, "Version").rsplit("-", 1)[1])
     DEB_NEXT = cpack("DEB", os.path.join(WORK, "deb-next"), f"CPACK_DEBIAN_PACKAGE_RELEASE={release + 1}")
     RPM = cpack("RPM", os.path.join(WORK, "rpm"))
+    release = int(run("rpm", "-qp", "--qf", "%{RELEASE}", RPM).stdout)
+    RPM_NEXT = cpack("RPM", os.path.join(WORK, "rpm-next"), f"CPACK_RPM_PACKAGE_RELEASE={release + 1}")
 
 
 def tearDownModule():
@@ -295,6 +298,35 @@ class RpmPackageTest(unittest.TestCase):
         requires = self.query("-R")
         for soname in ("libuv.so.1", "libspdlog.so.1.10", "libleveldb.so.1d"):
             self.assertIn(soname, requires)
+
+
+    def test_upgrade_keeps_the_edited_config_and_erase_saves_it(self):
+        # rpm into a scratch root: the payload and the %config handling are
+        # real; the scriptlets need an RPM-based system and are not run here
+        # (--noscripts), nor are the library requirements (--nodeps).
+        root = tempfile.mkdtemp(prefix="rpmroot-", dir=WORK)
+        query = ("rpm", f"--root={root}", "--dbpath=/var/lib/rpm")
+        rpm = query + ("--nodeps", "--noscripts")
+        run(*query, "--initdb")
+        run(*rpm, "-i", RPM)
+        self.assertEqual(run(*query, "-q", "magnetar").stdout.strip(),
+                         os.path.basename(RPM)[:-len(".rpm")])
+        config = os.path.join(root, CONFIG)
+        with open(config, "a") as f:
+            f.write('log-level = "warn"\n')
+        with open(config) as f:
+            edited = f.read()
+        run(*rpm, "-U", RPM_NEXT)
+        self.assertEqual(run(*query, "-q", "magnetar").stdout.strip(),
+                         os.path.basename(RPM_NEXT)[:-len(".rpm")])
+        with open(config) as f:
+            self.assertEqual(f.read(), edited)
+        self.assertFalse(os.path.exists(config + ".rpmnew"))
+        run(*rpm, "-e", "magnetar")
+        self.assertFalse(os.path.exists(os.path.join(root, "usr/bin/magnetar")))
+        self.assertFalse(os.path.exists(config))
+        with open(config + ".rpmsave") as f:
+            self.assertEqual(f.read(), edited)
 
 
 class InstalledServiceTest(unittest.TestCase):
