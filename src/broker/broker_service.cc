@@ -23,6 +23,9 @@ std::string managed_ledger_name(const TopicName& topic) {
   return key.substr(kPrefix.size());
 }
 
+// Where a persistent topic's deduplication snapshot lives (dedup.fbs).
+std::string dedup_snapshot_key(const TopicName& topic) { return "/dedup-snapshots/" + managed_ledger_name(topic); }
+
 }  // namespace
 
 BrokerService::BrokerService(runtime::Runtime& runtime, storage::Storage& storage, metadata::Store& store,
@@ -96,6 +99,7 @@ void BrokerService::load(Shard& shard, const TopicName& topic) {
                                                           options_.non_persistent_max_bytes);
     auto& slot = shard.topics[key];
     slot = std::make_unique<Topic>(topic, std::move(log));
+    attach_policies(*slot);
     finish(slot.get());
     return;
   }
@@ -110,6 +114,8 @@ void BrokerService::load(Shard& shard, const TopicName& topic) {
         auto& slot = shard.topics[key];
         slot = std::make_unique<Topic>(topic, std::move(ml).value());
         slot->restore_subscriptions();
+        slot->set_metadata(&store_, dedup_snapshot_key(topic));
+        attach_policies(*slot);
         arm_maintenance(home_of(topic).index());
         if (stopping_) {
           finish(Status::unavailable("the broker is shutting down"));
@@ -117,6 +123,14 @@ void BrokerService::load(Shard& shard, const TopicName& topic) {
         }
         finish(slot.get());
       });
+}
+
+void BrokerService::attach_policies(Topic& topic) {
+  if (policies_ == nullptr) return;
+  const PolicyCache* cache = policies_;
+  TopicName name = topic.name();
+  topic.set_policy_source([cache, name]() { return cache->effective(name); });
+  if (auto p = cache->effective(name)) topic.apply_policies(*p);
 }
 
 void BrokerService::arm_maintenance(size_t reactor) {
@@ -129,6 +143,7 @@ void BrokerService::arm_maintenance(size_t reactor) {
 
 void BrokerService::maintain(size_t reactor) {
   for (auto& [name, topic] : shards_[reactor]->topics) {
+    if (!topic->closed()) topic->maintain_producers();
     auto* ml = dynamic_cast<ledger::ManagedLedger*>(&topic->log());
     if (ml == nullptr || topic->closed()) continue;
     ml->maintain([name = name](Status st) {
@@ -216,10 +231,16 @@ void BrokerService::delete_topic(const TopicName& topic, bool force, ledger::Cal
       done(st);
     };
     close_and_forget(shard, key, t, Status::not_found("topic " + key + " was deleted"),
-                     [keep, key, finish](Status closed) {
+                     [this, keep, key, topic, finish](Status closed) {
                        if (!closed.is_ok()) MLOG_WARN("closing deleted topic {}: {}", key, closed.to_string());
                        if (!keep) return finish(Status::ok());
-                       keep->delete_log(finish);
+                       keep->delete_log([this, key, topic, finish](Status deleted) {
+                         if (!deleted.is_ok()) return finish(deleted);
+                         Deduplication::remove(store_, dedup_snapshot_key(topic), [key, finish](Status st) {
+                           if (!st.is_ok()) MLOG_WARN("deduplication snapshot of {}: {}", key, st.to_string());
+                           finish(Status::ok());
+                         });
+                       });
                      });
   };
   if (home.is_on_thread()) return run();

@@ -102,6 +102,8 @@ class BrokerService final : public runtime::Component {
   void close_and_forget(Shard& shard, const std::string& key, Topic* topic, const common::Status& why,
                         ledger::Callback<common::Status> done);
   void load(Shard& shard, const TopicName& topic);
+  // Gives a freshly loaded topic its policy source and applies it.
+  void attach_policies(Topic& topic);
   void arm_maintenance(size_t reactor);
   void maintain(size_t reactor);
 

@@ -7,19 +7,34 @@
 // gets you there); callbacks run there too.
 #pragma once
 
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "broker/consumer.h"
+#include "broker/dedup.h"
 #include "broker/naming.h"
+#include "broker/policies.h"
+#include "broker/producer.h"
 #include "broker/rate_meter.h"
 #include "broker/subscription.h"
 #include "common/result.h"
 #include "ledger/log.h"
+#include "metadata/store.h"
+#include "runtime/timer.h"
 
 namespace magnetar::broker {
+
+// The position a publish completes with when deduplication found the entry
+// stored already: nothing was stored again (Pulsar answers (-1, -1)).
+inline constexpr ledger::Position kDuplicatePosition{~ledger::LedgerId{0}, ledger::EntryId{-1}};
+
+// How a backlog quota currently holds back this topic's producers.
+enum class QuotaBlock { kNone, kHold, kException };
 
 struct PublisherStats {
   uint64_t producer_id = 0;
@@ -57,16 +72,59 @@ class Topic {
   ledger::Log& log() { return *log_; }
   bool closed() const { return closed_; }
 
-  // Registers a producer. Names are unique per topic: kAlreadyExists when
-  // another producer uses `producer_name`, kUnavailable once closed.
+  // Registers a producer (producer.h for access modes). Names are unique
+  // per topic: kAlreadyExists when another producer uses the name (or a
+  // shared producer meets an exclusive one), kFenced when an exclusive
+  // producer meets others, kResourceExhausted while a backlog quota blocks
+  // producers (see quota_block()), kUnavailable once closed. A
+  // WaitForExclusive producer that must wait is registered as waiting and
+  // `waiting` (may be empty) runs; `done` runs once it is admitted. With
+  // deduplication on, `done` waits until the topic's sequence ids are
+  // recovered.
+  void add_producer(ProducerOptions options, std::function<void()> waiting,
+                    ledger::Callback<common::Result<ProducerAdmission>> done);
+  // A Shared producer without close notification, answered at once.
   common::Status add_producer(uint64_t producer_id, const std::string& producer_name);
+  // Forgets an admitted or waiting producer; a waiting exclusive producer
+  // may be admitted as a result.
   void remove_producer(uint64_t producer_id);
 
   // Appends one entry for a registered producer (its name goes into the
   // header) and completes with the entry's position once stored; consumers
-  // are woken after that. kNotFound for an unknown producer.
+  // are woken after that. kNotFound for an unknown producer. With
+  // deduplication on, an entry whose sequence id was stored already
+  // completes with kDuplicatePosition and is not stored again;
+  // `highest_sequence_id` is the last sequence id of a batch (-1: the
+  // header's sequence id plus its messages). While the backlog quota holds
+  // producers, the entry waits; with producer_exception it fails with
+  // kResourceExhausted.
   void publish(uint64_t producer_id, ledger::MessageHeader header, common::Slice payload,
-               ledger::Callback<common::Result<ledger::Position>> done);
+               ledger::Callback<common::Result<ledger::Position>> done, int64_t highest_sequence_id = -1);
+
+  // Where deduplication snapshots go; without it deduplication stays off.
+  // REQUIRES: before the first apply_policies; `store` outlives the topic.
+  void set_metadata(metadata::Store* store, std::string dedup_snapshot_key);
+  // Where the topic reads its effective policies when a producer arrives
+  // and on maintenance. May be empty (broker defaults: no deduplication,
+  // no quota).
+  void set_policy_source(std::function<std::optional<NamespacePolicies>()> source) {
+    policy_source_ = std::move(source);
+  }
+  // Applies deduplication and backlog quota settings: turning deduplication
+  // on recovers the sequence ids from the snapshot and the log first
+  // (publishes wait meanwhile).
+  void apply_policies(const NamespacePolicies& policies);
+  // Re-reads the policy source and enforces the backlog quota (the
+  // broker's maintenance timer calls this).
+  void maintain_producers();
+  // Checks the backlog against the size quota and acts on its policy.
+  void check_backlog_quota();
+  QuotaBlock quota_block() const { return quota_block_; }
+  bool deduplication_enabled() const { return dedup_ != nullptr; }
+  // Deduplication state (tests and stats); null when off.
+  Deduplication* deduplication() { return dedup_.get(); }
+  // Estimated bytes of the slowest durable subscription's backlog.
+  uint64_t backlog_bytes() const;
 
   // Attaches a consumer to subscription options.subscription, creating the
   // subscription (and its cursor) on first use: at the end of the log, or at
@@ -109,8 +167,9 @@ class Topic {
   size_t producer_count() const { return producers_.size(); }
   size_t consumer_count() const;
 
-  // Detaches every consumer (telling each sink `why`), refuses new
-  // producers and consumers, and closes the log.
+  // Detaches every consumer (telling each sink `why`) and producer (its
+  // on_closed), refuses new producers and consumers, writes the
+  // deduplication snapshot and closes the log.
   void close(const common::Status& why, ledger::Callback<common::Status> done);
 
  private:
@@ -118,7 +177,44 @@ class Topic {
     std::string name;
     uint64_t messages_in = 0;
     uint64_t bytes_in = 0;
+    ProducerAccessMode access_mode = ProducerAccessMode::kShared;
+    std::function<void(const common::Status&)> on_closed;
   };
+  struct WaitingProducer {
+    ProducerOptions options;
+    ledger::Callback<common::Result<ProducerAdmission>> done;
+  };
+  struct HeldPublish {
+    uint64_t producer_id;
+    ledger::MessageHeader header;
+    common::Slice payload;
+    ledger::Callback<common::Result<ledger::Position>> done;
+    int64_t highest_sequence_id;
+  };
+  static constexpr size_t kMaxHeldPublishes = 10000;
+
+  common::Status name_in_use(const std::string& name) const;
+  void admit(ProducerOptions options, ledger::Callback<common::Result<ProducerAdmission>> done);
+  void admit_waiting();
+  // Closes producer `id` (its on_closed runs) and forgets it.
+  void close_producer(uint64_t id, const common::Status& why);
+  void refresh_policies();
+  void store_entry(HeldPublish p);
+  void release_held();
+  void hold_retry_timer();
+  void when_dedup_ready(std::function<void()> fn);
+
+  metadata::Store* store_ = nullptr;
+  std::string dedup_key_;
+  std::function<std::optional<NamespacePolicies>()> policy_source_;
+  std::unique_ptr<Deduplication> dedup_;
+  std::vector<std::function<void()>> dedup_waiters_;  // run once recovery ends
+  std::optional<BacklogQuota> size_quota_;
+  QuotaBlock quota_block_ = QuotaBlock::kNone;
+  std::deque<HeldPublish> held_;  // publishes waiting for deduplication or the quota
+  std::unique_ptr<runtime::Timer> hold_timer_;
+  ProducerAccess access_;
+  std::map<uint64_t, WaitingProducer> waiting_producers_;
 
   const TopicName name_;
   std::shared_ptr<ledger::Log> log_;

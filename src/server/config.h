@@ -24,6 +24,9 @@ struct Config {
   std::string fsync = "always";
   uint32_t fsync_interval_ms = 100;
   uint32_t reactors = 0;  // 0: one per core
+  // Pulsar connections idle this long get a PING; closed when no answer
+  // comes within as long again. 0: off.
+  uint32_t keepalive_secs = 30;
   std::string log_level = "info";
 
   // The address clients should use to reach this node.

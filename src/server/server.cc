@@ -117,6 +117,7 @@ Status Server::start() {
   pulsar_options.advertised_host = host;
   pulsar_options.cluster_name = config_.cluster_name;
   pulsar_options.server_version = std::string("Magnetar ") + version();
+  pulsar_options.keepalive = std::chrono::seconds(config_.keepalive_secs);
   auto pulsar = std::make_unique<protocol::pulsar::PulsarService>(*runtime_, *broker, metadata_store, pulsar_options);
   schemas_ = std::make_unique<broker::SchemaRegistry>(metadata_store);
   pulsar->set_metadata(tenancy_ptr, schemas_.get());

@@ -35,6 +35,9 @@ PulsarConnection::~PulsarConnection() { link_->conn = nullptr; }
 
 void PulsarConnection::on_data(runtime::Connection& conn, common::SliceChain& input) {
   conn_ = &conn;
+  heard_ = true;
+  awaiting_pong_ = false;
+  if (!keepalive_) start_keepalive();
   while (!conn.closing()) {
     switch (decoder_.decode(input, &frame_)) {
       case DecodeResult::kNeedMore:
@@ -120,12 +123,34 @@ void Replier::operator()(std::function<void(PulsarConnection&)> fn) const {
   }
 }
 
+void PulsarConnection::start_keepalive() {
+  auto interval = service_.options().keepalive;
+  if (interval.count() <= 0) return;
+  keepalive_ = std::make_unique<runtime::Timer>(reactor_);
+  keepalive_->every(interval, [this]() { keepalive_tick(); });
+}
+
+void PulsarConnection::keepalive_tick() {
+  if (conn_ == nullptr) return;
+  if (awaiting_pong_) {
+    MLOG_INFO("pulsar client {}: no answer to PING; closing", conn_->peer());
+    close(Status::timeout("no answer to the keep-alive PING"));
+    return;
+  }
+  if (!heard_) {
+    send(commands::ping());
+    awaiting_pong_ = true;
+  }
+  heard_ = false;
+}
+
 void PulsarConnection::close(const Status& why) {
   if (conn_ != nullptr) conn_->close(why);
 }
 
 void PulsarConnection::on_close(runtime::Connection&, const Status& reason) {
   drop_all();
+  keepalive_.reset();
   conn_ = nullptr;
   link_->conn = nullptr;
 }

@@ -14,9 +14,11 @@
 
 #include "broker/consumer.h"
 #include "broker/naming.h"
+#include "broker/producer.h"
 #include "protocol/pulsar/frame.h"
 #include "protocol/pulsar/server/pulsar_service.h"
 #include "runtime/connection.h"
+#include "runtime/timer.h"
 
 namespace magnetar::protocol::pulsar {
 
@@ -69,6 +71,8 @@ class PulsarConnection final : public runtime::ConnectionHandler {
     broker::TopicName topic;
     uint64_t broker_id;
     std::string name;
+    bool ready = false;  // PRODUCER_SUCCESS (producer_ready) sent
+    broker::ProducerAdmission admission{};
   };
   struct ConsumerState {
     broker::TopicName topic;
@@ -85,6 +89,10 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   // Answers a request this broker does not serve yet with NotAllowedError.
   void refuse(uint64_t request_id, std::string_view what);
   void drop_all();
+  // Keep-alive: a PING after an idle interval, closing the connection when
+  // nothing (PONG or anything else) arrives within the next one.
+  void start_keepalive();
+  void keepalive_tick();
 
   runtime::Reactor& reactor_;
   PulsarService& service_;
@@ -93,6 +101,9 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   runtime::Connection* conn_ = nullptr;
   std::shared_ptr<ConnectionLink> link_;
   bool connected_ = false;  // CONNECT handled
+  std::unique_ptr<runtime::Timer> keepalive_;
+  bool heard_ = false;         // something arrived since the last tick
+  bool awaiting_pong_ = false; // a PING went out with nothing heard since
 };
 
 class PulsarConsumerSink final : public broker::ConsumerSink {

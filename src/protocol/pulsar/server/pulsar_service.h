@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,9 @@ struct PulsarServiceOptions {
   std::string cluster_name = "standalone";
   std::string server_version = "Magnetar";
   FrameLimits frame_limits;
+  // A connection idle this long gets a PING, and is closed when nothing
+  // arrives within as long again; 0 turns keep-alive off.
+  std::chrono::seconds keepalive{30};
 };
 
 class PulsarService final : public runtime::Component {

@@ -9,6 +9,37 @@ namespace magnetar::protocol::pulsar {
 
 using common::Result;
 
+namespace {
+
+broker::ProducerAccessMode access_mode(const proto::CommandProducer& cmd) {
+  switch (cmd.producer_access_mode()) {
+    case proto::Exclusive: return broker::ProducerAccessMode::kExclusive;
+    case proto::WaitForExclusive: return broker::ProducerAccessMode::kWaitForExclusive;
+    case proto::ExclusiveWithFencing: return broker::ProducerAccessMode::kExclusiveWithFencing;
+    default: return broker::ProducerAccessMode::kShared;
+  }
+}
+
+// The wire error for a refused producer or send: a backlog quota has its
+// own two errors, the rest maps as everywhere else.
+proto::ServerError producer_error(const common::Status& st, broker::QuotaBlock block) {
+  if (st.code() == common::ErrorCode::kResourceExhausted) {
+    if (block == broker::QuotaBlock::kHold) return proto::ProducerBlockedQuotaExceededError;
+    if (block == broker::QuotaBlock::kException) return proto::ProducerBlockedQuotaExceededException;
+  }
+  return server_error(st);
+}
+
+proto::BaseCommand producer_success(uint64_t request_id, const std::string& name,
+                                    const broker::ProducerAdmission& a, bool ready) {
+  auto cmd = commands::producer_success(request_id, name, a.last_sequence_id);
+  cmd.mutable_producer_success()->set_topic_epoch(a.topic_epoch);
+  cmd.mutable_producer_success()->set_producer_ready(ready);
+  return cmd;
+}
+
+}  // namespace
+
 void handle_producer(PulsarConnection& c, const proto::CommandProducer& cmd) {
   uint64_t request_id = cmd.request_id();
   auto topic = broker::TopicName::parse(cmd.topic());
@@ -16,9 +47,11 @@ void handle_producer(PulsarConnection& c, const proto::CommandProducer& cmd) {
     c.send(commands::error(request_id, proto::InvalidTopicName, topic.status().message()));
     return;
   }
-  if (c.producers.count(cmd.producer_id())) {
-    // A retry of a PRODUCER that already succeeded: answer it again.
-    c.send(commands::producer_success(request_id, c.producers[cmd.producer_id()].name));
+  if (auto it = c.producers.find(cmd.producer_id()); it != c.producers.end()) {
+    // A retry of a PRODUCER already under way or done: answer it again.
+    if (it->second.ready) {
+      c.send(producer_success(request_id, it->second.name, it->second.admission, true));
+    }
     return;
   }
   uint64_t broker_id = c.service().next_id();
@@ -26,16 +59,62 @@ void handle_producer(PulsarConnection& c, const proto::CommandProducer& cmd) {
                          ? cmd.producer_name()
                          : fmt::format("{}-{}", c.service().options().cluster_name, broker_id);
   uint64_t client_id = cmd.producer_id();
-  c.service().broker().with_topic(*topic, [reply = c.replier(), topic = *topic, broker_id, client_id, request_id, name](Result<broker::Topic*> t) {
-    common::Status st = t.is_ok() ? (*t)->add_producer(broker_id, name) : t.status();
-    reply([st, topic, broker_id, client_id, request_id, name](PulsarConnection& conn) {
-      if (!st.is_ok()) {
-        conn.send(commands::error(request_id, server_error(st), st.message()));
-        return;
-      }
-      conn.producers[client_id] = {topic, broker_id, name};
-      conn.send(commands::producer_success(request_id, name));
+  // Registered now so that a CLOSE_PRODUCER or a dropped connection while
+  // the broker answers still removes it from the topic.
+  c.producers[client_id] = {*topic, broker_id, name};
+  broker::ProducerOptions options;
+  options.id = broker_id;
+  options.name = name;
+  options.access_mode = access_mode(cmd);
+  options.on_closed = [reply = c.replier(), client_id, broker_id](const common::Status&) {
+    reply([client_id, broker_id](PulsarConnection& conn) {
+      auto it = conn.producers.find(client_id);
+      if (it == conn.producers.end() || it->second.broker_id != broker_id) return;
+      conn.producers.erase(it);
+      // Tells the client to reconnect (and look the topic up again).
+      proto::BaseCommand close;
+      close.set_type(proto::BaseCommand::CLOSE_PRODUCER);
+      close.mutable_close_producer()->set_producer_id(client_id);
+      close.mutable_close_producer()->set_request_id(0);
+      conn.send(close);
     });
+  };
+  auto forget = [client_id, broker_id](PulsarConnection& conn) {
+    auto it = conn.producers.find(client_id);
+    if (it != conn.producers.end() && it->second.broker_id == broker_id) conn.producers.erase(it);
+  };
+  c.service().broker().with_topic(*topic, [reply = c.replier(), broker_id, client_id, request_id, name,
+                                           options = std::move(options), forget](Result<broker::Topic*> t) mutable {
+    if (!t.is_ok()) {
+      reply([forget, request_id, st = t.status()](PulsarConnection& conn) {
+        forget(conn);
+        conn.send(commands::error(request_id, server_error(st), st.message()));
+      });
+      return;
+    }
+    broker::Topic* topic = *t;
+    auto waiting = [reply, request_id, name]() {
+      reply([request_id, name](PulsarConnection& conn) {
+        conn.send(producer_success(request_id, name, broker::ProducerAdmission{}, false));
+      });
+    };
+    topic->add_producer(
+        std::move(options), waiting,
+        [topic, reply, forget, broker_id, client_id, request_id, name](Result<broker::ProducerAdmission> r) {
+          proto::ServerError code = r.is_ok() ? proto::UnknownError : producer_error(r.status(), topic->quota_block());
+          reply([r = std::move(r), code, forget, broker_id, client_id, request_id, name](PulsarConnection& conn) {
+            if (!r.is_ok()) {
+              forget(conn);
+              conn.send(commands::error(request_id, code, r.status().message()));
+              return;
+            }
+            auto it = conn.producers.find(client_id);
+            if (it == conn.producers.end() || it->second.broker_id != broker_id) return;  // closed meanwhile
+            it->second.ready = true;
+            it->second.admission = *r;
+            conn.send(producer_success(request_id, name, *r, true));
+          });
+        });
   });
 }
 
@@ -71,6 +150,10 @@ void handle_send(PulsarConnection& c, Frame& frame) {
   uint64_t sequence_id = send.sequence_id();
   uint64_t highest = send.highest_sequence_id();
   uint64_t broker_id = it->second.broker_id;
+  if (!it->second.ready) {
+    c.send(commands::send_error(producer_id, sequence_id, proto::NotAllowedError, "the producer is not ready yet"));
+    return;
+  }
   // The entry (checksum, metadata, payload) is stored as it came off the wire.
   c.service().broker().with_topic(
       it->second.topic, [reply = c.replier(), broker_id, producer_id, sequence_id, highest, header = std::move(header),
@@ -81,18 +164,26 @@ void handle_send(PulsarConnection& c, Frame& frame) {
           });
           return;
         }
-        (*t)->publish(broker_id, std::move(header), std::move(entry),
-                      [reply, producer_id, sequence_id, highest](Result<ledger::Position> r) {
-                        reply([producer_id, sequence_id, highest, r = std::move(r)](PulsarConnection& conn) {
-                          if (!r.is_ok()) {
-                            conn.send(commands::send_error(producer_id, sequence_id, proto::PersistenceError,
-                                                           r.status().message()));
-                            return;
-                          }
-                          auto id = commands::message_id(r->ledger, static_cast<uint64_t>(r->entry));
-                          conn.send(commands::send_receipt(producer_id, sequence_id, id, highest));
-                        });
-                      });
+        broker::Topic* topic = *t;
+        int64_t highest_id = highest > sequence_id ? static_cast<int64_t>(highest) : -1;
+        topic->publish(
+            broker_id, std::move(header), std::move(entry),
+            [topic, reply, producer_id, sequence_id, highest](Result<ledger::Position> r) {
+              proto::ServerError code = proto::PersistenceError;
+              if (!r.is_ok() && r.status().code() == common::ErrorCode::kResourceExhausted) {
+                code = producer_error(r.status(), topic->quota_block());
+              }
+              reply([producer_id, sequence_id, highest, code, r = std::move(r)](PulsarConnection& conn) {
+                if (!r.is_ok()) {
+                  conn.send(commands::send_error(producer_id, sequence_id, code, r.status().message()));
+                  return;
+                }
+                // A duplicate is answered with (-1, -1), as Pulsar does.
+                auto id = commands::message_id(r->ledger, static_cast<uint64_t>(r->entry));
+                conn.send(commands::send_receipt(producer_id, sequence_id, id, highest));
+              });
+            },
+            highest_id);
       });
 }
 
