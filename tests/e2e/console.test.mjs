@@ -84,6 +84,15 @@ test('a tenant, namespace and topic are created through the UI', async () => {
   await table.getByRole('link', { name: 'orders' }).waitFor();
   assert.equal(await table.locator('tbody tr').count(), 2);
   await shot('namespace-topics');
+
+  // The partitioned topic's page lists its partitions, each linked to its own page.
+  await table.getByRole('link', { name: 'clicks' }).click();
+  const partitions = page.getByTestId('partitions');
+  await partitions.getByRole('link', { name: 'clicks-partition-2' }).waitFor();
+  assert.equal(await partitions.locator('tbody tr').count(), 3);
+  await partitions.getByRole('link', { name: 'clicks-partition-0' }).click();
+  await page.waitForURL('**/topics/persistent/acme/shop/clicks-partition-0');
+  await textOf('topic-messages-in', (t) => t === '0', 'partition stats');
 });
 
 test('an invalid name shows the server\'s reason', async () => {
@@ -142,14 +151,35 @@ test('produced messages show in the live stats and the message browser', async (
   await shot('overview');
 });
 
-test('skip all clears the backlog; delete removes the subscription', async () => {
+// The browser's datetime-local value for `ms` (the browser runs in this
+// process's time zone).
+function localDateTime(ms) {
+  const d = new Date(ms);
+  return new Date(ms - d.getTimezoneOffset() * 60000).toISOString().slice(0, 19);
+}
+
+test('skip all, reset to a time, expire and delete act on the subscription', async () => {
+  const backlog = async () =>
+    (await node.rest('GET', '/admin/v2/persistent/acme/shop/orders/stats')).body.subscriptions.audit.msgBacklog;
   await page.goto(node.url + '/topics/persistent/acme/shop/orders');
   await page.locator('[data-subscription="audit"]').waitFor();
   await page.getByLabel('Subscription', { exact: true }).selectOption('audit');
   await page.getByTestId('skip-all').click();
   await textOf('backlog-audit', (t) => t === '0', 'backlog of audit = 0');
-  assert.equal((await node.rest('GET', '/admin/v2/persistent/acme/shop/orders/stats')).body.subscriptions.audit
-    .msgBacklog, 0);
+  assert.equal(await backlog(), 0);
+
+  // An hour ago is before every message: all four are back.
+  await page.getByLabel('Reset to time').fill(localDateTime(Date.now() - 3600 * 1000));
+  await page.getByTestId('reset-cursor').click();
+  await textOf('backlog-audit', (t) => t === '4', 'backlog of audit back to 4');
+  assert.equal(await backlog(), 4);
+
+  // Every message is older than 0 seconds.
+  await page.getByLabel('Expire older than seconds').fill('0');
+  await page.getByTestId('expire').click();
+  await textOf('backlog-audit', (t) => t === '0', 'backlog of audit expired to 0');
+  assert.equal(await backlog(), 0);
+  await shot('topic-subscription-actions');
 
   await page.getByTestId('delete-subscription').click();
   await page.getByTestId('delete-subscription').click();  // confirm
