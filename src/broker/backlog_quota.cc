@@ -69,6 +69,11 @@ std::optional<Position> eviction_point(const ledger::LedgerChain& chain, Positio
   return std::nullopt;
 }
 
+bool over_age_quota(const BacklogQuota& quota, int64_t oldest_publish_ms, int64_t now_ms) {
+  if (quota.limit_time < 0 || oldest_publish_ms <= 0) return false;
+  return now_ms - oldest_publish_ms > quota.limit_time * 1000;
+}
+
 bool over_size_quota(const BacklogQuota& quota, uint64_t backlog_bytes) {
   return quota.limit_size >= 0 && backlog_bytes > static_cast<uint64_t>(quota.limit_size);
 }

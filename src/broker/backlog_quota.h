@@ -3,7 +3,9 @@
 //
 // The backlog of a topic is that of its slowest durable subscription, in
 // bytes estimated from the ledgers' sizes (a partly consumed ledger counts
-// in proportion to the entries left in it). What happens past the limit:
+// in proportion to the entries left in it) for the destination_storage
+// quota, and by the publish time of its oldest entry for the message_age
+// quota (checked on the maintenance timer). What happens past a limit:
 //   producer_request_hold      new producers are refused
 //                              (ProducerBlockedQuotaExceededError) and SENDs
 //                              are held, unstored and unanswered, until the
@@ -12,7 +14,8 @@
 //                              and SENDs fail (ProducerBlockedQuotaExceededException);
 //   consumer_backlog_eviction  the slowest subscriptions are moved forward
 //                              (their oldest messages acknowledged) so the
-//                              backlog fits.
+//                              backlog fits: by size, or every message older
+//                              than the time limit.
 // These functions are the arithmetic; Topic applies them on produce and on
 // the broker's maintenance timer.
 #pragma once
@@ -39,5 +42,10 @@ std::optional<ledger::Position> eviction_point(const ledger::LedgerChain& chain,
 // True when `backlog_bytes` is over the quota's size limit (a limit of -1
 // never is).
 bool over_size_quota(const BacklogQuota& quota, uint64_t backlog_bytes);
+
+// True when the oldest backlog message, published at `oldest_publish_ms`
+// (0: unknown), is older than the quota's time limit at `now_ms` (a limit
+// of -1 never is).
+bool over_age_quota(const BacklogQuota& quota, int64_t oldest_publish_ms, int64_t now_ms);
 
 }  // namespace magnetar::broker

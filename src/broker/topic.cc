@@ -2,6 +2,7 @@
 
 #include "broker/backlog_quota.h"
 #include "common/logging.h"
+#include "ledger/managed_ledger.h"
 #include "runtime/reactor.h"
 
 namespace magnetar::broker {
@@ -140,6 +141,8 @@ void Topic::refresh_policies() {
 
 void Topic::apply_policies(const NamespacePolicies& policies) {
   size_quota_ = policies.backlog_quota_size;
+  age_quota_ = policies.backlog_quota_age;
+  if (!age_quota_) age_exceeded_ = false;
   bool want_dedup = policies.deduplication.value_or(false) && store_ != nullptr &&
                     name_.domain == TopicDomain::kPersistent && !closed_;
   if (!want_dedup) {
@@ -166,6 +169,7 @@ void Topic::maintain_producers() {
   if (closed_) return;
   refresh_policies();
   check_backlog_quota();
+  check_backlog_age();
 }
 
 uint64_t Topic::backlog_bytes() const {
@@ -178,40 +182,100 @@ uint64_t Topic::backlog_bytes() const {
   return most;
 }
 
+void Topic::check_backlog_age() {
+  if (closed_ || !age_quota_ || age_quota_->limit_time < 0) {
+    age_exceeded_ = false;
+    return;
+  }
+  if (age_checking_) return;
+  // The oldest backlog entry of each durable subscription: the one right
+  // after its mark-delete position.
+  std::vector<ledger::Position> firsts;
+  for (const auto& [name, sub] : subscriptions_) {
+    ledger::Cursor& c = sub->cursor();
+    if (c.durable() && log_->chain().entries_after(c.mark_delete_position()) > 0) {
+      firsts.push_back(c.mark_delete_position());
+    }
+  }
+  if (firsts.empty()) {
+    age_exceeded_ = false;
+    check_backlog_quota();
+    return;
+  }
+  age_checking_ = true;
+  struct Scan {
+    size_t left;
+    int64_t oldest_ms = 0;  // 0: none known
+  };
+  auto scan = std::make_shared<Scan>(Scan{firsts.size()});
+  std::weak_ptr<bool> alive = alive_;
+  for (Position after : firsts) {
+    log_->read_entries(after, 1, [this, alive, scan](Result<std::vector<ledger::LedgerEntry>> r) {
+      if (r.is_ok() && !r->empty()) {
+        int64_t t = r->front().header.publish_time_ms;
+        if (t > 0 && (scan->oldest_ms == 0 || t < scan->oldest_ms)) scan->oldest_ms = t;
+      }
+      if (--scan->left > 0 || alive.expired()) return;
+      age_checking_ = false;
+      if (!age_quota_) return;
+      int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+      age_exceeded_ = over_age_quota(*age_quota_, scan->oldest_ms, now_ms);
+      check_backlog_quota();
+    });
+  }
+}
+
+void Topic::act_on_quota(const BacklogQuota& quota, bool by_age) {
+  switch (quota.action) {
+    case BacklogQuotaAction::kConsumerBacklogEviction: {
+      auto* ml = dynamic_cast<ledger::ManagedLedger*>(log_.get());
+      for (const auto& [name, sub] : subscriptions_) {
+        ledger::Cursor& c = sub->cursor();
+        if (!c.durable()) continue;
+        if (by_age) {
+          if (ml == nullptr) continue;
+          int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+          ml->expire_cursor(name, now_ms - quota.limit_time * 1000, [topic = name_.to_string(), name](Status st) {
+            if (!st.is_ok()) MLOG_WARN("topic {}: evicting old backlog of {}: {}", topic, name, st.to_string());
+          });
+          continue;
+        }
+        auto limit = static_cast<uint64_t>(quota.limit_size);
+        if (auto point = eviction_point(log_->chain(), c.mark_delete_position(), limit)) {
+          Status st = log_->ack_cumulative(name, *point);
+          if (!st.is_ok()) {
+            MLOG_WARN("topic {}: evicting backlog of {}: {}", name_.to_string(), name, st.to_string());
+          }
+        }
+      }
+      if (by_age) age_exceeded_ = false;  // until the next check says otherwise
+      break;
+    }
+    case BacklogQuotaAction::kProducerRequestHold:
+      quota_block_ = QuotaBlock::kHold;
+      break;
+    case BacklogQuotaAction::kProducerException: {
+      quota_block_ = QuotaBlock::kException;
+      std::vector<uint64_t> ids;
+      for (const auto& [id, p] : producers_) ids.push_back(id);
+      for (uint64_t id : ids) {
+        close_producer(id, Status::resource_exhausted("backlog quota exceeded on " + name_.to_string()));
+      }
+      break;
+    }
+  }
+}
+
 void Topic::check_backlog_quota() {
   if (closed_) return;
   QuotaBlock before = quota_block_;
   quota_block_ = QuotaBlock::kNone;
-  if (size_quota_ && size_quota_->limit_size >= 0 && over_size_quota(*size_quota_, backlog_bytes())) {
-    switch (size_quota_->action) {
-      case BacklogQuotaAction::kConsumerBacklogEviction: {
-        auto limit = static_cast<uint64_t>(size_quota_->limit_size);
-        for (const auto& [name, sub] : subscriptions_) {
-          ledger::Cursor& c = sub->cursor();
-          if (!c.durable()) continue;
-          if (auto point = eviction_point(log_->chain(), c.mark_delete_position(), limit)) {
-            Status st = log_->ack_cumulative(name, *point);
-            if (!st.is_ok()) {
-              MLOG_WARN("topic {}: evicting backlog of {}: {}", name_.to_string(), name, st.to_string());
-            }
-          }
-        }
-        break;
-      }
-      case BacklogQuotaAction::kProducerRequestHold:
-        quota_block_ = QuotaBlock::kHold;
-        break;
-      case BacklogQuotaAction::kProducerException: {
-        quota_block_ = QuotaBlock::kException;
-        std::vector<uint64_t> ids;
-        for (const auto& [id, p] : producers_) ids.push_back(id);
-        for (uint64_t id : ids) {
-          close_producer(id, Status::resource_exhausted("backlog quota exceeded on " + name_.to_string()));
-        }
-        break;
-      }
-    }
-  }
+  if (size_quota_ && over_size_quota(*size_quota_, backlog_bytes())) act_on_quota(*size_quota_, false);
+  if (quota_block_ == QuotaBlock::kNone && age_exceeded_ && age_quota_) act_on_quota(*age_quota_, true);
   if (before == QuotaBlock::kHold && quota_block_ != QuotaBlock::kHold) release_held();
   if (quota_block_ == QuotaBlock::kHold) hold_retry_timer();
 }
@@ -223,7 +287,9 @@ void Topic::hold_retry_timer() {
   if (!hold_timer_) hold_timer_ = std::make_unique<runtime::Timer>(*home);
   std::weak_ptr<bool> alive = alive_;
   hold_timer_->once(std::chrono::seconds(1), [this, alive]() {
-    if (!alive.expired()) check_backlog_quota();
+    if (alive.expired()) return;
+    check_backlog_quota();
+    check_backlog_age();
   });
 }
 
@@ -311,7 +377,7 @@ void Topic::store_entry(HeldPublish p) {
                           p->second.bytes_in += bytes;
                         }
                         for (auto& [name, sub] : subscriptions_) sub->on_entries_added();
-                        if (size_quota_) check_backlog_quota();
+                        if (size_quota_ || age_exceeded_) check_backlog_quota();
                       }
                     }
                     done(std::move(r));

@@ -117,8 +117,12 @@ class Topic {
   // Re-reads the policy source and enforces the backlog quota (the
   // broker's maintenance timer calls this).
   void maintain_producers();
-  // Checks the backlog against the size quota and acts on its policy.
+  // Checks the backlog against the size quota (and the last age check)
+  // and acts on the quota's policy.
   void check_backlog_quota();
+  // Reads the oldest backlog entry of each durable subscription, then
+  // checks the age quota (message_age) against its publish time.
+  void check_backlog_age();
   QuotaBlock quota_block() const { return quota_block_; }
   bool deduplication_enabled() const { return dedup_ != nullptr; }
   // Deduplication state (tests and stats); null when off.
@@ -202,6 +206,8 @@ class Topic {
   void store_entry(HeldPublish p);
   void release_held();
   void hold_retry_timer();
+  // Applies `quota`'s policy once the backlog is over it (by size or age).
+  void act_on_quota(const BacklogQuota& quota, bool by_age);
   void when_dedup_ready(std::function<void()> fn);
 
   metadata::Store* store_ = nullptr;
@@ -210,6 +216,9 @@ class Topic {
   std::unique_ptr<Deduplication> dedup_;
   std::vector<std::function<void()>> dedup_waiters_;  // run once recovery ends
   std::optional<BacklogQuota> size_quota_;
+  std::optional<BacklogQuota> age_quota_;
+  bool age_exceeded_ = false;  // as of the last check_backlog_age
+  bool age_checking_ = false;
   QuotaBlock quota_block_ = QuotaBlock::kNone;
   std::deque<HeldPublish> held_;  // publishes waiting for deduplication or the quota
   std::unique_ptr<runtime::Timer> hold_timer_;

@@ -49,6 +49,16 @@ TEST(BacklogQuotaTest, OnlyASetSizeLimitCanBeExceeded) {
   EXPECT_TRUE(over_size_quota(q, 101));
 }
 
+TEST(BacklogQuotaTest, AgeCountsFromTheOldestBacklogMessage) {
+  BacklogQuota q;
+  q.limit_time = 60;
+  EXPECT_FALSE(over_age_quota(q, 1'000'000, 1'000'000 + 60'000));
+  EXPECT_TRUE(over_age_quota(q, 1'000'000, 1'000'000 + 60'001));
+  EXPECT_FALSE(over_age_quota(q, 0, 1'000'000'000));  // publish time unknown
+  q.limit_time = -1;
+  EXPECT_FALSE(over_age_quota(q, 1, 1'000'000'000));
+}
+
 class BacklogQuotaTopicTest : public BrokerFixture {
  protected:
   void set_quota(BacklogQuotaAction action, int64_t limit) {
@@ -59,10 +69,38 @@ class BacklogQuotaTopicTest : public BrokerFixture {
       done(true);
     });
   }
-  Result<Position> send(uint64_t producer, int i) {
+  void set_age_quota(BacklogQuotaAction action, int64_t limit_seconds) {
+    on_topic<bool>(kTopic, [action, limit_seconds](Topic& t, auto done) {
+      NamespacePolicies p;
+      p.backlog_quota_age = BacklogQuota{-1, limit_seconds, action};
+      t.apply_policies(p);
+      done(true);
+    });
+  }
+  // Runs the maintenance check and waits (bounded) until `pred` holds.
+  bool maintain_until(std::function<bool(Topic&)> pred) {
+    auto deadline = std::chrono::steady_clock::now() + kWait;
+    while (std::chrono::steady_clock::now() < deadline) {
+      bool ok = on_topic<bool>(kTopic, [pred](Topic& t, auto done) {
+        if (pred(t)) return done(true);
+        t.maintain_producers();
+        done(false);
+      });
+      if (ok) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  static int64_t now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+  Result<Position> send(uint64_t producer, int i, int64_t publish_time_ms = 0) {
     return on_topic<Result<Position>>(kTopic, [=](Topic& t, auto done) {
       ledger::MessageHeader h;
       h.sequence_id = i;
+      h.publish_time_ms = publish_time_ms;
       t.publish(producer, h, Slice::copy_of(std::string(100, 'x')), done);
     });
   }
@@ -132,6 +170,30 @@ TEST_F(BacklogQuotaTopicTest, HoldKeepsSendsUnansweredUntilTheBacklogShrinks) {
   auto r = fut.get();
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_GT(*r, stored.back());
+}
+
+TEST_F(BacklogQuotaTopicTest, AnOldBacklogBlocksProducersUnderTheAgeQuota) {
+  RecordingSink& sink = new_sink();
+  ASSERT_TRUE(subscribe(kTopic, 1, options("slow", SubscriptionType::kExclusive), &sink).is_ok());
+  ASSERT_TRUE(add_producer(kTopic, 1, "p").is_ok());
+  ASSERT_TRUE(send(1, 0, now_ms() - 600'000).is_ok());  // ten minutes old
+  set_age_quota(BacklogQuotaAction::kProducerException, 60);
+  EXPECT_TRUE(maintain_until([](Topic& t) { return t.quota_block() == QuotaBlock::kException; }));
+  EXPECT_EQ(add_producer(kTopic, 2, "q").code(), common::ErrorCode::kResourceExhausted);
+}
+
+TEST_F(BacklogQuotaTopicTest, AgeEvictionAcknowledgesOnlyTheOldMessages) {
+  RecordingSink& sink = new_sink();
+  ASSERT_TRUE(subscribe(kTopic, 1, options("slow", SubscriptionType::kExclusive), &sink).is_ok());
+  ASSERT_TRUE(add_producer(kTopic, 1, "p").is_ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(send(1, i, now_ms() - 600'000).is_ok());
+  for (int i = 3; i < 5; ++i) ASSERT_TRUE(send(1, i, now_ms()).is_ok());
+  set_age_quota(BacklogQuotaAction::kConsumerBacklogEviction, 60);
+  EXPECT_TRUE(maintain_until([this](Topic& t) {
+    auto s = t.stats();
+    return !s.subscriptions.empty() && s.subscriptions[0].backlog_messages == 2;
+  }));
+  EXPECT_EQ(on_topic<QuotaBlock>(kTopic, [](Topic& t, auto done) { done(t.quota_block()); }), QuotaBlock::kNone);
 }
 
 }  // namespace
