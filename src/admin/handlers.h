@@ -7,6 +7,7 @@
 #include "common/metrics.h"
 
 namespace magnetar::broker {
+class SchemaRegistry;
 class Tenancy;
 }
 
@@ -34,6 +35,8 @@ void register_namespace_policy_routes(Router& router, broker::Tenancy& tenancy);
 void register_partitioned_topic_routes(Router& router, broker::Tenancy& tenancy);
 // /admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}/<policy>
 void register_topic_policy_routes(Router& router, broker::Tenancy& tenancy);
+// /admin/v2/schemas/{tenant}/{namespace}/{topic}/{schema[/{version}]|versions}
+void register_schema_routes(Router& router, broker::Tenancy& tenancy, broker::SchemaRegistry& schemas);
 
 // Topics served by the broker (handlers/topic_common.h has TopicServices,
 // which must outlive the router).

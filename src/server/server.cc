@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "admin/admin_service.h"
+#include "admin/handlers.h"
 #include "broker/broker_service.h"
 #include "broker/policy_cache.h"
 #include "broker/schema_registry.h"
@@ -121,6 +122,7 @@ Status Server::start() {
   auto pulsar = std::make_unique<protocol::pulsar::PulsarService>(*runtime_, *broker, metadata_store, pulsar_options);
   schemas_ = std::make_unique<broker::SchemaRegistry>(metadata_store);
   pulsar->set_metadata(tenancy_ptr, schemas_.get());
+  admin::register_schema_routes(admin->router(), *tenancy_ptr, *schemas_);
   pulsar_ = pulsar.get();
   components_.push_back(std::move(storage));
   components_.push_back(std::move(broker));
