@@ -1,7 +1,8 @@
 """The .deb and .rpm built from this tree: their contents and metadata, the
-.deb installed with dpkg into a scratch root (maintainer scripts included),
-the packaged binary run the way magnetar.service runs it, an upgrade that
-keeps the admin's config and the node's data, then remove and purge.
+.deb installed with dpkg into a scratch root (maintainer scripts included)
+and on a throwaway copy of this machine, the packaged binary run the way
+magnetar.service runs it, an upgrade that keeps the admin's config and the
+node's data, then remove and purge; the .rpm's config handling likewise.
 
 The packages are made by cpack from the build directory's CPackConfig.cmake
 (CPACK_CONFIG), from the binary already built there: no recompilation.
@@ -410,5 +411,86 @@ class InstalledServiceTest(unittest.TestCase):
         self.assertFalse(os.path.lexists(wants))
 
 
+def observe_install_in_host_copy(deb, top):
+    """Runs in a private mount namespace (unshare -m): lays a copy-on-write
+    overlay over this machine's root, chroots into it and, in there, does what
+    an admin does: dpkg -i (dependencies resolved against this machine's
+    packages), start the service's command, purge. Prints what it saw as
+    JSON; the test asserts on it. Nothing reaches the real root: writes land
+    in a tmpfs mounted on `top` that vanishes with the namespace."""
+    seen = {}
+    run("mount", "--make-rprivate", "/")
+    run("mount", "-t", "tmpfs", "tmpfs", top)
+    upper, work, merged = (os.path.join(top, d) for d in ("upper", "work", "merged"))
+    for d in (upper, work, merged):
+        os.mkdir(d)
+    run("mount", "-t", "overlay", "overlay", "-o", f"lowerdir=/,upperdir={upper},workdir={work}", merged)
+    run("mount", "-t", "proc", "proc", os.path.join(merged, "proc"))
+    run("mount", "--rbind", "/dev", os.path.join(merged, "dev"))
+    # An empty /run: no running systemd, as in a container.
+    run("mount", "-t", "tmpfs", "tmpfs", os.path.join(merged, "run"))
+    shutil.copy(deb, os.path.join(merged, "tmp", "magnetar.deb"))
+    os.chroot(merged)
+    os.chdir("/")
+
+    r = run("dpkg", "-i", "/tmp/magnetar.deb", check=False)
+    seen["install"] = {"code": r.returncode, "output": r.stdout + r.stderr}
+    if r.returncode != 0:
+        print(json.dumps(seen))
+        return
+    seen["status"] = run("dpkg-query", "-W", "-f=${Status}", "magnetar").stdout
+    entry = pwd.getpwnam("magnetar")
+    data = os.stat("/var/lib/magnetar")
+    seen["account"] = {"uid": entry.pw_uid, "home": entry.pw_dir, "shell": entry.pw_shell,
+                       "data_owner": data.st_uid, "data_mode": data.st_mode & 0o777}
+    seen["enabled"] = os.path.realpath("/etc/systemd/system/multi-user.target.wants/magnetar.service")
+    seen["man"] = run("man", "-w", "magnetar", check=False).stdout.strip()
+
+    node = ServiceRun("/")
+    seen["ready"] = node.wait_notice("READY")
+    with urllib.request.urlopen(f"http://127.0.0.1:{node.ports()['http']}/admin/v2/brokers/health",
+                                timeout=10) as r:
+        seen["health"] = r.read().decode().strip()
+    node.cli("produce", "host-copy", "-m", "hello from the package")
+    seen["consumed"] = node.cli("consume", "host-copy", "-s", "s", "-P", "Earliest", "-n", "1",
+                                "--timeout", "10").stdout.strip()
+    seen["stop"] = node.stop()[1]
+
+    r = run("dpkg", "--purge", "magnetar", check=False)
+    seen["purge"] = {"code": r.returncode, "output": r.stdout + r.stderr,
+                     "account_left": run("getent", "passwd", "magnetar", check=False).returncode == 0,
+                     "data_left": os.path.exists("/var/lib/magnetar"),
+                     "config_left": os.path.exists("/etc/magnetar")}
+    print(json.dumps(seen))
+
+
+class HostCopyInstallTest(unittest.TestCase):
+    def test_dpkg_i_on_a_copy_of_this_machine(self):
+        top = tempfile.mkdtemp(prefix="host-copy-", dir=WORK)
+        r = run("unshare", "--mount", "/usr/bin/python3", __file__, "--observe-install-in-host-copy", DEB, top,
+                check=False)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        seen = json.loads(r.stdout.splitlines()[-1])
+        self.assertEqual(seen["install"]["code"], 0, seen["install"]["output"])
+        self.assertEqual(seen["status"], "install ok installed")
+        account_seen = seen["account"]
+        self.assertLess(account_seen["uid"], 1000)
+        self.assertEqual((account_seen["home"], account_seen["shell"]), ("/var/lib/magnetar", "/usr/sbin/nologin"))
+        self.assertEqual((account_seen["data_owner"], account_seen["data_mode"]), (account_seen["uid"], 0o750))
+        self.assertEqual(seen["enabled"], "/" + UNIT)
+        self.assertEqual(seen["man"], "/usr/share/man/man1/magnetar.1.gz")
+        self.assertEqual(seen["ready"]["READY"], "1")
+        self.assertEqual(seen["health"], "ok")
+        self.assertEqual(seen["consumed"], "hello from the package")
+        self.assertEqual(seen["stop"], 0)
+        self.assertEqual(seen["purge"]["code"], 0, seen["purge"]["output"])
+        self.assertEqual({k: seen["purge"][k] for k in ("account_left", "data_left", "config_left")},
+                         {"account_left": False, "data_left": False, "config_left": False})
+
+
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    import sys
+    if sys.argv[1:2] == ["--observe-install-in-host-copy"]:
+        observe_install_in_host_copy(sys.argv[2], sys.argv[3])
+    else:
+        unittest.main(verbosity=2)
