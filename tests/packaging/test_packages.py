@@ -254,7 +254,7 @@ class DebPackageTest(unittest.TestCase):
         root_unit = {k: v[-1] for k, v in unit_settings(contents).items()}
         expected = {"Type": "notify", "User": "magnetar", "Group": "magnetar", "NoNewPrivileges": "yes",
                     "ProtectSystem": "strict", "ReadWritePaths": "/var/lib/magnetar",
-                    "LimitNOFILE": "1048576", "Restart": "on-failure", "WantedBy": "multi-user.target",
+                    "LimitNOFILE": "1048576", "Restart": "on-failure", "RestartPreventExitStatus": "2", "WantedBy": "multi-user.target",
                     "ExecStart": "/usr/bin/magnetar standalone --config /etc/magnetar/magnetar.toml"}
         for key, value in expected.items():
             self.assertEqual(root_unit.get(key), value, key)
