@@ -411,14 +411,11 @@ class InstalledServiceTest(unittest.TestCase):
         self.assertFalse(os.path.lexists(wants))
 
 
-def observe_install_in_host_copy(deb, top):
-    """Runs in a private mount namespace (unshare -m): lays a copy-on-write
-    overlay over this machine's root, chroots into it and, in there, does what
-    an admin does: dpkg -i (dependencies resolved against this machine's
-    packages), start the service's command, purge. Prints what it saw as
-    JSON; the test asserts on it. Nothing reaches the real root: writes land
-    in a tmpfs mounted on `top` that vanishes with the namespace."""
-    seen = {}
+def enter_host_copy(top, packages):
+    """In a private mount namespace (unshare -m): lays a copy-on-write overlay
+    over this machine's root, copies `packages` into its /tmp and chroots
+    into it. Nothing reaches the real root: writes land in a tmpfs mounted on
+    `top` that vanishes with the namespace. Returns the packages' paths there."""
     run("mount", "--make-rprivate", "/")
     run("mount", "-t", "tmpfs", "tmpfs", top)
     upper, work, merged = (os.path.join(top, d) for d in ("upper", "work", "merged"))
@@ -429,68 +426,135 @@ def observe_install_in_host_copy(deb, top):
     run("mount", "--rbind", "/dev", os.path.join(merged, "dev"))
     # An empty /run: no running systemd, as in a container.
     run("mount", "-t", "tmpfs", "tmpfs", os.path.join(merged, "run"))
-    shutil.copy(deb, os.path.join(merged, "tmp", "magnetar.deb"))
+    inside = []
+    for package in packages:
+        shutil.copy(package, os.path.join(merged, "tmp", os.path.basename(package)))
+        inside.append("/tmp/" + os.path.basename(package))
     os.chroot(merged)
     os.chdir("/")
+    return inside
 
-    r = run("dpkg", "-i", "/tmp/magnetar.deb", check=False)
-    seen["install"] = {"code": r.returncode, "output": r.stdout + r.stderr}
-    if r.returncode != 0:
-        print(json.dumps(seen))
-        return
-    seen["status"] = run("dpkg-query", "-W", "-f=${Status}", "magnetar").stdout
+
+def observe_account_and_service(seen, topic):
     entry = pwd.getpwnam("magnetar")
     data = os.stat("/var/lib/magnetar")
     seen["account"] = {"uid": entry.pw_uid, "home": entry.pw_dir, "shell": entry.pw_shell,
                        "data_owner": data.st_uid, "data_mode": data.st_mode & 0o777}
-    seen["enabled"] = os.path.realpath("/etc/systemd/system/multi-user.target.wants/magnetar.service")
-    seen["man"] = run("man", "-w", "magnetar", check=False).stdout.strip()
-
+    wants = "/etc/systemd/system/multi-user.target.wants/magnetar.service"
+    seen["enabled"] = os.path.realpath(wants) if os.path.lexists(wants) else None
     node = ServiceRun("/")
     seen["ready"] = node.wait_notice("READY")
     with urllib.request.urlopen(f"http://127.0.0.1:{node.ports()['http']}/admin/v2/brokers/health",
                                 timeout=10) as r:
         seen["health"] = r.read().decode().strip()
-    node.cli("produce", "host-copy", "-m", "hello from the package")
-    seen["consumed"] = node.cli("consume", "host-copy", "-s", "s", "-P", "Earliest", "-n", "1",
+    node.cli("produce", topic, "-m", "hello from the package")
+    seen["consumed"] = node.cli("consume", topic, "-s", "s", "-P", "Earliest", "-n", "1",
                                 "--timeout", "10").stdout.strip()
     seen["stop"] = node.stop()[1]
 
-    r = run("dpkg", "--purge", "magnetar", check=False)
-    seen["purge"] = {"code": r.returncode, "output": r.stdout + r.stderr,
-                     "account_left": run("getent", "passwd", "magnetar", check=False).returncode == 0,
-                     "data_left": os.path.exists("/var/lib/magnetar"),
-                     "config_left": os.path.exists("/etc/magnetar")}
+
+def observe_deb_in_host_copy(top, deb):
+    """dpkg -i as an admin does it, dependencies resolved against this
+    machine's packages; the service's command; purge."""
+    (deb,) = enter_host_copy(top, [deb])
+    seen = {}
+    r = run("dpkg", "-i", deb, check=False)
+    seen["install"] = {"code": r.returncode, "output": r.stdout + r.stderr}
+    if r.returncode == 0:
+        seen["status"] = run("dpkg-query", "-W", "-f=${Status}", "magnetar").stdout
+        seen["man"] = run("man", "-w", "magnetar", check=False).stdout.strip()
+        observe_account_and_service(seen, "deb-host-copy")
+        r = run("dpkg", "--purge", "magnetar", check=False)
+        seen["purge"] = {"code": r.returncode, "output": r.stdout + r.stderr,
+                         "account_left": run("getent", "passwd", "magnetar", check=False).returncode == 0,
+                         "data_left": os.path.exists("/var/lib/magnetar"),
+                         "config_left": os.path.exists("/etc/magnetar")}
+    print(json.dumps(seen))
+
+
+def observe_rpm_in_host_copy(top, rpm, rpm_next):
+    """rpm -i with its scriptlets run for real (groupadd, useradd,
+    systemctl preset offline); the service's command; an upgrade over an
+    edited config; erase. Library requirements are not checked (--nodeps):
+    this machine's libraries are Debian packages, unknown to rpm."""
+    rpm, rpm_next = enter_host_copy(top, [rpm, rpm_next])
+    seen = {}
+    rpm_cmd = ("rpm", "--dbpath=/var/lib/rpm", "--nodeps")
+    run("rpm", "--dbpath=/var/lib/rpm", "--initdb")
+    r = run(*rpm_cmd, "-i", rpm, check=False)
+    seen["install"] = {"code": r.returncode, "output": r.stdout + r.stderr}
+    if r.returncode == 0:
+        observe_account_and_service(seen, "rpm-host-copy")
+        with open("/" + CONFIG, "a") as f:
+            f.write("# edited by the admin\n")
+        r = run(*rpm_cmd, "-U", rpm_next, check=False)
+        with open("/" + CONFIG) as f:
+            seen["upgrade"] = {"code": r.returncode, "output": r.stdout + r.stderr,
+                               "edit_kept": f.read().endswith("# edited by the admin\n")}
+        r = run(*rpm_cmd, "-e", "magnetar", check=False)
+        wants = "/etc/systemd/system/multi-user.target.wants/magnetar.service"
+        seen["erase"] = {"code": r.returncode, "output": r.stdout + r.stderr,
+                         "binary_left": os.path.exists("/usr/bin/magnetar"),
+                         "still_enabled": os.path.lexists(wants),
+                         "account_left": run("getent", "passwd", "magnetar", check=False).returncode == 0,
+                         "data_left": os.path.exists("/var/lib/magnetar/ports.json"),
+                         "config_saved": os.path.exists("/" + CONFIG + ".rpmsave")}
     print(json.dumps(seen))
 
 
 class HostCopyInstallTest(unittest.TestCase):
-    def test_dpkg_i_on_a_copy_of_this_machine(self):
+    """The packages installed by their own tools on a throwaway copy of this
+    machine (see enter_host_copy): maintainer scripts and scriptlets on their
+    ordinary path, with no running systemd."""
+
+    def observe(self, *args):
         top = tempfile.mkdtemp(prefix="host-copy-", dir=WORK)
-        r = run("unshare", "--mount", "/usr/bin/python3", __file__, "--observe-install-in-host-copy", DEB, top,
+        r = run("unshare", "--mount", "/usr/bin/python3", __file__, "--observe-in-host-copy", top, *args,
                 check=False)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         seen = json.loads(r.stdout.splitlines()[-1])
         self.assertEqual(seen["install"]["code"], 0, seen["install"]["output"])
-        self.assertEqual(seen["status"], "install ok installed")
+        return seen
+
+    def check_account_and_service(self, seen):
         account_seen = seen["account"]
         self.assertLess(account_seen["uid"], 1000)
-        self.assertEqual((account_seen["home"], account_seen["shell"]), ("/var/lib/magnetar", "/usr/sbin/nologin"))
+        self.assertEqual(account_seen["home"], "/var/lib/magnetar")
+        self.assertIn(account_seen["shell"], ("/usr/sbin/nologin", "/sbin/nologin"))
         self.assertEqual((account_seen["data_owner"], account_seen["data_mode"]), (account_seen["uid"], 0o750))
         self.assertEqual(seen["enabled"], "/" + UNIT)
-        self.assertEqual(seen["man"], "/usr/share/man/man1/magnetar.1.gz")
         self.assertEqual(seen["ready"]["READY"], "1")
         self.assertEqual(seen["health"], "ok")
         self.assertEqual(seen["consumed"], "hello from the package")
         self.assertEqual(seen["stop"], 0)
+
+    def test_dpkg_i_then_purge(self):
+        seen = self.observe("deb", DEB)
+        self.assertEqual(seen["status"], "install ok installed")
+        self.assertEqual(seen["man"], "/usr/share/man/man1/magnetar.1.gz")
+        self.check_account_and_service(seen)
         self.assertEqual(seen["purge"]["code"], 0, seen["purge"]["output"])
         self.assertEqual({k: seen["purge"][k] for k in ("account_left", "data_left", "config_left")},
                          {"account_left": False, "data_left": False, "config_left": False})
 
+    def test_rpm_install_upgrade_erase(self):
+        seen = self.observe("rpm", RPM, RPM_NEXT)
+        # systemctl preset, offline: Debian's preset policy enables services.
+        self.check_account_and_service(seen)
+        self.assertEqual(seen["upgrade"]["code"], 0, seen["upgrade"]["output"])
+        self.assertTrue(seen["upgrade"]["edit_kept"])
+        erase = seen["erase"]
+        self.assertEqual(erase["code"], 0, erase["output"])
+        self.assertEqual({k: erase[k] for k in ("binary_left", "still_enabled", "account_left", "data_left",
+                                                 "config_saved")},
+                         {"binary_left": False, "still_enabled": False, "account_left": True, "data_left": True,
+                          "config_saved": True})
+
 
 if __name__ == "__main__":
     import sys
-    if sys.argv[1:2] == ["--observe-install-in-host-copy"]:
-        observe_install_in_host_copy(sys.argv[2], sys.argv[3])
+    if sys.argv[1:2] == ["--observe-in-host-copy"]:
+        top, kind, packages = sys.argv[2], sys.argv[3], sys.argv[4:]
+        {"deb": observe_deb_in_host_copy, "rpm": observe_rpm_in_host_copy}[kind](top, *packages)
     else:
         unittest.main(verbosity=2)
