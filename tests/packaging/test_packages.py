@@ -237,6 +237,7 @@ class DebPackageTest(unittest.TestCase):
         self.assertEqual(entries["./" + UNIT], "-rw-r--r--")
         self.assertIn("./usr/share/doc/magnetar/packaging.md", entries)
         self.assertIn("./usr/share/man/man1/magnetar.1.gz", entries)
+        self.assertIn("./usr/share/bash-completion/completions/magnetar", entries)
         extracted = os.path.join(WORK, "conffiles-check")
         run("dpkg-deb", "-e", DEB, extracted)
         with open(os.path.join(extracted, "conffiles")) as f:
@@ -247,6 +248,23 @@ class DebPackageTest(unittest.TestCase):
         binary = os.path.join(contents, "usr/bin/magnetar")
         self.assertLess(os.path.getsize(binary), os.path.getsize(BUILD_BIN))
         self.assertEqual(run(binary, "version").stdout.strip(), f"magnetar {VERSION}")
+
+    def test_bash_completion_offers_the_packaged_binarys_commands_and_flags(self):
+        contents = os.path.join(WORK, "completion-check")
+        run("dpkg-deb", "-x", DEB, contents)
+        script = os.path.join(contents, "usr/share/bash-completion/completions/magnetar")
+        binary = os.path.join(contents, "usr/bin/magnetar")
+
+        def complete(*words):
+            probe = ('source "$0"; COMP_WORDS=("${@}"); COMP_CWORD=$(( $# - 1 )); _magnetar; '
+                     'printf "%s\\n" "${COMPREPLY[@]}"')
+            return run("bash", "-c", probe, script, binary, *words).stdout.split()
+
+        self.assertEqual(complete("st"), ["standalone"])
+        self.assertEqual(set(complete("")), {"standalone", "version", "produce", "consume", "perf", "admin"})
+        self.assertEqual(complete("standalone", "--data-dir", "/tmp", "--http"), ["--http-port"])
+        self.assertEqual(complete("admin", "--json", "tenants", "cr"), ["create"])
+        self.assertIn("--subscription", complete("consume", "my-topic", "--s"))
 
     def test_unit_file(self):
         contents = os.path.join(WORK, "unit-check")
