@@ -143,6 +143,26 @@ class SchemaTest(unittest.TestCase):
                 self.assertEqual(part.schema.schema_data, b'{"v":2}')
             node.stop()
 
+    def test_producers_register_their_schema(self):
+        topic = "persistent://public/default/orders-with-schema"
+        with Node() as node, PulsarWire(node.ports["pulsar"]) as w:
+            first = w.create_producer(topic, 1, schema=avro('{"v":1}'))
+            self.assertEqual(first.type, pb.BaseCommand.PRODUCER_SUCCESS, first.cmd)
+            self.assertEqual(version_number(first.cmd.producer_success.schema_version), 0)
+            same = w.create_producer(topic, 2, schema=avro('{"v":1}'))
+            self.assertEqual(version_number(same.cmd.producer_success.schema_version), 0)
+            newer = w.create_producer(topic, 3, schema=avro('{"v":2}'))
+            self.assertEqual(version_number(newer.cmd.producer_success.schema_version), 1)
+            plain = w.create_producer(topic, 4)
+            self.assertFalse(plain.cmd.producer_success.HasField("schema_version"))
+            bad = w.create_producer(topic, 5, schema=pb.Schema(name="x", schema_data=b"", type=pb.Schema.AutoConsume))
+            self.assertEqual(bad.type, pb.BaseCommand.ERROR)
+            self.assertEqual(bad.cmd.error.error, pb.IncompatibleSchema)
+            # The refused producer does not exist; the others still send.
+            self.assertEqual(w.send(5, b"x").type, pb.BaseCommand.SEND_ERROR)
+            self.assertEqual(w.send(3, b"x").type, pb.BaseCommand.SEND_RECEIPT)
+            node.stop()
+
     def test_bad_requests_are_answered(self):
         with Node() as node, PulsarWire(node.ports["pulsar"]) as w:
             bad_topic = w.request("GET_SCHEMA", ["GET_SCHEMA_RESPONSE"], topic="persistent://no/such/ns/x")

@@ -73,6 +73,7 @@ class PulsarConnection final : public runtime::ConnectionHandler {
     std::string name;
     bool ready = false;  // PRODUCER_SUCCESS (producer_ready) sent
     broker::ProducerAdmission admission{};
+    std::string schema_version;  // of the schema it registered; empty without one
   };
   struct ConsumerState {
     broker::TopicName topic;

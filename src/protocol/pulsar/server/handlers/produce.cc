@@ -31,12 +31,16 @@ proto::ServerError producer_error(const common::Status& st, broker::QuotaBlock b
 }
 
 proto::BaseCommand producer_success(uint64_t request_id, const std::string& name,
-                                    const broker::ProducerAdmission& a, bool ready) {
-  auto cmd = commands::producer_success(request_id, name, a.last_sequence_id);
+                                    const broker::ProducerAdmission& a, bool ready,
+                                    const std::string& schema_version) {
+  auto cmd = commands::producer_success(request_id, name, a.last_sequence_id, schema_version);
   cmd.mutable_producer_success()->set_topic_epoch(a.topic_epoch);
   cmd.mutable_producer_success()->set_producer_ready(ready);
   return cmd;
 }
+
+void admit_producer(PulsarConnection& c, const proto::CommandProducer& cmd, const broker::TopicName& topic,
+                    std::string schema_version);
 
 }  // namespace
 
@@ -50,10 +54,37 @@ void handle_producer(PulsarConnection& c, const proto::CommandProducer& cmd) {
   if (auto it = c.producers.find(cmd.producer_id()); it != c.producers.end()) {
     // A retry of a PRODUCER already under way or done: answer it again.
     if (it->second.ready) {
-      c.send(producer_success(request_id, it->second.name, it->second.admission, true));
+      c.send(producer_success(request_id, it->second.name, it->second.admission, true, it->second.schema_version));
     }
     return;
   }
+  if (cmd.has_schema()) {
+    // Its schema's version first (registered when new), then the producer.
+    register_schema(c, *topic, cmd.schema(),
+                    [cmd, topic = *topic](PulsarConnection& conn, Result<std::string> version) {
+                      if (!version.is_ok()) {
+                        const auto& st = version.status();
+                        conn.send(commands::error(cmd.request_id(),
+                                                  st.code() == common::ErrorCode::kInvalidArgument
+                                                      ? proto::IncompatibleSchema
+                                                      : server_error(st),
+                                                  st.message()));
+                        return;
+                      }
+                      admit_producer(conn, cmd, topic, *version);
+                    });
+    return;
+  }
+  admit_producer(c, cmd, *topic, "");
+}
+
+namespace {
+
+void admit_producer(PulsarConnection& c, const proto::CommandProducer& cmd, const broker::TopicName& topic_name,
+                    std::string schema_version) {
+  const broker::TopicName* topic = &topic_name;
+  uint64_t request_id = cmd.request_id();
+  if (c.producers.count(cmd.producer_id())) return;  // a retry overtook the schema registration
   uint64_t broker_id = c.service().next_id();
   std::string name = cmd.has_producer_name() && !cmd.producer_name().empty()
                          ? cmd.producer_name()
@@ -61,7 +92,7 @@ void handle_producer(PulsarConnection& c, const proto::CommandProducer& cmd) {
   uint64_t client_id = cmd.producer_id();
   // Registered now so that a CLOSE_PRODUCER or a dropped connection while
   // the broker answers still removes it from the topic.
-  c.producers[client_id] = {*topic, broker_id, name};
+  c.producers[client_id] = {*topic, broker_id, name, false, {}, schema_version};
   broker::ProducerOptions options;
   options.id = broker_id;
   options.name = name;
@@ -83,7 +114,7 @@ void handle_producer(PulsarConnection& c, const proto::CommandProducer& cmd) {
     auto it = conn.producers.find(client_id);
     if (it != conn.producers.end() && it->second.broker_id == broker_id) conn.producers.erase(it);
   };
-  c.service().broker().with_topic(*topic, [reply = c.replier(), broker_id, client_id, request_id, name,
+  c.service().broker().with_topic(*topic, [reply = c.replier(), broker_id, client_id, request_id, name, schema_version,
                                            options = std::move(options), forget](Result<broker::Topic*> t) mutable {
     if (!t.is_ok()) {
       reply([forget, request_id, st = t.status()](PulsarConnection& conn) {
@@ -93,16 +124,18 @@ void handle_producer(PulsarConnection& c, const proto::CommandProducer& cmd) {
       return;
     }
     broker::Topic* topic = *t;
-    auto waiting = [reply, request_id, name]() {
-      reply([request_id, name](PulsarConnection& conn) {
-        conn.send(producer_success(request_id, name, broker::ProducerAdmission{}, false));
+    auto waiting = [reply, request_id, name, schema_version]() {
+      reply([request_id, name, schema_version](PulsarConnection& conn) {
+        conn.send(producer_success(request_id, name, broker::ProducerAdmission{}, false, schema_version));
       });
     };
     topic->add_producer(
         std::move(options), waiting,
-        [topic, reply, forget, broker_id, client_id, request_id, name](Result<broker::ProducerAdmission> r) {
+        [topic, reply, forget, broker_id, client_id, request_id, name,
+         schema_version](Result<broker::ProducerAdmission> r) {
           proto::ServerError code = r.is_ok() ? proto::UnknownError : producer_error(r.status(), topic->quota_block());
-          reply([r = std::move(r), code, forget, broker_id, client_id, request_id, name](PulsarConnection& conn) {
+          reply([r = std::move(r), code, forget, broker_id, client_id, request_id, name,
+                 schema_version](PulsarConnection& conn) {
             if (!r.is_ok()) {
               forget(conn);
               conn.send(commands::error(request_id, code, r.status().message()));
@@ -112,11 +145,13 @@ void handle_producer(PulsarConnection& c, const proto::CommandProducer& cmd) {
             if (it == conn.producers.end() || it->second.broker_id != broker_id) return;  // closed meanwhile
             it->second.ready = true;
             it->second.admission = *r;
-            conn.send(producer_success(request_id, name, *r, true));
+            conn.send(producer_success(request_id, name, *r, true, schema_version));
           });
         });
   });
 }
+
+}  // namespace
 
 void handle_send(PulsarConnection& c, Frame& frame) {
   const auto& send = frame.command.send();
