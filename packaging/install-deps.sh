@@ -27,6 +27,7 @@ packages=(
   nats-server           # bench/startup.py: the baseline broker for start-up and idle cost
   rpm                   # packaging/: rpmbuild makes the .rpm
   lintian               # tests/packaging: checks the .deb against Debian policy
+  kcat python3-confluent-kafka  # tests/integration: real Kafka clients (librdkafka) on the Kafka port
 )
 
 missing=()
