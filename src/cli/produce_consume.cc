@@ -4,8 +4,11 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <mutex>
 
 #include "cli/commands.h"
+#include "client/compression.h"
+#include "client/producer.h"
 #include "client/pulsar_client.h"
 
 namespace magnetar::cli {
@@ -18,6 +21,8 @@ struct ProduceArgs {
   std::vector<std::string> properties;  // k=v
   std::string key;
   int count = 1;
+  std::string compression = "none";
+  bool batch = false;
   bool json = false;
 };
 
@@ -47,22 +52,64 @@ int run_produce(const ProduceArgs& a) {
     }
     props[p.substr(0, eq)] = p.substr(eq + 1);
   }
-  auto client = client::PulsarClient::connect(a.url);
-  if (!client) return fail(client.status());
-  auto producer = (*client)->create_producer(a.topic);
-  if (!producer) return fail(producer.status());
+  auto compression = client::parse_compression(a.compression);
+  if (!compression) {
+    fmt::print(stderr, "magnetar: unknown compression '{}' (none, lz4, zlib, zstd, snappy)\n", a.compression);
+    return 2;
+  }
   std::vector<std::string> messages = a.messages.empty() ? std::vector<std::string>{""} : a.messages;
   int produced = 0;
   nlohmann::json ids = nlohmann::json::array();
-  for (int round = 0; round < a.count; ++round) {
-    for (const auto& m : messages) {
-      auto id = (*client)->send(*producer, m, props, a.key);
-      if (!id) return fail(id.status());
-      ids.push_back(id->to_string());
-      ++produced;
+  if (a.batch || *compression != client::CompressionType::NONE) {
+    // The asynchronous producer: messages go out in batches (when asked) and
+    // compressed; ids are reported in send order.
+    client::ProducerOptions o;
+    o.topic = a.topic;
+    o.batching = a.batch;
+    o.compression = *compression;
+    auto producer = client::Producer::create(a.url, o);
+    if (!producer) return fail(producer.status());
+    std::vector<std::string> id_of(static_cast<size_t>(a.count) * messages.size());
+    std::mutex mu;
+    common::Status failed;
+    size_t i = 0;
+    for (int round = 0; round < a.count; ++round) {
+      for (const auto& m : messages) {
+        client::OutgoingMessage out;
+        out.payload = m;
+        out.key = a.key;
+        out.properties = &props;
+        auto st = (*producer)->send_async(out, [&, at = i++](common::Result<client::MessageId> r) {
+          std::lock_guard g(mu);
+          if (r.is_ok()) {
+            id_of[at] = r->to_string();
+          } else if (failed.is_ok()) {
+            failed = r.status();
+          }
+        });
+        if (!st.is_ok()) return fail(st);
+      }
     }
+    if (auto st = (*producer)->close(); !st.is_ok()) return fail(st);
+    std::lock_guard g(mu);
+    if (!failed.is_ok()) return fail(failed);
+    for (auto& id : id_of) ids.push_back(id);
+    produced = static_cast<int>(id_of.size());
+  } else {
+    auto client = client::PulsarClient::connect(a.url);
+    if (!client) return fail(client.status());
+    auto producer = (*client)->create_producer(a.topic);
+    if (!producer) return fail(producer.status());
+    for (int round = 0; round < a.count; ++round) {
+      for (const auto& m : messages) {
+        auto id = (*client)->send(*producer, m, props, a.key);
+        if (!id) return fail(id.status());
+        ids.push_back(id->to_string());
+        ++produced;
+      }
+    }
+    (void)(*client)->close_producer(*producer);
   }
-  (void)(*client)->close_producer(*producer);
   if (a.json) {
     fmt::print("{}\n", nlohmann::json{{"topic", a.topic}, {"produced", produced}, {"messageIds", ids}}.dump());
   } else {
@@ -72,9 +119,10 @@ int run_produce(const ProduceArgs& a) {
 }
 
 int run_consume(const ConsumeArgs& a) {
-  client::SubscriptionType type = a.type == "Shared"     ? client::SubscriptionType::kShared
-                                  : a.type == "Failover" ? client::SubscriptionType::kFailover
-                                                         : client::SubscriptionType::kExclusive;
+  client::SubscriptionType type = a.type == "Shared"      ? client::SubscriptionType::kShared
+                                  : a.type == "Failover"  ? client::SubscriptionType::kFailover
+                                  : a.type == "Key_Shared" ? client::SubscriptionType::kKeyShared
+                                                          : client::SubscriptionType::kExclusive;
   auto client = client::PulsarClient::connect(a.url);
   if (!client) return fail(client.status());
   auto consumer = (*client)->subscribe(a.topic, a.subscription, type, a.position == "Earliest");
@@ -100,6 +148,7 @@ int run_consume(const ConsumeArgs& a) {
     } else {
       fmt::print("{}\n", m->payload);
     }
+    if (!m->error.empty()) fmt::print(stderr, "magnetar: message {} cannot be read: {}\n", m->id.to_string(), m->error);
     std::fflush(stdout);
     if (auto st = (*client)->ack(*consumer, m->id); !st.is_ok()) return fail(st);
   }
@@ -122,6 +171,9 @@ CLI::App* add_produce_command(CLI::App& app, Command& run) {
   cmd->add_option("-p,--property", a->properties, "Message property key=value (repeat for several)");
   cmd->add_option("-k,--key", a->key, "Message key");
   cmd->add_option("--url", a->url, "Pulsar service URL")->capture_default_str();
+  cmd->add_option("-z,--compression", a->compression, "Compress payloads: none, lz4, zlib, zstd or snappy")
+      ->capture_default_str();
+  cmd->add_flag("--batch", a->batch, "Send the messages in batches (asynchronously, like Pulsar clients)");
   cmd->add_flag("--json", a->json, "Print JSON with the message ids");
   cmd->footer("Examples:\n  magnetar produce my-topic -m hello -m world\n  magnetar produce persistent://acme/app/orders -m '{\"id\": 1}' -p source=cli -n 10\n");
   cmd->callback([&run, a]() { run = [a]() { return run_produce(*a); }; });
@@ -133,8 +185,8 @@ CLI::App* add_consume_command(CLI::App& app, Command& run) {
   auto* cmd = app.add_subcommand("consume", "Receive messages from a topic with the Pulsar protocol");
   cmd->add_option("topic", a->topic, "Topic, e.g. persistent://public/default/my-topic or just my-topic")->required();
   cmd->add_option("-s,--subscription", a->subscription, "Subscription name")->required();
-  cmd->add_option("-t,--subscription-type", a->type, "Exclusive, Shared or Failover")
-      ->capture_default_str()->check(CLI::IsMember({"Exclusive", "Shared", "Failover"}));
+  cmd->add_option("-t,--subscription-type", a->type, "Exclusive, Shared, Failover or Key_Shared")
+      ->capture_default_str()->check(CLI::IsMember({"Exclusive", "Shared", "Failover", "Key_Shared"}));
   cmd->add_option("-P,--position", a->position, "Where a new subscription starts: Latest or Earliest")
       ->capture_default_str()->check(CLI::IsMember({"Latest", "Earliest"}));
   cmd->add_option("-n,--count", a->count, "Messages to receive (0: until the timeout passes with none)")

@@ -6,22 +6,33 @@ namespace magnetar::storage {
 
 using common::Slice;
 
-EntryCache::EntryCache(size_t capacity_bytes) : shard_capacity_(capacity_bytes / kShards) {}
+EntryCache::EntryCache(size_t capacity_bytes) : capacity_(capacity_bytes) {}
+
+void EntryCache::account(Shard& s, size_t added, size_t removed) {
+  s.bytes = s.bytes + added - removed;
+  if (added > removed) {
+    total_.fetch_add(added - removed, std::memory_order_relaxed);
+  } else {
+    total_.fetch_sub(removed - added, std::memory_order_relaxed);
+  }
+}
 
 void EntryCache::insert(LedgerId ledger, EntryId entry, Slice data) {
-  if (shard_capacity_ == 0) return;
+  if (capacity_ == 0) return;
   Shard& s = shard(ledger);
   std::lock_guard lock(s.mu);
   Run& run = s.runs[ledger];
   EntryId end = run.first + static_cast<EntryId>(run.entries.size());
   if (!run.entries.empty() && entry >= run.first && entry < end) return;  // already held
   if (run.entries.empty() || entry != end) {
-    for (const Slice& e : run.entries) s.bytes -= e.size();
+    size_t dropped = 0;
+    for (const Slice& e : run.entries) dropped += e.size();
+    account(s, 0, dropped);
     s.live -= run.entries.size();
     run.entries.clear();
     run.first = entry;
   }
-  s.bytes += data.size();
+  account(s, data.size(), 0);
   ++s.live;
   run.entries.push_back(std::move(data));
   s.order.emplace_back(ledger, entry);
@@ -29,13 +40,16 @@ void EntryCache::insert(LedgerId ledger, EntryId entry, Slice data) {
 }
 
 void EntryCache::evict(Shard& s) {
-  while (s.bytes > shard_capacity_ && !s.order.empty()) {
+  // One budget for all shards: a busy ledger may use what idle ones do not.
+  // Each shard evicts its own oldest entries while the total is over, so the
+  // total passes the budget only by what other shards held before it filled.
+  while (total_.load(std::memory_order_relaxed) > capacity_ && !s.order.empty()) {
     auto [ledger, entry] = s.order.front();
     s.order.pop_front();
     auto it = s.runs.find(ledger);
     if (it == s.runs.end() || it->second.entries.empty() || it->second.first != entry) continue;  // stale
     Run& run = it->second;
-    s.bytes -= run.entries.front().size();
+    account(s, 0, run.entries.front().size());
     --s.live;
     run.entries.pop_front();
     ++run.first;
@@ -90,7 +104,9 @@ void EntryCache::erase_ledger(LedgerId ledger) {
   std::lock_guard lock(s.mu);
   auto it = s.runs.find(ledger);
   if (it == s.runs.end()) return;
-  for (const Slice& e : it->second.entries) s.bytes -= e.size();
+  size_t dropped = 0;
+  for (const Slice& e : it->second.entries) dropped += e.size();
+  account(s, 0, dropped);
   s.live -= it->second.entries.size();
   s.runs.erase(it);
 }

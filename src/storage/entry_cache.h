@@ -3,13 +3,15 @@
 // For each ledger the cache holds one run of consecutive entries. Inserting
 // the next entry of the run extends it; inserting anything else starts a new
 // run (the old one is dropped). Tailing readers find what was just added;
-// read-ahead fills a run past what a catch-up reader asked for. When over
-// budget the oldest inserted entries go first. The cache keeps the entries'
+// read-ahead fills a run past what a catch-up reader asked for. The byte
+// budget is shared by all ledgers, so one busy ledger can use all of it; when
+// over budget the oldest entries of the inserting shard go first. The cache keeps the entries'
 // Slices, so it pins their buffers.
 //
 // Thread-safe: sharded by ledger, one mutex per shard.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -56,8 +58,11 @@ class EntryCache {
   };
   Shard& shard(LedgerId ledger) const { return shards_[ledger % kShards]; }
   void evict(Shard& s);
+  // Keeps s.bytes and the shared total in step. Caller holds s.mu.
+  void account(Shard& s, size_t added, size_t removed);
 
-  const size_t shard_capacity_;
+  const size_t capacity_;
+  std::atomic<size_t> total_{0};
   mutable Shard shards_[kShards];
 };
 

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "common/logging.h"
@@ -37,6 +39,7 @@ Status StorageImpl::start() {
   MAGNETAR_RETURN_IF_ERROR(recover());
   started_ = true;
   reader_ = std::make_unique<runtime::WorkerThread>("storage-read");
+  remover_ = std::make_unique<runtime::WorkerThread>("storage-gc", 1024);
   journal_->start();
   return Status::ok();
 }
@@ -46,6 +49,7 @@ void StorageImpl::stop() {
   started_ = false;
   journal_->stop();
   reader_->stop();
+  remover_->stop();  // removes what is queued first
   journal_.reset();
   index_.reset();  // releases the directory's lock for the next owner
   std::lock_guard lock(readers_mu_);
@@ -382,16 +386,30 @@ Status StorageImpl::collect_garbage(uint64_t active_segment) {
   Index::Batch sync_point;
   sync_point.set_checkpoint(*cp);
   MAGNETAR_RETURN_IF_ERROR(index_->write(sync_point, true));
+  std::vector<std::string> paths;
   for (uint64_t s : dead) {
-    {
-      std::lock_guard lock(readers_mu_);
-      readers_.erase(s);
-    }
-    std::string path = segment_path(segments_dir_, s);
-    if (::unlink(path.c_str()) != 0) return Status::from_errno(errno, "remove segment " + path);
-    MLOG_INFO("storage: removed segment {}: every ledger in it was deleted", segment_file_name(s));
+    std::lock_guard lock(readers_mu_);
+    readers_.erase(s);
+    paths.push_back(segment_path(segments_dir_, s));
   }
-  return sync_directory(segments_dir_);
+  // Unlinking a large file takes tens of milliseconds on ext4: done here, on
+  // the journal's completion path, it would hold back every acknowledgement
+  // behind it. The segments are dead already; a crash before they go only
+  // leaves them for the next start to remove.
+  auto remove = [dir = segments_dir_, paths = std::move(paths)]() {
+    for (const auto& path : paths) {
+      if (::unlink(path.c_str()) != 0) {
+        MLOG_WARN("storage: cannot remove segment {}: {}", path, std::strerror(errno));
+        continue;
+      }
+      MLOG_INFO("storage: removed segment {}: every ledger in it was deleted", path);
+    }
+    Status st = sync_directory(dir);
+    if (!st.is_ok()) MLOG_WARN("storage: {}", st.to_string());
+  };
+  if (started_ && remover_ && remover_->post(remove).is_ok()) return Status::ok();
+  remove();
+  return Status::ok();
 }
 
 }  // namespace magnetar::storage

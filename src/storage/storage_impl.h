@@ -77,6 +77,7 @@ class StorageImpl final : public Storage, private JournalListener {
   std::unique_ptr<Index> index_;
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<runtime::WorkerThread> reader_;
+  std::unique_ptr<runtime::WorkerThread> remover_;  // unlinks dead segments off the journal's path
   EntryCache tail_cache_;
   EntryCache read_ahead_cache_;
   std::atomic<bool> started_{false};  // API calls check it; start/stop run with no call in flight

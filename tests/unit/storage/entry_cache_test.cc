@@ -41,14 +41,26 @@ TEST(EntryCacheTest, ReinsertingAHeldEntryKeepsTheFirstCopy) {
 }
 
 TEST(EntryCacheTest, EvictsOldestFirstWhenOverBudget) {
-  // 16 shards: one ledger gets 1/16th of the budget.
-  EntryCache cache(16 * 1000);
+  // One ledger may use the whole budget.
+  EntryCache cache(1000);
   for (EntryId e = 0; e < 20; ++e) cache.insert(3, e, bytes(100));
   EXPECT_LE(cache.size_bytes(), 1000u);
   EXPECT_FALSE(cache.get(3, 0).has_value());
   EXPECT_TRUE(cache.get(3, 19).has_value());
   EXPECT_TRUE(cache.get(3, 10).has_value());
   EXPECT_FALSE(cache.get(3, 9).has_value());
+}
+
+TEST(EntryCacheTest, LedgersShareTheBudget) {
+  EntryCache cache(1000);
+  for (EntryId e = 0; e < 4; ++e) cache.insert(1, e, bytes(100));
+  // Ledger 2 (another shard) fills the rest and then evicts its own oldest.
+  for (EntryId e = 0; e < 20; ++e) cache.insert(2, e, bytes(100));
+  EXPECT_LE(cache.size_bytes(), 1000u);
+  EXPECT_TRUE(cache.get(1, 0).has_value());
+  EXPECT_TRUE(cache.get(2, 19).has_value());
+  EXPECT_TRUE(cache.get(2, 14).has_value());
+  EXPECT_FALSE(cache.get(2, 13).has_value());
 }
 
 TEST(EntryCacheTest, ManyRunResetsDoNotGrowWithoutBound) {

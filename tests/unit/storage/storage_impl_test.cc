@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <future>
+#include <thread>
 
 #include "runtime/reactor.h"
 #include "storage_test_util.h"
@@ -285,13 +287,18 @@ TEST_F(StorageImplTest, DeleteReclaimsSegmentsNoLiveLedgerShares) {
   ASSERT_TRUE(delete_ledger(*storage_, 1).is_ok());
   EXPECT_EQ(storage_->ledger_info(1).status().code(), ErrorCode::kNotFound);
   EXPECT_EQ(read_entries(*storage_, 1, 0, 0).status().code(), ErrorCode::kNotFound);
+  // The files go on a background thread, off the journal's path.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (segments().size() >= before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   size_t after = segments().size();
   EXPECT_LT(after, before);
   expect_entries(2, 0, 199);
   restart(o);
   EXPECT_EQ(storage_->ledger_info(1).status().code(), ErrorCode::kNotFound);
   expect_entries(2, 0, 199);
-  EXPECT_EQ(segments().size(), after);
+  EXPECT_LE(segments().size(), after);
   // The id may be used again.
   auto again = create(1);
   add(again, 0, 2);
