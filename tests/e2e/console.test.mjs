@@ -93,6 +93,13 @@ test('a tenant, namespace and topic are created through the UI', async () => {
   await partitions.getByRole('link', { name: 'clicks-partition-0' }).click();
   await page.waitForURL('**/topics/persistent/acme/shop/clicks-partition-0');
   await textOf('topic-messages-in', (t) => t === '0', 'partition stats');
+
+  // The sidebar tree followed: acme > shop is open, its topics listed once each.
+  const tree = page.getByRole('complementary');
+  await tree.getByRole('link', { name: 'orders', exact: true }).click();
+  await page.waitForURL('**/topics/persistent/acme/shop/orders');
+  assert.equal(await tree.getByRole('link', { name: 'clicks', exact: true }).count(), 1);
+  assert.equal(await tree.locator('a.current').textContent(), 'orders');
 });
 
 test('an invalid name shows the server\'s reason', async () => {

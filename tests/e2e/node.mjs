@@ -25,12 +25,16 @@ export async function waitFor(check, timeoutMs, what) {
       last = await check();
       if (last) return last;
     } catch (e) {
+      if (e instanceof Fatal) throw e;
       last = e;
     }
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${last})`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+// An error that ends a waitFor at once instead of being retried.
+export class Fatal extends Error {}
 
 export class Node {
   constructor() {
@@ -45,7 +49,11 @@ export class Node {
     this.exited = new Promise((resolve) => this.proc.on('exit', (code) => resolve(code)));
     this.proc.stdout.on('data', (d) => { this.log += d; });
     this.proc.stderr.on('data', (d) => { this.log += d; });
+    let spawnError = null;
+    this.proc.on('error', (e) => { spawnError = e; });
     this.ports = await waitFor(() => {
+      if (spawnError) throw new Fatal(`cannot start ${BIN}: ${spawnError.message}`);
+      if (this.proc.exitCode !== null) throw new Fatal(`magnetar exited with ${this.proc.exitCode}: ${this.log}`);
       try { return JSON.parse(fs.readFileSync(portsFile, 'utf8')); } catch { return null; }
     }, 20000, 'ports.json');
     return this;

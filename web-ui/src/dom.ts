@@ -184,3 +184,8 @@ export function inlineForm(fields: (Node | string)[], submitLabel: string,
   });
   return form;
 }
+
+// Tells the sidebar that tenants, namespaces or topics were created or deleted.
+export function changed() {
+  window.dispatchEvent(new Event('magnetar:changed'));
+}

@@ -9,6 +9,7 @@ import { tenantPage } from './pages/tenant';
 import { namespacePage } from './pages/namespace';
 import { topicPage } from './pages/topic';
 import { monitoringPage } from './pages/monitoring';
+import { sidebar } from './tree';
 
 // A page draws itself into `root` and may return a function that stops its
 // timers when the user leaves.
@@ -34,7 +35,7 @@ replace(app,
   h('header', { class: 'topbar' },
     h('a', { href: '/', 'data-link': true, class: 'brand' }, h('span', { class: 'logo' }), 'Magnetar'),
     nav),
-  main);
+  h('div', { class: 'layout' }, sidebar(), main));
 
 let stop: (() => void) | void;
 

@@ -2,7 +2,7 @@
 // policies (pages/policies.ts), as two tabs.
 import { api, Domain } from '../api';
 import { DataTable } from '../table';
-import { dangerButton, h, inlineForm, link, NAME_HINT, navigate, notice } from '../dom';
+import { changed, dangerButton, h, inlineForm, link, NAME_HINT, navigate, notice } from '../dom';
 import { namespaceHref, parseTopic, tenantHref, topicPageHref } from './links';
 import { policiesPanel } from './policies';
 
@@ -36,6 +36,7 @@ export function namespacePage(root: HTMLElement, [tenant, ns]: string[], query: 
       numeric: true },
     { title: '', value: () => '', render: (r) => dangerButton('Delete', status, async () => {
       await api.deleteTopic(r.domain, tenant, ns, r.name, r.partitions > 0);
+      changed();
       status.ok(`Topic ${r.domain}://${tenant}/${ns}/${r.name} deleted.`);
       await load();
     }, { 'data-testid': `delete-topic-${r.name}` }) },
@@ -53,6 +54,7 @@ export function namespacePage(root: HTMLElement, [tenant, ns]: string[], query: 
       const topic = name.value.trim();
       const d = domain.value as Domain;
       await api.createTopic(d, tenant, ns, topic, Number(partitions.value || 0));
+      changed();
       n.ok(`Topic ${d}://${tenant}/${ns}/${topic} created.`);
       navigate(topicPageHref(d, tenant, ns, topic));
     }, 'create-topic');

@@ -1,7 +1,7 @@
 // One tenant: its settings and its namespaces (create, delete).
 import { api } from '../api';
 import { DataTable } from '../table';
-import { dangerButton, h, inlineForm, link, NAME_HINT, navigate, notice, replace } from '../dom';
+import { changed, dangerButton, h, inlineForm, link, NAME_HINT, navigate, notice, replace } from '../dom';
 import { namespaceHref } from './links';
 
 export function tenantPage(root: HTMLElement, [tenant]: string[]) {
@@ -12,6 +12,7 @@ export function tenantPage(root: HTMLElement, [tenant]: string[]) {
     { title: 'Namespace', value: (ns) => ns, render: (ns) => link(namespaceHref(tenant, ns), `${tenant}/${ns}`) },
     { title: '', value: () => '', render: (ns) => dangerButton('Delete', status, async () => {
       await api.deleteNamespace(tenant, ns);
+      changed();
       status.ok(`Namespace ${tenant}/${ns} deleted.`);
       await load();
     }, { 'data-testid': `delete-namespace-${ns}` }) },
@@ -22,6 +23,7 @@ export function tenantPage(root: HTMLElement, [tenant]: string[]) {
   const form = inlineForm([name], 'Create namespace', async (n) => {
     const ns = name.value.trim();
     await api.createNamespace(tenant, ns);
+    changed();
     n.ok(`Namespace ${tenant}/${ns} created.`);
     navigate(namespaceHref(tenant, ns));
   }, 'create-namespace');

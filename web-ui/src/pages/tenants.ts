@@ -1,7 +1,7 @@
 // Tenants: list, create, delete.
 import { api } from '../api';
 import { DataTable } from '../table';
-import { dangerButton, h, inlineForm, link, NAME_HINT, navigate, notice } from '../dom';
+import { changed, dangerButton, h, inlineForm, link, NAME_HINT, navigate, notice } from '../dom';
 import { tenantHref } from './links';
 
 interface Row {
@@ -18,6 +18,7 @@ export function tenantsPage(root: HTMLElement) {
       numeric: true },
     { title: '', value: () => '', render: (r) => dangerButton('Delete', status, async () => {
       await api.deleteTenant(r.name);
+      changed();
       status.ok(`Tenant ${r.name} deleted.`);
       await load();
     }, { 'data-testid': `delete-tenant-${r.name}` }) },
@@ -27,6 +28,7 @@ export function tenantsPage(root: HTMLElement) {
     'aria-label': 'Tenant name' });
   const form = inlineForm([name], 'Create tenant', async (n) => {
     await api.createTenant(name.value.trim());
+    changed();
     n.ok(`Tenant ${name.value.trim()} created.`);
     navigate(tenantHref(name.value.trim()));
   }, 'create-tenant');

@@ -3,7 +3,7 @@
 import { api, Domain, TopicStats } from '../api';
 import { LiveChart } from '../chart';
 import {
-  busy, card, dangerButton, every, fmtBytes, fmtNumber, fmtRate, h, inlineForm, link, navigate, notice,
+  busy, card, changed, dangerButton, every, fmtBytes, fmtNumber, fmtRate, h, inlineForm, link, navigate, notice,
   REFRESH_MS, replace,
 } from '../dom';
 import { namespaceHref, tenantHref, topicPageHref } from './links';
@@ -33,6 +33,7 @@ export function topicPage(root: HTMLElement, [domainName, tenant, ns, topic]: st
   }));
   const remove = dangerButton('Delete topic', actionsNotice, async () => {
     await api.deleteTopic(domain, tenant, ns, topic, partitioned > 0);
+    changed();
     navigate(namespaceHref(tenant, ns));
   }, { 'data-testid': 'delete-topic' });
 
