@@ -585,7 +585,11 @@ TopicStats Topic::stats() const {
   s.bytes_out = removed_bytes_out_;
   s.storage_size = log_->chain().total_size();
   s.entries = log_->chain().total_entries();
-  for (const auto& [id, p] : producers_) s.publishers.push_back({id, p.name, p.messages_in, p.bytes_in});
+  for (const auto& [id, p] : producers_) {
+    PublisherStats ps{id, p.name, p.messages_in, p.bytes_in};
+    ps.access_mode = p.access_mode;
+    s.publishers.push_back(std::move(ps));
+  }
   for (const auto& [name, sub] : subscriptions_) {
     s.subscriptions.push_back(sub->stats());
     s.messages_out += s.subscriptions.back().messages_out;

@@ -43,6 +43,7 @@ struct PublisherStats {
   uint64_t bytes_in = 0;
   double msg_rate_in = 0;   // filled by Topic::stats_at
   double byte_rate_in = 0;
+  ProducerAccessMode access_mode = ProducerAccessMode::kShared;
 };
 
 struct TopicStats {

@@ -92,7 +92,7 @@ std::string position_string(ledger::Position p) { return fmt::format("{}:{}", p.
 Json topic_stats_json(const broker::TopicStats& s) {
   Json publishers = Json::array();
   for (const auto& p : s.publishers) {
-    publishers.push_back(Json{{"accessMode", "Shared"},
+    publishers.push_back(Json{{"accessMode", std::string(broker::producer_access_mode_name(p.access_mode))},
                               {"msgRateIn", p.msg_rate_in},
                               {"msgThroughputIn", p.byte_rate_in},
                               {"averageMsgSize", average(p.bytes_in, p.messages_in)},

@@ -125,6 +125,7 @@ TEST_F(ProducerAccessTopicTest, ExclusiveWithFencingClosesTheOthers) {
   auto stats_now = stats(kTopic);
   ASSERT_EQ(stats_now.publishers.size(), 1u);
   EXPECT_EQ(stats_now.publishers[0].producer_name, "c");
+  EXPECT_EQ(stats_now.publishers[0].access_mode, ProducerAccessMode::kExclusiveWithFencing);
 }
 
 }  // namespace
