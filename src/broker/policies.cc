@@ -133,6 +133,8 @@ Status validate(const NamespacePolicies& p) {
       {&p.max_consumers_per_topic, "maxConsumersPerTopic"},
       {&p.max_consumers_per_subscription, "maxConsumersPerSubscription"},
       {&p.max_subscriptions_per_topic, "maxSubscriptionsPerTopic"},
+      {&p.max_unacked_messages_per_consumer, "maxUnackedMessagesPerConsumer"},
+      {&p.max_unacked_messages_per_subscription, "maxUnackedMessagesPerSubscription"},
       {&p.max_topics_per_namespace, "maxTopicsPerNamespace"},
       {&p.subscription_expiration_minutes, "subscriptionExpirationTimeMinutes"},
   };

@@ -104,6 +104,11 @@ struct NamespacePolicies {
   std::optional<int32_t> max_producers_per_topic;
   std::optional<int32_t> max_consumers_per_topic;
   std::optional<int32_t> max_consumers_per_subscription;
+  // Shared and Key_Shared dispatch stops at this many unacknowledged
+  // messages (per consumer, per subscription) until acks bring it to half;
+  // 0: no limit. Unset: Pulsar's defaults, 50000 and 200000.
+  std::optional<int32_t> max_unacked_messages_per_consumer;
+  std::optional<int32_t> max_unacked_messages_per_subscription;
   std::optional<int32_t> max_subscriptions_per_topic;
   std::optional<int32_t> max_topics_per_namespace;
   std::optional<int32_t> subscription_expiration_minutes;

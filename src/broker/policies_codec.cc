@@ -153,6 +153,12 @@ std::string encode_policies(const NamespacePolicies& p) {
   if (p.max_consumers_per_topic) n.add_max_consumers_per_topic(*p.max_consumers_per_topic);
   if (p.max_consumers_per_subscription) n.add_max_consumers_per_subscription(*p.max_consumers_per_subscription);
   if (p.max_subscriptions_per_topic) n.add_max_subscriptions_per_topic(*p.max_subscriptions_per_topic);
+  if (p.max_unacked_messages_per_consumer) {
+    n.add_max_unacked_messages_per_consumer(*p.max_unacked_messages_per_consumer);
+  }
+  if (p.max_unacked_messages_per_subscription) {
+    n.add_max_unacked_messages_per_subscription(*p.max_unacked_messages_per_subscription);
+  }
   if (p.max_topics_per_namespace) n.add_max_topics_per_namespace(*p.max_topics_per_namespace);
   if (p.subscription_expiration_minutes) {
     n.add_subscription_expiration_minutes(*p.subscription_expiration_minutes);
@@ -189,6 +195,8 @@ Result<NamespacePolicies> decode_policies(std::string_view bytes) {
   p.max_consumers_per_topic = opt(n->max_consumers_per_topic());
   p.max_consumers_per_subscription = opt(n->max_consumers_per_subscription());
   p.max_subscriptions_per_topic = opt(n->max_subscriptions_per_topic());
+  p.max_unacked_messages_per_consumer = opt(n->max_unacked_messages_per_consumer());
+  p.max_unacked_messages_per_subscription = opt(n->max_unacked_messages_per_subscription());
   p.max_topics_per_namespace = opt(n->max_topics_per_namespace());
   p.subscription_expiration_minutes = opt(n->subscription_expiration_minutes());
   if (const auto* a = n->auto_topic_creation()) {

@@ -51,6 +51,8 @@ void inherit(NamespacePolicies& into, const NamespacePolicies& from) {
   overlay(into.max_consumers_per_topic, from.max_consumers_per_topic);
   overlay(into.max_consumers_per_subscription, from.max_consumers_per_subscription);
   overlay(into.max_subscriptions_per_topic, from.max_subscriptions_per_topic);
+  overlay(into.max_unacked_messages_per_consumer, from.max_unacked_messages_per_consumer);
+  overlay(into.max_unacked_messages_per_subscription, from.max_unacked_messages_per_subscription);
   overlay(into.max_topics_per_namespace, from.max_topics_per_namespace);
   overlay(into.subscription_expiration_minutes, from.subscription_expiration_minutes);
   overlay(into.auto_topic_creation, from.auto_topic_creation);

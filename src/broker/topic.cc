@@ -143,6 +143,14 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
   size_quota_ = policies.backlog_quota_size;
   age_quota_ = policies.backlog_quota_age;
   if (!age_quota_) age_exceeded_ = false;
+  auto limit = [](const std::optional<int32_t>& v, uint64_t fallback) { return v ? uint64_t(*v) : fallback; };
+  max_unacked_per_consumer_ =
+      limit(policies.max_unacked_messages_per_consumer, Subscription::kDefaultMaxUnackedPerConsumer);
+  max_unacked_per_subscription_ =
+      limit(policies.max_unacked_messages_per_subscription, Subscription::kDefaultMaxUnackedPerSubscription);
+  for (auto& [name, sub] : subscriptions_) {
+    sub->set_unacked_limits(max_unacked_per_consumer_, max_unacked_per_subscription_);
+  }
   bool want_dedup = policies.deduplication.value_or(false) && store_ != nullptr &&
                     name_.domain == TopicDomain::kPersistent && !closed_;
   if (!want_dedup) {
@@ -395,6 +403,8 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
     return;
   }
   auto attach = [this, consumer_id, sink](Subscription& sub, ConsumerOptions opts) -> Result<Subscription*> {
+    refresh_policies();
+    sub.set_unacked_limits(max_unacked_per_consumer_, max_unacked_per_subscription_);
     auto c = sub.add_consumer(consumer_id, std::move(opts), sink);
     if (!c) return c.status();
     return &sub;

@@ -220,6 +220,9 @@ class Topic {
   std::optional<BacklogQuota> age_quota_;
   bool age_exceeded_ = false;  // as of the last check_backlog_age
   bool age_checking_ = false;
+  // From the policies; given to each subscription as a consumer attaches.
+  uint64_t max_unacked_per_consumer_ = Subscription::kDefaultMaxUnackedPerConsumer;
+  uint64_t max_unacked_per_subscription_ = Subscription::kDefaultMaxUnackedPerSubscription;
   QuotaBlock quota_block_ = QuotaBlock::kNone;
   std::deque<HeldPublish> held_;  // publishes waiting for deduplication or the quota
   std::unique_ptr<runtime::Timer> hold_timer_;

@@ -68,6 +68,10 @@ void add_namespace_commands(CLI::App& admin, Command& run, std::shared_ptr<Admin
                "maximum topics in the namespace");
   g.int_policy("subscription-expiration-time", "subscriptionExpirationTime", "-t,--time",
                "minutes after which an inactive subscription is removed");
+  g.int_policy("max-unacked-messages-per-consumer", "maxUnackedMessagesPerConsumer",
+               "-c,--max-unacked-messages-per-consumer", "unacknowledged messages a Shared consumer may hold");
+  g.int_policy("max-unacked-messages-per-subscription", "maxUnackedMessagesPerSubscription",
+               "-m,--max-unacked-messages-per-subscription", "unacknowledged messages a Shared subscription may hold");
 
   // Auto topic creation.
   struct AutoCreate {

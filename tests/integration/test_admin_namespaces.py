@@ -34,6 +34,8 @@ POLICIES = [
     ("maxSubscriptionsPerTopic", 8, 8),
     ("maxTopicsPerNamespace", 0, 0),
     ("subscriptionExpirationTime", 120, 120),
+    ("maxUnackedMessagesPerConsumer", 1000, 1000),
+    ("maxUnackedMessagesPerSubscription", 0, 0),
     ("autoTopicCreation", {"allowAutoTopicCreation": False},
      {"allowAutoTopicCreation": False, "topicType": "non-partitioned"}),
 ]

@@ -429,6 +429,33 @@ class RedeliveryTest(NodeTestCase):
         self.assertEqual(stats["subscriptions"]["work"]["msgBacklog"], 0)
 
 
+class UnackedLimitTest(NodeTestCase):
+    def test_the_namespace_limit_holds_a_consumer_until_acks_bring_it_to_half(self):
+        self.assertEqual(call_json(self.node, "PUT", "/admin/v2/namespaces/public/limited")[0], 204)
+        status, _ = call_json(self.node, "POST", "/admin/v2/namespaces/public/limited/maxUnackedMessagesPerConsumer", 4)
+        self.assertEqual(status, 204)
+        self.assertEqual(call_json(self.node, "GET", "/admin/v2/namespaces/public/limited/maxUnackedMessagesPerConsumer"),
+                         (200, 4))
+        t = "persistent://public/limited/work"
+        c = WireClient(self.node.ports["pulsar"])
+        self.addCleanup(c.close)
+        cid = c.subscribe(t, "work", pb.CommandSubscribe.Shared)
+        pid = c.producer(t)
+        for i in range(10):
+            c.send(pid, str(i).encode())
+        got = c.take(cid, 4)
+        self.assertTrue(c.nothing_for(cid, 0.3))
+        status, stats = call_json(self.node, "GET", "/admin/v2/persistent/public/limited/work/stats")
+        consumer = stats["subscriptions"]["work"]["consumers"][0]
+        self.assertEqual((consumer["unackedMessages"], consumer["blockedConsumerOnUnackedMsgs"]), (4, True))
+        c.ack(cid, got[0].id)
+        self.assertTrue(c.nothing_for(cid, 0.3))  # 3 unacknowledged: over half of 4
+        c.ack(cid, got[1].id)
+        more = c.take(cid, 2)                       # 2 unacknowledged: room for 2 more
+        self.assertEqual([m.payload for m in got + more], [str(i).encode() for i in range(6)])
+        self.assertTrue(c.nothing_for(cid, 0.3))
+
+
 class DelayedDeliveryTest(unittest.TestCase):
     def test_a_delayed_message_waits_for_its_time_across_a_restart(self):
         data_dir = tempfile.mkdtemp(prefix="magnetar-delayed-")

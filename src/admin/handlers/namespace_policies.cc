@@ -99,6 +99,10 @@ void register_namespace_policy_routes(Router& router, broker::Tenancy& tenancy) 
   PolicyScope scope = namespace_scope();
   register_shared_policies(router, tenancy, scope, {"deduplication", "maxProducersPerTopic", "maxConsumersPerTopic"});
   int_policy(router, tenancy, scope, "maxTopicsPerNamespace", &NamespacePolicies::max_topics_per_namespace);
+  int_policy(router, tenancy, scope, "maxUnackedMessagesPerConsumer",
+             &NamespacePolicies::max_unacked_messages_per_consumer);
+  int_policy(router, tenancy, scope, "maxUnackedMessagesPerSubscription",
+             &NamespacePolicies::max_unacked_messages_per_subscription);
   int_policy(router, tenancy, scope, "subscriptionExpirationTime", &NamespacePolicies::subscription_expiration_minutes);
   optional_policy<broker::AutoTopicCreation>(
       router, tenancy, scope, "autoTopicCreation", &NamespacePolicies::auto_topic_creation,

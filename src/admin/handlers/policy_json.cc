@@ -347,6 +347,8 @@ Json to_json(const NamespacePolicies& p, const std::string& cluster) {
       {"max_consumers_per_topic", or_null(p.max_consumers_per_topic)},
       {"max_consumers_per_subscription", or_null(p.max_consumers_per_subscription)},
       {"max_subscriptions_per_topic", or_null(p.max_subscriptions_per_topic)},
+      {"max_unacked_messages_per_consumer", or_null(p.max_unacked_messages_per_consumer)},
+      {"max_unacked_messages_per_subscription", or_null(p.max_unacked_messages_per_subscription)},
       {"max_topics_per_namespace", or_null(p.max_topics_per_namespace)},
       {"subscription_expiration_time_minutes", or_null(p.subscription_expiration_minutes)},
       {"deleted", false},
@@ -408,6 +410,8 @@ Result<NamespacePolicies> policies_from_json(const Json& j) {
   f.opt_i32("max_consumers_per_topic", p.max_consumers_per_topic);
   f.opt_i32("max_consumers_per_subscription", p.max_consumers_per_subscription);
   f.opt_i32("max_subscriptions_per_topic", p.max_subscriptions_per_topic);
+  f.opt_i32("max_unacked_messages_per_consumer", p.max_unacked_messages_per_consumer);
+  f.opt_i32("max_unacked_messages_per_subscription", p.max_unacked_messages_per_subscription);
   f.opt_i32("max_topics_per_namespace", p.max_topics_per_namespace);
   f.opt_i32("subscription_expiration_time_minutes", p.subscription_expiration_minutes);
   return finish(f, p);

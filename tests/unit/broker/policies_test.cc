@@ -26,6 +26,8 @@ NamespacePolicies everything_set() {
   p.max_subscriptions_per_topic = 7;
   p.max_topics_per_namespace = 8;
   p.subscription_expiration_minutes = 9;
+  p.max_unacked_messages_per_consumer = 10;
+  p.max_unacked_messages_per_subscription = 0;
   p.auto_topic_creation = AutoTopicCreation{true, true, 4};
   p.replication_clusters = {"standalone"};
   return p;
