@@ -1,0 +1,99 @@
+"""`magnetar perf` against a real node, and compressed batches through
+`magnetar produce` / `magnetar consume`: the output is complete and sane (no
+speed thresholds: the machine is shared)."""
+import json
+import subprocess
+import time
+import unittest
+
+from magnetar_harness import BIN, NodeTestCase, call_json
+
+
+def run(*args, timeout=120):
+    return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=timeout)
+
+
+class PerfTest(NodeTestCase):
+    def url(self):
+        return f"pulsar://127.0.0.1:{self.node.ports['pulsar']}"
+
+    def check_percentiles(self, p):
+        for key in ("p50", "p95", "p99", "p99_9", "max", "mean"):
+            self.assertGreaterEqual(p[key], 0, key)
+        self.assertLessEqual(p["p50"], p["p95"])
+        self.assertLessEqual(p["p95"], p["p99"])
+        self.assertLessEqual(p["p99"], p["p99_9"])
+        self.assertLessEqual(p["p99_9"], p["max"] * 1.01)
+
+    def test_end_to_end_at_a_rate_with_batching_and_compression(self):
+        r = run("perf", "--url", self.url(), "--topic", "perf-rate", "-n", "2000", "--rate", "2000", "-s", "300",
+                "--compression", "lz4", "--disk-dir", "", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        f = json.loads(r.stdout)
+        self.assertEqual(f["messages"], 2000)
+        self.assertEqual(f["received"], 2000)
+        self.assertEqual(f["compression"], "lz4")
+        self.assertGreater(f["produce_msgs_per_s"], 0)
+        self.check_percentiles(f["publish_latency_ms"])
+        self.check_percentiles(f["end_to_end_latency_ms"])
+        self.assertEqual(f["publish_latency_ms"]["count"], 2000)
+        self.assertEqual(f["end_to_end_latency_ms"]["count"], 2000)
+        # At a fixed rate 2000 messages take about a second: the run paced itself.
+        self.assertGreater(f["produce_seconds"], 0.9)
+
+    def test_produce_and_consume_roles_print_progress_and_a_summary(self):
+        consumer = subprocess.Popen([BIN, "perf", "consume", "perf-roles", "--url", self.url(), "-n", "3000",
+                                     "--time", "60", "--interval", "0.5"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            # The consumer subscribes at the end of the topic: wait until it has.
+            self.wait_for_subscription("perf-roles")
+            r = run("perf", "produce", "perf-roles", "--url", self.url(), "-n", "3000", "--rate", "3000",
+                    "--size", "100", "--batch", "false", "--interval", "0.5")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertRegex(r.stdout, r"\[\s*[\d.]+s\] produce\s+\d+ msg/s")
+            self.assertIn("produced 3000", r.stdout)
+            self.assertRegex(r.stdout, r"publish latency ms\s+p50 [\d.]+\s+p95 [\d.]+\s+p99 [\d.]+\s+p99\.9 [\d.]+\s+max [\d.]+")
+            out, err = consumer.communicate(timeout=60)
+        finally:
+            if consumer.poll() is None:
+                consumer.kill()
+                consumer.communicate()
+        self.assertEqual(consumer.returncode, 0, err)
+        self.assertIn("consumed 3000", out)
+        self.assertRegex(out, r"end-to-end latency ms\s+p50 [\d.]+")
+
+    def wait_for_subscription(self, topic):
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            status, subs = call_json(self.node, "GET", f"/admin/v2/persistent/public/default/{topic}/subscriptions")
+            if status == 200 and any(s.startswith("perf-") for s in subs or []):
+                return
+            time.sleep(0.05)
+        self.fail("the perf consumer never subscribed")
+
+    def test_compressed_batches_round_trip_through_the_cli(self):
+        for codec in ("lz4", "zlib", "zstd", "snappy"):
+            topic = f"compressed-{codec}"
+            payloads = [f"{codec} message {i} " + "x" * 200 for i in range(5)]
+            args = ["produce", topic, "--batch", "--compression", codec, "--url", self.url(), "--json"]
+            for p in payloads:
+                args += ["-m", p]
+            r = run(*args)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            ids = json.loads(r.stdout)["messageIds"]
+            self.assertEqual(len(ids), 5)
+            r = run("consume", topic, "-s", "check", "-P", "Earliest", "-n", "5", "--json", "--url", self.url())
+            self.assertEqual(r.returncode, 0, r.stderr)
+            got = [json.loads(line) for line in r.stdout.splitlines()]
+            self.assertEqual([m["payload"] for m in got], payloads, codec)
+            self.assertEqual([m["messageId"] for m in got], ids, codec)
+
+    def test_bad_options_are_refused(self):
+        r = run("perf", "produce", "t", "--url", self.url(), "--compression", "brotli", "-n", "1")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown compression", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
