@@ -1,0 +1,38 @@
+// Kafka wire error codes, and the one mapping from broker errors to them.
+#pragma once
+
+#include <cstdint>
+
+#include "common/status.h"
+
+namespace magnetar::protocol::kafka {
+
+enum ErrorCode : int16_t {
+  kUnknownServerError = -1,
+  kNone = 0,
+  kOffsetOutOfRange = 1,
+  kCorruptMessage = 2,
+  kUnknownTopicOrPartition = 3,
+  kLeaderNotAvailable = 5,
+  kRequestTimedOut = 7,
+  kMessageTooLarge = 10,
+  kInvalidTopic = 17,
+  kRecordListTooLarge = 18,
+  kNotEnoughReplicas = 19,
+  kInvalidRequiredAcks = 21,
+  kTopicAuthorizationFailed = 29,
+  kUnsupportedVersion = 35,
+  kInvalidRequest = 42,
+  kUnsupportedForMessageFormat = 43,
+  kPolicyViolation = 44,
+  kKafkaStorageError = 56,
+  kUnsupportedCompressionType = 76,
+  kInvalidRecord = 87,
+  kThrottlingQuotaExceeded = 89,
+};
+
+// Maps a broker error (a publish, read or topic load that failed) to the
+// Kafka error a client acts on.
+ErrorCode error_code(const common::Status& st);
+
+}  // namespace magnetar::protocol::kafka

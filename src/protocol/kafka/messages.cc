@@ -1,0 +1,217 @@
+// Field tables per API. Each Field: name, type, first version, last version
+// (kNoVersion = still present), first nullable version.
+#include "protocol/kafka/messages.h"
+
+#include <array>
+#include <climits>
+
+namespace magnetar::protocol::kafka {
+
+namespace {
+
+using T = FieldType;
+constexpr int16_t N = kNoVersion;
+
+// --- ApiVersions (18)
+const Schema kApiVersionsRequest{{
+    {"ClientSoftwareName", T::kString, 3},
+    {"ClientSoftwareVersion", T::kString, 3},
+}};
+const Schema kApiVersionsKey{{
+    {"ApiKey", T::kInt16},
+    {"MinVersion", T::kInt16},
+    {"MaxVersion", T::kInt16},
+}};
+const Schema kApiVersionsResponse{{
+    {"ErrorCode", T::kInt16},
+    {"ApiKeys", T::kStructArray, 0, N, N, &kApiVersionsKey},
+    {"ThrottleTimeMs", T::kInt32, 1},
+}};
+
+// --- Metadata (3)
+const Schema kMetadataRequestTopic{{
+    {"TopicId", T::kUuid, 10},
+    {"Name", T::kString, 0, N, 10},
+}};
+const Schema kMetadataRequest{{
+    {"Topics", T::kStructArray, 0, N, 1, &kMetadataRequestTopic},
+    {"AllowAutoTopicCreation", T::kBool, 4, N, N, nullptr, 1},
+    {"IncludeClusterAuthorizedOperations", T::kBool, 8, 10},
+    {"IncludeTopicAuthorizedOperations", T::kBool, 8},
+}};
+const Schema kMetadataBroker{{
+    {"NodeId", T::kInt32},
+    {"Host", T::kString},
+    {"Port", T::kInt32},
+    {"Rack", T::kString, 1, N, 1},
+}};
+const Schema kMetadataPartition{{
+    {"ErrorCode", T::kInt16},
+    {"PartitionIndex", T::kInt32},
+    {"LeaderId", T::kInt32},
+    {"LeaderEpoch", T::kInt32, 7, N, N, nullptr, -1},
+    {"ReplicaNodes", T::kInt32Array},
+    {"IsrNodes", T::kInt32Array},
+    {"OfflineReplicas", T::kInt32Array, 5},
+}};
+const Schema kMetadataTopic{{
+    {"ErrorCode", T::kInt16},
+    {"Name", T::kString},
+    {"IsInternal", T::kBool, 1},
+    {"Partitions", T::kStructArray, 0, N, N, &kMetadataPartition},
+    {"TopicAuthorizedOperations", T::kInt32, 8, N, N, nullptr, INT32_MIN},
+}};
+const Schema kMetadataResponse{{
+    {"ThrottleTimeMs", T::kInt32, 3},
+    {"Brokers", T::kStructArray, 0, N, N, &kMetadataBroker},
+    {"ClusterId", T::kString, 2, N, 2},
+    {"ControllerId", T::kInt32, 1, N, N, nullptr, -1},
+    {"Topics", T::kStructArray, 0, N, N, &kMetadataTopic},
+    {"ClusterAuthorizedOperations", T::kInt32, 8, 10, N, nullptr, INT32_MIN},
+}};
+
+// --- Produce (0)
+const Schema kProducePartitionData{{
+    {"PartitionIndex", T::kInt32},
+    {"Records", T::kBytes, 0, N, 0},
+}};
+const Schema kProduceTopicData{{
+    {"Name", T::kString},
+    {"Partitions", T::kStructArray, 0, N, N, &kProducePartitionData},
+}};
+const Schema kProduceRequest{{
+    {"TransactionalId", T::kString, 3, N, 0},
+    {"Acks", T::kInt16},
+    {"TimeoutMs", T::kInt32},
+    {"Topics", T::kStructArray, 0, N, N, &kProduceTopicData},
+}};
+const Schema kProduceRecordError{{
+    {"BatchIndex", T::kInt32},
+    {"BatchIndexErrorMessage", T::kString, 0, N, 0},
+}};
+const Schema kProducePartitionResponse{{
+    {"PartitionIndex", T::kInt32},
+    {"ErrorCode", T::kInt16},
+    {"BaseOffset", T::kInt64},
+    {"LogAppendTimeMs", T::kInt64, 2, N, N, nullptr, -1},
+    {"LogStartOffset", T::kInt64, 5, N, N, nullptr, -1},
+    {"RecordErrors", T::kStructArray, 8, N, N, &kProduceRecordError},
+    {"ErrorMessage", T::kString, 8, N, 8},
+}};
+const Schema kProduceTopicResponse{{
+    {"Name", T::kString},
+    {"Partitions", T::kStructArray, 0, N, N, &kProducePartitionResponse},
+}};
+const Schema kProduceResponse{{
+    {"Responses", T::kStructArray, 0, N, N, &kProduceTopicResponse},
+    {"ThrottleTimeMs", T::kInt32, 1},
+}};
+
+// --- Fetch (1)
+const Schema kFetchPartition{{
+    {"PartitionIndex", T::kInt32},
+    {"CurrentLeaderEpoch", T::kInt32, 9, N, N, nullptr, -1},
+    {"FetchOffset", T::kInt64},
+    {"LogStartOffset", T::kInt64, 5, N, N, nullptr, -1},
+    {"PartitionMaxBytes", T::kInt32},
+}};
+const Schema kFetchTopic{{
+    {"Name", T::kString},
+    {"Partitions", T::kStructArray, 0, N, N, &kFetchPartition},
+}};
+const Schema kForgottenTopic{{
+    {"Name", T::kString},
+    {"PartitionIndexes", T::kInt32Array},
+}};
+const Schema kFetchRequest{{
+    {"ReplicaId", T::kInt32},
+    {"MaxWaitMs", T::kInt32},
+    {"MinBytes", T::kInt32},
+    {"MaxBytes", T::kInt32, 3, N, N, nullptr, INT32_MAX},
+    {"IsolationLevel", T::kInt8, 4},
+    {"SessionId", T::kInt32, 7},
+    {"SessionEpoch", T::kInt32, 7, N, N, nullptr, -1},
+    {"Topics", T::kStructArray, 0, N, N, &kFetchTopic},
+    {"Forgotten", T::kStructArray, 7, N, N, &kForgottenTopic},
+    {"RackId", T::kString, 11},
+}};
+const Schema kAbortedTransaction{{
+    {"ProducerId", T::kInt64},
+    {"FirstOffset", T::kInt64},
+}};
+const Schema kFetchPartitionResponse{{
+    {"PartitionIndex", T::kInt32},
+    {"ErrorCode", T::kInt16},
+    {"HighWatermark", T::kInt64},
+    {"LastStableOffset", T::kInt64, 4, N, N, nullptr, -1},
+    {"LogStartOffset", T::kInt64, 5, N, N, nullptr, -1},
+    {"AbortedTransactions", T::kStructArray, 4, N, 4, &kAbortedTransaction},
+    {"PreferredReadReplica", T::kInt32, 11, N, N, nullptr, -1},
+    {"Records", T::kBytes, 0, N, 0},
+}};
+const Schema kFetchTopicResponse{{
+    {"Name", T::kString},
+    {"Partitions", T::kStructArray, 0, N, N, &kFetchPartitionResponse},
+}};
+const Schema kFetchResponse{{
+    {"ThrottleTimeMs", T::kInt32, 1},
+    {"ErrorCode", T::kInt16, 7},
+    {"SessionId", T::kInt32, 7},
+    {"Responses", T::kStructArray, 0, N, N, &kFetchTopicResponse},
+}};
+
+// --- ListOffsets (2)
+const Schema kListOffsetsPartition{{
+    {"PartitionIndex", T::kInt32},
+    {"CurrentLeaderEpoch", T::kInt32, 4, N, N, nullptr, -1},
+    {"Timestamp", T::kInt64},
+    {"MaxNumOffsets", T::kInt32, 0, 0, N, nullptr, 1},
+}};
+const Schema kListOffsetsTopic{{
+    {"Name", T::kString},
+    {"Partitions", T::kStructArray, 0, N, N, &kListOffsetsPartition},
+}};
+const Schema kListOffsetsRequest{{
+    {"ReplicaId", T::kInt32},
+    {"IsolationLevel", T::kInt8, 2},
+    {"Topics", T::kStructArray, 0, N, N, &kListOffsetsTopic},
+}};
+const Schema kListOffsetsPartitionResponse{{
+    {"PartitionIndex", T::kInt32},
+    {"ErrorCode", T::kInt16},
+    {"OldStyleOffsets", T::kInt64Array, 0, 0},
+    {"Timestamp", T::kInt64, 1, N, N, nullptr, -1},
+    {"Offset", T::kInt64, 1, N, N, nullptr, -1},
+    {"LeaderEpoch", T::kInt32, 4, N, N, nullptr, -1},
+}};
+const Schema kListOffsetsTopicResponse{{
+    {"Name", T::kString},
+    {"Partitions", T::kStructArray, 0, N, N, &kListOffsetsPartitionResponse},
+}};
+const Schema kListOffsetsResponse{{
+    {"ThrottleTimeMs", T::kInt32, 2},
+    {"Topics", T::kStructArray, 0, N, N, &kListOffsetsTopicResponse},
+}};
+
+// Produce starts at v3: record batches (message format v2) only. Fetch
+// starts at v4 for the same reason.
+const std::array<ApiSpec, 5> kApis{{
+    {kProduce, "Produce", 3, 8, N, &kProduceRequest, &kProduceResponse},
+    {kFetch, "Fetch", 4, 11, N, &kFetchRequest, &kFetchResponse},
+    {kListOffsets, "ListOffsets", 0, 6, 6, &kListOffsetsRequest, &kListOffsetsResponse},
+    {kMetadata, "Metadata", 0, 9, 9, &kMetadataRequest, &kMetadataResponse},
+    {kApiVersions, "ApiVersions", 0, 3, 3, &kApiVersionsRequest, &kApiVersionsResponse},
+}};
+
+}  // namespace
+
+std::span<const ApiSpec> served_apis() { return kApis; }
+
+const ApiSpec* find_api(int16_t key) {
+  for (const ApiSpec& a : kApis) {
+    if (a.key == key) return &a;
+  }
+  return nullptr;
+}
+
+}  // namespace magnetar::protocol::kafka
