@@ -26,6 +26,9 @@ test.before(async () => {
 test.after(async () => {
   if (browser) await browser.close();
   if (node) await node.close();
+  // Idle keep-alive sockets would hold the process for many seconds; end it
+  // once everything is closed, keeping the exit code the runner set.
+  setImmediate(() => process.exit());
 });
 
 async function shot(name) {
