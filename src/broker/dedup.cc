@@ -139,6 +139,10 @@ void Deduplication::on_persisted() {
   if (++since_snapshot_ >= kSnapshotEvery) snapshot([](Status) {});
 }
 
+void Deduplication::snapshot_if_behind() {
+  if (ready_ && since_snapshot_ > 0) snapshot([](Status) {});
+}
+
 void Deduplication::snapshot(ledger::Callback<Status> done) {
   waiting_.push_back(std::move(done));
   since_snapshot_ = 0;

@@ -89,6 +89,10 @@ class Deduplication {
   void recover(ledger::Log& log, ledger::Callback<common::Status> done);
   // Call after every stored entry: writes a snapshot every kSnapshotEvery.
   void on_persisted();
+  // Writes a snapshot when entries were stored since the last one (the
+  // broker's maintenance timer calls this, so an idle topic's next load
+  // replays nothing).
+  void snapshot_if_behind();
   // Writes a snapshot now (one write in flight; a later state follows it).
   void snapshot(ledger::Callback<common::Status> done);
   // Deletes the stored snapshot (the topic is being deleted).

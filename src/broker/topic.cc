@@ -178,6 +178,7 @@ void Topic::maintain_producers() {
   refresh_policies();
   check_backlog_quota();
   check_backlog_age();
+  if (dedup_) dedup_->snapshot_if_behind();
 }
 
 uint64_t Topic::backlog_bytes() const {

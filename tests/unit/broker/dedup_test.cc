@@ -124,5 +124,32 @@ TEST_F(DedupTopicTest, TurningDeduplicationOnRebuildsTheStateFromTheLog) {
   EXPECT_EQ(stats(kTopic).entries, 3u);
 }
 
+TEST_F(DedupTopicTest, MaintenanceSnapshotsWhatWasStoredSinceTheLastSnapshot) {
+  enable(kTopic);
+  ASSERT_TRUE(admit(kTopic, 1, "p").is_ok());
+  Position last;
+  for (int i = 0; i < 3; ++i) last = *send(kTopic, 1, i, "x");
+  on_topic<bool>(kTopic, [](Topic& t, auto done) {
+    t.maintain_producers();
+    done(true);
+  });
+  std::optional<DedupSnapshot> snap;
+  auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (!snap && std::chrono::steady_clock::now() < deadline) {
+    std::promise<Result<metadata::Record>> got;
+    store_->get("/dedup-snapshots/public/default/persistent/dedup",
+                [&got](Result<metadata::Record> r) { got.set_value(std::move(r)); });
+    auto r = got.get_future().get();
+    if (r.is_ok()) {
+      auto decoded = decode_dedup_snapshot(r->value);
+      ASSERT_TRUE(decoded.is_ok());
+      if (decoded->position == last) snap = *decoded;
+    }
+    if (!snap) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(snap.has_value());
+  EXPECT_EQ(snap->sequences.at("p"), 2);
+}
+
 }  // namespace
 }  // namespace magnetar::broker
