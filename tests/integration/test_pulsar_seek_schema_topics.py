@@ -178,6 +178,18 @@ class SchemaTest(unittest.TestCase):
             node.stop()
 
 
+class ConnectTest(NodeTestCase):
+    def test_credentials_go_to_the_authentication_hook(self):
+        # The default hook accepts every client, with or without credentials.
+        with PulsarWire(self.node.ports["pulsar"]) as plain:
+            self.assertEqual(plain.connected.type, pb.BaseCommand.CONNECTED)
+        with PulsarWire(self.node.ports["pulsar"], protocol_version=21, auth_method_name="token",
+                        auth_data=b"eyJhbGciOiJIUzI1NiJ9.e30.sig") as w:
+            self.assertEqual(w.connected.cmd.connected.protocol_version, 21)
+            self.assertEqual(w.create_producer("persistent://public/default/with-token", 1).type,
+                             pb.BaseCommand.PRODUCER_SUCCESS)
+
+
 class TopicsOfNamespaceTest(NodeTestCase):
     @classmethod
     def setUpClass(cls):

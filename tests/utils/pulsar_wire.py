@@ -103,13 +103,14 @@ class PulsarWire:
     """One connection. Frames that are not the answer being waited for are
     kept in arrival order for later next() calls."""
 
-    def __init__(self, port, host="127.0.0.1", protocol_version=19):
+    def __init__(self, port, host="127.0.0.1", protocol_version=19, **connect_fields):
         self.sock = socket.create_connection((host, port), timeout=TIMEOUT_S)
         self.buf = b""
         self.pending = []
         self.next_request = 1
         self.sequence = {}
-        self.write(command("CONNECT", client_version="pulsar-wire-test", protocol_version=protocol_version))
+        self.write(command("CONNECT", client_version="pulsar-wire-test", protocol_version=protocol_version,
+                           **connect_fields))
         self.connected = self.next("CONNECTED")
 
     def close(self):

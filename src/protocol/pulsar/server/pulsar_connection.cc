@@ -144,6 +144,8 @@ void PulsarConnection::keepalive_tick() {
   heard_ = false;
 }
 
+std::string PulsarConnection::peer() const { return conn_ != nullptr ? conn_->peer() : std::string(); }
+
 void PulsarConnection::close(const Status& why) {
   if (conn_ != nullptr) conn_->close(why);
 }

@@ -84,6 +84,9 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   std::map<uint64_t, ProducerState> producers;  // by the client's producer id
   std::map<uint64_t, ConsumerState> consumers;  // by the client's consumer id
   int32_t protocol_version = 0;
+  std::string role;  // who CONNECT proved the client is (broker::Authenticator)
+  // The client's address ("" once closed).
+  std::string peer() const;
 
  private:
   void dispatch(Frame& frame);

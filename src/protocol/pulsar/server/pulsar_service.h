@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "broker/authentication.h"
 #include "broker/broker_service.h"
 #include "broker/schema_registry.h"
 #include "broker/tenancy.h"
@@ -57,6 +58,10 @@ class PulsarService final : public runtime::Component {
     schemas_ = schemas;
   }
   broker::SchemaRegistry* schemas() { return schemas_; }
+  // Who checks CONNECT's credentials; accepts everyone unless set (before
+  // start(); must outlive the service).
+  void set_authenticator(broker::Authenticator* a) { authenticator_ = a; }
+  broker::Authenticator& authenticator() { return *authenticator_; }
   broker::Tenancy* tenancy() { return tenancy_; }
   // Runs `task` on the tenancy thread, where blocking metadata calls are
   // allowed. Unavailable without tenancy; ResourceExhausted when its queue is full.
@@ -75,6 +80,8 @@ class PulsarService final : public runtime::Component {
   metadata::Store& store_;
   broker::Tenancy* tenancy_ = nullptr;
   broker::SchemaRegistry* schemas_ = nullptr;
+  broker::AllowAllAuthenticator allow_all_;
+  broker::Authenticator* authenticator_ = &allow_all_;
   PulsarServiceOptions options_;
   std::unique_ptr<runtime::TcpListener> listener_;
   std::atomic<uint64_t> next_id_{1};

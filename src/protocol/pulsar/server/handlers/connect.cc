@@ -12,6 +12,18 @@ void handle_connect(PulsarConnection& c, const proto::CommandConnect& cmd) {
     c.close(common::Status::failed_precondition("CONNECT sent twice"));
     return;
   }
+  broker::Credentials credentials;
+  credentials.method = cmd.has_auth_method_name() && !cmd.auth_method_name().empty() ? cmd.auth_method_name() : "none";
+  credentials.data = cmd.auth_data();
+  credentials.peer = c.peer();
+  auto role = c.service().authenticator().authenticate(credentials);
+  if (!role.is_ok()) {
+    // As Pulsar: an ERROR without a request, then the connection closes.
+    c.send(commands::error(static_cast<uint64_t>(-1), proto::AuthenticationError, role.status().message()));
+    c.close(role.status());
+    return;
+  }
+  c.role = std::move(*role);
   c.protocol_version = commands::negotiate_protocol_version(cmd.protocol_version());
   c.send(commands::connected(c.service().options().server_version, c.protocol_version,
                              static_cast<int32_t>(kDefaultMaxMessageSize)));

@@ -1,0 +1,13 @@
+#include "broker/authentication.h"
+
+namespace magnetar::broker {
+
+common::Result<std::string> AllowAllAuthenticator::authenticate(const Credentials& credentials) {
+  if (credentials.method == "basic") {
+    auto colon = credentials.data.find(':');
+    if (colon != std::string::npos && colon > 0) return credentials.data.substr(0, colon);
+  }
+  return std::string(kAnonymousRole);
+}
+
+}  // namespace magnetar::broker
