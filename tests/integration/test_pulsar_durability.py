@@ -62,8 +62,8 @@ class DurabilityTest(unittest.TestCase):
         self.node.close()
         self.assertEqual(code, 0)
 
-    def consume(self, wire):
-        got = wire.receive_all(1, quiet_s=1.5)
+    def consume(self, wire, at_least):
+        got = wire.receive_all(1, quiet_s=1.5, at_least=at_least)
         return [s for s, _ in got], [p for _, p in got]
 
     def test_receipted_messages_survive_sigkill_and_resends_are_stored_once(self):
@@ -90,7 +90,7 @@ class DurabilityTest(unittest.TestCase):
         port = self.node.ports["pulsar"]
         consumer = Wire(port)
         consumer.subscribe(TOPIC, "audit", 1, 1)
-        seqs, payloads = self.consume(consumer)
+        seqs, payloads = self.consume(consumer, at_least=len(receipted))
         # What survived is a prefix of what was sent, in order, each once,
         # and it holds every receipted message.
         self.assertEqual(seqs, list(range(len(seqs))))
@@ -106,7 +106,7 @@ class DurabilityTest(unittest.TestCase):
         self.assertEqual(len(again), TOTAL)
         duplicates = sorted(s for s, ledger in again.items() if ledger == DUPLICATE_ID)
         self.assertEqual(duplicates, seqs)
-        rest, _ = self.consume(consumer)
+        rest, _ = self.consume(consumer, at_least=TOTAL - len(seqs))
         self.assertEqual(seqs + rest, list(range(TOTAL)))
         producer.close()
         consumer.close()

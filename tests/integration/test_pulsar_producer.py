@@ -169,18 +169,22 @@ class Wire:
         c.flow.messagePermits = permits
         self.send(c)
 
-    def receive_all(self, consumer_id, quiet_s=1.0, limit=100000):
-        """(sequence id, payload) of every MESSAGE until none comes for quiet_s."""
+    def receive_all(self, consumer_id, quiet_s=1.0, at_least=0, limit=100000):
+        """(sequence id, payload) of every MESSAGE: at least `at_least` of
+        them (each within WAIT_S), then until none comes for quiet_s. Other
+        commands are kept for expect()."""
         got = []
         self.flow(consumer_id, limit)
         while True:
             try:
-                cmd, md, payload = self.read(quiet_s)
+                cmd, md, payload = self.read(WAIT_S if len(got) < at_least else quiet_s)
             except (socket.timeout, TimeoutError):
                 return got
             if cmd.type == BC.MESSAGE:
                 got.append((md.sequence_id, payload))
                 self.last_message_id = cmd.message.message_id
+            elif cmd.type not in (BC.PING, BC.PONG):
+                self.backlog.append((cmd, md, payload))
 
 
 def set_policy(node, ns, path, body):
@@ -243,7 +247,7 @@ class DeduplicationTest(ProducerTestBase):
         self.assertEqual(again.send_receipt.sequence_id, 1)
         self.assertEqual(again.send_receipt.message_id.ledgerId, DUPLICATE_ID)
         self.assertEqual(again.send_receipt.message_id.entryId, DUPLICATE_ID)
-        got = w.receive_all(1)
+        got = w.receive_all(1, at_least=3)
         self.assertEqual([s for s, _ in got], [0, 1, 2])
 
     def test_the_last_sequence_id_survives_a_restart(self):
@@ -336,32 +340,37 @@ class BacklogQuotaTest(ProducerTestBase):
     def test_producer_request_hold_refuses_new_producers_and_holds_sends(self):
         self.quota("public/qhold", "producer_request_hold")
         topic = "persistent://public/qhold/t"
-        w = self.wire()
+        w, other = self.wire(), self.wire()
         w.subscribe(topic, "slow", 1, 1)
         w.open_producer(topic, 1, 10, name="p")
-        held_seq = None
+        # Fill the backlog until a new producer is refused: the quota holds.
+        stored = 0
         for seq in range(40):
-            w.send_message(1, "p", seq, b"x" * 200)
-            try:
-                w.expect(BC.SEND_RECEIPT, BC.SEND_ERROR, timeout=2.0)
-            except (socket.timeout, TimeoutError):
-                held_seq = seq
+            r = w.publish(1, "p", seq, b"x" * 200)
+            self.assertEqual(r.type, BC.SEND_RECEIPT)
+            stored += 1
+            other.producer(topic, 100 + seq, 100 + seq, name=f"q{seq}")
+            answer = other.expect(BC.PRODUCER_SUCCESS, BC.ERROR)
+            if answer.type == BC.ERROR:
+                self.assertEqual(answer.error.error, pb.ProducerBlockedQuotaExceededError)
                 break
-        self.assertIsNotNone(held_seq, "no send was held")
-        other = self.wire()
-        other.producer(topic, 2, 20, name="q")
-        err = other.expect(BC.ERROR)
-        self.assertEqual(err.error.error, pb.ProducerBlockedQuotaExceededError)
+            other.close_producer(100 + seq, 1000 + seq)
+        else:
+            self.fail("the quota never held")
+        # A send now is held: no answer while the backlog stays.
+        w.send_message(1, "p", stored, b"held")
+        with self.assertRaises((socket.timeout, TimeoutError)):
+            w.expect(BC.SEND_RECEIPT, BC.SEND_ERROR, timeout=1.0)
         # The consumer catches up and acknowledges: the held send is stored.
-        got = w.receive_all(1, quiet_s=1.0)
-        self.assertEqual([s for s, _ in got], list(range(held_seq)))
+        got = w.receive_all(1, quiet_s=1.0, at_least=stored)
+        self.assertEqual([s for s, _ in got], list(range(stored)))
         c = BC(type=BC.ACK)
         c.ack.consumer_id = 1
         c.ack.ack_type = pb.CommandAck.Cumulative
         c.ack.message_id.add().CopyFrom(w.last_message_id)
         w.send(c)
         r = w.expect(BC.SEND_RECEIPT, timeout=WAIT_S)
-        self.assertEqual(r.send_receipt.sequence_id, held_seq)
+        self.assertEqual(r.send_receipt.sequence_id, stored)
 
     def test_consumer_backlog_eviction_keeps_producers_going(self):
         self.quota("public/qevict", "consumer_backlog_eviction")
