@@ -97,6 +97,23 @@ uint64_t LedgerChain::messages_before(Position p) const {
   return n;
 }
 
+std::optional<Position> LedgerChain::entry_of_index(int64_t index) const {
+  for (const ChainLedger& l : ledgers_) {
+    if (index < l.first_index || index >= l.first_index + static_cast<int64_t>(l.messages)) continue;
+    if (!l.runs_complete()) return std::nullopt;
+    int64_t left = index - l.first_index;
+    EntryId entry = 0;
+    for (const MessageRun& r : l.runs) {
+      int64_t in_run = static_cast<int64_t>(r.entries) * r.messages;
+      if (left < in_run) return Position{l.id, entry + static_cast<EntryId>(left / r.messages)};
+      left -= in_run;
+      entry += r.entries;
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 uint64_t LedgerChain::total_size() const {
   uint64_t n = 0;
   for (const ChainLedger& l : ledgers_) n += l.size;

@@ -65,6 +65,11 @@ class LedgerChain {
   // Messages in the chain before entry p (p may be one past a ledger's last
   // entry). REQUIRES: p.ledger is in the chain.
   uint64_t messages_before(Position p) const;
+  // The entry holding topic-wide message `index` (see ChainLedger::first_index),
+  // found from the in-memory message runs. nullopt when no ledger holds it,
+  // or when that ledger's runs are incomplete (then ManagedLedger::seek_by_index
+  // reads entries to find it).
+  std::optional<Position> entry_of_index(int64_t index) const;
 
  private:
   std::vector<ChainLedger> ledgers_;
