@@ -130,12 +130,18 @@ class Wire:
             raise AssertionError(f"PRODUCER refused: {r.error.message}")
         return r.producer_success
 
-    def send_message(self, producer_id, name, sequence_id, payload):
+    def send_message(self, producer_id, name, sequence_id, payload, batch=0):
+        """SEND of one message, or of a batch entry of `batch` messages with
+        sequence ids sequence_id .. sequence_id + batch - 1."""
         c = BC(type=BC.SEND)
         c.send.producer_id = producer_id
         c.send.sequence_id = sequence_id
         md = pb.MessageMetadata(producer_name=name, sequence_id=sequence_id,
                                 publish_time=int(time.time() * 1000))
+        if batch:
+            c.send.num_messages = batch
+            c.send.highest_sequence_id = sequence_id + batch - 1
+            md.num_messages_in_batch = batch
         self.send_payload(c, md, payload)
 
     def publish(self, producer_id, name, sequence_id, payload):
@@ -249,6 +255,21 @@ class DeduplicationTest(ProducerTestBase):
         self.assertEqual(again.send_receipt.message_id.entryId, DUPLICATE_ID)
         got = w.receive_all(1, at_least=3)
         self.assertEqual([s for s, _ in got], [0, 1, 2])
+
+    def test_a_batch_counts_through_its_highest_sequence_id(self):
+        w = self.wire()
+        w.open_producer(self.TOPIC, 1, 1, name="batcher")
+        w.send_message(1, "batcher", 10, b"batch of five", batch=5)
+        r = w.expect(BC.SEND_RECEIPT, BC.SEND_ERROR)
+        self.assertEqual(r.type, BC.SEND_RECEIPT)
+        self.assertEqual(r.send_receipt.highest_sequence_id, 14)
+        self.assertNotEqual(r.send_receipt.message_id.ledgerId, DUPLICATE_ID)
+        again = w.publish(1, "batcher", 12, b"inside the batch")
+        self.assertEqual(again.send_receipt.message_id.ledgerId, DUPLICATE_ID)
+        after = w.publish(1, "batcher", 15, b"next")
+        self.assertNotEqual(after.send_receipt.message_id.ledgerId, DUPLICATE_ID)
+        w.close_producer(1, 2)
+        self.assertEqual(w.open_producer(self.TOPIC, 1, 3, name="batcher").last_sequence_id, 15)
 
     def test_the_last_sequence_id_survives_a_restart(self):
         w = self.wire()
