@@ -13,7 +13,7 @@ from test_pulsar_producer import BC, DUPLICATE_ID, WAIT_S, Wire, create_namespac
 TOPIC = "persistent://public/durable/ledger"
 TOTAL = 3000
 WINDOW = 64           # sends in flight
-KILL_AFTER = 600      # receipts before the SIGKILL
+KILL_AFTER = 1500     # receipts before the SIGKILL: past the first deduplication snapshot (every 1000 entries)
 
 
 def drain(wire, receipts, timeout):
