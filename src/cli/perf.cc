@@ -456,6 +456,10 @@ void add_load_options(CLI::App* cmd, PerfArgs& a, bool produce) {
   cmd->add_option("--batch-delay-ms", a.batch_delay_ms, "... or this long after its first message")
       ->capture_default_str()->check(CLI::Range(0.0, 10000.0));
   cmd->add_option("-z,--compression", a.compression, "none, lz4, zlib, zstd or snappy")->capture_default_str();
+  cmd->add_option("--disk-dir", a.disk_dir,
+                  "After the run, measure the disk's own sequential write + fdatasync bandwidth here (the node's "
+                  "data directory); empty: skip")
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -467,8 +471,6 @@ CLI::App* add_perf_command(CLI::App& app, Command& run) {
       "perf", "Measure a node: produce and consume one topic, latency percentiles, against the disk's own bandwidth");
   cmd->add_option("--topic", both->topic, "Topic to use")->capture_default_str();
   add_load_options(cmd, *both, true);
-  cmd->add_option("--disk-dir", both->disk_dir, "Where to measure the disk baseline (the node's data directory); '' to skip")
-      ->capture_default_str();
   cmd->footer(
       "Examples:\n"
       "  magnetar perf -n 1000000 -s 1024 --disk-dir ./data\n"
