@@ -18,19 +18,28 @@ const ConsoleAsset* find_asset(std::string_view path) {
 // First path segments of the console's client-side pages (web-ui/src/main.ts).
 constexpr std::string_view kPages[] = {"tenants", "topics", "monitoring"};
 
-// True when the header's comma-separated codings name gzip (q=0 counts as not).
+// True when the header's comma-separated codings accept gzip: "gzip" or "*"
+// with a q-value above 0 (RFC 9110, 12.5.3).
 bool accepts_gzip(const std::string& accept_encoding) {
   size_t at = 0;
   while (at < accept_encoding.size()) {
     size_t end = accept_encoding.find(',', at);
     if (end == std::string::npos) end = accept_encoding.size();
     std::string_view item(accept_encoding.data() + at, end - at);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    if (item.starts_with("gzip") && item.find("q=0") == std::string_view::npos &&
-        (item.size() == 4 || item[4] == ';' || item[4] == ' ')) {
-      return true;
-    }
     at = end + 1;
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    size_t semi = item.find(';');
+    std::string_view coding = item.substr(0, semi);
+    while (!coding.empty() && coding.back() == ' ') coding.remove_suffix(1);
+    if (coding != "gzip" && coding != "*") continue;
+    if (semi == std::string_view::npos) return true;
+    size_t q = item.find("q=", semi);
+    if (q == std::string_view::npos) return true;
+    std::string_view value = item.substr(q + 2);
+    value = value.substr(0, value.find_first_of(" ;"));
+    // "0", "0.", "0.000" refuse; anything else accepts.
+    bool zero = !value.empty() && value.front() == '0' && value.find_first_not_of("0.") == std::string_view::npos;
+    if (!zero) return true;
   }
   return false;
 }

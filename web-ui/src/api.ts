@@ -268,7 +268,7 @@ export const api = {
     try {
       res = await call('GET', topicPath(domain, t, ns, topic) + `/subscription/${enc(sub)}/position/${n}`);
     } catch (e) {
-      if (e instanceof ApiError && e.status === 404 && /message/i.test(e.message)) return null;
+      if (e instanceof ApiError && e.status === 404 && e.message === 'Message not found') return null;
       throw e;
     }
     const h = res.headers;

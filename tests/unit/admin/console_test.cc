@@ -91,6 +91,24 @@ TEST_F(ConsoleTest, GzipOnlyWhenAcceptedAndSmaller) {
   }
 }
 
+TEST_F(ConsoleTest, AcceptEncodingQValues) {
+  const ConsoleAsset* zipped = nullptr;
+  for (const auto& a : console_assets()) {
+    if (!a.gzip.empty()) zipped = &a;
+  }
+  if (zipped == nullptr) return;  // a build without the console has nothing worth compressing
+  auto encoding = [&](const char* accept) {
+    return header(get(router_, std::string(zipped->path), {{"accept-encoding", accept}}), "Content-Encoding");
+  };
+  EXPECT_EQ(encoding("gzip"), "gzip");
+  EXPECT_EQ(encoding("br;q=1.0, gzip;q=0.5"), "gzip");
+  EXPECT_EQ(encoding("*"), "gzip");
+  EXPECT_EQ(encoding("gzip;q=0"), "");
+  EXPECT_EQ(encoding("gzip;q=0.000, deflate"), "");
+  EXPECT_EQ(encoding("x-gzip, deflate"), "");
+  EXPECT_EQ(encoding(""), "");
+}
+
 TEST_F(ConsoleTest, ClientSidePagesFallBackToIndex) {
   for (const char* path : {"/tenants", "/tenants/public/default", "/topics/persistent/public/default/orders",
                            "/monitoring"}) {

@@ -105,6 +105,7 @@ export function topicPage(root: HTMLElement, [domainName, tenant, ns, topic]: st
       inlineForm([name, from], 'Create subscription', async (fn) => {
         await api.createSubscription(domain, tenant, ns, topic, name.value.trim(), from.value);
         fn.ok(`Subscription ${name.value.trim()} created.`);
+        name.value = '';
         refresh();
       }, 'create-subscription'),
       n.el);
