@@ -1,0 +1,360 @@
+// Topic's producer side: admission by access mode, deduplication, the
+// backlog quota and the publish path (topic.h).
+#include "broker/topic.h"
+
+#include "broker/backlog_quota.h"
+#include "common/logging.h"
+#include "ledger/managed_ledger.h"
+#include "runtime/reactor.h"
+
+namespace magnetar::broker {
+
+using common::Result;
+using common::Status;
+using ledger::Position;
+
+Status Topic::name_in_use(const std::string& name) const {
+  auto busy = Status::already_exists("producer '" + name + "' is already connected to " + name_.to_string());
+  for (const auto& [id, p] : producers_) {
+    if (p.name == name) return busy;
+  }
+  for (const auto& [id, w] : waiting_producers_) {
+    if (w.options.name == name) return busy;
+  }
+  return Status::ok();
+}
+
+Status Topic::add_producer(uint64_t producer_id, const std::string& producer_name) {
+  auto answer = std::make_shared<std::optional<Status>>();
+  add_producer(ProducerOptions{producer_id, producer_name}, nullptr,
+               [answer](Result<ProducerAdmission> r) { *answer = r.is_ok() ? Status::ok() : r.status(); });
+  return answer->value_or(Status::ok());  // still recovering deduplication: registered already
+}
+
+void Topic::add_producer(ProducerOptions options, std::function<void()> waiting,
+                         ledger::Callback<Result<ProducerAdmission>> done) {
+  if (closed_) return done(Status::unavailable("topic " + name_.to_string() + " is closed"));
+  if (options.name.empty()) return done(Status::invalid_argument("a producer needs a name"));
+  if (Status st = name_in_use(options.name); !st.is_ok()) return done(st);
+  if (producers_.count(options.id) > 0 || waiting_producers_.count(options.id) > 0) {
+    return done(Status::already_exists("producer id " + std::to_string(options.id) + " is in use"));
+  }
+  refresh_policies();
+  check_backlog_quota();
+  if (quota_block_ != QuotaBlock::kNone) {
+    return done(Status::resource_exhausted("backlog quota exceeded on " + name_.to_string()));
+  }
+  switch (access_.decide(options.access_mode)) {
+    case ProducerAccess::Decision::kRefuseBusy:
+      return done(Status::already_exists("topic " + name_.to_string() + " has an exclusive producer"));
+    case ProducerAccess::Decision::kRefuseFenced:
+      return done(Status(common::ErrorCode::kFenced, "topic " + name_.to_string() + " has other producers"));
+    case ProducerAccess::Decision::kWait: {
+      uint64_t id = options.id;
+      access_.wait(id);
+      waiting_producers_.emplace(id, WaitingProducer{std::move(options), std::move(done)});
+      if (waiting) waiting();
+      return;
+    }
+    case ProducerAccess::Decision::kAdmitAndFence: {
+      std::vector<uint64_t> others;
+      for (const auto& [id, p] : producers_) others.push_back(id);
+      for (uint64_t id : others) {
+        close_producer(id, Status(common::ErrorCode::kFenced, "fenced by an exclusive producer"));
+      }
+      break;
+    }
+    case ProducerAccess::Decision::kAdmit:
+      break;
+  }
+  admit(std::move(options), std::move(done));
+}
+
+void Topic::admit(ProducerOptions options, ledger::Callback<Result<ProducerAdmission>> done) {
+  uint64_t id = options.id;
+  std::string name = options.name;
+  access_.admitted(id, options.access_mode);
+  Producer p;
+  p.name = options.name;
+  p.access_mode = options.access_mode;
+  p.on_closed = std::move(options.on_closed);
+  producers_.emplace(id, std::move(p));
+  uint64_t epoch = access_.epoch();
+  std::weak_ptr<bool> alive = alive_;
+  when_dedup_ready([this, alive, name, epoch, done = std::move(done)]() {
+    ProducerAdmission a;
+    a.topic_epoch = epoch;
+    if (!alive.expired() && dedup_) a.last_sequence_id = dedup_->state().last_sequence_id(name);
+    done(a);
+  });
+}
+
+void Topic::when_dedup_ready(std::function<void()> fn) {
+  if (dedup_ && !dedup_->ready()) {
+    dedup_waiters_.push_back(std::move(fn));
+    return;
+  }
+  fn();
+}
+
+void Topic::admit_waiting() {
+  while (auto next = access_.next_waiting()) {
+    auto it = waiting_producers_.find(*next);
+    if (it == waiting_producers_.end()) {
+      access_.removed(*next);
+      continue;
+    }
+    WaitingProducer w = std::move(it->second);
+    waiting_producers_.erase(it);
+    admit(std::move(w.options), std::move(w.done));
+    return;
+  }
+}
+
+void Topic::remove_producer(uint64_t producer_id) {
+  producers_.erase(producer_id);
+  waiting_producers_.erase(producer_id);
+  access_.removed(producer_id);
+  if (!closed_) admit_waiting();
+}
+
+void Topic::close_producer(uint64_t id, const Status& why) {
+  auto it = producers_.find(id);
+  if (it == producers_.end()) return;
+  auto on_closed = std::move(it->second.on_closed);
+  producers_.erase(it);
+  access_.removed(id);
+  if (on_closed) on_closed(why);
+}
+
+void Topic::set_metadata(metadata::Store* store, std::string dedup_snapshot_key) {
+  store_ = store;
+  dedup_key_ = std::move(dedup_snapshot_key);
+}
+
+void Topic::refresh_policies() {
+  if (!policy_source_) return;
+  if (auto p = policy_source_()) apply_policies(*p);
+}
+
+void Topic::maintain_producers() {
+  if (closed_) return;
+  refresh_policies();
+  check_backlog_quota();
+  check_backlog_age();
+  if (dedup_) dedup_->snapshot_if_behind();
+}
+
+uint64_t Topic::backlog_bytes() const {
+  uint64_t most = 0;
+  for (const auto& [name, sub] : subscriptions_) {
+    ledger::Cursor& c = sub->cursor();
+    if (!c.durable()) continue;
+    most = std::max(most, backlog_bytes_after(log_->chain(), c.mark_delete_position()));
+  }
+  return most;
+}
+
+void Topic::check_backlog_age() {
+  if (closed_ || !age_quota_ || age_quota_->limit_time < 0) {
+    age_exceeded_ = false;
+    return;
+  }
+  if (age_checking_) return;
+  // The oldest backlog entry of each durable subscription: the one right
+  // after its mark-delete position.
+  std::vector<ledger::Position> firsts;
+  for (const auto& [name, sub] : subscriptions_) {
+    ledger::Cursor& c = sub->cursor();
+    if (c.durable() && log_->chain().entries_after(c.mark_delete_position()) > 0) {
+      firsts.push_back(c.mark_delete_position());
+    }
+  }
+  if (firsts.empty()) {
+    age_exceeded_ = false;
+    check_backlog_quota();
+    return;
+  }
+  age_checking_ = true;
+  struct Scan {
+    size_t left;
+    int64_t oldest_ms = 0;  // 0: none known
+  };
+  auto scan = std::make_shared<Scan>(Scan{firsts.size()});
+  std::weak_ptr<bool> alive = alive_;
+  for (Position after : firsts) {
+    log_->read_entries(after, 1, [this, alive, scan](Result<std::vector<ledger::LedgerEntry>> r) {
+      if (r.is_ok() && !r->empty()) {
+        int64_t t = r->front().header.publish_time_ms;
+        if (t > 0 && (scan->oldest_ms == 0 || t < scan->oldest_ms)) scan->oldest_ms = t;
+      }
+      if (--scan->left > 0 || alive.expired()) return;
+      age_checking_ = false;
+      if (!age_quota_) return;
+      int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+      age_exceeded_ = over_age_quota(*age_quota_, scan->oldest_ms, now_ms);
+      check_backlog_quota();
+    });
+  }
+}
+
+void Topic::act_on_quota(const BacklogQuota& quota, bool by_age) {
+  switch (quota.action) {
+    case BacklogQuotaAction::kConsumerBacklogEviction: {
+      auto* ml = dynamic_cast<ledger::ManagedLedger*>(log_.get());
+      for (const auto& [name, sub] : subscriptions_) {
+        ledger::Cursor& c = sub->cursor();
+        if (!c.durable()) continue;
+        if (by_age) {
+          if (ml == nullptr) continue;
+          int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+          ml->expire_cursor(name, now_ms - quota.limit_time * 1000, [topic = name_.to_string(), name](Status st) {
+            if (!st.is_ok()) MLOG_WARN("topic {}: evicting old backlog of {}: {}", topic, name, st.to_string());
+          });
+          continue;
+        }
+        auto limit = static_cast<uint64_t>(quota.limit_size);
+        if (auto point = eviction_point(log_->chain(), c.mark_delete_position(), limit)) {
+          Status st = log_->ack_cumulative(name, *point);
+          if (!st.is_ok()) {
+            MLOG_WARN("topic {}: evicting backlog of {}: {}", name_.to_string(), name, st.to_string());
+          }
+        }
+      }
+      if (by_age) age_exceeded_ = false;  // until the next check says otherwise
+      break;
+    }
+    case BacklogQuotaAction::kProducerRequestHold:
+      quota_block_ = QuotaBlock::kHold;
+      break;
+    case BacklogQuotaAction::kProducerException: {
+      quota_block_ = QuotaBlock::kException;
+      std::vector<uint64_t> ids;
+      for (const auto& [id, p] : producers_) ids.push_back(id);
+      for (uint64_t id : ids) {
+        close_producer(id, Status::resource_exhausted("backlog quota exceeded on " + name_.to_string()));
+      }
+      break;
+    }
+  }
+}
+
+void Topic::check_backlog_quota() {
+  if (closed_) return;
+  QuotaBlock before = quota_block_;
+  quota_block_ = QuotaBlock::kNone;
+  if (size_quota_ && over_size_quota(*size_quota_, backlog_bytes())) act_on_quota(*size_quota_, false);
+  if (quota_block_ == QuotaBlock::kNone && age_exceeded_ && age_quota_) act_on_quota(*age_quota_, true);
+  if (before == QuotaBlock::kHold && quota_block_ != QuotaBlock::kHold) release_held();
+  if (quota_block_ == QuotaBlock::kHold) hold_retry_timer();
+}
+
+void Topic::hold_retry_timer() {
+  if (hold_timer_ && hold_timer_->active()) return;
+  runtime::Reactor* home = runtime::Reactor::current();
+  if (home == nullptr) return;
+  if (!hold_timer_) hold_timer_ = std::make_unique<runtime::Timer>(*home);
+  std::weak_ptr<bool> alive = alive_;
+  hold_timer_->once(std::chrono::seconds(1), [this, alive]() {
+    if (alive.expired()) return;
+    check_backlog_quota();
+    check_backlog_age();
+  });
+}
+
+void Topic::publish(uint64_t producer_id, ledger::MessageHeader header, common::Slice payload,
+                    ledger::Callback<Result<Position>> done, int64_t highest_sequence_id) {
+  auto it = producers_.find(producer_id);
+  if (it == producers_.end()) {
+    done(Status::not_found("no producer " + std::to_string(producer_id) + " on " + name_.to_string()));
+    return;
+  }
+  if (closed_) {
+    done(Status::unavailable("topic " + name_.to_string() + " is closed"));
+    return;
+  }
+  if (quota_block_ == QuotaBlock::kException) {
+    done(Status::resource_exhausted("backlog quota exceeded on " + name_.to_string()));
+    return;
+  }
+  header.producer = it->second.name;
+  HeldPublish p{producer_id, std::move(header), std::move(payload), std::move(done), highest_sequence_id};
+  bool hold = !held_.empty() || quota_block_ == QuotaBlock::kHold || (dedup_ && !dedup_->ready());
+  if (hold) {
+    if (held_.size() >= kMaxHeldPublishes) {
+      p.done(Status::resource_exhausted("too many messages held on " + name_.to_string()));
+      return;
+    }
+    held_.push_back(std::move(p));
+    return;
+  }
+  store_entry(std::move(p));
+}
+
+void Topic::release_held() {
+  while (!held_.empty() && quota_block_ != QuotaBlock::kHold && !(dedup_ && !dedup_->ready()) && !closed_) {
+    HeldPublish p = std::move(held_.front());
+    held_.pop_front();
+    if (producers_.count(p.producer_id) == 0) {
+      p.done(Status::not_found("producer " + std::to_string(p.producer_id) + " left " + name_.to_string()));
+      continue;
+    }
+    store_entry(std::move(p));
+  }
+}
+
+void Topic::store_entry(HeldPublish p) {
+  const std::string producer = p.header.producer;
+  int64_t highest = highest_sequence_id(p.header.sequence_id, p.highest_sequence_id, p.header.messages);
+  if (dedup_) {
+    switch (dedup_->state().check(producer, p.header.sequence_id)) {
+      case DedupVerdict::kDuplicate:
+        p.done(kDuplicatePosition);
+        return;
+      case DedupVerdict::kMaybeDuplicate:
+        p.done(Status::failed_precondition("sequence id " + std::to_string(p.header.sequence_id) +
+                                           " of producer " + producer + " is still being stored"));
+        return;
+      case DedupVerdict::kNew:
+        dedup_->state().pushed(producer, highest);
+        break;
+    }
+  }
+  uint64_t producer_id = p.producer_id;
+  uint32_t messages = p.header.messages;
+  size_t bytes = p.payload.size();
+  std::weak_ptr<bool> alive = alive_;
+  Deduplication* dedup_at_push = dedup_.get();
+  log_->add_entry(std::move(p.header), std::move(p.payload),
+                  [this, alive, producer_id, producer, highest, dedup_at_push, messages, bytes,
+                   done = std::move(p.done)](Result<Position> r) {
+                    if (!alive.expired()) {
+                      if (dedup_ && dedup_.get() == dedup_at_push) {
+                        if (r.is_ok()) {
+                          dedup_->state().persisted(producer, highest, *r);
+                          dedup_->on_persisted();
+                        } else {
+                          dedup_->state().forget_pushed(producer);
+                        }
+                      }
+                      if (r.is_ok()) {
+                        messages_in_ += messages;
+                        bytes_in_ += bytes;
+                        auto p = producers_.find(producer_id);
+                        if (p != producers_.end()) {
+                          p->second.messages_in += messages;
+                          p->second.bytes_in += bytes;
+                        }
+                        for (auto& [name, sub] : subscriptions_) sub->on_entries_added();
+                        if (size_quota_ || age_exceeded_) check_backlog_quota();
+                      }
+                    }
+                    done(std::move(r));
+                  });
+}
+
+}  // namespace magnetar::broker
