@@ -17,6 +17,7 @@
 #include "broker/policy_cache.h"
 #include "broker/schema_registry.h"
 #include "broker/tenancy.h"
+#include "protocol/kafka/server/kafka_service.h"
 #include "protocol/pulsar/server/pulsar_service.h"
 #include "common/logging.h"
 #include "common/metrics.h"
@@ -58,7 +59,7 @@ Status Server::prepare_data_dir() {
 }
 
 Status Server::write_ports_file() const {
-  nlohmann::json ports = {{"http", ports_.http}, {"pulsar", ports_.pulsar}};
+  nlohmann::json ports = {{"http", ports_.http}, {"pulsar", ports_.pulsar}, {"kafka", ports_.kafka}};
   std::string path = config_.data_dir + "/ports.json";
   std::string tmp = path + ".tmp";
   {
@@ -101,6 +102,7 @@ Status Server::start() {
   storage_options.fsync_interval = std::chrono::milliseconds(config_.fsync_interval_ms);
   auto storage = storage::make_local_storage(storage_options);
   auto policies = std::make_unique<broker::PolicyCache>(*store);
+  const broker::PolicyCache* policies_ptr = policies.get();  // still needed once it joined components_
   auto broker = std::make_unique<broker::BrokerService>(*runtime_, *storage, *store);
   broker->set_policies(policies.get());
   admin::AdvertisedAddress address;
@@ -124,9 +126,18 @@ Status Server::start() {
   pulsar->set_metadata(tenancy_ptr, schemas_.get());
   admin::register_schema_routes(admin->router(), *tenancy_ptr, *schemas_);
   pulsar_ = pulsar.get();
+  protocol::kafka::KafkaServiceOptions kafka_options;
+  kafka_options.bind = config_.bind;
+  kafka_options.port = config_.kafka_port;
+  kafka_options.advertised_host = host;
+  kafka_options.cluster_id = config_.cluster_name;
+  auto kafka = std::make_unique<protocol::kafka::KafkaService>(*runtime_, *broker, kafka_options);
+  kafka->set_metadata(tenancy_ptr, policies_ptr);
+  kafka_ = kafka.get();
   components_.push_back(std::move(storage));
   components_.push_back(std::move(broker));
   components_.push_back(std::move(pulsar));
+  components_.push_back(std::move(kafka));
   admin_ = admin.get();
   components_.push_back(std::move(admin));
 
@@ -141,6 +152,7 @@ Status Server::start() {
   }
   ports_.http = admin_->port();
   ports_.pulsar = pulsar_->port();
+  ports_.kafka = kafka_->port();
   Status st = write_ports_file();
   if (!st.is_ok()) {
     stop();
@@ -158,6 +170,7 @@ void Server::stop() {
   components_.clear();
   admin_ = nullptr;
   pulsar_ = nullptr;
+  kafka_ = nullptr;
   for (uint64_t id : collector_ids_) common::MetricsRegistry::global().remove_collector(id);
   collector_ids_.clear();
   if (runtime_) {
@@ -176,6 +189,7 @@ std::vector<std::string> Server::banner() const {
   lines.push_back(fmt::format("Magnetar {} (cluster '{}', {} reactors, data in {})", version(),
                               config_.cluster_name, runtime_ ? runtime_->size() : 0, config_.data_dir));
   lines.push_back(fmt::format("  pulsar       pulsar://{}:{}", host, ports_.pulsar));
+  lines.push_back(fmt::format("  kafka        {}:{}", host, ports_.kafka));
   lines.push_back(fmt::format("  admin REST   http://{}:{}/admin/v2", host, ports_.http));
   lines.push_back(fmt::format("  metrics      http://{}:{}/metrics", host, ports_.http));
   lines.push_back(fmt::format("  health       http://{}:{}/admin/v2/brokers/health", host, ports_.http));

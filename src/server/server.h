@@ -25,12 +25,16 @@ class SchemaRegistry;
 namespace magnetar::protocol::pulsar {
 class PulsarService;
 }
+namespace magnetar::protocol::kafka {
+class KafkaService;
+}
 
 namespace magnetar::server {
 
 struct BoundPorts {
   uint16_t http = 0;
   uint16_t pulsar = 0;
+  uint16_t kafka = 0;
 };
 
 class Server {
@@ -62,6 +66,7 @@ class Server {
   size_t started_ = 0;
   admin::AdminService* admin_ = nullptr;
   protocol::pulsar::PulsarService* pulsar_ = nullptr;
+  protocol::kafka::KafkaService* kafka_ = nullptr;
   std::vector<uint64_t> collector_ids_;
   BoundPorts ports_;
   int lock_fd_ = -1;

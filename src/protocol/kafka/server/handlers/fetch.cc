@@ -1,0 +1,225 @@
+// Fetch: record batches from each partition's fetch offset on, converted
+// from the stored Pulsar entries (convert.h). Offsets are topic-wide message
+// indexes: the entry holding the fetch offset is found from the log's
+// message runs, and a batch may start before the fetch offset (clients skip
+// the records before it, as with Kafka's own batches).
+//
+// min bytes / max wait: while less than MinBytes is available the request
+// waits, looking again every poll interval, until MaxWaitMs has passed.
+// Max bytes: each partition returns at most PartitionMaxBytes (and the
+// request's MaxBytes), but always its first batch whole, so a client makes
+// progress (KIP-74). No fetch sessions: SessionId is always 0, so clients
+// send full fetch requests.
+#include <chrono>
+
+#include "common/logging.h"
+#include "ledger/managed_ledger.h"
+#include "protocol/kafka/convert.h"
+#include "protocol/kafka/errors.h"
+#include "protocol/kafka/server/kafka_connection.h"
+
+namespace magnetar::protocol::kafka {
+
+using common::Result;
+using common::Slice;
+using common::Status;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Entries read per partition and attempt.
+constexpr size_t kMaxEntriesPerRead = 128;
+
+struct PartitionFetch {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = 0;
+  size_t max_bytes = 0;
+  // The outcome of the latest attempt.
+  ErrorCode error = kNone;
+  int64_t high_watermark = -1;
+  int64_t log_start = -1;
+  Slice records;
+};
+
+struct FetchState {
+  Request request;
+  std::vector<PartitionFetch> parts;
+  Clock::time_point deadline;
+  size_t min_bytes = 1;
+  size_t left = 0;
+};
+
+struct PartitionResult {
+  ErrorCode error = kNone;
+  int64_t high_watermark = -1;
+  int64_t log_start = -1;
+  Slice records;
+};
+
+void attempt(KafkaConnection& c, const std::shared_ptr<FetchState>& state);
+
+void answer(KafkaConnection& c, FetchState& state) {
+  Struct resp = state.request.response();
+  resp.set("ThrottleTimeMs", int64_t{0});
+  resp.set("ErrorCode", int64_t{kNone});
+  resp.set("SessionId", int64_t{0});
+  Struct* topic = nullptr;
+  for (const PartitionFetch& p : state.parts) {
+    if (topic == nullptr || topic->str("Name") != p.topic) {
+      topic = &resp.add("Responses");
+      topic->set("Name", p.topic);
+    }
+    auto& out = topic->add("Partitions");
+    out.set("PartitionIndex", int64_t{p.partition});
+    out.set("ErrorCode", int64_t{p.error});
+    out.set("HighWatermark", p.high_watermark);
+    out.set("LastStableOffset", p.high_watermark);
+    out.set("LogStartOffset", p.log_start);
+    out.set("Records", p.records);
+  }
+  c.respond(state.request, resp);
+}
+
+void settle(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
+  size_t bytes = 0;
+  bool errors = false;
+  for (const auto& p : state->parts) {
+    bytes += p.records.size();
+    errors = errors || p.error != kNone;
+  }
+  if (bytes >= state->min_bytes || errors || Clock::now() >= state->deadline) return answer(c, *state);
+  c.after_poll_interval([conn = &c, state]() { attempt(*conn, state); });
+}
+
+// Converts entries to batches until `max_bytes` (the first batch always).
+Slice to_batches(const std::vector<ledger::LedgerEntry>& entries, size_t max_bytes) {
+  WireWriter out(4096);
+  for (const auto& e : entries) {
+    if (out.size() > 0 && out.size() >= max_bytes) break;
+    size_t before = out.size();
+    Status st = append_entry_as_batch(e.header, e.payload, out);
+    if (!st.is_ok()) {
+      MLOG_DEBUG("kafka fetch: entry {}:{} skipped: {}", e.position.ledger, e.position.entry, st.to_string());
+      continue;
+    }
+    if (before > 0 && out.size() > max_bytes) {
+      // Over the limit with a later batch: cut it off again.
+      Slice all = out.finish();
+      return all.sub(0, before);
+    }
+  }
+  return out.finish();
+}
+
+// On the topic's home reactor.
+void read_partition(broker::Topic* topic, int64_t offset, size_t max_bytes,
+                    std::function<void(PartitionResult)> done) {
+  ledger::Log& log = topic->log();
+  PartitionResult r;
+  r.high_watermark = log.next_message_index();
+  const auto& chain = log.chain();
+  r.log_start = chain.empty() ? r.high_watermark : chain.ledgers().front().first_index;
+  if (offset == r.high_watermark) return done(r);
+  if (offset > r.high_watermark || offset < r.log_start) {
+    r.error = kOffsetOutOfRange;
+    return done(r);
+  }
+  auto read_from = [&log, max_bytes, r, done](ledger::Position at) mutable {
+    ledger::Position after{at.ledger, at.entry - 1};
+    log.read_entries(after, kMaxEntriesPerRead,
+                     [r, max_bytes, done](Result<std::vector<ledger::LedgerEntry>> entries) mutable {
+                       if (!entries.is_ok()) {
+                         r.error = kKafkaStorageError;
+                         return done(r);
+                       }
+                       r.records = to_batches(*entries, max_bytes);
+                       done(r);
+                     });
+  };
+  if (auto at = chain.entry_of_index(offset)) return read_from(*at);
+  auto* managed = dynamic_cast<ledger::ManagedLedger*>(&log);
+  if (managed == nullptr) {
+    r.error = kOffsetOutOfRange;
+    return done(r);
+  }
+  managed->seek_by_index(offset, [read_from, r, done](Result<ledger::Position> at) mutable {
+    if (!at.is_ok()) {
+      r.error = at.status().code() == common::ErrorCode::kNotFound ? kOffsetOutOfRange : kKafkaStorageError;
+      return done(r);
+    }
+    read_from(*at);
+  });
+}
+
+void attempt(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
+  state->left = state->parts.size() + 1;
+  auto one_done = [](KafkaConnection& conn, const std::shared_ptr<FetchState>& s) {
+    if (--s->left == 0) settle(conn, s);
+  };
+  for (size_t k = 0; k < state->parts.size(); ++k) {
+    PartitionFetch& p = state->parts[k];
+    p.records = Slice();
+    p.error = kNone;
+    auto topic = c.service().topic_for(p.topic);
+    if (!topic) {
+      p.error = kInvalidTopic;
+      one_done(c, state);
+      continue;
+    }
+    if (p.partition != 0) {
+      p.error = kUnknownTopicOrPartition;
+      one_done(c, state);
+      continue;
+    }
+    auto run = [reply = c.replier(), state, k, offset = p.offset, max_bytes = p.max_bytes,
+                one_done](Result<broker::Topic*> t) {
+      auto report = [reply, state, k, one_done](PartitionResult r) {
+        reply([state, k, one_done, r = std::move(r)](KafkaConnection& conn) mutable {
+          PartitionFetch& part = state->parts[k];
+          part.error = r.error;
+          part.high_watermark = r.high_watermark;
+          part.log_start = r.log_start;
+          part.records = std::move(r.records);
+          one_done(conn, state);
+        });
+      };
+      if (!t.is_ok()) {
+        PartitionResult r;
+        r.error = error_code(t.status());
+        return report(r);
+      }
+      read_partition(*t, offset, max_bytes, report);
+    };
+    if (c.service().may_create(*topic)) {
+      c.service().broker().with_topic(*topic, std::move(run));
+    } else {
+      c.service().broker().with_existing_topic(*topic, false, std::move(run));
+    }
+  }
+  one_done(c, state);
+}
+
+}  // namespace
+
+void handle_fetch(KafkaConnection& c, const Request& request) {
+  auto state = std::make_shared<FetchState>();
+  state->request = request;
+  const int64_t max_wait = std::max<int64_t>(0, request.body.i("MaxWaitMs"));
+  state->deadline = Clock::now() + std::chrono::milliseconds(max_wait);
+  state->min_bytes = static_cast<size_t>(std::max<int64_t>(0, request.body.i("MinBytes")));
+  const auto request_max = static_cast<size_t>(std::max<int64_t>(1, request.body.i("MaxBytes")));
+  for (const auto& t : request.body.array("Topics")) {
+    for (const auto& p : t.array("Partitions")) {
+      PartitionFetch part;
+      part.topic = t.str("Name");
+      part.partition = static_cast<int32_t>(p.i("PartitionIndex"));
+      part.offset = p.i("FetchOffset");
+      part.max_bytes = std::min(request_max, static_cast<size_t>(std::max<int64_t>(1, p.i("PartitionMaxBytes"))));
+      state->parts.push_back(std::move(part));
+    }
+  }
+  attempt(c, state);
+}
+
+}  // namespace magnetar::protocol::kafka

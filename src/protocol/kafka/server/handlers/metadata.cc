@@ -1,0 +1,119 @@
+// Metadata: this node as the only broker, and the topics of the default
+// namespace, each with one partition (0) led by this node. Topics asked for
+// that do not exist are created when the client allows it
+// (AllowAutoTopicCreation) and the namespace's autoTopicCreation policy does.
+#include <set>
+
+#include "common/logging.h"
+#include "protocol/kafka/errors.h"
+#include "protocol/kafka/server/kafka_connection.h"
+
+namespace magnetar::protocol::kafka {
+
+using common::Result;
+using common::Status;
+
+namespace {
+
+constexpr int32_t kNodeId = 0;
+
+struct TopicAnswer {
+  std::string name;
+  ErrorCode error = kNone;
+};
+
+void answer(KafkaConnection& c, const Request& request, const std::vector<TopicAnswer>& topics) {
+  const auto& options = c.service().options();
+  Struct resp = request.response();
+  resp.set("ThrottleTimeMs", int64_t{0});
+  auto& broker = resp.add("Brokers");
+  broker.set("NodeId", int64_t{kNodeId});
+  broker.set("Host", options.advertised_host);
+  broker.set("Port", int64_t{c.service().port()});
+  resp.set("ClusterId", options.cluster_id);
+  resp.set("ControllerId", int64_t{kNodeId});
+  for (const TopicAnswer& t : topics) {
+    auto& topic = resp.add("Topics");
+    topic.set("ErrorCode", int64_t{t.error});
+    topic.set("Name", t.name);
+    topic.set("IsInternal", int64_t{0});
+    if (t.error != kNone) continue;  // no partitions
+    auto& p = topic.add("Partitions");
+    p.set("ErrorCode", int64_t{kNone});
+    p.set("PartitionIndex", int64_t{0});
+    p.set("LeaderId", int64_t{kNodeId});
+    p.set("LeaderEpoch", int64_t{0});
+    p.set("ReplicaNodes", std::vector<int64_t>{kNodeId});
+    p.set("IsrNodes", std::vector<int64_t>{kNodeId});
+    p.set("OfflineReplicas", std::vector<int64_t>{});
+  }
+  c.respond(request, resp);
+}
+
+// On the connection's reactor, with the namespace's existing topics (local
+// names): creates what may be created, then answers.
+void resolve(KafkaConnection& c, const Request& request, bool all, std::vector<std::string> asked,
+             const std::set<std::string>& existing) {
+  auto topics = std::make_shared<std::vector<TopicAnswer>>();
+  if (all) {
+    for (const auto& name : existing) topics->push_back({name, kNone});
+    return answer(c, request, *topics);
+  }
+  const bool client_allows = request.body.i("AllowAutoTopicCreation") != 0;
+  std::vector<std::pair<size_t, broker::TopicName>> to_create;
+  for (auto& name : asked) {
+    auto topic = c.service().topic_for(name);
+    if (!topic) {
+      topics->push_back({name, kInvalidTopic});
+    } else if (existing.count(name) > 0) {
+      topics->push_back({name, kNone});
+    } else if (client_allows && c.service().may_create(*topic)) {
+      to_create.emplace_back(topics->size(), *topic);
+      topics->push_back({name, kNone});
+    } else {
+      topics->push_back({name, kUnknownTopicOrPartition});
+    }
+  }
+  if (to_create.empty()) return answer(c, request, *topics);
+  auto left = std::make_shared<size_t>(to_create.size());
+  for (auto& [index, topic] : to_create) {
+    c.service().broker().with_topic(topic, [reply = c.replier(), request, topics, left,
+                                            index = index](Result<broker::Topic*> t) {
+      ErrorCode error = t.is_ok() ? kNone : error_code(t.status());
+      reply([request, topics, left, index, error](KafkaConnection& conn) {
+        (*topics)[index].error = error;
+        if (--*left == 0) answer(conn, request, *topics);
+      });
+    });
+  }
+}
+
+}  // namespace
+
+void handle_metadata(KafkaConnection& c, const Request& request) {
+  const auto& asked_topics = request.body.array("Topics");
+  const bool all = request.body.is_null("Topics") || (request.version() == 0 && asked_topics.empty());
+  std::vector<std::string> asked;
+  for (const auto& t : asked_topics) asked.push_back(t.str("Name"));
+  broker::Tenancy* tenancy = c.service().tenancy();
+  if (tenancy == nullptr) return resolve(c, request, all, std::move(asked), {});
+  const broker::NamespaceName ns = c.service().default_namespace();
+  const std::string prefix = "persistent://" + ns.to_string() + "/";
+  Status st = tenancy->submit([tenancy, ns, prefix, all, asked, request, reply = c.replier()]() mutable {
+    auto listed = tenancy->list_topics(ns, broker::TopicDomain::kPersistent);
+    std::set<std::string> existing;
+    if (listed.is_ok()) {
+      for (const auto& full : *listed) {
+        if (full.rfind(prefix, 0) == 0) existing.insert(full.substr(prefix.size()));
+      }
+    } else {
+      MLOG_DEBUG("kafka metadata: topics of {} not listed: {}", ns.to_string(), listed.status().to_string());
+    }
+    reply([request, all, asked = std::move(asked), existing = std::move(existing)](KafkaConnection& conn) mutable {
+      resolve(conn, request, all, std::move(asked), existing);
+    });
+  });
+  if (!st.is_ok()) resolve(c, request, all, std::move(asked), {});
+}
+
+}  // namespace magnetar::protocol::kafka

@@ -1,0 +1,186 @@
+// Produce: each partition's record batches (message format v2, CRC32C
+// checked) become Pulsar batch entries on the topic's log, published by a
+// producer this connection registers per topic. acks=0 gets no response;
+// acks=1 and acks=-1 are answered once the entries are stored (this node is
+// the only replica, so both mean "durable here").
+#include <chrono>
+
+#include "protocol/kafka/convert.h"
+#include "protocol/kafka/errors.h"
+#include "protocol/kafka/server/kafka_connection.h"
+
+namespace magnetar::protocol::kafka {
+
+using common::Result;
+using common::Status;
+
+namespace {
+
+struct PartitionResult {
+  std::string topic;
+  int32_t partition = 0;
+  ErrorCode error = kNone;
+  int64_t base_offset = -1;
+  int64_t log_start = -1;
+  std::string message;
+};
+
+struct ProduceState {
+  Request request;
+  bool needs_answer = true;
+  std::vector<PartitionResult> results;
+  size_t left = 0;
+};
+
+void answer(KafkaConnection& c, ProduceState& state) {
+  if (!state.needs_answer) return c.respond_none(state.request);
+  Struct resp = state.request.response();
+  Struct* topic = nullptr;
+  for (const PartitionResult& r : state.results) {
+    if (topic == nullptr || topic->str("Name") != r.topic) {
+      topic = &resp.add("Responses");
+      topic->set("Name", r.topic);
+    }
+    auto& p = topic->add("Partitions");
+    p.set("PartitionIndex", int64_t{r.partition});
+    p.set("ErrorCode", int64_t{r.error});
+    p.set("BaseOffset", r.base_offset);
+    p.set("LogAppendTimeMs", int64_t{-1});
+    p.set("LogStartOffset", r.log_start);
+    if (!r.message.empty()) p.set("ErrorMessage", r.message);
+  }
+  resp.set("ThrottleTimeMs", int64_t{0});
+  c.respond(state.request, resp);
+}
+
+void finish_one(KafkaConnection& c, const std::shared_ptr<ProduceState>& state) {
+  if (--state->left == 0) answer(c, *state);
+}
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// On the topic's home reactor: publishes `entries` in order and reports the
+// first one's offset (or the first error) to the connection.
+void publish_all(broker::Topic* topic, uint64_t producer_id, std::vector<ConvertedEntry> entries,
+                 std::function<void(Result<int64_t>, int64_t)> done) {
+  int64_t base = topic->log().next_message_index();
+  int64_t log_start = topic->log().chain().empty() ? base : topic->log().chain().ledgers().front().first_index;
+  auto left = std::make_shared<size_t>(entries.size());
+  auto failed = std::make_shared<Status>();
+  for (auto& e : entries) {
+    topic->publish(producer_id, std::move(e.header), std::move(e.entry),
+                   [left, failed, base, log_start, done](Result<ledger::Position> r) {
+                     if (!r.is_ok() && failed->is_ok()) *failed = r.status();
+                     if (--*left > 0) return;
+                     if (!failed->is_ok()) return done(*failed, log_start);
+                     done(base, log_start);
+                   });
+  }
+}
+
+}  // namespace
+
+void handle_produce(KafkaConnection& c, const Request& request) {
+  auto state = std::make_shared<ProduceState>();
+  state->request = request;
+  const int64_t acks = request.body.i("Acks");
+  state->needs_answer = acks != 0;
+  const bool bad_acks = acks != 0 && acks != 1 && acks != -1;
+  const bool transactional = !request.body.is_null("TransactionalId");
+  for (const auto& t : request.body.array("Topics")) {
+    for (const auto& p : t.array("Partitions")) {
+      PartitionResult r;
+      r.topic = t.str("Name");
+      r.partition = static_cast<int32_t>(p.i("PartitionIndex"));
+      state->results.push_back(std::move(r));
+    }
+  }
+  state->left = state->results.size() + 1;  // +1: released after the loop
+  size_t index = 0;
+  for (const auto& t : request.body.array("Topics")) {
+    const std::string name = t.str("Name");
+    auto topic = c.service().topic_for(name);
+    for (const auto& p : t.array("Partitions")) {
+      PartitionResult& result = state->results[index++];
+      auto fail = [&](ErrorCode e, std::string why) {
+        result.error = e;
+        result.message = std::move(why);
+        finish_one(c, state);
+      };
+      if (bad_acks) {
+        fail(kInvalidRequiredAcks, "acks must be 0, 1 or -1");
+        continue;
+      }
+      if (transactional) {
+        fail(kInvalidRequest, "transactions are not served");
+        continue;
+      }
+      if (!topic) {
+        fail(kInvalidTopic, topic.status().message());
+        continue;
+      }
+      if (result.partition != 0) {
+        fail(kUnknownTopicOrPartition, "non-partitioned topic: only partition 0 exists");
+        continue;
+      }
+      const common::Slice* records = p.bytes("Records");
+      if (records == nullptr || records->empty()) {
+        fail(kCorruptMessage, "no records");
+        continue;
+      }
+      auto batches = parse_record_set(*records);
+      if (!batches) {
+        fail(batches.status().code() == common::ErrorCode::kUnimplemented ? kUnsupportedCompressionType
+                                                                           : kCorruptMessage,
+             batches.status().message());
+        continue;
+      }
+      auto [producer_id, producer_name] = c.producer_for(*topic);
+      std::vector<ConvertedEntry> entries;
+      const int64_t now = now_ms();
+      for (const RecordBatch& b : *batches) {
+        if (b.records.empty()) continue;
+        entries.push_back(batch_to_entry(b, now, producer_name, c.next_sequence(b.records.size())));
+      }
+      if (entries.empty()) {
+        fail(kCorruptMessage, "record batches without records");
+        continue;
+      }
+      size_t slot = index - 1;
+      auto run = [reply = c.replier(), state, slot, producer_id = producer_id, producer_name = producer_name,
+                  entries = std::move(entries)](Result<broker::Topic*> t) mutable {
+        auto report = [reply, state, slot](ErrorCode e, std::string why, int64_t base, int64_t start) {
+          reply([state, slot, e, why = std::move(why), base, start](KafkaConnection& conn) {
+            PartitionResult& r = state->results[slot];
+            r.error = e;
+            r.message = why;
+            r.base_offset = base;
+            r.log_start = start;
+            finish_one(conn, state);
+          });
+        };
+        if (!t.is_ok()) return report(error_code(t.status()), t.status().message(), -1, -1);
+        broker::Topic* topic = *t;
+        Status added = topic->add_producer(producer_id, producer_name);
+        if (!added.is_ok() && added.code() != common::ErrorCode::kAlreadyExists) {
+          return report(error_code(added), added.message(), -1, -1);
+        }
+        publish_all(topic, producer_id, std::move(entries), [report](Result<int64_t> base, int64_t start) {
+          if (!base.is_ok()) return report(kKafkaStorageError, base.status().message(), -1, start);
+          report(kNone, "", *base, start);
+        });
+      };
+      if (c.service().may_create(*topic)) {
+        c.service().broker().with_topic(*topic, std::move(run));
+      } else {
+        c.service().broker().with_existing_topic(*topic, false, std::move(run));
+      }
+    }
+  }
+  finish_one(c, state);
+}
+
+}  // namespace magnetar::protocol::kafka

@@ -1,0 +1,177 @@
+#include "protocol/kafka/server/kafka_connection.h"
+
+#include <fmt/format.h>
+
+#include "common/logging.h"
+
+namespace magnetar::protocol::kafka {
+
+using common::Slice;
+using common::Status;
+
+namespace {
+
+// How often a Fetch waiting for data looks again, within its max wait.
+constexpr std::chrono::milliseconds kFetchPollInterval{5};
+
+}  // namespace
+
+KafkaConnection::KafkaConnection(runtime::Reactor& reactor, KafkaService& service)
+    : reactor_(reactor), service_(service), link_(std::make_shared<KafkaLink>(KafkaLink{this})) {}
+
+KafkaConnection::~KafkaConnection() { link_->conn = nullptr; }
+
+void KafkaConnection::on_data(runtime::Connection& conn, common::SliceChain& input) {
+  conn_ = &conn;
+  while (!conn.closing() && input.size() >= kSizePrefixBytes) {
+    uint8_t prefix[kSizePrefixBytes];
+    input.copy_out(prefix, sizeof prefix);
+    int32_t size = static_cast<int32_t>((uint32_t{prefix[0]} << 24) | (uint32_t{prefix[1]} << 16) |
+                                        (uint32_t{prefix[2]} << 8) | prefix[3]);
+    if (size < 8 || static_cast<size_t>(size) > service_.options().max_request_bytes) {
+      MLOG_INFO("kafka client {}: request size {} out of range; closing", conn.peer(), size);
+      close(Status::invalid_argument(fmt::format("request size {} out of range", size)));
+      return;
+    }
+    if (input.size() < kSizePrefixBytes + static_cast<size_t>(size)) return;
+    input.consume(kSizePrefixBytes);
+    handle_request(input.take_front(static_cast<size_t>(size)));
+  }
+}
+
+void KafkaConnection::handle_request(Slice message) {
+  WireReader in(std::move(message));
+  Request request;
+  request.header = peek_request_header(in);
+  request.api = find_api(request.header.api_key);
+  if (request.api == nullptr) {
+    // As Kafka's own broker does: a key we do not know has no response
+    // layout to answer in, and a client only sends keys ApiVersions listed.
+    MLOG_INFO("kafka client {}: API key {} is not served; closing", conn_->peer(), request.header.api_key);
+    close(Status::unimplemented(fmt::format("API key {} is not served", request.header.api_key)));
+    return;
+  }
+  request.slot = next_slot_++;
+  pending_.emplace_back(request.slot, std::nullopt);
+  if (!request.api->serves(request.version())) {
+    if (request.header.api_key == kApiVersions) {
+      read_request_header_rest(in, &request.header, 1);
+      answer_unsupported_api_versions(*this, request);
+      return;
+    }
+    MLOG_INFO("kafka client {}: {} v{} is not served; closing", conn_->peer(), request.api->name, request.version());
+    close(Status::unimplemented(fmt::format("{} v{} is not served", request.api->name, request.version())));
+    return;
+  }
+  const int16_t v = request.version();
+  read_request_header_rest(in, &request.header, request.api->request_header_version(v));
+  request.body = decode_struct(in, *request.api->request, v, request.api->flexible(v));
+  if (!in.ok()) {
+    MLOG_INFO("kafka client {}: malformed {} v{} request: {}; closing", conn_->peer(), request.api->name, v,
+              in.status().message());
+    close(in.status());
+    return;
+  }
+  dispatch(request);
+}
+
+void KafkaConnection::dispatch(Request& request) {
+  switch (request.header.api_key) {
+    case kApiVersions: return handle_api_versions(*this, request);
+    case kMetadata: return handle_metadata(*this, request);
+    case kProduce: return handle_produce(*this, request);
+    case kFetch: return handle_fetch(*this, request);
+    case kListOffsets: return handle_list_offsets(*this, request);
+    default: return respond_none(request);
+  }
+}
+
+void KafkaConnection::respond(const Request& request, const Struct& response) {
+  const int16_t v = request.version();
+  WireWriter out(512);
+  begin_response(out, request.header.correlation_id, request.api->response_header_version(v));
+  encode_struct(out, response, v, request.api->flexible(v));
+  Slice bytes = finish_response(out);
+  for (auto& [slot, body] : pending_) {
+    if (slot == request.slot) {
+      body = std::move(bytes);
+      break;
+    }
+  }
+  flush();
+}
+
+void KafkaConnection::respond_none(const Request& request) {
+  for (auto& [slot, body] : pending_) {
+    if (slot == request.slot) {
+      body = Slice();
+      break;
+    }
+  }
+  flush();
+}
+
+void KafkaConnection::flush() {
+  while (!pending_.empty() && pending_.front().second.has_value()) {
+    Slice bytes = std::move(*pending_.front().second);
+    pending_.pop_front();
+    if (conn_ != nullptr && !bytes.empty()) conn_->write(std::move(bytes));
+  }
+}
+
+void KafkaConnection::after_poll_interval(std::function<void()> retry) {
+  waiting_.push_back(std::move(retry));
+  if (!poll_timer_) poll_timer_ = std::make_unique<runtime::Timer>(reactor_);
+  if (!poll_timer_->active()) poll_timer_->every(kFetchPollInterval, [this]() { poll_tick(); });
+}
+
+void KafkaConnection::poll_tick() {
+  std::vector<std::function<void()>> due;
+  due.swap(waiting_);
+  for (auto& fn : due) fn();
+  if (waiting_.empty() && poll_timer_) poll_timer_->cancel();
+}
+
+std::pair<uint64_t, std::string> KafkaConnection::producer_for(const broker::TopicName& topic) {
+  auto [it, added] = producers_.try_emplace(topic.to_string());
+  if (added) {
+    uint64_t id = service_.next_id();
+    it->second = {id, fmt::format("kafka-{}-{}", service_.options().cluster_id, id)};
+  }
+  return it->second;
+}
+
+void KafkaConnection::close(const Status& why) {
+  if (conn_ != nullptr) conn_->close(why);
+}
+
+void KafkaConnection::on_close(runtime::Connection&, const Status&) {
+  auto& broker = service_.broker();
+  for (const auto& [name, producer] : producers_) {
+    auto topic = broker::TopicName::parse(name);
+    if (!topic) continue;
+    broker.with_existing_topic(*topic, false, [id = producer.first](common::Result<broker::Topic*> t) {
+      if (t.is_ok()) (*t)->remove_producer(id);
+    });
+  }
+  producers_.clear();
+  // Not destroyed here: this may run inside the timer's own callback.
+  if (poll_timer_) poll_timer_->cancel();
+  waiting_.clear();
+  conn_ = nullptr;
+  link_->conn = nullptr;
+}
+
+void KafkaReplier::operator()(std::function<void(KafkaConnection&)> fn) const {
+  auto task = [weak = link_, fn = std::move(fn)]() {
+    auto link = weak.lock();
+    if (link && link->conn != nullptr) fn(*link->conn);
+  };
+  if (reactor_->is_on_thread()) {
+    task();
+  } else if (!reactor_->post_reliably(std::move(task))) {
+    MLOG_DEBUG("kafka: answer dropped, the connection's reactor is stopping");
+  }
+}
+
+}  // namespace magnetar::protocol::kafka

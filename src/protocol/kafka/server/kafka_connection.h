@@ -1,0 +1,124 @@
+// KafkaConnection: one client connection speaking the Kafka protocol. Cuts
+// size-prefixed requests off the input, decodes each with its API's schema
+// and hands it to its handler (handlers/*.cc, one file per API).
+//
+// Responses leave in request order: every request takes a slot when it
+// arrives and its response waits in its slot until the ones before it were
+// written. A request that cannot be decoded closes this connection only.
+//
+// Threads: lives on its connection's reactor. Handlers post topic work to
+// the topic's home reactor and answer through replier(), which finds this
+// connection again through a weak link (it may have closed meanwhile).
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "protocol/kafka/header.h"
+#include "protocol/kafka/messages.h"
+#include "protocol/kafka/schema.h"
+#include "protocol/kafka/server/kafka_service.h"
+#include "runtime/connection.h"
+#include "runtime/timer.h"
+
+namespace magnetar::protocol::kafka {
+
+class KafkaConnection;
+
+// Read and written only on the connection's reactor; `conn` is null once it
+// closed.
+struct KafkaLink {
+  KafkaConnection* conn;
+};
+
+// Runs a function on the connection's reactor if it is still open; drops it
+// otherwise. Copyable, callable from any thread.
+class KafkaReplier {
+ public:
+  KafkaReplier(std::weak_ptr<KafkaLink> link, runtime::Reactor& reactor) : link_(std::move(link)), reactor_(&reactor) {}
+  void operator()(std::function<void(KafkaConnection&)> fn) const;
+
+ private:
+  std::weak_ptr<KafkaLink> link_;
+  runtime::Reactor* reactor_;
+};
+
+// One decoded request.
+struct Request {
+  RequestHeader header;
+  const ApiSpec* api = nullptr;
+  uint64_t slot = 0;
+  Struct body;
+
+  int16_t version() const { return header.api_version; }
+  // An empty response of this request's API, to fill in.
+  Struct response() const { return Struct(*api->response); }
+};
+
+class KafkaConnection final : public runtime::ConnectionHandler {
+ public:
+  KafkaConnection(runtime::Reactor& reactor, KafkaService& service);
+  ~KafkaConnection() override;
+
+  void on_data(runtime::Connection& conn, common::SliceChain& input) override;
+  void on_close(runtime::Connection& conn, const common::Status& reason) override;
+
+  // --- For handlers.
+  KafkaService& service() { return service_; }
+  runtime::Reactor& reactor() { return reactor_; }
+  KafkaReplier replier() const { return KafkaReplier(link_, reactor_); }
+  // Encodes `response` at the request's version into its slot.
+  void respond(const Request& request, const Struct& response);
+  // The request gets no response (Produce with acks=0): frees its slot.
+  void respond_none(const Request& request);
+  void close(const common::Status& why);
+  // Runs `retry` on this connection's reactor at the next fetch poll tick
+  // (Fetch waiting for data until its max wait).
+  void after_poll_interval(std::function<void()> retry);
+
+  // The broker-side producer id and name this connection publishes with on
+  // `topic`, made on first use.
+  std::pair<uint64_t, std::string> producer_for(const broker::TopicName& topic);
+  // Sequence ids for the entries this connection publishes.
+  uint64_t next_sequence(uint64_t messages) {
+    uint64_t s = sequence_;
+    sequence_ += messages;
+    return s;
+  }
+
+ private:
+  void handle_request(common::Slice message);
+  void dispatch(Request& request);
+  void flush();
+  void poll_tick();
+
+  runtime::Reactor& reactor_;
+  KafkaService& service_;
+  runtime::Connection* conn_ = nullptr;
+  std::shared_ptr<KafkaLink> link_;
+  // Responses not yet written, in request order; an empty optional is a
+  // response still being computed.
+  std::deque<std::pair<uint64_t, std::optional<common::Slice>>> pending_;
+  uint64_t next_slot_ = 0;
+  std::map<std::string, std::pair<uint64_t, std::string>> producers_;  // by full topic name
+  uint64_t sequence_ = 0;
+  std::unique_ptr<runtime::Timer> poll_timer_;
+  std::vector<std::function<void()>> waiting_;
+};
+
+// --- API handlers, one file each (handlers/*.cc).
+void handle_api_versions(KafkaConnection& c, const Request& request);
+// The answer to an ApiVersions request at a version we do not serve: error
+// UNSUPPORTED_VERSION with the served versions, in v0 layout (KIP-511).
+void answer_unsupported_api_versions(KafkaConnection& c, const Request& request);
+void handle_metadata(KafkaConnection& c, const Request& request);
+void handle_produce(KafkaConnection& c, const Request& request);
+void handle_fetch(KafkaConnection& c, const Request& request);
+void handle_list_offsets(KafkaConnection& c, const Request& request);
+
+}  // namespace magnetar::protocol::kafka

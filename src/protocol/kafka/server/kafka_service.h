@@ -1,0 +1,75 @@
+// KafkaService: the Kafka protocol listener (port 9092 by default),
+// translating Kafka requests onto the protocol-neutral broker API.
+//
+// One KafkaConnection per client connection, on the reactor that accepted
+// it. Topic work runs on the topic's home reactor (BrokerService::with_topic)
+// and answers come back to the connection's reactor, where responses leave
+// in request order as Kafka requires.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "broker/broker_service.h"
+#include "broker/naming.h"
+#include "broker/policy_cache.h"
+#include "broker/tenancy.h"
+#include "protocol/kafka/header.h"
+#include "runtime/component.h"
+#include "runtime/runtime.h"
+#include "runtime/tcp_listener.h"
+
+namespace magnetar::protocol::kafka {
+
+struct KafkaServiceOptions {
+  std::string bind = "127.0.0.1";
+  uint16_t port = 9092;
+  std::string advertised_host;  // what Metadata hands out as this broker's host
+  std::string cluster_id = "standalone";
+  // Kafka topic `t` is persistent://<default_namespace>/t.
+  std::string default_namespace = "public/default";
+  size_t max_request_bytes = kDefaultMaxRequestBytes;
+};
+
+class KafkaService final : public runtime::Component {
+ public:
+  KafkaService(runtime::Runtime& runtime, broker::BrokerService& broker, KafkaServiceOptions options);
+  std::string_view name() const override { return "kafka"; }
+  common::Status start() override;
+  void stop() override;
+
+  // Valid after start().
+  uint16_t port() const { return listener_ ? listener_->port() : 0; }
+
+  // Namespaces' topic lists and auto-creation policy; set before start().
+  // Without tenancy Metadata lists only the topics asked for; without
+  // policies topics are created on first use.
+  void set_metadata(broker::Tenancy* tenancy, const broker::PolicyCache* policies) {
+    tenancy_ = tenancy;
+    policies_ = policies;
+  }
+  broker::Tenancy* tenancy() { return tenancy_; }
+  broker::BrokerService& broker() { return broker_; }
+  const KafkaServiceOptions& options() const { return options_; }
+  const broker::NamespaceName& default_namespace() const { return namespace_; }
+  // The Pulsar topic behind Kafka topic `name`: kInvalidArgument for a name
+  // Kafka does not allow ([a-zA-Z0-9._-], 1 to 249 characters).
+  common::Result<broker::TopicName> topic_for(const std::string& name) const;
+  // Whether a missing topic may be created on first use (the namespace's
+  // autoTopicCreation policy; allowed by default).
+  bool may_create(const broker::TopicName& topic) const;
+  uint64_t next_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  runtime::Runtime& runtime_;
+  broker::BrokerService& broker_;
+  broker::Tenancy* tenancy_ = nullptr;
+  const broker::PolicyCache* policies_ = nullptr;
+  KafkaServiceOptions options_;
+  broker::NamespaceName namespace_;
+  std::unique_ptr<runtime::TcpListener> listener_;
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace magnetar::protocol::kafka
