@@ -10,7 +10,7 @@ namespace magnetar::admin {
 // an embedded file by path (Content-Type, ETag with If-None-Match -> 304,
 // gzip when the client accepts it, immutable caching for hashed assets,
 // no-cache for index.html); index.html for the console's client-side pages
-// (/tenants..., /topics..., /monitoring), so that a reload or a shared link
+// (/tenants..., /monitoring), so that a reload or a shared link
 // works; the API's JSON 404 for anything else.
 void register_console_routes(Router& router);
 

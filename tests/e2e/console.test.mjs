@@ -70,7 +70,7 @@ test('a tenant, namespace and topic are created through the UI', async () => {
 
   await page.getByLabel('Topic name').fill('orders');
   await page.getByRole('button', { name: 'Create topic' }).click();
-  await page.waitForURL('**/topics/persistent/acme/shop/orders');
+  await page.waitForURL('**/tenants/acme/shop/persistent/orders');
   assert.equal((await node.rest('GET', '/admin/v2/persistent/acme/shop/orders/stats')).status, 200);
 
   // A partitioned one too, listed once with its partition count.
@@ -78,7 +78,7 @@ test('a tenant, namespace and topic are created through the UI', async () => {
   await page.getByLabel('Topic name').fill('clicks');
   await page.getByLabel('Partitions').fill('3');
   await page.getByRole('button', { name: 'Create topic' }).click();
-  await page.waitForURL('**/topics/persistent/acme/shop/clicks');
+  await page.waitForURL('**/tenants/acme/shop/persistent/clicks');
   assert.deepEqual((await node.rest('GET', '/admin/v2/persistent/acme/shop/clicks/partitions')).body,
     { partitions: 3 });
   await page.goto(node.url + '/tenants/acme/shop');
@@ -94,13 +94,13 @@ test('a tenant, namespace and topic are created through the UI', async () => {
   await partitions.getByRole('link', { name: 'clicks-partition-2' }).waitFor();
   assert.equal(await partitions.locator('tbody tr').count(), 3);
   await partitions.getByRole('link', { name: 'clicks-partition-0' }).click();
-  await page.waitForURL('**/topics/persistent/acme/shop/clicks-partition-0');
+  await page.waitForURL('**/tenants/acme/shop/persistent/clicks-partition-0');
   await textOf('topic-messages-in', (t) => t === '0', 'partition stats');
 
   // The sidebar tree followed: acme > shop is open, its topics listed once each.
   const tree = page.getByRole('complementary');
   await tree.getByRole('link', { name: 'orders', exact: true }).click();
-  await page.waitForURL('**/topics/persistent/acme/shop/orders');
+  await page.waitForURL('**/tenants/acme/shop/persistent/orders');
   assert.equal(await tree.getByRole('link', { name: 'clicks', exact: true }).count(), 1);
   assert.equal(await tree.locator('a.current').textContent(), 'orders');
 });
@@ -120,7 +120,7 @@ test('an invalid name shows the server\'s reason', async () => {
 });
 
 test('produced messages show in the live stats and the message browser', async () => {
-  await page.goto(node.url + '/topics/persistent/acme/shop/orders');
+  await page.goto(node.url + '/tenants/acme/shop/persistent/orders');
   // A subscription from the earliest message, made through the UI.
   await page.getByLabel('New subscription name').fill('audit');
   await page.getByLabel('Start from').selectOption('earliest');
@@ -171,7 +171,7 @@ function localDateTime(ms) {
 test('skip all, reset to a time, expire and delete act on the subscription', async () => {
   const backlog = async () =>
     (await node.rest('GET', '/admin/v2/persistent/acme/shop/orders/stats')).body.subscriptions.audit.msgBacklog;
-  await page.goto(node.url + '/topics/persistent/acme/shop/orders');
+  await page.goto(node.url + '/tenants/acme/shop/persistent/orders');
   await page.locator('[data-subscription="audit"]').waitFor();
   await page.getByLabel('Subscription', { exact: true }).selectOption('audit');
   await page.getByTestId('skip-all').click();
@@ -235,13 +235,13 @@ test('the metrics page lists what /metrics serves', async () => {
 });
 
 test('a deleted topic is gone; unknown pages say so', async () => {
-  await page.goto(node.url + '/topics/persistent/acme/shop/orders');
+  await page.goto(node.url + '/tenants/acme/shop/persistent/orders');
   await page.getByTestId('delete-topic').click();
   await page.getByTestId('delete-topic').click();  // confirm
   await page.waitForURL('**/tenants/acme/shop');
   assert.equal((await node.rest('GET', '/admin/v2/persistent/acme/shop/orders/stats')).status, 404);
 
-  await page.goto(node.url + '/topics/persistent/acme/shop/orders');
+  await page.goto(node.url + '/tenants/acme/shop/persistent/orders');
   const alert = page.getByRole('alert').first();
   await alert.waitFor();
   assert.ok((await alert.textContent()).includes('404'));

@@ -81,7 +81,7 @@ class ConsoleFilesTest(NodeTestCase):
     def test_console_pages_fall_back_to_index(self):
         html, _ = self.index()
         for path in ("/tenants", "/tenants/public", "/tenants/public/default?tab=policies",
-                     "/topics/persistent/public/default/orders", "/monitoring"):
+                     "/tenants/public/default/persistent/orders", "/monitoring"):
             status, body, headers = self.node.get(path)
             self.assertEqual(status, 200, path)
             self.assertEqual(body.decode(), html, path)
@@ -89,7 +89,7 @@ class ConsoleFilesTest(NodeTestCase):
 
     def test_missing_files_and_unknown_paths_are_404(self):
         for path in ("/assets/missing-0000.js", "/favicon.ico", "/no/such/thing", "/admin/v2/nothing",
-                     "/tenantsx"):
+                     "/tenantsx", "/topics/persistent/public/default/orders"):
             status, body = call_json(self.node, "GET", path)
             self.assertEqual(status, 404, path)
             self.assertIn("reason", body, path)

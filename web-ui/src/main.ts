@@ -20,7 +20,7 @@ const routes: [RegExp, Page, string][] = [
   [/^\/tenants$/, tenantsPage, 'tenants'],
   [/^\/tenants\/([^/]+)$/, tenantPage, 'tenants'],
   [/^\/tenants\/([^/]+)\/([^/]+)$/, namespacePage, 'tenants'],
-  [/^\/topics\/(persistent|non-persistent)\/([^/]+)\/([^/]+)\/([^/]+)$/, topicPage, 'tenants'],
+  [/^\/tenants\/([^/]+)\/([^/]+)\/(persistent|non-persistent)\/([^/]+)$/, topicPage, 'tenants'],
   [/^\/monitoring$/, monitoringPage, 'monitoring'],
 ];
 

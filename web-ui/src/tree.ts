@@ -94,9 +94,6 @@ export function sidebar(): HTMLElement {
     if (parts[0] === 'tenants' && parts[1]) {
       openKey(parts[1]);
       if (parts[2]) openKey(`${parts[1]}/${parts[2]}`);
-    } else if (parts[0] === 'topics' && parts[3]) {
-      openKey(parts[2]);
-      openKey(`${parts[2]}/${parts[3]}`);
     }
     if (changed) reload();
     else highlight();

@@ -110,7 +110,7 @@ TEST_F(ConsoleTest, AcceptEncodingQValues) {
 }
 
 TEST_F(ConsoleTest, ClientSidePagesFallBackToIndex) {
-  for (const char* path : {"/tenants", "/tenants/public/default", "/topics/persistent/public/default/orders",
+  for (const char* path : {"/tenants", "/tenants/public/default", "/tenants/public/default/persistent/orders",
                            "/monitoring"}) {
     auto r = get(router_, path);
     EXPECT_EQ(r.status, 200) << path;
@@ -121,7 +121,7 @@ TEST_F(ConsoleTest, ClientSidePagesFallBackToIndex) {
 TEST_F(ConsoleTest, ApiRoutesWinAndUnknownPathsAre404) {
   EXPECT_EQ(get(router_, "/admin/v2/tenants").body, "[]");
   for (const char* path : {"/admin/v2/nothing", "/assets/missing-abc123.js", "/no/such/thing", "/favicon.ico",
-                           "/tenantsx"}) {
+                           "/tenantsx", "/topics/persistent/public/default/orders"}) {
     auto r = get(router_, path);
     EXPECT_EQ(r.status, 404) << path;
     EXPECT_EQ(r.content_type, "application/json") << path;

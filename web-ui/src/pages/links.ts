@@ -6,7 +6,7 @@ const enc = encodeURIComponent;
 export const tenantHref = (t: string) => `/tenants/${enc(t)}`;
 export const namespaceHref = (t: string, ns: string) => `/tenants/${enc(t)}/${enc(ns)}`;
 
-// "persistent://t/ns/topic" -> "/topics/persistent/t/ns/topic"; null when
+// "persistent://t/ns/topic" -> "/tenants/t/ns/persistent/topic"; null when
 // the name is not a full topic name.
 export function topicHref(full: string): string | null {
   const parsed = parseTopic(full);
@@ -14,7 +14,7 @@ export function topicHref(full: string): string | null {
 }
 
 export const topicPageHref = (domain: Domain, t: string, ns: string, topic: string) =>
-  `/topics/${domain}/${enc(t)}/${enc(ns)}/${enc(topic)}`;
+  `/tenants/${enc(t)}/${enc(ns)}/${domain}/${enc(topic)}`;
 
 export function parseTopic(full: string): { domain: Domain; tenant: string; ns: string; topic: string } | null {
   const m = /^(persistent|non-persistent):\/\/([^/]+)\/([^/]+)\/(.+)$/.exec(full);

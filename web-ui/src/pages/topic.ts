@@ -9,7 +9,7 @@ import {
 import { namespaceHref, tenantHref, topicPageHref } from './links';
 import { messageBrowser } from './messages';
 
-export function topicPage(root: HTMLElement, [domainName, tenant, ns, topic]: string[]) {
+export function topicPage(root: HTMLElement, [tenant, ns, domainName, topic]: string[]) {
   const domain = domainName as Domain;
   const full = `${domain}://${tenant}/${ns}/${topic}`;
   document.title = `${topic} · Magnetar`;
