@@ -1,0 +1,141 @@
+"""Real Kafka clients against the real binary: kcat (metadata, produce,
+consume) and confluent-kafka (librdkafka), and messages crossing between
+the Kafka and Pulsar protocols with key, headers/properties and payload
+intact."""
+import struct
+import subprocess
+import time
+import unittest
+
+import confluent_kafka as ck
+import pulsar_api_pb2 as pb
+from magnetar_harness import NodeTestCase, call_json
+from pulsar_wire import PulsarWire
+
+TIMEOUT_S = 20
+
+
+def split_batch(payload: bytes, count: int):
+    """The (SingleMessageMetadata, payload) pairs of a Pulsar batch."""
+    out, pos = [], 0
+    for _ in range(count):
+        size = struct.unpack_from(">I", payload, pos)[0]
+        pos += 4
+        single = pb.SingleMessageMetadata.FromString(payload[pos:pos + size])
+        pos += size
+        out.append((single, payload[pos:pos + single.payload_size]))
+        pos += single.payload_size
+    return out
+
+
+class KafkaClientsTest(NodeTestCase):
+    def setUp(self):
+        self.bootstrap = f"127.0.0.1:{self.node.ports['kafka']}"
+
+    def kcat(self, *args, stdin=None):
+        r = subprocess.run(["kcat", "-b", self.bootstrap, *args], input=stdin, capture_output=True,
+                           timeout=TIMEOUT_S)
+        self.assertEqual(r.returncode, 0, r.stderr.decode())
+        return r.stdout.decode()
+
+    def kcat_consume(self, topic, fmt="%k|%s|%h|%o\\n"):
+        return self.kcat("-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", fmt.replace("\\n", "\n")).splitlines()
+
+    def test_kcat_metadata_lists_this_broker_and_creates_a_topic_asked_for(self):
+        out = self.kcat("-L", "-t", "kcat-meta")
+        self.assertIn(f"broker 0 at {self.bootstrap}", out)
+        self.assertIn('topic "kcat-meta" with 1 partitions', out)
+        self.assertIn("partition 0, leader 0", out)
+        # Created: it is listed in the namespace from now on.
+        self.assertIn('topic "kcat-meta"', self.kcat("-L"))
+        status, topics = call_json(self.node, "GET", "/admin/v2/persistent/public/default")
+        self.assertEqual(status, 200)
+        self.assertIn("persistent://public/default/kcat-meta", topics)
+
+    def test_kcat_produce_then_consume_from_the_beginning(self):
+        self.kcat("-P", "-t", "kcat-orders", "-K", ":", "-H", "source=kcat", stdin=b"k1:first\nk2:second\n")
+        self.kcat("-P", "-t", "kcat-orders", "-K", ":", stdin=b"k3:third\n")
+        self.assertEqual(self.kcat_consume("kcat-orders"),
+                         ["k1|first|source=kcat|0", "k2|second|source=kcat|1", "k3|third||2"])
+
+    def test_confluent_kafka_producer_and_assigned_consumer(self):
+        topic = "ck-orders"
+        p = ck.Producer({"bootstrap.servers": self.bootstrap, "acks": "all"})
+        offsets = []
+        for i in range(20):
+            p.produce(topic, key=b"key-%d" % (i % 3), value=b"value-%d" % i, headers=[("n", str(i).encode())],
+                      timestamp=1700000000000 + i, on_delivery=lambda e, m: offsets.append((e, m.offset())))
+        self.assertEqual(p.flush(TIMEOUT_S), 0)
+        self.assertEqual(sorted(o for _, o in offsets), list(range(20)))
+        self.assertTrue(all(e is None for e, _ in offsets))
+
+        c = ck.Consumer({"bootstrap.servers": self.bootstrap, "group.id": "unused", "enable.auto.commit": False})
+        try:
+            self.assertEqual(c.get_watermark_offsets(ck.TopicPartition(topic, 0), timeout=TIMEOUT_S), (0, 20))
+            by_time = c.offsets_for_times([ck.TopicPartition(topic, 0, 0)], timeout=TIMEOUT_S)
+            self.assertEqual(by_time[0].offset, 0)
+            c.assign([ck.TopicPartition(topic, 0, 5)])
+            got = []
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(got) < 15 and time.monotonic() < deadline:
+                m = c.poll(1.0)
+                if m is None or m.error():
+                    continue
+                got.append(m)
+            self.assertEqual([m.offset() for m in got], list(range(5, 20)))
+            self.assertEqual(got[0].key(), b"key-2")
+            self.assertEqual(got[0].value(), b"value-5")
+            self.assertEqual(got[0].headers(), [("n", b"5")])
+            self.assertEqual(got[0].timestamp(), (ck.TIMESTAMP_CREATE_TIME, 1700000000005))
+        finally:
+            c.close()
+
+    def test_kafka_in_pulsar_out(self):
+        topic = "cross-k2p"
+        self.kcat("-P", "-t", topic, "-K", ":", "-H", "trace=t-1", "-H", "team=payments",
+                  stdin=b"user-7:{\"amount\":12}\n")
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            sub = w.subscribe(f"persistent://public/default/{topic}", "from-kafka", 1, initial="Earliest")
+            self.assertEqual(sub.type, pb.BaseCommand.SUCCESS)
+            w.flow(1, 100)
+            frame = w.receive(1, 1)[0]
+        self.assertEqual(frame.metadata.num_messages_in_batch, 1)
+        [(single, payload)] = split_batch(frame.payload, 1)
+        self.assertEqual(single.partition_key, "user-7")
+        self.assertEqual(payload, b'{"amount":12}')
+        self.assertEqual([(p.key, p.value) for p in single.properties], [("trace", "t-1"), ("team", "payments")])
+
+    def test_pulsar_in_kafka_out(self):
+        topic = "cross-p2k"
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            self.assertEqual(w.create_producer(f"persistent://public/default/{topic}", 1).type,
+                             pb.BaseCommand.PRODUCER_SUCCESS)
+            # One message on its own, then a batch of two.
+            md = pb.MessageMetadata(producer_name="pulsar-side", sequence_id=0, publish_time=int(time.time() * 1000),
+                                    partition_key="order-1", event_time=1700000000042)
+            md.properties.add(key="origin", value="pulsar")
+            w.write(pb.BaseCommand(type=pb.BaseCommand.SEND, send=pb.CommandSend(producer_id=1, sequence_id=0)),
+                    md, b"single")
+            self.assertEqual(w.next("SEND_RECEIPT").type, pb.BaseCommand.SEND_RECEIPT)
+            batch = b""
+            for key, value in (("order-2", b"batched-a"), ("order-3", b"batched-b")):
+                single = pb.SingleMessageMetadata(payload_size=len(value), partition_key=key)
+                single.properties.add(key="origin", value="pulsar-batch")
+                raw = single.SerializeToString()
+                batch += struct.pack(">I", len(raw)) + raw + value
+            md = pb.MessageMetadata(producer_name="pulsar-side", sequence_id=1, publish_time=int(time.time() * 1000),
+                                    num_messages_in_batch=2)
+            w.write(pb.BaseCommand(type=pb.BaseCommand.SEND,
+                                   send=pb.CommandSend(producer_id=1, sequence_id=1, num_messages=2)), md, batch)
+            self.assertEqual(w.next("SEND_RECEIPT").type, pb.BaseCommand.SEND_RECEIPT)
+        self.assertEqual(self.kcat_consume(topic), [
+            "order-1|single|origin=pulsar|0",
+            "order-2|batched-a|origin=pulsar-batch|1",
+            "order-3|batched-b|origin=pulsar-batch|2",
+        ])
+        out = self.kcat("-C", "-t", topic, "-o", "0", "-c", "1", "-e", "-q", "-f", "%T\n")
+        self.assertEqual(out.strip(), "1700000000042")
+
+
+if __name__ == "__main__":
+    unittest.main()

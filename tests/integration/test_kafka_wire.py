@@ -1,0 +1,272 @@
+"""The Kafka listener at the byte level, against the real binary: request
+framing, ApiVersions (including the answer to a version it does not know),
+Fetch limits and waiting, ListOffsets, and bad input that must close only
+the connection that sent it while the broker keeps serving."""
+import socket
+import struct
+import threading
+import time
+import unittest
+
+import confluent_kafka as ck
+from magnetar_harness import NodeTestCase, raw_exchange
+
+TIMEOUT_S = 10.0
+
+
+def kstr(s):
+    if s is None:
+        return struct.pack(">h", -1)
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def uvarint(n):
+    out = b""
+    while n >= 0x80:
+        out += bytes([(n & 0x7F) | 0x80])
+        n >>= 7
+    return out + bytes([n])
+
+
+def compact_str(s):
+    b = s.encode()
+    return uvarint(len(b) + 1) + b
+
+
+class Reader:
+    def __init__(self, data):
+        self.data, self.pos = data, 0
+
+    def take(self, fmt):
+        v = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return v[0]
+
+    def uvarint(self):
+        shift = n = 0
+        while True:
+            b = self.data[self.pos]
+            self.pos += 1
+            n |= (b & 0x7F) << shift
+            if b < 0x80:
+                return n
+            shift += 7
+
+    def string(self):
+        n = self.take(">h")
+        s = self.data[self.pos:self.pos + n].decode()
+        self.pos += n
+        return s
+
+    def bytes(self):
+        n = self.take(">i")
+        if n < 0:
+            return None
+        b = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return b
+
+
+class KafkaWire:
+    """One raw connection: requests with header v1 (v2 when flexible)."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S)
+        self.correlation = 0
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, key, version, body, flexible=False):
+        self.correlation += 1
+        header = struct.pack(">hhi", key, version, self.correlation) + kstr("wire-test")
+        if flexible:
+            header += b"\x00"
+        msg = header + body
+        self.sock.sendall(struct.pack(">i", len(msg)) + msg)
+        return self.correlation
+
+    def receive(self):
+        size = struct.unpack(">i", self.recv_exact(4))[0]
+        return self.recv_exact(size)
+
+    def recv_exact(self, n):
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            buf += chunk
+        return buf
+
+    def call(self, key, version, body, flexible=False):
+        cid = self.send(key, version, body, flexible)
+        r = Reader(self.receive())
+        assert r.take(">i") == cid
+        return r
+
+    def fetch(self, topic, offset, max_bytes=1 << 20, max_wait_ms=0, min_bytes=0):
+        # Fetch v4: replica, max wait, min bytes, max bytes, isolation, topics.
+        body = struct.pack(">iiiib", -1, max_wait_ms, min_bytes, max_bytes, 0)
+        body += struct.pack(">i", 1) + kstr(topic) + struct.pack(">i", 1) + struct.pack(">iqi", 0, offset, max_bytes)
+        r = self.call(1, 4, body)
+        r.take(">i")  # throttle
+        assert r.take(">i") == 1
+        assert r.string() == topic
+        assert r.take(">i") == 1
+        partition, error, hw, _lso = r.take(">i"), r.take(">h"), r.take(">q"), r.take(">q")
+        aborted = r.take(">i")
+        assert aborted in (-1, 0)
+        return error, hw, batches(r.bytes() or b"")
+
+    def list_offset(self, topic, timestamp):
+        body = struct.pack(">i", -1) + struct.pack(">i", 1) + kstr(topic) + struct.pack(">i", 1)
+        body += struct.pack(">iq", 0, timestamp)
+        r = self.call(2, 1, body)
+        assert r.take(">i") == 1 and r.string() == topic and r.take(">i") == 1
+        r.take(">i")
+        error = r.take(">h")
+        r.take(">q")
+        return error, r.take(">q")
+
+
+def framed(message):
+    return struct.pack(">i", len(message)) + message
+
+
+def batches(records):
+    """(base offset, record count) of each record batch in a record set."""
+    out, pos = [], 0
+    while pos + 61 <= len(records):
+        base, length = struct.unpack_from(">qi", records, pos)
+        count = struct.unpack_from(">i", records, pos + 57)[0]
+        out.append((base, count))
+        pos += 12 + length
+    return out
+
+
+class KafkaWireTest(NodeTestCase):
+    def setUp(self):
+        self.port = self.node.ports["kafka"]
+        self.wire = KafkaWire(self.port)
+
+    def tearDown(self):
+        self.wire.close()
+
+    def produce(self, topic, values, separate_batches=True):
+        p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{self.port}", "acks": "all", "linger.ms": 0})
+        errors = []
+        for v in values:
+            p.produce(topic, value=v, on_delivery=lambda e, m: errors.append(e))
+            if separate_batches:
+                self.assertEqual(p.flush(TIMEOUT_S), 0)
+        self.assertEqual(p.flush(TIMEOUT_S), 0)
+        self.assertEqual(errors, [None] * len(values))
+
+    def test_api_versions_v3_lists_the_served_apis(self):
+        r = self.wire.call(18, 3, compact_str("wire-test") + compact_str("1.0") + b"\x00", flexible=True)
+        self.assertEqual(r.take(">h"), 0)
+        count = r.uvarint() - 1
+        apis = {}
+        for _ in range(count):
+            key, lo, hi = r.take(">h"), r.take(">h"), r.take(">h")
+            self.assertEqual(r.uvarint(), 0)  # no tagged fields
+            apis[key] = (lo, hi)
+        self.assertEqual(apis[18], (0, 3))
+        for key in (0, 1, 2, 3):
+            self.assertIn(key, apis)
+        self.assertEqual(r.take(">i"), 0)  # throttle
+
+    def test_api_versions_at_an_unknown_version_answers_unsupported_in_v0_layout(self):
+        r = self.wire.call(18, 77, b"garbage the broker cannot know how to read")
+        self.assertEqual(r.take(">h"), 35)  # UNSUPPORTED_VERSION
+        count = r.take(">i")
+        keys = [struct.unpack_from(">hhh", r.data, r.pos + 6 * i)[0] for i in range(count)]
+        self.assertIn(18, keys)
+        # The connection stays usable.
+        self.assertEqual(self.wire.call(18, 0, b"").take(">h"), 0)
+
+    def test_metadata_v1_and_v9_agree(self):
+        self.produce("wire-meta", [b"x"])
+        r1 = self.wire.call(3, 1, struct.pack(">i", 1) + kstr("wire-meta"))
+        brokers = r1.take(">i")
+        self.assertEqual(brokers, 1)
+        self.assertEqual(r1.take(">i"), 0)
+        r1.string()
+        self.assertEqual(r1.take(">i"), self.port)
+        body9 = uvarint(2) + compact_str("wire-meta") + b"\x00" + b"\x00\x00\x00" + b"\x00"
+        r9 = self.wire.call(3, 9, body9, flexible=True)
+        self.assertEqual(r9.uvarint(), 0)  # response header v1: tagged fields
+        r9.take(">i")  # throttle
+        self.assertEqual(r9.uvarint() - 1, 1)  # brokers
+        self.assertEqual(r9.take(">i"), 0)
+        host_length = r9.uvarint() - 1  # compact string
+        self.assertEqual(r9.data[r9.pos:r9.pos + host_length], b"127.0.0.1")
+        r9.pos += host_length
+        self.assertEqual(r9.take(">i"), self.port)
+
+    def test_offsets_are_message_indexes_and_fetch_honours_max_bytes(self):
+        topic = "wire-fetch"
+        self.produce(topic, [b"a", b"b", b"c"])
+        error, hw, got = self.wire.fetch(topic, 0)
+        self.assertEqual((error, hw), (0, 3))
+        self.assertEqual(got, [(0, 1), (1, 1), (2, 1)])
+        # At most max bytes, but always the first batch whole.
+        error, hw, got = self.wire.fetch(topic, 1, max_bytes=1)
+        self.assertEqual(got, [(1, 1)])
+        self.assertEqual(self.wire.list_offset(topic, -2), (0, 0))
+        self.assertEqual(self.wire.list_offset(topic, -1), (0, 3))
+        error, _, got = self.wire.fetch(topic, 3)
+        self.assertEqual((error, got), (0, []))
+        self.assertEqual(self.wire.fetch(topic, 4)[0], 1)  # OFFSET_OUT_OF_RANGE
+
+    def test_a_batch_keeps_its_offsets_and_fetch_inside_it_returns_it_whole(self):
+        topic = "wire-batch"
+        self.produce(topic, [b"one"])
+        self.produce(topic, [b"b%d" % i for i in range(5)], separate_batches=False)
+        error, hw, got = self.wire.fetch(topic, 3)
+        self.assertEqual(hw, 6)
+        self.assertEqual(got[0][0] + got[0][1], 6)  # the batch holding offset 3 ends at 6
+        self.assertLessEqual(got[0][0], 3)
+
+    def test_fetch_waits_for_data_until_it_arrives(self):
+        topic = "wire-wait"
+        self.produce(topic, [b"first"])
+        threading.Timer(0.3, lambda: self.produce(topic, [b"second"])).start()
+        error, hw, got = self.wire.fetch(topic, 1, max_wait_ms=int(TIMEOUT_S * 1000), min_bytes=1)
+        self.assertEqual(error, 0)
+        self.assertEqual(got, [(1, 1)])
+
+    def test_bad_input_closes_that_connection_only_and_data_stays_intact(self):
+        topic = "wire-bad"
+        self.produce(topic, [b"keep-1", b"keep-2"])
+        bad = [
+            b"\xde\xad\xbe\xef" * 8,                                # garbage as a size
+            struct.pack(">i", -5) + b"x" * 8,                       # negative size
+            struct.pack(">i", 3) + b"abc",                          # shorter than any header
+            struct.pack(">i", 0x7FFFFFFF) + b"x" * 64,             # far past the limit
+            framed(struct.pack(">hhi", 9999, 0, 1) + kstr("x")),   # unknown API key
+            framed(struct.pack(">hhi", 0, 99, 1) + kstr("")),      # Produce v99
+            # Metadata v1 claiming 5 topics but holding one.
+            framed(struct.pack(">hhi", 3, 1, 1) + kstr("x") + struct.pack(">i", 5) + kstr("a")),
+        ]
+        for payload in bad:
+            self.assertEqual(raw_exchange(self.port, payload, timeout=TIMEOUT_S), b"", payload[:16])
+        # Garbage records are answered CORRUPT_MESSAGE and stored nowhere.
+        body = kstr(None) + struct.pack(">hi", -1, 1000) + struct.pack(">i", 1) + kstr(topic)
+        body += struct.pack(">i", 1) + struct.pack(">i", 0) + struct.pack(">i", 70) + bytes(range(70))
+        r = self.wire.call(0, 3, body)
+        self.assertEqual(r.take(">i"), 1)
+        self.assertEqual(r.string(), topic)
+        self.assertEqual(r.take(">i"), 1)
+        self.assertEqual(r.take(">i"), 0)
+        self.assertEqual(r.take(">h"), 2)  # CORRUPT_MESSAGE
+        # The broker still serves, and what was stored is intact.
+        error, hw, got = self.wire.fetch(topic, 0)
+        self.assertEqual((error, hw), (0, 2))
+        self.assertEqual(got, [(0, 1), (1, 1)])
+
+
+if __name__ == "__main__":
+    unittest.main()
