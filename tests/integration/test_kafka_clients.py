@@ -6,6 +6,7 @@ import struct
 import subprocess
 import time
 import unittest
+import zlib
 
 import confluent_kafka as ck
 import pulsar_api_pb2 as pb
@@ -89,6 +90,39 @@ class KafkaClientsTest(NodeTestCase):
             self.assertEqual(got[0].timestamp(), (ck.TIMESTAMP_CREATE_TIME, 1700000000005))
         finally:
             c.close()
+
+    def test_every_compression_codec_librdkafka_writes(self):
+        for codec in ("gzip", "snappy", "lz4", "zstd"):
+            topic = f"ck-{codec}"
+            p = ck.Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "compression.type": codec,
+                             "linger.ms": 50})
+            errors = []
+            for i in range(50):
+                p.produce(topic, key=b"k", value=(b"%s-%d " % (codec.encode(), i)) * 20,
+                          on_delivery=lambda e, m: errors.append(e))
+            self.assertEqual(p.flush(TIMEOUT_S), 0)
+            self.assertEqual(errors, [None] * 50, codec)
+            lines = self.kcat_consume(topic, fmt="%o %s\\n")
+            self.assertEqual(len(lines), 50, codec)
+            self.assertEqual(lines[49], "49 " + f"{codec}-49 " * 20, codec)
+
+    def test_compressed_pulsar_batches_are_served_to_kafka_decompressed(self):
+        topic = "cross-zlib"
+        batch = b""
+        for value in (b"zipped-a", b"zipped-b"):
+            single = pb.SingleMessageMetadata(payload_size=len(value), partition_key="z")
+            raw = single.SerializeToString()
+            batch += struct.pack(">I", len(raw)) + raw + value
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            self.assertEqual(w.create_producer(f"persistent://public/default/{topic}", 1).type,
+                             pb.BaseCommand.PRODUCER_SUCCESS)
+            md = pb.MessageMetadata(producer_name="pulsar-side", sequence_id=0, publish_time=int(time.time() * 1000),
+                                    num_messages_in_batch=2, compression=pb.ZLIB, uncompressed_size=len(batch))
+            w.write(pb.BaseCommand(type=pb.BaseCommand.SEND,
+                                   send=pb.CommandSend(producer_id=1, sequence_id=0, num_messages=2)),
+                    md, zlib.compress(batch))
+            self.assertEqual(w.next("SEND_RECEIPT").type, pb.BaseCommand.SEND_RECEIPT)
+        self.assertEqual(self.kcat_consume(topic), ["z|zipped-a||0", "z|zipped-b||1"])
 
     def test_kafka_in_pulsar_out(self):
         topic = "cross-k2p"

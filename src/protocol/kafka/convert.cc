@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "client/compression.h"
 #include "protocol/pulsar/batch.h"
 #include "protocol/pulsar/frame.h"
 
@@ -74,7 +75,9 @@ Status append_entry_as_batch(const ledger::MessageHeader& header, const Slice& e
   Slice payload;
   MAGNETAR_RETURN_IF_ERROR(pulsar::parse_entry(entry, false, &md, &payload));
   if (md.compression() != proto::NONE) {
-    return Status::unimplemented("compressed Pulsar entries are not served over Kafka yet");
+    auto plain = client::decompress(md.compression(), payload, md.uncompressed_size());
+    if (!plain) return plain.status();
+    payload = std::move(plain).value();
   }
   const auto publish_time = static_cast<int64_t>(md.publish_time());
   RecordBatch batch;

@@ -36,8 +36,8 @@ ConvertedEntry batch_to_entry(const RecordBatch& batch, int64_t publish_time_ms,
                               uint64_t sequence_id);
 
 // Appends a stored entry as one record batch whose base offset is
-// header.first_index. kUnimplemented for a compressed Pulsar entry,
-// kInvalidArgument/kCorruption for one that does not parse.
+// header.first_index; a compressed Pulsar entry is decompressed first.
+// kInvalidArgument/kCorruption for one that does not parse or decompress.
 common::Status append_entry_as_batch(const ledger::MessageHeader& header, const common::Slice& entry,
                                      WireWriter& out);
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/crc32c.h"
+#include "protocol/kafka/compression.h"
 
 namespace magnetar::protocol::kafka {
 
@@ -85,19 +86,20 @@ Result<std::vector<RecordBatch>> parse_record_set(const Slice& records) {
     b.producer_epoch = r.i16();
     b.base_sequence = r.i32();
     int32_t count = r.i32();
-    if (b.compression() != Compression::kNone) {
-      return Status::unimplemented(
-          fmt::format("compression type {} is not served yet", static_cast<int>(b.compression())));
-    }
-    if (count < 0 || static_cast<size_t>(count) > r.remaining()) {
+    if (!r.ok()) return r.status();
+    // The records section, decompressed when the batch is compressed.
+    auto section = decompress_records(b.compression(), body.sub(body.size() - r.remaining()));
+    if (!section) return section.status();
+    WireReader recs(std::move(section).value());
+    if (count < 0 || static_cast<size_t>(count) > recs.remaining()) {
       return Status::invalid_argument(fmt::format("record count {} out of range", count));
     }
     b.records.resize(static_cast<size_t>(count));
     for (auto& rec : b.records) {
-      MAGNETAR_RETURN_IF_ERROR(parse_record(r, b.base_timestamp, &rec));
+      MAGNETAR_RETURN_IF_ERROR(parse_record(recs, b.base_timestamp, &rec));
     }
-    if (!r.ok()) return r.status();
-    if (r.remaining() != 0) return Status::invalid_argument("bytes left after a batch's records");
+    if (!recs.ok()) return recs.status();
+    if (recs.remaining() != 0) return Status::invalid_argument("bytes left after a batch's records");
     in.raw(static_cast<size_t>(length));
     batches.push_back(std::move(b));
   }

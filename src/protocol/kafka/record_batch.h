@@ -59,8 +59,9 @@ struct RecordBatch {
 
 // Parses every batch of a record set (the Records bytes of a Produce
 // partition). Errors, all kInvalidArgument with the reason: not magic 2, a
-// CRC32C mismatch, a compressed batch (not served yet), a record that does
-// not fit its batch. Records share `records`' buffer.
+// CRC32C mismatch, compressed records that do not decode (compression.h),
+// a record that does not fit its batch. Records share `records`' buffer, or
+// the decompressed copy of a compressed batch's records.
 common::Result<std::vector<RecordBatch>> parse_record_set(const common::Slice& records);
 
 // Appends one batch: batchLength and crc are computed, lastOffsetDelta is

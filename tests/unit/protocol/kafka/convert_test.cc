@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "client/compression.h"
 #include "protocol/pulsar/batch.h"
 #include "protocol/pulsar/frame.h"
 
@@ -96,15 +97,35 @@ TEST(KafkaConvertTest, APulsarMessageWithoutBatchIsOneRecord) {
   EXPECT_EQ(r.headers.at(0).key, "a");
 }
 
-TEST(KafkaConvertTest, CompressedPulsarEntriesAreReportedNotMangled) {
+TEST(KafkaConvertTest, CompressedPulsarBatchesAreServedDecompressed) {
+  pulsar::BatchBuilder builder;
+  for (const char* v : {"one", "two", "three"}) {
+    proto::SingleMessageMetadata single;
+    single.set_partition_key("k");
+    builder.add(single, v);
+  }
+  Slice plain = builder.finish();
+  auto packed = client::compress(proto::ZSTD, plain.view());
+  ASSERT_TRUE(packed.is_ok());
   proto::MessageMetadata md;
   md.set_producer_name("p");
   md.set_sequence_id(0);
-  md.set_publish_time(1);
-  md.set_compression(proto::LZ4);
+  md.set_publish_time(1700000000000);
+  md.set_num_messages_in_batch(3);
+  md.set_compression(proto::ZSTD);
+  md.set_uncompressed_size(static_cast<uint32_t>(plain.size()));
   ledger::MessageHeader h;
+  h.first_index = 10;
   WireWriter w;
-  EXPECT_EQ(append_entry_as_batch(h, pulsar::encode_entry(md, "xx"), w).code(), common::ErrorCode::kUnimplemented);
+  ASSERT_TRUE(append_entry_as_batch(h, pulsar::encode_entry(md, packed->view()), w).is_ok());
+  auto parsed = parse_record_set(w.finish());
+  ASSERT_TRUE(parsed.is_ok());
+  ASSERT_EQ(parsed->front().records.size(), 3u);
+  EXPECT_EQ(parsed->front().records[2].value->view(), "three");
+
+  md.set_compression(proto::LZ4);  // the bytes are not LZ4
+  WireWriter bad;
+  EXPECT_FALSE(append_entry_as_batch(h, pulsar::encode_entry(md, packed->view()), bad).is_ok());
 }
 
 }  // namespace
