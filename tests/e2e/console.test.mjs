@@ -197,6 +197,31 @@ test('skip all, reset to a time, expire and delete act on the subscription', asy
   assert.deepEqual((await node.rest('GET', '/admin/v2/persistent/acme/shop/orders/subscriptions')).body, []);
 });
 
+test('a message produced from the console is stored and can be peeked', async () => {
+  await page.goto(node.url + '/tenants/acme/shop/persistent/orders');
+  await page.getByLabel('New subscription name').fill('browser');
+  await page.getByRole('button', { name: 'Create subscription' }).click();
+  await page.locator('[data-subscription="browser"]').waitFor();
+
+  const form = page.getByTestId('produce-form');
+  await form.getByLabel('Payload').fill('{"from": "the console"}');
+  await form.getByLabel('Key').fill('web-key');
+  await form.getByLabel('Properties').fill('origin=console, n=1');
+  await form.getByRole('button', { name: 'Produce message' }).click();
+  await form.getByText(/^Stored as message \d+:\d+:-1\.$/).waitFor();
+  await textOf('backlog-browser', (t) => t === '1', 'backlog of browser = 1');
+
+  await page.getByLabel('Subscription to peek').selectOption('browser');
+  await page.getByRole('button', { name: 'Peek' }).click();
+  const message = page.getByTestId('message');
+  await waitFor(async () => (await message.count()) === 1, UI_TIMEOUT, 'one peeked message');
+  const text = await message.textContent();
+  assert.ok(text.includes('web-key') && text.includes('origin=console') && text.includes('n=1'), text);
+  assert.equal(await message.getByTestId('message-payload').textContent(),
+    JSON.stringify({ from: 'the console' }, null, 2));
+  await shot('topic-produce-and-peek');
+});
+
 test('a policy edited in the UI is what the REST API answers', async () => {
   await page.goto(node.url + '/tenants/acme/shop');
   await page.getByRole('tab', { name: 'Policies' }).click();

@@ -89,7 +89,7 @@ class ConsoleFilesTest(NodeTestCase):
 
     def test_missing_files_and_unknown_paths_are_404(self):
         for path in ("/assets/missing-0000.js", "/favicon.ico", "/no/such/thing", "/admin/v2/nothing",
-                     "/tenantsx", "/topics/persistent/public/default/orders"):
+                     "/tenantsx"):
             status, body = call_json(self.node, "GET", path)
             self.assertEqual(status, 404, path)
             self.assertIn("reason", body, path)
@@ -162,6 +162,75 @@ class OverviewTest(NodeTestCase):
         self.assertGreater(after["storageSize"], 0)
         self.assertEqual(after["largestBacklogs"][0]["topic"], "persistent://acme/shop/orders")
         self.assertEqual(after["largestBacklogs"][0]["msgBacklog"], 5)
+
+
+class RestProducerTest(NodeTestCase):
+    """POST /topics/...: Pulsar's REST producer, which the console's
+    "Produce message" form uses."""
+
+    def setUp(self):
+        self.name = self.id().rsplit(".", 1)[-1]
+        self.admin = f"/admin/v2/persistent/public/default/{self.name}"
+        self.assertEqual(call_json(self.node, "PUT", self.admin)[0], 204)
+        self.assertEqual(call_json(self.node, "PUT", self.admin + "/subscription/s?messageId=earliest")[0], 204)
+
+    def produce(self, body, path=None):
+        return call_json(self.node, "POST", path or f"/topics/persistent/public/default/{self.name}", body)
+
+    def test_messages_are_stored_in_order_with_key_and_properties(self):
+        status, answer = self.produce({"producerName": "web", "messages": [
+            {"payload": "hello", "key": "k1", "properties": {"a": "b"}},
+            {"payload": '{"x": 1}', "sequenceId": 7}]})
+        self.assertEqual(status, 200, answer)
+        ids = [r["messageId"] for r in answer["messagePublishResults"]]
+        self.assertEqual([r["errorCode"] for r in answer["messagePublishResults"]], [0, 0])
+        self.assertRegex(ids[0], r"^\d+:\d+:-1$")
+        self.assertNotEqual(ids[0], ids[1])
+
+        status, body, headers = self.node.get(self.admin + "/subscription/s/position/1")
+        self.assertEqual((status, body), (200, b"hello"))
+        self.assertEqual(headers["X-Pulsar-Key"], "k1")
+        self.assertEqual(json.loads(headers["X-Pulsar-PROPERTY"]), {"a": "b"})
+        self.assertEqual(headers["X-Pulsar-producer-name"], "web")
+        self.assertEqual(headers["X-Pulsar-Message-ID"] + ":-1", ids[0])
+        status, body, headers = self.node.get(self.admin + "/subscription/s/position/2")
+        self.assertEqual((status, body, headers["X-Pulsar-sequence-id"]), (200, b'{"x": 1}', "7"))
+
+        # A Pulsar consumer gets them, and the REST producer is gone again.
+        out = subprocess.run([BIN, "consume", f"persistent://public/default/{self.name}", "-s", "s", "-n", "2",
+                              "--url", f"pulsar://127.0.0.1:{self.node.ports['pulsar']}"],
+                             check=True, capture_output=True, timeout=30, text=True).stdout
+        self.assertIn("hello", out)
+        self.assertIn('{"x": 1}', out)
+        stats = call_json(self.node, "GET", self.admin + "/stats")[1]
+        self.assertEqual(stats["msgInCounter"], 2)
+        self.assertEqual(stats["publishers"], [])
+
+    def test_partitions_take_messages_by_number(self):
+        path = f"/admin/v2/persistent/public/default/{self.name}-p/partitions"
+        self.assertEqual(call_json(self.node, "PUT", path, 2)[0], 204)
+        status, answer = self.produce({"messages": [{"payload": "to one"}]},
+                                      f"/topics/persistent/public/default/{self.name}-p/partitions/1")
+        self.assertEqual(status, 200, answer)
+        stats = call_json(self.node, "GET", f"/admin/v2/persistent/public/default/{self.name}-p-partition-1/stats")[1]
+        self.assertEqual(stats["msgInCounter"], 1)
+
+    def test_bad_requests_say_why(self):
+        for body, reason in (({"messages": []}, "non-empty array"),
+                             ({"messages": [{"key": "k"}]}, "payload"),
+                             ({"messages": [{"payload": "x", "properties": {"a": 1}}]}, "property 'a'"),
+                             ({"messages": [{"payload": "x", "sequenceId": -1}]}, "sequenceId"),
+                             ("not json", "")):
+            status, answer = self.produce(body)
+            self.assertEqual(status, 400, body)
+            self.assertIn(reason, answer["reason"])
+        status, answer = self.produce({"messages": [{"payload": "x"}]}, "/topics/persistent/public/default/nope")
+        self.assertEqual(status, 404)
+        status, _ = self.produce({"messages": [{"payload": "x"}]},
+                                 f"/topics/persistent/public/default/{self.name}/partitions/x")
+        self.assertEqual(status, 400)
+        stats = call_json(self.node, "GET", self.admin + "/stats")[1]
+        self.assertEqual(stats["msgInCounter"], 0)
 
 
 if __name__ == "__main__":

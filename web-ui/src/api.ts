@@ -170,6 +170,7 @@ export const ROUTES = [
   'POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}/resetcursor/{timestamp}',
   'POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}/expireMessages/{seconds}',
   'GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}/position/{n}',
+  'POST /topics/{domain}/{tenant}/{namespace}/{topic}',
   'GET /metrics',
 ] as const;
 
@@ -289,6 +290,17 @@ export const api = {
       payload: new Uint8Array(await res.arrayBuffer()),
     };
     return message;
+  },
+
+  // Pulsar's REST producer: one message; answers its id ("ledger:entry:-1").
+  async produce(domain: Domain, t: string, ns: string, topic: string, payload: string, key: string,
+    properties: Record<string, string>) {
+    const answer = await json<{ messagePublishResults: { messageId: string; errorCode: number; error?: string }[] }>(
+      'POST', `/topics/${domain}/${enc(t)}/${enc(ns)}/${enc(topic)}`,
+      { messages: [{ payload, key: key || undefined, properties }] });
+    const result = answer.messagePublishResults[0];
+    if (result.errorCode !== 0) throw new ApiError(500, result.error ?? 'the message was not stored');
+    return result.messageId;
   },
 
   metricsText: async () => (await call('GET', '/metrics')).text(),

@@ -23,6 +23,7 @@ export function topicPage(root: HTMLElement, [tenant, ns, domainName, topic]: st
   const producers = h('div', { 'data-testid': 'producers' });
   const subscriptions = h('div', { 'data-testid': 'subscriptions' });
   const partitionsBox = h('div', { 'data-testid': 'partitions' });
+  const partitionedNote = h('p', { class: 'muted' });
   const subscriptionSelects: HTMLSelectElement[] = [];
   let partitioned = 0;
 
@@ -50,8 +51,30 @@ export function topicPage(root: HTMLElement, [tenant, ns, domainName, topic]: st
     h('h2', {}, 'Subscriptions'), subscriptions,
     subscriptionActions(),
     h('h2', {}, 'Messages'),
+    partitionedNote,
+    produceForm(),
     messageBrowser(domain, tenant, ns, topic, subscriptionSelects),
   );
+
+  function produceForm() {
+    const payload = h('textarea', { name: 'payload', rows: 3, placeholder: 'payload (text or JSON)',
+      'aria-label': 'Payload' });
+    const key = h('input', { name: 'key', placeholder: 'key (optional)', 'aria-label': 'Key' });
+    const props = h('input', { name: 'properties', placeholder: 'properties: a=1, b=2', 'aria-label': 'Properties' });
+    const form = inlineForm([payload, key, props], 'Produce message', async (n) => {
+      const properties: Record<string, string> = {};
+      for (const part of props.value.split(',').map((p) => p.trim()).filter(Boolean)) {
+        const eq = part.indexOf('=');
+        if (eq <= 0) throw new Error(`"${part}" is not key=value`);
+        properties[part.slice(0, eq).trim()] = part.slice(eq + 1).trim();
+      }
+      const id = await api.produce(domain, tenant, ns, topic, payload.value, key.value.trim(), properties);
+      n.ok(`Stored as message ${id}.`);
+      refresh();
+    }, 'produce-form');
+    form.classList.add('produce-form');
+    return form;
+  }
 
   function subscriptionActions() {
     const n = notice();
@@ -152,6 +175,8 @@ export function topicPage(root: HTMLElement, [tenant, ns, domainName, topic]: st
       }
     }
     if (s.partitions && Object.keys(s.partitions).length > 0) {
+      partitionedNote.textContent = 'A partitioned topic: produce, peek and subscription actions work on its ' +
+        'partitions, listed above.';
       replace(partitionsBox, h('h2', {}, `Partitions (${Object.keys(s.partitions).length})`),
         h('table', {}, h('thead', {}, h('tr', {}, ['Partition', 'Rate in', 'Rate out', 'Backlog', 'Storage'].map((t, i) =>
           h('th', { class: i ? 'num' : undefined }, t)))),
