@@ -124,6 +124,28 @@ class KafkaClientsTest(NodeTestCase):
             self.assertEqual(w.next("SEND_RECEIPT").type, pb.BaseCommand.SEND_RECEIPT)
         self.assertEqual(self.kcat_consume(topic), ["z|zipped-a||0", "z|zipped-b||1"])
 
+    def test_partitions_of_a_partitioned_topic_are_kafka_partitions(self):
+        status, _ = call_json(self.node, "PUT", "/admin/v2/persistent/public/default/parts/partitions", 3)
+        self.assertEqual(status, 204)
+        out = self.kcat("-L", "-t", "parts")
+        self.assertIn('topic "parts" with 3 partitions', out)
+        for p in range(3):
+            self.kcat("-P", "-t", "parts", "-p", str(p), "-K", ":", stdin=f"k{p}:to-{p}\n".encode())
+        self.kcat("-P", "-t", "parts", "-p", "2", stdin=b"more\n")
+        self.assertEqual(self.kcat("-C", "-t", "parts", "-p", "2", "-o", "beginning", "-e", "-q", "-f",
+                                   "%p %o %s\n").splitlines(), ["2 0 to-2", "2 1 more"])
+        # Partition 1 is the Pulsar topic parts-partition-1.
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            sub = w.subscribe("persistent://public/default/parts-partition-1", "s", 1, initial="Earliest")
+            self.assertEqual(sub.type, pb.BaseCommand.SUCCESS)
+            w.flow(1, 10)
+            frame = w.receive(1, 1)[0]
+        self.assertEqual(split_batch(frame.payload, 1)[0][1], b"to-1")
+        # A partition the topic does not have.
+        r = subprocess.run(["kcat", "-b", self.bootstrap, "-P", "-t", "parts", "-p", "7"], input=b"x\n",
+                           capture_output=True, timeout=TIMEOUT_S)
+        self.assertNotEqual(r.returncode, 0)
+
     def test_kafka_in_pulsar_out(self):
         topic = "cross-k2p"
         self.kcat("-P", "-t", topic, "-K", ":", "-H", "trace=t-1", "-H", "team=payments",

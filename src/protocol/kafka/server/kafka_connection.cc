@@ -132,8 +132,8 @@ void KafkaConnection::poll_tick() {
   if (waiting_.empty() && poll_timer_) poll_timer_->cancel();
 }
 
-std::pair<uint64_t, std::string> KafkaConnection::producer_for(const broker::TopicName& topic) {
-  auto [it, added] = producers_.try_emplace(topic.to_string());
+std::pair<uint64_t, std::string> KafkaConnection::producer_for(const std::string& topic, int32_t partition) {
+  auto [it, added] = producers_.try_emplace(fmt::format("{}/{}", topic, partition));
   if (added) {
     uint64_t id = service_.next_id();
     it->second = {id, fmt::format("kafka-{}-{}", service_.options().cluster_id, id)};
@@ -147,14 +147,13 @@ void KafkaConnection::close(const Status& why) {
 
 void KafkaConnection::on_close(runtime::Connection&, const Status&) {
   auto& broker = service_.broker();
-  for (const auto& [name, producer] : producers_) {
-    auto topic = broker::TopicName::parse(name);
-    if (!topic) continue;
-    broker.with_existing_topic(*topic, false, [id = producer.first](common::Result<broker::Topic*> t) {
+  for (const auto& [id, topic] : producer_topics_) {
+    broker.with_existing_topic(topic, false, [id = id](common::Result<broker::Topic*> t) {
       if (t.is_ok()) (*t)->remove_producer(id);
     });
   }
   producers_.clear();
+  producer_topics_.clear();
   // Not destroyed here: this may run inside the timer's own callback.
   if (poll_timer_) poll_timer_->cancel();
   waiting_.clear();

@@ -82,8 +82,11 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   void after_poll_interval(std::function<void()> retry);
 
   // The broker-side producer id and name this connection publishes with on
-  // `topic`, made on first use.
-  std::pair<uint64_t, std::string> producer_for(const broker::TopicName& topic);
+  // Kafka (topic, partition), made on first use.
+  std::pair<uint64_t, std::string> producer_for(const std::string& topic, int32_t partition);
+  // Producer `id` is registered on `topic`: removed from it when this
+  // connection closes.
+  void producer_on(uint64_t id, const broker::TopicName& topic) { producer_topics_[id] = topic; }
   // Sequence ids for the entries this connection publishes.
   uint64_t next_sequence(uint64_t messages) {
     uint64_t s = sequence_;
@@ -105,7 +108,8 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   // response still being computed.
   std::deque<std::pair<uint64_t, std::optional<common::Slice>>> pending_;
   uint64_t next_slot_ = 0;
-  std::map<std::string, std::pair<uint64_t, std::string>> producers_;  // by full topic name
+  std::map<std::string, std::pair<uint64_t, std::string>> producers_;  // by "<topic>/<partition>"
+  std::map<uint64_t, broker::TopicName> producer_topics_;             // where each one is registered
   uint64_t sequence_ = 0;
   std::unique_ptr<runtime::Timer> poll_timer_;
   std::vector<std::function<void()>> waiting_;

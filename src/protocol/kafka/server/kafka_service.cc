@@ -1,5 +1,7 @@
 #include "protocol/kafka/server/kafka_service.h"
 
+#include <fmt/format.h>
+
 #include "protocol/kafka/server/kafka_connection.h"
 
 namespace magnetar::protocol::kafka {
@@ -39,6 +41,49 @@ bool KafkaService::may_create(const broker::TopicName& topic) const {
   if (policies_ == nullptr) return true;
   auto rule = policies_->auto_topic_creation(topic, broker::AutoTopicCreation{});
   return rule.has_value() && rule->allow;
+}
+
+void KafkaService::remember_partitions(const std::string& topic, int32_t partitions) {
+  std::lock_guard lock(partitions_mu_);
+  partitions_[topic] = partitions;
+}
+
+void KafkaService::with_partition(const std::string& topic, int32_t partition,
+                                  ledger::Callback<common::Result<broker::Topic*>> fn) {
+  auto base = topic_for(topic);
+  if (!base) return fn(base.status());
+  auto go = [this, base = *base, partition, fn = std::move(fn)](int32_t partitions) mutable {
+    broker::TopicName target = base;
+    if (partitions > 0 && partition >= 0 && partition < partitions) {
+      target = base.partition_of(partition);
+    } else if (partitions > 0 || partition != 0) {
+      return fn(common::Status::not_found(fmt::format("topic '{}' has no partition {}", base.local, partition)));
+    }
+    if (may_create(target)) {
+      broker_.with_topic(target, std::move(fn));
+    } else {
+      broker_.with_existing_topic(target, false, std::move(fn));
+    }
+  };
+  {
+    std::unique_lock lock(partitions_mu_);
+    auto it = partitions_.find(topic);
+    if (it != partitions_.end()) {
+      int32_t known = it->second;
+      lock.unlock();
+      return go(known);
+    }
+  }
+  if (tenancy_ == nullptr) return go(0);
+  // Ask metadata once; later requests use what it said.
+  auto shared = std::make_shared<decltype(go)>(std::move(go));
+  common::Status st = tenancy_->submit([this, topic, base = *base, shared]() {
+    auto n = tenancy_->get_partitions(base);
+    int32_t partitions = n.is_ok() ? *n : 0;
+    remember_partitions(topic, partitions);
+    (*shared)(partitions);
+  });
+  if (!st.is_ok()) (*shared)(0);
 }
 
 }  // namespace magnetar::protocol::kafka

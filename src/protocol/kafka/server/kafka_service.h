@@ -9,7 +9,9 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "broker/broker_service.h"
 #include "broker/naming.h"
@@ -61,6 +63,19 @@ class KafkaService final : public runtime::Component {
   bool may_create(const broker::TopicName& topic) const;
   uint64_t next_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
 
+  // Runs `fn` on the home reactor of the Pulsar topic behind Kafka topic
+  // `topic`, partition `partition`: partition `partition` of a partitioned
+  // topic, or the topic itself (as partition 0) when it is not partitioned.
+  // kInvalidArgument for a bad name, kNotFound for a partition the topic
+  // does not have; a missing topic is created when may_create() allows.
+  // Any thread; `fn` may also run on the calling thread (with an error) or
+  // on the tenancy thread (with an error).
+  void with_partition(const std::string& topic, int32_t partition,
+                      ledger::Callback<common::Result<broker::Topic*>> fn);
+  // The partition count metadata last gave for Kafka topic `topic` (0: not
+  // partitioned). Any thread.
+  void remember_partitions(const std::string& topic, int32_t partitions);
+
  private:
   runtime::Runtime& runtime_;
   broker::BrokerService& broker_;
@@ -70,6 +85,8 @@ class KafkaService final : public runtime::Component {
   broker::NamespaceName namespace_;
   std::unique_ptr<runtime::TcpListener> listener_;
   std::atomic<uint64_t> next_id_{1};
+  std::mutex partitions_mu_;
+  std::unordered_map<std::string, int32_t> partitions_;  // guarded by partitions_mu_
 };
 
 }  // namespace magnetar::protocol::kafka

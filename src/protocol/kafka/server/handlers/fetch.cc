@@ -161,17 +161,6 @@ void attempt(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
     PartitionFetch& p = state->parts[k];
     p.records = Slice();
     p.error = kNone;
-    auto topic = c.service().topic_for(p.topic);
-    if (!topic) {
-      p.error = kInvalidTopic;
-      one_done(c, state);
-      continue;
-    }
-    if (p.partition != 0) {
-      p.error = kUnknownTopicOrPartition;
-      one_done(c, state);
-      continue;
-    }
     auto run = [reply = c.replier(), state, k, offset = p.offset, max_bytes = p.max_bytes,
                 one_done](Result<broker::Topic*> t) {
       auto report = [reply, state, k, one_done](PartitionResult r) {
@@ -191,11 +180,7 @@ void attempt(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
       }
       read_partition(*t, offset, max_bytes, report);
     };
-    if (c.service().may_create(*topic)) {
-      c.service().broker().with_topic(*topic, std::move(run));
-    } else {
-      c.service().broker().with_existing_topic(*topic, false, std::move(run));
-    }
+    c.service().with_partition(p.topic, p.partition, std::move(run));
   }
   one_done(c, state);
 }

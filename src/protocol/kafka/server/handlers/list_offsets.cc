@@ -89,12 +89,6 @@ void handle_list_offsets(KafkaConnection& c, const Request& request) {
   };
   for (size_t k = 0; k < state->answers.size(); ++k) {
     OffsetAnswer& a = state->answers[k];
-    auto topic = c.service().topic_for(a.topic);
-    if (!topic || a.partition != 0) {
-      a.error = !topic ? kInvalidTopic : kUnknownTopicOrPartition;
-      one_done(c, state);
-      continue;
-    }
     auto run = [reply = c.replier(), state, k, timestamp = a.timestamp, one_done](Result<broker::Topic*> t) {
       auto report = [reply, state, k, one_done](ErrorCode e, int64_t offset) {
         reply([state, k, one_done, e, offset](KafkaConnection& conn) {
@@ -106,11 +100,7 @@ void handle_list_offsets(KafkaConnection& c, const Request& request) {
       if (!t.is_ok()) return report(error_code(t.status()), -1);
       find_offset(*t, timestamp, report);
     };
-    if (c.service().may_create(*topic)) {
-      c.service().broker().with_topic(*topic, std::move(run));
-    } else {
-      c.service().broker().with_existing_topic(*topic, false, std::move(run));
-    }
+    c.service().with_partition(a.topic, a.partition, std::move(run));
   }
   one_done(c, state);
 }

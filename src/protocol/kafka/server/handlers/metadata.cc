@@ -1,8 +1,10 @@
 // Metadata: this node as the only broker, and the topics of the default
-// namespace, each with one partition (0) led by this node. Topics asked for
+// namespace led by this node: a partitioned topic with its partitions, any
+// other topic as one partition (0). Topics asked for
 // that do not exist are created when the client allows it
 // (AllowAutoTopicCreation) and the namespace's autoTopicCreation policy does.
-#include <set>
+#include <algorithm>
+#include <map>
 
 #include "common/logging.h"
 #include "protocol/kafka/errors.h"
@@ -20,7 +22,11 @@ constexpr int32_t kNodeId = 0;
 struct TopicAnswer {
   std::string name;
   ErrorCode error = kNone;
+  int32_t partitions = 0;  // of a partitioned topic; 0: not partitioned (one Kafka partition)
 };
+
+// Local topic name -> partitions (0: not partitioned).
+using TopicTable = std::map<std::string, int32_t>;
 
 void answer(KafkaConnection& c, const Request& request, const std::vector<TopicAnswer>& topics) {
   const auto& options = c.service().options();
@@ -38,14 +44,16 @@ void answer(KafkaConnection& c, const Request& request, const std::vector<TopicA
     topic.set("Name", t.name);
     topic.set("IsInternal", int64_t{0});
     if (t.error != kNone) continue;  // no partitions
-    auto& p = topic.add("Partitions");
-    p.set("ErrorCode", int64_t{kNone});
-    p.set("PartitionIndex", int64_t{0});
-    p.set("LeaderId", int64_t{kNodeId});
-    p.set("LeaderEpoch", int64_t{0});
-    p.set("ReplicaNodes", std::vector<int64_t>{kNodeId});
-    p.set("IsrNodes", std::vector<int64_t>{kNodeId});
-    p.set("OfflineReplicas", std::vector<int64_t>{});
+    for (int32_t k = 0; k < std::max(1, t.partitions); ++k) {
+      auto& p = topic.add("Partitions");
+      p.set("ErrorCode", int64_t{kNone});
+      p.set("PartitionIndex", int64_t{k});
+      p.set("LeaderId", int64_t{kNodeId});
+      p.set("LeaderEpoch", int64_t{0});
+      p.set("ReplicaNodes", std::vector<int64_t>{kNodeId});
+      p.set("IsrNodes", std::vector<int64_t>{kNodeId});
+      p.set("OfflineReplicas", std::vector<int64_t>{});
+    }
   }
   c.respond(request, resp);
 }
@@ -53,10 +61,10 @@ void answer(KafkaConnection& c, const Request& request, const std::vector<TopicA
 // On the connection's reactor, with the namespace's existing topics (local
 // names): creates what may be created, then answers.
 void resolve(KafkaConnection& c, const Request& request, bool all, std::vector<std::string> asked,
-             const std::set<std::string>& existing) {
+             const TopicTable& existing) {
   auto topics = std::make_shared<std::vector<TopicAnswer>>();
   if (all) {
-    for (const auto& name : existing) topics->push_back({name, kNone});
+    for (const auto& [name, partitions] : existing) topics->push_back({name, kNone, partitions});
     return answer(c, request, *topics);
   }
   const bool client_allows = request.body.i("AllowAutoTopicCreation") != 0;
@@ -64,14 +72,14 @@ void resolve(KafkaConnection& c, const Request& request, bool all, std::vector<s
   for (auto& name : asked) {
     auto topic = c.service().topic_for(name);
     if (!topic) {
-      topics->push_back({name, kInvalidTopic});
-    } else if (existing.count(name) > 0) {
-      topics->push_back({name, kNone});
+      topics->push_back({name, kInvalidTopic, 0});
+    } else if (auto it = existing.find(name); it != existing.end()) {
+      topics->push_back({name, kNone, it->second});
     } else if (client_allows && c.service().may_create(*topic)) {
       to_create.emplace_back(topics->size(), *topic);
-      topics->push_back({name, kNone});
+      topics->push_back({name, kNone, 0});
     } else {
-      topics->push_back({name, kUnknownTopicOrPartition});
+      topics->push_back({name, kUnknownTopicOrPartition, 0});
     }
   }
   if (to_create.empty()) return answer(c, request, *topics);
@@ -99,16 +107,30 @@ void handle_metadata(KafkaConnection& c, const Request& request) {
   if (tenancy == nullptr) return resolve(c, request, all, std::move(asked), {});
   const broker::NamespaceName ns = c.service().default_namespace();
   const std::string prefix = "persistent://" + ns.to_string() + "/";
-  Status st = tenancy->submit([tenancy, ns, prefix, all, asked, request, reply = c.replier()]() mutable {
+  KafkaService* service = &c.service();
+  Status st = tenancy->submit([service, tenancy, ns, prefix, all, asked, request, reply = c.replier()]() mutable {
+    TopicTable existing;
+    // Partitioned topics first: their partitions are Kafka partitions, not
+    // topics of their own.
+    auto partitioned = tenancy->list_partitioned_topics(ns, broker::TopicDomain::kPersistent);
+    for (const auto& full : partitioned.is_ok() ? *partitioned : std::vector<std::string>{}) {
+      auto name = broker::TopicName::parse(full);
+      if (!name) continue;
+      auto n = tenancy->get_partitions(*name);
+      if (n.is_ok() && *n > 0) existing[name->local] = *n;
+    }
     auto listed = tenancy->list_topics(ns, broker::TopicDomain::kPersistent);
-    std::set<std::string> existing;
     if (listed.is_ok()) {
       for (const auto& full : *listed) {
-        if (full.rfind(prefix, 0) == 0) existing.insert(full.substr(prefix.size()));
+        auto name = broker::TopicName::parse(full);
+        if (!name || full.rfind(prefix, 0) != 0) continue;
+        if (name->is_partition() && existing.count(name->base().local) > 0) continue;
+        existing.emplace(name->local, 0);
       }
     } else {
       MLOG_DEBUG("kafka metadata: topics of {} not listed: {}", ns.to_string(), listed.status().to_string());
     }
+    for (const auto& [name, partitions] : existing) service->remember_partitions(name, partitions);
     reply([request, all, asked = std::move(asked), existing = std::move(existing)](KafkaConnection& conn) mutable {
       resolve(conn, request, all, std::move(asked), existing);
     });

@@ -122,10 +122,6 @@ void handle_produce(KafkaConnection& c, const Request& request) {
         fail(kInvalidTopic, topic.status().message());
         continue;
       }
-      if (result.partition != 0) {
-        fail(kUnknownTopicOrPartition, "non-partitioned topic: only partition 0 exists");
-        continue;
-      }
       const common::Slice* records = p.bytes("Records");
       if (records == nullptr || records->empty()) {
         fail(kCorruptMessage, "no records");
@@ -138,7 +134,7 @@ void handle_produce(KafkaConnection& c, const Request& request) {
              batches.status().message());
         continue;
       }
-      auto [producer_id, producer_name] = c.producer_for(*topic);
+      auto [producer_id, producer_name] = c.producer_for(name, result.partition);
       std::vector<ConvertedEntry> entries;
       const int64_t now = now_ms();
       for (const RecordBatch& b : *batches) {
@@ -168,16 +164,13 @@ void handle_produce(KafkaConnection& c, const Request& request) {
         if (!added.is_ok() && added.code() != common::ErrorCode::kAlreadyExists) {
           return report(error_code(added), added.message(), -1, -1);
         }
+        reply([producer_id, name = topic->name()](KafkaConnection& conn) { conn.producer_on(producer_id, name); });
         publish_all(topic, producer_id, std::move(entries), [report](Result<int64_t> base, int64_t start) {
           if (!base.is_ok()) return report(kKafkaStorageError, base.status().message(), -1, start);
           report(kNone, "", *base, start);
         });
       };
-      if (c.service().may_create(*topic)) {
-        c.service().broker().with_topic(*topic, std::move(run));
-      } else {
-        c.service().broker().with_existing_topic(*topic, false, std::move(run));
-      }
+      c.service().with_partition(name, result.partition, std::move(run));
     }
   }
   finish_one(c, state);
