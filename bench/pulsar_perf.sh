@@ -32,11 +32,17 @@ start_node always
 echo "# 1 KiB, fsync=always, as fast as it goes, then the disk"
 "$bin" perf produce bench-1k --url "$url" -s 1024 -t "$secs" -w 10000 --disk-dir "$data" --json | tee /tmp/magnetar-perf-max.json
 rate=$(/usr/bin/python3 -c "import json;print(int(json.load(open('/tmp/magnetar-perf-max.json'))['produce_msgs_per_s'] / 2))")
+# A fresh node, once the gigabytes just written are on disk: the latency
+# step measures the produce path, not the write-back of the step before.
+stop_node
+sync
+start_node always
 echo "# 1 KiB, fsync=always, half that rate ($rate msg/s), produce and consume"
 "$bin" perf --topic bench-1k-half --url "$url" -s 1024 -t "$secs" --rate "$rate" -w 10000 --disk-dir "" --json
 echo "# 1 KiB, fsync=always, no client batching"
 "$bin" perf produce bench-1k-single --url "$url" -s 1024 -t "$secs" -w 10000 --batch false --json
 stop_node
+sync
 
 start_node never
 echo "# 100 B, fsync=never, batching"

@@ -181,9 +181,9 @@ class Run {
     return 1;
   }
 
-  bool done_producing(int64_t sent) const {
+  bool done_producing(int64_t sent, Clock::time_point now) const {
     if (a_.messages > 0 && sent >= a_.messages) return true;
-    return a_.time_s > 0 && seconds_since(t0_) >= a_.time_s;
+    return a_.time_s > 0 && std::chrono::duration<double>(now - t0_).count() >= a_.time_s;
   }
 
   int produce(client::CompressionType compression) {
@@ -210,11 +210,12 @@ class Run {
     uint64_t wall_start = wall_us();
     int64_t sent = 0;
     common::Status error;
-    while (!stop_.load() && !done_producing(sent)) {
-      Clock::time_point intended = Clock::now();
+    for (;;) {
+      Clock::time_point now = Clock::now();
+      if (stop_.load() || done_producing(sent, now)) break;
+      Clock::time_point intended = now;
       if (a_.rate > 0) {
         intended = start + std::chrono::duration_cast<Clock::duration>(period * static_cast<double>(sent));
-        auto now = Clock::now();
         if (intended > now + std::chrono::microseconds(50)) std::this_thread::sleep_until(intended);
       }
       uint64_t intended_wall =
@@ -288,8 +289,11 @@ class Run {
         uint64_t expected = produce_ ? static_cast<uint64_t>(sent_.load()) : static_cast<uint64_t>(a_.messages);
         all_in = expected > 0 && stats_.received >= expected;
       }
-      if (++since_ack >= 1000) {
-        (void)c.ack(id, m->id);
+      // Cumulative acks on whole entries, every thousand messages or so: the
+      // cursor moves with one range, as a real consumer's would.
+      bool ends_entry = m->id.batch_index < 0 || m->id.batch_index + 1 >= m->id.batch_size;
+      if (++since_ack >= 1000 && ends_entry) {
+        (void)c.ack_cumulative(id, m->id);
         since_ack = 0;
       }
       if (all_in) {

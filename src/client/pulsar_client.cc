@@ -455,6 +455,23 @@ Status PulsarClient::ack(uint64_t consumer, const MessageId& id) {
   return request(cmd);
 }
 
+Status PulsarClient::ack_cumulative(uint64_t consumer, const MessageId& id) {
+  proto::BaseCommand cmd;
+  cmd.set_type(proto::BaseCommand::ACK);
+  auto* a = cmd.mutable_ack();
+  a->set_consumer_id(consumer);
+  a->set_ack_type(proto::CommandAck::Cumulative);
+  auto* mid = a->add_message_id();
+  mid->set_ledgerid(id.ledger);
+  mid->set_entryid(id.entry);
+  for (auto it = batch_acks_.begin(); it != batch_acks_.end();) {
+    auto [c, ledger, entry] = it->first;
+    bool covered = c == consumer && (ledger < id.ledger || (ledger == id.ledger && entry <= id.entry));
+    it = covered ? batch_acks_.erase(it) : std::next(it);
+  }
+  return request(cmd);
+}
+
 Status PulsarClient::close_consumer(uint64_t consumer) {
   uint64_t request_id = next_request_++;
   proto::BaseCommand cmd;

@@ -79,6 +79,9 @@ class PulsarClient {
   // split into their messages. Grants more permits as messages are taken.
   common::Result<ReceivedMessage> receive(uint64_t consumer, std::chrono::milliseconds wait);
   common::Status ack(uint64_t consumer, const MessageId& id);
+  // Acknowledges every message up to and including `id`'s entry (Exclusive
+  // and Failover subscriptions). Use it on the last message of an entry.
+  common::Status ack_cumulative(uint64_t consumer, const MessageId& id);
   common::Status close_consumer(uint64_t consumer);
 
  private:
