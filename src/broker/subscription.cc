@@ -365,6 +365,7 @@ uint32_t Subscription::slot_of(const ledger::MessageHeader& h) const {
 
 bool Subscription::known(Position p) const {
   if (redeliver_.count(p) > 0 || held_.count(p) > 0 || delayed_.contains(p)) return true;
+  if (p > highest_delivered_) return false;  // never delivered, so pending nowhere
   for (const auto& c : consumers_) {
     if (c->pending_.count(p) > 0) return true;
   }
@@ -550,6 +551,7 @@ void Subscription::deliver(Consumer& c, std::vector<LedgerEntry>& batch) {
     pending.slot = slot_of(e.header);
     pending.batch_size = e.header.messages;
     add_pending(c, e.position, pending);
+    highest_delivered_ = std::max(highest_delivered_, e.position);
     c.messages_out_ += e.header.messages;
     c.bytes_out_ += e.payload.size();
     messages_out_ += e.header.messages;

@@ -212,6 +212,7 @@ class Subscription {
   Consumer* failover_active_ = nullptr;
   size_t round_robin_ = 0;
   ledger::Position read_position_;           // the last entry read for dispatch
+  ledger::Position highest_delivered_;       // the highest entry ever handed to a consumer
   // Entries to send again, oldest first -> their Key_Shared slot (0 otherwise).
   std::map<ledger::Position, uint32_t> redeliver_;
   // Entries delivered before -> how many times (the next redelivery count).
