@@ -34,6 +34,7 @@ struct ConsumeArgs {
   std::string position = "Latest";
   int count = 1;          // 0: until --timeout passes without a message
   double timeout_s = 10;  // how long to wait for a message
+  bool reader = false;    // a non-durable reader instead of a subscription
   bool json = false;
 };
 
@@ -125,7 +126,8 @@ int run_consume(const ConsumeArgs& a) {
                                                           : client::SubscriptionType::kExclusive;
   auto client = client::PulsarClient::connect(a.url);
   if (!client) return fail(client.status());
-  auto consumer = (*client)->subscribe(a.topic, a.subscription, type, a.position == "Earliest");
+  auto consumer = a.reader ? (*client)->create_reader(a.topic, std::nullopt, a.position == "Earliest")
+                          : (*client)->subscribe(a.topic, a.subscription, type, a.position == "Earliest");
   if (!consumer) return fail(consumer.status());
   auto wait = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
   int got = 0;
@@ -150,6 +152,7 @@ int run_consume(const ConsumeArgs& a) {
     }
     if (!m->error.empty()) fmt::print(stderr, "magnetar: message {} cannot be read: {}\n", m->id.to_string(), m->error);
     std::fflush(stdout);
+    if (a.reader) continue;
     if (auto st = (*client)->ack(*consumer, m->id); !st.is_ok()) return fail(st);
   }
   (void)(*client)->close_consumer(*consumer);
@@ -184,7 +187,10 @@ CLI::App* add_consume_command(CLI::App& app, Command& run) {
   auto a = std::make_shared<ConsumeArgs>();
   auto* cmd = app.add_subcommand("consume", "Receive messages from a topic with the Pulsar protocol");
   cmd->add_option("topic", a->topic, "Topic, e.g. persistent://public/default/my-topic or just my-topic")->required();
-  cmd->add_option("-s,--subscription", a->subscription, "Subscription name")->required();
+  auto* sub = cmd->add_option("-s,--subscription", a->subscription, "Subscription name");
+  cmd->add_flag("--reader", a->reader,
+                "Read with a non-durable reader from --position instead of a subscription (nothing is acknowledged)")
+      ->excludes(sub);
   cmd->add_option("-t,--subscription-type", a->type, "Exclusive, Shared, Failover or Key_Shared")
       ->capture_default_str()->check(CLI::IsMember({"Exclusive", "Shared", "Failover", "Key_Shared"}));
   cmd->add_option("-P,--position", a->position, "Where a new subscription starts: Latest or Earliest")
@@ -195,7 +201,10 @@ CLI::App* add_consume_command(CLI::App& app, Command& run) {
   cmd->add_option("--url", a->url, "Pulsar service URL")->capture_default_str();
   cmd->add_flag("--json", a->json, "Print one JSON object per message (id, payload, properties, ...)");
   cmd->footer("Examples:\n  magnetar consume my-topic -s my-sub -n 10\n  magnetar consume my-topic -s audit -P Earliest -n 0 --timeout 2 --json\n");
-  cmd->callback([&run, a]() { run = [a]() { return run_consume(*a); }; });
+  cmd->callback([&run, a]() {
+    if (!a->reader && a->subscription.empty()) throw CLI::RequiredError("--subscription (or --reader)");
+    run = [a]() { return run_consume(*a); };
+  });
   return cmd;
 }
 

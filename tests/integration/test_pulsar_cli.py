@@ -58,6 +58,19 @@ class PulsarCliTest(NodeTestCase):
                 "--url", self.url())
         self.assertEqual(len(r.stdout.splitlines()), 3000)
 
+    def test_a_reader_reads_without_consuming(self):
+        r = run("produce", "cli-reader", "-m", "a", "-m", "b", "--url", self.url())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for _ in range(2):  # non-durable: a second reader starts over
+            r = run("consume", "cli-reader", "--reader", "-P", "Earliest", "-n", "2", "--url", self.url())
+            self.assertEqual((r.returncode, r.stdout), (0, "a\nb\n"), r.stderr)
+        # Nothing was acknowledged for anyone: a subscription still gets both.
+        r = run("consume", "cli-reader", "-s", "later", "-P", "Earliest", "-n", "2", "--url", self.url())
+        self.assertEqual((r.returncode, r.stdout), (0, "a\nb\n"), r.stderr)
+        r = run("consume", "cli-reader", "--url", self.url(), "-n", "1")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--subscription (or --reader)", r.stderr)
+
     def test_errors_are_clear(self):
         r = run("produce", "x", "-m", "m", "--url", "pulsar://127.0.0.1:1")
         self.assertEqual(r.returncode, 1)
