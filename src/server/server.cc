@@ -190,6 +190,7 @@ std::vector<std::string> Server::banner() const {
                               config_.cluster_name, runtime_ ? runtime_->size() : 0, config_.data_dir));
   lines.push_back(fmt::format("  pulsar       pulsar://{}:{}", host, ports_.pulsar));
   lines.push_back(fmt::format("  kafka        {}:{}", host, ports_.kafka));
+  lines.push_back(fmt::format("  web console  http://{}:{}/", host, ports_.http));
   lines.push_back(fmt::format("  admin REST   http://{}:{}/admin/v2", host, ports_.http));
   lines.push_back(fmt::format("  metrics      http://{}:{}/metrics", host, ports_.http));
   lines.push_back(fmt::format("  health       http://{}:{}/admin/v2/brokers/health", host, ports_.http));
