@@ -9,7 +9,7 @@ import time
 import unittest
 
 import confluent_kafka as ck
-from magnetar_harness import NodeTestCase, raw_exchange
+from magnetar_harness import Node, NodeTestCase, raw_exchange
 
 TIMEOUT_S = 10.0
 
@@ -154,8 +154,9 @@ class KafkaWireTest(NodeTestCase):
     def tearDown(self):
         self.wire.close()
 
-    def produce(self, topic, values, separate_batches=True):
-        p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{self.port}", "acks": "all", "linger.ms": 0})
+    def produce(self, topic, values, separate_batches=True, port=None):
+        port = port or self.port
+        p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{port}", "acks": "all", "linger.ms": 0})
         errors = []
         for v in values:
             p.produce(topic, value=v, on_delivery=lambda e, m: errors.append(e))
@@ -266,6 +267,32 @@ class KafkaWireTest(NodeTestCase):
         error, hw, got = self.wire.fetch(topic, 0)
         self.assertEqual((error, hw), (0, 2))
         self.assertEqual(got, [(0, 1), (1, 1)])
+
+
+class KafkaOffsetsAcrossRestartTest(unittest.TestCase):
+    def test_offsets_survive_a_restart_and_continue(self):
+        with Node() as node:
+            node.keep_data = True
+            data_dir = node.data_dir
+            KafkaWireTest.produce(self, "restart", [b"a", b"b"], port=node.ports["kafka"])
+            KafkaWireTest.produce(self, "restart", [b"c%d" % i for i in range(3)], separate_batches=False,
+                                  port=node.ports["kafka"])
+            self.assertEqual(node.stop(), 0)
+        with Node(data_dir=data_dir) as node:
+            node.owns_dir = True  # removed when this one closes
+            wire = KafkaWire(node.ports["kafka"])
+            try:
+                self.assertEqual(wire.list_offset("restart", -1), (0, 5))
+                # The batch holding offset 3 is found again from the
+                # recovered ledger's message runs.
+                error, hw, got = wire.fetch("restart", 3)
+                self.assertEqual((error, hw), (0, 5))
+                self.assertEqual(got, [(2, 3)])
+                KafkaWireTest.produce(self, "restart", [b"after"], port=node.ports["kafka"])
+                self.assertEqual(wire.fetch("restart", 5)[2], [(5, 1)])
+            finally:
+                wire.close()
+            self.assertEqual(node.stop(), 0)
 
 
 if __name__ == "__main__":

@@ -125,7 +125,7 @@ void read_partition(broker::Topic* topic, int64_t offset, size_t max_bytes,
     r.error = kOffsetOutOfRange;
     return done(r);
   }
-  auto read_from = [&log, max_bytes, r, done](ledger::Position at) mutable {
+  auto read_from = [max_bytes, r, done](ledger::Log& log, ledger::Position at) mutable {
     ledger::Position after{at.ledger, at.entry - 1};
     log.read_entries(after, kMaxEntriesPerRead,
                      [r, max_bytes, done](Result<std::vector<ledger::LedgerEntry>> entries) mutable {
@@ -137,18 +137,20 @@ void read_partition(broker::Topic* topic, int64_t offset, size_t max_bytes,
                        done(r);
                      });
   };
-  if (auto at = chain.entry_of_index(offset)) return read_from(*at);
+  if (auto at = chain.entry_of_index(offset)) return read_from(log, *at);
   auto* managed = dynamic_cast<ledger::ManagedLedger*>(&log);
   if (managed == nullptr) {
     r.error = kOffsetOutOfRange;
     return done(r);
   }
-  managed->seek_by_index(offset, [read_from, r, done](Result<ledger::Position> at) mutable {
+  // The search reads entries: the ledger is kept alive across it.
+  managed->seek_by_index(offset, [read_from, r, done, keep = managed->shared_from_this()](
+                                     Result<ledger::Position> at) mutable {
     if (!at.is_ok()) {
       r.error = at.status().code() == common::ErrorCode::kNotFound ? kOffsetOutOfRange : kKafkaStorageError;
       return done(r);
     }
-    read_from(*at);
+    read_from(*keep, *at);
   });
 }
 

@@ -58,9 +58,9 @@ void find_offset(broker::Topic* topic, int64_t timestamp, std::function<void(Err
   if (timestamp == kEarliest) return done(kNone, chain.empty() ? next : chain.ledgers().front().first_index);
   auto* managed = dynamic_cast<ledger::ManagedLedger*>(&log);
   if (managed == nullptr) return done(kNone, -1);
-  managed->seek_by_time(timestamp, [&log, done](Result<ledger::Position> at) {
+  managed->seek_by_time(timestamp, [keep = managed->shared_from_this(), done](Result<ledger::Position> at) {
     if (!at.is_ok()) return done(at.status().code() == common::ErrorCode::kNotFound ? kNone : kKafkaStorageError, -1);
-    log.read_entries(ledger::Position{at->ledger, at->entry - 1}, 1,
+    keep->read_entries(ledger::Position{at->ledger, at->entry - 1}, 1,
                      [done](Result<std::vector<ledger::LedgerEntry>> entries) {
                        if (!entries.is_ok()) return done(kKafkaStorageError, -1);
                        if (entries->empty()) return done(kNone, -1);
