@@ -6,7 +6,8 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { Node, launchBrowser, waitFor, SCREENSHOTS } from './node.mjs';
+import { spawn } from 'node:child_process';
+import { BIN, Node, launchBrowser, waitFor, SCREENSHOTS } from './node.mjs';
 
 const UI_TIMEOUT = 20000;
 
@@ -195,6 +196,30 @@ test('skip all, reset to a time, expire and delete act on the subscription', asy
   await page.getByTestId('delete-subscription').click();  // confirm
   await page.locator('[data-subscription="audit"]').waitFor({ state: 'detached' });
   assert.deepEqual((await node.rest('GET', '/admin/v2/persistent/acme/shop/orders/subscriptions')).body, []);
+});
+
+test('a connected consumer shows with its subscription and type; what it receives drains the backlog', async () => {
+  await page.goto(node.url + '/tenants/acme/shop/persistent/orders');
+  const consumer = spawn(BIN, ['consume', 'persistent://acme/shop/orders', '-s', 'live', '-t', 'Shared', '-n', '3',
+    '--timeout', '60', '--url', node.pulsarUrl], { stdio: 'ignore' });
+  const exited = new Promise((resolve) => consumer.on('exit', resolve));
+  try {
+    const row = page.getByTestId('consumers').locator('tbody tr');
+    await row.first().waitFor();
+    assert.match(await row.first().textContent(), /live/);
+    await page.locator('[data-subscription="live"]').getByText('Shared').waitFor();
+    await node.produce('persistent://acme/shop/orders', '-m', 'to the live consumer', '-n', '3');
+    // The consumer got its three messages and left; the subscription stays, drained.
+    assert.equal(await Promise.race([exited, new Promise((r) => setTimeout(() => r('timeout'), UI_TIMEOUT))]), 0);
+    await textOf('backlog-live', (t) => t === '0', 'backlog of live = 0');
+    await waitFor(async () => (await page.getByTestId('consumers').getByText('No consumer is connected.').count()) === 1,
+      UI_TIMEOUT, 'the consumer gone from the page');
+    const stats = (await node.rest('GET', '/admin/v2/persistent/acme/shop/orders/stats')).body;
+    assert.equal(stats.subscriptions.live.msgOutCounter, 3);
+  } finally {
+    if (consumer.exitCode === null) consumer.kill('SIGKILL');
+  }
+  assert.equal((await node.rest('DELETE', '/admin/v2/persistent/acme/shop/orders/subscription/live')).status, 204);
 });
 
 test('a message produced from the console is stored and can be peeked', async () => {

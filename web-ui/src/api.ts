@@ -57,6 +57,7 @@ export interface ConsumerStats {
   availablePermits?: number;
   unackedMessages?: number;
   address?: string;
+  protocol?: string;  // absent: Pulsar, the only protocol that consumes today
 }
 
 export interface SubscriptionStats {

@@ -22,6 +22,7 @@ export function topicPage(root: HTMLElement, [tenant, ns, domainName, topic]: st
     [{ label: 'in', color: '#6d4aff' }, { label: 'out', color: '#13a10e' }], fmtBytes, 60, 'chart-topic-bytes');
   const producers = h('div', { 'data-testid': 'producers' });
   const subscriptions = h('div', { 'data-testid': 'subscriptions' });
+  const consumers = h('div', { 'data-testid': 'consumers' });
   const partitionsBox = h('div', { 'data-testid': 'partitions' });
   const partitionedNote = h('p', { class: 'muted' });
   const subscriptionSelects: HTMLSelectElement[] = [];
@@ -49,6 +50,7 @@ export function topicPage(root: HTMLElement, [tenant, ns, domainName, topic]: st
     partitionsBox,
     h('h2', {}, 'Producers'), producers,
     h('h2', {}, 'Subscriptions'), subscriptions,
+    h('h2', {}, 'Consumers'), consumers,
     subscriptionActions(),
     h('h2', {}, 'Messages'),
     partitionedNote,
@@ -166,6 +168,17 @@ export function topicPage(root: HTMLElement, [tenant, ns, domainName, topic]: st
         h('td', { class: 'num' }, fmtRate(v.msgRateOut, 'msg')),
         h('td', { class: 'num' }, String(v.consumers?.length ?? 0)),
         h('td', { class: 'num' }, fmtNumber(v.unackedMessages ?? 0)))))));
+    const attached = subs.flatMap(([sub, v]) => (v.consumers ?? []).map((c) => ({ sub, c })));
+    replace(consumers, attached.length === 0
+      ? h('p', { class: 'empty-state' }, 'No consumer is connected.')
+      : h('table', {}, h('thead', {}, h('tr', {}, ['Consumer', 'Subscription', 'Protocol', 'Rate out', 'Throughput out',
+        'Permits', 'Unacked'].map((t, i) => h('th', { class: i >= 3 ? 'num' : undefined }, t)))),
+      h('tbody', {}, attached.map(({ sub, c }) => h('tr', { 'data-consumer': c.consumerName },
+        h('td', {}, c.consumerName || '—'), h('td', {}, sub), h('td', {}, c.protocol ?? 'Pulsar'),
+        h('td', { class: 'num' }, fmtRate(c.msgRateOut, 'msg')),
+        h('td', { class: 'num' }, fmtBytes(c.msgThroughputOut) + '/s'),
+        h('td', { class: 'num' }, fmtNumber(c.availablePermits ?? 0)),
+        h('td', { class: 'num' }, fmtNumber(c.unackedMessages ?? 0)))))));
     for (const select of subscriptionSelects) {
       const chosen = select.value;
       const names = subs.map(([n]) => n);
