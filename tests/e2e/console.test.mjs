@@ -64,6 +64,15 @@ test('a tenant, namespace and topic are created through the UI', async () => {
   await page.waitForURL('**/tenants/acme');
   assert.equal((await node.rest('GET', '/admin/v2/tenants/acme')).status, 200);
 
+  // Its settings, edited on its page, are what the REST API answers.
+  const settings = page.getByTestId('tenant-settings-form');
+  await settings.getByLabel('Admin roles').fill('ops, dev');
+  await settings.getByRole('button', { name: 'Save settings' }).click();
+  await settings.getByText('Saved.').waitFor();
+  const tenant = (await node.rest('GET', '/admin/v2/tenants/acme')).body;
+  assert.deepEqual([...tenant.adminRoles].sort(), ['dev', 'ops']);
+  assert.deepEqual(tenant.allowedClusters, ['standalone']);
+
   await page.getByLabel('Namespace name').fill('shop');
   await page.getByRole('button', { name: 'Create namespace' }).click();
   await page.waitForURL('**/tenants/acme/shop');

@@ -148,6 +148,8 @@ export const ROUTES = [
   'GET /admin/v2/tenants',
   'GET /admin/v2/tenants/{tenant}',
   'PUT /admin/v2/tenants/{tenant}',
+  'POST /admin/v2/tenants/{tenant}',
+  'GET /admin/v2/clusters',
   'DELETE /admin/v2/tenants/{tenant}',
   'GET /admin/v2/namespaces/{tenant}',
   'PUT /admin/v2/namespaces/{tenant}/{namespace}',
@@ -224,6 +226,8 @@ export const api = {
   tenant: (t: string) => json<TenantInfo>('GET', `/admin/v2/tenants/${enc(t)}`),
   createTenant: (t: string) => empty('PUT', `/admin/v2/tenants/${enc(t)}`, {}),
   deleteTenant: (t: string) => empty('DELETE', `/admin/v2/tenants/${enc(t)}`),
+  updateTenant: (t: string, info: TenantInfo) => empty('POST', `/admin/v2/tenants/${enc(t)}`, info),
+  clusters: () => json<string[]>('GET', '/admin/v2/clusters'),
 
   namespaces: (t: string) => json<string[]>('GET', `/admin/v2/namespaces/${enc(t)}`),
   createNamespace: (t: string, ns: string) => empty('PUT', `/admin/v2/namespaces/${enc(t)}/${enc(ns)}`),
