@@ -9,7 +9,7 @@ import time
 import unittest
 
 import confluent_kafka as ck
-from magnetar_harness import Node, NodeTestCase, raw_exchange
+from magnetar_harness import Node, NodeTestCase, call_json, raw_exchange
 
 TIMEOUT_S = 10.0
 
@@ -55,6 +55,8 @@ class Reader:
 
     def string(self):
         n = self.take(">h")
+        if n < 0:
+            return None
         s = self.data[self.pos:self.pos + n].decode()
         self.pos += n
         return s
@@ -290,6 +292,53 @@ class KafkaOffsetsAcrossRestartTest(unittest.TestCase):
                 self.assertEqual(got, [(2, 3)])
                 KafkaWireTest.produce(self, "restart", [b"after"], port=node.ports["kafka"])
                 self.assertEqual(wire.fetch("restart", 5)[2], [(5, 1)])
+            finally:
+                wire.close()
+            self.assertEqual(node.stop(), 0)
+
+
+class KafkaAutoCreationPolicyTest(unittest.TestCase):
+    def test_a_namespace_that_forbids_auto_creation_gets_unknown_topic(self):
+        with Node() as node:
+            status, _ = call_json(node, "POST", "/admin/v2/namespaces/public/default/autoTopicCreation",
+                                  {"allowAutoTopicCreation": False})
+            self.assertEqual(status, 204)
+            wire = KafkaWire(node.ports["kafka"])
+            try:
+                # The policy reaches the broker's cache after the write: ask
+                # until it applies (bounded).
+                deadline = time.monotonic() + TIMEOUT_S
+                while True:
+                    r = wire.call(3, 4, struct.pack(">i", 1) + kstr("not-made") + b"\x01")
+                    r.take(">i")  # throttle
+                    for _ in range(r.take(">i")):
+                        r.take(">i"), r.string(), r.take(">i"), r.string()
+                    r.string()  # cluster id
+                    r.take(">i")  # controller
+                    self.assertEqual(r.take(">i"), 1)
+                    error = r.take(">h")
+                    if error == 3 or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
+                self.assertEqual(error, 3)  # UNKNOWN_TOPIC_OR_PARTITION
+                self.assertEqual(wire.fetch("not-made", 0)[0], 3)
+            finally:
+                wire.close()
+            status, topics = call_json(node, "GET", "/admin/v2/persistent/public/default")
+            self.assertNotIn("persistent://public/default/not-made", topics)
+            self.assertEqual(node.stop(), 0)
+
+    def test_acks_zero_gets_no_response_and_the_next_request_is_answered_in_order(self):
+        with Node() as node:
+            wire = KafkaWire(node.ports["kafka"])
+            try:
+                self.assertEqual(wire.fetch("acks0", 0)[1], 0)
+                body = kstr(None) + struct.pack(">hi", 0, 1000) + struct.pack(">i", 1) + kstr("acks0")
+                body += struct.pack(">i", 1) + struct.pack(">i", 0) + struct.pack(">i", 70) + bytes(70)
+                wire.send(0, 3, body)  # garbage records with acks=0: nothing comes back
+                cid = wire.send(18, 0, b"")
+                r = Reader(wire.receive())
+                self.assertEqual(r.take(">i"), cid)
             finally:
                 wire.close()
             self.assertEqual(node.stop(), 0)
