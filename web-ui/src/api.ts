@@ -47,7 +47,6 @@ export interface PublisherStats {
   msgThroughputIn: number;
   address?: string;
   clientVersion?: string;
-  protocol?: string;  // absent: Pulsar, the only protocol that produces today
 }
 
 export interface ConsumerStats {
@@ -57,7 +56,6 @@ export interface ConsumerStats {
   availablePermits?: number;
   unackedMessages?: number;
   address?: string;
-  protocol?: string;  // absent: Pulsar, the only protocol that consumes today
 }
 
 export interface SubscriptionStats {

@@ -154,9 +154,9 @@ export function topicPage(root: HTMLElement, [tenant, ns, domainName, topic]: st
     replace(producers, (s.publishers ?? []).length === 0
       ? h('p', { class: 'empty-state' }, 'No producer is connected.')
       : h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Producer'), h('th', {}, 'Address'),
-        h('th', {}, 'Protocol'), h('th', { class: 'num' }, 'Rate in'), h('th', { class: 'num' }, 'Throughput in'))),
+        h('th', { class: 'num' }, 'Rate in'), h('th', { class: 'num' }, 'Throughput in'))),
       h('tbody', {}, s.publishers.map((p) => h('tr', {}, h('td', {}, p.producerName), h('td', {}, p.address ?? '—'),
-        h('td', {}, p.protocol ?? 'Pulsar'), h('td', { class: 'num' }, fmtRate(p.msgRateIn, 'msg')),
+ h('td', { class: 'num' }, fmtRate(p.msgRateIn, 'msg')),
         h('td', { class: 'num' }, fmtBytes(p.msgThroughputIn) + '/s'))))));
     replace(subscriptions, subs.length === 0
       ? h('p', { class: 'empty-state' }, 'No subscriptions. Create one below, or attach a consumer.')
@@ -171,10 +171,10 @@ export function topicPage(root: HTMLElement, [tenant, ns, domainName, topic]: st
     const attached = subs.flatMap(([sub, v]) => (v.consumers ?? []).map((c) => ({ sub, c })));
     replace(consumers, attached.length === 0
       ? h('p', { class: 'empty-state' }, 'No consumer is connected.')
-      : h('table', {}, h('thead', {}, h('tr', {}, ['Consumer', 'Subscription', 'Protocol', 'Rate out', 'Throughput out',
-        'Permits', 'Unacked'].map((t, i) => h('th', { class: i >= 3 ? 'num' : undefined }, t)))),
+      : h('table', {}, h('thead', {}, h('tr', {}, ['Consumer', 'Subscription', 'Rate out', 'Throughput out', 'Permits',
+        'Unacked'].map((t, i) => h('th', { class: i >= 2 ? 'num' : undefined }, t)))),
       h('tbody', {}, attached.map(({ sub, c }) => h('tr', { 'data-consumer': c.consumerName },
-        h('td', {}, c.consumerName || '—'), h('td', {}, sub), h('td', {}, c.protocol ?? 'Pulsar'),
+        h('td', {}, c.consumerName || '—'), h('td', {}, sub),
         h('td', { class: 'num' }, fmtRate(c.msgRateOut, 'msg')),
         h('td', { class: 'num' }, fmtBytes(c.msgThroughputOut) + '/s'),
         h('td', { class: 'num' }, fmtNumber(c.availablePermits ?? 0)),
