@@ -63,6 +63,11 @@ export class LiveChart {
     this.draw();
   }
 
+  // Draws again, after the caller changed the `history` it passed in.
+  redraw() {
+    this.draw();
+  }
+
   private draw() {
     this.values.forEach((list, i) => {
       if (list.length) this.legendValues[i].textContent = this.format(list[list.length - 1]);

@@ -3,7 +3,7 @@
 // (src/admin/console.cc), so links can be shared and pages reloaded.
 import './style.css';
 import { h, link, navigate, replace } from './dom';
-import { overviewPage } from './pages/overview';
+import { overviewPage, sampleOverview } from './pages/overview';
 import { tenantsPage } from './pages/tenants';
 import { tenantPage } from './pages/tenant';
 import { namespacePage } from './pages/namespace';
@@ -65,3 +65,4 @@ document.addEventListener('click', (e) => {
 });
 window.addEventListener('popstate', render);
 render();
+sampleOverview();

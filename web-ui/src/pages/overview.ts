@@ -1,23 +1,49 @@
 // Overview: the node, counts, live message and byte rates, storage and the
-// largest backlogs (GET /admin/v2/overview every few seconds).
+// largest backlogs. GET /admin/v2/overview is sampled every few seconds while
+// the console is open, on any page, so that the charts show the recent past
+// as soon as the overview opens.
 import { api, Overview } from '../api';
 import { LiveChart } from '../chart';
 import { card, every, fmtBytes, fmtDuration, fmtNumber, h, link, notice, REFRESH_MS, replace } from '../dom';
 import { topicHref } from './links';
 
-// The charts' samples, kept while the console is open so that coming back to
-// the overview shows the recent past.
-const messageHistory: number[][] = [];
-const byteHistory: number[][] = [];
+const CHART_SAMPLES = 60;
+const messageHistory: number[][] = [[], []];
+const byteHistory: number[][] = [[], []];
+let latest: Overview | null = null;
+let lastError: unknown = null;
+let onSample: (() => void) | null = null;  // the overview page, while shown
+
+function record(history: number[][], sample: number[]) {
+  sample.forEach((v, i) => {
+    history[i].push(Number.isFinite(v) ? v : 0);
+    if (history[i].length > CHART_SAMPLES) history[i].shift();
+  });
+}
+
+// Starts the sampling; main.ts calls it once.
+export function sampleOverview() {
+  every(REFRESH_MS, async () => {
+    try {
+      latest = await api.overview();
+      lastError = null;
+      record(messageHistory, [latest.msgRateIn, latest.msgRateOut]);
+      record(byteHistory, [latest.msgThroughputIn, latest.msgThroughputOut]);
+    } catch (e) {
+      lastError = e;
+    }
+    onSample?.();
+  });
+}
 
 export function overviewPage(root: HTMLElement) {
   document.title = 'Overview · Magnetar';
   const status = notice();
   const cards = h('div', { class: 'cards' });
   const msgChart = new LiveChart('Messages per second',
-    [{ label: 'in', color: '#6d4aff' }, { label: 'out', color: '#13a10e' }], fmtNumber, 60, 'chart-messages', messageHistory);
+    [{ label: 'in', color: '#6d4aff' }, { label: 'out', color: '#13a10e' }], fmtNumber, CHART_SAMPLES, 'chart-messages', messageHistory);
   const byteChart = new LiveChart('Bytes per second',
-    [{ label: 'in', color: '#6d4aff' }, { label: 'out', color: '#13a10e' }], fmtBytes, 60, 'chart-bytes', byteHistory);
+    [{ label: 'in', color: '#6d4aff' }, { label: 'out', color: '#13a10e' }], fmtBytes, CHART_SAMPLES, 'chart-bytes', byteHistory);
   const backlogs = h('div', { 'data-testid': 'largest-backlogs' });
   const node = h('p', { class: 'muted', 'data-testid': 'overview-node' }, 'Connecting…');
   root.append(
@@ -54,8 +80,8 @@ export function overviewPage(root: HTMLElement) {
       card('Messages in', fmtNumber(o.msgInCounter), 'overview-messages-in'),
       card('Messages out', fmtNumber(o.msgOutCounter)),
     );
-    msgChart.push([o.msgRateIn, o.msgRateOut]);
-    byteChart.push([o.msgThroughputIn, o.msgThroughputOut]);
+    msgChart.redraw();
+    byteChart.redraw();
     if (o.largestBacklogs.length === 0) {
       replace(backlogs, h('p', { class: 'empty-state' }, 'No subscription has a backlog. Consumers are keeping up.'));
     } else {
@@ -68,17 +94,22 @@ export function overviewPage(root: HTMLElement) {
     }
   };
 
-  return every(REFRESH_MS, async () => {
-    try {
-      show(await api.overview());
+  const update = () => {
+    if (lastError === null && latest !== null) {
+      show(latest);
       setHealth(true);
       status.clear();
-    } catch (e) {
+    } else if (lastError !== null) {
       setHealth(false);
       if (!health.isConnected) cards.append(health);
-      status.error(e);
+      status.error(lastError);
     }
-  });
+  };
+  onSample = update;
+  update();
+  return () => {
+    if (onSample === update) onSample = null;
+  };
 }
 
 function topicLink(full: string): Node | string {
