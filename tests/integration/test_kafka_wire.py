@@ -328,6 +328,40 @@ class KafkaAutoCreationPolicyTest(unittest.TestCase):
             self.assertNotIn("persistent://public/default/not-made", topics)
             self.assertEqual(node.stop(), 0)
 
+    def test_a_namespace_that_creates_partitioned_topics_gets_them_over_kafka(self):
+        with Node() as node:
+            status, _ = call_json(node, "POST", "/admin/v2/namespaces/public/default/autoTopicCreation",
+                                  {"allowAutoTopicCreation": True, "topicType": "partitioned",
+                                   "defaultNumPartitions": 3})
+            self.assertEqual(status, 204)
+            wire = KafkaWire(node.ports["kafka"])
+            try:
+                deadline = time.monotonic() + TIMEOUT_S
+                name = 0
+                while True:  # until the policy reached the broker's cache (bounded)
+                    name += 1
+                    topic = f"auto-parts-{name}"
+                    r = wire.call(3, 4, struct.pack(">i", 1) + kstr(topic) + b"\x01")
+                    r.take(">i")
+                    for _ in range(r.take(">i")):
+                        r.take(">i"), r.string(), r.take(">i"), r.string()
+                    r.string()
+                    r.take(">i")
+                    self.assertEqual(r.take(">i"), 1)
+                    self.assertEqual(r.take(">h"), 0)
+                    self.assertEqual(r.string(), topic)
+                    r.take(">b")
+                    partitions = r.take(">i")
+                    if partitions == 3 or time.monotonic() > deadline:
+                        break
+                self.assertEqual(partitions, 3)
+            finally:
+                wire.close()
+            status, body = call_json(node, "GET", f"/admin/v2/persistent/public/default/{topic}/partitions")
+            self.assertEqual(status, 200)
+            self.assertEqual(body["partitions"], 3)
+            self.assertEqual(node.stop(), 0)
+
     def test_acks_zero_gets_no_response_and_the_next_request_is_answered_in_order(self):
         with Node() as node:
             wire = KafkaWire(node.ports["kafka"])

@@ -43,6 +43,12 @@ bool KafkaService::may_create(const broker::TopicName& topic) const {
   return rule.has_value() && rule->allow;
 }
 
+int32_t KafkaService::partitions_on_creation(const broker::TopicName& topic) const {
+  if (policies_ == nullptr) return 0;
+  auto rule = policies_->auto_topic_creation(topic, broker::AutoTopicCreation{});
+  return rule && rule->allow && rule->partitioned && rule->default_partitions > 0 ? rule->default_partitions : 0;
+}
+
 void KafkaService::remember_partitions(const std::string& topic, int32_t partitions) {
   std::lock_guard lock(partitions_mu_);
   partitions_[topic] = partitions;

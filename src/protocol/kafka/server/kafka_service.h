@@ -61,6 +61,10 @@ class KafkaService final : public runtime::Component {
   // Whether a missing topic may be created on first use (the namespace's
   // autoTopicCreation policy; allowed by default).
   bool may_create(const broker::TopicName& topic) const;
+  // How many partitions a topic created on first use gets: the namespace's
+  // autoTopicCreation default_partitions when its topicType is
+  // "partitioned", else 0 (non-partitioned).
+  int32_t partitions_on_creation(const broker::TopicName& topic) const;
   uint64_t next_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
 
   // Runs `fn` on the home reactor of the Pulsar topic behind Kafka topic

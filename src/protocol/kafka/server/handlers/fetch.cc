@@ -17,6 +17,7 @@
 #include "protocol/kafka/convert.h"
 #include "protocol/kafka/errors.h"
 #include "protocol/kafka/server/kafka_connection.h"
+#include "protocol/kafka/server/offsets.h"
 
 namespace magnetar::protocol::kafka {
 
@@ -117,9 +118,9 @@ void read_partition(broker::Topic* topic, int64_t offset, size_t max_bytes,
                     std::function<void(PartitionResult)> done) {
   ledger::Log& log = topic->log();
   PartitionResult r;
-  r.high_watermark = log.next_message_index();
+  r.high_watermark = high_watermark(log);
+  r.log_start = log_start_offset(log);
   const auto& chain = log.chain();
-  r.log_start = chain.empty() ? r.high_watermark : chain.ledgers().front().first_index;
   if (offset == r.high_watermark) return done(r);
   if (offset > r.high_watermark || offset < r.log_start) {
     r.error = kOffsetOutOfRange;

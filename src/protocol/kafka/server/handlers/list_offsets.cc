@@ -1,10 +1,11 @@
 // ListOffsets: earliest (-2) is the first message index the log still
-// holds, latest (-1) the next index to be written (the high watermark); a
+// holds, latest (-1) one past the last stored one (the high watermark); a
 // timestamp gives the first message published at or after it (publish
 // time, the broker's clock) or -1 when none was.
 #include "ledger/managed_ledger.h"
 #include "protocol/kafka/errors.h"
 #include "protocol/kafka/server/kafka_connection.h"
+#include "protocol/kafka/server/offsets.h"
 
 namespace magnetar::protocol::kafka {
 
@@ -52,10 +53,8 @@ void answer(KafkaConnection& c, ListState& state) {
 // On the topic's home reactor.
 void find_offset(broker::Topic* topic, int64_t timestamp, std::function<void(ErrorCode, int64_t)> done) {
   ledger::Log& log = topic->log();
-  const int64_t next = log.next_message_index();
-  if (timestamp == kLatest) return done(kNone, next);
-  const auto& chain = log.chain();
-  if (timestamp == kEarliest) return done(kNone, chain.empty() ? next : chain.ledgers().front().first_index);
+  if (timestamp == kLatest) return done(kNone, high_watermark(log));
+  if (timestamp == kEarliest) return done(kNone, log_start_offset(log));
   auto* managed = dynamic_cast<ledger::ManagedLedger*>(&log);
   if (managed == nullptr) return done(kNone, -1);
   managed->seek_by_time(timestamp, [keep = managed->shared_from_this(), done](Result<ledger::Position> at) {

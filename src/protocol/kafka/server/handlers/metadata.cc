@@ -1,8 +1,8 @@
 // Metadata: this node as the only broker, and the topics of the default
 // namespace led by this node: a partitioned topic with its partitions, any
-// other topic as one partition (0). Topics asked for
-// that do not exist are created when the client allows it
-// (AllowAutoTopicCreation) and the namespace's autoTopicCreation policy does.
+// other topic as one partition (0). Topics asked for that do not exist are
+// created when the client allows it (AllowAutoTopicCreation) and the
+// namespace's autoTopicCreation policy does, partitioned when it says so.
 #include <algorithm>
 #include <map>
 
@@ -85,13 +85,33 @@ void resolve(KafkaConnection& c, const Request& request, bool all, std::vector<s
   if (to_create.empty()) return answer(c, request, *topics);
   auto left = std::make_shared<size_t>(to_create.size());
   for (auto& [index, topic] : to_create) {
-    c.service().broker().with_topic(topic, [reply = c.replier(), request, topics, left,
-                                            index = index](Result<broker::Topic*> t) {
-      ErrorCode error = t.is_ok() ? kNone : error_code(t.status());
-      reply([request, topics, left, index, error](KafkaConnection& conn) {
+    auto done = [reply = c.replier(), request, topics, left, index = index](ErrorCode error, int32_t partitions) {
+      reply([request, topics, left, index, error, partitions](KafkaConnection& conn) {
         (*topics)[index].error = error;
+        (*topics)[index].partitions = partitions;
         if (--*left == 0) answer(conn, request, *topics);
       });
+    };
+    const int32_t partitions = c.service().partitions_on_creation(topic);
+    broker::Tenancy* tenancy = c.service().tenancy();
+    if (partitions > 0 && tenancy != nullptr) {
+      // As a Pulsar client's lookup would: a partitioned topic, its
+      // partitions made on first use.
+      Status st = tenancy->submit([tenancy, service = &c.service(), topic = topic, partitions, done]() {
+        Status created = tenancy->create_partitioned_topic(topic, partitions);
+        if (!created.is_ok() && created.code() != common::ErrorCode::kAlreadyExists) {
+          return done(error_code(created), 0);
+        }
+        auto n = tenancy->get_partitions(topic);
+        int32_t count = n.is_ok() ? *n : partitions;
+        service->remember_partitions(topic.local, count);
+        done(kNone, count);
+      });
+      if (!st.is_ok()) done(error_code(st), 0);
+      continue;
+    }
+    c.service().broker().with_topic(topic, [done](Result<broker::Topic*> t) {
+      done(t.is_ok() ? kNone : error_code(t.status()), 0);
     });
   }
 }

@@ -8,6 +8,7 @@
 #include "protocol/kafka/convert.h"
 #include "protocol/kafka/errors.h"
 #include "protocol/kafka/server/kafka_connection.h"
+#include "protocol/kafka/server/offsets.h"
 
 namespace magnetar::protocol::kafka {
 
@@ -67,7 +68,7 @@ int64_t now_ms() {
 void publish_all(broker::Topic* topic, uint64_t producer_id, std::vector<ConvertedEntry> entries,
                  std::function<void(Result<int64_t>, int64_t)> done) {
   int64_t base = topic->log().next_message_index();
-  int64_t log_start = topic->log().chain().empty() ? base : topic->log().chain().ledgers().front().first_index;
+  int64_t log_start = log_start_offset(topic->log());
   auto left = std::make_shared<size_t>(entries.size());
   auto failed = std::make_shared<Status>();
   for (auto& e : entries) {
