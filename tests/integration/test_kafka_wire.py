@@ -241,6 +241,45 @@ class KafkaWireTest(NodeTestCase):
         self.assertEqual(error, 0)
         self.assertEqual(got, [(1, 1)])
 
+    def test_flexible_produce_v9_and_fetch_v12(self):
+        topic = "wire-flex"
+        self.produce(topic, [b"seed"])
+        # The stored batch as Fetch v4 returns it, produced again over v9.
+        body = struct.pack(">iiiib", -1, 0, 0, 1 << 20, 0) + struct.pack(">i", 1) + kstr(topic)
+        body += struct.pack(">i", 1) + struct.pack(">iqi", 0, 0, 1 << 20)
+        r = self.wire.call(1, 4, body)
+        r.take(">i"), r.take(">i"), r.string(), r.take(">i"), r.take(">i"), r.take(">h")
+        r.take(">q"), r.take(">q"), r.take(">i")
+        batch = r.bytes()
+        self.assertEqual(batches(batch), [(0, 1)])
+        produce = b"\x00" + struct.pack(">hi", -1, 1000) + uvarint(2) + compact_str(topic) + uvarint(2)
+        produce += struct.pack(">i", 0) + uvarint(len(batch) + 1) + batch + b"\x00\x00\x00"
+        r = self.wire.call(0, 9, produce, flexible=True)
+        self.assertEqual(r.uvarint(), 0)  # response header v1
+        self.assertEqual(r.uvarint() - 1, 1)
+        name_length = r.uvarint() - 1
+        self.assertEqual(r.data[r.pos:r.pos + name_length], topic.encode())
+        r.pos += name_length
+        self.assertEqual(r.uvarint() - 1, 1)
+        self.assertEqual((r.take(">i"), r.take(">h"), r.take(">q")), (0, 0, 1))  # partition, error, base offset
+        fetch = struct.pack(">iiiibii", -1, 0, 0, 1 << 20, 0, 0, -1) + uvarint(2) + compact_str(topic) + uvarint(2)
+        fetch += struct.pack(">iiqiqi", 0, -1, 0, -1, -1, 1 << 20) + b"\x00\x00" + uvarint(1) + uvarint(1) + b"\x00"
+        r = self.wire.call(1, 12, fetch, flexible=True)
+        self.assertEqual(r.uvarint(), 0)
+        self.assertEqual((r.take(">i"), r.take(">h"), r.take(">i")), (0, 0, 0))
+        self.assertEqual(r.uvarint() - 1, 1)
+        name_length = r.uvarint() - 1
+        self.assertEqual(r.data[r.pos:r.pos + name_length], topic.encode())
+        r.pos += name_length
+        self.assertEqual(r.uvarint() - 1, 1)
+        self.assertEqual((r.take(">i"), r.take(">h"), r.take(">q")), (0, 0, 2))  # partition, error, high watermark
+        r.take(">q"), r.take(">q")
+        self.assertIn(r.uvarint(), (0, 1))  # aborted transactions: null or empty
+        r.take(">i")  # preferred read replica
+        records_length = r.uvarint() - 1
+        records = r.data[r.pos:r.pos + records_length]
+        self.assertEqual(batches(records), [(0, 1), (1, 1)])
+
     def test_bad_input_closes_that_connection_only_and_data_stays_intact(self):
         topic = "wire-bad"
         self.produce(topic, [b"keep-1", b"keep-2"])

@@ -112,6 +112,7 @@ const Schema kFetchPartition{{
     {"PartitionIndex", T::kInt32},
     {"CurrentLeaderEpoch", T::kInt32, 9, N, N, nullptr, -1},
     {"FetchOffset", T::kInt64},
+    {"LastFetchedEpoch", T::kInt32, 12, N, N, nullptr, -1},
     {"LogStartOffset", T::kInt64, 5, N, N, nullptr, -1},
     {"PartitionMaxBytes", T::kInt32},
 }};
@@ -194,10 +195,12 @@ const Schema kListOffsetsResponse{{
 }};
 
 // Produce starts at v3: record batches (message format v2) only. Fetch
-// starts at v4 for the same reason.
+// starts at v4 for the same reason, and stops at v12: v13 names topics by
+// id. The tagged fields of later versions (Produce 10-11, Fetch 12's
+// ClusterId, diverging epochs, current leader) are neither read nor sent.
 const std::array<ApiSpec, 5> kApis{{
-    {kProduce, "Produce", 3, 8, N, &kProduceRequest, &kProduceResponse},
-    {kFetch, "Fetch", 4, 11, N, &kFetchRequest, &kFetchResponse},
+    {kProduce, "Produce", 3, 9, 9, &kProduceRequest, &kProduceResponse},
+    {kFetch, "Fetch", 4, 12, 12, &kFetchRequest, &kFetchResponse},
     {kListOffsets, "ListOffsets", 0, 6, 6, &kListOffsetsRequest, &kListOffsetsResponse},
     {kMetadata, "Metadata", 0, 9, 9, &kMetadataRequest, &kMetadataResponse},
     {kApiVersions, "ApiVersions", 0, 3, 3, &kApiVersionsRequest, &kApiVersionsResponse},

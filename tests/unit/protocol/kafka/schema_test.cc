@@ -108,6 +108,37 @@ TEST(KafkaSchemaTest, ProduceRecordsAreViewsOfTheRequest) {
   EXPECT_EQ(records->view(), "abcdef");
 }
 
+TEST(KafkaSchemaTest, FlexibleProduceAndFetchRoundTripCompactly) {
+  const ApiSpec* produce = find_api(kProduce);
+  ASSERT_TRUE(produce->flexible(9));
+  Struct req(*produce->request);
+  req.set("Acks", int64_t{1});
+  req.set("TimeoutMs", int64_t{100});
+  auto& part = req.add("Topics").set("Name", std::string("t")).add("Partitions");
+  part.set("PartitionIndex", int64_t{0});
+  part.set("Records", common::Slice::copy_of("rec"));
+  WireWriter w;
+  encode_struct(w, req, 9, true);
+  // null transactional id (1) + acks (2) + timeout (4) + topics count (1) +
+  // name (2) + partitions count (1) + index (4) + records (1 + 3) + tagged
+  // fields of partition, topic and request (3).
+  EXPECT_EQ(w.size(), 1u + 2 + 4 + 1 + 2 + 1 + 4 + 4 + 3);
+  Struct back = round_trip(req, 9, true);
+  EXPECT_EQ(back.array("Topics")[0].array("Partitions")[0].bytes("Records")->view(), "rec");
+
+  const ApiSpec* fetch = find_api(kFetch);
+  ASSERT_TRUE(fetch->flexible(12));
+  Struct f(*fetch->request);
+  auto& fp = f.add("Topics").set("Name", std::string("t")).add("Partitions");
+  fp.set("FetchOffset", int64_t{42});
+  fp.set("LastFetchedEpoch", int64_t{3});
+  Struct fb = round_trip(f, 12, true);
+  EXPECT_EQ(fb.array("Topics")[0].array("Partitions")[0].i("FetchOffset"), 42);
+  EXPECT_EQ(fb.array("Topics")[0].array("Partitions")[0].i("LastFetchedEpoch"), 3);
+  Struct f11 = round_trip(f, 11, false);
+  EXPECT_EQ(f11.array("Topics")[0].array("Partitions")[0].i("LastFetchedEpoch"), -1);  // not in v11
+}
+
 TEST(KafkaSchemaTest, DeepNestingAndHugeCountsDoNotCrash) {
   // A Fetch request whose topic count claims far more than the input holds.
   WireWriter w;
