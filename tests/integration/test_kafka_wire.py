@@ -224,6 +224,27 @@ class KafkaWireTest(NodeTestCase):
         self.assertEqual((error, got), (0, []))
         self.assertEqual(self.wire.fetch(topic, 4)[0], 1)  # OFFSET_OUT_OF_RANGE
 
+    def test_the_response_max_bytes_spans_partitions_in_request_order(self):
+        for t in ("span-a", "span-b"):
+            self.produce(t, [b"x" * 100, b"y" * 100])
+
+        def fetch_both(max_bytes):
+            body = struct.pack(">iiiib", -1, 0, 0, max_bytes, 0) + struct.pack(">i", 2)
+            for t in ("span-a", "span-b"):
+                body += kstr(t) + struct.pack(">i", 1) + struct.pack(">iqi", 0, 0, 1 << 20)
+            r = self.wire.call(1, 4, body)
+            r.take(">i")
+            got = {}
+            for _ in range(r.take(">i")):
+                name = r.string()
+                r.take(">i"), r.take(">i"), r.take(">h"), r.take(">q"), r.take(">q"), r.take(">i")
+                got[name] = batches(r.bytes() or b"")
+            return got
+
+        self.assertEqual(fetch_both(1 << 20), {"span-a": [(0, 1), (1, 1)], "span-b": [(0, 1), (1, 1)]})
+        # One batch fits: the first partition's first batch, whole; nothing more.
+        self.assertEqual(fetch_both(1), {"span-a": [(0, 1)], "span-b": []})
+
     def test_a_batch_keeps_its_offsets_and_fetch_inside_it_returns_it_whole(self):
         topic = "wire-batch"
         self.produce(topic, [b"one"])

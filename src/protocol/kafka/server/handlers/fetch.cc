@@ -6,9 +6,10 @@
 //
 // min bytes / max wait: while less than MinBytes is available the request
 // waits, looking again every poll interval, until MaxWaitMs has passed.
-// Max bytes: each partition returns at most PartitionMaxBytes (and the
-// request's MaxBytes), but always its first batch whole, so a client makes
-// progress (KIP-74). No fetch sessions: SessionId is always 0, so clients
+// Max bytes: each partition returns at most PartitionMaxBytes, and the
+// response at most MaxBytes over its partitions in request order, whole
+// batches only; the response's first batch always goes out whole, so a
+// client makes progress (KIP-74). No fetch sessions: SessionId is always 0, so clients
 // send full fetch requests.
 #include <chrono>
 
@@ -48,8 +49,21 @@ struct FetchState {
   std::vector<PartitionFetch> parts;
   Clock::time_point deadline;
   size_t min_bytes = 1;
+  size_t max_bytes = 0;  // the whole response's
   size_t left = 0;
 };
+
+// The whole record batches at the front of `records` that fit in `budget`.
+Slice whole_batches_within(const Slice& records, size_t budget) {
+  size_t end = 0;
+  while (records.size() - end >= 12) {
+    const uint8_t* p = records.data() + end + 8;
+    size_t length = (size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) | p[3];
+    if (end + 12 + length > budget || end + 12 + length > records.size()) break;
+    end += 12 + length;
+  }
+  return records.sub(0, end);
+}
 
 struct PartitionResult {
   ErrorCode error = kNone;
@@ -66,7 +80,14 @@ void answer(KafkaConnection& c, FetchState& state) {
   resp.set("ErrorCode", int64_t{kNone});
   resp.set("SessionId", int64_t{0});
   Struct* topic = nullptr;
-  for (const PartitionFetch& p : state.parts) {
+  size_t total = 0;
+  for (PartitionFetch& p : state.parts) {
+    // The response's max bytes, over the partitions in request order; the
+    // first batch of the response always goes out whole (KIP-74).
+    if (total > 0 && total + p.records.size() > state.max_bytes) {
+      p.records = whole_batches_within(p.records, state.max_bytes - std::min(total, state.max_bytes));
+    }
+    total += p.records.size();
     if (topic == nullptr || topic->str("Name") != p.topic) {
       topic = &resp.add("Responses");
       topic->set("Name", p.topic);
@@ -197,6 +218,7 @@ void handle_fetch(KafkaConnection& c, const Request& request) {
   state->deadline = Clock::now() + std::chrono::milliseconds(max_wait);
   state->min_bytes = static_cast<size_t>(std::max<int64_t>(0, request.body.i("MinBytes")));
   const auto request_max = static_cast<size_t>(std::max<int64_t>(1, request.body.i("MaxBytes")));
+  state->max_bytes = request_max;
   for (const auto& t : request.body.array("Topics")) {
     for (const auto& p : t.array("Partitions")) {
       PartitionFetch part;
