@@ -146,6 +146,17 @@ class KafkaClientsTest(NodeTestCase):
                            capture_output=True, timeout=TIMEOUT_S)
         self.assertNotEqual(r.returncode, 0)
 
+    def test_a_batch_larger_than_pulsars_largest_message_is_refused(self):
+        p = ck.Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "message.max.bytes": 8000000})
+        errors = []
+        p.produce("ck-large", value=b"z" * 6000000, on_delivery=lambda e, m: errors.append(e))
+        p.produce("ck-large", value=b"fits", on_delivery=lambda e, m: errors.append(e))
+        self.assertEqual(p.flush(TIMEOUT_S), 0)
+        codes = sorted(str(e.code()) if e else "ok" for e in errors)
+        self.assertIn("ok", codes)
+        self.assertIn(str(ck.KafkaError.MSG_SIZE_TOO_LARGE), codes)
+        self.assertEqual(self.kcat_consume("ck-large", fmt="%s\\n"), ["fits"])
+
     def test_kafka_in_pulsar_out(self):
         topic = "cross-k2p"
         self.kcat("-P", "-t", topic, "-K", ":", "-H", "trace=t-1", "-H", "team=payments",

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "protocol/kafka/convert.h"
+#include "protocol/pulsar/frame.h"
 #include "protocol/kafka/errors.h"
 #include "protocol/kafka/server/kafka_connection.h"
 #include "protocol/kafka/server/offsets.h"
@@ -138,9 +139,17 @@ void handle_produce(KafkaConnection& c, const Request& request) {
       auto [producer_id, producer_name] = c.producer_for(name, result.partition);
       std::vector<ConvertedEntry> entries;
       const int64_t now = now_ms();
+      bool too_large = false;
       for (const RecordBatch& b : *batches) {
         if (b.records.empty()) continue;
         entries.push_back(batch_to_entry(b, now, producer_name, c.next_sequence(b.records.size())));
+        // Pulsar consumers read the same entries: no larger than Pulsar's
+        // largest message.
+        too_large = too_large || entries.back().entry.size() > pulsar::kDefaultMaxMessageSize;
+      }
+      if (too_large) {
+        fail(kMessageTooLarge, "a record batch is larger than the largest message (5 MiB)");
+        continue;
       }
       if (entries.empty()) {
         fail(kCorruptMessage, "record batches without records");
