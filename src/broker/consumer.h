@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "broker/client_info.h"
 #include "common/bytes.h"
 #include "common/status.h"
 #include "ledger/entry_codec.h"
@@ -74,6 +75,7 @@ struct ConsumerOptions {
   // Key_Shared: deliver a key's entries to this consumer even while another
   // consumer still holds earlier entries of that key unacknowledged.
   bool allow_out_of_order = false;
+  ClientInfo client{};
 };
 
 class Consumer {

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "broker/client_info.h"
 #include "common/status.h"
 
 namespace magnetar::broker {
@@ -27,6 +28,7 @@ struct ProducerOptions {
   uint64_t id = 0;  // broker-wide id of this producer
   std::string name;
   ProducerAccessMode access_mode = ProducerAccessMode::kShared;
+  ClientInfo client{};
   // Called on the home reactor when the broker closes the producer (topic
   // closed or unloaded, fenced by an exclusive producer, backlog quota);
   // the producer is gone from the topic by then. Never called after

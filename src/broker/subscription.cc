@@ -578,6 +578,7 @@ SubscriptionStats Subscription::stats() const {
     ConsumerStats cs;
     cs.consumer_id = c->id();
     cs.consumer_name = c->name();
+    cs.client = c->options().client;
     cs.permits = c->permits();
     cs.unacked_entries = c->unacked_entries();
     cs.unacked_messages = c->unacked_messages();

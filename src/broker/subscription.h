@@ -56,6 +56,7 @@ namespace magnetar::broker {
 struct ConsumerStats {
   uint64_t consumer_id = 0;
   std::string consumer_name;
+  ClientInfo client{};
   int64_t permits = 0;
   uint64_t unacked_entries = 0;
   uint64_t unacked_messages = 0;

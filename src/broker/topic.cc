@@ -250,8 +250,13 @@ TopicStats Topic::stats() const {
   s.storage_size = log_->chain().total_size();
   s.entries = log_->chain().total_entries();
   for (const auto& [id, p] : producers_) {
-    PublisherStats ps{id, p.name, p.messages_in, p.bytes_in};
+    PublisherStats ps;
+    ps.producer_id = id;
+    ps.producer_name = p.name;
+    ps.messages_in = p.messages_in;
+    ps.bytes_in = p.bytes_in;
     ps.access_mode = p.access_mode;
+    ps.client = p.client;
     s.publishers.push_back(std::move(ps));
   }
   for (const auto& [name, sub] : subscriptions_) {

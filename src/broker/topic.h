@@ -44,6 +44,7 @@ struct PublisherStats {
   double msg_rate_in = 0;   // filled by Topic::stats_at
   double byte_rate_in = 0;
   ProducerAccessMode access_mode = ProducerAccessMode::kShared;
+  ClientInfo client{};
 };
 
 struct TopicStats {
@@ -183,6 +184,7 @@ class Topic {
     uint64_t messages_in = 0;
     uint64_t bytes_in = 0;
     ProducerAccessMode access_mode = ProducerAccessMode::kShared;
+    ClientInfo client{};
     std::function<void(const common::Status&)> on_closed;
   };
   struct WaitingProducer {

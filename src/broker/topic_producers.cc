@@ -77,6 +77,7 @@ void Topic::admit(ProducerOptions options, ledger::Callback<Result<ProducerAdmis
   Producer p;
   p.name = options.name;
   p.access_mode = options.access_mode;
+  p.client = options.client;
   p.on_closed = std::move(options.on_closed);
   producers_.emplace(id, std::move(p));
   uint64_t epoch = access_.epoch();

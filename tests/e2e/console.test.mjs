@@ -216,6 +216,8 @@ test('a connected consumer shows with its subscription and type; what it receive
     const row = page.getByTestId('consumers').locator('tbody tr');
     await row.first().waitFor();
     assert.match(await row.first().textContent(), /live/);
+    // Which protocol it speaks and from where.
+    assert.match(await row.first().textContent(), /Pulsar127\.0\.0\.1:\d+/);
     await page.locator('[data-subscription="live"]').getByText('Shared').waitFor();
     await node.produce('persistent://acme/shop/orders', '-m', 'to the live consumer', '-n', '3');
     // The consumer got its three messages and left; the subscription stays, drained.

@@ -125,7 +125,7 @@ class SchemaTest(unittest.TestCase):
                 self.assertEqual(register(avro('{"v":2}')), 1)
                 # A producer bringing the schema gets its version too.
             node.stop()
-            node.proc = None
+            node.log.close()
             node.start()
             with PulsarWire(node.ports["pulsar"]) as w:
                 latest = w.request("GET_SCHEMA", ["GET_SCHEMA_RESPONSE"], topic=topic).cmd.getSchemaResponse
@@ -188,6 +188,22 @@ class ConnectTest(NodeTestCase):
             self.assertEqual(w.connected.cmd.connected.protocol_version, 21)
             self.assertEqual(w.create_producer("persistent://public/default/with-token", 1).type,
                              pb.BaseCommand.PRODUCER_SUCCESS)
+
+
+class ClientInStatsTest(NodeTestCase):
+    def test_stats_say_who_the_clients_are(self):
+        topic = "persistent://public/default/who"
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            self.assertEqual(w.create_producer(topic, 1).type, pb.BaseCommand.PRODUCER_SUCCESS)
+            self.assertEqual(w.subscribe(topic, "s", 2).type, pb.BaseCommand.SUCCESS)
+            local = "127.0.0.1:%d" % w.sock.getsockname()[1]
+            status, stats = call_json(self.node, "GET", "/admin/v2/persistent/public/default/who/stats")
+            self.assertEqual(status, 200, stats)
+            for client in (stats["publishers"][0], stats["subscriptions"]["s"]["consumers"][0]):
+                self.assertEqual(client["protocol"], "pulsar")
+                self.assertEqual(client["clientVersion"], "pulsar-wire-test")
+                self.assertEqual(client["address"], local)
+                self.assertRegex(client["connectedSince"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
 class TopicsOfNamespaceTest(NodeTestCase):

@@ -47,6 +47,7 @@ export interface PublisherStats {
   msgThroughputIn: number;
   address?: string;
   clientVersion?: string;
+  protocol?: string;
 }
 
 export interface ConsumerStats {
@@ -56,6 +57,8 @@ export interface ConsumerStats {
   availablePermits?: number;
   unackedMessages?: number;
   address?: string;
+  clientVersion?: string;
+  protocol?: string;
 }
 
 export interface SubscriptionStats {

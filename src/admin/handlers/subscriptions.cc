@@ -91,15 +91,6 @@ void settle(Topic& t, ledger::Callback<Status> done) {
   done(Status::ok());
 }
 
-std::string iso_time(int64_t ms) {
-  std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-  return fmt::format("{}.{:03d}Z", buf, static_cast<int>(ms % 1000));
-}
-
 // Pulsar's answer to a peek: the message payload as the body, its metadata
 // in X-Pulsar-* headers. An entry in Pulsar's format (what Pulsar producers
 // store) is parsed; any other entry is answered whole, with the broker's

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <ctime>
+
 #include "ledger/managed_ledger.h"
 
 namespace magnetar::admin {
@@ -23,6 +25,10 @@ Json consumer_json(const broker::ConsumerStats& c) {
            {"msgRateRedeliver", 0.0},
            {"chunkedMessageRate", 0.0},
            {"consumerName", c.consumer_name},
+           {"address", c.client.address},
+           {"clientVersion", c.client.client_version},
+           {"connectedSince", c.client.connected_since_ms > 0 ? iso_time(c.client.connected_since_ms) : ""},
+           {"protocol", c.client.protocol},
            {"availablePermits", c.permits},
            {"unackedMessages", c.unacked_messages},
            {"avgMessagesPerEntry", 0},
@@ -87,6 +93,15 @@ void add_numbers(Json& a, const Json& b) {
 
 }  // namespace
 
+std::string iso_time(int64_t ms) {
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  return fmt::format("{}.{:03d}Z", buf, static_cast<int>(ms % 1000));
+}
+
 std::string position_string(ledger::Position p) { return fmt::format("{}:{}", p.ledger, p.entry); }
 
 Json topic_stats_json(const broker::TopicStats& s) {
@@ -99,6 +114,11 @@ Json topic_stats_json(const broker::TopicStats& s) {
                               {"chunkedMessageRate", 0.0},
                               {"producerId", p.producer_id},
                               {"producerName", p.producer_name},
+                              {"address", p.client.address},
+                              {"clientVersion", p.client.client_version},
+                              {"connectedSince",
+                               p.client.connected_since_ms > 0 ? iso_time(p.client.connected_since_ms) : ""},
+                              {"protocol", p.client.protocol},
                               {"supportsPartialProducer", false},
                               {"metadata", Json::object()}});
   }

@@ -8,6 +8,8 @@ namespace magnetar::admin {
 
 // "ledger:entry", as Pulsar writes a position.
 std::string position_string(ledger::Position p);
+// "2026-11-30T12:00:00.000Z" (UTC) from ms since the epoch, as Pulsar writes times.
+std::string iso_time(int64_t ms);
 // Pulsar's TopicStats from stats with rates (Topic::stats_at).
 Json topic_stats_json(const broker::TopicStats& stats);
 // Pulsar's PartitionedTopicStats: the partitions' stats summed, subscriptions

@@ -9,6 +9,12 @@ import {
 import { namespaceHref, tenantHref, topicPageHref } from './links';
 import { messageBrowser } from './messages';
 
+// "pulsar" -> "Pulsar"; what the broker does not know shows as a dash.
+function protocolName(p?: string): string {
+  const names: Record<string, string> = { pulsar: 'Pulsar', kafka: 'Kafka', amqp: 'AMQP' };
+  return p ? (names[p] ?? p) : '—';
+}
+
 export function topicPage(root: HTMLElement, [tenant, ns, domainName, topic]: string[]) {
   const domain = domainName as Domain;
   const full = `${domain}://${tenant}/${ns}/${topic}`;
@@ -153,9 +159,10 @@ export function topicPage(root: HTMLElement, [tenant, ns, domainName, topic]: st
     byteChart.push([s.msgThroughputIn, s.msgThroughputOut]);
     replace(producers, (s.publishers ?? []).length === 0
       ? h('p', { class: 'empty-state' }, 'No producer is connected.')
-      : h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Producer'), h('th', {}, 'Address'),
+      : h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Producer'), h('th', {}, 'Protocol'), h('th', {}, 'Address'),
         h('th', { class: 'num' }, 'Rate in'), h('th', { class: 'num' }, 'Throughput in'))),
-      h('tbody', {}, s.publishers.map((p) => h('tr', {}, h('td', {}, p.producerName), h('td', {}, p.address ?? '—'),
+      h('tbody', {}, s.publishers.map((p) => h('tr', {}, h('td', {}, p.producerName),
+        h('td', {}, protocolName(p.protocol)), h('td', {}, p.address || '—'),
  h('td', { class: 'num' }, fmtRate(p.msgRateIn, 'msg')),
         h('td', { class: 'num' }, fmtBytes(p.msgThroughputIn) + '/s'))))));
     replace(subscriptions, subs.length === 0
@@ -171,10 +178,11 @@ export function topicPage(root: HTMLElement, [tenant, ns, domainName, topic]: st
     const attached = subs.flatMap(([sub, v]) => (v.consumers ?? []).map((c) => ({ sub, c })));
     replace(consumers, attached.length === 0
       ? h('p', { class: 'empty-state' }, 'No consumer is connected.')
-      : h('table', {}, h('thead', {}, h('tr', {}, ['Consumer', 'Subscription', 'Rate out', 'Throughput out', 'Permits',
-        'Unacked'].map((t, i) => h('th', { class: i >= 2 ? 'num' : undefined }, t)))),
+      : h('table', {}, h('thead', {}, h('tr', {}, ['Consumer', 'Subscription', 'Protocol', 'Address', 'Rate out', 'Throughput out',
+        'Permits', 'Unacked'].map((t, i) => h('th', { class: i >= 4 ? 'num' : undefined }, t)))),
       h('tbody', {}, attached.map(({ sub, c }) => h('tr', { 'data-consumer': c.consumerName },
         h('td', {}, c.consumerName || '—'), h('td', {}, sub),
+        h('td', {}, protocolName(c.protocol)), h('td', {}, c.address || '—'),
         h('td', { class: 'num' }, fmtRate(c.msgRateOut, 'msg')),
         h('td', { class: 'num' }, fmtBytes(c.msgThroughputOut) + '/s'),
         h('td', { class: 'num' }, fmtNumber(c.availablePermits ?? 0)),

@@ -144,6 +144,10 @@ void PulsarConnection::keepalive_tick() {
   heard_ = false;
 }
 
+broker::ClientInfo PulsarConnection::client_info() const {
+  return broker::ClientInfo{"pulsar", peer(), client_version, connected_since_ms};
+}
+
 std::string PulsarConnection::peer() const { return conn_ != nullptr ? conn_->peer() : std::string(); }
 
 void PulsarConnection::close(const Status& why) {

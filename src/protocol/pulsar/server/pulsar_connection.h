@@ -85,6 +85,10 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   std::map<uint64_t, ConsumerState> consumers;  // by the client's consumer id
   int32_t protocol_version = 0;
   std::string role;  // who CONNECT proved the client is (broker::Authenticator)
+  std::string client_version;     // CONNECT's client_version
+  int64_t connected_since_ms = 0;  // when CONNECT was answered
+  // Who this connection's producers and consumers are, for stats.
+  broker::ClientInfo client_info() const;
   // The client's address ("" once closed).
   std::string peer() const;
 

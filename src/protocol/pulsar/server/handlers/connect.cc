@@ -1,5 +1,7 @@
 // CONNECT: the handshake. Lookup and partition metadata: where a topic is
 // served and how many partitions it has.
+#include <chrono>
+
 #include "broker/policies.h"
 #include "broker/tenancy.h"
 #include "protocol/pulsar/commands.h"
@@ -27,6 +29,10 @@ void handle_connect(PulsarConnection& c, const proto::CommandConnect& cmd) {
   c.protocol_version = commands::negotiate_protocol_version(cmd.protocol_version());
   c.send(commands::connected(c.service().options().server_version, c.protocol_version,
                              static_cast<int32_t>(kDefaultMaxMessageSize)));
+  c.client_version = cmd.client_version();
+  c.connected_since_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
   c.set_connected();
 }
 

@@ -88,6 +88,7 @@ void handle_subscribe(PulsarConnection& c, const proto::CommandSubscribe& cmd) {
   options.subscription = cmd.subscription();
   options.type = sub_type(cmd.subtype());
   options.consumer_name = cmd.consumer_name();
+  options.client = c.client_info();
   options.priority = cmd.priority_level();
   options.durable = cmd.durable();
   options.initial_position = cmd.initialposition() == proto::CommandSubscribe::Earliest

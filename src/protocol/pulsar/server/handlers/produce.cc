@@ -97,6 +97,7 @@ void admit_producer(PulsarConnection& c, const proto::CommandProducer& cmd, cons
   options.id = broker_id;
   options.name = name;
   options.access_mode = access_mode(cmd);
+  options.client = c.client_info();
   options.on_closed = [reply = c.replier(), client_id, broker_id](const common::Status&) {
     reply([client_id, broker_id](PulsarConnection& conn) {
       auto it = conn.producers.find(client_id);
