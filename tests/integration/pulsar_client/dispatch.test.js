@@ -3,22 +3,19 @@
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert');
-const { Producer, Consumer, logLevel } = require('pulsar-flex');
+const { Consumer } = require('pulsar-flex');
 const { Node, waitFor } = require('./node');
+const { flexProducer, flexConsumer } = require('./flex');
 
 // pulsar-flex keeps reconnect timers alive; end the process once every test
 // is done, keeping the exit code the runner set.
 test.after(() => setImmediate(() => process.exit()));
 
-const quiet = { logLevel: logLevel.NOTHING === undefined ? logLevel.ERROR : logLevel.NOTHING };
-
-function producer(node, topic) {
-  return new Producer({ topic, discoveryServers: node.pulsarServers, producerAccessMode: Producer.ACCESS_MODES.SHARED, ...quiet });
-}
+const producer = flexProducer;
 
 function consumer(node, topic, subscription, subType, name) {
-  return new Consumer({ topic, discoveryServers: node.pulsarServers, subscription, subType,
-    consumerName: name, receiveQueueSize: 100, initialPosition: Consumer.INITIAL_POSITION.EARLIEST, ...quiet });
+  return flexConsumer(node, topic, subscription, subType,
+    { consumerName: name, initialPosition: Consumer.INITIAL_POSITION.EARLIEST });
 }
 
 test('Key_Shared consumers attach, and messages without a key stay in order on one of them', async () => {

@@ -4,12 +4,12 @@
 const test = require('node:test');
 const assert = require('node:assert');
 const { execFile } = require('node:child_process');
-const { Producer, Consumer, logLevel } = require('pulsar-flex');
+const { Producer, Consumer } = require('pulsar-flex');
 const { Node, waitFor, BIN } = require('./node');
+const { quiet } = require('./flex');
 
 test.after(() => setImmediate(() => process.exit()));
 
-const quiet = { logLevel: logLevel.NOTHING === undefined ? logLevel.ERROR : logLevel.NOTHING };
 
 function magnetar(args) {
   return new Promise((resolve, reject) => {

@@ -2,22 +2,18 @@
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert');
-const { Producer, Consumer, logLevel } = require('pulsar-flex');
+const { Consumer } = require('pulsar-flex');
 const { Node, waitFor } = require('./node');
+const { flexProducer, flexConsumer } = require('./flex');
 
 // pulsar-flex keeps reconnect timers alive; end the process once every test
 // is done, keeping the exit code the runner set.
 test.after(() => setImmediate(() => process.exit()));
 
-const quiet = { logLevel: logLevel.NOTHING === undefined ? logLevel.ERROR : logLevel.NOTHING };
-
-function producer(node, topic) {
-  return new Producer({ topic, discoveryServers: node.pulsarServers, producerAccessMode: Producer.ACCESS_MODES.SHARED, ...quiet });
-}
+const producer = flexProducer;
 
 function consumer(node, topic, subscription, subType, name) {
-  return new Consumer({ topic, discoveryServers: node.pulsarServers, subscription, subType,
-    consumerName: name || subscription, receiveQueueSize: 100, ...quiet });
+  return flexConsumer(node, topic, subscription, subType, name ? { consumerName: name } : {});
 }
 
 // Collects messages as they arrive; acknowledges each one.
