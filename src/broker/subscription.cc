@@ -463,20 +463,25 @@ void Subscription::on_redelivery_read(Position wanted, Result<std::vector<Ledger
   schedule_dispatch();
 }
 
-void Subscription::on_read(Result<std::vector<LedgerEntry>> result) {
-  reading_ = false;
+bool Subscription::take_read(const Result<std::vector<LedgerEntry>>& result) {
   if (!result.is_ok()) {
     // Try again when the topic next grows; a read error is the storage's to report.
     MLOG_WARN("subscription {}: read after {} failed: {}", name_, read_position_.to_string(),
               result.status().to_string());
     waiting_for_entries_ = true;
-    return;
+    return false;
   }
   if (result->empty()) {
     waiting_for_entries_ = true;
-    return;
+    return false;
   }
   read_position_ = result->back().position;
+  return true;
+}
+
+void Subscription::on_read(Result<std::vector<LedgerEntry>> result) {
+  reading_ = false;
+  if (!take_read(result)) return;
   int64_t now = now_ms_();
   std::vector<LedgerEntry> fresh;
   fresh.reserve(result->size());

@@ -189,6 +189,9 @@ class Subscription {
   void on_key_shared_read(common::Result<std::vector<ledger::LedgerEntry>> result, bool redelivery,
                           ledger::Position wanted);
   void read_more();
+  // A read for dispatch came back: false (waiting for the topic to grow)
+  // when it failed or found nothing; else read_position_ moves past it.
+  bool take_read(const common::Result<std::vector<ledger::LedgerEntry>>& result);
   void on_read(common::Result<std::vector<ledger::LedgerEntry>> result);
   void on_redelivery_read(ledger::Position wanted, common::Result<std::vector<ledger::LedgerEntry>> result);
   // Hands `entries` to consumers; returns the ones nobody could take.

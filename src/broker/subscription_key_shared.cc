@@ -115,17 +115,7 @@ void Subscription::on_key_shared_read(Result<std::vector<LedgerEntry>> result, b
     schedule_dispatch();
     return;
   }
-  if (!result.is_ok()) {
-    MLOG_WARN("subscription {}: read after {} failed: {}", name_, read_position_.to_string(),
-              result.status().to_string());
-    waiting_for_entries_ = true;
-    return;
-  }
-  if (result->empty()) {
-    waiting_for_entries_ = true;
-    return;
-  }
-  read_position_ = result->back().position;
+  if (!take_read(result)) return;
   int64_t now = now_ms_();
   for (auto& e : *result) {
     if (cursor_.is_acknowledged(e.position) || known(e.position)) continue;
