@@ -163,6 +163,24 @@ class SchemaTest(unittest.TestCase):
             self.assertEqual(w.send(3, b"x").type, pb.BaseCommand.SEND_RECEIPT)
             node.stop()
 
+    def test_typed_consumers_register_their_schema(self):
+        topic = "persistent://public/default/read-typed"
+        with Node() as node, PulsarWire(node.ports["pulsar"]) as w:
+            auto = pb.Schema(name="auto", schema_data=b"", type=pb.Schema.AutoConsume)
+            self.assertEqual(w.subscribe(topic, "auto", 1, schema=auto).type, pb.BaseCommand.SUCCESS)
+            none = w.request("GET_SCHEMA", ["GET_SCHEMA_RESPONSE"], topic=topic).cmd.getSchemaResponse
+            self.assertEqual(none.error_code, pb.TopicNotFound)  # AUTO_CONSUME only reads
+            self.assertEqual(w.subscribe(topic, "typed", 2, schema=avro('{"v":1}')).type, pb.BaseCommand.SUCCESS)
+            got = w.request("GET_SCHEMA", ["GET_SCHEMA_RESPONSE"], topic=topic).cmd.getSchemaResponse
+            self.assertEqual(got.schema.schema_data, b'{"v":1}')
+            self.assertEqual(version_number(got.schema_version), 0)
+            # The consumer is attached: a message produced now reaches it.
+            w.create_producer(topic, 7, schema=avro('{"v":1}'))
+            w.send(7, b"typed message")
+            w.flow(2, 10)
+            self.assertEqual(w.receive(2, 1)[0].payload, b"typed message")
+            node.stop()
+
     def test_bad_requests_are_answered(self):
         with Node() as node, PulsarWire(node.ports["pulsar"]) as w:
             bad_topic = w.request("GET_SCHEMA", ["GET_SCHEMA_RESPONSE"], topic="persistent://no/such/ns/x")

@@ -72,18 +72,13 @@ void with_subscription(PulsarConnection& c, uint64_t consumer_id,
 
 }  // namespace
 
-void handle_subscribe(PulsarConnection& c, const proto::CommandSubscribe& cmd) {
+namespace {
+
+void attach_consumer(PulsarConnection& c, const proto::CommandSubscribe& cmd, const broker::TopicName& topic_name) {
+  const broker::TopicName* topic = &topic_name;
   uint64_t request_id = cmd.request_id();
-  auto topic = broker::TopicName::parse(cmd.topic());
-  if (!topic) {
-    c.send(commands::error(request_id, proto::InvalidTopicName, topic.status().message()));
-    return;
-  }
   uint64_t client_id = cmd.consumer_id();
-  if (c.consumers.count(client_id)) {
-    c.send(commands::success(request_id));  // a retry of a SUBSCRIBE that succeeded
-    return;
-  }
+  if (c.consumers.count(client_id)) return;  // a retry overtook the schema registration
   broker::ConsumerOptions options;
   options.subscription = cmd.subscription();
   options.type = sub_type(cmd.subtype());
@@ -123,6 +118,40 @@ void handle_subscribe(PulsarConnection& c, const proto::CommandSubscribe& cmd) {
                           });
                         });
       });
+}
+
+}  // namespace
+
+void handle_subscribe(PulsarConnection& c, const proto::CommandSubscribe& cmd) {
+  uint64_t request_id = cmd.request_id();
+  auto topic = broker::TopicName::parse(cmd.topic());
+  if (!topic) {
+    c.send(commands::error(request_id, proto::InvalidTopicName, topic.status().message()));
+    return;
+  }
+  if (c.consumers.count(cmd.consumer_id())) {
+    c.send(commands::success(request_id));  // a retry of a SUBSCRIBE that succeeded
+    return;
+  }
+  // A typed consumer registers its schema when the topic has none like it,
+  // as Pulsar does; AUTO_CONSUME (and no schema) only reads.
+  bool typed = cmd.has_schema() && cmd.schema().type() != proto::Schema::None &&
+               cmd.schema().type() != proto::Schema::AutoConsume;
+  if (!typed) {
+    attach_consumer(c, cmd, *topic);
+    return;
+  }
+  register_schema(c, *topic, cmd.schema(), [cmd, topic = *topic](PulsarConnection& conn, Result<std::string> version) {
+    if (!version.is_ok()) {
+      const auto& st = version.status();
+      conn.send(commands::error(cmd.request_id(),
+                                st.code() == common::ErrorCode::kInvalidArgument ? proto::IncompatibleSchema
+                                                                                 : server_error(st),
+                                st.message()));
+      return;
+    }
+    attach_consumer(conn, cmd, topic);
+  });
 }
 
 void handle_flow(PulsarConnection& c, const proto::CommandFlow& cmd) {
