@@ -224,6 +224,41 @@ class ClientInStatsTest(NodeTestCase):
                 self.assertRegex(client["connectedSince"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
+class ConsumerStatsAndRefusalsTest(NodeTestCase):
+    def test_consumer_stats(self):
+        topic = "persistent://public/default/consumer-stats"
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            w.create_producer(topic, 1)
+            for i in range(5):
+                w.send(1, b"m%d" % i)
+            self.assertEqual(w.subscribe(topic, "s", 2, sub_type="Shared", initial="Earliest",
+                                         consumer_name="reader-1").type, pb.BaseCommand.SUCCESS)
+            w.flow(2, 3)
+            w.receive(2, 3)
+            r = w.request("CONSUMER_STATS", ["CONSUMER_STATS_RESPONSE"], consumer_id=2).cmd.consumerStatsResponse
+            self.assertFalse(r.HasField("error_code"), r)
+            self.assertEqual(r.consumerName, "reader-1")
+            self.assertEqual(r.type, "Shared")
+            self.assertEqual(r.availablePermits, 0)
+            self.assertEqual(r.unackedMessages, 3)
+            self.assertEqual(r.msgBacklog, 5)
+            self.assertEqual(r.address, "127.0.0.1:%d" % w.sock.getsockname()[1])
+            self.assertTrue(r.connectedSince.endswith("Z"))
+            missing = w.request("CONSUMER_STATS", ["CONSUMER_STATS_RESPONSE"], consumer_id=99)
+            self.assertEqual(missing.cmd.consumerStatsResponse.error_code, pb.ConsumerNotFound)
+
+    def test_transactions_and_watches_are_refused_with_an_answer(self):
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            txn = w.request("NEW_TXN", ["ERROR"], txn_ttl_seconds=60)
+            self.assertEqual(txn.cmd.error.error, pb.NotAllowedError)
+            watch = w.request("WATCH_TOPIC_LIST", ["ERROR"], watcher_id=1, namespace="public/default",
+                              topics_pattern="persistent://public/default/.*")
+            self.assertEqual(watch.cmd.error.error, pb.NotAllowedError)
+            # The connection still serves.
+            self.assertEqual(w.create_producer("persistent://public/default/after-refusals", 5).type,
+                             pb.BaseCommand.PRODUCER_SUCCESS)
+
+
 class TopicsOfNamespaceTest(NodeTestCase):
     @classmethod
     def setUpClass(cls):

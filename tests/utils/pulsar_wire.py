@@ -85,6 +85,7 @@ def command(type_name, **fields):
         "GET_LAST_MESSAGE_ID": "getLastMessageId", "UNSUBSCRIBE": "unsubscribe",
         "REDELIVER_UNACKNOWLEDGED_MESSAGES": "redeliverUnacknowledgedMessages", "PING": "ping",
         "LOOKUP": "lookupTopic", "PARTITIONED_METADATA": "partitionMetadata",
+        "CONSUMER_STATS": "consumerStats", "NEW_TXN": "newTxn", "WATCH_TOPIC_LIST": "watchTopicList",
     }[type_name]
     body = getattr(cmd, body_field)
     body.SetInParent()
@@ -169,7 +170,8 @@ class PulsarWire:
         def matches(f):
             for name in ("success", "error", "producer_success", "getSchemaResponse",
                          "getOrCreateSchemaResponse", "getTopicsOfNamespaceResponse",
-                         "getLastMessageIdResponse", "lookupTopicResponse", "partitionMetadataResponse"):
+                         "getLastMessageIdResponse", "lookupTopicResponse", "partitionMetadataResponse",
+                         "consumerStatsResponse"):
                 if f.cmd.HasField(name) and getattr(f.cmd, name).request_id == rid:
                     return True
             return False

@@ -2,8 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <ctime>
-
+#include "common/clock.h"
 #include "ledger/managed_ledger.h"
 
 namespace magnetar::admin {
@@ -93,14 +92,7 @@ void add_numbers(Json& a, const Json& b) {
 
 }  // namespace
 
-std::string iso_time(int64_t ms) {
-  std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-  return fmt::format("{}.{:03d}Z", buf, static_cast<int>(ms % 1000));
-}
+std::string iso_time(int64_t ms) { return common::iso8601_utc(ms); }
 
 std::string position_string(ledger::Position p) { return fmt::format("{}:{}", p.ledger, p.entry); }
 

@@ -88,7 +88,17 @@ void PulsarConnection::dispatch(Frame& frame) {
     case proto::BaseCommand::GET_OR_CREATE_SCHEMA: return handle_get_or_create_schema(*this, cmd.getorcreateschema());
     case proto::BaseCommand::GET_TOPICS_OF_NAMESPACE:
       return handle_get_topics_of_namespace(*this, cmd.gettopicsofnamespace());
-    case proto::BaseCommand::CONSUMER_STATS: return refuse(cmd.consumerstats().request_id(), "CONSUMER_STATS");
+    case proto::BaseCommand::CONSUMER_STATS: return handle_consumer_stats(*this, cmd.consumerstats());
+    // Transactions and topic-list watches are not served: answered with an
+    // error the client matches to its request instead of waiting it out.
+    case proto::BaseCommand::TC_CLIENT_CONNECT_REQUEST:
+      return refuse(cmd.tcclientconnectrequest().request_id(), "the transaction coordinator");
+    case proto::BaseCommand::NEW_TXN: return refuse(cmd.newtxn().request_id(), "NEW_TXN");
+    case proto::BaseCommand::ADD_PARTITION_TO_TXN: return refuse(cmd.addpartitiontotxn().request_id(), "ADD_PARTITION_TO_TXN");
+    case proto::BaseCommand::ADD_SUBSCRIPTION_TO_TXN:
+      return refuse(cmd.addsubscriptiontotxn().request_id(), "ADD_SUBSCRIPTION_TO_TXN");
+    case proto::BaseCommand::END_TXN: return refuse(cmd.endtxn().request_id(), "END_TXN");
+    case proto::BaseCommand::WATCH_TOPIC_LIST: return refuse(cmd.watchtopiclist().request_id(), "WATCH_TOPIC_LIST");
     default:
       // Not served yet and carrying no request id to answer: ignored without
       // dropping the connection, so the client's other work goes on.

@@ -147,6 +147,7 @@ void handle_close_consumer(PulsarConnection& c, const proto::CommandCloseConsume
 void handle_unsubscribe(PulsarConnection& c, const proto::CommandUnsubscribe& cmd);
 void handle_get_last_message_id(PulsarConnection& c, const proto::CommandGetLastMessageId& cmd);
 void handle_seek(PulsarConnection& c, const proto::CommandSeek& cmd);
+void handle_consumer_stats(PulsarConnection& c, const proto::CommandConsumerStats& cmd);
 void handle_get_topics_of_namespace(PulsarConnection& c, const proto::CommandGetTopicsOfNamespace& cmd);
 void handle_get_schema(PulsarConnection& c, const proto::CommandGetSchema& cmd);
 void handle_get_or_create_schema(PulsarConnection& c, const proto::CommandGetOrCreateSchema& cmd);

@@ -1,9 +1,8 @@
 // CONNECT: the handshake. Lookup and partition metadata: where a topic is
 // served and how many partitions it has.
-#include <chrono>
-
 #include "broker/policies.h"
 #include "broker/tenancy.h"
+#include "common/clock.h"
 #include "protocol/pulsar/commands.h"
 #include "protocol/pulsar/server/pulsar_connection.h"
 
@@ -30,9 +29,7 @@ void handle_connect(PulsarConnection& c, const proto::CommandConnect& cmd) {
   c.send(commands::connected(c.service().options().server_version, c.protocol_version,
                              static_cast<int32_t>(kDefaultMaxMessageSize)));
   c.client_version = cmd.client_version();
-  c.connected_since_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
+  c.connected_since_ms = common::wall_clock_ms();
   c.set_connected();
 }
 

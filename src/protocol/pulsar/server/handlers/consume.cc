@@ -1,5 +1,6 @@
 // SUBSCRIBE, FLOW, ACK, REDELIVER_UNACKNOWLEDGED_MESSAGES, CLOSE_CONSUMER,
 // UNSUBSCRIBE, GET_LAST_MESSAGE_ID: consuming from a subscription.
+#include "common/clock.h"
 #include "common/logging.h"
 #include "protocol/pulsar/commands.h"
 #include "protocol/pulsar/server/pulsar_connection.h"
@@ -269,6 +270,61 @@ void handle_get_last_message_id(PulsarConnection& c, const proto::CommandGetLast
       *r->mutable_last_message_id() = commands::message_id(last.ledger, static_cast<uint64_t>(last.entry));
       conn.send(out);
     });
+  });
+}
+
+void handle_consumer_stats(PulsarConnection& c, const proto::CommandConsumerStats& cmd) {
+  uint64_t request_id = cmd.request_id();
+  auto it = c.consumers.find(cmd.consumer_id());
+  if (it == c.consumers.end()) {
+    proto::BaseCommand out;
+    out.set_type(proto::BaseCommand::CONSUMER_STATS_RESPONSE);
+    auto* r = out.mutable_consumerstatsresponse();
+    r->set_request_id(request_id);
+    r->set_error_code(proto::ConsumerNotFound);
+    r->set_error_message("no consumer with this id on this connection");
+    c.send(out);
+    return;
+  }
+  c.service().broker().with_topic(it->second.topic, [reply = c.replier(), request_id, sub = it->second.subscription,
+                                                     broker_id = it->second.broker_id](Result<broker::Topic*> t) {
+    proto::BaseCommand out;
+    out.set_type(proto::BaseCommand::CONSUMER_STATS_RESPONSE);
+    auto* r = out.mutable_consumerstatsresponse();
+    r->set_request_id(request_id);
+    const broker::SubscriptionStats* found_sub = nullptr;
+    const broker::ConsumerStats* found = nullptr;
+    broker::TopicStats stats;
+    if (t.is_ok()) {
+      stats = (*t)->stats_at(broker::RateMeter::Clock::now());
+      for (const auto& s : stats.subscriptions) {
+        if (s.name != sub) continue;
+        found_sub = &s;
+        for (const auto& cs : s.consumer_list) {
+          if (cs.consumer_id == broker_id) found = &cs;
+        }
+      }
+    }
+    if (found == nullptr) {
+      r->set_error_code(t.is_ok() ? proto::ConsumerNotFound : server_error(t.status()));
+      r->set_error_message(t.is_ok() ? "the consumer is no longer attached" : t.status().message());
+    } else {
+      r->set_msgrateout(found->msg_rate_out);
+      r->set_msgthroughputout(found->byte_rate_out);
+      r->set_msgrateredeliver(0);
+      r->set_consumername(found->consumer_name);
+      r->set_availablepermits(static_cast<uint64_t>(std::max<int64_t>(found->permits, 0)));
+      r->set_unackedmessages(found->unacked_messages);
+      r->set_blockedconsumeronunackedmsgs(found->blocked_on_unacked);
+      r->set_address(found->client.address);
+      if (found->client.connected_since_ms > 0) {
+        r->set_connectedsince(common::iso8601_utc(found->client.connected_since_ms));
+      }
+      r->set_type(std::string(broker::subscription_type_name(found_sub->type)));
+      r->set_msgrateexpired(0);
+      r->set_msgbacklog(found_sub->backlog_messages);
+    }
+    reply([out = std::move(out)](PulsarConnection& conn) { conn.send(out); });
   });
 }
 
