@@ -67,8 +67,9 @@ void BrokerService::with_topic(const TopicName& topic, ledger::Callback<Result<T
     run();
     return;
   }
-  Status st = home.post(std::move(run));
-  if (!st.is_ok()) MLOG_WARN("cannot reach the home of {}: {}", topic.to_string(), st.to_string());
+  // Never dropped for a full mailbox: a SEND or ACK lost here would leave
+  // its client waiting for an answer that never comes.
+  if (!home.post_reliably(std::move(run))) MLOG_WARN("cannot reach the home of {}: it is stopping", topic.to_string());
 }
 
 void BrokerService::load(Shard& shard, const TopicName& topic) {
@@ -164,8 +165,9 @@ void BrokerService::with_existing_topic(const TopicName& topic, bool exists, led
     with_topic(topic, std::move(fn));
   };
   if (home.is_on_thread()) return run();
-  Status st = home.post(std::move(run));
-  if (!st.is_ok()) MLOG_WARN("cannot reach the home of {}: {}", topic.to_string(), st.to_string());
+  // Never dropped for a full mailbox: a SEND or ACK lost here would leave
+  // its client waiting for an answer that never comes.
+  if (!home.post_reliably(std::move(run))) MLOG_WARN("cannot reach the home of {}: it is stopping", topic.to_string());
 }
 
 void BrokerService::create_topic(const TopicName& topic, ledger::Callback<Status> done) {
@@ -193,8 +195,9 @@ void BrokerService::create_topic(const TopicName& topic, ledger::Callback<Status
     });
   };
   if (home.is_on_thread()) return run();
-  Status st = home.post(std::move(run));
-  if (!st.is_ok()) MLOG_WARN("cannot reach the home of {}: {}", topic.to_string(), st.to_string());
+  // Never dropped for a full mailbox: a SEND or ACK lost here would leave
+  // its client waiting for an answer that never comes.
+  if (!home.post_reliably(std::move(run))) MLOG_WARN("cannot reach the home of {}: it is stopping", topic.to_string());
 }
 
 void BrokerService::close_and_forget(Shard& shard, const std::string& key, Topic* topic, const Status& why,
@@ -244,8 +247,9 @@ void BrokerService::delete_topic(const TopicName& topic, bool force, ledger::Cal
                      });
   };
   if (home.is_on_thread()) return run();
-  Status st = home.post(std::move(run));
-  if (!st.is_ok()) MLOG_WARN("cannot reach the home of {}: {}", topic.to_string(), st.to_string());
+  // Never dropped for a full mailbox: a SEND or ACK lost here would leave
+  // its client waiting for an answer that never comes.
+  if (!home.post_reliably(std::move(run))) MLOG_WARN("cannot reach the home of {}: it is stopping", topic.to_string());
 }
 
 void BrokerService::unload_topic(const TopicName& topic, ledger::Callback<Status> done) {
@@ -259,8 +263,9 @@ void BrokerService::unload_topic(const TopicName& topic, ledger::Callback<Status
                      std::move(done));
   };
   if (home.is_on_thread()) return run();
-  Status st = home.post(std::move(run));
-  if (!st.is_ok()) MLOG_WARN("cannot reach the home of {}: {}", topic.to_string(), st.to_string());
+  // Never dropped for a full mailbox: a SEND or ACK lost here would leave
+  // its client waiting for an answer that never comes.
+  if (!home.post_reliably(std::move(run))) MLOG_WARN("cannot reach the home of {}: it is stopping", topic.to_string());
 }
 
 void BrokerService::collect_stats(ledger::Callback<std::vector<TopicSample>> done) {

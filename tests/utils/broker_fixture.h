@@ -93,7 +93,7 @@ class BrokerFixture : public ::testing::Test {
     ASSERT_TRUE(storage_->start().is_ok());
     store_ = std::make_unique<metadata::LevelDbStore>(metadata::LevelDbStore::Options{dir_ + "/metadata"});
     ASSERT_TRUE(store_->start().is_ok());
-    runtime_ = std::make_unique<runtime::Runtime>(2);
+    runtime_ = std::make_unique<runtime::Runtime>(2, mailbox_capacity_);
     runtime_->start();
     broker_ = std::make_unique<BrokerService>(*runtime_, *storage_, *store_);
     ASSERT_TRUE(broker_->start().is_ok());
@@ -180,6 +180,7 @@ class BrokerFixture : public ::testing::Test {
 
   std::vector<std::unique_ptr<RecordingSink>> sinks_;
   std::string dir_;
+  size_t mailbox_capacity_ = runtime::Reactor::kDefaultMailboxCapacity;  // set before SetUp()
   std::unique_ptr<storage::Storage> storage_;
   std::unique_ptr<metadata::LevelDbStore> store_;
   std::unique_ptr<runtime::Runtime> runtime_;

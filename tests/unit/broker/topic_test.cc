@@ -200,3 +200,53 @@ TEST_F(TopicTest, UnsubscribeNeedsNoConsumersAndClosingTellsThem) {
 
 }  // namespace
 }  // namespace magnetar::broker
+
+namespace magnetar::broker {
+namespace {
+
+// Reactors with a mailbox of four tasks: work for a topic posted from
+// another reactor overflows it at once.
+class BusyHomeTest : public BrokerFixture {
+ protected:
+  void SetUp() override {
+    mailbox_capacity_ = 4;
+    BrokerFixture::SetUp();
+  }
+};
+
+TEST_F(BusyHomeTest, WorkForATopicIsNeverDroppedWhenItsHomeMailboxIsFull) {
+  ASSERT_TRUE(add_producer(kTopic, 1, "p").is_ok());  // loaded
+  auto topic = *TopicName::parse(kTopic);
+  constexpr int kCalls = 2000;
+  struct Seen {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<int> order[2];
+    int total = 0;
+  };
+  auto seen = std::make_shared<Seen>();
+  // Each reactor asks for the topic kCalls times in one go; one of them is
+  // not the topic's home, so its calls cross a four-task mailbox.
+  for (size_t r = 0; r < 2; ++r) {
+    runtime_->reactor(r).post_or_wait([this, r, topic, seen]() {
+      for (int i = 0; i < kCalls; ++i) {
+        broker_->with_topic(topic, [r, i, seen](Result<Topic*> t) {
+          std::lock_guard lock(seen->mu);
+          if (t.is_ok()) seen->order[r].push_back(i);
+          ++seen->total;
+          seen->cv.notify_all();
+        });
+      }
+    });
+  }
+  std::unique_lock lock(seen->mu);
+  ASSERT_TRUE(seen->cv.wait_for(lock, kWait, [&] { return seen->total == 2 * kCalls; }))
+      << "answered " << seen->total << " of " << 2 * kCalls;
+  for (auto& o : seen->order) {
+    ASSERT_EQ(o.size(), static_cast<size_t>(kCalls));
+    EXPECT_TRUE(std::is_sorted(o.begin(), o.end()));  // each caller's work in its order
+  }
+}
+
+}  // namespace
+}  // namespace magnetar::broker
