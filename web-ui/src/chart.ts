@@ -1,109 +1,104 @@
-// A live line chart drawn as SVG: a fixed window of samples per series,
-// scaled to the largest value in view.
-import { h } from './dom';
+// A live line chart drawn with uPlot: a fixed window of samples per series,
+// the newest on the right, scaled to the largest value in view.
+import { h } from 'preact';
+import { useEffect, useRef } from 'preact/hooks';
+import uPlot from 'uplot';
+import 'uplot/dist/uPlot.min.css';
+import { REFRESH_MS } from './dom';
 
-const NS = 'http://www.w3.org/2000/svg';
-const WIDTH = 600;
 const HEIGHT = 160;
-const PAD_LEFT = 56;
-const PAD_BOTTOM = 18;
 
 export interface Series {
   label: string;
   color: string;
 }
 
-function svg(tag: string, attrs: Record<string, string | number>): SVGElement {
-  const el = document.createElementNS(NS, tag);
-  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
-  return el;
-}
-
-export class LiveChart {
-  readonly el: HTMLElement;
-  private readonly plot: SVGSVGElement;
-  private readonly values: number[][];
-  private readonly legendValues: HTMLElement[];
-
-  constructor(
-    title: string,
-    private readonly series: Series[],
-    private readonly format: (v: number) => string,
-    private readonly capacity = 60,
-    testid?: string,
-    history?: number[][],
-  ) {
-    // A caller that keeps `history` gets the samples back when the chart is
-    // drawn again (the overview keeps its charts across page changes).
-    this.values = history ?? [];
-    while (this.values.length < series.length) this.values.push([]);
-    this.plot = svg('svg', { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, class: 'chart-plot', role: 'img' }) as SVGSVGElement;
-    this.plot.setAttribute('aria-label', title);
-    this.legendValues = series.map(() => h('span', { class: 'legend-value' }, '—'));
-    this.el = h(
-      'figure',
-      { class: 'chart', 'data-testid': testid },
-      h('figcaption', {}, title),
-      this.plot,
-      h('div', { class: 'legend' },
-        series.map((s, i) =>
-          h('span', { class: 'legend-item' }, h('i', { style: `background:${s.color}` }), s.label, ' ',
-            this.legendValues[i]))),
-    );
-    this.draw();
-  }
-
-  // One sample per series, in the order given to the constructor.
-  push(sample: number[]) {
-    sample.forEach((v, i) => {
-      const list = this.values[i];
-      list.push(Number.isFinite(v) ? v : 0);
-      if (list.length > this.capacity) list.shift();
-    });
-    this.draw();
-  }
-
-  // Draws again, after the caller changed the `history` it passed in.
-  redraw() {
-    this.draw();
-  }
-
-  private draw() {
-    this.values.forEach((list, i) => {
-      if (list.length) this.legendValues[i].textContent = this.format(list[list.length - 1]);
-    });
-    const max = Math.max(0, ...this.values.flat());
-    this.el.dataset.max = String(max);
-    const top = max > 0 ? niceCeiling(max) : 1;
-    const plotW = WIDTH - PAD_LEFT - 4;
-    const plotH = HEIGHT - PAD_BOTTOM - 8;
-    const x = (i: number) => PAD_LEFT + (plotW * i) / Math.max(1, this.capacity - 1);
-    const y = (v: number) => 8 + plotH - (plotH * v) / top;
-    const parts: SVGElement[] = [];
-    for (const frac of [0, 0.5, 1]) {
-      const yy = y(top * frac);
-      parts.push(svg('line', { x1: PAD_LEFT, x2: WIDTH - 4, y1: yy, y2: yy, class: 'grid' }));
-      const label = svg('text', { x: PAD_LEFT - 6, y: yy + 4, 'text-anchor': 'end', class: 'axis' });
-      label.textContent = this.format(top * frac);
-      parts.push(label);
-    }
-    const caption = svg('text', { x: WIDTH - 4, y: HEIGHT - 4, 'text-anchor': 'end', class: 'axis' });
-    caption.textContent = 'now';
-    parts.push(caption);
-    this.values.forEach((list, si) => {
-      if (list.length === 0) return;
-      const offset = this.capacity - list.length;
-      const points = list.map((v, i) => `${x(offset + i).toFixed(1)},${y(v).toFixed(1)}`).join(' ');
-      parts.push(svg('polyline', { points, fill: 'none', stroke: this.series[si].color, 'stroke-width': 2 }));
-      const last = list.length - 1;
-      parts.push(svg('circle', { cx: x(offset + last), cy: y(list[last]), r: 3, fill: this.series[si].color }));
-    });
-    this.plot.replaceChildren(...parts);
-  }
-}
-
 function niceCeiling(v: number): number {
   const exp = Math.pow(10, Math.floor(Math.log10(v)));
   for (const m of [1, 2, 5, 10]) if (v <= m * exp) return m * exp;
   return 10 * exp;
+}
+
+// uPlot's data: x (seconds before now) and one row per series, the newest
+// sample at 0.
+function toData(values: number[][]): uPlot.AlignedData {
+  const n = Math.max(0, ...values.map((v) => v.length));
+  const step = REFRESH_MS / 1000;
+  const xs = Array.from({ length: n }, (_, i) => (i - (n - 1)) * step);
+  return [xs, ...values.map((v) => [...Array(n - v.length).fill(null), ...v])] as uPlot.AlignedData;
+}
+
+// `values` holds one list of samples per series (the caller keeps it; the
+// overview keeps its charts across page changes); `version` changes whenever
+// they do.
+export function LiveChart({ title, series, format, capacity = 60, testid, values, version }: {
+  title: string;
+  series: Series[];
+  format: (v: number) => string;
+  capacity?: number;
+  testid?: string;
+  values: number[][];
+  version: number;
+}) {
+  const box = useRef<HTMLDivElement>(null);
+  const plot = useRef<uPlot | null>(null);
+  const max = Math.max(0, ...values.flat());
+
+  useEffect(() => {
+    const el = box.current!;
+    const span = (capacity - 1) * (REFRESH_MS / 1000);
+    const u = new uPlot({
+      width: el.clientWidth || 600,
+      height: HEIGHT,
+      legend: { show: false },
+      cursor: { show: false },
+      scales: {
+        x: { time: false, range: () => [-span, 0] },
+        y: { range: (_u, _min, hi) => [0, hi > 0 ? niceCeiling(hi) : 1] },
+      },
+      axes: [
+        { values: (_u, ticks) => ticks.map((t) => (t === 0 ? 'now' : `${t}s`)), stroke: '#888' },
+        { values: (_u, ticks) => ticks.map((t) => format(t)), size: 64, stroke: '#888' },
+      ],
+      series: [{}, ...series.map((s) => ({ label: s.label, stroke: s.color, width: 2, points: { show: false } }))],
+    }, toData(values), el);
+    plot.current = u;
+    // Resized on the next frame, not inside the observer's callback.
+    let frame = 0;
+    const resize = new ResizeObserver(() => {
+      cancelAnimationFrame(frame);
+      frame = requestAnimationFrame(() => {
+        if (el.clientWidth > 0 && el.clientWidth !== u.width) u.setSize({ width: el.clientWidth, height: HEIGHT });
+      });
+    });
+    resize.observe(el);
+    return () => {
+      cancelAnimationFrame(frame);
+      resize.disconnect();
+      u.destroy();
+      plot.current = null;
+    };
+  }, []);
+
+  useEffect(() => {
+    plot.current?.setData(toData(values));
+  }, [version]);
+
+  return h('figure', { class: 'chart', 'data-testid': testid, 'data-max': String(max) },
+    h('figcaption', {}, title),
+    h('div', { class: 'chart-plot', role: 'img', 'aria-label': title, ref: box }),
+    h('div', { class: 'legend' }, series.map((s, i) => {
+      const list = values[i] ?? [];
+      return h('span', { class: 'legend-item' }, h('i', { style: `background:${s.color}` }), s.label, ' ',
+        h('span', { class: 'legend-value' }, list.length ? format(list[list.length - 1]) : '—'));
+    })));
+}
+
+// Keeps a window of samples per series for a LiveChart.
+export function record(history: number[][], sample: number[], capacity: number) {
+  sample.forEach((v, i) => {
+    history[i] ??= [];
+    history[i].push(Number.isFinite(v) ? v : 0);
+    if (history[i].length > capacity) history[i].shift();
+  });
 }

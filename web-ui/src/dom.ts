@@ -1,40 +1,15 @@
-// Building DOM without a framework: h() for elements, formatters, and the
-// small pieces every page shares (cards, notices, confirm buttons).
+// What every page shares: formatters, polling, navigation, and the small
+// Preact components every page uses (links, cards, notices, confirm buttons,
+// inline forms).
+import { ComponentChildren, h, VNode } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError } from './api';
 
-type Child = Node | string | number | null | undefined | false;
-type Attrs = Record<string, string | number | boolean | EventListener | undefined | null>;
+// Attributes passed through to an element (data-testid, aria-*, type, ...).
+export type Attrs = Record<string, string | number | boolean | undefined | null>;
 
-export function h<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  attrs: Attrs = {},
-  ...children: (Child | Child[])[]
-): HTMLElementTagNameMap[K] {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v as EventListener);
-    else if (k === 'value' && 'value' in el) (el as HTMLInputElement).value = String(v);
-    else el.setAttribute(k, v === true ? '' : String(v));
-  }
-  append(el, children);
-  return el;
-}
-
-function append(el: Element, children: (Child | Child[])[]) {
-  for (const c of children.flat()) {
-    if (c === null || c === undefined || c === false) continue;
-    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  }
-}
-
-export function replace(el: Element, ...children: (Child | Child[])[]) {
-  el.replaceChildren();
-  append(el, children);
-}
-
-export function link(href: string, text: string, attrs: Attrs = {}) {
-  return h('a', { href, 'data-link': true, ...attrs }, text);
+export function link(href: string, text: ComponentChildren, attrs: Attrs = {}) {
+  return h('a', { href, 'data-link': '', ...attrs }, text);
 }
 
 export function errorText(e: unknown): string {
@@ -42,44 +17,54 @@ export function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
+interface NoticeState {
+  kind: '' | 'error' | 'ok';
+  text: string;
+}
+
 // A message area for one form or page: show an error, a success, or nothing.
-export function notice() {
-  const el = h('div', { class: 'notice', role: 'status' });
+export interface Notice {
+  el: VNode;
+  error(e: unknown): void;
+  ok(text: string): void;
+  clear(): void;
+}
+
+export function useNotice(): Notice {
+  const [state, setState] = useState<NoticeState>({ kind: '', text: '' });
   return {
-    el,
-    error(e: unknown) {
-      el.className = 'notice error';
-      el.setAttribute('role', 'alert');
-      el.textContent = errorText(e);
-    },
-    ok(text: string) {
-      el.className = 'notice ok';
-      el.setAttribute('role', 'status');
-      el.textContent = text;
-    },
-    clear() {
-      el.className = 'notice';
-      el.textContent = '';
-    },
+    el: h('div', { class: state.kind ? `notice ${state.kind}` : 'notice', role: state.kind === 'error' ? 'alert' : 'status' },
+      state.text),
+    error: (e: unknown) => setState({ kind: 'error', text: errorText(e) }),
+    ok: (text: string) => setState({ kind: 'ok', text }),
+    clear: () => setState((s) => (s.kind ? { kind: '', text: '' } : s)),
   };
 }
 
-// Runs `action` with the button disabled; reports its failure in `n`.
-export async function busy(button: HTMLButtonElement, n: ReturnType<typeof notice>, action: () => Promise<void>) {
-  button.disabled = true;
+// Runs `action` with `setBusy` true; reports its failure in `n`.
+export async function busy(setBusy: (b: boolean) => void, n: Notice, action: () => Promise<void>) {
+  setBusy(true);
   n.clear();
   try {
     await action();
   } catch (e) {
     n.error(e);
   } finally {
-    button.disabled = false;
+    setBusy(false);
   }
 }
 
-export function card(label: string, value: string, testid?: string) {
+// A button that is disabled while its action runs; the failure lands in `n`.
+export function ActionButton({ label, n, action, attrs }:
+  { label: string; n: Notice; action: () => Promise<void>; attrs?: Attrs }) {
+  const [running, setRunning] = useState(false);
+  return h('button', { class: 'small', type: 'button', ...attrs, disabled: running,
+    onClick: () => busy(setRunning, n, action) }, label);
+}
+
+export function card(label: string, value: string, testid?: string, valueClass = '') {
   return h('div', { class: 'card' }, h('div', { class: 'card-label' }, label),
-    h('div', { class: 'card-value', 'data-testid': testid }, value));
+    h('div', { class: valueClass ? `card-value ${valueClass}` : 'card-value', 'data-testid': testid }, value));
 }
 
 export function fmtNumber(n: number | undefined | null): string {
@@ -150,39 +135,55 @@ export const REFRESH_MS = 2000;
 
 // A button that asks once more before a destructive action: the first click
 // arms it ("Confirm …?"), the second within a few seconds runs `action`.
-export function dangerButton(label: string, n: ReturnType<typeof notice>, action: () => Promise<void>,
-  attrs: Attrs = {}) {
-  const button = h('button', { class: 'danger small', ...attrs }, label);
-  let armed: number | undefined;
-  button.addEventListener('click', () => {
-    if (armed === undefined) {
-      button.textContent = `Confirm ${label.toLowerCase()}?`;
-      armed = window.setTimeout(() => {
-        armed = undefined;
-        button.textContent = label;
-      }, 4000);
+export function DangerButton({ label, n, action, attrs }:
+  { label: string; n: Notice; action: () => Promise<void>; attrs?: Attrs }) {
+  const [armed, setArmed] = useState(false);
+  const [running, setRunning] = useState(false);
+  const timer = useRef<number | undefined>(undefined);
+  useEffect(() => () => window.clearTimeout(timer.current), []);
+  const click = () => {
+    if (!armed) {
+      setArmed(true);
+      timer.current = window.setTimeout(() => setArmed(false), 4000);
       return;
     }
-    window.clearTimeout(armed);
-    armed = undefined;
-    button.textContent = label;
-    busy(button, n, action);
-  });
-  return button;
+    window.clearTimeout(timer.current);
+    setArmed(false);
+    busy(setRunning, n, action);
+  };
+  return h('button', { class: 'danger small', ...attrs, disabled: running, onClick: click },
+    armed ? `Confirm ${label.toLowerCase()}?` : label);
+}
+
+export function dangerButton(label: string, n: Notice, action: () => Promise<void>, attrs: Attrs = {}) {
+  return h(DangerButton, { label, n, action, attrs });
 }
 
 // An inline form: the given fields and a submit button; `submit` runs with
 // the button disabled and its error lands in the form's notice.
-export function inlineForm(fields: (Node | string)[], submitLabel: string,
-  submit: (n: ReturnType<typeof notice>) => Promise<void>, testid?: string) {
-  const n = notice();
-  const button = h('button', { type: 'submit' }, submitLabel);
-  const form = h('form', { class: 'inline-form', 'data-testid': testid }, ...fields, button, n.el);
-  form.addEventListener('submit', (e) => {
-    e.preventDefault();
-    busy(button, n, () => submit(n));
-  });
-  return form;
+export function InlineForm({ submitLabel, submit, testid, extraClass, children }: {
+  submitLabel: string; submit: (n: Notice) => Promise<void>; testid?: string; extraClass?: string;
+  children?: ComponentChildren;
+}) {
+  const n = useNotice();
+  const [running, setRunning] = useState(false);
+  return h('form', { class: extraClass ? `inline-form ${extraClass}` : 'inline-form', 'data-testid': testid,
+    onSubmit: (e: Event) => {
+      e.preventDefault();
+      busy(setRunning, n, () => submit(n));
+    } }, children, h('button', { type: 'submit', disabled: running }, submitLabel), n.el);
+}
+
+export function inlineForm(fields: ComponentChildren[], submitLabel: string, submit: (n: Notice) => Promise<void>,
+  testid?: string, extraClass?: string) {
+  return h(InlineForm, { submitLabel, submit, testid, extraClass }, ...fields);
+}
+
+// Runs `tick` every `ms` while the component is shown.
+export function usePoll(ms: number, tick: () => Promise<void>) {
+  const latest = useRef(tick);
+  latest.current = tick;
+  useEffect(() => every(ms, () => latest.current()), [ms]);
 }
 
 // Tells the sidebar that tenants, namespaces or topics were created or deleted.

@@ -2,59 +2,74 @@
 // the History API. The server answers index.html for these paths too
 // (src/admin/console.cc), so links can be shared and pages reloaded.
 import './style.css';
-import { h, link, navigate, replace } from './dom';
-import { overviewPage, sampleOverview } from './pages/overview';
-import { tenantsPage } from './pages/tenants';
-import { tenantPage } from './pages/tenant';
-import { namespacePage } from './pages/namespace';
-import { topicPage } from './pages/topic';
-import { monitoringPage } from './pages/monitoring';
-import { sidebar } from './tree';
+import { Fragment, FunctionComponent, h, render, VNode } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { link, navigate } from './dom';
+import { OverviewPage, sampleOverview } from './pages/overview';
+import { TenantsPage } from './pages/tenants';
+import { TenantPage } from './pages/tenant';
+import { NamespacePage } from './pages/namespace';
+import { TopicPage } from './pages/topic';
+import { MonitoringPage } from './pages/monitoring';
+import { Sidebar } from './tree';
 
-// A page draws itself into `root` and may return a function that stops its
-// timers when the user leaves.
-export type Page = (root: HTMLElement, params: string[], query: URLSearchParams) => (() => void) | void;
+// A page gets the parts of its path and the query string; it is mounted
+// afresh for every location, and its effects stop its timers when it goes.
+export interface PageProps {
+  params: string[];
+  query: URLSearchParams;
+}
 
-const routes: [RegExp, Page, string][] = [
-  [/^\/$/, overviewPage, 'overview'],
-  [/^\/tenants$/, tenantsPage, 'tenants'],
-  [/^\/tenants\/([^/]+)$/, tenantPage, 'tenants'],
-  [/^\/tenants\/([^/]+)\/([^/]+)$/, namespacePage, 'tenants'],
-  [/^\/tenants\/([^/]+)\/([^/]+)\/(persistent|non-persistent)\/([^/]+)$/, topicPage, 'tenants'],
-  [/^\/monitoring$/, monitoringPage, 'monitoring'],
+const routes: [RegExp, FunctionComponent<PageProps>, string][] = [
+  [/^\/$/, OverviewPage, 'overview'],
+  [/^\/tenants$/, TenantsPage, 'tenants'],
+  [/^\/tenants\/([^/]+)$/, TenantPage, 'tenants'],
+  [/^\/tenants\/([^/]+)\/([^/]+)$/, NamespacePage, 'tenants'],
+  [/^\/tenants\/([^/]+)\/([^/]+)\/(persistent|non-persistent)\/([^/]+)$/, TopicPage, 'tenants'],
+  [/^\/monitoring$/, MonitoringPage, 'monitoring'],
 ];
 
-const nav = h('nav', { class: 'nav' },
-  link('/', 'Overview', { 'data-section': 'overview' }),
-  link('/tenants', 'Tenants', { 'data-section': 'tenants' }),
-  link('/monitoring', 'Metrics', { 'data-section': 'monitoring' }),
-);
-const main = h('main', { class: 'main' });
-const app = document.getElementById('app')!;
-replace(app,
-  h('header', { class: 'topbar' },
-    h('a', { href: '/', 'data-link': true, class: 'brand' }, h('span', { class: 'logo' }), 'Magnetar'),
-    nav),
-  h('div', { class: 'layout' }, sidebar(), main));
+function NotFound({ path }: { path: string }) {
+  useEffect(() => {
+    document.title = 'Not found · Magnetar';
+  }, []);
+  return h('div', {}, h('h1', {}, 'Page not found'),
+    h('p', { class: 'empty-state' }, `Nothing lives at ${path}. `, link('/', 'Back to the overview')));
+}
 
-let stop: (() => void) | void;
+function App() {
+  // Every navigation mounts the page afresh, as a reload would.
+  const [visit, setVisit] = useState(0);
+  useEffect(() => {
+    const onPop = () => {
+      setVisit((v) => v + 1);
+      window.scrollTo(0, 0);
+    };
+    window.addEventListener('popstate', onPop);
+    return () => window.removeEventListener('popstate', onPop);
+  }, []);
 
-function render() {
-  if (stop) stop();
-  stop = undefined;
   const path = location.pathname.replace(/\/+$/, '') || '/';
-  main.replaceChildren();
-  window.scrollTo(0, 0);
-  for (const [re, page, section] of routes) {
+  let page: VNode<any> = h(NotFound, { path, key: visit });
+  let section = '';
+  for (const [re, component, s] of routes) {
     const m = re.exec(path);
     if (!m) continue;
-    for (const a of nav.querySelectorAll('a')) a.classList.toggle('active', a.dataset.section === section);
-    stop = page(main, m.slice(1).map(decodeURIComponent), new URLSearchParams(location.search));
-    return;
+    section = s;
+    page = h(component, { key: visit, params: m.slice(1).map(decodeURIComponent),
+      query: new URLSearchParams(location.search) });
+    break;
   }
-  document.title = 'Not found · Magnetar';
-  replace(main, h('h1', {}, 'Page not found'),
-    h('p', { class: 'empty-state' }, `Nothing lives at ${path}. `, link('/', 'Back to the overview')));
+  const navLink = (href: string, text: string, s: string) =>
+    link(href, text, { 'data-section': s, class: section === s ? 'active' : undefined });
+  return h(Fragment, {},
+    h('header', { class: 'topbar' },
+      h('a', { href: '/', 'data-link': '', class: 'brand' }, h('span', { class: 'logo' }), 'Magnetar'),
+      h('nav', { class: 'nav' },
+        navLink('/', 'Overview', 'overview'),
+        navLink('/tenants', 'Tenants', 'tenants'),
+        navLink('/monitoring', 'Metrics', 'monitoring'))),
+    h('div', { class: 'layout' }, h(Sidebar, { path: location.pathname }), h('main', { class: 'main' }, page)));
 }
 
 document.addEventListener('click', (e) => {
@@ -63,6 +78,5 @@ document.addEventListener('click', (e) => {
   e.preventDefault();
   navigate(a.getAttribute('href')!);
 });
-window.addEventListener('popstate', render);
-render();
 sampleOverview();
+render(h(App, {}), document.getElementById('app')!);

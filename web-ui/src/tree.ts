@@ -1,8 +1,10 @@
 // The sidebar: tenants -> namespaces -> topics as a tree, loaded level by
 // level when a branch opens, following the page shown and refreshed when
 // the console creates or deletes something (dom.ts: changed()).
+import { ComponentChildren, h } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
 import { api } from './api';
-import { h, link, replace } from './dom';
+import { link } from './dom';
 import { namespaceHref, parseTopic, tenantHref, topicPageHref } from './pages/links';
 
 // Topics listed under one namespace; the namespace page has them all.
@@ -10,104 +12,126 @@ const MAX_TOPICS = 100;
 
 const open = new Set<string>();  // "t" and "t/ns" of the open branches
 
-function toggle(key: string, label: string, href: string, children: () => Promise<Node[]>, depth: number) {
-  const list = h('ul', { class: 'tree-children' });
-  const button = h('button', { class: 'tree-toggle', type: 'button', 'aria-label': `Expand ${label}`,
-    'aria-expanded': 'false' }, '▸');
-  const item = h('li', { class: `tree-item depth-${depth}` },
-    h('div', { class: 'tree-row' }, button, link(href, label, { class: 'tree-link', 'data-tree-key': key })), list);
-  const load = async () => {
-    button.textContent = '▾';
-    button.setAttribute('aria-expanded', 'true');
-    try {
-      const nodes = await children();
-      replace(list, nodes.length ? nodes : h('li', { class: 'tree-empty' }, 'empty'));
-    } catch {
-      replace(list, h('li', { class: 'tree-empty' }, 'unavailable'));
-    }
-  };
-  button.addEventListener('click', () => {
-    if (open.has(key)) {
-      open.delete(key);
-      button.textContent = '▸';
-      button.setAttribute('aria-expanded', 'false');
-      list.replaceChildren();
-    } else {
-      open.add(key);
-      load();
-    }
-  });
-  if (open.has(key)) load();
-  return item;
+interface TreeProps {
+  path: string;       // the page shown: its link is marked
+  generation: number; // changes when the console created or deleted something
 }
 
-async function topics(tenant: string, ns: string): Promise<Node[]> {
+function treeLink(href: string, label: string, path: string, attrs: Record<string, string> = {}) {
+  const extra = attrs.class ? ` ${attrs.class}` : '';
+  return link(href, label, { ...attrs, class: `tree-link${extra}${href === path ? ' current' : ''}` });
+}
+
+function Branch<T>({ id, label, href, depth, path, generation, load, show }: TreeProps & {
+  id: string; label: string; href: string; depth: number;
+  load: () => Promise<T>;
+  show: (data: T) => ComponentChildren[];
+}) {
+  const [, setToggles] = useState(0);
+  const [data, setData] = useState<{ value: T } | 'failed' | null>(null);
+  // Open when the user opened it or the page shown is below it (Sidebar).
+  const isOpen = open.has(id);
+
+  useEffect(() => {
+    if (!isOpen) return;
+    let live = true;
+    load().then((value) => live && setData({ value }), () => live && setData('failed'));
+    return () => {
+      live = false;
+    };
+  }, [isOpen, generation]);
+
+  const toggle = () => {
+    if (isOpen) {
+      open.delete(id);
+      setData(null);
+    } else {
+      open.add(id);
+    }
+    setToggles((n) => n + 1);
+  };
+  let list: ComponentChildren = null;
+  if (!isOpen || data === null) list = null;
+  else if (data === 'failed') list = h('li', { class: 'tree-empty' }, 'unavailable');
+  else {
+    const nodes = show(data.value);
+    list = nodes.length ? nodes : h('li', { class: 'tree-empty' }, 'empty');
+  }
+  return h('li', { class: `tree-item depth-${depth}` },
+    h('div', { class: 'tree-row' },
+      h('button', { class: 'tree-toggle', type: 'button', 'aria-label': `Expand ${label}`,
+        'aria-expanded': isOpen ? 'true' : 'false', onClick: toggle }, isOpen ? '▾' : '▸'),
+      treeLink(href, label, path, { 'data-tree-key': id })),
+    h('ul', { class: 'tree-children' }, list));
+}
+
+async function topicNames(tenant: string, ns: string): Promise<string[]> {
   const names = new Set<string>();
   for (const full of await api.topics(tenant, ns)) names.add(full.replace(/-partition-\d+$/, ''));
-  const sorted = [...names].sort();
-  const shown = sorted.slice(0, MAX_TOPICS).map((full) => {
+  return [...names].sort();
+}
+
+function topicItems(tenant: string, ns: string, sorted: string[], path: string): ComponentChildren[] {
+  const shown: ComponentChildren[] = [];
+  for (const full of sorted.slice(0, MAX_TOPICS)) {
     const p = parseTopic(full);
-    if (!p) return null;
+    if (!p) continue;
     const label = p.domain === 'persistent' ? p.topic : `${p.topic} (non-persistent)`;
-    return h('li', { class: 'tree-item depth-2' }, h('div', { class: 'tree-row' }, h('span', { class: 'tree-leaf' }),
-      link(topicPageHref(p.domain, tenant, ns, p.topic), label, { class: 'tree-link' })));
-  });
-  if (sorted.length > MAX_TOPICS) {
-    shown.push(h('li', { class: 'tree-item depth-2' }, link(namespaceHref(tenant, ns),
-      `… all ${sorted.length.toLocaleString('en-US')} topics`, { class: 'tree-link muted' })));
+    shown.push(h('li', { class: 'tree-item depth-2', key: full }, h('div', { class: 'tree-row' },
+      h('span', { class: 'tree-leaf' }), treeLink(topicPageHref(p.domain, tenant, ns, p.topic), label, path))));
   }
-  return shown.filter((n): n is HTMLLIElement => n !== null);
+  if (sorted.length > MAX_TOPICS) {
+    shown.push(h('li', { class: 'tree-item depth-2', key: '…' }, treeLink(namespaceHref(tenant, ns),
+      `… all ${sorted.length.toLocaleString('en-US')} topics`, path, { class: 'muted' })));
+  }
+  return shown;
 }
 
-async function namespaces(tenant: string): Promise<Node[]> {
-  return (await api.namespaces(tenant)).map((full) => {
+function namespaceItems(tenant: string, names: string[], props: TreeProps): ComponentChildren[] {
+  return names.map((full) => {
     const ns = full.slice(full.indexOf('/') + 1);
-    return toggle(`${tenant}/${ns}`, ns, namespaceHref(tenant, ns), () => topics(tenant, ns), 1);
+    return h(Branch<string[]>, {
+      key: ns, id: `${tenant}/${ns}`, label: ns, href: namespaceHref(tenant, ns), depth: 1, ...props,
+      load: () => topicNames(tenant, ns),
+      show: (sorted: string[]) => topicItems(tenant, ns, sorted, props.path),
+    });
   });
 }
 
-export function sidebar(): HTMLElement {
-  const list = h('ul', { class: 'tree' });
-  const el = h('aside', { class: 'sidebar', 'aria-label': 'Tenants, namespaces and topics' },
-    h('div', { class: 'sidebar-title' }, 'Browse'), list);
+export function Sidebar({ path }: { path: string }) {
+  const [tenants, setTenants] = useState<string[] | null | 'failed'>(null);
+  const [generation, setGeneration] = useState(0);
 
-  const reload = async () => {
-    try {
-      const tenants = await api.tenants();
-      replace(list, tenants.map((t) => toggle(t, t, tenantHref(t), () => namespaces(t), 0)));
-    } catch {
-      replace(list, h('li', { class: 'tree-empty' }, 'The node cannot be reached.'));
-    }
-    highlight();
-  };
+  // Opens the branches above the page shown.
+  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === 'tenants' && parts[1]) {
+    open.add(parts[1]);
+    if (parts[2]) open.add(`${parts[1]}/${parts[2]}`);
+  }
 
-  // Opens the branches above the page shown and marks its link.
-  const follow = () => {
-    const parts = location.pathname.split('/').filter(Boolean).map(decodeURIComponent);
-    let changed = false;
-    const openKey = (k: string) => {
-      if (!open.has(k)) {
-        open.add(k);
-        changed = true;
-      }
+  useEffect(() => {
+    const reload = () => setGeneration((g) => g + 1);
+    window.addEventListener('magnetar:changed', reload);
+    return () => window.removeEventListener('magnetar:changed', reload);
+  }, []);
+  useEffect(() => {
+    let live = true;
+    api.tenants().then((t) => live && setTenants(t), () => live && setTenants('failed'));
+    return () => {
+      live = false;
     };
-    if (parts[0] === 'tenants' && parts[1]) {
-      openKey(parts[1]);
-      if (parts[2]) openKey(`${parts[1]}/${parts[2]}`);
-    }
-    if (changed) reload();
-    else highlight();
-  };
+  }, [generation]);
 
-  const highlight = () => {
-    for (const a of list.querySelectorAll('a.tree-link')) {
-      a.classList.toggle('current', a.getAttribute('href') === location.pathname);
-    }
-  };
-
-  window.addEventListener('popstate', follow);
-  window.addEventListener('magnetar:changed', reload);
-  // Links inside the tree are ordinary console links; the shell navigates.
-  reload().then(follow);
-  return el;
+  let items: ComponentChildren;
+  if (tenants === 'failed') items = h('li', { class: 'tree-empty' }, 'The node cannot be reached.');
+  else if (tenants === null) items = null;
+  else {
+    items = tenants.map((t) => h(Branch<string[]>, {
+      key: t, id: t, label: t, href: tenantHref(t), depth: 0, path, generation,
+      load: () => api.namespaces(t),
+      show: (names: string[]) => namespaceItems(t, names, { path, generation }),
+    }));
+  }
+  return h('aside', { class: 'sidebar', 'aria-label': 'Tenants, namespaces and topics' },
+    h('div', { class: 'sidebar-title' }, 'Browse'), h('ul', { class: 'tree' }, items));
 }

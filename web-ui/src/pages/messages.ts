@@ -1,8 +1,10 @@
 // The message browser: peeks the first unacknowledged messages of a
 // subscription (GET .../subscription/{sub}/position/{n}) without consuming
 // them, and shows each payload as JSON, text or hex, up to a size cap.
+import { ComponentChildren, h } from 'preact';
+import { useRef, useState } from 'preact/hooks';
 import { api, Domain, PeekedMessage } from '../api';
-import { busy, h, notice, replace } from '../dom';
+import { busy, useNotice } from '../dom';
 
 const MAX_SHOWN_BYTES = 16 * 1024;
 const MAX_MESSAGES = 100;
@@ -60,35 +62,44 @@ function messageCard(index: number, m: PeekedMessage) {
       `Showing the first ${MAX_SHOWN_BYTES} of ${m.payload.length} bytes.`) : null);
 }
 
-// `selects` receives the browser's subscription picker, which the topic page
-// keeps filled with the topic's subscriptions.
-export function messageBrowser(domain: Domain, tenant: string, ns: string, topic: string,
-  selects: HTMLSelectElement[]): HTMLElement {
-  const n = notice();
-  const select = h('select', { name: 'peekSubscription', 'aria-label': 'Subscription to peek' },
-    h('option', { value: '' }, '(no subscriptions)'));
-  selects.push(select);
-  const count = h('input', { type: 'number', name: 'peekCount', min: 1, max: MAX_MESSAGES, value: 10,
-    'aria-label': 'How many messages' });
-  const list = h('div', { class: 'messages', 'data-testid': 'messages' },
-    h('p', { class: 'empty-state' }, 'Choose a subscription and peek at its next messages; nothing is acknowledged.'));
-  const peek = h('button', { type: 'submit' }, 'Peek');
-  const form = h('form', { class: 'inline-form', 'data-testid': 'peek-form' }, select,
-    h('label', { class: 'field-inline' }, 'first ', count, ' unacknowledged'), peek, n.el);
-  form.addEventListener('submit', (e) => {
+// `subscriptions` are the topic's subscriptions, which the topic page keeps
+// up to date.
+export function MessageBrowser({ domain, tenant, ns, topic, subscriptions }: {
+  domain: Domain; tenant: string; ns: string; topic: string; subscriptions: string[];
+}) {
+  const n = useNotice();
+  const [running, setRunning] = useState(false);
+  const [found, setFound] = useState<ComponentChildren>(h('p', { class: 'empty-state' },
+    'Choose a subscription and peek at its next messages; nothing is acknowledged.'));
+  const select = useRef<HTMLSelectElement>(null);
+  const count = useRef<HTMLInputElement>(null);
+  const submit = (e: Event) => {
     e.preventDefault();
-    busy(peek, n, async () => {
-      if (!select.value) throw new Error('This topic has no subscription to peek from. Create one first.');
-      const wanted = Math.min(MAX_MESSAGES, Math.max(1, Number(count.value) || 1));
-      const found: Node[] = [];
+    busy(setRunning, n, async () => {
+      const sub = select.current!.value;
+      if (!sub) throw new Error('This topic has no subscription to peek from. Create one first.');
+      const wanted = Math.min(MAX_MESSAGES, Math.max(1, Number(count.current!.value) || 1));
+      const cards: ComponentChildren[] = [];
       for (let i = 1; i <= wanted; i++) {
-        const m = await api.peek(domain, tenant, ns, topic, select.value, i);
+        const m = await api.peek(domain, tenant, ns, topic, sub, i);
         if (!m) break;
-        found.push(messageCard(i, m));
+        cards.push(messageCard(i, m));
       }
-      replace(list, found.length ? found : h('p', { class: 'empty-state' },
-        `${select.value} has no unacknowledged messages.`));
+      setFound(cards.length ? cards : h('p', { class: 'empty-state' }, `${sub} has no unacknowledged messages.`));
     });
-  });
-  return h('div', { class: 'panel' }, form, list);
+  };
+  return h('div', { class: 'panel' },
+    h('form', { class: 'inline-form', 'data-testid': 'peek-form', onSubmit: submit },
+      h('select', { ref: select, name: 'peekSubscription', 'aria-label': 'Subscription to peek' },
+        subscriptionOptions(subscriptions)),
+      h('label', { class: 'field-inline' }, 'first ', h('input', { ref: count, type: 'number', name: 'peekCount',
+        min: 1, max: MAX_MESSAGES, defaultValue: '10', 'aria-label': 'How many messages' }), ' unacknowledged'),
+      h('button', { type: 'submit', disabled: running }, 'Peek'), n.el),
+    h('div', { class: 'messages', 'data-testid': 'messages' }, found));
+}
+
+// The options of a subscription picker: the subscriptions, or a placeholder.
+export function subscriptionOptions(names: string[]): ComponentChildren {
+  return names.length === 0 ? h('option', { value: '' }, '(no subscriptions)')
+    : names.map((name) => h('option', { key: name, value: name }, name));
 }

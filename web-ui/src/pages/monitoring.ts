@@ -1,8 +1,10 @@
 // Metrics: everything /metrics serves (Prometheus text format), parsed into
 // a searchable table and refreshed every few seconds.
+import { Fragment, h } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api';
-import { every, h, notice } from '../dom';
-import { DataTable } from '../table';
+import { usePoll, useNotice } from '../dom';
+import { Column, DataTable } from '../table';
 
 interface Sample {
   name: string;
@@ -30,26 +32,32 @@ export function parseMetrics(text: string): Sample[] {
   return out;
 }
 
-export function monitoringPage(root: HTMLElement) {
-  document.title = 'Metrics · Magnetar';
-  const status = notice();
-  const table = new DataTable<Sample>([
-    { title: 'Metric', value: (s) => s.name, render: (s) => h('span', { class: 'mono', title: s.help }, s.name) },
-    { title: 'Labels', value: (s) => s.labels, render: (s) => h('span', { class: 'mono small' }, s.labels) },
-    { title: 'Value', value: (s) => s.value, numeric: true,
-      render: (s) => (Number.isInteger(s.value) ? String(s.value) : s.value.toPrecision(6)) },
-    { title: 'Meaning', value: (s) => s.help },
-  ], 'The node serves no metrics.', 100, 'metrics-table');
-  root.append(h('h1', {}, 'Metrics'),
-    h('p', { class: 'muted' }, 'What ', h('a', { href: '/metrics' }, '/metrics'),
-      ' serves to Prometheus, refreshed every 5 seconds.'),
-    status.el, table.el);
-  return every(5000, async () => {
+const COLUMNS: Column<Sample>[] = [
+  { title: 'Metric', value: (s) => s.name, render: (s) => h('span', { class: 'mono', title: s.help }, s.name) },
+  { title: 'Labels', value: (s) => s.labels, render: (s) => h('span', { class: 'mono small' }, s.labels) },
+  { title: 'Value', value: (s) => s.value, numeric: true,
+    render: (s) => (Number.isInteger(s.value) ? String(s.value) : s.value.toPrecision(6)) },
+  { title: 'Meaning', value: (s) => s.help },
+];
+
+export function MonitoringPage() {
+  const status = useNotice();
+  const [rows, setRows] = useState<Sample[]>([]);
+  useEffect(() => {
+    document.title = 'Metrics · Magnetar';
+  }, []);
+  usePoll(5000, async () => {
     try {
-      table.set(parseMetrics(await api.metricsText()));
+      setRows(parseMetrics(await api.metricsText()));
       status.clear();
     } catch (e) {
       status.error(e);
     }
   });
+  return h(Fragment, {}, h('h1', {}, 'Metrics'),
+    h('p', { class: 'muted' }, 'What ', h('a', { href: '/metrics' }, '/metrics'),
+      ' serves to Prometheus, refreshed every 5 seconds.'),
+    status.el,
+    h(DataTable<Sample>, { columns: COLUMNS, rows, empty: 'The node serves no metrics.', pageSize: 100,
+      testid: 'metrics-table' }));
 }

@@ -2,24 +2,21 @@
 // largest backlogs. GET /admin/v2/overview is sampled every few seconds while
 // the console is open, on any page, so that the charts show the recent past
 // as soon as the overview opens.
+import { ComponentChildren, Fragment, h } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
 import { api, Overview } from '../api';
-import { LiveChart } from '../chart';
-import { card, every, fmtBytes, fmtDuration, fmtNumber, h, link, notice, REFRESH_MS, replace } from '../dom';
+import { LiveChart, record } from '../chart';
+import { card, every, fmtBytes, fmtDuration, fmtNumber, link, REFRESH_MS, useNotice } from '../dom';
 import { topicHref } from './links';
 
 const CHART_SAMPLES = 60;
+const SERIES = [{ label: 'in', color: '#6d4aff' }, { label: 'out', color: '#13a10e' }];
 const messageHistory: number[][] = [[], []];
 const byteHistory: number[][] = [[], []];
 let latest: Overview | null = null;
 let lastError: unknown = null;
+let samples = 0;
 let onSample: (() => void) | null = null;  // the overview page, while shown
-
-function record(history: number[][], sample: number[]) {
-  sample.forEach((v, i) => {
-    history[i].push(Number.isFinite(v) ? v : 0);
-    if (history[i].length > CHART_SAMPLES) history[i].shift();
-  });
-}
 
 // Starts the sampling; main.ts calls it once.
 export function sampleOverview() {
@@ -27,46 +24,48 @@ export function sampleOverview() {
     try {
       latest = await api.overview();
       lastError = null;
-      record(messageHistory, [latest.msgRateIn, latest.msgRateOut]);
-      record(byteHistory, [latest.msgThroughputIn, latest.msgThroughputOut]);
+      record(messageHistory, [latest.msgRateIn, latest.msgRateOut], CHART_SAMPLES);
+      record(byteHistory, [latest.msgThroughputIn, latest.msgThroughputOut], CHART_SAMPLES);
     } catch (e) {
       lastError = e;
     }
+    samples++;
     onSample?.();
   });
 }
 
-export function overviewPage(root: HTMLElement) {
-  document.title = 'Overview · Magnetar';
-  const status = notice();
-  const cards = h('div', { class: 'cards' });
-  const msgChart = new LiveChart('Messages per second',
-    [{ label: 'in', color: '#6d4aff' }, { label: 'out', color: '#13a10e' }], fmtNumber, CHART_SAMPLES, 'chart-messages', messageHistory);
-  const byteChart = new LiveChart('Bytes per second',
-    [{ label: 'in', color: '#6d4aff' }, { label: 'out', color: '#13a10e' }], fmtBytes, CHART_SAMPLES, 'chart-bytes', byteHistory);
-  const backlogs = h('div', { 'data-testid': 'largest-backlogs' });
-  const node = h('p', { class: 'muted', 'data-testid': 'overview-node' }, 'Connecting…');
-  root.append(
-    h('h1', {}, 'Overview'),
-    node,
-    status.el,
-    cards,
-    h('div', { class: 'charts' }, msgChart.el, byteChart.el),
-    h('h2', {}, 'Largest backlogs'),
-    backlogs,
-  );
+function topicLink(full: string): ComponentChildren {
+  const href = topicHref(full);
+  return href ? link(href, full) : full;
+}
 
-  // Kept across refreshes so that a failed one shows the node as unreachable.
-  const health = card('Status', '…', 'overview-status');
-  const setHealth = (ok: boolean) => {
-    const value = health.querySelector('.card-value')!;
-    value.textContent = ok ? 'Healthy' : 'Unreachable';
-    value.className = ok ? 'card-value good' : 'card-value bad';
-  };
+export function OverviewPage() {
+  const status = useNotice();
+  const [version, setVersion] = useState(samples);
 
-  const show = (o: Overview) => {
-    replace(node, `Magnetar ${o.version} · cluster ${o.cluster} · up ${fmtDuration(o.uptimeSeconds)}`);
-    replace(cards,
+  useEffect(() => {
+    document.title = 'Overview · Magnetar';
+    const update = () => setVersion(samples);
+    onSample = update;
+    return () => {
+      if (onSample === update) onSample = null;
+    };
+  }, []);
+  useEffect(() => {
+    if (lastError !== null) status.error(lastError);
+    else status.clear();
+  }, [version]);
+
+  const o = latest;
+  // A failed refresh shows the node as unreachable, next to the last counts.
+  const healthy = lastError === null && o !== null;
+  const health = o === null && lastError === null ? card('Status', '…', 'overview-status')
+    : card('Status', healthy ? 'Healthy' : 'Unreachable', 'overview-status', healthy ? 'good' : 'bad');
+
+  let cards: ComponentChildren = lastError !== null ? [health] : null;
+  let backlogs: ComponentChildren = null;
+  if (o !== null) {
+    cards = [
       health,
       card('Tenants', fmtNumber(o.tenants), 'overview-tenants'),
       card('Namespaces', fmtNumber(o.namespaces), 'overview-namespaces'),
@@ -79,40 +78,28 @@ export function overviewPage(root: HTMLElement) {
       card('Storage', fmtBytes(o.storageSize), 'overview-storage'),
       card('Messages in', fmtNumber(o.msgInCounter), 'overview-messages-in'),
       card('Messages out', fmtNumber(o.msgOutCounter)),
-    );
-    msgChart.redraw();
-    byteChart.redraw();
-    if (o.largestBacklogs.length === 0) {
-      replace(backlogs, h('p', { class: 'empty-state' }, 'No subscription has a backlog. Consumers are keeping up.'));
-    } else {
-      replace(backlogs, h('table', {},
+    ];
+    backlogs = o.largestBacklogs.length === 0
+      ? h('p', { class: 'empty-state' }, 'No subscription has a backlog. Consumers are keeping up.')
+      : h('table', {},
         h('thead', {}, h('tr', {}, h('th', {}, 'Topic'), h('th', { class: 'num' }, 'Backlog (msgs)'),
           h('th', { class: 'num' }, 'Storage'))),
         h('tbody', {}, o.largestBacklogs.map((b) => h('tr', {},
           h('td', {}, topicLink(b.topic)), h('td', { class: 'num' }, fmtNumber(b.msgBacklog)),
-          h('td', { class: 'num' }, fmtBytes(b.storageSize)))))));
-    }
-  };
+          h('td', { class: 'num' }, fmtBytes(b.storageSize))))));
+  }
 
-  const update = () => {
-    if (lastError === null && latest !== null) {
-      show(latest);
-      setHealth(true);
-      status.clear();
-    } else if (lastError !== null) {
-      setHealth(false);
-      if (!health.isConnected) cards.append(health);
-      status.error(lastError);
-    }
-  };
-  onSample = update;
-  update();
-  return () => {
-    if (onSample === update) onSample = null;
-  };
-}
-
-function topicLink(full: string): Node | string {
-  const href = topicHref(full);
-  return href ? link(href, full) : full;
+  return h(Fragment, {},
+    h('h1', {}, 'Overview'),
+    h('p', { class: 'muted', 'data-testid': 'overview-node' },
+      o ? `Magnetar ${o.version} · cluster ${o.cluster} · up ${fmtDuration(o.uptimeSeconds)}` : 'Connecting…'),
+    status.el,
+    h('div', { class: 'cards' }, cards),
+    h('div', { class: 'charts' },
+      h(LiveChart, { title: 'Messages per second', series: SERIES, format: fmtNumber, capacity: CHART_SAMPLES,
+        testid: 'chart-messages', values: messageHistory, version }),
+      h(LiveChart, { title: 'Bytes per second', series: SERIES, format: fmtBytes, capacity: CHART_SAMPLES,
+        testid: 'chart-bytes', values: byteHistory, version })),
+    h('h2', {}, 'Largest backlogs'),
+    h('div', { 'data-testid': 'largest-backlogs' }, backlogs));
 }

@@ -1,7 +1,9 @@
 // Tenants: list, create, delete.
+import { Fragment, h } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api';
 import { DataTable } from '../table';
-import { changed, dangerButton, h, inlineForm, link, NAME_HINT, navigate, notice } from '../dom';
+import { changed, dangerButton, inlineForm, link, NAME_HINT, navigate, useNotice } from '../dom';
 import { tenantHref } from './links';
 
 interface Row {
@@ -9,48 +11,55 @@ interface Row {
   namespaces: number | null;
 }
 
-export function tenantsPage(root: HTMLElement) {
-  document.title = 'Tenants · Magnetar';
-  const status = notice();
-  const table: DataTable<Row> = new DataTable<Row>([
-    { title: 'Tenant', value: (r) => r.name, render: (r) => link(tenantHref(r.name), r.name) },
-    { title: 'Namespaces', value: (r) => r.namespaces ?? -1, render: (r) => (r.namespaces === null ? '—' : String(r.namespaces)),
-      numeric: true },
-    { title: '', value: () => '', render: (r) => dangerButton('Delete', status, async () => {
+export function TenantsPage() {
+  const status = useNotice();
+  const [rows, setRows] = useState<Row[]>([]);
+  const name = useRef<HTMLInputElement>(null);
+
+  async function load() {
+    try {
+      const tenants = await api.tenants();
+      const list: Row[] = tenants.map((t) => ({ name: t, namespaces: null }));
+      setRows(list);
+      const counted = await Promise.all(list.map(async (r) => {
+        try {
+          return { name: r.name, namespaces: (await api.namespaces(r.name)).length };
+        } catch {
+          return r;
+        }
+      }));
+      setRows(counted);
+    } catch (e) {
+      status.error(e);
+    }
+  }
+  useEffect(() => {
+    document.title = 'Tenants · Magnetar';
+    load();
+  }, []);
+
+  const columns = [
+    { title: 'Tenant', value: (r: Row) => r.name, render: (r: Row) => link(tenantHref(r.name), r.name) },
+    { title: 'Namespaces', value: (r: Row) => r.namespaces ?? -1,
+      render: (r: Row) => (r.namespaces === null ? '—' : String(r.namespaces)), numeric: true },
+    { title: '', value: () => '', render: (r: Row) => dangerButton('Delete', status, async () => {
       await api.deleteTenant(r.name);
       changed();
       status.ok(`Tenant ${r.name} deleted.`);
       await load();
     }, { 'data-testid': `delete-tenant-${r.name}` }) },
-  ], 'No tenants yet. Create one above.', 50, 'tenants-table');
+  ];
 
-  const name = h('input', { name: 'tenant', placeholder: 'new tenant name', required: true, title: NAME_HINT,
-    'aria-label': 'Tenant name' });
-  const form = inlineForm([name], 'Create tenant', async (n) => {
-    await api.createTenant(name.value.trim());
-    changed();
-    n.ok(`Tenant ${name.value.trim()} created.`);
-    navigate(tenantHref(name.value.trim()));
-  }, 'create-tenant');
-
-  root.append(h('h1', {}, 'Tenants'), form, status.el, table.el);
-
-  async function load() {
-    try {
-      const tenants = await api.tenants();
-      const rows: Row[] = tenants.map((t) => ({ name: t, namespaces: null }));
-      table.set(rows);
-      await Promise.all(rows.map(async (r) => {
-        try {
-          r.namespaces = (await api.namespaces(r.name)).length;
-        } catch {
-          r.namespaces = null;
-        }
-      }));
-      table.set(rows);
-    } catch (e) {
-      status.error(e);
-    }
-  }
-  load();
+  return h(Fragment, {}, h('h1', {}, 'Tenants'),
+    inlineForm([h('input', { ref: name, name: 'tenant', placeholder: 'new tenant name', required: true,
+      title: NAME_HINT, 'aria-label': 'Tenant name' })], 'Create tenant', async (n) => {
+      const t = name.current!.value.trim();
+      await api.createTenant(t);
+      changed();
+      n.ok(`Tenant ${t} created.`);
+      navigate(tenantHref(t));
+    }, 'create-tenant'),
+    status.el,
+    h(DataTable<Row>, { columns, rows, empty: 'No tenants yet. Create one above.', testid: 'tenants-table',
+      rowKey: (r: Row) => r.name }));
 }
