@@ -194,15 +194,181 @@ const Schema kListOffsetsResponse{{
     {"Topics", T::kStructArray, 0, N, N, &kListOffsetsTopicResponse},
 }};
 
+// --- FindCoordinator (10). v4 batches keys; not served.
+const Schema kFindCoordinatorRequest{{
+    {"Key", T::kString},
+    {"KeyType", T::kInt8, 1},
+}};
+const Schema kFindCoordinatorResponse{{
+    {"ThrottleTimeMs", T::kInt32, 1},
+    {"ErrorCode", T::kInt16},
+    {"ErrorMessage", T::kString, 1, N, 1},
+    {"NodeId", T::kInt32},
+    {"Host", T::kString},
+    {"Port", T::kInt32},
+}};
+
+// --- JoinGroup (11)
+const Schema kJoinGroupProtocol{{
+    {"Name", T::kString},
+    {"Metadata", T::kBytes},
+}};
+const Schema kJoinGroupRequest{{
+    {"GroupId", T::kString},
+    {"SessionTimeoutMs", T::kInt32},
+    {"RebalanceTimeoutMs", T::kInt32, 1, N, N, nullptr, -1},
+    {"MemberId", T::kString},
+    {"GroupInstanceId", T::kString, 5, N, 5},
+    {"ProtocolType", T::kString},
+    {"Protocols", T::kStructArray, 0, N, N, &kJoinGroupProtocol},
+}};
+const Schema kJoinGroupMember{{
+    {"MemberId", T::kString},
+    {"GroupInstanceId", T::kString, 5, N, 5},
+    {"Metadata", T::kBytes},
+}};
+const Schema kJoinGroupResponse{{
+    {"ThrottleTimeMs", T::kInt32, 2},
+    {"ErrorCode", T::kInt16},
+    {"GenerationId", T::kInt32, 0, N, N, nullptr, -1},
+    {"ProtocolName", T::kString},
+    {"Leader", T::kString},
+    {"MemberId", T::kString},
+    {"Members", T::kStructArray, 0, N, N, &kJoinGroupMember},
+}};
+
+// --- Heartbeat (12)
+const Schema kHeartbeatRequest{{
+    {"GroupId", T::kString},
+    {"GenerationId", T::kInt32},
+    {"MemberId", T::kString},
+    {"GroupInstanceId", T::kString, 3, N, 3},
+}};
+const Schema kHeartbeatResponse{{
+    {"ThrottleTimeMs", T::kInt32, 1},
+    {"ErrorCode", T::kInt16},
+}};
+
+// --- LeaveGroup (13). v3 leaves several members at once; not served.
+const Schema kLeaveGroupRequest{{
+    {"GroupId", T::kString},
+    {"MemberId", T::kString},
+}};
+const Schema kLeaveGroupResponse{{
+    {"ThrottleTimeMs", T::kInt32, 1},
+    {"ErrorCode", T::kInt16},
+}};
+
+// --- SyncGroup (14)
+const Schema kSyncGroupAssignment{{
+    {"MemberId", T::kString},
+    {"Assignment", T::kBytes},
+}};
+const Schema kSyncGroupRequest{{
+    {"GroupId", T::kString},
+    {"GenerationId", T::kInt32},
+    {"MemberId", T::kString},
+    {"GroupInstanceId", T::kString, 3, N, 3},
+    {"Assignments", T::kStructArray, 0, N, N, &kSyncGroupAssignment},
+}};
+const Schema kSyncGroupResponse{{
+    {"ThrottleTimeMs", T::kInt32, 1},
+    {"ErrorCode", T::kInt16},
+    {"Assignment", T::kBytes},
+}};
+
+// --- OffsetCommit (8)
+const Schema kOffsetCommitPartition{{
+    {"PartitionIndex", T::kInt32},
+    {"CommittedOffset", T::kInt64},
+    {"CommittedLeaderEpoch", T::kInt32, 6, N, N, nullptr, -1},
+    {"CommitTimestamp", T::kInt64, 1, 1, N, nullptr, -1},
+    {"CommittedMetadata", T::kString, 0, N, 0},
+}};
+const Schema kOffsetCommitTopic{{
+    {"Name", T::kString},
+    {"Partitions", T::kStructArray, 0, N, N, &kOffsetCommitPartition},
+}};
+const Schema kOffsetCommitRequest{{
+    {"GroupId", T::kString},
+    {"GenerationId", T::kInt32, 1, N, N, nullptr, -1},
+    {"MemberId", T::kString, 1},
+    {"GroupInstanceId", T::kString, 7, N, 7},
+    {"RetentionTimeMs", T::kInt64, 2, 4, N, nullptr, -1},
+    {"Topics", T::kStructArray, 0, N, N, &kOffsetCommitTopic},
+}};
+const Schema kOffsetCommitPartitionResponse{{
+    {"PartitionIndex", T::kInt32},
+    {"ErrorCode", T::kInt16},
+}};
+const Schema kOffsetCommitTopicResponse{{
+    {"Name", T::kString},
+    {"Partitions", T::kStructArray, 0, N, N, &kOffsetCommitPartitionResponse},
+}};
+const Schema kOffsetCommitResponse{{
+    {"ThrottleTimeMs", T::kInt32, 3},
+    {"Topics", T::kStructArray, 0, N, N, &kOffsetCommitTopicResponse},
+}};
+
+// --- OffsetFetch (9)
+const Schema kOffsetFetchTopic{{
+    {"Name", T::kString},
+    {"PartitionIndexes", T::kInt32Array},
+}};
+const Schema kOffsetFetchRequest{{
+    {"GroupId", T::kString},
+    {"Topics", T::kStructArray, 0, N, 2, &kOffsetFetchTopic},
+}};
+const Schema kOffsetFetchPartitionResponse{{
+    {"PartitionIndex", T::kInt32},
+    {"CommittedOffset", T::kInt64},
+    {"CommittedLeaderEpoch", T::kInt32, 5, N, N, nullptr, -1},
+    {"Metadata", T::kString, 0, N, 0},
+    {"ErrorCode", T::kInt16},
+}};
+const Schema kOffsetFetchTopicResponse{{
+    {"Name", T::kString},
+    {"Partitions", T::kStructArray, 0, N, N, &kOffsetFetchPartitionResponse},
+}};
+const Schema kOffsetFetchResponse{{
+    {"ThrottleTimeMs", T::kInt32, 3},
+    {"Topics", T::kStructArray, 0, N, N, &kOffsetFetchTopicResponse},
+    {"ErrorCode", T::kInt16, 2},
+}};
+
+// --- ListGroups (16)
+const Schema kListGroupsRequest{{}};
+const Schema kListedGroup{{
+    {"GroupId", T::kString},
+    {"ProtocolType", T::kString},
+}};
+const Schema kListGroupsResponse{{
+    {"ThrottleTimeMs", T::kInt32, 1},
+    {"ErrorCode", T::kInt16},
+    {"Groups", T::kStructArray, 0, N, N, &kListedGroup},
+}};
+
 // Produce starts at v3: record batches (message format v2) only. Fetch
 // starts at v4 for the same reason, and stops at v12: v13 names topics by
 // id. The tagged fields of later versions (Produce 10-11, Fetch 12's
 // ClusterId, diverging epochs, current leader) are neither read nor sent.
-const std::array<ApiSpec, 5> kApis{{
+// The group APIs stop before their first flexible versions (OffsetCommit 8,
+// OffsetFetch 6, FindCoordinator 3, JoinGroup 6, Heartbeat 4, LeaveGroup 3
+// with its member batches, SyncGroup 4, ListGroups 3): clients pick the
+// highest version both sides serve.
+const std::array<ApiSpec, 13> kApis{{
     {kProduce, "Produce", 3, 9, 9, &kProduceRequest, &kProduceResponse},
     {kFetch, "Fetch", 4, 12, 12, &kFetchRequest, &kFetchResponse},
     {kListOffsets, "ListOffsets", 0, 6, 6, &kListOffsetsRequest, &kListOffsetsResponse},
     {kMetadata, "Metadata", 0, 9, 9, &kMetadataRequest, &kMetadataResponse},
+    {kOffsetCommit, "OffsetCommit", 0, 7, N, &kOffsetCommitRequest, &kOffsetCommitResponse},
+    {kOffsetFetch, "OffsetFetch", 1, 5, N, &kOffsetFetchRequest, &kOffsetFetchResponse},
+    {kFindCoordinator, "FindCoordinator", 0, 2, N, &kFindCoordinatorRequest, &kFindCoordinatorResponse},
+    {kJoinGroup, "JoinGroup", 0, 5, N, &kJoinGroupRequest, &kJoinGroupResponse},
+    {kHeartbeat, "Heartbeat", 0, 3, N, &kHeartbeatRequest, &kHeartbeatResponse},
+    {kLeaveGroup, "LeaveGroup", 0, 2, N, &kLeaveGroupRequest, &kLeaveGroupResponse},
+    {kSyncGroup, "SyncGroup", 0, 3, N, &kSyncGroupRequest, &kSyncGroupResponse},
+    {kListGroups, "ListGroups", 0, 2, N, &kListGroupsRequest, &kListGroupsResponse},
     {kApiVersions, "ApiVersions", 0, 3, 3, &kApiVersionsRequest, &kApiVersionsResponse},
 }};
 

@@ -17,6 +17,14 @@ enum ApiKey : int16_t {
   kFetch = 1,
   kListOffsets = 2,
   kMetadata = 3,
+  kOffsetCommit = 8,
+  kOffsetFetch = 9,
+  kFindCoordinator = 10,
+  kJoinGroup = 11,
+  kHeartbeat = 12,
+  kLeaveGroup = 13,
+  kSyncGroup = 14,
+  kListGroups = 16,
   kApiVersions = 18,
 };
 

@@ -82,6 +82,14 @@ void KafkaConnection::dispatch(Request& request) {
     case kProduce: return handle_produce(*this, request);
     case kFetch: return handle_fetch(*this, request);
     case kListOffsets: return handle_list_offsets(*this, request);
+    case kFindCoordinator: return handle_find_coordinator(*this, request);
+    case kJoinGroup: return handle_join_group(*this, request);
+    case kSyncGroup: return handle_sync_group(*this, request);
+    case kHeartbeat: return handle_heartbeat(*this, request);
+    case kLeaveGroup: return handle_leave_group(*this, request);
+    case kOffsetCommit: return handle_offset_commit(*this, request);
+    case kOffsetFetch: return handle_offset_fetch(*this, request);
+    case kListGroups: return handle_list_groups(*this, request);
     default: return respond_none(request);
   }
 }

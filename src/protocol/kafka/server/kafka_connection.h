@@ -124,5 +124,13 @@ void handle_metadata(KafkaConnection& c, const Request& request);
 void handle_produce(KafkaConnection& c, const Request& request);
 void handle_fetch(KafkaConnection& c, const Request& request);
 void handle_list_offsets(KafkaConnection& c, const Request& request);
+void handle_find_coordinator(KafkaConnection& c, const Request& request);
+void handle_join_group(KafkaConnection& c, const Request& request);
+void handle_sync_group(KafkaConnection& c, const Request& request);  // in join_group.cc
+void handle_heartbeat(KafkaConnection& c, const Request& request);
+void handle_leave_group(KafkaConnection& c, const Request& request);  // in heartbeat.cc
+void handle_offset_commit(KafkaConnection& c, const Request& request);
+void handle_offset_fetch(KafkaConnection& c, const Request& request);
+void handle_list_groups(KafkaConnection& c, const Request& request);
 
 }  // namespace magnetar::protocol::kafka

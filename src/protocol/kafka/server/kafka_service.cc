@@ -7,7 +7,12 @@
 namespace magnetar::protocol::kafka {
 
 KafkaService::KafkaService(runtime::Runtime& runtime, broker::BrokerService& broker, KafkaServiceOptions options)
-    : runtime_(runtime), broker_(broker), options_(std::move(options)) {}
+    : runtime_(runtime),
+      broker_(broker),
+      options_(std::move(options)),
+      groups_(std::make_unique<GroupCoordinator>(runtime)) {}
+
+KafkaService::~KafkaService() = default;
 
 common::Status KafkaService::start() {
   auto ns = broker::NamespaceName::parse(options_.default_namespace);
@@ -25,6 +30,7 @@ common::Status KafkaService::start() {
 
 void KafkaService::stop() {
   if (listener_) listener_->shutdown();
+  groups_->stop();
 }
 
 common::Result<broker::TopicName> KafkaService::topic_for(const std::string& name) const {

@@ -18,6 +18,7 @@
 #include "broker/policy_cache.h"
 #include "broker/tenancy.h"
 #include "protocol/kafka/header.h"
+#include "protocol/kafka/server/group_coordinator.h"
 #include "runtime/component.h"
 #include "runtime/runtime.h"
 #include "runtime/tcp_listener.h"
@@ -37,6 +38,7 @@ struct KafkaServiceOptions {
 class KafkaService final : public runtime::Component {
  public:
   KafkaService(runtime::Runtime& runtime, broker::BrokerService& broker, KafkaServiceOptions options);
+  ~KafkaService() override;
   std::string_view name() const override { return "kafka"; }
   common::Status start() override;
   void stop() override;
@@ -53,6 +55,8 @@ class KafkaService final : public runtime::Component {
   }
   broker::Tenancy* tenancy() { return tenancy_; }
   broker::BrokerService& broker() { return broker_; }
+  // The consumer groups this node coordinates (all of them).
+  GroupCoordinator& groups() { return *groups_; }
   const KafkaServiceOptions& options() const { return options_; }
   const broker::NamespaceName& default_namespace() const { return namespace_; }
   // The Pulsar topic behind Kafka topic `name`: kInvalidArgument for a name
@@ -88,6 +92,7 @@ class KafkaService final : public runtime::Component {
   KafkaServiceOptions options_;
   broker::NamespaceName namespace_;
   std::unique_ptr<runtime::TcpListener> listener_;
+  std::unique_ptr<GroupCoordinator> groups_;
   std::atomic<uint64_t> next_id_{1};
   std::mutex partitions_mu_;
   std::unordered_map<std::string, int32_t> partitions_;  // guarded by partitions_mu_

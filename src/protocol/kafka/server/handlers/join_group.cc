@@ -1,0 +1,65 @@
+// JoinGroup: a member joins (or joins again for) the next generation; the
+// answer waits until the rebalance completes (group_coordinator.h).
+#include "protocol/kafka/server/group_coordinator.h"
+#include "protocol/kafka/server/kafka_connection.h"
+
+namespace magnetar::protocol::kafka {
+
+namespace {
+
+std::string bytes_of(const Struct& s, std::string_view name) {
+  const common::Slice* b = s.bytes(name);
+  return b == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(b->data()), b->size());
+}
+
+}  // namespace
+
+void handle_join_group(KafkaConnection& c, const Request& request) {
+  JoinArgs args;
+  args.group = request.body.str("GroupId");
+  args.member_id = request.body.str("MemberId");
+  args.client_id = request.header.client_id.value_or("");
+  args.session_timeout_ms = static_cast<int32_t>(request.body.i("SessionTimeoutMs"));
+  args.rebalance_timeout_ms = static_cast<int32_t>(request.body.i("RebalanceTimeoutMs"));
+  args.protocol_type = request.body.str("ProtocolType");
+  for (const auto& p : request.body.array("Protocols")) args.protocols.emplace_back(p.str("Name"), bytes_of(p, "Metadata"));
+  c.service().groups().join(std::move(args), [reply = c.replier(), request](JoinResult r) {
+    reply([request, r = std::move(r)](KafkaConnection& conn) {
+      Struct resp = request.response();
+      resp.set("ThrottleTimeMs", int64_t{0});
+      resp.set("ErrorCode", int64_t{r.error});
+      resp.set("GenerationId", int64_t{r.generation});
+      resp.set("ProtocolName", r.protocol_name);
+      resp.set("Leader", r.leader);
+      resp.set("MemberId", r.member_id);
+      for (const auto& [id, meta] : r.members) {
+        auto& m = resp.add("Members");
+        m.set("MemberId", id);
+        m.set_null("GroupInstanceId");
+        m.set("Metadata", common::Slice::copy_of(meta));
+      }
+      conn.respond(request, resp);
+    });
+  });
+}
+
+// --- SyncGroup: the leader hands in the assignment; every member gets its part.
+void handle_sync_group(KafkaConnection& c, const Request& request) {
+  std::vector<NamedBytes> assignments;
+  for (const auto& a : request.body.array("Assignments")) {
+    assignments.emplace_back(a.str("MemberId"), bytes_of(a, "Assignment"));
+  }
+  c.service().groups().sync(
+      request.body.str("GroupId"), static_cast<int32_t>(request.body.i("GenerationId")), request.body.str("MemberId"),
+      std::move(assignments), [reply = c.replier(), request](ErrorCode e, std::string assignment) {
+        reply([request, e, assignment = std::move(assignment)](KafkaConnection& conn) {
+          Struct resp = request.response();
+          resp.set("ThrottleTimeMs", int64_t{0});
+          resp.set("ErrorCode", int64_t{e});
+          resp.set("Assignment", common::Slice::copy_of(assignment));
+          conn.respond(request, resp);
+        });
+      });
+}
+
+}  // namespace magnetar::protocol::kafka

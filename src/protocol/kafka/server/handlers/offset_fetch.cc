@@ -1,0 +1,91 @@
+// OffsetFetch: a group's committed offsets, read from the cursors of its
+// durable subscriptions (group_offsets.h); -1 where it has none. A null
+// topic list (v2+: every partition of the group) is answered with none;
+// clients name the partitions they were assigned.
+#include "protocol/kafka/server/group_coordinator.h"
+#include "protocol/kafka/server/group_offsets.h"
+#include "protocol/kafka/server/kafka_connection.h"
+
+namespace magnetar::protocol::kafka {
+
+using common::Result;
+
+namespace {
+
+struct FetchPart {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = -1;
+  ErrorCode error = kNone;
+};
+
+struct OffsetsState {
+  Request request;
+  std::string group;
+  std::vector<FetchPart> parts;
+  size_t left = 0;
+};
+
+void answer(KafkaConnection& c, const OffsetsState& state) {
+  Struct resp = state.request.response();
+  resp.set("ThrottleTimeMs", int64_t{0});
+  resp.set("ErrorCode", int64_t{state.group.empty() ? kInvalidGroupId : kNone});
+  Struct* topic = nullptr;
+  for (const FetchPart& p : state.parts) {
+    if (topic == nullptr || topic->str("Name") != p.topic) {
+      topic = &resp.add("Topics");
+      topic->set("Name", p.topic);
+    }
+    auto& out = topic->add("Partitions");
+    out.set("PartitionIndex", int64_t{p.partition});
+    out.set("CommittedOffset", p.offset);
+    out.set("CommittedLeaderEpoch", int64_t{-1});
+    out.set("Metadata", std::string());
+    out.set("ErrorCode", int64_t{p.error});
+  }
+  c.respond(state.request, resp);
+}
+
+}  // namespace
+
+void handle_offset_fetch(KafkaConnection& c, const Request& request) {
+  auto state = std::make_shared<OffsetsState>();
+  state->request = request;
+  state->group = request.body.str("GroupId");
+  if (!state->group.empty()) {
+    for (const auto& t : request.body.array("Topics")) {
+      for (int64_t p : t.ints("PartitionIndexes")) {
+        FetchPart part;
+        part.topic = t.str("Name");
+        part.partition = static_cast<int32_t>(p);
+        state->parts.push_back(std::move(part));
+      }
+    }
+  }
+  state->left = state->parts.size() + 1;
+  auto one_done = [](KafkaConnection& conn, const std::shared_ptr<OffsetsState>& s) {
+    if (--s->left == 0) answer(conn, *s);
+  };
+  GroupCoordinator& groups = c.service().groups();
+  for (size_t k = 0; k < state->parts.size(); ++k) {
+    const FetchPart& p = state->parts[k];
+    auto report = [reply = c.replier(), state, k, one_done](ErrorCode e, int64_t offset) {
+      reply([state, k, one_done, e, offset](KafkaConnection& conn) {
+        state->parts[k].error = e;
+        state->parts[k].offset = offset;
+        one_done(conn, state);
+      });
+    };
+    auto run = [&groups, group = state->group, p, report](Result<broker::Topic*> t) {
+      if (!t.is_ok()) return report(error_code(t.status()), -1);
+      fetch_group_offset(*t, group, [&groups, group, p, report](ErrorCode e, int64_t aligned) {
+        if (e != kNone || aligned < 0) return report(e, -1);
+        report(kNone, groups.exact_offset(group_offset_key(group, p.topic, p.partition), aligned));
+      });
+    };
+    c.service().with_partition(p.topic, p.partition, std::move(run));
+  }
+  one_done(c, state);
+}
+
+}  // namespace magnetar::protocol::kafka
