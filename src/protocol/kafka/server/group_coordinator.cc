@@ -204,6 +204,9 @@ void GroupCoordinator::tick(Shard& shard) {
       g->complete_join();
     }
   }
+  // A group without members is forgotten; its committed offsets stay in
+  // the subscriptions.
+  std::erase_if(shard.groups, [](const auto& kv) { return kv.second->members.empty(); });
 }
 
 void GroupCoordinator::join(JoinArgs args, std::function<void(JoinResult)> done) {
