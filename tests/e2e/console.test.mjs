@@ -159,6 +159,15 @@ test('produced messages show in the live stats and the message browser', async (
   assert.equal(await messages.nth(0).getByTestId('message-payload').textContent(),
     JSON.stringify({ id: 1, item: 'book' }, null, 2));
   assert.equal(await messages.nth(3).getByTestId('message-payload').textContent(), 'plain text payload');
+  // One message by its id, as the peek showed it.
+  const lastId = await messages.nth(3).getByTestId('message-id').textContent();
+  await page.getByLabel('Message id').fill(lastId);
+  await page.getByRole('button', { name: 'Show' }).click();
+  await waitFor(async () => (await messages.count()) === 1, UI_TIMEOUT, 'one message by id');
+  assert.equal(await messages.nth(0).getByTestId('message-payload').textContent(), 'plain text payload');
+  await page.getByLabel('Message id').fill('not-an-id');
+  await page.getByRole('button', { name: 'Show' }).click();
+  await page.getByText('"not-an-id" is not a message id such as 12:34').waitFor();
   // Peeking acknowledges nothing.
   const stats = await node.rest('GET', '/admin/v2/persistent/acme/shop/orders/stats');
   assert.equal(stats.body.subscriptions.audit.msgBacklog, 4);

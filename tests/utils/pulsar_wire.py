@@ -189,7 +189,10 @@ class PulsarWire:
         md = pb.MessageMetadata(producer_name=metadata_fields.pop("producer_name", "wire"), sequence_id=seq,
                                 publish_time=metadata_fields.pop("publish_time", int(time.time() * 1000)))
         for k, v in metadata_fields.items():
-            setattr(md, k, v)
+            if isinstance(v, (list, tuple)):
+                getattr(md, k).extend(v)  # repeated fields (properties, ...)
+            else:
+                setattr(md, k, v)
         cmd = pb.BaseCommand(type=pb.BaseCommand.SEND,
                              send=pb.CommandSend(producer_id=producer_id, sequence_id=seq, num_messages=1))
         self.write(cmd, md, payload)

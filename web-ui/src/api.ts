@@ -270,33 +270,12 @@ export const api = {
 
   // The n-th unacknowledged message of the subscription (from 1), or null
   // when there is none.
-  async peek(domain: Domain, t: string, ns: string, topic: string, sub: string, n: number) {
-    let res: Response;
-    try {
-      res = await call('GET', topicPath(domain, t, ns, topic) + `/subscription/${enc(sub)}/position/${n}`);
-    } catch (e) {
-      if (e instanceof ApiError && e.status === 404 && e.message === 'Message not found') return null;
-      throw e;
-    }
-    const h = res.headers;
-    let properties: Record<string, string> = {};
-    try {
-      properties = JSON.parse(h.get('X-Pulsar-PROPERTY') ?? '{}');
-    } catch {
-      properties = {};
-    }
-    const batch = h.get('X-Pulsar-num-batch-message');
-    const message: PeekedMessage = {
-      messageId: h.get('X-Pulsar-Message-ID') ?? '',
-      publishTime: h.get('X-Pulsar-publish-time') ?? '',
-      producerName: h.get('X-Pulsar-producer-name') ?? '',
-      key: h.get('X-Pulsar-Key'),
-      properties,
-      batchSize: batch === null ? null : Number(batch),
-      payload: new Uint8Array(await res.arrayBuffer()),
-    };
-    return message;
-  },
+  peek: (domain: Domain, t: string, ns: string, topic: string, sub: string, n: number) =>
+    readMessage(topicPath(domain, t, ns, topic) + `/subscription/${enc(sub)}/position/${n}`),
+  // One message by its id ("ledger:entry"), or null when there is none.
+  messageById: (domain: Domain, t: string, ns: string, topic: string, ledger: number, entry: number) =>
+    readMessage(topicPath(domain, t, ns, topic) + `/ledger/${ledger}/entry/${entry}`),
+
 
   // Pulsar's REST producer: one message; answers its id ("ledger:entry:-1").
   async produce(domain: Domain, t: string, ns: string, topic: string, payload: string, key: string,
@@ -311,3 +290,33 @@ export const api = {
 
   metricsText: async () => (await call('GET', '/metrics')).text(),
 };
+
+// A message as peek and getMessageById answer it: the payload as the body,
+// the metadata in X-Pulsar-* headers; null for "Message not found".
+async function readMessage(path: string): Promise<PeekedMessage | null> {
+  let res: Response;
+  try {
+    res = await call('GET', path);
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 404 && e.message === 'Message not found') return null;
+    throw e;
+  }
+  const h = res.headers;
+  let properties: Record<string, string> = {};
+  try {
+    properties = JSON.parse(h.get('X-Pulsar-PROPERTY') ?? '{}');
+  } catch {
+    properties = {};
+  }
+  const batch = h.get('X-Pulsar-num-batch-message');
+  const message: PeekedMessage = {
+    messageId: h.get('X-Pulsar-Message-ID') ?? '',
+    publishTime: h.get('X-Pulsar-publish-time') ?? '',
+    producerName: h.get('X-Pulsar-producer-name') ?? '',
+    key: h.get('X-Pulsar-Key'),
+    properties,
+    batchSize: batch === null ? null : Number(batch),
+    payload: new Uint8Array(await res.arrayBuffer()),
+  };
+  return message;
+}

@@ -11,6 +11,7 @@
 //   POST   subscription/{sub}/expireMessages/{seconds}
 //   POST   all_subscription/expireMessages/{seconds}
 //   GET    subscription/{sub}/position/{n}     (peek: the payload, metadata in X-Pulsar-* headers)
+//   GET    ledger/{ledgerId}/entry/{entryId}   (getMessageById: the same answer for one message id)
 // Moving a cursor (skip, reset, expiry, peek) needs a persistent topic: a
 // non-persistent one answers 405.
 #include <chrono>
@@ -328,6 +329,27 @@ void register_domain(Router& router, TopicServices* s, TopicDomain d) {
                            [r, want = *p](Result<std::vector<ledger::LedgerEntry>> read) {
                              if (!read.is_ok()) return (*r)(error_response(read.status()));
                              if (read->empty() || read->front().position != want) {
+                               return (*r)(HttpResponse::error(404, "Message not found"));
+                             }
+                             (*r)(peeked_message(read->front()));
+                           });
+    });
+  });
+
+  router.get(topic + "/ledger/{ledgerId}/entry/{entryId}", [s, d](HttpRequest& req, Responder respond) {
+    auto ledger_id = count_param(req.param("ledgerId"), "the ledger id");
+    if (!ledger_id.is_ok()) return respond(error_response(ledger_id.status()));
+    auto entry_id = count_param(req.param("entryId"), "the entry id");
+    if (!entry_id.is_ok()) return respond(error_response(entry_id.status()));
+    Position want{static_cast<ledger::LedgerId>(*ledger_id), static_cast<ledger::EntryId>(*entry_id)};
+    on_existing_topic(*s, d, req, std::move(respond), [want](Topic& t, SharedResponder r) {
+      if (persistent_log(t) == nullptr) return (*r)(not_persistent());
+      t.log().read_entries(Position{want.ledger, want.entry - 1}, 1,
+                           [r, want](Result<std::vector<ledger::LedgerEntry>> read) {
+                             if (!read.is_ok() && read.status().code() != common::ErrorCode::kNotFound) {
+                               return (*r)(error_response(read.status()));
+                             }
+                             if (!read.is_ok() || read->empty() || read->front().position != want) {
                                return (*r)(HttpResponse::error(404, "Message not found"));
                              }
                              (*r)(peeked_message(read->front()));

@@ -1,6 +1,7 @@
 // The message browser: peeks the first unacknowledged messages of a
 // subscription (GET .../subscription/{sub}/position/{n}) without consuming
-// them, and shows each payload as JSON, text or hex, up to a size cap.
+// them, or shows one message by its id (GET .../ledger/{l}/entry/{e}), and
+// shows each payload as JSON, text or hex, up to a size cap.
 import { ComponentChildren, h } from 'preact';
 import { useRef, useState } from 'preact/hooks';
 import { api, Domain, PeekedMessage } from '../api';
@@ -73,6 +74,18 @@ export function MessageBrowser({ domain, tenant, ns, topic, subscriptions }: {
     'Choose a subscription and peek at its next messages; nothing is acknowledged.'));
   const select = useRef<HTMLSelectElement>(null);
   const count = useRef<HTMLInputElement>(null);
+  const messageId = useRef<HTMLInputElement>(null);
+  const lookup = (e: Event) => {
+    e.preventDefault();
+    busy(setRunning, n, async () => {
+      const text = messageId.current!.value.trim();
+      // "ledger:entry", as ids are shown, with an optional ":batch index".
+      const m = /^(\d+):(\d+)(:-?\d+)?$/.exec(text);
+      if (!m) throw new Error(`"${text}" is not a message id such as 12:34`);
+      const found = await api.messageById(domain, tenant, ns, topic, Number(m[1]), Number(m[2]));
+      setFound(found ? messageCard(1, found) : h('p', { class: 'empty-state' }, `No message ${m[1]}:${m[2]} in ${topic}.`));
+    });
+  };
   const submit = (e: Event) => {
     e.preventDefault();
     busy(setRunning, n, async () => {
@@ -95,6 +108,10 @@ export function MessageBrowser({ domain, tenant, ns, topic, subscriptions }: {
       h('label', { class: 'field-inline' }, 'first ', h('input', { ref: count, type: 'number', name: 'peekCount',
         min: 1, max: MAX_MESSAGES, defaultValue: '10', 'aria-label': 'How many messages' }), ' unacknowledged'),
       h('button', { type: 'submit', disabled: running }, 'Peek'), n.el),
+    h('form', { class: 'inline-form', 'data-testid': 'message-id-form', onSubmit: lookup },
+      h('label', { class: 'field-inline' }, 'or the message ', h('input', { ref: messageId, type: 'text',
+        name: 'messageId', placeholder: 'ledger:entry', 'aria-label': 'Message id' })),
+      h('button', { type: 'submit', disabled: running }, 'Show')),
     h('div', { class: 'messages', 'data-testid': 'messages' }, found));
 }
 
