@@ -9,7 +9,7 @@ import time
 import unittest
 
 import confluent_kafka as ck
-from magnetar_harness import NodeTestCase, call_json
+from magnetar_harness import Node, NodeTestCase, call_json
 
 TIMEOUT_S = 30
 
@@ -288,6 +288,60 @@ class KafkaGroupsTest(NodeTestCase):
         self.kcat("-P", "-t", "grp-bad", stdin=b"still\n")
         out = self.kcat("-G", "after-bad", "grp-bad", "-X", "auto.offset.reset=earliest", "-e", "-q", "-f", "%s\n")
         self.assertEqual(out, "still\n")
+
+
+class KafkaGroupOffsetsRestartTest(unittest.TestCase):
+    def test_committed_offsets_survive_a_restart(self):
+        with Node() as node:
+            node.keep_data = True
+            data_dir = node.data_dir
+            bootstrap = f"127.0.0.1:{node.ports['kafka']}"
+            p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+            for i in range(6):
+                p.produce("grp-restart", value=b"s%d" % i)
+                self.assertEqual(p.flush(TIMEOUT_S), 0)
+            p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 100})
+            for i in range(6, 10):
+                p.produce("grp-restart", value=b"s%d" % i)
+            self.assertEqual(p.flush(TIMEOUT_S), 0)
+            c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "aligned", "enable.auto.commit": False})
+            c.commit(offsets=[ck.TopicPartition("grp-restart", 0, 4)], asynchronous=False)
+            c.close()
+            c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "in-batch", "enable.auto.commit": False})
+            c.commit(offsets=[ck.TopicPartition("grp-restart", 0, 8)], asynchronous=False)
+            c.close()
+            del p  # disconnects before the node stops
+            self.assertEqual(node.stop(), 0)
+        with Node(data_dir=data_dir) as node:
+            node.owns_dir = True
+            bootstrap = f"127.0.0.1:{node.ports['kafka']}"
+
+            def committed(group):
+                c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+                try:
+                    return c.committed([ck.TopicPartition("grp-restart", 0)], timeout=TIMEOUT_S)[0].offset
+                finally:
+                    c.close()
+
+            # An offset between entries is kept exactly; one inside a batch
+            # comes back as the first offset of its batch (offsets 6..9 were
+            # sent as one or more batches).
+            self.assertEqual(committed("aligned"), 4)
+            in_batch = committed("in-batch")
+            self.assertGreaterEqual(in_batch, 6)
+            self.assertLessEqual(in_batch, 8)
+            c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "aligned", "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest"})
+            c.subscribe(["grp-restart"])
+            got = []
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(got) < 6 and time.monotonic() < deadline:
+                m = c.poll(0.2)
+                if m is not None and m.error() is None:
+                    got.append(m.offset())
+            c.close()
+            self.assertEqual(got, list(range(4, 10)))
+            self.assertEqual(node.stop(), 0)
 
 
 if __name__ == "__main__":
