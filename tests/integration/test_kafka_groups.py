@@ -9,6 +9,7 @@ import time
 import unittest
 
 import confluent_kafka as ck
+from confluent_kafka.admin import AdminClient
 from magnetar_harness import Node, NodeTestCase, call_json
 
 TIMEOUT_S = 30
@@ -238,6 +239,27 @@ class KafkaGroupsTest(NodeTestCase):
         got = self.poll_values(a, 2)
         self.assertEqual(sorted(m.value() for m in got), [b"p0", b"p1"])
         a.close()
+
+    def test_list_and_describe_groups_show_the_members_and_their_assignment(self):
+        topic = "grp-describe"
+        self.produce_each(topic, [b"x"])
+        c = self.consumer("describe-group", **{"client.id": "describer"})
+        c.subscribe([topic])
+        self.assertEqual(len(self.poll_values(c, 1)), 1)  # joined and assigned
+        try:
+            admin = AdminClient({"bootstrap.servers": self.bootstrap})
+            groups = admin.list_groups("describe-group", timeout=TIMEOUT_S)
+            self.assertEqual(len(groups), 1)
+            g = groups[0]
+            self.assertEqual((g.id, g.state, g.protocol_type, g.protocol),
+                             ("describe-group", "Stable", "consumer", "range"))
+            self.assertEqual(len(g.members), 1)
+            self.assertEqual(g.members[0].client_id, "describer")
+            self.assertTrue(g.members[0].client_host.startswith("/127.0.0.1"))
+            self.assertIn(topic.encode(), g.members[0].assignment)
+            self.assertIn("describe-group", [x.id for x in admin.list_groups(timeout=TIMEOUT_S)])
+        finally:
+            c.close()
 
     def test_a_member_that_stops_heartbeating_is_expired(self):
         w1, w2 = Wire(self.node.ports["kafka"]), Wire(self.node.ports["kafka"])

@@ -336,6 +336,37 @@ const Schema kOffsetFetchResponse{{
     {"ErrorCode", T::kInt16, 2},
 }};
 
+// --- DescribeGroups (15). The request's group names are a string array;
+// below flexible versions an array of one-string structs has the same bytes.
+const Schema kDescribeGroupsName{{
+    {"Name", T::kString},
+}};
+const Schema kDescribeGroupsRequest{{
+    {"Groups", T::kStructArray, 0, N, N, &kDescribeGroupsName},
+    {"IncludeAuthorizedOperations", T::kBool, 3},
+}};
+const Schema kDescribedGroupMember{{
+    {"MemberId", T::kString},
+    {"GroupInstanceId", T::kString, 4, N, 4},
+    {"ClientId", T::kString},
+    {"ClientHost", T::kString},
+    {"MemberMetadata", T::kBytes},
+    {"MemberAssignment", T::kBytes},
+}};
+const Schema kDescribedGroup{{
+    {"ErrorCode", T::kInt16},
+    {"GroupId", T::kString},
+    {"GroupState", T::kString},
+    {"ProtocolType", T::kString},
+    {"ProtocolData", T::kString},
+    {"Members", T::kStructArray, 0, N, N, &kDescribedGroupMember},
+    {"AuthorizedOperations", T::kInt32, 3, N, N, nullptr, INT32_MIN},
+}};
+const Schema kDescribeGroupsResponse{{
+    {"ThrottleTimeMs", T::kInt32, 1},
+    {"Groups", T::kStructArray, 0, N, N, &kDescribedGroup},
+}};
+
 // --- ListGroups (16)
 const Schema kListGroupsRequest{{}};
 const Schema kListedGroup{{
@@ -354,9 +385,9 @@ const Schema kListGroupsResponse{{
 // ClusterId, diverging epochs, current leader) are neither read nor sent.
 // The group APIs stop before their first flexible versions (OffsetCommit 8,
 // OffsetFetch 6, FindCoordinator 3, JoinGroup 6, Heartbeat 4, LeaveGroup 3
-// with its member batches, SyncGroup 4, ListGroups 3): clients pick the
+// with its member batches, SyncGroup 4, DescribeGroups 5, ListGroups 3): clients pick the
 // highest version both sides serve.
-const std::array<ApiSpec, 13> kApis{{
+const std::array<ApiSpec, 14> kApis{{
     {kProduce, "Produce", 3, 9, 9, &kProduceRequest, &kProduceResponse},
     {kFetch, "Fetch", 4, 12, 12, &kFetchRequest, &kFetchResponse},
     {kListOffsets, "ListOffsets", 0, 6, 6, &kListOffsetsRequest, &kListOffsetsResponse},
@@ -368,6 +399,7 @@ const std::array<ApiSpec, 13> kApis{{
     {kHeartbeat, "Heartbeat", 0, 3, N, &kHeartbeatRequest, &kHeartbeatResponse},
     {kLeaveGroup, "LeaveGroup", 0, 2, N, &kLeaveGroupRequest, &kLeaveGroupResponse},
     {kSyncGroup, "SyncGroup", 0, 3, N, &kSyncGroupRequest, &kSyncGroupResponse},
+    {kDescribeGroups, "DescribeGroups", 0, 4, N, &kDescribeGroupsRequest, &kDescribeGroupsResponse},
     {kListGroups, "ListGroups", 0, 2, N, &kListGroupsRequest, &kListGroupsResponse},
     {kApiVersions, "ApiVersions", 0, 3, 3, &kApiVersionsRequest, &kApiVersionsResponse},
 }};

@@ -24,6 +24,7 @@ enum ApiKey : int16_t {
   kHeartbeat = 12,
   kLeaveGroup = 13,
   kSyncGroup = 14,
+  kDescribeGroups = 15,
   kListGroups = 16,
   kApiVersions = 18,
 };

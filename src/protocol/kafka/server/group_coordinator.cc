@@ -29,6 +29,8 @@ std::atomic<uint64_t> next_member{1};
 struct GroupCoordinator::Group {
   struct Member {
     std::string id;
+    std::string client_id;
+    std::string client_host;
     int32_t session_timeout_ms = 0;
     int32_t rebalance_timeout_ms = 0;
     std::vector<NamedBytes> protocols;
@@ -256,6 +258,8 @@ void GroupCoordinator::join(JoinArgs args, std::function<void(JoinResult)> done)
       std::exchange(m.pending_join, nullptr)(std::move(r));
     }
     m.id = id;
+    m.client_id = args.client_id;
+    m.client_host = args.client_host;
     m.session_timeout_ms = args.session_timeout_ms;
     m.rebalance_timeout_ms = args.rebalance_timeout_ms > 0 ? args.rebalance_timeout_ms : args.session_timeout_ms;
     m.protocols = std::move(args.protocols);
@@ -340,6 +344,30 @@ void GroupCoordinator::check_commit(std::string group, int32_t generation, std::
     if (g.state == GroupState::kPreparingRebalance) return done(kRebalanceInProgress);
     it->second.last_seen = Clock::now();
     done(kNone);
+  });
+}
+
+void GroupCoordinator::describe(std::string group, std::function<void(GroupDescription)> done) {
+  if (group.empty()) return done(GroupDescription{"", "Dead", "", "", {}});
+  with_group(group, [done = std::move(done)](Group& g) {
+    static constexpr const char* kStateNames[] = {"Empty", "PreparingRebalance", "CompletingRebalance", "Stable"};
+    GroupDescription d;
+    d.group = g.name;
+    d.state = g.members.empty() ? "Dead" : kStateNames[static_cast<int>(g.state)];
+    d.protocol_type = g.protocol_type;
+    d.protocol_name = g.protocol_name;
+    for (const auto& [id, m] : g.members) {
+      MemberDescription md;
+      md.member_id = id;
+      md.client_id = m.client_id;
+      md.client_host = m.client_host;
+      for (const auto& [name, meta] : m.protocols) {
+        if (name == g.protocol_name) md.metadata = meta;
+      }
+      if (g.state == GroupState::kStable) md.assignment = m.assignment;
+      d.members.push_back(std::move(md));
+    }
+    done(std::move(d));
   });
 }
 

@@ -38,6 +38,7 @@ struct JoinArgs {
   std::string group;
   std::string member_id;  // "" on a first join
   std::string client_id;
+  std::string client_host;
   int32_t session_timeout_ms = 0;
   int32_t rebalance_timeout_ms = -1;  // -1: the session timeout
   std::string protocol_type;
@@ -51,6 +52,22 @@ struct JoinResult {
   std::string leader;
   std::string member_id;
   std::vector<NamedBytes> members;  // the leader's answer only
+};
+
+struct MemberDescription {
+  std::string member_id;
+  std::string client_id;
+  std::string client_host;
+  std::string metadata;    // for the group's protocol
+  std::string assignment;  // once Stable
+};
+
+struct GroupDescription {
+  std::string group;
+  std::string state;  // Kafka's names; "Dead" for a group this node does not have
+  std::string protocol_type;
+  std::string protocol_name;
+  std::vector<MemberDescription> members;
 };
 
 struct GroupListing {
@@ -76,6 +93,7 @@ class GroupCoordinator {
   // is a commit from outside the group protocol (assign()), always allowed.
   void check_commit(std::string group, int32_t generation, std::string member_id,
                     std::function<void(ErrorCode)> done);
+  void describe(std::string group, std::function<void(GroupDescription)> done);
   // Every group with members, from every reactor; `done` runs on some reactor.
   void list(std::function<void(std::vector<GroupListing>)> done);
 

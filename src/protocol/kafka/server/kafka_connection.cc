@@ -90,6 +90,7 @@ void KafkaConnection::dispatch(Request& request) {
     case kOffsetCommit: return handle_offset_commit(*this, request);
     case kOffsetFetch: return handle_offset_fetch(*this, request);
     case kListGroups: return handle_list_groups(*this, request);
+    case kDescribeGroups: return handle_describe_groups(*this, request);
     default: return respond_none(request);
   }
 }
@@ -147,6 +148,10 @@ std::pair<uint64_t, std::string> KafkaConnection::producer_for(const std::string
     it->second = {id, fmt::format("kafka-{}-{}", service_.options().cluster_id, id)};
   }
   return it->second;
+}
+
+std::string KafkaConnection::peer_host() const {
+  return conn_ == nullptr ? std::string() : "/" + std::string(conn_->peer());
 }
 
 void KafkaConnection::close(const Status& why) {

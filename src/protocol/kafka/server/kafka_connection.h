@@ -72,6 +72,8 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   KafkaService& service() { return service_; }
   runtime::Reactor& reactor() { return reactor_; }
   KafkaReplier replier() const { return KafkaReplier(link_, reactor_); }
+  // The client's address as Kafka shows it ("/<ip>:<port>").
+  std::string peer_host() const;
   // Encodes `response` at the request's version into its slot.
   void respond(const Request& request, const Struct& response);
   // The request gets no response (Produce with acks=0): frees its slot.
@@ -132,5 +134,6 @@ void handle_leave_group(KafkaConnection& c, const Request& request);  // in hear
 void handle_offset_commit(KafkaConnection& c, const Request& request);
 void handle_offset_fetch(KafkaConnection& c, const Request& request);
 void handle_list_groups(KafkaConnection& c, const Request& request);
+void handle_describe_groups(KafkaConnection& c, const Request& request);  // in list_groups.cc
 
 }  // namespace magnetar::protocol::kafka

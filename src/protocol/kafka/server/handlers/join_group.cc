@@ -19,6 +19,7 @@ void handle_join_group(KafkaConnection& c, const Request& request) {
   args.group = request.body.str("GroupId");
   args.member_id = request.body.str("MemberId");
   args.client_id = request.header.client_id.value_or("");
+  args.client_host = c.peer_host();
   args.session_timeout_ms = static_cast<int32_t>(request.body.i("SessionTimeoutMs"));
   args.rebalance_timeout_ms = static_cast<int32_t>(request.body.i("RebalanceTimeoutMs"));
   args.protocol_type = request.body.str("ProtocolType");

@@ -1,4 +1,5 @@
-// ListGroups: every group with members, over all reactors.
+// ListGroups: every group with members, over all reactors. DescribeGroups:
+// each named group's state and members, with their metadata and assignment.
 #include "protocol/kafka/server/group_coordinator.h"
 #include "protocol/kafka/server/kafka_connection.h"
 
@@ -18,6 +19,59 @@ void handle_list_groups(KafkaConnection& c, const Request& request) {
       conn.respond(request, resp);
     });
   });
+}
+
+namespace {
+
+struct DescribeState {
+  Request request;
+  std::vector<GroupDescription> groups;
+  size_t left = 0;
+};
+
+void answer_describe(KafkaConnection& c, const DescribeState& state) {
+  Struct resp = state.request.response();
+  resp.set("ThrottleTimeMs", int64_t{0});
+  for (const GroupDescription& d : state.groups) {
+    auto& g = resp.add("Groups");
+    g.set("ErrorCode", int64_t{d.group.empty() ? kInvalidGroupId : kNone});
+    g.set("GroupId", d.group);
+    g.set("GroupState", d.state);
+    g.set("ProtocolType", d.protocol_type);
+    g.set("ProtocolData", d.protocol_name);
+    for (const MemberDescription& m : d.members) {
+      auto& out = g.add("Members");
+      out.set("MemberId", m.member_id);
+      out.set_null("GroupInstanceId");
+      out.set("ClientId", m.client_id);
+      out.set("ClientHost", m.client_host);
+      out.set("MemberMetadata", common::Slice::copy_of(m.metadata));
+      out.set("MemberAssignment", common::Slice::copy_of(m.assignment));
+    }
+  }
+  c.respond(state.request, resp);
+}
+
+}  // namespace
+
+void handle_describe_groups(KafkaConnection& c, const Request& request) {
+  auto state = std::make_shared<DescribeState>();
+  state->request = request;
+  const auto& names = request.body.array("Groups");
+  state->groups.resize(names.size());
+  state->left = names.size() + 1;
+  auto one_done = [](KafkaConnection& conn, const std::shared_ptr<DescribeState>& s) {
+    if (--s->left == 0) answer_describe(conn, *s);
+  };
+  for (size_t k = 0; k < names.size(); ++k) {
+    c.service().groups().describe(names[k].str("Name"), [reply = c.replier(), state, k, one_done](GroupDescription d) {
+      reply([state, k, one_done, d = std::move(d)](KafkaConnection& conn) mutable {
+        state->groups[k] = std::move(d);
+        one_done(conn, state);
+      });
+    });
+  }
+  one_done(c, state);
 }
 
 }  // namespace magnetar::protocol::kafka
