@@ -167,6 +167,10 @@ class Topic {
   // (persistent topics only; FailedPrecondition otherwise).
   void seek_subscription_by_time(const std::string& name, int64_t time_ms, ledger::Callback<common::Status> done);
 
+  // Expires when this topic is destroyed (unloaded, deleted): work that
+  // continues after an asynchronous step checks it before using the topic.
+  std::weak_ptr<bool> liveness() const { return alive_; }
+
   TopicStats stats() const;
   // stats() plus message and byte rates per second (see RateMeter).
   TopicStats stats_at(RateMeter::Clock::time_point now);

@@ -32,9 +32,14 @@ void index_after(ledger::Log& log, Position after, std::function<void(ErrorCode,
   });
 }
 
+// What a commit answers when its topic was unloaded while it waited: a
+// retriable error, so the client commits again.
+constexpr ErrorCode kTopicGone = kLeaderNotAvailable;
+
 void move_cursor(broker::Topic* topic, const std::string& group, Position mark_delete, int64_t aligned,
                  std::function<void(ErrorCode, int64_t)> done) {
-  auto reset = [topic, group, mark_delete, aligned, done]() {
+  auto reset = [topic, alive = topic->liveness(), group, mark_delete, aligned, done]() {
+    if (alive.expired()) return done(kTopicGone, -1);
     topic->reset_subscription(group, mark_delete, [aligned, done](Status st) {
       done(st.is_ok() ? kNone : error_code(st), aligned);
     });
@@ -57,10 +62,12 @@ void commit_group_offset(broker::Topic* topic, const std::string& group, int64_t
   const int64_t end = high_watermark(log);
   if (offset >= end || log.chain().empty()) return move_cursor(topic, group, log.last_confirmed(), end, done);
   const int64_t target = std::max(offset, log_start_offset(log));
-  auto at_entry = [topic, group, done](ledger::Log& log, Position at) {
+  auto at_entry = [topic, alive = topic->liveness(), group, done](ledger::Log& log, Position at) {
+    if (alive.expired()) return done(kTopicGone, -1);
     Position mark_delete{at.ledger, at.entry - 1};
-    index_after(log, mark_delete, [topic, group, mark_delete, done](ErrorCode e, int64_t aligned) {
+    index_after(log, mark_delete, [topic, alive, group, mark_delete, done](ErrorCode e, int64_t aligned) {
       if (e != kNone) return done(e, -1);
+      if (alive.expired()) return done(kTopicGone, -1);
       move_cursor(topic, group, mark_delete, aligned, done);
     });
   };
