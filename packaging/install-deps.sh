@@ -28,6 +28,7 @@ packages=(
   rpm                   # packaging/: rpmbuild makes the .rpm
   lintian               # tests/packaging: checks the .deb against Debian policy
   kcat python3-confluent-kafka  # tests/integration: real Kafka clients (librdkafka) on the Kafka port
+  librdkafka-dev        # bench/kafka: kafka_perf, the Kafka produce path through librdkafka
 )
 
 missing=()
