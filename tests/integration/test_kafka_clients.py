@@ -10,7 +10,8 @@ import zlib
 
 import confluent_kafka as ck
 import pulsar_api_pb2 as pb
-from magnetar_harness import NodeTestCase, call_json
+from kafka_wire import KafkaNodeTestCase
+from magnetar_harness import call_json
 from pulsar_wire import PulsarWire
 
 TIMEOUT_S = 20
@@ -29,16 +30,7 @@ def split_batch(payload: bytes, count: int):
     return out
 
 
-class KafkaClientsTest(NodeTestCase):
-    def setUp(self):
-        self.bootstrap = f"127.0.0.1:{self.node.ports['kafka']}"
-
-    def kcat(self, *args, stdin=None):
-        r = subprocess.run(["kcat", "-b", self.bootstrap, *args], input=stdin, capture_output=True,
-                           timeout=TIMEOUT_S)
-        self.assertEqual(r.returncode, 0, r.stderr.decode())
-        return r.stdout.decode()
-
+class KafkaClientsTest(KafkaNodeTestCase):
     def kcat_consume(self, topic, fmt="%k|%s|%h|%o\\n"):
         return self.kcat("-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", fmt.replace("\\n", "\n")).splitlines()
 

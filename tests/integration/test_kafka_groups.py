@@ -4,30 +4,19 @@ group consumers, committed offsets kept as durable Pulsar subscriptions
 members and moved on a rebalance, and malformed group requests."""
 import socket
 import struct
-import subprocess
 import time
 import unittest
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient
-from magnetar_harness import Node, NodeTestCase, call_json
+from kafka_wire import KafkaNodeTestCase, kbytes, kstr
+from magnetar_harness import Node, call_json
 
 TIMEOUT_S = 30
 
 # Error codes.
 NONE, INVALID_GROUP_ID, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION = 0, 24, 25, 22
 INVALID_SESSION_TIMEOUT, INCONSISTENT_GROUP_PROTOCOL = 26, 23
-
-
-def kstr(s):
-    if s is None:
-        return struct.pack(">h", -1)
-    b = s.encode()
-    return struct.pack(">h", len(b)) + b
-
-
-def kbytes(b):
-    return struct.pack(">i", len(b)) + b
 
 
 class Wire:
@@ -103,16 +92,7 @@ class Wire:
         return struct.unpack_from(">h", r, pos)[0]
 
 
-class KafkaGroupsTest(NodeTestCase):
-    def setUp(self):
-        self.bootstrap = f"127.0.0.1:{self.node.ports['kafka']}"
-
-    def kcat(self, *args, stdin=None):
-        r = subprocess.run(["kcat", "-b", self.bootstrap, *args], input=stdin, capture_output=True,
-                           timeout=TIMEOUT_S)
-        self.assertEqual(r.returncode, 0, r.stderr.decode())
-        return r.stdout.decode()
-
+class KafkaGroupsTest(KafkaNodeTestCase):
     def stats(self, topic):
         status, stats = call_json(self.node, "GET", f"/admin/v2/persistent/public/default/{topic}/stats")
         self.assertEqual(status, 200, stats)

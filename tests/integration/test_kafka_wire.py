@@ -9,16 +9,10 @@ import time
 import unittest
 
 import confluent_kafka as ck
+from kafka_wire import kstr
 from magnetar_harness import Node, NodeTestCase, call_json, raw_exchange
 
 TIMEOUT_S = 10.0
-
-
-def kstr(s):
-    if s is None:
-        return struct.pack(">h", -1)
-    b = s.encode()
-    return struct.pack(">h", len(b)) + b
 
 
 def uvarint(n):
