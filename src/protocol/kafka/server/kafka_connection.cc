@@ -174,16 +174,4 @@ void KafkaConnection::on_close(runtime::Connection&, const Status&) {
   link_->conn = nullptr;
 }
 
-void KafkaReplier::operator()(std::function<void(KafkaConnection&)> fn) const {
-  auto task = [weak = link_, fn = std::move(fn)]() {
-    auto link = weak.lock();
-    if (link && link->conn != nullptr) fn(*link->conn);
-  };
-  if (reactor_->is_on_thread()) {
-    task();
-  } else if (!reactor_->post_reliably(std::move(task))) {
-    MLOG_DEBUG("kafka: answer dropped, the connection's reactor is stopping");
-  }
-}
-
 }  // namespace magnetar::protocol::kafka

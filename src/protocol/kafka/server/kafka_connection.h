@@ -24,29 +24,16 @@
 #include "protocol/kafka/schema.h"
 #include "protocol/kafka/server/kafka_service.h"
 #include "runtime/connection.h"
+#include "runtime/replier.h"
 #include "runtime/timer.h"
 
 namespace magnetar::protocol::kafka {
 
 class KafkaConnection;
 
-// Read and written only on the connection's reactor; `conn` is null once it
-// closed.
-struct KafkaLink {
-  KafkaConnection* conn;
-};
-
-// Runs a function on the connection's reactor if it is still open; drops it
-// otherwise. Copyable, callable from any thread.
-class KafkaReplier {
- public:
-  KafkaReplier(std::weak_ptr<KafkaLink> link, runtime::Reactor& reactor) : link_(std::move(link)), reactor_(&reactor) {}
-  void operator()(std::function<void(KafkaConnection&)> fn) const;
-
- private:
-  std::weak_ptr<KafkaLink> link_;
-  runtime::Reactor* reactor_;
-};
+// Reaches a connection from any thread (runtime/replier.h).
+using KafkaLink = runtime::HandlerLink<KafkaConnection>;
+using KafkaReplier = runtime::Replier<KafkaConnection>;
 
 // One decoded request.
 struct Request {

@@ -121,18 +121,6 @@ void PulsarConnection::send_slices(common::Slice head, common::Slice entry) {
   conn_->write(std::move(entry));
 }
 
-void Replier::operator()(std::function<void(PulsarConnection&)> fn) const {
-  auto task = [weak = link_, fn = std::move(fn)]() {
-    auto link = weak.lock();
-    if (link && link->conn != nullptr) fn(*link->conn);
-  };
-  if (reactor_->is_on_thread()) {
-    task();
-  } else if (!reactor_->post_reliably(std::move(task))) {
-    MLOG_DEBUG("pulsar: answer dropped, the connection's reactor is stopping");
-  }
-}
-
 void PulsarConnection::start_keepalive() {
   auto interval = service_.options().keepalive;
   if (interval.count() <= 0) return;

@@ -18,30 +18,16 @@
 #include "protocol/pulsar/frame.h"
 #include "protocol/pulsar/server/pulsar_service.h"
 #include "runtime/connection.h"
+#include "runtime/replier.h"
 #include "runtime/timer.h"
 
 namespace magnetar::protocol::pulsar {
 
 class PulsarConnection;
 
-// Refers to a connection from other threads; `conn` is null once it closed.
-// Read and written only on the connection's reactor.
-struct ConnectionLink {
-  PulsarConnection* conn;
-};
-
-// Reaches a connection from any thread: runs a function on its reactor if it
-// is still open, and drops it otherwise. Copyable; safe to outlive the
-// connection.
-class Replier {
- public:
-  Replier(std::weak_ptr<ConnectionLink> link, runtime::Reactor& reactor) : link_(std::move(link)), reactor_(&reactor) {}
-  void operator()(std::function<void(PulsarConnection&)> fn) const;
-
- private:
-  std::weak_ptr<ConnectionLink> link_;
-  runtime::Reactor* reactor_;
-};
+// Reaches a connection from any thread (runtime/replier.h).
+using ConnectionLink = runtime::HandlerLink<PulsarConnection>;
+using Replier = runtime::Replier<PulsarConnection>;
 
 // Delivers a consumer's entries as MESSAGE frames. Called by the broker on
 // the topic's home reactor; posts to the connection's reactor.
