@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 
+#include "common/clock.h"
 #include "broker/schemas_generated.h"
 #include "metadata/blocking.h"
 
@@ -42,11 +43,6 @@ struct History {
     return 0;
   }
 };
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string encode(const History& h) {
   flatbuffers::FlatBufferBuilder b(256);
@@ -188,7 +184,7 @@ Result<int64_t> SchemaRegistry::get_or_create(const TopicName& topic, const Sche
     for (size_t i = h->live_from(); i < h->versions.size(); ++i) {
       if (h->versions[i].info.same_definition(schema)) return static_cast<int64_t>(i);
     }
-    h->versions.push_back(Version{schema, now_ms(), false});
+    h->versions.push_back(Version{schema, common::wall_clock_ms(), false});
     Status st = store_history(store_, topic, *h);
     if (st.is_ok()) return static_cast<int64_t>(h->versions.size() - 1);
     if (!lost_race(st)) return st;
@@ -204,7 +200,7 @@ Result<int64_t> SchemaRegistry::remove(const TopicName& topic) {
       return Status::not_found("topic " + topic.to_string() + " has no schema");
     }
     Version tomb;
-    tomb.timestamp_ms = now_ms();
+    tomb.timestamp_ms = common::wall_clock_ms();
     tomb.deleted = true;
     h->versions.push_back(std::move(tomb));
     Status st = store_history(store_, topic, *h);

@@ -4,6 +4,7 @@
 #include <bit>
 #include <chrono>
 
+#include "common/clock.h"
 #include "common/logging.h"
 #include "runtime/reactor.h"
 
@@ -28,11 +29,6 @@ namespace {
 // The position just before p, as read_entries() takes it.
 Position before(Position p) { return Position{p.ledger, p.entry - 1}; }
 
-int64_t system_now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
-
 uint32_t count_bits(const std::vector<uint64_t>& words) {
   uint32_t n = 0;
   for (uint64_t w : words) n += static_cast<uint32_t>(std::popcount(w));
@@ -47,11 +43,11 @@ constexpr std::string_view kNoKey = "NONE_KEY";
 
 Subscription::Subscription(std::string name, SubscriptionType type, ledger::Log& log, ledger::Cursor& cursor)
     : name_(std::move(name)), type_(type), typed_(true), log_(log), cursor_(cursor),
-      read_position_(cursor.mark_delete_position()), now_ms_(system_now_ms) {}
+      read_position_(cursor.mark_delete_position()), now_ms_(common::wall_clock_ms) {}
 
 Subscription::Subscription(std::string name, ledger::Log& log, ledger::Cursor& cursor)
     : name_(std::move(name)), type_(SubscriptionType::kExclusive), typed_(false), log_(log), cursor_(cursor),
-      read_position_(cursor.mark_delete_position()), now_ms_(system_now_ms) {}
+      read_position_(cursor.mark_delete_position()), now_ms_(common::wall_clock_ms) {}
 
 Subscription::~Subscription() { *alive_ = false; }
 

@@ -1,5 +1,6 @@
 // Topic's producer side: admission by access mode, deduplication, the
 // backlog quota and the publish path (topic.h).
+#include "common/clock.h"
 #include "broker/topic.h"
 
 #include "broker/backlog_quota.h"
@@ -192,9 +193,7 @@ void Topic::check_backlog_age() {
       if (--scan->left > 0 || alive.expired()) return;
       age_checking_ = false;
       if (!age_quota_) return;
-      int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
+      int64_t now_ms = common::wall_clock_ms();
       age_exceeded_ = over_age_quota(*age_quota_, scan->oldest_ms, now_ms);
       check_backlog_quota();
     });
@@ -210,9 +209,7 @@ void Topic::act_on_quota(const BacklogQuota& quota, bool by_age) {
         if (!c.durable()) continue;
         if (by_age) {
           if (ml == nullptr) continue;
-          int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count();
+          int64_t now_ms = common::wall_clock_ms();
           ml->expire_cursor(name, now_ms - quota.limit_time * 1000, [topic = name_.to_string(), name](Status st) {
             if (!st.is_ok()) MLOG_WARN("topic {}: evicting old backlog of {}: {}", topic, name, st.to_string());
           });

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/clock.h"
 #include "cli/admin_cli.h"
 #include "cli/http_client.h"
 
@@ -125,11 +126,6 @@ void add_peek(CLI::App& app, Command& run, std::shared_ptr<AdminOptions> options
   });
 }
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 void add_topic_broker_verbs(CLI::App& app, Command& run, std::shared_ptr<AdminOptions> options) {
@@ -244,7 +240,7 @@ void add_topic_broker_verbs(CLI::App& app, Command& run, std::shared_ptr<AdminOp
                           if (!reset->time.empty()) {
                             auto ago = parse_duration_seconds(reset->time);
                             if (!ago.is_ok()) return ago.status();
-                            ts = now_ms() - *ago * 1000;
+                            ts = common::wall_clock_ms() - *ago * 1000;
                           }
                           if (ts < 0) {
                             return Status::invalid_argument("give --time (e.g. 10m ago), --timestamp or --messageId");

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 
+#include "common/clock.h"
 #include "protocol/pulsar/commands.h"
 #include "protocol/pulsar/frame.h"
 
@@ -18,16 +19,6 @@ using common::Status;
 namespace pp = protocol::pulsar;
 namespace proto = protocol::pulsar::proto;
 using Clock = std::chrono::steady_clock;
-
-namespace {
-
-uint64_t wall_ms() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
-}
-
-}  // namespace
 
 Result<std::unique_ptr<Producer>> Producer::create(const std::string& service_url, ProducerOptions options,
                                                    ClientOptions client_options) {
@@ -81,7 +72,7 @@ Result<Slice> Producer::send_frame(uint64_t sequence_id, int32_t count, bool bat
   proto::MessageMetadata md;
   md.set_producer_name(name_);
   md.set_sequence_id(sequence_id);
-  md.set_publish_time(wall_ms());
+  md.set_publish_time(static_cast<uint64_t>(common::wall_clock_ms()));
   if (batched) {
     md.set_num_messages_in_batch(count);
     md.set_highest_sequence_id(sequence_id + static_cast<uint64_t>(count) - 1);

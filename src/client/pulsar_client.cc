@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/clock.h"
 #include "client/compression.h"
 #include "protocol/pulsar/batch.h"
 #include "protocol/pulsar/commands.h"
@@ -24,11 +25,6 @@ namespace proto = protocol::pulsar::proto;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Status server_error(const proto::BaseCommand& cmd) {
   std::string message;
@@ -270,7 +266,7 @@ Slice send_frame(uint64_t producer, uint64_t sequence, const std::string& produc
   proto::MessageMetadata md;
   md.set_producer_name(producer_name);
   md.set_sequence_id(sequence);
-  md.set_publish_time(static_cast<uint64_t>(now_ms()));
+  md.set_publish_time(static_cast<uint64_t>(common::wall_clock_ms()));
   for (const auto& [k, v] : properties) {
     auto* kv = md.add_properties();
     kv->set_key(k);

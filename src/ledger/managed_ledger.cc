@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/clock.h"
 #include "common/logging.h"
 #include "ledger/records_generated.h"
 
@@ -65,10 +66,7 @@ Result<LedgerChain> decode_chain(const std::string& bytes) {
 
 }  // namespace
 
-int64_t ManagedLedger::now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+int64_t ManagedLedger::now_ms() { return common::wall_clock_ms(); }
 
 ManagedLedger::ManagedLedger(std::string name, ManagedLedgerConfig config, storage::Storage& storage,
                              metadata::Store& store)

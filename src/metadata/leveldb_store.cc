@@ -6,6 +6,7 @@
 #include <chrono>
 #include <future>
 
+#include "common/clock.h"
 #include "common/logging.h"
 #include "metadata/records_generated.h"
 #include "runtime/reactor.h"
@@ -313,7 +314,7 @@ void LevelDbStore::get(std::string key, Callback<Result<Record>> done) {
 void LevelDbStore::put(std::string key, std::string value, PutOptions options, Callback<Result<Stat>> done) {
   auto* home = runtime::Reactor::current();
   WriteOp op{WriteOp::Kind::kPut, std::move(key), std::move(value), options.expected_version, options.session,
-             wall_clock_ms()};
+             common::wall_clock_ms()};
   Status st = submit([this, encoded = encode_write_op(op), done, home]() {
     Applied applied = apply(encoded);
     deliver(home, [done, result = applied.result]() { done(result); });
@@ -323,7 +324,7 @@ void LevelDbStore::put(std::string key, std::string value, PutOptions options, C
 
 void LevelDbStore::del(std::string key, int64_t expected_version, StatusCallback done) {
   auto* home = runtime::Reactor::current();
-  WriteOp op{WriteOp::Kind::kDelete, std::move(key), {}, expected_version, 0, wall_clock_ms()};
+  WriteOp op{WriteOp::Kind::kDelete, std::move(key), {}, expected_version, 0, common::wall_clock_ms()};
   Status st = submit([this, encoded = encode_write_op(op), done, home]() {
     Applied applied = apply(encoded);
     Status result = applied.result.is_ok() ? Status::ok() : applied.result.status();
@@ -388,7 +389,7 @@ void LevelDbStore::unwatch(WatchId id) {
 
 void LevelDbStore::open_session(Callback<Result<SessionId>> done) {
   auto* home = runtime::Reactor::current();
-  WriteOp op{WriteOp::Kind::kOpenSession, {}, {}, kAnyVersion, 0, wall_clock_ms()};
+  WriteOp op{WriteOp::Kind::kOpenSession, {}, {}, kAnyVersion, 0, common::wall_clock_ms()};
   Status st = submit([this, encoded = encode_write_op(op), done, home]() {
     Applied applied = apply(encoded);
     Result<SessionId> result =
@@ -400,7 +401,7 @@ void LevelDbStore::open_session(Callback<Result<SessionId>> done) {
 
 void LevelDbStore::close_session(SessionId session, StatusCallback done) {
   auto* home = runtime::Reactor::current();
-  WriteOp op{WriteOp::Kind::kCloseSession, {}, {}, kAnyVersion, session, wall_clock_ms()};
+  WriteOp op{WriteOp::Kind::kCloseSession, {}, {}, kAnyVersion, session, common::wall_clock_ms()};
   Status st = submit([this, encoded = encode_write_op(op), done, home]() {
     Applied applied = apply(encoded);
     Status result = applied.result.is_ok() ? Status::ok() : applied.result.status();

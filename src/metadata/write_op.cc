@@ -92,10 +92,4 @@ Status decode_node(std::string_view bytes, Stat& stat, std::string* value) {
   return Status::ok();
 }
 
-int64_t wall_clock_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace magnetar::metadata

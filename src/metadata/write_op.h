@@ -31,7 +31,5 @@ common::Result<WriteOp> decode_write_op(std::string_view bytes);
 std::string encode_node(const Stat& stat, std::string_view value);
 common::Status decode_node(std::string_view bytes, Stat& stat, std::string* value);
 
-// Milliseconds since the Unix epoch, for now_ms.
-int64_t wall_clock_ms();
 
 }  // namespace magnetar::metadata

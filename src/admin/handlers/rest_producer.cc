@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "common/clock.h"
 #include "admin/handlers.h"
 #include "admin/handlers/policy_json.h"
 #include "admin/handlers/tenancy_common.h"
@@ -50,8 +51,7 @@ Result<std::vector<Outgoing>> build_entries(const Json& body, const std::string&
   if (messages->size() > kMaxMessages) {
     return common::Status::invalid_argument(fmt::format("at most {} messages per request", kMaxMessages));
   }
-  int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::system_clock::now().time_since_epoch()).count();
+  int64_t now = common::wall_clock_ms();
   std::vector<Outgoing> out;
   uint64_t sequence = 0;
   for (const Json& m : *messages) {

@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "common/clock.h"
 #include "admin/handlers.h"
 #include "admin/handlers/tenancy_common.h"
 #include "admin/handlers/topic_common.h"
@@ -36,11 +37,6 @@ using common::Status;
 using ledger::Position;
 
 namespace {
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // A non-negative integer path segment, or InvalidArgument naming `what`.
 Result<int64_t> count_param(const std::string& s, std::string_view what) {
@@ -294,7 +290,7 @@ void register_domain(Router& router, TopicServices* s, TopicDomain d) {
       if (!st.is_ok() && pending->error.is_ok()) pending->error = st;
       if (--pending->left == 0) respond_status(r, pending->error);
     };
-    const int64_t before = now_ms() - seconds * 1000;
+    const int64_t before = common::wall_clock_ms() - seconds * 1000;
     for (const auto& name : names) ml->expire_cursor(name, before, release);
     release(Status::ok());
   };

@@ -5,6 +5,7 @@
 // the only replica, so both mean "durable here").
 #include <chrono>
 
+#include "common/clock.h"
 #include "protocol/kafka/convert.h"
 #include "protocol/pulsar/frame.h"
 #include "protocol/kafka/errors.h"
@@ -57,11 +58,6 @@ void answer(KafkaConnection& c, ProduceState& state) {
 
 void finish_one(KafkaConnection& c, const std::shared_ptr<ProduceState>& state) {
   if (--state->left == 0) answer(c, *state);
-}
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // On the topic's home reactor: publishes `entries` in order and reports the
@@ -138,7 +134,7 @@ void handle_produce(KafkaConnection& c, const Request& request) {
       }
       auto [producer_id, producer_name] = c.producer_for(name, result.partition);
       std::vector<ConvertedEntry> entries;
-      const int64_t now = now_ms();
+      const int64_t now = common::wall_clock_ms();
       bool too_large = false;
       for (const RecordBatch& b : *batches) {
         if (b.records.empty()) continue;
