@@ -21,6 +21,7 @@
 #include "broker/broker_service.h"
 #include "broker/tenancy.h"
 #include "metadata/leveldb_store.h"
+#include "utils/broker_fixture.h"
 #include "protocol/pulsar/frame.h"
 
 namespace magnetar::admin {
@@ -80,33 +81,30 @@ Reply http(uint16_t port, const std::string& method, const std::string& path, co
   return r;
 }
 
-class TopicRoutesTest : public ::testing::Test {
+// The broker of BrokerFixture (real storage, metadata and runtime) with the
+// tenancy component and the HTTP admin service on top.
+class TopicRoutesTest : public broker::BrokerFixture {
  protected:
   void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "magnetar-routes-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    start_node();
+    BrokerFixture::SetUp();
+    start_services();
   }
   void TearDown() override {
-    stop_node();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
+    stop_services();
+    BrokerFixture::TearDown();
+  }
+  // A restart on the same data directory.
+  void stop_node() {
+    stop_services();
+    close_node();
   }
   void start_node() {
-    storage::StorageOptions so;
-    so.directory = dir_ + "/storage";
-    so.max_batch_delay = std::chrono::microseconds(0);
-    storage_ = storage::make_local_storage(so);
-    ASSERT_TRUE(storage_->start().is_ok());
-    store_ = std::make_unique<metadata::LevelDbStore>(metadata::LevelDbStore::Options{dir_ + "/metadata"});
-    ASSERT_TRUE(store_->start().is_ok());
+    open_node();
+    start_services();
+  }
+  void start_services() {
     tenancy_ = std::make_unique<broker::Tenancy>(*store_, broker::BootstrapDefaults{});
     ASSERT_TRUE(tenancy_->start().is_ok());
-    runtime_ = std::make_unique<runtime::Runtime>(2);
-    runtime_->start();
-    broker_ = std::make_unique<broker::BrokerService>(*runtime_, *storage_, *store_);
-    ASSERT_TRUE(broker_->start().is_ok());
     AdvertisedAddress address;
     address.host = "127.0.0.1";
     address.pulsar_port = []() -> uint16_t { return 6650; };
@@ -114,15 +112,10 @@ class TopicRoutesTest : public ::testing::Test {
                                             address);
     ASSERT_TRUE(admin_->start().is_ok());
   }
-  void stop_node() {
+  void stop_services() {
     admin_->stop();
-    broker_->stop();
-    runtime_->stop();
     admin_.reset();
-    broker_.reset();
     tenancy_->stop();
-    store_->stop();
-    storage_->stop();
   }
   Reply call(const std::string& method, const std::string& path, const std::string& body = "") {
     return http(admin_->port(), method, path, body);
@@ -166,13 +159,8 @@ class TopicRoutesTest : public ::testing::Test {
     }
   }
 
-  std::string dir_;
   common::MetricsRegistry registry_;
-  std::unique_ptr<storage::Storage> storage_;
-  std::unique_ptr<metadata::LevelDbStore> store_;
   std::unique_ptr<broker::Tenancy> tenancy_;
-  std::unique_ptr<runtime::Runtime> runtime_;
-  std::unique_ptr<broker::BrokerService> broker_;
   std::unique_ptr<AdminService> admin_;
 };
 
