@@ -2,14 +2,13 @@
 group consumers, committed offsets kept as durable Pulsar subscriptions
 (visible with their backlog in the admin stats), partitions split between
 members and moved on a rebalance, and malformed group requests."""
-import socket
 import struct
 import time
 import unittest
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient
-from kafka_wire import KafkaNodeTestCase, kbytes, kstr
+from kafka_wire import KafkaNodeTestCase, RawKafkaConnection, kbytes, kstr
 from magnetar_harness import Node, call_json
 
 TIMEOUT_S = 30
@@ -19,33 +18,17 @@ NONE, INVALID_GROUP_ID, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION = 0, 24, 25, 22
 INVALID_SESSION_TIMEOUT, INCONSISTENT_GROUP_PROTOCOL = 26, 23
 
 
-class Wire:
+class Wire(RawKafkaConnection):
     """One raw connection speaking non-flexible request versions."""
 
     def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.correlation = 0
-
-    def close(self):
-        self.sock.close()
+        super().__init__(port, "group-test")
 
     def call(self, key, version, body):
-        self.correlation += 1
-        msg = struct.pack(">hhi", key, version, self.correlation) + kstr("group-test") + body
-        self.sock.sendall(struct.pack(">i", len(msg)) + msg)
-        size = struct.unpack(">i", self.recv_exact(4))[0]
-        data = self.recv_exact(size)
-        assert struct.unpack_from(">i", data)[0] == self.correlation
+        cid = self.send(key, version, body)
+        data = self.receive()
+        assert struct.unpack_from(">i", data)[0] == cid
         return data[4:]
-
-    def recv_exact(self, n):
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            buf += chunk
-        return buf
 
     def join(self, group, member="", session_ms=10000, protocol_type="consumer", protocols=(("range", b"m"),)):
         # JoinGroup v1: group, session, rebalance timeout, member, type, protocols.

@@ -2,14 +2,13 @@
 framing, ApiVersions (including the answer to a version it does not know),
 Fetch limits and waiting, ListOffsets, and bad input that must close only
 the connection that sent it while the broker keeps serving."""
-import socket
 import struct
 import threading
 import time
 import unittest
 
 import confluent_kafka as ck
-from kafka_wire import kstr
+from kafka_wire import RawKafkaConnection, kstr
 from magnetar_harness import Node, NodeTestCase, call_json, raw_exchange
 
 TIMEOUT_S = 10.0
@@ -64,37 +63,11 @@ class Reader:
         return b
 
 
-class KafkaWire:
-    """One raw connection: requests with header v1 (v2 when flexible)."""
+class KafkaWire(RawKafkaConnection):
+    """One raw connection; responses are read through Reader."""
 
     def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S)
-        self.correlation = 0
-
-    def close(self):
-        self.sock.close()
-
-    def send(self, key, version, body, flexible=False):
-        self.correlation += 1
-        header = struct.pack(">hhi", key, version, self.correlation) + kstr("wire-test")
-        if flexible:
-            header += b"\x00"
-        msg = header + body
-        self.sock.sendall(struct.pack(">i", len(msg)) + msg)
-        return self.correlation
-
-    def receive(self):
-        size = struct.unpack(">i", self.recv_exact(4))[0]
-        return self.recv_exact(size)
-
-    def recv_exact(self, n):
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            buf += chunk
-        return buf
+        super().__init__(port, "wire-test", timeout=TIMEOUT_S)
 
     def call(self, key, version, body, flexible=False):
         cid = self.send(key, version, body, flexible)

@@ -1,6 +1,7 @@
 """What the Kafka integration tests share: Kafka's primitive encodings for
 hand-made requests, and a NodeTestCase whose tests run kcat against the
 node's Kafka port. Every wait is bounded."""
+import socket
 import struct
 import subprocess
 
@@ -20,6 +21,43 @@ def kstr(s):
 def kbytes(b):
     """Kafka BYTES (int32 length)."""
     return struct.pack(">i", len(b)) + b
+
+
+class RawKafkaConnection:
+    """One raw Kafka connection: requests with header v1 (v2 when flexible)
+    and whole responses back as bytes."""
+
+    def __init__(self, port, client_id, timeout=10):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.client_id = client_id
+        self.correlation = 0
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, key, version, body, flexible=False):
+        """Sends one request; returns its correlation id."""
+        self.correlation += 1
+        header = struct.pack(">hhi", key, version, self.correlation) + kstr(self.client_id)
+        if flexible:
+            header += b"\x00"  # no tagged fields
+        msg = header + body
+        self.sock.sendall(struct.pack(">i", len(msg)) + msg)
+        return self.correlation
+
+    def receive(self):
+        """One whole response (correlation id first)."""
+        size = struct.unpack(">i", self.recv_exact(4))[0]
+        return self.recv_exact(size)
+
+    def recv_exact(self, n):
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            buf += chunk
+        return buf
 
 
 class KafkaNodeTestCase(NodeTestCase):
