@@ -306,7 +306,9 @@ void Topic::release_held() {
 }
 
 void Topic::store_entry(HeldPublish p) {
-  const std::string producer = p.header.producer;
+  // The producer's name is needed past this point only by deduplication:
+  // without it, no copy per entry.
+  const std::string producer = dedup_ ? p.header.producer : std::string();
   int64_t highest = highest_sequence_id(p.header.sequence_id, p.highest_sequence_id, p.header.messages);
   if (dedup_) {
     switch (dedup_->state().check(producer, p.header.sequence_id)) {
