@@ -160,7 +160,8 @@ class Topic {
   void reset_subscription(const std::string& name, ledger::Position mark_delete,
                           ledger::Callback<common::Status> done);
   // Pulsar's seek (topic_seek.cc): subscription `name` delivers `first`
-  // next, clamped to the log (Pulsar's earliest and latest ids included);
+  // next, clamped to the log (before its start: the earliest; past its end:
+  // the latest);
   // consumers are detached as by reset_subscription().
   void seek_subscription(const std::string& name, ledger::Position first, ledger::Callback<common::Status> done);
   // The same, to the first message published at or after `time_ms`

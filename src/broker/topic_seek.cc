@@ -1,7 +1,6 @@
 // Topic: moving a subscription to a message or a point in time (Pulsar's
 // SEEK and the REST reset-cursor calls).
 #include <cstdint>
-#include <limits>
 
 #include "broker/topic.h"
 #include "ledger/managed_ledger.h"
@@ -11,21 +10,13 @@ namespace magnetar::broker {
 using common::Status;
 using ledger::Position;
 
-namespace {
-// Pulsar's MessageId.earliest is (-1, -1) on a uint64 wire field, and
-// MessageId.latest is (INT64_MAX, INT64_MAX).
-constexpr uint64_t kEarliestLedger = std::numeric_limits<uint64_t>::max();
-constexpr uint64_t kLatestLedger = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-}  // namespace
-
 void Topic::seek_subscription(const std::string& name, Position first, ledger::Callback<Status> done) {
   const auto& chain = log_->chain();
   Position last = log_->last_confirmed();
   Position mark_delete;
-  if (first.ledger == kEarliestLedger || chain.empty() ||
-      (!chain.ledgers().empty() && first.ledger < chain.ledgers().front().id)) {
-    mark_delete = chain.ledgers().empty() ? last : Position{chain.ledgers().front().id, storage::kNoEntry};
-  } else if (first.ledger == kLatestLedger || first > last) {
+  if (chain.empty() || first.ledger < chain.ledgers().front().id) {
+    mark_delete = chain.empty() ? last : Position{chain.ledgers().front().id, storage::kNoEntry};
+  } else if (first > last) {
     mark_delete = last;
   } else {
     mark_delete = Position{first.ledger, first.entry - 1};

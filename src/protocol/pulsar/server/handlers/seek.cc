@@ -2,6 +2,8 @@
 // As in Pulsar, the subscription's consumers are detached (CLOSE_CONSUMER)
 // and reconnect to read from the new position; the seek itself is answered
 // with SUCCESS once the cursor has moved.
+#include <limits>
+
 #include "protocol/pulsar/commands.h"
 #include "protocol/pulsar/server/pulsar_connection.h"
 
@@ -23,7 +25,13 @@ void handle_seek(PulsarConnection& c, const proto::CommandSeek& cmd) {
   }
   std::optional<ledger::Position> to;
   if (cmd.has_message_id()) {
-    to = ledger::Position{cmd.message_id().ledgerid(), static_cast<storage::EntryId>(cmd.message_id().entryid())};
+    // Pulsar's MessageId.earliest is (-1, -1) on the unsigned wire field:
+    // anything before the log's start is the earliest for the broker.
+    // MessageId.latest, (INT64_MAX, INT64_MAX), is past the end as it is.
+    const auto& id = cmd.message_id();
+    to = id.ledgerid() == std::numeric_limits<uint64_t>::max()
+             ? ledger::Position{0, 0}
+             : ledger::Position{id.ledgerid(), static_cast<storage::EntryId>(id.entryid())};
   }
   auto time_ms = static_cast<int64_t>(cmd.message_publish_time());
   c.service().broker().with_topic(
