@@ -1,5 +1,6 @@
 // Partitioned-topic metadata on Pulsar's layout, for both domains:
-//   PUT|POST|GET|DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions
+//   PUT|POST|GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions
+// (DELETE, which deletes the partitions' data too, is in topics.cc)
 //   GET /admin/v2/{domain}/{tenant}/{namespace}/partitioned
 // PUT and POST take the partition count as a bare JSON integer.
 #include "admin/handlers.h"
@@ -65,9 +66,6 @@ void register_partitioned_topic_routes(Router& router, broker::Tenancy& tenancy)
     router.get(partitions, topic_handler(tenancy, d, [](broker::Tenancy& t, const TopicName& topic, const std::string&) {
                  auto n = t.get_partitions(topic);
                  return n.is_ok() ? HttpResponse::json(200, Json{{"partitions", *n}}) : error_response(n.status());
-               }));
-    router.del(partitions, topic_handler(tenancy, d, [](broker::Tenancy& t, const TopicName& topic, const std::string&) {
-                 return empty_or_error(t.delete_partitioned_topic(topic));
                }));
     router.get(base + "/partitioned", namespace_handler(tenancy, [d](broker::Tenancy& t, const broker::NamespaceName& ns) {
                  return t.list_partitioned_topics(ns, d);

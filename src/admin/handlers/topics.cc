@@ -1,6 +1,7 @@
 // Non-partitioned topics on Pulsar's layout, for both domains:
 //   PUT    /admin/v2/{domain}/{tenant}/{namespace}/{topic}          create (within maxTopicsPerNamespace)
 //   DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}[?force=true]
+//   DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions[?force=true]  with the partitions' data
 //   PUT    /admin/v2/{domain}/{tenant}/{namespace}/{topic}/unload
 //   GET    /admin/v2/{domain}/{tenant}/{namespace}                  list
 //   GET    /lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}
@@ -13,6 +14,7 @@
 #include "admin/handlers/policy_json.h"
 #include "admin/handlers/tenancy_common.h"
 #include "admin/handlers/topic_common.h"
+#include "broker/topic_lifecycle.h"
 
 namespace magnetar::admin {
 
@@ -119,16 +121,18 @@ void register_topic_routes(Router& router, TopicServices& services) {
           return respond_status(r, Status::already_exists("Topic " + t.to_string() +
                                                           " is a partitioned topic: delete it with /partitions"));
         }
-        const bool known = s->tenancy.require_topic(t).is_ok();
-        s->broker.with_existing_topic(t, known, [s, r, t, force](Result<broker::Topic*> loaded) {
-          if (!loaded.is_ok()) return respond_status(r, loaded.status());
-          s->broker.delete_topic(t, force, [s, r, t](Status deleted) {
-            if (!deleted.is_ok()) return respond_status(r, deleted);
-            // Its overrides go with it, so a topic re-created under this name starts clean.
-            Status st = s->tenancy.submit([s, r, t]() { respond_status(r, s->tenancy.delete_topic_policies(t)); });
-            if (!st.is_ok()) respond_status(r, st);
-          });
-        });
+        broker::delete_topic_with_data(s->broker, s->tenancy, t, force, [r](Status st) { respond_status(r, st); });
+      });
+    });
+
+    // As in Pulsar: the partitions go with their data.
+    router.del(topic + "/partitions", [s, d](HttpRequest& req, Responder respond) {
+      const bool force = query_flag(req, "force");
+      on_tenancy(*s, d, req, std::move(respond), [s, force](const TopicName& t, SharedResponder r) {
+        auto partitions = s->tenancy.get_partitions(t);
+        if (!partitions.is_ok()) return respond_status(r, partitions.status());
+        if (*partitions == 0) return respond_status(r, Status::not_found("Partitioned topic " + t.to_string() + " does not exist"));
+        broker::delete_topic_with_data(s->broker, s->tenancy, t, force, [r](Status st) { respond_status(r, st); });
       });
     });
 
