@@ -6,6 +6,7 @@ import struct
 import subprocess
 
 from magnetar_harness import NodeTestCase
+from pulsar_wire import crc32c
 
 KCAT_TIMEOUT_S = 30
 
@@ -21,6 +22,33 @@ def kstr(s):
 def kbytes(b):
     """Kafka BYTES (int32 length)."""
     return struct.pack(">i", len(b)) + b
+
+
+def zigzag_varint(n):
+    """A zigzag varint, as records encode their fields."""
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def record_batch(values, producer_id=-1, producer_epoch=-1, base_sequence=-1, timestamp=1700000000000):
+    """One uncompressed record batch (magic 2) of null-key records."""
+    records = b""
+    for i, v in enumerate(values):
+        body = b"\x00" + zigzag_varint(0) + zigzag_varint(i) + zigzag_varint(-1)
+        body += zigzag_varint(len(v)) + v + zigzag_varint(0)
+        records += zigzag_varint(len(body)) + body
+    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, timestamp, timestamp, producer_id, producer_epoch,
+                            base_sequence, len(values)) + records
+    tail = struct.pack(">ib", -1, 2) + struct.pack(">I", crc32c(after_crc)) + after_crc
+    return struct.pack(">qi", 0, len(tail)) + tail
 
 
 class RawKafkaConnection:

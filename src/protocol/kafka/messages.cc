@@ -379,6 +379,158 @@ const Schema kListGroupsResponse{{
     {"Groups", T::kStructArray, 0, N, N, &kListedGroup},
 }};
 
+// --- CreateTopics (19)
+const Schema kCreatableReplicaAssignment{{
+    {"PartitionIndex", T::kInt32},
+    {"BrokerIds", T::kInt32Array},
+}};
+const Schema kCreatableTopicConfig{{
+    {"Name", T::kString},
+    {"Value", T::kString, 0, N, 0},
+}};
+const Schema kCreatableTopic{{
+    {"Name", T::kString},
+    {"NumPartitions", T::kInt32},
+    {"ReplicationFactor", T::kInt16},
+    {"Assignments", T::kStructArray, 0, N, N, &kCreatableReplicaAssignment},
+    {"Configs", T::kStructArray, 0, N, N, &kCreatableTopicConfig},
+}};
+const Schema kCreateTopicsRequest{{
+    {"Topics", T::kStructArray, 0, N, N, &kCreatableTopic},
+    {"TimeoutMs", T::kInt32},
+    {"ValidateOnly", T::kBool, 1},
+}};
+const Schema kCreatableTopicResult{{
+    {"Name", T::kString},
+    {"ErrorCode", T::kInt16},
+    {"ErrorMessage", T::kString, 1, N, 0},
+}};
+const Schema kCreateTopicsResponse{{
+    {"ThrottleTimeMs", T::kInt32, 2},
+    {"Topics", T::kStructArray, 0, N, N, &kCreatableTopicResult},
+}};
+
+// --- DeleteTopics (20)
+const Schema kDeleteTopicsRequest{{
+    {"TopicNames", T::kStringArray},
+    {"TimeoutMs", T::kInt32},
+}};
+const Schema kDeletableTopicResult{{
+    {"Name", T::kString},
+    {"ErrorCode", T::kInt16},
+}};
+const Schema kDeleteTopicsResponse{{
+    {"ThrottleTimeMs", T::kInt32, 1},
+    {"Responses", T::kStructArray, 0, N, N, &kDeletableTopicResult},
+}};
+
+// --- CreatePartitions (37)
+const Schema kCreatePartitionsAssignment{{
+    {"BrokerIds", T::kInt32Array},
+}};
+const Schema kCreatePartitionsTopic{{
+    {"Name", T::kString},
+    {"Count", T::kInt32},
+    {"Assignments", T::kStructArray, 0, N, 0, &kCreatePartitionsAssignment},
+}};
+const Schema kCreatePartitionsRequest{{
+    {"Topics", T::kStructArray, 0, N, N, &kCreatePartitionsTopic},
+    {"TimeoutMs", T::kInt32},
+    {"ValidateOnly", T::kBool},
+}};
+const Schema kCreatePartitionsTopicResult{{
+    {"Name", T::kString},
+    {"ErrorCode", T::kInt16},
+    {"ErrorMessage", T::kString, 0, N, 0},
+}};
+const Schema kCreatePartitionsResponse{{
+    {"ThrottleTimeMs", T::kInt32},
+    {"Results", T::kStructArray, 0, N, N, &kCreatePartitionsTopicResult},
+}};
+
+// --- DescribeConfigs (32)
+const Schema kDescribeConfigsResource{{
+    {"ResourceType", T::kInt8},
+    {"ResourceName", T::kString},
+    {"ConfigurationKeys", T::kStringArray, 0, N, 0},
+}};
+const Schema kDescribeConfigsRequest{{
+    {"Resources", T::kStructArray, 0, N, N, &kDescribeConfigsResource},
+    {"IncludeSynonyms", T::kBool, 1},
+}};
+const Schema kDescribeConfigsSynonym{{
+    {"Name", T::kString},
+    {"Value", T::kString, 0, N, 0},
+    {"Source", T::kInt8},
+}};
+const Schema kDescribeConfigsResourceResult{{
+    {"Name", T::kString},
+    {"Value", T::kString, 0, N, 0},
+    {"ReadOnly", T::kBool},
+    {"IsDefault", T::kBool, 0, 0},
+    {"ConfigSource", T::kInt8, 1, N, N, nullptr, -1},
+    {"IsSensitive", T::kBool},
+    {"Synonyms", T::kStructArray, 1, N, N, &kDescribeConfigsSynonym},
+}};
+const Schema kDescribeConfigsResult{{
+    {"ErrorCode", T::kInt16},
+    {"ErrorMessage", T::kString, 0, N, 0},
+    {"ResourceType", T::kInt8},
+    {"ResourceName", T::kString},
+    {"Configs", T::kStructArray, 0, N, N, &kDescribeConfigsResourceResult},
+}};
+const Schema kDescribeConfigsResponse{{
+    {"ThrottleTimeMs", T::kInt32},
+    {"Results", T::kStructArray, 0, N, N, &kDescribeConfigsResult},
+}};
+
+// --- DeleteGroups (42)
+const Schema kDeleteGroupsRequest{{
+    {"GroupsNames", T::kStringArray},
+}};
+const Schema kDeletableGroupResult{{
+    {"GroupId", T::kString},
+    {"ErrorCode", T::kInt16},
+}};
+const Schema kDeleteGroupsResponse{{
+    {"ThrottleTimeMs", T::kInt32},
+    {"Results", T::kStructArray, 0, N, N, &kDeletableGroupResult},
+}};
+
+// --- InitProducerId (22)
+const Schema kInitProducerIdRequest{{
+    {"TransactionalId", T::kString, 0, N, 0},
+    {"TransactionTimeoutMs", T::kInt32},
+    {"ProducerId", T::kInt64, 3, N, N, nullptr, -1},
+    {"ProducerEpoch", T::kInt16, 3, N, N, nullptr, -1},
+}};
+const Schema kInitProducerIdResponse{{
+    {"ThrottleTimeMs", T::kInt32},
+    {"ErrorCode", T::kInt16},
+    {"ProducerId", T::kInt64, 0, N, N, nullptr, -1},
+    {"ProducerEpoch", T::kInt16},
+}};
+
+// --- SaslHandshake (17)
+const Schema kSaslHandshakeRequest{{
+    {"Mechanism", T::kString},
+}};
+const Schema kSaslHandshakeResponse{{
+    {"ErrorCode", T::kInt16},
+    {"Mechanisms", T::kStringArray},
+}};
+
+// --- SaslAuthenticate (36)
+const Schema kSaslAuthenticateRequest{{
+    {"AuthBytes", T::kBytes},
+}};
+const Schema kSaslAuthenticateResponse{{
+    {"ErrorCode", T::kInt16},
+    {"ErrorMessage", T::kString, 0, N, 0},
+    {"AuthBytes", T::kBytes},
+    {"SessionLifetimeMs", T::kInt64, 1},
+}};
+
 // Produce starts at v3: record batches (message format v2) only. Fetch
 // starts at v4 for the same reason, and stops at v12: v13 names topics by
 // id. The tagged fields of later versions (Produce 10-11, Fetch 12's
@@ -386,8 +538,10 @@ const Schema kListGroupsResponse{{
 // The group APIs stop before their first flexible versions (OffsetCommit 8,
 // OffsetFetch 6, FindCoordinator 3, JoinGroup 6, Heartbeat 4, LeaveGroup 3
 // with its member batches, SyncGroup 4, DescribeGroups 5, ListGroups 3): clients pick the
-// highest version both sides serve.
-const std::array<ApiSpec, 14> kApis{{
+// highest version both sides serve. So do the admin APIs (CreateTopics 5,
+// DeleteTopics 4, CreatePartitions 2, DescribeConfigs 3 with its
+// documentation fields, DeleteGroups 2).
+const std::array<ApiSpec, 22> kApis{{
     {kProduce, "Produce", 3, 9, 9, &kProduceRequest, &kProduceResponse},
     {kFetch, "Fetch", 4, 12, 12, &kFetchRequest, &kFetchResponse},
     {kListOffsets, "ListOffsets", 0, 6, 6, &kListOffsetsRequest, &kListOffsetsResponse},
@@ -401,7 +555,15 @@ const std::array<ApiSpec, 14> kApis{{
     {kSyncGroup, "SyncGroup", 0, 3, N, &kSyncGroupRequest, &kSyncGroupResponse},
     {kDescribeGroups, "DescribeGroups", 0, 4, N, &kDescribeGroupsRequest, &kDescribeGroupsResponse},
     {kListGroups, "ListGroups", 0, 2, N, &kListGroupsRequest, &kListGroupsResponse},
+    {kSaslHandshake, "SaslHandshake", 0, 1, N, &kSaslHandshakeRequest, &kSaslHandshakeResponse},
     {kApiVersions, "ApiVersions", 0, 3, 3, &kApiVersionsRequest, &kApiVersionsResponse},
+    {kCreateTopics, "CreateTopics", 0, 4, N, &kCreateTopicsRequest, &kCreateTopicsResponse},
+    {kDeleteTopics, "DeleteTopics", 0, 3, N, &kDeleteTopicsRequest, &kDeleteTopicsResponse},
+    {kInitProducerId, "InitProducerId", 0, 4, 2, &kInitProducerIdRequest, &kInitProducerIdResponse},
+    {kDescribeConfigs, "DescribeConfigs", 0, 2, N, &kDescribeConfigsRequest, &kDescribeConfigsResponse},
+    {kSaslAuthenticate, "SaslAuthenticate", 0, 2, 2, &kSaslAuthenticateRequest, &kSaslAuthenticateResponse},
+    {kCreatePartitions, "CreatePartitions", 0, 1, N, &kCreatePartitionsRequest, &kCreatePartitionsResponse},
+    {kDeleteGroups, "DeleteGroups", 0, 1, N, &kDeleteGroupsRequest, &kDeleteGroupsResponse},
 }};
 
 }  // namespace

@@ -26,7 +26,15 @@ enum ApiKey : int16_t {
   kSyncGroup = 14,
   kDescribeGroups = 15,
   kListGroups = 16,
+  kSaslHandshake = 17,
   kApiVersions = 18,
+  kCreateTopics = 19,
+  kDeleteTopics = 20,
+  kInitProducerId = 22,
+  kDescribeConfigs = 32,
+  kSaslAuthenticate = 36,
+  kCreatePartitions = 37,
+  kDeleteGroups = 42,
 };
 
 struct ApiSpec {

@@ -9,6 +9,7 @@ namespace {
 
 const std::vector<Struct> kNoStructs;
 const std::vector<int64_t> kNoInts;
+const std::vector<std::string> kNoStrings;
 
 // Nesting deeper than any schema of ours: input that claims more is refused
 // rather than recursed into.
@@ -60,6 +61,24 @@ Value decode_field(WireReader& in, const Field& f, int16_t version, bool flexibl
       items.reserve(static_cast<size_t>(n));
       for (int32_t k = 0; k < n && in.ok(); ++k) {
         items.push_back(f.type == FieldType::kInt32Array ? int64_t{in.i32()} : in.i64());
+      }
+      return items;
+    }
+    case FieldType::kStringArray: {
+      int32_t n = in.array_length(flexible);
+      if (n < 0) {
+        if (!nullable && in.ok()) in.fail(std::string("null for non-nullable array ") + std::string(f.name));
+        return std::monostate{};
+      }
+      std::vector<std::string> items;
+      items.reserve(static_cast<size_t>(n));
+      for (int32_t k = 0; k < n && in.ok(); ++k) {
+        auto s = in.string(flexible);
+        if (!s) {
+          if (in.ok()) in.fail(std::string("null element in string array ") + std::string(f.name));
+          break;
+        }
+        items.push_back(std::move(*s));
       }
       return items;
     }
@@ -156,6 +175,16 @@ void encode_struct(WireWriter& out, const Struct& s, int16_t version, bool flexi
         }
         break;
       }
+      case FieldType::kStringArray: {
+        if (null) {
+          out.array_length(f.nullable_in(version) ? -1 : 0, flexible);
+          break;
+        }
+        const auto& items = std::get<std::vector<std::string>>(v);
+        out.array_length(static_cast<int32_t>(items.size()), flexible);
+        for (const std::string& x : items) out.string(std::string_view(x), flexible);
+        break;
+      }
     }
   }
   if (flexible) out.empty_tagged_fields();
@@ -196,6 +225,16 @@ Struct& Struct::set(std::string_view name, int64_t v) {
 }
 
 Struct& Struct::set(std::string_view name, std::string v) {
+  values[schema->index_of(name)] = std::move(v);
+  return *this;
+}
+
+const std::vector<std::string>& Struct::strings(std::string_view name) const {
+  if (const auto* v = std::get_if<std::vector<std::string>>(&values[schema->index_of(name)])) return *v;
+  return kNoStrings;
+}
+
+Struct& Struct::set(std::string_view name, std::vector<std::string> v) {
   values[schema->index_of(name)] = std::move(v);
   return *this;
 }

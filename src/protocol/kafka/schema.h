@@ -34,6 +34,7 @@ enum class FieldType {
   kStructArray,  // elements described by `element`
   kInt32Array,
   kInt64Array,
+  kStringArray,  // nullable in nullable_versions
 };
 
 inline constexpr int16_t kNoVersion = 0x7fff;
@@ -62,7 +63,7 @@ struct Schema {
 struct Struct;
 // A field's value. monostate: unset, or null on the wire.
 using Value = std::variant<std::monostate, int64_t, std::string, common::Slice, std::vector<Struct>,
-                           std::vector<int64_t>>;
+                           std::vector<int64_t>, std::vector<std::string>>;
 
 // One decoded (or to-be-encoded) struct: a value per schema field, by index.
 // Accessors name fields; naming a field the schema lacks is a programming
@@ -81,11 +82,13 @@ struct Struct {
   const common::Slice* bytes(std::string_view name) const;
   const std::vector<Struct>& array(std::string_view name) const;
   const std::vector<int64_t>& ints(std::string_view name) const;
+  const std::vector<std::string>& strings(std::string_view name) const;
 
   Struct& set(std::string_view name, int64_t v);
   Struct& set(std::string_view name, std::string v);
   Struct& set(std::string_view name, common::Slice v);
   Struct& set(std::string_view name, std::vector<int64_t> v);
+  Struct& set(std::string_view name, std::vector<std::string> v);
   // Appends an element to struct array `name` and returns it.
   Struct& add(std::string_view name);
   Struct& set_null(std::string_view name);

@@ -28,13 +28,19 @@ void KafkaConnection::on_data(runtime::Connection& conn, common::SliceChain& inp
     input.copy_out(prefix, sizeof prefix);
     int32_t size = static_cast<int32_t>((uint32_t{prefix[0]} << 24) | (uint32_t{prefix[1]} << 16) |
                                         (uint32_t{prefix[2]} << 8) | prefix[3]);
-    if (size < 8 || static_cast<size_t>(size) > service_.options().max_request_bytes) {
+    if ((size < 8 && !(raw_sasl_next_ && size >= 0)) || static_cast<size_t>(size) > service_.options().max_request_bytes) {
       MLOG_INFO("kafka client {}: request size {} out of range; closing", conn.peer(), size);
       close(Status::invalid_argument(fmt::format("request size {} out of range", size)));
       return;
     }
     if (input.size() < kSizePrefixBytes + static_cast<size_t>(size)) return;
     input.consume(kSizePrefixBytes);
+    if (raw_sasl_next_) {
+      // After a v0 SaslHandshake the client sends its SASL token bare.
+      raw_sasl_next_ = false;
+      handle_raw_sasl_token(*this, input.take_front(static_cast<size_t>(size)));
+      continue;
+    }
     handle_request(input.take_front(static_cast<size_t>(size)));
   }
 }
@@ -76,7 +82,15 @@ void KafkaConnection::handle_request(Slice message) {
 }
 
 void KafkaConnection::dispatch(Request& request) {
-  switch (request.header.api_key) {
+  const int16_t key = request.header.api_key;
+  if (service_.sasl_required() && !authenticated_ && key != kApiVersions && key != kSaslHandshake &&
+      key != kSaslAuthenticate) {
+    // As Kafka's broker does: nothing but the handshake before SASL.
+    MLOG_INFO("kafka client {}: {} before SASL authentication; closing", conn_->peer(), request.api->name);
+    close(Status::permission_denied(fmt::format("{} before SASL authentication", request.api->name)));
+    return;
+  }
+  switch (key) {
     case kApiVersions: return handle_api_versions(*this, request);
     case kMetadata: return handle_metadata(*this, request);
     case kProduce: return handle_produce(*this, request);
@@ -91,6 +105,14 @@ void KafkaConnection::dispatch(Request& request) {
     case kOffsetFetch: return handle_offset_fetch(*this, request);
     case kListGroups: return handle_list_groups(*this, request);
     case kDescribeGroups: return handle_describe_groups(*this, request);
+    case kDeleteGroups: return handle_delete_groups(*this, request);
+    case kCreateTopics: return handle_create_topics(*this, request);
+    case kDeleteTopics: return handle_delete_topics(*this, request);
+    case kCreatePartitions: return handle_create_partitions(*this, request);
+    case kDescribeConfigs: return handle_describe_configs(*this, request);
+    case kInitProducerId: return handle_init_producer_id(*this, request);
+    case kSaslHandshake: return handle_sasl_handshake(*this, request);
+    case kSaslAuthenticate: return handle_sasl_authenticate(*this, request);
     default: return respond_none(request);
   }
 }
@@ -117,6 +139,11 @@ void KafkaConnection::respond_none(const Request& request) {
       break;
     }
   }
+  flush();
+}
+
+void KafkaConnection::respond_raw(Slice bytes) {
+  pending_.emplace_back(next_slot_++, std::move(bytes));
   flush();
 }
 

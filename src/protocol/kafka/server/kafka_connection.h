@@ -63,9 +63,33 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   std::string peer_host() const;
   // Encodes `response` at the request's version into its slot.
   void respond(const Request& request, const Struct& response);
+  // Bytes that answer no request (the reply to a bare SASL token), after
+  // the responses before them.
+  void respond_raw(common::Slice bytes);
+  // The next message is a bare SASL token (after SaslHandshake v0).
+  void expect_raw_sasl_token() { raw_sasl_next_ = true; }
   // The request gets no response (Produce with acks=0): frees its slot.
   void respond_none(const Request& request);
   void close(const common::Status& why);
+  // The namespace this connection's topics live in: the listener's
+  // default, or the one its SASL/PLAIN user name chose.
+  const broker::NamespaceName& ns() const { return ns_ ? *ns_ : service_.default_namespace(); }
+  common::Result<broker::TopicName> topic_for(const std::string& name) const { return service_.topic_for(ns(), name); }
+  void with_partition(const std::string& topic, int32_t partition, ledger::Callback<common::Result<broker::Topic*>> fn) {
+    service_.with_partition(ns(), topic, partition, std::move(fn));
+  }
+  // SASL: the mechanism the handshake chose, then the role and namespace
+  // authentication gave.
+  void set_sasl_mechanism(std::string mechanism) { sasl_mechanism_ = std::move(mechanism); }
+  const std::string& sasl_mechanism() const { return sasl_mechanism_; }
+  void authenticated(std::string role, std::optional<broker::NamespaceName> ns) {
+    role_ = std::move(role);
+    authenticated_ = true;
+    if (ns) ns_ = std::move(ns);
+  }
+  bool is_authenticated() const { return authenticated_; }
+  const std::string& role() const { return role_; }
+
   // Runs `retry` on this connection's reactor at the next fetch poll tick
   // (Fetch waiting for data until its max wait).
   void after_poll_interval(std::function<void()> retry);
@@ -100,6 +124,11 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   std::map<std::string, std::pair<uint64_t, std::string>> producers_;  // by "<topic>/<partition>"
   std::map<uint64_t, broker::TopicName> producer_topics_;             // where each one is registered
   uint64_t sequence_ = 0;
+  std::optional<broker::NamespaceName> ns_;
+  std::string sasl_mechanism_;
+  std::string role_;
+  bool authenticated_ = false;
+  bool raw_sasl_next_ = false;
   std::unique_ptr<runtime::Timer> poll_timer_;
   std::vector<std::function<void()>> waiting_;
 };
@@ -122,5 +151,14 @@ void handle_offset_commit(KafkaConnection& c, const Request& request);
 void handle_offset_fetch(KafkaConnection& c, const Request& request);
 void handle_list_groups(KafkaConnection& c, const Request& request);
 void handle_describe_groups(KafkaConnection& c, const Request& request);  // in list_groups.cc
+void handle_delete_groups(KafkaConnection& c, const Request& request);
+void handle_create_topics(KafkaConnection& c, const Request& request);       // topic_admin.cc
+void handle_delete_topics(KafkaConnection& c, const Request& request);       // topic_admin.cc
+void handle_create_partitions(KafkaConnection& c, const Request& request);   // topic_admin.cc
+void handle_describe_configs(KafkaConnection& c, const Request& request);
+void handle_init_producer_id(KafkaConnection& c, const Request& request);
+void handle_sasl_handshake(KafkaConnection& c, const Request& request);      // sasl.cc
+void handle_sasl_authenticate(KafkaConnection& c, const Request& request);   // sasl.cc
+void handle_raw_sasl_token(KafkaConnection& c, common::Slice token);        // sasl.cc
 
 }  // namespace magnetar::protocol::kafka

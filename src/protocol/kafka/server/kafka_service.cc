@@ -33,14 +33,15 @@ void KafkaService::stop() {
   groups_->stop();
 }
 
-common::Result<broker::TopicName> KafkaService::topic_for(const std::string& name) const {
+common::Result<broker::TopicName> KafkaService::topic_for(const broker::NamespaceName& ns,
+                                                           const std::string& name) const {
   bool valid = !name.empty() && name.size() <= 249 && name != "." && name != "..";
   for (char ch : name) {
     valid = valid && ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
                       ch == '_' || ch == '-');
   }
   if (!valid) return common::Status::invalid_argument("'" + name + "' is not a valid Kafka topic name");
-  return broker::TopicName::of(broker::TopicDomain::kPersistent, namespace_.tenant, namespace_.local, name);
+  return broker::TopicName::of(broker::TopicDomain::kPersistent, ns.tenant, ns.local, name);
 }
 
 bool KafkaService::may_create(const broker::TopicName& topic) const {
@@ -55,14 +56,19 @@ int32_t KafkaService::partitions_on_creation(const broker::TopicName& topic) con
   return rule && rule->allow && rule->partitioned && rule->default_partitions > 0 ? rule->default_partitions : 0;
 }
 
-void KafkaService::remember_partitions(const std::string& topic, int32_t partitions) {
+void KafkaService::remember_partitions(const broker::TopicName& topic, int32_t partitions) {
   std::lock_guard lock(partitions_mu_);
-  partitions_[topic] = partitions;
+  partitions_[topic.to_string()] = partitions;
 }
 
-void KafkaService::with_partition(const std::string& topic, int32_t partition,
+void KafkaService::forget_partitions(const broker::TopicName& topic) {
+  std::lock_guard lock(partitions_mu_);
+  partitions_.erase(topic.to_string());
+}
+
+void KafkaService::with_partition(const broker::NamespaceName& ns, const std::string& topic, int32_t partition,
                                   ledger::Callback<common::Result<broker::Topic*>> fn) {
-  auto base = topic_for(topic);
+  auto base = topic_for(ns, topic);
   if (!base) return fn(base.status());
   auto go = [this, base = *base, partition, fn = std::move(fn)](int32_t partitions) mutable {
     broker::TopicName target = base;
@@ -79,7 +85,7 @@ void KafkaService::with_partition(const std::string& topic, int32_t partition,
   };
   {
     std::unique_lock lock(partitions_mu_);
-    auto it = partitions_.find(topic);
+    auto it = partitions_.find(base->to_string());
     if (it != partitions_.end()) {
       int32_t known = it->second;
       lock.unlock();
@@ -89,10 +95,10 @@ void KafkaService::with_partition(const std::string& topic, int32_t partition,
   if (tenancy_ == nullptr) return go(0);
   // Ask metadata once; later requests use what it said.
   auto shared = std::make_shared<decltype(go)>(std::move(go));
-  common::Status st = tenancy_->submit([this, topic, base = *base, shared]() {
+  common::Status st = tenancy_->submit([this, base = *base, shared]() {
     auto n = tenancy_->get_partitions(base);
     int32_t partitions = n.is_ok() ? *n : 0;
-    remember_partitions(topic, partitions);
+    remember_partitions(base, partitions);
     (*shared)(partitions);
   });
   if (!st.is_ok()) (*shared)(0);

@@ -13,12 +13,14 @@
 #include <string>
 #include <unordered_map>
 
+#include "broker/authentication.h"
 #include "broker/broker_service.h"
 #include "broker/naming.h"
 #include "broker/policy_cache.h"
 #include "broker/tenancy.h"
 #include "protocol/kafka/header.h"
 #include "protocol/kafka/server/group_coordinator.h"
+#include "protocol/kafka/server/producer_state.h"
 #include "runtime/component.h"
 #include "runtime/runtime.h"
 #include "runtime/tcp_listener.h"
@@ -54,14 +56,17 @@ class KafkaService final : public runtime::Component {
     policies_ = policies;
   }
   broker::Tenancy* tenancy() { return tenancy_; }
+  const broker::PolicyCache* policies() const { return policies_; }
   broker::BrokerService& broker() { return broker_; }
   // The consumer groups this node coordinates (all of them).
   GroupCoordinator& groups() { return *groups_; }
   const KafkaServiceOptions& options() const { return options_; }
   const broker::NamespaceName& default_namespace() const { return namespace_; }
-  // The Pulsar topic behind Kafka topic `name`: kInvalidArgument for a name
-  // Kafka does not allow ([a-zA-Z0-9._-], 1 to 249 characters).
-  common::Result<broker::TopicName> topic_for(const std::string& name) const;
+  // The Pulsar topic behind Kafka topic `name` in namespace `ns` (the
+  // connection's: the listener's default, or the one SASL/PLAIN named):
+  // kInvalidArgument for a name Kafka does not allow ([a-zA-Z0-9._-], 1 to
+  // 249 characters).
+  common::Result<broker::TopicName> topic_for(const broker::NamespaceName& ns, const std::string& name) const;
   // Whether a missing topic may be created on first use (the namespace's
   // autoTopicCreation policy; allowed by default).
   bool may_create(const broker::TopicName& topic) const;
@@ -72,17 +77,32 @@ class KafkaService final : public runtime::Component {
   uint64_t next_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
 
   // Runs `fn` on the home reactor of the Pulsar topic behind Kafka topic
-  // `topic`, partition `partition`: partition `partition` of a partitioned
+  // `topic` of namespace `ns`, partition `partition`: partition `partition` of a partitioned
   // topic, or the topic itself (as partition 0) when it is not partitioned.
   // kInvalidArgument for a bad name, kNotFound for a partition the topic
   // does not have; a missing topic is created when may_create() allows.
   // Any thread; `fn` may also run on the calling thread (with an error) or
   // on the tenancy thread (with an error).
-  void with_partition(const std::string& topic, int32_t partition,
+  void with_partition(const broker::NamespaceName& ns, const std::string& topic, int32_t partition,
                       ledger::Callback<common::Result<broker::Topic*>> fn);
-  // The partition count metadata last gave for Kafka topic `topic` (0: not
-  // partitioned). Any thread.
-  void remember_partitions(const std::string& topic, int32_t partitions);
+  // The partition count metadata last gave for `topic` (0: not
+  // partitioned); forgotten when the topic is deleted. Any thread.
+  void remember_partitions(const broker::TopicName& topic, int32_t partitions);
+  void forget_partitions(const broker::TopicName& topic);
+
+  // Idempotent producers' sequence state (producer_state.h).
+  ProducerStates& producer_states() { return producer_states_; }
+
+  // Who Kafka clients are: SASL/PLAIN passwords go to `authenticator`
+  // (default: accept everyone). With `required`, a connection must
+  // authenticate before any request but ApiVersions and the SASL ones.
+  // Before start().
+  void set_authenticator(broker::Authenticator* authenticator, bool required) {
+    authenticator_ = authenticator;
+    sasl_required_ = required;
+  }
+  broker::Authenticator& authenticator() { return *authenticator_; }
+  bool sasl_required() const { return sasl_required_; }
 
  private:
   runtime::Runtime& runtime_;
@@ -96,6 +116,10 @@ class KafkaService final : public runtime::Component {
   std::atomic<uint64_t> next_id_{1};
   std::mutex partitions_mu_;
   std::unordered_map<std::string, int32_t> partitions_;  // guarded by partitions_mu_
+  ProducerStates producer_states_;
+  broker::AllowAllAuthenticator allow_all_;
+  broker::Authenticator* authenticator_ = &allow_all_;
+  bool sasl_required_ = false;
 };
 
 }  // namespace magnetar::protocol::kafka

@@ -163,7 +163,37 @@ TEST(KafkaSchemaTest, ServedApisAreListedOnceInKeyOrder) {
   EXPECT_EQ(find_api(kApiVersions)->response_header_version(3), 0);
   EXPECT_EQ(find_api(kMetadata)->response_header_version(9), 1);
   EXPECT_EQ(find_api(kMetadata)->request_header_version(9), 2);
-  EXPECT_EQ(find_api(22), nullptr);  // InitProducerId: not served
+  EXPECT_EQ(find_api(21), nullptr);  // DeleteRecords: not served
+  EXPECT_EQ(find_api(kSaslHandshake)->min_version, 0);
+}
+
+TEST(KafkaSchemaTest, StringArraysRoundTripAndRefuseNullElements) {
+  const ApiSpec* api = find_api(kDeleteTopics);
+  Struct req(*api->request);
+  req.set("TopicNames", std::vector<std::string>{"orders", "", "payments"});
+  req.set("TimeoutMs", int64_t{3000});
+  for (int16_t v = api->min_version; v <= api->max_version; ++v) {
+    Struct back = round_trip(req, v, api->flexible(v));
+    EXPECT_EQ(back.strings("TopicNames"), (std::vector<std::string>{"orders", "", "payments"})) << v;
+    EXPECT_EQ(back.i("TimeoutMs"), 3000);
+  }
+  // A null element (length -1) is malformed.
+  WireWriter w;
+  w.i32(1);
+  w.i16(-1);
+  w.i32(0);
+  WireReader r(w.finish());
+  decode_struct(r, *api->request, 0, false);
+  EXPECT_FALSE(r.ok());
+  // A compact (flexible) string array: InitProducerId v2+ has none, but the
+  // DescribeConfigs keys are nullable: null reads as unset.
+  const ApiSpec* describe = find_api(kDescribeConfigs);
+  Struct d(*describe->request);
+  auto& res = d.add("Resources");
+  res.set("ResourceType", int64_t{2});
+  res.set("ResourceName", std::string("orders"));
+  Struct back = round_trip(d, 1, false);
+  EXPECT_TRUE(back.array("Resources")[0].is_null("ConfigurationKeys"));
 }
 
 TEST(KafkaHeaderTest, RequestHeaderV2AndResponseSizes) {

@@ -70,7 +70,7 @@ void resolve(KafkaConnection& c, const Request& request, bool all, std::vector<s
   const bool client_allows = request.body.i("AllowAutoTopicCreation") != 0;
   std::vector<std::pair<size_t, broker::TopicName>> to_create;
   for (auto& name : asked) {
-    auto topic = c.service().topic_for(name);
+    auto topic = c.topic_for(name);
     if (!topic) {
       topics->push_back({name, kInvalidTopic, 0});
     } else if (auto it = existing.find(name); it != existing.end()) {
@@ -104,7 +104,7 @@ void resolve(KafkaConnection& c, const Request& request, bool all, std::vector<s
         }
         auto n = tenancy->get_partitions(topic);
         int32_t count = n.is_ok() ? *n : partitions;
-        service->remember_partitions(topic.local, count);
+        service->remember_partitions(topic, count);
         done(kNone, count);
       });
       if (!st.is_ok()) done(error_code(st), 0);
@@ -125,7 +125,7 @@ void handle_metadata(KafkaConnection& c, const Request& request) {
   for (const auto& t : asked_topics) asked.push_back(t.str("Name"));
   broker::Tenancy* tenancy = c.service().tenancy();
   if (tenancy == nullptr) return resolve(c, request, all, std::move(asked), {});
-  const broker::NamespaceName ns = c.service().default_namespace();
+  const broker::NamespaceName ns = c.ns();
   const std::string prefix = "persistent://" + ns.to_string() + "/";
   KafkaService* service = &c.service();
   Status st = tenancy->submit([service, tenancy, ns, prefix, all, asked, request, reply = c.replier()]() mutable {
@@ -150,7 +150,10 @@ void handle_metadata(KafkaConnection& c, const Request& request) {
     } else {
       MLOG_DEBUG("kafka metadata: topics of {} not listed: {}", ns.to_string(), listed.status().to_string());
     }
-    for (const auto& [name, partitions] : existing) service->remember_partitions(name, partitions);
+    for (const auto& [name, partitions] : existing) {
+      auto topic = service->topic_for(ns, name);
+      if (topic.is_ok()) service->remember_partitions(*topic, partitions);
+    }
     reply([request, all, asked = std::move(asked), existing = std::move(existing)](KafkaConnection& conn) mutable {
       resolve(conn, request, all, std::move(asked), existing);
     });

@@ -2,8 +2,12 @@
 // checked) become Pulsar batch entries on the topic's log, published by a
 // producer this connection registers per topic. acks=0 gets no response;
 // acks=1 and acks=-1 are answered once the entries are stored (this node is
-// the only replica, so both mean "durable here").
+// the only replica, so both mean "durable here"). Batches of idempotent
+// producers are checked against their sequence numbers first
+// (producer_state.h): a retried batch is answered with its first offset and
+// not written twice.
 #include <chrono>
+#include <climits>
 
 #include "common/clock.h"
 #include "protocol/kafka/convert.h"
@@ -11,6 +15,7 @@
 #include "protocol/kafka/errors.h"
 #include "protocol/kafka/server/kafka_connection.h"
 #include "protocol/kafka/server/offsets.h"
+#include "protocol/kafka/server/producer_state.h"
 
 namespace magnetar::protocol::kafka {
 
@@ -100,7 +105,7 @@ void handle_produce(KafkaConnection& c, const Request& request) {
   size_t index = 0;
   for (const auto& t : request.body.array("Topics")) {
     const std::string name = t.str("Name");
-    auto topic = c.service().topic_for(name);
+    auto topic = c.topic_for(name);
     for (const auto& p : t.array("Partitions")) {
       PartitionResult& result = state->results[index++];
       auto fail = [&](ErrorCode e, std::string why) {
@@ -132,6 +137,19 @@ void handle_produce(KafkaConnection& c, const Request& request) {
              batches.status().message());
         continue;
       }
+      // Kafka allows one batch per partition from an idempotent producer,
+      // so its sequence numbers are checked batch by batch.
+      SequencedBatch sequenced;
+      if (!batches->empty() && (*batches)[0].producer_id >= 0) {
+        const RecordBatch& b = (*batches)[0];
+        if (batches->size() > 1 || b.records.empty()) {
+          fail(kInvalidRecord, "an idempotent producer sends exactly one record batch per partition");
+          continue;
+        }
+        sequenced = SequencedBatch{b.producer_id, b.producer_epoch, b.base_sequence,
+                                   static_cast<int32_t>((int64_t{b.base_sequence} + b.records.back().offset_delta) %
+                                                        (int64_t{INT32_MAX} + 1))};
+      }
       auto [producer_id, producer_name] = c.producer_for(name, result.partition);
       std::vector<ConvertedEntry> entries;
       const int64_t now = common::wall_clock_ms();
@@ -153,7 +171,7 @@ void handle_produce(KafkaConnection& c, const Request& request) {
       }
       size_t slot = index - 1;
       auto run = [reply = c.replier(), state, slot, producer_id = producer_id, producer_name = producer_name,
-                  entries = std::move(entries)](Result<broker::Topic*> t) mutable {
+                  entries = std::move(entries), sequenced, &service = c.service()](Result<broker::Topic*> t) mutable {
         auto report = [reply, state, slot](ErrorCode e, std::string why, int64_t base, int64_t start) {
           reply([state, slot, e, why = std::move(why), base, start](KafkaConnection& conn) {
             PartitionResult& r = state->results[slot];
@@ -171,12 +189,26 @@ void handle_produce(KafkaConnection& c, const Request& request) {
           return report(error_code(added), added.message(), -1, -1);
         }
         reply([producer_id, name = topic->name()](KafkaConnection& conn) { conn.producer_on(producer_id, name); });
-        publish_all(topic, producer_id, std::move(entries), [report](Result<int64_t> base, int64_t start) {
-          if (!base.is_ok()) return report(kKafkaStorageError, base.status().message(), -1, start);
-          report(kNone, "", *base, start);
-        });
+        std::string partition_name;
+        if (sequenced.producer_id >= 0) {
+          // On the topic's home reactor, so no publish to it comes between
+          // the check and the append.
+          partition_name = topic->name().to_string();
+          SequenceCheck seq = service.producer_states().check_and_record(
+              partition_name, sequenced, topic->log().next_message_index(), common::wall_clock_ms());
+          if (seq.error != kNone) return report(seq.error, seq.why, -1, log_start_offset(topic->log()));
+          if (seq.duplicate) return report(kNone, "", seq.base_offset, log_start_offset(topic->log()));
+        }
+        publish_all(topic, producer_id, std::move(entries),
+                    [report, &service, partition_name, pid = sequenced.producer_id](Result<int64_t> base, int64_t start) {
+                      if (!base.is_ok()) {
+                        if (pid >= 0) service.producer_states().forget(partition_name, pid);
+                        return report(kKafkaStorageError, base.status().message(), -1, start);
+                      }
+                      report(kNone, "", *base, start);
+                    });
       };
-      c.service().with_partition(name, result.partition, std::move(run));
+      c.with_partition(name, result.partition, std::move(run));
     }
   }
   finish_one(c, state);

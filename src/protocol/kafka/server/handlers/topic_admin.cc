@@ -1,0 +1,314 @@
+// CreateTopics, DeleteTopics and CreatePartitions: Kafka's topic admin on
+// the namespace's metadata.
+//
+// A Kafka topic made by CreateTopics is a Pulsar partitioned topic with
+// NumPartitions partitions (even one), so that CreatePartitions can grow it
+// later; Pulsar cannot add partitions to a non-partitioned topic (one made
+// on first use under the default policy), and CreatePartitions says so.
+// Replication is a namespace policy here (ensemble and quorums), so a
+// replication factor above this cluster's size is refused as Kafka refuses
+// it; manual replica assignments are refused. Of the topic configs,
+// retention.ms and retention.bytes become the topic's retention policy,
+// cleanup.policy=delete is what every topic does, and the storage tuning
+// knobs Kafka clients like to pass (segment.*, min.insync.replicas, ...)
+// are accepted and have no effect; anything else is INVALID_CONFIG.
+// DeleteTopics deletes the data too, whatever producers and consumers are
+// attached, as Kafka does.
+//
+// The work runs on the tenancy thread (metadata reads and writes block).
+#include <fmt/format.h>
+
+#include <set>
+
+#include "broker/topic_lifecycle.h"
+#include "protocol/kafka/server/kafka_connection.h"
+
+namespace magnetar::protocol::kafka {
+
+using common::Status;
+
+namespace {
+
+constexpr int32_t kClusterSize = 1;
+constexpr int64_t kMiB = 1024 * 1024;
+
+struct TopicOutcome {
+  std::string name;
+  ErrorCode error = kNone;
+  std::string message;
+};
+
+// Runs `work` on the tenancy thread; without tenancy (a bare broker) every
+// topic is answered with `fallback`.
+bool on_tenancy(KafkaConnection& c, std::function<void(broker::Tenancy&)> work) {
+  broker::Tenancy* tenancy = c.service().tenancy();
+  if (tenancy == nullptr) return false;
+  Status st = tenancy->submit([tenancy, work = std::move(work)]() { work(*tenancy); });
+  return st.is_ok();
+}
+
+// What a topic config asks of the topic's policies, or why it cannot be had.
+common::Result<std::optional<broker::RetentionPolicy>> apply_config(const std::string& name,
+                                                                   const std::optional<std::string>& value,
+                                                                   broker::RetentionPolicy retention) {
+  static const std::set<std::string> kAcceptedHints = {
+      "segment.bytes",   "segment.ms",          "segment.index.bytes",  "segment.jitter.ms",
+      "min.insync.replicas", "flush.messages",  "flush.ms",             "index.interval.bytes",
+      "preallocate",     "unclean.leader.election.enable", "compression.type", "file.delete.delay.ms",
+      "message.timestamp.type", "max.message.bytes", "min.cleanable.dirty.ratio", "delete.retention.ms"};
+  auto number = [&](int64_t* out) {
+    if (!value) return false;
+    char* end = nullptr;
+    long long v = std::strtoll(value->c_str(), &end, 10);
+    if (value->empty() || end == nullptr || *end != '\0') return false;
+    *out = v;
+    return true;
+  };
+  if (name == "retention.ms") {
+    int64_t ms = 0;
+    if (!number(&ms) || ms < -1) return Status::invalid_argument("retention.ms must be -1 or a number of milliseconds");
+    retention.time_minutes = ms < 0 ? -1 : (ms + 59999) / 60000;
+    return std::optional<broker::RetentionPolicy>(retention);
+  }
+  if (name == "retention.bytes") {
+    int64_t bytes = 0;
+    if (!number(&bytes) || bytes < -1) return Status::invalid_argument("retention.bytes must be -1 or a number of bytes");
+    retention.size_mb = bytes < 0 ? -1 : (bytes + kMiB - 1) / kMiB;
+    return std::optional<broker::RetentionPolicy>(retention);
+  }
+  if (name == "cleanup.policy") {
+    if (value && *value == "delete") return std::optional<broker::RetentionPolicy>();
+    return Status::invalid_argument("cleanup.policy: only 'delete' is served (no log compaction)");
+  }
+  if (kAcceptedHints.count(name) > 0) {
+    if (name == "message.timestamp.type" && value && *value != "CreateTime") {
+      return Status::invalid_argument("message.timestamp.type: only CreateTime is served");
+    }
+    return std::optional<broker::RetentionPolicy>();
+  }
+  return Status::invalid_argument("unknown or unsupported topic config '" + name + "'");
+}
+
+void answer_create(KafkaConnection& c, const Request& request, const std::vector<TopicOutcome>& outcomes) {
+  Struct resp = request.response();
+  resp.set("ThrottleTimeMs", int64_t{0});
+  for (const TopicOutcome& o : outcomes) {
+    auto& t = resp.add("Topics");
+    t.set("Name", o.name);
+    t.set("ErrorCode", int64_t{o.error});
+    if (o.error != kNone) t.set("ErrorMessage", o.message);
+  }
+  c.respond(request, resp);
+}
+
+// Tenancy thread: creates (or validates) one topic of a CreateTopics request.
+TopicOutcome create_one(broker::Tenancy& tenancy, KafkaService& service, const broker::NamespaceName& ns,
+                        const Struct& t, bool validate_only) {
+  TopicOutcome out{t.str("Name"), kNone, {}};
+  auto fail = [&](ErrorCode e, std::string why) {
+    out.error = e;
+    out.message = std::move(why);
+    return out;
+  };
+  auto topic = service.topic_for(ns, out.name);
+  if (!topic) return fail(kInvalidTopic, topic.status().message());
+  int64_t partitions = t.i("NumPartitions");
+  if (partitions == -1) {
+    int32_t configured = service.partitions_on_creation(*topic);
+    partitions = configured > 0 ? configured : 1;
+  }
+  if (partitions <= 0 || partitions > broker::Tenancy::kMaxPartitions) {
+    return fail(kInvalidPartitions,
+                fmt::format("number of partitions must be between 1 and {}", broker::Tenancy::kMaxPartitions));
+  }
+  const int64_t replication = t.i("ReplicationFactor");
+  if (replication == 0 || replication < -1) return fail(kInvalidReplicationFactor, "replication factor must be larger than 0");
+  if (replication > kClusterSize) {
+    return fail(kInvalidReplicationFactor,
+                fmt::format("replication factor {} is larger than the {} available broker(s); durability is the "
+                            "namespace's persistence policy",
+                            replication, kClusterSize));
+  }
+  if (!t.array("Assignments").empty()) return fail(kInvalidReplicaAssignment, "manual replica assignment is not served");
+  std::optional<broker::RetentionPolicy> retention;
+  for (const Struct& config : t.array("Configs")) {
+    std::optional<std::string> value;
+    if (!config.is_null("Value")) value = config.str("Value");
+    auto applied = apply_config(config.str("Name"), value, retention.value_or(broker::RetentionPolicy{0, 0}));
+    if (!applied.is_ok()) return fail(kInvalidConfig, applied.status().message());
+    if (applied->has_value()) retention = **applied;
+  }
+  auto existing = tenancy.get_partitions(*topic);
+  if (!existing.is_ok()) return fail(error_code(existing.status()), existing.status().message());
+  if (*existing > 0 || tenancy.require_topic(*topic).is_ok()) {
+    return fail(kTopicAlreadyExists, fmt::format("topic '{}' already exists", out.name));
+  }
+  if (validate_only) return out;
+  Status created = tenancy.create_partitioned_topic(*topic, static_cast<int32_t>(partitions));
+  if (created.code() == common::ErrorCode::kAlreadyExists) return fail(kTopicAlreadyExists, created.message());
+  if (!created.is_ok()) return fail(error_code(created), created.message());
+  if (retention) {
+    Status st = tenancy.update_topic_policies(*topic, [&](broker::NamespacePolicies& p) {
+      p.retention = *retention;
+      return Status::ok();
+    });
+    if (!st.is_ok()) return fail(kInvalidConfig, st.message());
+  }
+  service.remember_partitions(*topic, static_cast<int32_t>(partitions));
+  return out;
+}
+
+}  // namespace
+
+void handle_create_topics(KafkaConnection& c, const Request& request) {
+  const bool validate_only = request.body.i("ValidateOnly") != 0;
+  bool queued = on_tenancy(c, [reply = c.replier(), request, validate_only, service = &c.service(),
+                               ns = c.ns()](broker::Tenancy& tenancy) {
+    std::vector<TopicOutcome> outcomes;
+    std::set<std::string> seen;
+    for (const Struct& t : request.body.array("Topics")) {
+      if (!seen.insert(t.str("Name")).second) {
+        outcomes.push_back({t.str("Name"), kInvalidRequest, "the topic is named twice in the request"});
+        continue;
+      }
+      outcomes.push_back(create_one(tenancy, *service, ns, t, validate_only));
+    }
+    reply([request, outcomes = std::move(outcomes)](KafkaConnection& conn) { answer_create(conn, request, outcomes); });
+  });
+  if (queued) return;
+  std::vector<TopicOutcome> outcomes;
+  for (const Struct& t : request.body.array("Topics")) {
+    outcomes.push_back({t.str("Name"), kInvalidRequest, "topic administration needs the metadata service"});
+  }
+  answer_create(c, request, outcomes);
+}
+
+namespace {
+
+struct DeleteState {
+  Request request;
+  std::vector<TopicOutcome> outcomes;
+  size_t left = 0;
+};
+
+void answer_delete(KafkaConnection& c, const DeleteState& state) {
+  Struct resp = state.request.response();
+  resp.set("ThrottleTimeMs", int64_t{0});
+  for (const TopicOutcome& o : state.outcomes) {
+    auto& t = resp.add("Responses");
+    t.set("Name", o.name);
+    t.set("ErrorCode", int64_t{o.error});
+  }
+  c.respond(state.request, resp);
+}
+
+}  // namespace
+
+void handle_delete_topics(KafkaConnection& c, const Request& request) {
+  auto state = std::make_shared<DeleteState>();
+  state->request = request;
+  for (const std::string& name : request.body.strings("TopicNames")) state->outcomes.push_back({name, kNone, {}});
+  state->left = state->outcomes.size() + 1;
+  auto one_done = [](KafkaConnection& conn, const std::shared_ptr<DeleteState>& s) {
+    if (--s->left == 0) answer_delete(conn, *s);
+  };
+  bool queued = on_tenancy(c, [reply = c.replier(), state, one_done, service = &c.service(),
+                               ns = c.ns()](broker::Tenancy& tenancy) {
+    for (size_t k = 0; k < state->outcomes.size(); ++k) {
+      auto report = [reply, state, k, one_done](ErrorCode e) {
+        reply([state, k, one_done, e](KafkaConnection& conn) {
+          state->outcomes[k].error = e;
+          one_done(conn, state);
+        });
+      };
+      auto topic = service->topic_for(ns, state->outcomes[k].name);
+      if (!topic) {
+        report(kInvalidTopic);
+        continue;
+      }
+      broker::delete_topic_with_data(service->broker(), tenancy, *topic, /*force=*/true,
+                                     [service, topic = *topic, report](Status st) {
+                                       service->forget_partitions(topic);
+                                       report(error_code(st));
+                                     });
+    }
+    reply([state, one_done](KafkaConnection& conn) { one_done(conn, state); });
+  });
+  if (queued) return;
+  for (auto& o : state->outcomes) o.error = kInvalidRequest;
+  state->left = 1;
+  one_done(c, state);
+}
+
+void handle_create_partitions(KafkaConnection& c, const Request& request) {
+  const bool validate_only = request.body.i("ValidateOnly") != 0;
+  auto answer = [](KafkaConnection& conn, const Request& req, const std::vector<TopicOutcome>& outcomes) {
+    Struct resp = req.response();
+    resp.set("ThrottleTimeMs", int64_t{0});
+    for (const TopicOutcome& o : outcomes) {
+      auto& t = resp.add("Results");
+      t.set("Name", o.name);
+      t.set("ErrorCode", int64_t{o.error});
+      if (o.error != kNone) t.set("ErrorMessage", o.message);
+    }
+    conn.respond(req, resp);
+  };
+  bool queued = on_tenancy(c, [reply = c.replier(), request, validate_only, answer, service = &c.service(),
+                               ns = c.ns()](broker::Tenancy& tenancy) {
+    std::vector<TopicOutcome> outcomes;
+    for (const Struct& t : request.body.array("Topics")) {
+      TopicOutcome& out = outcomes.emplace_back(TopicOutcome{t.str("Name"), kNone, {}});
+      auto fail = [&](ErrorCode e, std::string why) {
+        out.error = e;
+        out.message = std::move(why);
+      };
+      auto topic = service->topic_for(ns, out.name);
+      if (!topic) {
+        fail(kInvalidTopic, topic.status().message());
+        continue;
+      }
+      if (!t.is_null("Assignments")) {
+        fail(kInvalidReplicaAssignment, "manual replica assignment is not served");
+        continue;
+      }
+      auto current = tenancy.get_partitions(*topic);
+      if (!current.is_ok()) {
+        fail(error_code(current.status()), current.status().message());
+        continue;
+      }
+      const int64_t count = t.i("Count");
+      if (*current == 0) {
+        if (tenancy.require_topic(*topic).is_ok()) {
+          fail(kInvalidPartitions, fmt::format("topic '{}' is a non-partitioned topic (created on first use); Pulsar "
+                                               "cannot add partitions to it. Create topics that will grow with "
+                                               "CreateTopics, or set the namespace's autoTopicCreation to partitioned",
+                                               out.name));
+        } else {
+          fail(kUnknownTopicOrPartition, fmt::format("topic '{}' does not exist", out.name));
+        }
+        continue;
+      }
+      if (count <= *current || count > broker::Tenancy::kMaxPartitions) {
+        fail(kInvalidPartitions, fmt::format("topic '{}' has {} partitions; the new count must be larger (and at most {})",
+                                             out.name, *current, broker::Tenancy::kMaxPartitions));
+        continue;
+      }
+      if (validate_only) continue;
+      Status st = tenancy.update_partitions(*topic, static_cast<int32_t>(count));
+      if (!st.is_ok()) {
+        fail(error_code(st), st.message());
+        continue;
+      }
+      service->remember_partitions(*topic, static_cast<int32_t>(count));
+    }
+    reply([request, answer, outcomes = std::move(outcomes)](KafkaConnection& conn) { answer(conn, request, outcomes); });
+  });
+  if (queued) return;
+  std::vector<TopicOutcome> outcomes;
+  for (const Struct& t : request.body.array("Topics")) {
+    outcomes.push_back({t.str("Name"), kInvalidRequest, "topic administration needs the metadata service"});
+  }
+  answer(c, request, outcomes);
+}
+
+}  // namespace magnetar::protocol::kafka

@@ -1,0 +1,87 @@
+// Idempotent producers (KIP-98): what the broker remembers per producer id
+// and partition so that a retried batch is written once and a gap in the
+// sequence is refused.
+//
+// A producer gets its id (and epoch 0) from InitProducerId and numbers its
+// batches per partition: baseSequence is the first record's number, the
+// last record's is baseSequence + lastOffsetDelta (wrapping at INT32_MAX).
+// For each (partition, producer id) we keep the epoch, the last sequence
+// appended and the last five batches with the offset each was written at,
+// the window Kafka's clients keep in flight. A batch that matches one of
+// them is a duplicate: answered with its original offset, not written
+// again. A batch that does not start right after the last sequence is out
+// of order; an older epoch is fenced. The first batch of a producer on a
+// partition is taken at any sequence (after a broker restart the state is
+// gone, and Kafka's brokers accept then too).
+//
+// Memory only: after a broker restart a retry of a batch written just
+// before it is written again (Kafka keeps this state in snapshots beside
+// the log). Entries idle for a day are dropped, like Kafka's
+// producer.id.expiration.ms.
+//
+// Threads: any; one mutex.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "protocol/kafka/errors.h"
+
+namespace magnetar::protocol::kafka {
+
+struct SequencedBatch {
+  int64_t producer_id = -1;
+  int16_t epoch = -1;
+  int32_t first_sequence = -1;
+  int32_t last_sequence = -1;
+};
+
+struct SequenceCheck {
+  ErrorCode error = kNone;   // kNone: append (or duplicate when `duplicate`)
+  bool duplicate = false;    // already written at `base_offset`
+  int64_t base_offset = -1;
+  std::string why;
+};
+
+class ProducerStates {
+ public:
+  // Checks `batch` from `partition` (a Pulsar topic or partition name) and,
+  // when it is to be appended, records it as written at `base_offset`.
+  SequenceCheck check_and_record(const std::string& partition, const SequencedBatch& batch, int64_t base_offset,
+                                 int64_t now_ms);
+  // The append recorded for (partition, producer id) failed: its state is
+  // dropped so that the producer's retry is taken.
+  void forget(const std::string& partition, int64_t producer_id);
+  // A producer id not handed out before, across restarts too: the clock in
+  // milliseconds shifted left 12 bits, plus a counter.
+  int64_t next_producer_id(int64_t now_ms);
+  size_t size() const;
+
+  static constexpr size_t kRememberedBatches = 5;
+  static constexpr int64_t kExpiryMs = 24LL * 3600 * 1000;
+
+ private:
+  struct Written {
+    int32_t first;
+    int32_t last;
+    int64_t base_offset;
+  };
+  struct State {
+    int16_t epoch = 0;
+    int32_t last_sequence = -1;
+    int64_t last_used_ms = 0;
+    std::deque<Written> recent;
+  };
+  static std::string key(const std::string& partition, int64_t producer_id);
+  void expire_idle(int64_t now_ms);
+
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, State> states_;  // guarded by mu_
+  int64_t last_id_ = 0;                            // guarded by mu_
+  int64_t next_expiry_ms_ = 0;                     // guarded by mu_
+};
+
+}  // namespace magnetar::protocol::kafka

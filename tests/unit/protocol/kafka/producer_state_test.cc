@@ -1,0 +1,88 @@
+#include "protocol/kafka/server/producer_state.h"
+
+#include <climits>
+
+#include <gtest/gtest.h>
+
+namespace magnetar::protocol::kafka {
+namespace {
+
+constexpr int64_t kNow = 1'700'000'000'000;
+
+SequencedBatch batch(int64_t pid, int16_t epoch, int32_t first, int32_t last) {
+  return SequencedBatch{pid, epoch, first, last};
+}
+
+TEST(ProducerStatesTest, InOrderBatchesAppendAndRetriesAreDuplicatesWithTheirOffset) {
+  ProducerStates s;
+  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 0, 4), 100, kNow).error, kNone);
+  auto second = s.check_and_record("t", batch(7, 0, 5, 9), 105, kNow);
+  EXPECT_EQ(second.error, kNone);
+  EXPECT_FALSE(second.duplicate);
+  auto retry = s.check_and_record("t", batch(7, 0, 0, 4), 110, kNow);
+  EXPECT_EQ(retry.error, kNone);
+  EXPECT_TRUE(retry.duplicate);
+  EXPECT_EQ(retry.base_offset, 100);
+  // The retry changed nothing: the next batch still follows 9.
+  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 10, 10), 110, kNow).error, kNone);
+}
+
+TEST(ProducerStatesTest, GapsAreOutOfOrderAndOldSequencesDuplicates) {
+  ProducerStates s;
+  s.check_and_record("t", batch(7, 0, 0, 9), 0, kNow);
+  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 12, 12), 10, kNow).error, kOutOfOrderSequenceNumber);
+  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 3, 5), 10, kNow).error, kDuplicateSequenceNumber);
+  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 10, 10), 10, kNow).error, kNone);
+}
+
+TEST(ProducerStatesTest, OnlyTheLastFiveBatchesAreRemembered) {
+  ProducerStates s;
+  for (int32_t k = 0; k < 7; ++k) s.check_and_record("t", batch(1, 0, k, k), k, kNow);
+  EXPECT_TRUE(s.check_and_record("t", batch(1, 0, 2, 2), 9, kNow).duplicate);
+  EXPECT_EQ(s.check_and_record("t", batch(1, 0, 1, 1), 9, kNow).error, kDuplicateSequenceNumber);
+}
+
+TEST(ProducerStatesTest, EpochsFenceOlderOnesAndANewEpochStartsOver) {
+  ProducerStates s;
+  s.check_and_record("t", batch(1, 0, 0, 3), 0, kNow);
+  EXPECT_EQ(s.check_and_record("t", batch(1, 1, 0, 0), 4, kNow).error, kNone);
+  EXPECT_EQ(s.check_and_record("t", batch(1, 0, 4, 4), 5, kNow).error, kInvalidProducerEpoch);
+}
+
+TEST(ProducerStatesTest, PartitionsAndProducersAreIndependent) {
+  ProducerStates s;
+  s.check_and_record("t-0", batch(1, 0, 0, 9), 0, kNow);
+  EXPECT_EQ(s.check_and_record("t-1", batch(1, 0, 0, 0), 0, kNow).error, kNone);
+  EXPECT_EQ(s.check_and_record("t-0", batch(2, 0, 0, 0), 10, kNow).error, kNone);
+  EXPECT_EQ(s.size(), 3u);
+}
+
+TEST(ProducerStatesTest, SequencesWrapAtInt32Max) {
+  ProducerStates s;
+  s.check_and_record("t", batch(1, 0, INT32_MAX - 1, INT32_MAX), 0, kNow);
+  EXPECT_EQ(s.check_and_record("t", batch(1, 0, 0, 3), 2, kNow).error, kNone);
+}
+
+TEST(ProducerStatesTest, AForgottenProducerIsTakenAtAnySequenceAndIdleOnesExpire) {
+  ProducerStates s;
+  s.check_and_record("t", batch(1, 0, 0, 9), 0, kNow);
+  s.forget("t", 1);
+  EXPECT_EQ(s.check_and_record("t", batch(1, 0, 5, 9), 0, kNow).error, kNone);
+  s.check_and_record("u", batch(2, 0, 0, 0), 0, kNow + ProducerStates::kExpiryMs + 120'000);
+  EXPECT_EQ(s.size(), 1u);  // producer 1 on t idled out
+}
+
+TEST(ProducerStatesTest, NonIdempotentBatchesPassAndIdsNeverRepeat) {
+  ProducerStates s;
+  EXPECT_EQ(s.check_and_record("t", batch(-1, -1, -1, -1), 0, kNow).error, kNone);
+  EXPECT_EQ(s.size(), 0u);
+  EXPECT_EQ(s.check_and_record("t", batch(4, -1, -1, -1), 0, kNow).error, kInvalidRecord);
+  int64_t a = s.next_producer_id(kNow);
+  int64_t b = s.next_producer_id(kNow);
+  int64_t c = s.next_producer_id(kNow - 1000);  // the clock stepped back
+  EXPECT_LT(a, b);
+  EXPECT_LT(b, c);
+}
+
+}  // namespace
+}  // namespace magnetar::protocol::kafka
