@@ -57,8 +57,9 @@ fi
 # only when the lock file changed: the web console's build tools (TypeScript,
 # Vite; the CMake build runs them), the integration tests' clients, and
 # playwright-core for tests/e2e (no browser download: it drives Debian's chromium).
+# tests/integration/kafkajs holds KafkaJS.
 root="$(cd "$(dirname "$0")/.." && pwd)"
-for dir in web-ui tests/integration/pulsar_client tests/e2e; do
+for dir in web-ui tests/integration/pulsar_client tests/integration/kafkajs tests/e2e; do
   lock="$root/$dir/package-lock.json"
   stamp="$root/$dir/node_modules/.package-lock.json"
   if [ ! -f "$stamp" ] || [ "$lock" -nt "$stamp" ]; then

@@ -1,0 +1,123 @@
+// KafkaJS (npm) against the real binary: admin create/grow/delete topics,
+// an idempotent producer, and a consumer group of two members that
+// rebalances when one leaves.
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { Kafka, logLevel } = require('kafkajs');
+const { Node, waitFor } = require('../pulsar_client/node.js');
+
+const WAIT_MS = 30000;
+
+async function httpJson(node, method, path) {
+  const res = await fetch(`http://127.0.0.1:${node.ports.http}${path}`, { method });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+test('KafkaJS', async (t) => {
+  const node = await new Node().start();
+  const kafka = new Kafka({ clientId: 'kafkajs-test', brokers: [`127.0.0.1:${node.ports.kafka}`],
+    logLevel: logLevel.NOTHING, retry: { retries: 3 } });
+  const admin = kafka.admin();
+  await admin.connect();
+  t.after(async () => {
+    await admin.disconnect();
+    assert.equal(await node.stop(), 0);
+    await node.close();
+  });
+
+  await t.test('admin creates, grows, describes and deletes topics', async () => {
+    assert.equal(await admin.createTopics({ topics: [{ topic: 'js-orders', numPartitions: 3 }], waitForLeaders: true }), true);
+    // Creating it again is not an error for createTopics: it answers false.
+    assert.equal(await admin.createTopics({ topics: [{ topic: 'js-orders', numPartitions: 3 }] }), false);
+    let md = await admin.fetchTopicMetadata({ topics: ['js-orders'] });
+    assert.equal(md.topics[0].partitions.length, 3);
+    assert.deepEqual((await httpJson(node, 'GET', '/admin/v2/persistent/public/default/js-orders/partitions')).body,
+      { partitions: 3 });
+    await admin.createPartitions({ topicPartitions: [{ topic: 'js-orders', count: 5 }] });
+    md = await admin.fetchTopicMetadata({ topics: ['js-orders'] });
+    assert.equal(md.topics[0].partitions.length, 5);
+    const configs = await admin.describeConfigs({ resources: [{ type: 2, name: 'js-orders' }], includeSynonyms: false });
+    const names = configs.resources[0].configEntries.map((e) => e.configName);
+    assert.ok(names.includes('retention.ms'), names.join(','));
+    assert.ok((await admin.listTopics()).includes('js-orders'));
+    await admin.deleteTopics({ topics: ['js-orders'] });
+    assert.ok(!(await admin.listTopics()).includes('js-orders'));
+    const after = await httpJson(node, 'GET', '/admin/v2/persistent/public/default/js-orders/partitions');
+    assert.deepEqual(after.body, { partitions: 0 });
+  });
+
+  await t.test('an idempotent producer writes every message once, in order', async () => {
+    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+    await producer.connect();
+    const offsets = [];
+    for (let round = 0; round < 10; round++) {
+      const messages = Array.from({ length: 20 }, (_, i) => ({ key: `k${i % 4}`, value: `v${round * 20 + i}` }));
+      const [meta] = await producer.send({ topic: 'js-idem', acks: -1, messages });
+      assert.equal(meta.errorCode, 0);
+      offsets.push(Number(meta.baseOffset));
+    }
+    await producer.disconnect();
+    assert.deepEqual(offsets, Array.from({ length: 10 }, (_, i) => i * 20));
+    const stats = await httpJson(node, 'GET', '/admin/v2/persistent/public/default/js-idem/stats');
+    assert.equal(stats.body.msgInCounter, 200);
+
+    const consumer = kafka.consumer({ groupId: 'js-idem-reader' });
+    await consumer.connect();
+    await consumer.subscribe({ topic: 'js-idem', fromBeginning: true });
+    const seen = [];
+    await consumer.run({ eachMessage: async ({ message }) => { seen.push(message.value.toString()); } });
+    await waitFor(() => seen.length >= 200, WAIT_MS, '200 messages');
+    await consumer.disconnect();
+    assert.deepEqual(seen, Array.from({ length: 200 }, (_, i) => `v${i}`));
+  });
+
+  await t.test('a group of two shares the partitions and rebalances when one leaves', async () => {
+    await admin.createTopics({ topics: [{ topic: 'js-group', numPartitions: 2 }] });
+    const received = { a: [], b: [] };
+    const assigned = { a: [], b: [] };
+    const members = {};
+    for (const name of ['a', 'b']) {
+      const c = kafka.consumer({ groupId: 'js-workers', sessionTimeout: 10000, heartbeatInterval: 500,
+        rebalanceTimeout: 10000 });
+      c.on(c.events.GROUP_JOIN, (e) => { assigned[name] = e.payload.memberAssignment['js-group'] || []; });
+      await c.connect();
+      await c.subscribe({ topic: 'js-group', fromBeginning: true });
+      await c.run({ eachMessage: async ({ partition, message }) => {
+        received[name].push([partition, message.value.toString()]);
+      } });
+      members[name] = c;
+    }
+    await waitFor(() => assigned.a.length === 1 && assigned.b.length === 1, WAIT_MS, 'one partition each');
+    assert.notEqual(assigned.a[0], assigned.b[0]);
+
+    const producer = kafka.producer();
+    await producer.connect();
+    const send = (tag) => producer.send({ topic: 'js-group', messages: [
+      { partition: 0, value: `${tag}-p0` }, { partition: 1, value: `${tag}-p1` }] });
+    await send('first');
+    await waitFor(() => received.a.length + received.b.length >= 2, WAIT_MS, 'first round');
+    // Each member read only its own partition.
+    assert.deepEqual(received.a.map(([p]) => p), [assigned.a[0]]);
+    assert.deepEqual(received.b.map(([p]) => p), [assigned.b[0]]);
+
+    // b leaves: a takes both partitions and reads the next round from both.
+    await members.b.disconnect();
+    await waitFor(() => assigned.a.length === 2, WAIT_MS, 'a assigned both partitions');
+    await send('second');
+    await waitFor(() => received.a.filter(([, v]) => v.startsWith('second')).length === 2, WAIT_MS, 'second round');
+    assert.deepEqual(received.a.filter(([, v]) => v.startsWith('second')).map(([p]) => p).sort(), [0, 1]);
+    await producer.disconnect();
+    await members.a.disconnect();
+
+    // The group's committed offsets are its subscriptions' cursors.
+    const subs = await httpJson(node, 'GET', '/admin/v2/persistent/public/default/js-group-partition-0/subscriptions');
+    assert.ok(subs.body.includes('js-workers'), JSON.stringify(subs.body));
+    await admin.deleteGroups(['js-workers']);
+    const gone = await httpJson(node, 'GET', '/admin/v2/persistent/public/default/js-group-partition-0/subscriptions');
+    assert.ok(!gone.body.includes('js-workers'), JSON.stringify(gone.body));
+    await assert.rejects(admin.deleteGroups(['js-no-such-group']),
+      (e) => e.groups && e.groups[0].error && e.groups[0].error.type === 'GROUP_ID_NOT_FOUND');
+  });
+});
