@@ -1,7 +1,9 @@
 #include "broker/broker_service.h"
 
+#include <chrono>
 #include <future>
 #include <mutex>
+#include <thread>
 
 #include "broker/tenancy.h"
 #include "common/logging.h"
@@ -350,6 +352,19 @@ void BrokerService::stop() {
     });
     if (fut.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
       MLOG_WARN("topics on reactor {} did not close within 10 s", i);
+    }
+    // A deletion under way still writes to storage and metadata, which stop
+    // after the broker: let it finish while they run.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (true) {
+      bool deleting = false;
+      runtime_.reactor(i).run_sync([this, i, &deleting]() { deleting = !shards_[i]->deleting.empty(); });
+      if (!deleting) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        MLOG_WARN("topic deletions on reactor {} did not finish within 10 s", i);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     runtime_.reactor(i).run_sync([this, i]() {
       shards_[i]->maintenance.reset();
