@@ -28,6 +28,7 @@ packages=(
   rpm                   # packaging/: rpmbuild makes the .rpm
   lintian               # tests/packaging: checks the .deb against Debian policy
   kcat python3-confluent-kafka  # tests/integration: real Kafka clients (librdkafka) on the Kafka port
+  python3-pika amqp-tools  # tests/integration: real AMQP 0-9-1 clients on the AMQP port
   librdkafka-dev        # bench/kafka: kafka_perf, the Kafka produce path through librdkafka
 )
 
@@ -55,11 +56,11 @@ fi
 
 # npm packages, pinned by each folder's package-lock.json; installed again
 # only when the lock file changed: the web console's build tools (TypeScript,
-# Vite; the CMake build runs them), the integration tests' clients, and
-# playwright-core for tests/e2e (no browser download: it drives Debian's chromium).
-# tests/integration/kafkajs holds KafkaJS.
+# Vite; the CMake build runs them), the integration tests' clients
+# (pulsar-flex, KafkaJS, amqplib), and playwright-core for tests/e2e (no
+# browser download: it drives Debian's chromium).
 root="$(cd "$(dirname "$0")/.." && pwd)"
-for dir in web-ui tests/integration/pulsar_client tests/integration/kafkajs tests/e2e; do
+for dir in web-ui tests/integration/pulsar_client tests/integration/kafkajs tests/integration/amqp_client tests/e2e; do
   lock="$root/$dir/package-lock.json"
   stamp="$root/$dir/node_modules/.package-lock.json"
   if [ ! -f "$stamp" ] || [ "$lock" -nt "$stamp" ]; then

@@ -17,6 +17,7 @@
 #include "broker/policy_cache.h"
 #include "broker/schema_registry.h"
 #include "broker/tenancy.h"
+#include "protocol/amqp/server/amqp_service.h"
 #include "protocol/kafka/server/kafka_service.h"
 #include "protocol/pulsar/server/pulsar_service.h"
 #include "common/logging.h"
@@ -59,7 +60,7 @@ Status Server::prepare_data_dir() {
 }
 
 Status Server::write_ports_file() const {
-  nlohmann::json ports = {{"http", ports_.http}, {"pulsar", ports_.pulsar}, {"kafka", ports_.kafka}};
+  nlohmann::json ports = {{"http", ports_.http}, {"pulsar", ports_.pulsar}, {"kafka", ports_.kafka}, {"amqp", ports_.amqp}};
   std::string path = config_.data_dir + "/ports.json";
   std::string tmp = path + ".tmp";
   {
@@ -134,10 +135,19 @@ Status Server::start() {
   auto kafka = std::make_unique<protocol::kafka::KafkaService>(*runtime_, *broker, kafka_options);
   kafka->set_metadata(tenancy_ptr, policies_ptr);
   kafka_ = kafka.get();
+  protocol::amqp::AmqpServiceOptions amqp_options;
+  amqp_options.bind = config_.bind;
+  amqp_options.port = config_.amqp_port;
+  amqp_options.cluster_name = config_.cluster_name;
+  amqp_options.server_version = version();
+  auto amqp = std::make_unique<protocol::amqp::AmqpService>(*runtime_, *broker, metadata_store, amqp_options);
+  amqp->set_tenancy(tenancy_ptr);
+  amqp_ = amqp.get();
   components_.push_back(std::move(storage));
   components_.push_back(std::move(broker));
   components_.push_back(std::move(pulsar));
   components_.push_back(std::move(kafka));
+  components_.push_back(std::move(amqp));
   admin_ = admin.get();
   components_.push_back(std::move(admin));
 
@@ -153,6 +163,7 @@ Status Server::start() {
   ports_.http = admin_->port();
   ports_.pulsar = pulsar_->port();
   ports_.kafka = kafka_->port();
+  ports_.amqp = amqp_->port();
   Status st = write_ports_file();
   if (!st.is_ok()) {
     stop();
@@ -171,6 +182,7 @@ void Server::stop() {
   admin_ = nullptr;
   pulsar_ = nullptr;
   kafka_ = nullptr;
+  amqp_ = nullptr;
   for (uint64_t id : collector_ids_) common::MetricsRegistry::global().remove_collector(id);
   collector_ids_.clear();
   if (runtime_) {
@@ -190,6 +202,7 @@ std::vector<std::string> Server::banner() const {
                               config_.cluster_name, runtime_ ? runtime_->size() : 0, config_.data_dir));
   lines.push_back(fmt::format("  pulsar       pulsar://{}:{}", host, ports_.pulsar));
   lines.push_back(fmt::format("  kafka        {}:{}", host, ports_.kafka));
+  lines.push_back(fmt::format("  amqp         amqp://{}:{}", host, ports_.amqp));
   lines.push_back(fmt::format("  web console  http://{}:{}/", host, ports_.http));
   lines.push_back(fmt::format("  admin REST   http://{}:{}/admin/v2", host, ports_.http));
   lines.push_back(fmt::format("  metrics      http://{}:{}/metrics", host, ports_.http));

@@ -28,6 +28,9 @@ class PulsarService;
 namespace magnetar::protocol::kafka {
 class KafkaService;
 }
+namespace magnetar::protocol::amqp {
+class AmqpService;
+}
 
 namespace magnetar::server {
 
@@ -35,6 +38,7 @@ struct BoundPorts {
   uint16_t http = 0;
   uint16_t pulsar = 0;
   uint16_t kafka = 0;
+  uint16_t amqp = 0;
 };
 
 class Server {
@@ -67,6 +71,7 @@ class Server {
   admin::AdminService* admin_ = nullptr;
   protocol::pulsar::PulsarService* pulsar_ = nullptr;
   protocol::kafka::KafkaService* kafka_ = nullptr;
+  protocol::amqp::AmqpService* amqp_ = nullptr;
   std::vector<uint64_t> collector_ids_;
   BoundPorts ports_;
   int lock_fd_ = -1;

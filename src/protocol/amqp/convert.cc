@@ -1,0 +1,168 @@
+#include "protocol/amqp/convert.h"
+
+#include "client/compression.h"
+#include "protocol/pulsar/batch.h"
+#include "protocol/pulsar/frame.h"
+
+namespace magnetar::protocol::amqp {
+
+namespace proto = pulsar::proto;
+using common::Slice;
+using common::Status;
+
+namespace {
+
+constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+int base64_value(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+// One message's metadata (MessageMetadata or SingleMessageMetadata) and
+// payload as AMQP delivers it.
+template <typename Metadata>
+AmqpMessage to_message(const Metadata& md, const Slice& payload) {
+  AmqpMessage m;
+  m.body = payload;
+  if (md.has_partition_key() && !md.null_partition_key()) m.routing_key = md.partition_key();
+  std::string raw;
+  FieldTable headers;
+  for (const auto& kv : md.properties()) {
+    if (kv.key() == kExchangeProperty) {
+      m.exchange = kv.value();
+    } else if (kv.key() == kPropertiesProperty) {
+      if (!base64_decode(kv.value(), &raw)) raw.clear();
+    } else {
+      headers.push_back({kv.key(), FieldValue::of_string(kv.value())});
+    }
+  }
+  if (!raw.empty() && decode_properties(Slice::copy_of(raw)).is_ok()) {
+    m.properties = Slice::copy_of(raw);
+    return m;
+  }
+  // Not from AMQP: what Pulsar carries, as AMQP properties.
+  BasicProperties p;
+  if (!headers.empty()) p.headers = std::move(headers);
+  if (md.event_time() > 0) p.timestamp = md.event_time() / 1000;
+  WireWriter out(64);
+  encode_properties(out, p);
+  m.properties = out.finish();
+  return m;
+}
+
+}  // namespace
+
+std::string base64_encode(std::string_view in) {
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  size_t k = 0;
+  for (; k + 3 <= in.size(); k += 3) {
+    uint32_t v = (uint32_t{static_cast<uint8_t>(in[k])} << 16) | (uint32_t{static_cast<uint8_t>(in[k + 1])} << 8) |
+                 static_cast<uint8_t>(in[k + 2]);
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += kAlphabet[v & 63];
+  }
+  size_t left = in.size() - k;
+  if (left > 0) {
+    uint32_t v = uint32_t{static_cast<uint8_t>(in[k])} << 16;
+    if (left == 2) v |= uint32_t{static_cast<uint8_t>(in[k + 1])} << 8;
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += left == 2 ? kAlphabet[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+bool base64_decode(std::string_view in, std::string* out) {
+  out->clear();
+  if (in.size() % 4 != 0) return false;
+  out->reserve(in.size() / 4 * 3);
+  for (size_t k = 0; k < in.size(); k += 4) {
+    int v[4];
+    int pad = 0;
+    for (int j = 0; j < 4; ++j) {
+      char c = in[k + j];
+      if (c == '=' && k + 4 == in.size() && j >= 2) {
+        v[j] = 0;
+        ++pad;
+        continue;
+      }
+      if (pad > 0) return false;
+      v[j] = base64_value(c);
+      if (v[j] < 0) return false;
+    }
+    uint32_t bits = (uint32_t(v[0]) << 18) | (uint32_t(v[1]) << 12) | (uint32_t(v[2]) << 6) | uint32_t(v[3]);
+    out->push_back(static_cast<char>(bits >> 16));
+    if (pad < 2) out->push_back(static_cast<char>((bits >> 8) & 0xff));
+    if (pad < 1) out->push_back(static_cast<char>(bits & 0xff));
+  }
+  return true;
+}
+
+PublishedEntry message_to_entry(std::string_view exchange, std::string_view routing_key, const ContentHeader& header,
+                                std::string_view body, int64_t publish_time_ms, const std::string& producer_name,
+                                uint64_t sequence_id) {
+  proto::MessageMetadata md;
+  md.set_producer_name(producer_name);
+  md.set_sequence_id(sequence_id);
+  md.set_publish_time(static_cast<uint64_t>(publish_time_ms));
+  md.set_partition_key(std::string(routing_key));
+  if (!exchange.empty()) {
+    auto* kv = md.add_properties();
+    kv->set_key(std::string(kExchangeProperty));
+    kv->set_value(std::string(exchange));
+  }
+  const BasicProperties& p = header.properties;
+  if (p.headers) {
+    for (const auto& h : *p.headers) {
+      if (h.value.type == 'F' || h.value.type == 'A' || h.value.type == 'V' || h.name.rfind("amqp.", 0) == 0) continue;
+      auto* kv = md.add_properties();
+      kv->set_key(h.name);
+      kv->set_value(h.value.to_text());
+    }
+  }
+  // Two bytes are the flags alone: no property set.
+  if (header.raw_properties.size() > 2) {
+    auto* kv = md.add_properties();
+    kv->set_key(std::string(kPropertiesProperty));
+    kv->set_value(base64_encode(header.raw_properties.view()));
+  }
+  if (p.timestamp && *p.timestamp > 0) md.set_event_time(*p.timestamp * 1000);
+  PublishedEntry out;
+  out.entry = pulsar::encode_entry(md, body);
+  out.header.publish_time_ms = publish_time_ms;
+  out.header.producer = producer_name;
+  out.header.sequence_id = static_cast<int64_t>(sequence_id);
+  out.header.messages = 1;
+  out.header.key = std::string(routing_key);
+  return out;
+}
+
+Status entry_to_messages(const Slice& entry, std::vector<AmqpMessage>* out) {
+  proto::MessageMetadata md;
+  Slice payload;
+  MAGNETAR_RETURN_IF_ERROR(pulsar::parse_entry(entry, false, &md, &payload));
+  if (md.compression() != proto::NONE) {
+    auto plain = client::decompress(md.compression(), payload, md.uncompressed_size());
+    if (!plain) return plain.status();
+    payload = std::move(plain).value();
+  }
+  if (!md.has_num_messages_in_batch()) {
+    out->push_back(to_message(md, payload));
+    return Status::ok();
+  }
+  auto messages = pulsar::split_batch(payload, md.num_messages_in_batch());
+  if (!messages) return messages.status();
+  for (const auto& m : *messages) out->push_back(to_message(m.metadata, m.payload));
+  return Status::ok();
+}
+
+}  // namespace magnetar::protocol::amqp

@@ -1,0 +1,630 @@
+#include "protocol/amqp/server/amqp_connection.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/logging.h"
+#include "protocol/amqp/convert.h"
+
+namespace magnetar::protocol::amqp {
+
+using common::Slice;
+using common::Status;
+
+namespace {
+
+// Publishes in flight on one connection before it stops reading.
+constexpr size_t kMaxPublishesInFlight = 4096;
+// How long a connection waits for connection.close-ok after closing.
+constexpr std::chrono::milliseconds kCloseGrace{1000};
+
+FieldTable server_properties(const AmqpServiceOptions& o) {
+  FieldTable capabilities = {
+      {"publisher_confirms", FieldValue::of_bool(true)},
+      {"exchange_exchange_bindings", FieldValue::of_bool(true)},
+      {"basic.nack", FieldValue::of_bool(true)},
+      {"consumer_cancel_notify", FieldValue::of_bool(true)},
+      {"per_consumer_qos", FieldValue::of_bool(true)},
+      {"authentication_failure_close", FieldValue::of_bool(true)},
+  };
+  FieldValue caps;
+  caps.type = 'F';
+  caps.table = std::move(capabilities);
+  return {
+      {"product", FieldValue::of_string("Magnetar")},
+      {"version", FieldValue::of_string(o.server_version)},
+      {"platform", FieldValue::of_string("C++")},
+      {"cluster_name", FieldValue::of_string(o.cluster_name)},
+      {"capabilities", std::move(caps)},
+  };
+}
+
+// The credentials a start-ok carries: PLAIN's "\0user\0password" or
+// AMQPLAIN's LOGIN and PASSWORD table entries (without the table's size).
+common::Result<broker::Credentials> credentials_of(const Method& start_ok, const std::string& peer) {
+  const std::string& mechanism = start_ok.str("mechanism");
+  const std::string& response = start_ok.str("response");
+  broker::Credentials c;
+  c.peer = peer;
+  c.method = "basic";
+  if (mechanism == "PLAIN") {
+    size_t first = response.find('\0');
+    size_t second = first == std::string::npos ? std::string::npos : response.find('\0', first + 1);
+    if (second == std::string::npos) return Status::permission_denied("PLAIN response is not \\0user\\0password");
+    c.data = response.substr(first + 1, second - first - 1) + ":" + response.substr(second + 1);
+    return c;
+  }
+  if (mechanism == "AMQPLAIN") {
+    WireWriter w;
+    w.u32(static_cast<uint32_t>(response.size()));
+    w.raw(response);
+    WireReader r(w.finish());
+    FieldTable t = r.table();
+    const FieldValue* login = find_field(t, "LOGIN");
+    const FieldValue* password = find_field(t, "PASSWORD");
+    if (!r.ok() || login == nullptr || password == nullptr) {
+      return Status::permission_denied("AMQPLAIN response lacks LOGIN and PASSWORD");
+    }
+    c.data = login->s + ":" + password->s;
+    return c;
+  }
+  return Status::permission_denied(fmt::format("mechanism '{}' is not offered (PLAIN, AMQPLAIN)", mechanism));
+}
+
+Method close_method(uint32_t key, const AmqpError& e) {
+  Method m = Method::of(key);
+  m.set("reply-code", uint64_t{e.code});
+  m.set("reply-text", e.text.substr(0, 255));
+  m.set("class-id", uint64_t{e.method >> 16});
+  m.set("method-id", uint64_t{e.method & 0xffff});
+  return m;
+}
+
+std::string code_name(uint16_t code) {
+  switch (code) {
+    case kContentTooLarge: return "CONTENT_TOO_LARGE";
+    case kNoRoute: return "NO_ROUTE";
+    case kConnectionForced: return "CONNECTION_FORCED";
+    case kAccessRefused: return "ACCESS_REFUSED";
+    case kNotFound: return "NOT_FOUND";
+    case kResourceLocked: return "RESOURCE_LOCKED";
+    case kPreconditionFailed: return "PRECONDITION_FAILED";
+    case kFrameError: return "FRAME_ERROR";
+    case kSyntaxError: return "SYNTAX_ERROR";
+    case kCommandInvalid: return "COMMAND_INVALID";
+    case kChannelError: return "CHANNEL_ERROR";
+    case kUnexpectedFrame: return "UNEXPECTED_FRAME";
+    case kResourceError: return "RESOURCE_ERROR";
+    case kNotAllowed: return "NOT_ALLOWED";
+    case kNotImplemented: return "NOT_IMPLEMENTED";
+    default: return "INTERNAL_ERROR";
+  }
+}
+
+}  // namespace
+
+AmqpConnection::AmqpConnection(runtime::Reactor& reactor, AmqpService& service)
+    : reactor_(reactor),
+      service_(service),
+      id_(service.next_id()),
+      link_(std::make_shared<AmqpLink>(AmqpLink{this})) {
+  producer_name_ = fmt::format("amqp-{}-{}", service_.options().cluster_name, id_);
+}
+
+AmqpConnection::~AmqpConnection() { link_->conn = nullptr; }
+
+void AmqpConnection::send(Slice bytes) {
+  if (conn_ == nullptr) return;
+  sent_ = true;
+  conn_->write(std::move(bytes));
+}
+
+void AmqpConnection::send_with_content(uint16_t channel, const Method& m, const Slice& properties, const Slice& body) {
+  WireWriter head(256 + properties.size());
+  head.u8(static_cast<uint8_t>(FrameType::kMethod));
+  head.u16(channel);
+  size_t at = head.skip(4);
+  encode_method(head, m);
+  head.patch_u32(at, static_cast<uint32_t>(head.size() - at - 4));
+  head.u8(kFrameEnd);
+  head.u8(static_cast<uint8_t>(FrameType::kHeader));
+  head.u16(channel);
+  head.u32(static_cast<uint32_t>(12 + properties.size()));
+  encode_content_header(head, body.size(), properties.view());
+  head.u8(kFrameEnd);
+  // Body frames: the body's own bytes between small frame heads, no copy.
+  const size_t chunk = frame_max_ - kFrameOverhead;
+  size_t offset = 0;
+  while (offset < body.size()) {
+    size_t n = std::min(chunk, body.size() - offset);
+    head.u8(static_cast<uint8_t>(FrameType::kBody));
+    head.u16(channel);
+    head.u32(static_cast<uint32_t>(n));
+    send(head.finish());
+    send(body.sub(offset, n));
+    head.u8(kFrameEnd);
+    offset += n;
+  }
+  send(head.finish());
+}
+
+void ChannelReplier::operator()(std::function<void(AmqpConnection&, Channel&)> fn) const {
+  reply_([fn = std::move(fn), id = channel_, serial = serial_](AmqpConnection& c) {
+    if (Channel* ch = c.channel(id, serial)) fn(c, *ch);
+  });
+}
+
+std::string AmqpConnection::vhost_name() const {
+  return vhost_.tenant == "public" && vhost_.local == "default" ? "/" : vhost_.to_string();
+}
+
+void AmqpConnection::answer(Channel& ch, const Method& request, const Method& reply) {
+  for (size_t k = 0; k < request.spec->args.size(); ++k) {
+    if (request.spec->args[k].name == "no-wait" && request.flag("no-wait")) return;
+  }
+  send_method(ch.id, reply);
+}
+
+Channel* AmqpConnection::channel(uint16_t id, uint64_t serial) {
+  auto it = channels_.find(id);
+  if (it == channels_.end() || it->second.serial != serial || it->second.closing) return nullptr;
+  return &it->second;
+}
+
+void AmqpConnection::on_data(runtime::Connection& conn, common::SliceChain& input) {
+  conn_ = &conn;
+  input_ = &input;
+  heard_ = true;
+  if (state_ == State::kHeader) {
+    if (input.size() < kProtocolHeaderBytes) return;
+    char header[kProtocolHeaderBytes];
+    input.copy_out(header, sizeof header);
+    if (std::string_view(header, sizeof header) != std::string_view(kProtocolHeader, sizeof kProtocolHeader)) {
+      // The spec's answer to a header it does not speak: the one it does.
+      MLOG_INFO("amqp client {}: not an AMQP 0-9-1 protocol header; closing", conn.peer());
+      send(Slice::copy_of(kProtocolHeader, sizeof kProtocolHeader));
+      input.clear();
+      conn.close(Status::invalid_argument("not an AMQP 0-9-1 protocol header"));
+      return;
+    }
+    input.consume(kProtocolHeaderBytes);
+    Method start = Method::of(m::kConnectionStart);
+    start.set("version-major", uint64_t{0}).set("version-minor", uint64_t{9});
+    start.set("server-properties", server_properties(service_.options()));
+    start.set("mechanisms", std::string("PLAIN AMQPLAIN"));
+    start.set("locales", std::string("en_US"));
+    send_method(0, start);
+    state_ = State::kStartOk;
+  }
+  while (!conn.closing() && !paused_ && state_ != State::kOpening) {
+    if (state_ == State::kClosing) {
+      // Only connection.close-ok (or close) still matters; a broken stream
+      // is dropped whole.
+      Frame f;
+      DecodeResult r = decode_frame(input, frame_max_, &f);
+      if (r == DecodeResult::kNeedMore) return;
+      if (r != DecodeResult::kFrame) {
+        input.clear();
+        return;
+      }
+      if (f.type == FrameType::kMethod && f.channel == 0) {
+        auto method = decode_method(f.payload);
+        if (method && (method->key() == m::kConnectionCloseOk || method->key() == m::kConnectionClose)) {
+          if (method->key() == m::kConnectionClose) send_method(0, Method::of(m::kConnectionCloseOk));
+          finish_close();
+          return;
+        }
+      }
+      continue;
+    }
+    Frame frame;
+    DecodeResult r = decode_frame(input, state_ == State::kOpened ? frame_max_ : service_.options().frame_max, &frame);
+    if (r == DecodeResult::kNeedMore) return;
+    if (r == DecodeResult::kTooLarge) {
+      input.clear();
+      return connection_error({kFrameError, "frame larger than the negotiated frame-max"});
+    }
+    if (r == DecodeResult::kBadFrame) {
+      input.clear();
+      return connection_error({kFrameError, "malformed frame (unknown type or no frame-end octet)"});
+    }
+    handle_frame(frame);
+  }
+}
+
+void AmqpConnection::handle_frame(Frame& frame) {
+  switch (frame.type) {
+    case FrameType::kHeartbeat:
+      if (frame.channel != 0) return connection_error({kFrameError, "a heartbeat frame on a channel other than 0"});
+      return;
+    case FrameType::kHeader:
+    case FrameType::kBody: return handle_content_frame(frame);
+    case FrameType::kMethod: break;
+  }
+  auto method = decode_method(frame.payload);
+  if (!method) {
+    if (method.status().code() == common::ErrorCode::kNotFound) {
+      return connection_error({kNotImplemented, method.status().message()});
+    }
+    return connection_error({kSyntaxError, method.status().message()});
+  }
+  auto it = channels_.find(frame.channel);
+  if (it != channels_.end() && it->second.publishing && !it->second.closing) {
+    return connection_error({kUnexpectedFrame, fmt::format("{} while content of basic.publish was expected",
+                                                           method->spec->name), method->key()});
+  }
+  handle_method(frame.channel, *method);
+}
+
+void AmqpConnection::handle_content_frame(Frame& frame) {
+  auto it = channels_.find(frame.channel);
+  if (it != channels_.end() && it->second.closing) return;  // content of a publish the channel refused
+  if (it == channels_.end() || !it->second.publishing ||
+      (frame.type == FrameType::kHeader) == it->second.header.has_value()) {
+    return connection_error({kUnexpectedFrame, fmt::format("a content {} frame where none was expected",
+                                                           frame.type == FrameType::kHeader ? "header" : "body")});
+  }
+  Channel& ch = it->second;
+  if (frame.type == FrameType::kHeader) {
+    auto header = decode_content_header(frame.payload);
+    if (!header) return connection_error({kFrameError, header.status().message(), m::kBasicPublish});
+    ch.header = std::move(*header);
+    ch.body.clear();
+    ch.body_received = 0;
+  } else {
+    ch.body_received += frame.payload.size();
+    if (ch.body_received > ch.header->body_size) {
+      return connection_error({kFrameError, "content body larger than its header said", m::kBasicPublish});
+    }
+    if (!frame.payload.empty()) ch.body.push_back(std::move(frame.payload));
+  }
+  if (ch.body_received < ch.header->body_size) return;
+  Slice body;
+  if (ch.body.size() == 1) {
+    body = std::move(ch.body.front());
+  } else if (ch.body.size() > 1) {
+    body = Slice::allocate(ch.body_received);
+    size_t at = 0;
+    for (const Slice& s : ch.body) {
+      std::memcpy(body.mutable_data() + at, s.data(), s.size());
+      at += s.size();
+    }
+  }
+  Method publish = std::move(*ch.publishing);
+  ContentHeader header = std::move(*ch.header);
+  ch.publishing.reset();
+  ch.header.reset();
+  ch.body.clear();
+  if (!ch.deferred.empty()) {
+    ch.deferred.push_back({std::move(publish), std::move(header), std::move(body)});
+    return;
+  }
+  handle_publish(*this, ch, publish, header, std::move(body));
+}
+
+void AmqpConnection::handle_method(uint16_t channel, Method& method) {
+  const uint32_t key = method.key();
+  if (state_ != State::kOpened) {
+    if (channel != 0) return connection_error({kChannelError, "channels open only after connection.open-ok", key});
+    return handshake(method);
+  }
+  if (channel == 0) {
+    switch (key) {
+      case m::kConnectionClose:
+        // What the client published is stored before it hears close-ok.
+        if (publishes_in_flight_ > 0) {
+          close_after_publishes_ = true;
+          return;
+        }
+        send_method(0, Method::of(m::kConnectionCloseOk));
+        return finish_close();
+      case m::kConnectionCloseOk: return finish_close();
+      case m::kConnectionBlocked:
+      case m::kConnectionUnblocked: return;
+      default:
+        return connection_error({kCommandInvalid, fmt::format("{} on channel 0", method.spec->name), key});
+    }
+  }
+  if (method.spec->class_id == kConnection) {
+    return connection_error({kCommandInvalid, fmt::format("{} on channel {}", method.spec->name, channel), key});
+  }
+  auto it = channels_.find(channel);
+  if (key == m::kChannelOpen) {
+    if (it != channels_.end()) {
+      return connection_error({kChannelError, fmt::format("channel {} is already open", channel), key});
+    }
+    if (channel > channel_max_) {
+      return connection_error({kChannelError, fmt::format("channel {} is above channel-max {}", channel, channel_max_), key});
+    }
+    Channel& ch = channels_[channel];
+    ch.id = channel;
+    ch.serial = next_serial_++;
+    ch.prefetch = 0;
+    send_method(channel, Method::of(m::kChannelOpenOk));
+    return;
+  }
+  if (it == channels_.end()) {
+    return connection_error({kChannelError, fmt::format("{} on channel {}, which is not open", method.spec->name,
+                                                        channel), key});
+  }
+  Channel& ch = it->second;
+  if (ch.closing) {
+    if (key == m::kChannelCloseOk) {
+      channels_.erase(it);
+    } else if (key == m::kChannelClose) {
+      send_method(channel, Method::of(m::kChannelCloseOk));
+      channels_.erase(it);
+    }
+    return;  // everything else is dropped until close-ok
+  }
+  handle_channel_method(ch, method);
+}
+
+void AmqpConnection::handle_channel_method(Channel& ch, Method& method) {
+  const uint32_t key = method.key();
+  if (key == m::kBasicPublish) {
+    // Its content follows; deferred (if need be) once it is complete.
+    ch.publishing = std::move(method);
+    return;
+  }
+  const bool settles = key == m::kBasicAck || key == m::kBasicNack || key == m::kBasicReject;
+  if (!ch.deferred.empty() || (ch.publishes_in_flight > 0 && !settles)) {
+    ch.deferred.push_back({std::move(method), std::nullopt, {}});
+    return;
+  }
+  run_channel_method(ch, method);
+}
+
+void AmqpConnection::replay(uint16_t id, uint64_t serial) {
+  while (true) {
+    Channel* ch = channel(id, serial);
+    if (ch == nullptr || ch->deferred.empty()) return;
+    Channel::Deferred& front = ch->deferred.front();
+    const bool publish = front.header.has_value();
+    if (!publish && ch->publishes_in_flight > 0) return;
+    Channel::Deferred d = std::move(front);
+    ch->deferred.pop_front();
+    if (publish) {
+      handle_publish(*this, *ch, d.method, *d.header, std::move(d.body));
+    } else {
+      run_channel_method(*ch, d.method);
+    }
+  }
+}
+
+void AmqpConnection::run_channel_method(Channel& ch, Method& method) {
+  const uint32_t key = method.key();
+  switch (method.spec->class_id) {
+    case kChannel:
+      switch (key) {
+        case m::kChannelClose: {
+          uint16_t id = ch.id;
+          close_channel(ch);
+          send_method(id, Method::of(m::kChannelCloseOk));
+          channels_.erase(id);
+          return;
+        }
+        case m::kChannelCloseOk: return;
+        case m::kChannelFlow:
+          send_method(ch.id, Method::of(m::kChannelFlowOk).set("active", method.u("active")));
+          return;
+        default: break;
+      }
+      break;
+    case kExchange: return handle_exchange(*this, ch, method);
+    case kQueue: return handle_queue(*this, ch, method);
+    case kBasic:
+      switch (key) {
+        case m::kBasicQos:
+        case m::kBasicConsume:
+        case m::kBasicCancel:
+        case m::kBasicGet: return handle_consume(*this, ch, method);
+        case m::kBasicAck:
+        case m::kBasicNack:
+        case m::kBasicReject:
+        case m::kBasicRecover:
+        case m::kBasicRecoverAsync: return handle_ack(*this, ch, method);
+        default: break;
+      }
+      break;
+    case kConfirm:
+    case kTx: return handle_confirm_tx(*this, ch, method);
+    default: break;
+  }
+  connection_error({kCommandInvalid, fmt::format("{} is not a method a client sends", method.spec->name), key});
+}
+
+void AmqpConnection::handshake(const Method& method) {
+  const uint32_t key = method.key();
+  if (state_ == State::kStartOk && key == m::kConnectionStartOk) {
+    auto creds = credentials_of(method, conn_ ? conn_->peer() : std::string());
+    auto role = creds.is_ok() ? service_.authenticator().authenticate(*creds)
+                              : common::Result<std::string>(creds.status());
+    if (!role) {
+      MLOG_INFO("amqp client {}: authentication refused: {}", conn_ ? conn_->peer() : "", role.status().message());
+      return connection_error({kAccessRefused, role.status().message(), key});
+    }
+    role_ = *role;
+    Method tune = Method::of(m::kConnectionTune);
+    tune.set("channel-max", uint64_t{service_.options().channel_max});
+    tune.set("frame-max", uint64_t{service_.options().frame_max});
+    tune.set("heartbeat", uint64_t{service_.options().heartbeat_secs});
+    send_method(0, tune);
+    state_ = State::kTuneOk;
+    return;
+  }
+  if (state_ == State::kTuneOk && key == m::kConnectionTuneOk) {
+    const auto& o = service_.options();
+    uint64_t channel_max = method.u("channel-max");
+    uint64_t frame_max = method.u("frame-max");
+    channel_max_ = static_cast<uint16_t>(channel_max == 0 || channel_max > o.channel_max ? o.channel_max : channel_max);
+    if (frame_max != 0 && frame_max < kMinFrameMax) {
+      return connection_error({kNotAllowed, fmt::format("frame-max {} is below the minimum {}", frame_max, kMinFrameMax), key});
+    }
+    if (frame_max > o.frame_max) {
+      return connection_error({kNotAllowed, fmt::format("frame-max {} is above the offered {}", frame_max, o.frame_max), key});
+    }
+    frame_max_ = frame_max == 0 ? o.frame_max : static_cast<uint32_t>(frame_max);
+    heartbeat_secs_ = static_cast<uint16_t>(method.u("heartbeat"));
+    state_ = State::kOpen;
+    start_heartbeats();
+    return;
+  }
+  if (state_ == State::kOpen && key == m::kConnectionOpen) {
+    auto ns = AmqpService::namespace_of(method.str("virtual-host"));
+    if (!ns) return connection_error({kNotAllowed, ns.status().message(), key});
+    vhost_ = *ns;
+    auto opened = [](AmqpConnection& c, const Status& st) {
+      if (!st.is_ok()) {
+        return c.connection_error({kNotAllowed, fmt::format("vhost '{}' not found: {}", c.vhost_.to_string(),
+                                                            st.message()), m::kConnectionOpen});
+      }
+      c.state_ = State::kOpened;
+      c.send_method(0, Method::of(m::kConnectionOpenOk));
+      if (c.conn_ != nullptr && c.input_ != nullptr) c.on_data(*c.conn_, *c.input_);
+    };
+    broker::Tenancy* tenancy = service_.tenancy();
+    if (tenancy == nullptr) return opened(*this, Status::ok());
+    // Nothing else is read until the namespace is known (kOpening).
+    state_ = State::kOpening;
+    Status st = tenancy->submit([tenancy, ns = *ns, reply = replier(), opened]() {
+      auto policies = tenancy->get_policies(ns);
+      Status result = policies.is_ok() ? Status::ok() : policies.status();
+      reply([opened, result](AmqpConnection& c) { opened(c, result); });
+    });
+    if (!st.is_ok()) opened(*this, st);
+    return;
+  }
+  if (key == m::kConnectionClose) {
+    send_method(0, Method::of(m::kConnectionCloseOk));
+    return finish_close();
+  }
+  connection_error({kCommandInvalid, fmt::format("{} during the connection handshake", method.spec->name), key});
+}
+
+void AmqpConnection::start_heartbeats() {
+  if (heartbeat_secs_ == 0) return;
+  heartbeat_ = std::make_unique<runtime::Timer>(reactor_);
+  auto half = std::chrono::milliseconds(uint64_t{heartbeat_secs_} * 500);
+  heartbeat_->every(half, [this]() { heartbeat_tick(); });
+}
+
+void AmqpConnection::heartbeat_tick() {
+  if (conn_ == nullptr || conn_->closing()) return;
+  if (!sent_) send(heartbeat_frame());
+  sent_ = false;
+  if (heard_) {
+    heard_ = false;
+    silent_ticks_ = 0;
+    return;
+  }
+  // Ticks are half an interval: four silent ones are two missed heartbeats.
+  if (++silent_ticks_ >= 4) {
+    MLOG_INFO("amqp client {}: no heartbeat for {} s; closing", conn_->peer(), 2 * heartbeat_secs_);
+    conn_->close(Status::timeout("missed heartbeats"));
+  }
+}
+
+void AmqpConnection::channel_error(Channel& ch, const AmqpError& e) {
+  if (is_connection_error(e.code)) return connection_error(e);
+  MLOG_DEBUG("amqp client {}: channel {} closed: {} {}", conn_ ? conn_->peer() : "", ch.id, e.code, e.text);
+  AmqpError named = e;
+  named.text = code_name(e.code) + " - " + e.text;
+  send_method(ch.id, close_method(m::kChannelClose, named));
+  close_channel(ch);
+}
+
+void AmqpConnection::close_channel(Channel& ch) {
+  release_consumers(*this, ch);
+  ch.closing = true;
+  ch.publishing.reset();
+  ch.header.reset();
+  ch.body.clear();
+  ch.unacked.clear();
+  // A channel closed by the client is gone now; one we closed waits for
+  // close-ok (handle_method).
+}
+
+void AmqpConnection::connection_error(const AmqpError& e) {
+  if (state_ == State::kClosing || conn_ == nullptr) return;
+  MLOG_INFO("amqp client {}: connection error {} {}: {}", conn_->peer(), e.code, code_name(e.code), e.text);
+  AmqpError named = e;
+  named.text = code_name(e.code) + " - " + e.text;
+  send_method(0, close_method(m::kConnectionClose, named));
+  state_ = State::kClosing;
+  for (auto& [id, ch] : channels_) {
+    if (!ch.closing) close_channel(ch);
+  }
+  close_timer_ = std::make_unique<runtime::Timer>(reactor_);
+  close_timer_->once(kCloseGrace, [this]() { finish_close(); });
+}
+
+void AmqpConnection::finish_close() {
+  if (conn_ != nullptr) conn_->close();
+}
+
+void AmqpConnection::publish_started(Channel& ch) {
+  ++ch.publishes_in_flight;
+  if (++publishes_in_flight_ >= kMaxPublishesInFlight && !paused_ && conn_ != nullptr) {
+    paused_ = true;
+    conn_->pause_reading();
+  }
+}
+
+void AmqpConnection::publish_finished(uint16_t id, uint64_t serial) {
+  --publishes_in_flight_;
+  if (Channel* ch = channel(id, serial); ch != nullptr && --ch->publishes_in_flight == 0) replay(id, serial);
+  if (publishes_in_flight_ == 0 && close_after_publishes_) {
+    close_after_publishes_ = false;
+    send_method(0, Method::of(m::kConnectionCloseOk));
+    return finish_close();
+  }
+  if (paused_ && publishes_in_flight_ <= kMaxPublishesInFlight / 2 && conn_ != nullptr) {
+    paused_ = false;
+    conn_->resume_reading();
+    if (input_ != nullptr) on_data(*conn_, *input_);
+  }
+}
+
+uint64_t AmqpConnection::producer_for(const broker::TopicName& topic) {
+  auto [it, added] = producers_.try_emplace(topic.to_string());
+  if (added) {
+    it->second = service_.next_id();
+    producer_topics_[it->second] = topic;
+  }
+  return it->second;
+}
+
+void AmqpConnection::on_writable_changed(runtime::Connection&, bool writable) {
+  if (!writable) return;
+  auto held = std::move(held_grants_);
+  held_grants_.clear();
+  for (auto& [consumer, n] : held) grant(consumer, n);
+}
+
+void AmqpConnection::on_close(runtime::Connection&, const Status&) {
+  for (auto& [id, ch] : channels_) {
+    if (!ch.closing) release_consumers(*this, ch);
+  }
+  channels_.clear();
+  auto& broker = service_.broker();
+  for (const auto& [id, topic] : producer_topics_) {
+    broker.with_existing_topic(topic, false, [id = id](common::Result<broker::Topic*> t) {
+      if (t.is_ok()) (*t)->remove_producer(id);
+    });
+  }
+  producer_topics_.clear();
+  producers_.clear();
+  if (!exclusive_queues_.empty()) drop_exclusive_queues(service_, vhost_, exclusive_queues_);
+  exclusive_queues_.clear();
+  // Not destroyed here: this may run inside a timer's own callback.
+  if (heartbeat_) heartbeat_->cancel();
+  if (close_timer_) close_timer_->cancel();
+  held_grants_.clear();
+  conn_ = nullptr;
+  input_ = nullptr;
+  link_->conn = nullptr;
+}
+
+}  // namespace magnetar::protocol::amqp

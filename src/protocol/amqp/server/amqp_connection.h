@@ -1,0 +1,281 @@
+// AmqpConnection: one client connection speaking AMQP 0-9-1. Checks the
+// protocol header, runs the handshake (start, tune, open), then cuts frames
+// off the input, decodes each method with the method table and hands it to
+// its handler (handlers/*.cc, one file per class). Content (a header frame
+// and body frames) is gathered behind the basic.publish it belongs to.
+//
+// Errors: a channel exception (reply codes 3xx-4xx) sends channel.close and
+// ignores the channel's frames until channel.close-ok; a connection
+// exception (5xx: bad framing, frame-max exceeded, unknown classes or
+// methods, malformed arguments, frames out of order) sends connection.close
+// and closes the socket on close-ok or after a grace period. Neither affects
+// other connections or what is stored.
+//
+// Heartbeats: when negotiated, a heartbeat frame goes out whenever nothing
+// else was sent for half the interval, and the connection closes when the
+// client sent nothing for two intervals.
+//
+// Threads: lives on its connection's reactor. Topic work runs on the topic's
+// home reactor and answers through replier(), which finds this connection
+// again through a weak link (it may have closed meanwhile). Work for a
+// channel carries the channel's serial number, so an answer for a channel
+// that closed (or was reopened under the same number) is dropped.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "broker/consumer.h"
+#include "protocol/amqp/errors.h"
+#include "protocol/amqp/frame.h"
+#include "protocol/amqp/methods.h"
+#include "protocol/amqp/properties.h"
+#include "protocol/amqp/server/amqp_service.h"
+#include "runtime/connection.h"
+#include "runtime/replier.h"
+#include "runtime/timer.h"
+
+namespace magnetar::protocol::amqp {
+
+class AmqpConnection;
+class AmqpConsumerSink;
+using AmqpLink = runtime::HandlerLink<AmqpConnection>;
+using AmqpReplier = runtime::Replier<AmqpConnection>;
+
+// A channel exception or connection exception to raise: the reply code and
+// text, and the method that caused it.
+struct AmqpError {
+  uint16_t code = 0;
+  std::string text;
+  uint32_t method = 0;  // method_key of the cause; 0 when none
+};
+
+// One consumer on a queue: a basic.consume, or the channel's puller for
+// basic.get on that queue. Shared with the deliveries it made.
+struct QueueConsumer {
+  std::string tag;  // the consumer tag; empty for a puller
+  std::string queue;
+  broker::TopicName topic;
+  uint64_t broker_id = 0;
+  bool no_ack = false;
+  bool cancelled = false;
+  // Deliveries the client holds unacknowledged (ack mode) and permits the
+  // broker still has for it.
+  uint32_t prefetch = 0;  // 0: unlimited
+  std::shared_ptr<AmqpConsumerSink> sink;
+};
+
+// A message delivered and not yet acknowledged.
+struct Unacked {
+  std::shared_ptr<QueueConsumer> consumer;
+  ledger::Position position;
+  uint32_t batch_index = 0;
+  uint32_t batch_size = 1;  // messages in the entry
+};
+
+struct Channel {
+  uint16_t id = 0;
+  uint64_t serial = 0;  // unique per connection: answers check it
+  bool closing = false; // sent channel.close, waiting for close-ok
+  // A basic.publish waiting for its content header and body.
+  std::optional<Method> publishing;
+  std::optional<ContentHeader> header;
+  std::vector<common::Slice> body;
+  uint64_t body_received = 0;
+  // Publisher confirms: the sequence number of the last publish.
+  bool confirm = false;
+  uint64_t publish_seq = 0;
+  bool tx = false;
+  uint16_t prefetch = 0;   // basic.qos prefetch-count for new consumers
+  std::string last_queue;  // the queue last declared: what "" names
+  uint64_t next_delivery_tag = 1;
+  std::map<std::string, std::shared_ptr<QueueConsumer>> consumers;  // by tag
+  std::map<std::string, std::shared_ptr<QueueConsumer>> pullers;    // by queue
+  std::map<uint64_t, Unacked> unacked;                             // by delivery tag
+  struct PendingGet {
+    std::string queue;
+    bool no_ack = false;
+  };
+  std::deque<PendingGet> gets;  // basic.get waiting for a message (one puller each)
+  // Publishes of this channel not yet stored. Methods that could observe
+  // them (everything but basic.publish and acknowledgements) wait until
+  // they are, in `deferred`, so a client sees its own publishes; once one
+  // method waits, everything after it waits too, in order.
+  uint32_t publishes_in_flight = 0;
+  struct Deferred {
+    Method method;
+    std::optional<ContentHeader> header;  // set for a basic.publish with its content
+    common::Slice body;
+  };
+  std::deque<Deferred> deferred;
+  // Answers get-empty when a message seen ready went to another consumer.
+  std::unique_ptr<runtime::Timer> get_timer;
+};
+
+// Runs work on a channel's connection, from any thread, if that channel is
+// still open (the same serial): answers to asynchronous steps use it.
+class ChannelReplier {
+ public:
+  ChannelReplier(AmqpReplier reply, uint16_t channel, uint64_t serial)
+      : reply_(std::move(reply)), channel_(channel), serial_(serial) {}
+  void operator()(std::function<void(AmqpConnection&, Channel&)> fn) const;
+
+ private:
+  AmqpReplier reply_;
+  uint16_t channel_;
+  uint64_t serial_;
+};
+
+class AmqpConnection final : public runtime::ConnectionHandler {
+ public:
+  AmqpConnection(runtime::Reactor& reactor, AmqpService& service);
+  ~AmqpConnection() override;
+
+  void on_data(runtime::Connection& conn, common::SliceChain& input) override;
+  void on_writable_changed(runtime::Connection& conn, bool writable) override;
+  void on_close(runtime::Connection& conn, const common::Status& reason) override;
+
+  // --- For handlers.
+  AmqpService& service() { return service_; }
+  runtime::Reactor& reactor() { return reactor_; }
+  AmqpReplier replier() const { return AmqpReplier(link_, reactor_); }
+  ChannelReplier replier(const Channel& ch) const { return ChannelReplier(replier(), ch.id, ch.serial); }
+  // Sends `key` on the channel unless the method asked for no answer
+  // (its no-wait bit).
+  void answer(Channel& ch, const Method& request, const Method& reply);
+  std::weak_ptr<AmqpLink> link() const { return link_; }
+  uint64_t id() const { return id_; }
+  const broker::NamespaceName& vhost() const { return vhost_; }
+  // The vhost as clients name it ("/" for public/default), for messages.
+  std::string vhost_name() const;
+  uint32_t frame_max() const { return frame_max_; }
+
+  void send(common::Slice bytes);
+  void send_method(uint16_t channel, const Method& m) { send(method_frame(channel, m)); }
+  // A method with content: the method, header and body frames cut to
+  // frame-max.
+  void send_with_content(uint16_t channel, const Method& m, const common::Slice& properties,
+                         const common::Slice& body);
+  // Raises a channel exception on `channel` (or a connection exception for
+  // codes >= 500).
+  void channel_error(Channel& ch, const AmqpError& e);
+  void connection_error(const AmqpError& e);
+  // The open channel with this number and serial, or null.
+  Channel* channel(uint16_t id, uint64_t serial);
+  // The producer id this connection publishes to `topic` with, registering
+  // it on the topic on first use (on the topic's home reactor).
+  uint64_t producer_for(const broker::TopicName& topic);
+  const std::string& producer_name() const { return producer_name_; }
+  uint64_t next_sequence() { return sequence_++; }
+
+  // Publishes in flight: reading pauses past a bound and resumes below half;
+  // a channel's deferred methods run once its publishes are stored.
+  void publish_started(Channel& ch);
+  void publish_finished(uint16_t channel, uint64_t serial);
+
+  // Called (on this reactor) with entries a consumer's sink received.
+  void deliver(uint16_t channel, uint64_t serial, const std::shared_ptr<QueueConsumer>& consumer,
+               std::vector<broker::Delivery> entries);
+  // The broker detached a consumer (its queue deleted).
+  void consumer_closed(uint16_t channel, uint64_t serial, const std::shared_ptr<QueueConsumer>& consumer);
+  // Detaches a consumer from its subscription; what it held unacknowledged
+  // goes back to the queue.
+  void detach(const std::shared_ptr<QueueConsumer>& consumer);
+  // Gives the broker `n` more permits for `consumer`.
+  void grant(const std::shared_ptr<QueueConsumer>& consumer, uint32_t n);
+  // Exclusive queues this connection declared (deleted when it closes).
+  std::set<std::string>& exclusive_queues() { return exclusive_queues_; }
+
+ private:
+  enum class State { kHeader, kStartOk, kTuneOk, kOpen, kOpening, kOpened, kClosing };
+
+  void handle_frame(Frame& frame);
+  void handle_method(uint16_t channel, Method& method);
+  void handle_channel_method(Channel& ch, Method& method);
+  void run_channel_method(Channel& ch, Method& method);
+  // Runs the channel's deferred methods that may run now.
+  void replay(uint16_t channel, uint64_t serial);
+  void handle_content_frame(Frame& frame);
+  void handshake(const Method& method);
+  void start_heartbeats();
+  void heartbeat_tick();
+  void close_channel(Channel& ch);
+  void finish_close();
+
+  runtime::Reactor& reactor_;
+  AmqpService& service_;
+  const uint64_t id_;
+  runtime::Connection* conn_ = nullptr;
+  common::SliceChain* input_ = nullptr;  // the connection's input, for resuming after a pause
+  std::shared_ptr<AmqpLink> link_;
+  State state_ = State::kHeader;
+  broker::NamespaceName vhost_;
+  std::string role_;
+  uint16_t channel_max_ = 0;
+  uint32_t frame_max_ = kDefaultFrameMax;
+  uint16_t heartbeat_secs_ = 0;
+  std::unique_ptr<runtime::Timer> heartbeat_;
+  std::unique_ptr<runtime::Timer> close_timer_;
+  bool heard_ = false;  // something arrived since the last tick
+  int silent_ticks_ = 0;
+  bool sent_ = false;   // something went out since the last tick
+  std::map<uint16_t, Channel> channels_;
+  uint64_t next_serial_ = 1;
+  std::string producer_name_;
+  std::map<std::string, uint64_t> producers_;  // topic -> producer id
+  std::map<uint64_t, broker::TopicName> producer_topics_;
+  uint64_t sequence_ = 0;
+  size_t publishes_in_flight_ = 0;
+  bool paused_ = false;
+  bool close_after_publishes_ = false;  // connection.close-ok waits for publishes in flight
+  std::vector<std::pair<std::shared_ptr<QueueConsumer>, uint32_t>> held_grants_;  // while not writable
+  std::set<std::string> exclusive_queues_;
+};
+
+class AmqpConsumerSink final : public broker::ConsumerSink {
+ public:
+  AmqpConsumerSink(std::weak_ptr<AmqpLink> link, runtime::Reactor& conn_reactor, uint16_t channel, uint64_t serial)
+      : link_(std::move(link)), conn_reactor_(conn_reactor), channel_(channel), serial_(serial) {}
+  // Set once the consumer exists (it holds this sink).
+  void attach(std::weak_ptr<QueueConsumer> consumer) { consumer_ = std::move(consumer); }
+  void deliver(std::vector<broker::Delivery> entries) override;
+  void closed(const common::Status& why) override;
+
+ private:
+  std::weak_ptr<AmqpLink> link_;
+  runtime::Reactor& conn_reactor_;
+  uint16_t channel_;
+  uint64_t serial_;
+  std::weak_ptr<QueueConsumer> consumer_;
+};
+
+// --- Method handlers, one file per class (handlers/*.cc). Each runs on the
+// connection's reactor for an open channel.
+void handle_exchange(AmqpConnection& c, Channel& ch, const Method& m);
+void handle_queue(AmqpConnection& c, Channel& ch, const Method& m);
+// basic.publish's content is complete.
+void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const ContentHeader& header,
+                    common::Slice body);
+void handle_confirm_tx(AmqpConnection& c, Channel& ch, const Method& m);
+void handle_consume(AmqpConnection& c, Channel& ch, const Method& m);   // qos, consume, cancel, get
+void handle_ack(AmqpConnection& c, Channel& ch, const Method& m);       // ack, nack, reject, recover
+// Runs fn(subscription, broker consumer id) on the consumer's topic home,
+// if the topic is loaded and the queue's subscription is there.
+void on_subscription(AmqpService& service, const std::shared_ptr<QueueConsumer>& consumer,
+                     std::function<void(broker::Subscription&, uint64_t)> fn);
+// Finds queue `name` ("" is the channel's last declared queue) for this
+// connection to use: false after raising 404 when it does not exist or 405
+// when it is another connection's exclusive queue.
+bool find_queue(AmqpConnection& c, Channel& ch, const std::string& name, uint32_t key, QueueDef* out);
+// The channel closes: its consumers and pullers are detached.
+void release_consumers(AmqpConnection& c, Channel& ch);
+// The connection closed: its exclusive queues are deleted.
+void drop_exclusive_queues(AmqpService& service, const broker::NamespaceName& vhost,
+                           const std::set<std::string>& queues);
+
+}  // namespace magnetar::protocol::amqp

@@ -1,0 +1,239 @@
+#include "protocol/amqp/server/amqp_service.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/crc32c.h"
+#include "common/logging.h"
+#include "metadata/blocking.h"
+#include "protocol/amqp/convert.h"
+#include "protocol/amqp/server/amqp_connection.h"
+
+namespace magnetar::protocol::amqp {
+
+using common::Status;
+using nlohmann::json;
+
+namespace {
+
+constexpr std::string_view kRoot = "/amqp";
+
+// Percent-encodes everything but [A-Za-z0-9._-], so any AMQP name is one
+// metadata key segment ("" becomes "%").
+std::string escape(std::string_view name) {
+  if (name.empty()) return "%";
+  std::string out;
+  for (unsigned char c : name) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+        c == '-') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+// escape()'s inverse.
+std::string unescape(std::string_view s) {
+  if (s == "%") return {};
+  std::string out;
+  for (size_t k = 0; k < s.size(); ++k) {
+    if (s[k] == '%' && k + 2 < s.size()) {
+      auto hex = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
+      out += static_cast<char>(hex(s[k + 1]) * 16 + hex(s[k + 2]));
+      k += 2;
+    } else {
+      out += s[k];
+    }
+  }
+  return out;
+}
+
+std::string encode_table(const FieldTable& t) {
+  WireWriter w;
+  w.table(t);
+  return w.finish().to_string();
+}
+
+FieldTable decode_table(const std::string& b64) {
+  std::string raw;
+  if (!base64_decode(b64, &raw) || raw.empty()) return {};
+  WireReader r(common::Slice::copy_of(raw));
+  FieldTable t = r.table();
+  return r.ok() ? t : FieldTable{};
+}
+
+std::string vhost_key(const broker::NamespaceName& ns) {
+  return fmt::format("{}/{}/{}", kRoot, ns.tenant, ns.local);
+}
+
+std::string binding_id(const Binding& b) {
+  return fmt::format("{},{},{},{},{:08x}", escape(b.source), b.to_exchange ? 'e' : 'q', escape(b.destination),
+                     escape(b.routing_key), common::crc32c::value(encode_table(b.arguments)));
+}
+
+}  // namespace
+
+AmqpService::AmqpService(runtime::Runtime& runtime, broker::BrokerService& broker, metadata::Store& store,
+                         AmqpServiceOptions options)
+    : runtime_(runtime), broker_(broker), store_(store), options_(std::move(options)) {}
+
+AmqpService::~AmqpService() = default;
+
+Status AmqpService::start() {
+  MAGNETAR_RETURN_IF_ERROR(load_topology());
+  runtime::ConnectionOptions conn;
+  conn.max_input_bytes = size_t{options_.frame_max} * 4 + 4096;
+  auto listener = runtime::TcpListener::listen(
+      runtime_, "amqp", options_.bind, options_.port,
+      [this](runtime::Reactor& reactor) { return std::make_unique<AmqpConnection>(reactor, *this); }, conn);
+  if (!listener) return listener.status();
+  listener_ = std::move(listener).value();
+  return Status::ok();
+}
+
+void AmqpService::stop() {
+  stopping_.store(true, std::memory_order_release);
+  if (listener_) listener_->shutdown();
+}
+
+common::Result<broker::NamespaceName> AmqpService::namespace_of(std::string_view vhost) {
+  if (vhost.empty() || vhost == "/") return broker::NamespaceName::of("public", "default");
+  auto ns = broker::NamespaceName::parse(vhost);
+  if (!ns) return Status::not_found(fmt::format("vhost '{}' is not a tenant/namespace", vhost));
+  return ns;
+}
+
+common::Result<broker::TopicName> AmqpService::queue_topic(const broker::NamespaceName& ns, const std::string& queue) {
+  return broker::TopicName::of(broker::TopicDomain::kPersistent, ns.tenant, ns.local, queue);
+}
+
+Topology& AmqpService::topology_locked(const broker::NamespaceName& ns) { return vhosts_[ns.to_string()]; }
+
+const Topology& AmqpService::find_locked(const broker::NamespaceName& ns) const {
+  auto it = vhosts_.find(ns.to_string());
+  return it == vhosts_.end() ? empty_ : it->second;
+}
+
+void AmqpService::put(std::string key, std::string value, std::function<void(Status)> done) {
+  store_.put(std::move(key), std::move(value), {}, [done = std::move(done)](common::Result<metadata::Stat> r) {
+    if (!r.is_ok()) MLOG_WARN("amqp: a topology write failed: {}", r.status().to_string());
+    if (done) done(r.is_ok() ? Status::ok() : r.status());
+  });
+}
+
+void AmqpService::del(std::string key) {
+  store_.del(std::move(key), metadata::kAnyVersion, [](Status st) {
+    if (!st.is_ok() && st.code() != common::ErrorCode::kNotFound) {
+      MLOG_WARN("amqp: a topology delete failed: {}", st.to_string());
+    }
+  });
+}
+
+void AmqpService::Persist::save_exchange(const ExchangeDef& e, std::function<void(Status)> done) {
+  json j = {{"type", exchange_type_name(e.type)},
+            {"auto_delete", e.auto_delete},
+            {"internal", e.internal},
+            {"arguments", base64_encode(encode_table(e.arguments))}};
+  service_.put(fmt::format("{}/exchanges/{}", vhost_key(ns_), escape(e.name)), j.dump(), std::move(done));
+}
+
+void AmqpService::Persist::forget_exchange(const std::string& name) {
+  service_.del(fmt::format("{}/exchanges/{}", vhost_key(ns_), escape(name)));
+}
+
+void AmqpService::Persist::save_queue(const QueueDef& q, std::function<void(Status)> done) {
+  json j = {{"auto_delete", q.auto_delete}, {"arguments", base64_encode(encode_table(q.arguments))}};
+  service_.put(fmt::format("{}/queues/{}", vhost_key(ns_), escape(q.name)), j.dump(), std::move(done));
+}
+
+void AmqpService::Persist::forget_queue(const std::string& name) {
+  service_.del(fmt::format("{}/queues/{}", vhost_key(ns_), escape(name)));
+}
+
+void AmqpService::Persist::save_binding(const Binding& b, std::function<void(Status)> done) {
+  json j = {{"source", b.source},
+            {"to_exchange", b.to_exchange},
+            {"destination", b.destination},
+            {"routing_key", b.routing_key},
+            {"arguments", base64_encode(encode_table(b.arguments))}};
+  service_.put(fmt::format("{}/bindings/{}", vhost_key(ns_), binding_id(b)), j.dump(), std::move(done));
+}
+
+void AmqpService::Persist::forget_binding(const Binding& b) {
+  service_.del(fmt::format("{}/bindings/{}", vhost_key(ns_), binding_id(b)));
+}
+
+Status AmqpService::load_topology() {
+  namespace blocking = metadata::blocking;
+  auto tenants = blocking::list_children(store_, std::string(kRoot));
+  if (!tenants) return tenants.status();
+  size_t exchanges = 0, queues = 0, bindings = 0;
+  for (const auto& tenant : *tenants) {
+    auto namespaces = blocking::list_children(store_, fmt::format("{}/{}", kRoot, tenant));
+    if (!namespaces) return namespaces.status();
+    for (const auto& local : *namespaces) {
+      auto ns = broker::NamespaceName::of(tenant, local);
+      if (!ns) continue;
+      Topology& t = vhosts_[ns->to_string()];
+      const std::string base = vhost_key(*ns);
+      // Reads every record of one kind; one that does not parse is skipped
+      // with a log line rather than failing the start.
+      auto each = [&](std::string_view kind, const std::function<void(const std::string&, const json&)>& fn) {
+        auto names = blocking::list_children(store_, fmt::format("{}/{}", base, kind));
+        if (!names) return names.status();
+        for (const auto& n : *names) {
+          auto rec = blocking::get(store_, fmt::format("{}/{}/{}", base, kind, n));
+          if (!rec) continue;
+          json j = json::parse(rec->value, nullptr, false);
+          if (j.is_discarded() || !j.is_object()) {
+            MLOG_WARN("amqp: skipping unreadable {} record {}", kind, n);
+            continue;
+          }
+          fn(unescape(n), j);
+        }
+        return Status::ok();
+      };
+      MAGNETAR_RETURN_IF_ERROR(each("exchanges", [&](const std::string& name, const json& j) {
+        ExchangeDef e;
+        e.name = name;
+        auto type = parse_exchange_type(j.value("type", "direct"));
+        e.type = type ? *type : ExchangeType::kDirect;
+        e.durable = true;
+        e.auto_delete = j.value("auto_delete", false);
+        e.internal = j.value("internal", false);
+        e.arguments = decode_table(j.value("arguments", ""));
+        t.put_exchange(std::move(e));
+        ++exchanges;
+      }));
+      MAGNETAR_RETURN_IF_ERROR(each("queues", [&](const std::string& name, const json& j) {
+        QueueDef q;
+        q.name = name;
+        q.durable = true;
+        q.auto_delete = j.value("auto_delete", false);
+        q.arguments = decode_table(j.value("arguments", ""));
+        auto parsed = parse_queue_arguments(q.arguments);
+        if (parsed) q.parsed = *parsed;
+        t.put_queue(std::move(q));
+        ++queues;
+      }));
+      MAGNETAR_RETURN_IF_ERROR(each("bindings", [&](const std::string&, const json& j) {
+        Binding b;
+        b.source = j.value("source", "");
+        b.to_exchange = j.value("to_exchange", false);
+        b.destination = j.value("destination", "");
+        b.routing_key = j.value("routing_key", "");
+        b.arguments = decode_table(j.value("arguments", ""));
+        t.add_binding(std::move(b));
+        ++bindings;
+      }));
+    }
+  }
+  if (exchanges + queues + bindings > 0) {
+    MLOG_INFO("amqp: {} durable exchanges, {} queues and {} bindings restored", exchanges, queues, bindings);
+  }
+  return Status::ok();
+}
+
+}  // namespace magnetar::protocol::amqp

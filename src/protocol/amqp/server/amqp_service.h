@@ -1,0 +1,149 @@
+// AmqpService: the AMQP 0-9-1 listener (port 5672 by default), translating
+// AMQP onto the protocol-neutral broker API.
+//
+// Mapping (docs/protocol-amqp.md): vhost "tenant/namespace" is that
+// namespace ("/" is public/default); queue `q` is the persistent topic
+// persistent://tenant/namespace/q and its Shared subscription "amqp", so a
+// queue's messages are that subscription's backlog; an exchange is routing
+// only: publishing writes the message to the topic of every queue it routes
+// to.
+//
+// Topology (exchanges, queues, bindings) lives in memory per vhost, guarded
+// by one lock; durable entities are also written to the metadata store under
+//   /amqp/{tenant}/{namespace}/exchanges/{name}
+//   /amqp/{tenant}/{namespace}/queues/{name}
+//   /amqp/{tenant}/{namespace}/bindings/{source},{q|e},{destination},{key},{args crc}
+// (names percent-encoded) and read back at start.
+//
+// Threads: one AmqpConnection per client on the reactor that accepted it;
+// topology calls from any reactor; metadata writes are issued under the
+// topology lock, so the store applies them in the order the topology changed.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+
+#include "broker/authentication.h"
+#include "broker/broker_service.h"
+#include "broker/naming.h"
+#include "broker/tenancy.h"
+#include "metadata/store.h"
+#include "protocol/amqp/frame.h"
+#include "protocol/amqp/server/topology.h"
+#include "runtime/component.h"
+#include "runtime/runtime.h"
+#include "runtime/tcp_listener.h"
+
+namespace magnetar::protocol::amqp {
+
+struct AmqpServiceOptions {
+  std::string bind = "127.0.0.1";
+  uint16_t port = 5672;
+  std::string cluster_name = "standalone";
+  std::string server_version = "Magnetar";
+  // What connection.tune proposes; the client may lower each.
+  uint16_t channel_max = 2047;
+  uint32_t frame_max = kDefaultFrameMax;
+  uint16_t heartbeat_secs = 60;
+};
+
+// The subscription behind every queue.
+inline constexpr std::string_view kQueueSubscription = "amqp";
+
+class AmqpService final : public runtime::Component {
+ public:
+  AmqpService(runtime::Runtime& runtime, broker::BrokerService& broker, metadata::Store& store,
+              AmqpServiceOptions options);
+  ~AmqpService() override;
+  std::string_view name() const override { return "amqp"; }
+  // Reads the durable topology from metadata (blocking: main thread), then
+  // listens.
+  common::Status start() override;
+  void stop() override;
+
+  // Valid after start().
+  uint16_t port() const { return listener_ ? listener_->port() : 0; }
+
+  // Namespaces are checked at connection.open when tenancy is set; set
+  // before start().
+  void set_tenancy(broker::Tenancy* tenancy) { tenancy_ = tenancy; }
+  broker::Tenancy* tenancy() { return tenancy_; }
+  // Who checks PLAIN/AMQPLAIN credentials; accepts everyone unless set.
+  void set_authenticator(broker::Authenticator* a) { authenticator_ = a; }
+  broker::Authenticator& authenticator() { return *authenticator_; }
+  broker::BrokerService& broker() { return broker_; }
+  const AmqpServiceOptions& options() const { return options_; }
+  uint64_t next_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
+  // True once stop() began: connections closing then start no broker work
+  // that would outlive the broker.
+  bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+
+  // "/" (and "") is public/default; otherwise "tenant/namespace".
+  static common::Result<broker::NamespaceName> namespace_of(std::string_view vhost);
+  // The topic behind queue `queue` of `ns`: kInvalidArgument for a queue
+  // name no topic can have ('/' or control characters).
+  static common::Result<broker::TopicName> queue_topic(const broker::NamespaceName& ns, const std::string& queue);
+
+  // Runs `fn` with the vhost's topology under a shared (read) lock.
+  template <typename Fn>
+  auto read(const broker::NamespaceName& ns, Fn&& fn) {
+    std::shared_lock lock(mu_);
+    return fn(find_locked(ns));
+  }
+  // Runs `fn` with the vhost's topology and a Persist handle under the
+  // exclusive lock; what `fn` records through the handle goes to metadata.
+  class Persist;
+  template <typename Fn>
+  auto write(const broker::NamespaceName& ns, Fn&& fn) {
+    std::unique_lock lock(mu_);
+    Persist persist(*this, ns);
+    return fn(topology_locked(ns), persist);
+  }
+
+  // Durable writes for one vhost, made while its topology is locked.
+  // `done` (may be empty) runs once the store applied the write, on the
+  // calling reactor.
+  class Persist {
+   public:
+    Persist(AmqpService& service, const broker::NamespaceName& ns) : service_(service), ns_(ns) {}
+    void save_exchange(const ExchangeDef& e, std::function<void(common::Status)> done = {});
+    void forget_exchange(const std::string& name);
+    void save_queue(const QueueDef& q, std::function<void(common::Status)> done = {});
+    void forget_queue(const std::string& name);
+    void save_binding(const Binding& b, std::function<void(common::Status)> done = {});
+    void forget_binding(const Binding& b);
+
+   private:
+    AmqpService& service_;
+    const broker::NamespaceName& ns_;
+  };
+
+ private:
+  Topology& topology_locked(const broker::NamespaceName& ns);
+  // The vhost's topology, or one with only the built-in exchanges.
+  const Topology& find_locked(const broker::NamespaceName& ns) const;
+  common::Status load_topology();
+  void put(std::string key, std::string value, std::function<void(common::Status)> done);
+  void del(std::string key);
+
+  runtime::Runtime& runtime_;
+  broker::BrokerService& broker_;
+  metadata::Store& store_;
+  broker::Tenancy* tenancy_ = nullptr;
+  broker::AllowAllAuthenticator allow_all_;
+  broker::Authenticator* authenticator_ = &allow_all_;
+  AmqpServiceOptions options_;
+  std::unique_ptr<runtime::TcpListener> listener_;
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<bool> stopping_{false};
+  mutable std::shared_mutex mu_;
+  std::map<std::string, Topology> vhosts_;  // by "tenant/namespace"; guarded by mu_
+  const Topology empty_;
+};
+
+}  // namespace magnetar::protocol::amqp

@@ -1,0 +1,88 @@
+// basic.ack, basic.nack, basic.reject, basic.recover(-async): settling
+// deliveries. Acknowledged messages are acknowledged on the queue's
+// subscription (one message of a batch entry by its batch index); requeued
+// ones are redelivered by the subscription (marked redelivered); a message
+// rejected without requeue is dropped. Each settled message of a consumer
+// with a prefetch limit gives it one permit back.
+#include <fmt/format.h>
+
+#include "protocol/amqp/server/amqp_connection.h"
+
+namespace magnetar::protocol::amqp {
+
+namespace {
+
+enum class Settle { kAck, kRequeue, kDrop };
+
+// Settles `taken` on the broker, grouped by consumer.
+void settle(AmqpConnection& c, std::vector<Unacked> taken, Settle how) {
+  std::map<QueueConsumer*, std::vector<Unacked>> by_consumer;
+  for (auto& u : taken) by_consumer[u.consumer.get()].push_back(std::move(u));
+  for (auto& [ptr, list] : by_consumer) {
+    auto consumer = list.front().consumer;
+    const auto n = static_cast<uint32_t>(list.size());
+    on_subscription(c.service(), consumer, [list = std::move(list), how](broker::Subscription& s, uint64_t id) {
+      if (how == Settle::kRequeue) {
+        std::vector<ledger::Position> positions;
+        for (const auto& u : list) {
+          if (positions.empty() || positions.back() != u.position) positions.push_back(u.position);
+        }
+        s.redeliver_unacknowledged(id, positions);
+        return;
+      }
+      for (const auto& u : list) {
+        if (u.batch_size > 1) {
+          (void)s.ack_batch_index(id, u.position, u.batch_index, u.batch_size);
+        } else {
+          (void)s.ack(id, u.position);
+        }
+      }
+    });
+    if (consumer->prefetch > 0) c.grant(consumer, n);
+  }
+}
+
+// Takes the deliveries `tag` names (with `multiple`, every one up to it; tag
+// 0 with multiple: all) out of the channel's unacknowledged set. False when
+// a single tag is unknown.
+bool take(Channel& ch, uint64_t tag, bool multiple, std::vector<Unacked>* out) {
+  if (multiple) {
+    auto end = tag == 0 ? ch.unacked.end() : ch.unacked.upper_bound(tag);
+    for (auto it = ch.unacked.begin(); it != end;) {
+      out->push_back(std::move(it->second));
+      it = ch.unacked.erase(it);
+    }
+    return true;
+  }
+  auto it = ch.unacked.find(tag);
+  if (it == ch.unacked.end()) return false;
+  out->push_back(std::move(it->second));
+  ch.unacked.erase(it);
+  return true;
+}
+
+}  // namespace
+
+void handle_ack(AmqpConnection& c, Channel& ch, const Method& m) {
+  const uint32_t key = m.key();
+  if (key == m::kBasicRecover || key == m::kBasicRecoverAsync) {
+    // Everything unacknowledged goes back to its queue (requeue=false is
+    // not offered by RabbitMQ either).
+    std::vector<Unacked> all;
+    take(ch, 0, true, &all);
+    settle(c, std::move(all), Settle::kRequeue);
+    if (key == m::kBasicRecover) c.send_method(ch.id, Method::of(m::kBasicRecoverOk));
+    return;
+  }
+  const uint64_t tag = m.u("delivery-tag");
+  const bool multiple = key != m::kBasicReject && m.flag("multiple");
+  std::vector<Unacked> taken;
+  if (!take(ch, tag, multiple, &taken)) {
+    return c.channel_error(ch, {kPreconditionFailed, fmt::format("unknown delivery tag {}", tag), key});
+  }
+  Settle how = Settle::kAck;
+  if (key != m::kBasicAck) how = m.flag("requeue") ? Settle::kRequeue : Settle::kDrop;
+  settle(c, std::move(taken), how);
+}
+
+}  // namespace magnetar::protocol::amqp

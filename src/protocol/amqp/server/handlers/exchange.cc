@@ -1,0 +1,146 @@
+// exchange.declare, exchange.delete, exchange.bind, exchange.unbind.
+// Exchanges are routing only (server/topology.h); durable ones and bindings
+// between durable ends are written to metadata before the answer.
+#include <fmt/format.h>
+
+#include "protocol/amqp/server/amqp_connection.h"
+
+namespace magnetar::protocol::amqp {
+
+using common::Status;
+
+namespace {
+
+bool reserved(const std::string& name) { return name.rfind("amq.", 0) == 0; }
+
+void declare(AmqpConnection& c, Channel& ch, const Method& m) {
+  const std::string& name = m.str("exchange");
+  auto type = parse_exchange_type(m.str("type"));
+  const bool passive = m.flag("passive");
+  if (!passive && !type) {
+    return c.connection_error({kCommandInvalid, fmt::format("invalid exchange type '{}'", m.str("type")), m.key()});
+  }
+  ExchangeDef def;
+  def.name = name;
+  def.type = type ? *type : ExchangeType::kDirect;
+  def.durable = m.flag("durable");
+  def.auto_delete = m.flag("auto-delete");
+  def.internal = m.flag("internal");
+  def.arguments = m.table("arguments");
+  AmqpError error;
+  bool write = false;
+  c.service().write(c.vhost(), [&](Topology& t, AmqpService::Persist& persist) {
+    const ExchangeDef* existing = t.exchange(name);
+    if (existing == nullptr) {
+      if (passive) {
+        error = {kNotFound, fmt::format("no exchange '{}' in vhost '{}'", name, c.vhost_name()), m.key()};
+      } else if (reserved(name) || name.empty()) {
+        error = {kAccessRefused, fmt::format("exchange name '{}' contains reserved prefix 'amq.'", name), m.key()};
+      } else {
+        t.put_exchange(def);
+        write = def.durable;
+        if (write) {
+          persist.save_exchange(def, [reply = c.replier(ch), m](Status st) {
+            reply([m, st](AmqpConnection& conn, Channel& chan) {
+              if (!st.is_ok()) return conn.channel_error(chan, {kInternalError, st.message(), m.key()});
+              conn.answer(chan, m, Method::of(m::kExchangeDeclareOk));
+            });
+          });
+        }
+      }
+      return;
+    }
+    if (passive) return;
+    if (existing->type != def.type) {
+      error = {kPreconditionFailed,
+               fmt::format("inequivalent arg 'type' for exchange '{}' in vhost '{}': received '{}' but current is '{}'",
+                           name, c.vhost_name(), exchange_type_name(def.type), exchange_type_name(existing->type)),
+               m.key()};
+    } else if (existing->durable != def.durable && !existing->builtin) {
+      error = {kPreconditionFailed,
+               fmt::format("inequivalent arg 'durable' for exchange '{}' in vhost '{}'", name, c.vhost_name()), m.key()};
+    }
+  });
+  if (error.code != 0) return c.channel_error(ch, error);
+  if (!write) c.answer(ch, m, Method::of(m::kExchangeDeclareOk));
+}
+
+void remove(AmqpConnection& c, Channel& ch, const Method& m) {
+  const std::string& name = m.str("exchange");
+  AmqpError error;
+  c.service().write(c.vhost(), [&](Topology& t, AmqpService::Persist& persist) {
+    const ExchangeDef* e = t.exchange(name);
+    if (e == nullptr) return;  // deleting what is not there is done
+    if (e->builtin) {
+      error = {kAccessRefused, fmt::format("exchange '{}' cannot be deleted", name), m.key()};
+      return;
+    }
+    if (m.flag("if-unused")) {
+      for (const Binding& b : t.bindings()) {
+        if (b.source == name) {
+          error = {kPreconditionFailed, fmt::format("exchange '{}' in vhost '{}' in use", name, c.vhost_name()), m.key()};
+          return;
+        }
+      }
+    }
+    bool durable = e->durable;
+    for (const Binding& b : t.remove_exchange(name)) persist.forget_binding(b);
+    if (durable) persist.forget_exchange(name);
+  });
+  if (error.code != 0) return c.channel_error(ch, error);
+  c.answer(ch, m, Method::of(m::kExchangeDeleteOk));
+}
+
+void bind(AmqpConnection& c, Channel& ch, const Method& m, bool add) {
+  Binding b;
+  b.source = m.str("source");
+  b.to_exchange = true;
+  b.destination = m.str("destination");
+  b.routing_key = m.str("routing-key");
+  b.arguments = m.table("arguments");
+  const Method reply = Method::of(add ? m::kExchangeBindOk : m::kExchangeUnbindOk);
+  AmqpError error;
+  bool write = false;
+  c.service().write(c.vhost(), [&](Topology& t, AmqpService::Persist& persist) {
+    for (const std::string* name : {&b.source, &b.destination}) {
+      if (t.exchange(*name) == nullptr) {
+        error = {kNotFound, fmt::format("no exchange '{}' in vhost '{}'", *name, c.vhost_name()), m.key()};
+        return;
+      }
+    }
+    if (b.source.empty() || b.destination.empty()) {
+      error = {kAccessRefused, "the default exchange cannot be bound", m.key()};
+      return;
+    }
+    const bool durable = t.exchange(b.source)->durable && t.exchange(b.destination)->durable;
+    if (!add) {
+      if (t.remove_binding(b) && durable) persist.forget_binding(b);
+      return;
+    }
+    if (!t.add_binding(b) || !durable) return;
+    write = true;
+    persist.save_binding(b, [reply_to = c.replier(ch), m, reply](Status st) {
+      reply_to([m, reply, st](AmqpConnection& conn, Channel& chan) {
+        if (!st.is_ok()) return conn.channel_error(chan, {kInternalError, st.message(), m.key()});
+        conn.answer(chan, m, reply);
+      });
+    });
+  });
+  if (error.code != 0) return c.channel_error(ch, error);
+  if (!write) c.answer(ch, m, reply);
+}
+
+}  // namespace
+
+void handle_exchange(AmqpConnection& c, Channel& ch, const Method& m) {
+  switch (m.key()) {
+    case m::kExchangeDeclare: return declare(c, ch, m);
+    case m::kExchangeDelete: return remove(c, ch, m);
+    case m::kExchangeBind: return bind(c, ch, m, true);
+    case m::kExchangeUnbind: return bind(c, ch, m, false);
+    default:
+      return c.connection_error({kCommandInvalid, fmt::format("{} is not a method a client sends", m.spec->name), m.key()});
+  }
+}
+
+}  // namespace magnetar::protocol::amqp

@@ -1,0 +1,125 @@
+// basic.publish (with its content), confirm.select, tx.*: a message is routed
+// by its exchange to queues, converted once to a Pulsar entry (convert.h)
+// and appended to each queue's topic. With confirms on, basic.ack goes out
+// once every copy is stored (basic.nack when one failed); a message that
+// reaches no queue is confirmed at once, and with `mandatory` it comes back
+// first as basic.return NO_ROUTE.
+#include <fmt/format.h>
+
+#include "common/clock.h"
+#include "protocol/amqp/convert.h"
+#include "protocol/amqp/server/amqp_connection.h"
+#include "protocol/pulsar/frame.h"
+
+namespace magnetar::protocol::amqp {
+
+using common::Result;
+using common::Slice;
+using common::Status;
+
+namespace {
+
+struct PublishState {
+  size_t left = 0;
+  Status failed;
+};
+
+void confirm(AmqpConnection& c, Channel& ch, uint64_t seq, bool ok) {
+  Method m = Method::of(ok ? m::kBasicAck : m::kBasicNack);
+  m.set("delivery-tag", seq);
+  c.send_method(ch.id, m);
+}
+
+}  // namespace
+
+void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const ContentHeader& header, Slice body) {
+  const std::string& exchange = publish.str("exchange");
+  const std::string& routing_key = publish.str("routing-key");
+  if (body.size() > pulsar::kDefaultMaxMessageSize) {
+    return c.channel_error(ch, {kPreconditionFailed, fmt::format("message size {} is larger than the largest message {}",
+                                                                 body.size(), pulsar::kDefaultMaxMessageSize),
+                                publish.key()});
+  }
+  AmqpError error;
+  std::vector<std::string> queues;
+  c.service().read(c.vhost(), [&](const Topology& t) {
+    const ExchangeDef* e = t.exchange(exchange);
+    if (e == nullptr) {
+      error = {kNotFound, fmt::format("no exchange '{}' in vhost '{}'", exchange, c.vhost_name()), publish.key()};
+    } else if (e->internal) {
+      error = {kAccessRefused, fmt::format("cannot publish to internal exchange '{}'", exchange), publish.key()};
+    } else {
+      queues = t.route(exchange, routing_key, header.properties.headers ? &*header.properties.headers : nullptr);
+    }
+  });
+  if (error.code != 0) return c.channel_error(ch, error);
+  const uint64_t seq = ch.confirm ? ++ch.publish_seq : 0;
+  if (queues.empty()) {
+    if (publish.flag("mandatory")) {
+      Method ret = Method::of(m::kBasicReturn);
+      ret.set("reply-code", uint64_t{kNoRoute}).set("reply-text", std::string("NO_ROUTE"));
+      ret.set("exchange", exchange).set("routing-key", routing_key);
+      c.send_with_content(ch.id, ret, header.raw_properties, body);
+    }
+    if (seq != 0) confirm(c, ch, seq, true);
+    return;
+  }
+  PublishedEntry entry = message_to_entry(exchange, routing_key, header, body.view(), common::wall_clock_ms(),
+                                          c.producer_name(), c.next_sequence());
+  auto state = std::make_shared<PublishState>();
+  state->left = queues.size();
+  c.publish_started(ch);
+  for (const std::string& queue : queues) {
+    auto done = [reply = c.replier(), state, seq, id = ch.id, serial = ch.serial](Status st) {
+      reply([state, st, seq, id, serial](AmqpConnection& conn) {
+        if (!st.is_ok() && state->failed.is_ok()) state->failed = st;
+        if (--state->left > 0) return;
+        Channel* chan = conn.channel(id, serial);
+        if (chan != nullptr && seq != 0) confirm(conn, *chan, seq, state->failed.is_ok());
+        conn.publish_finished(id, serial);
+      });
+    };
+    // Queue names were checked when declared; a topic that cannot exist
+    // fails this copy.
+    auto topic = AmqpService::queue_topic(c.vhost(), queue);
+    if (!topic) {
+      done(topic.status());
+      continue;
+    }
+    const uint64_t producer_id = c.producer_for(*topic);
+    c.service().broker().with_topic(*topic, [producer_id, name = c.producer_name(), header = entry.header,
+                                             payload = entry.entry, done](Result<broker::Topic*> t) mutable {
+      if (!t.is_ok()) return done(t.status());
+      broker::Topic* topic = *t;
+      Status added = topic->add_producer(producer_id, name);
+      if (!added.is_ok() && added.code() != common::ErrorCode::kAlreadyExists) return done(added);
+      topic->publish(producer_id, std::move(header), std::move(payload),
+                     [done](Result<ledger::Position> p) { done(p.is_ok() ? Status::ok() : p.status()); });
+    });
+  }
+}
+
+void handle_confirm_tx(AmqpConnection& c, Channel& ch, const Method& m) {
+  switch (m.key()) {
+    case m::kConfirmSelect:
+      if (ch.tx) {
+        return c.channel_error(ch, {kPreconditionFailed, "cannot switch from tx to confirm mode", m.key()});
+      }
+      ch.confirm = true;
+      return c.answer(ch, m, Method::of(m::kConfirmSelectOk));
+    case m::kTxSelect:
+      if (ch.confirm) {
+        return c.channel_error(ch, {kPreconditionFailed, "cannot switch from confirm to tx mode", m.key()});
+      }
+      ch.tx = true;
+      return c.send_method(ch.id, Method::of(m::kTxSelectOk));
+    case m::kTxCommit:
+    case m::kTxRollback:
+      if (!ch.tx) return c.channel_error(ch, {kPreconditionFailed, "channel is not transactional", m.key()});
+      return c.send_method(ch.id, Method::of(m.key() == m::kTxCommit ? m::kTxCommitOk : m::kTxRollbackOk));
+    default:
+      return c.connection_error({kCommandInvalid, fmt::format("{} is not a method a client sends", m.spec->name), m.key()});
+  }
+}
+
+}  // namespace magnetar::protocol::amqp

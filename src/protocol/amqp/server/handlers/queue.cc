@@ -1,0 +1,326 @@
+// queue.declare, queue.bind, queue.unbind, queue.purge, queue.delete.
+// Queue `q` is the topic persistent://tenant/ns/q and its Shared
+// subscription "amqp" (amqp_service.h): declaring makes the subscription,
+// purging moves its cursor to the end, deleting deletes the topic.
+#include <random>
+
+#include <fmt/format.h>
+
+#include "protocol/amqp/server/amqp_connection.h"
+
+namespace magnetar::protocol::amqp {
+
+using common::Result;
+using common::Status;
+
+namespace {
+
+const std::string kSubscription(kQueueSubscription);
+
+struct QueueCounts {
+  uint64_t messages = 0;  // ready: not delivered and unacknowledged
+  uint64_t consumers = 0;
+};
+
+QueueCounts counts_of(broker::Subscription* sub) {
+  QueueCounts c;
+  if (sub == nullptr) return c;
+  auto stats = sub->stats();
+  c.messages = stats.backlog_messages > stats.unacked_messages ? stats.backlog_messages - stats.unacked_messages : 0;
+  c.consumers = stats.consumers;
+  return c;
+}
+
+// On the queue topic's home: makes sure subscription "amqp" exists (a fresh
+// queue starts empty: a subscription left from an earlier queue of the same
+// name is replaced) and reports the queue's counts.
+void prepare_topic(AmqpService& service, const broker::TopicName& topic, bool fresh,
+                   std::function<void(Result<QueueCounts>)> done) {
+  service.broker().with_topic(topic, [fresh, done](Result<broker::Topic*> t) {
+    if (!t.is_ok()) return done(t.status());
+    broker::Topic* topic = *t;
+    auto alive = topic->liveness();
+    auto create = [topic, alive, done]() {
+      topic->create_subscription(kSubscription, broker::InitialPosition::kLatest,
+                                 [done](Result<broker::Subscription*> s) {
+                                   if (!s.is_ok()) return done(s.status());
+                                   done(counts_of(*s));
+                                 });
+    };
+    broker::Subscription* sub = topic->subscription(kSubscription);
+    if (sub == nullptr) return create();
+    if (!fresh || sub->consumer_count() > 0) return done(counts_of(sub));
+    topic->remove_subscription(kSubscription, false, [alive, create, done](Status st) {
+      if (alive.expired()) return done(Status::unavailable("the queue's topic was unloaded"));
+      if (!st.is_ok() && st.code() != common::ErrorCode::kNotFound) return done(st);
+      create();
+    });
+  });
+}
+
+std::string server_named() {
+  static thread_local std::mt19937_64 random{std::random_device{}()};
+  return fmt::format("amq.gen-{:016x}", random());
+}
+
+std::string inequivalent(const QueueDef& have, const QueueDef& want) {
+  if (have.durable != want.durable) return "durable";
+  if (have.exclusive != want.exclusive) return "exclusive";
+  if (have.auto_delete != want.auto_delete) return "auto_delete";
+  for (const auto& a : want.arguments) {
+    const FieldValue* v = find_field(have.arguments, a.name);
+    if (v == nullptr || v->to_text() != a.value.to_text()) return a.name;
+  }
+  for (const auto& a : have.arguments) {
+    if (find_field(want.arguments, a.name) == nullptr) return a.name;
+  }
+  return {};
+}
+
+void answer_declare(AmqpConnection& c, Channel& ch, const Method& m, const std::string& name, QueueCounts counts) {
+  Method ok = Method::of(m::kQueueDeclareOk);
+  ok.set("queue", name).set("message-count", counts.messages).set("consumer-count", counts.consumers);
+  c.answer(ch, m, ok);
+}
+
+void declare(AmqpConnection& c, Channel& ch, const Method& m) {
+  QueueDef def;
+  def.name = m.str("queue").empty() ? server_named() : m.str("queue");
+  def.durable = m.flag("durable");
+  def.exclusive = m.flag("exclusive");
+  def.auto_delete = m.flag("auto-delete");
+  def.arguments = m.table("arguments");
+  def.owner = def.exclusive ? c.id() : 0;
+  const bool passive = m.flag("passive");
+  auto topic = AmqpService::queue_topic(c.vhost(), def.name);
+  if (!topic) {
+    return c.channel_error(ch, {kPreconditionFailed, fmt::format("queue name '{}' cannot name a topic: {}", def.name,
+                                                                 topic.status().message()), m.key()});
+  }
+  if (!passive) {
+    auto parsed = parse_queue_arguments(def.arguments);
+    if (!parsed) return c.channel_error(ch, {kPreconditionFailed, parsed.status().message(), m.key()});
+    def.parsed = *parsed;
+    if (def.name.rfind("amq.", 0) == 0 && !m.str("queue").empty()) {
+      return c.channel_error(ch, {kAccessRefused, fmt::format("queue name '{}' contains reserved prefix 'amq.'",
+                                                              def.name), m.key()});
+    }
+  }
+  AmqpError error;
+  bool fresh = false;
+  c.service().write(c.vhost(), [&](Topology& t, AmqpService::Persist& persist) {
+    const QueueDef* existing = t.queue(def.name);
+    if (existing == nullptr) {
+      if (passive) {
+        error = {kNotFound, fmt::format("no queue '{}' in vhost '{}'", def.name, c.vhost_name()), m.key()};
+        return;
+      }
+      t.put_queue(def);
+      if (def.durable) persist.save_queue(def);
+      fresh = true;
+      return;
+    }
+    if (existing->exclusive && existing->owner != c.id()) {
+      error = {kResourceLocked, fmt::format("cannot obtain exclusive access to locked queue '{}' in vhost '{}'",
+                                            def.name, c.vhost_name()), m.key()};
+      return;
+    }
+    if (passive) return;
+    std::string arg = inequivalent(*existing, def);
+    if (!arg.empty()) {
+      error = {kPreconditionFailed, fmt::format("inequivalent arg '{}' for queue '{}' in vhost '{}'", arg, def.name,
+                                                c.vhost_name()), m.key()};
+    }
+  });
+  if (error.code != 0) return c.channel_error(ch, error);
+  ch.last_queue = def.name;
+  if (fresh && def.exclusive) c.exclusive_queues().insert(def.name);
+  prepare_topic(c.service(), *topic, fresh, [reply = c.replier(ch), m, name = def.name](Result<QueueCounts> r) {
+    reply([m, name, r](AmqpConnection& conn, Channel& chan) {
+      if (!r.is_ok()) return conn.channel_error(chan, {reply_code(r.status()), r.status().message(), m.key()});
+      answer_declare(conn, chan, m, name, *r);
+    });
+  });
+}
+
+void bind(AmqpConnection& c, Channel& ch, const Method& m, bool add) {
+  QueueDef q;
+  if (!find_queue(c, ch, m.str("queue"), m.key(), &q)) return;
+  Binding b;
+  b.source = m.str("exchange");
+  b.destination = q.name;
+  b.routing_key = m.str("routing-key");
+  b.arguments = m.table("arguments");
+  const Method reply = Method::of(add ? m::kQueueBindOk : m::kQueueUnbindOk);
+  AmqpError error;
+  bool write = false;
+  c.service().write(c.vhost(), [&](Topology& t, AmqpService::Persist& persist) {
+    const ExchangeDef* e = t.exchange(b.source);
+    if (e == nullptr) {
+      error = {kNotFound, fmt::format("no exchange '{}' in vhost '{}'", b.source, c.vhost_name()), m.key()};
+      return;
+    }
+    if (b.source.empty()) {
+      error = {kAccessRefused, "the default exchange cannot be bound", m.key()};
+      return;
+    }
+    const bool durable = e->durable && q.durable;
+    if (!add) {
+      if (t.remove_binding(b) && durable) persist.forget_binding(b);
+      return;
+    }
+    if (!t.add_binding(b) || !durable) return;
+    write = true;
+    persist.save_binding(b, [reply_to = c.replier(ch), m, reply](Status st) {
+      reply_to([m, reply, st](AmqpConnection& conn, Channel& chan) {
+        if (!st.is_ok()) return conn.channel_error(chan, {kInternalError, st.message(), m.key()});
+        conn.answer(chan, m, reply);
+      });
+    });
+  });
+  if (error.code != 0) return c.channel_error(ch, error);
+  if (!write) c.answer(ch, m, reply);
+}
+
+void purge(AmqpConnection& c, Channel& ch, const Method& m) {
+  QueueDef q;
+  if (!find_queue(c, ch, m.str("queue"), m.key(), &q)) return;
+  auto topic = AmqpService::queue_topic(c.vhost(), q.name);
+  c.service().broker().with_topic(*topic, [reply = c.replier(ch), m, &broker = c.service().broker()](
+                                              Result<broker::Topic*> t) {
+    auto answer = [reply, m](Status st, uint64_t purged) {
+      reply([m, st, purged](AmqpConnection& conn, Channel& chan) {
+        if (!st.is_ok()) return conn.channel_error(chan, {reply_code(st), st.message(), m.key()});
+        conn.answer(chan, m, Method::of(m::kQueuePurgeOk).set("message-count", purged));
+      });
+    };
+    if (!t.is_ok()) return answer(t.status(), 0);
+    broker::Topic* topic = *t;
+    broker::Subscription* sub = topic->subscription(kSubscription);
+    if (sub == nullptr) return answer(Status::ok(), 0);
+    const uint64_t purged = counts_of(sub).messages;
+    topic->log().reset_cursor(kSubscription, topic->log().last_confirmed(),
+                              [answer, purged, &broker, name = topic->name()](Status st) {
+                                // The topic may have been unloaded meanwhile: look it up again.
+                                broker::Topic* now = broker.loaded_topic(name);
+                                broker::Subscription* found = now ? now->subscription(kSubscription) : nullptr;
+                                if (found != nullptr && st.is_ok()) found->rewind();
+                                answer(st, purged);
+                              });
+  });
+}
+
+// On the topic's home: deletes the queue's topic, reporting the messages it held.
+void delete_topic(AmqpService& service, const broker::TopicName& topic, std::function<void(Status, uint64_t)> done) {
+  service.broker().with_topic(topic, [&service, topic, done](Result<broker::Topic*> t) {
+    if (!t.is_ok()) return done(t.status(), 0);
+    const uint64_t messages = counts_of((*t)->subscription(kSubscription)).messages;
+    service.broker().delete_topic(topic, true, [done, messages](Status st) {
+      done(st.code() == common::ErrorCode::kNotFound ? Status::ok() : st, messages);
+    });
+  });
+}
+
+// Removes the queue from the topology (and metadata), then deletes its topic.
+void drop(AmqpConnection& c, Channel& ch, const Method& m, const std::string& name) {
+  c.service().write(c.vhost(), [&](Topology& t, AmqpService::Persist& persist) {
+    const QueueDef* q = t.queue(name);
+    if (q == nullptr) return;
+    const bool durable = q->durable;
+    for (const Binding& b : t.remove_queue(name)) {
+      if (durable) persist.forget_binding(b);
+    }
+    if (durable) persist.forget_queue(name);
+  });
+  c.exclusive_queues().erase(name);
+  auto topic = AmqpService::queue_topic(c.vhost(), name);
+  delete_topic(c.service(), *topic, [reply = c.replier(ch), m](Status st, uint64_t messages) {
+    reply([m, st, messages](AmqpConnection& conn, Channel& chan) {
+      if (!st.is_ok()) return conn.channel_error(chan, {reply_code(st), st.message(), m.key()});
+      conn.answer(chan, m, Method::of(m::kQueueDeleteOk).set("message-count", messages));
+    });
+  });
+}
+
+// queue.delete: if-unused and if-empty are checked on the topic's home
+// first, then the queue goes.
+void remove(AmqpConnection& c, Channel& ch, const Method& m) {
+  const std::string name = m.str("queue").empty() ? ch.last_queue : m.str("queue");
+  bool exists = false;
+  c.service().read(c.vhost(), [&](const Topology& t) { exists = t.queue(name) != nullptr; });
+  if (!exists) return c.answer(ch, m, Method::of(m::kQueueDeleteOk));
+  QueueDef q;
+  if (!find_queue(c, ch, name, m.key(), &q)) return;
+  if (!m.flag("if-unused") && !m.flag("if-empty")) return drop(c, ch, m, name);
+  auto topic = AmqpService::queue_topic(c.vhost(), name);
+  c.service().broker().with_topic(*topic, [reply = c.replier(ch), m, name](Result<broker::Topic*> t) {
+    QueueCounts counts = t.is_ok() ? counts_of((*t)->subscription(kSubscription)) : QueueCounts{};
+    reply([m, name, counts](AmqpConnection& conn, Channel& chan) {
+      if (m.flag("if-unused") && counts.consumers > 0) {
+        return conn.channel_error(chan, {kPreconditionFailed, fmt::format("queue '{}' in vhost '{}' in use", name,
+                                                                          conn.vhost_name()), m.key()});
+      }
+      if (m.flag("if-empty") && counts.messages > 0) {
+        return conn.channel_error(chan, {kPreconditionFailed, fmt::format("queue '{}' in vhost '{}' is not empty",
+                                                                          name, conn.vhost_name()), m.key()});
+      }
+      drop(conn, chan, m, name);
+    });
+  });
+}
+
+}  // namespace
+
+bool find_queue(AmqpConnection& c, Channel& ch, const std::string& name, uint32_t key, QueueDef* out) {
+  const std::string& wanted = name.empty() ? ch.last_queue : name;
+  AmqpError error;
+  c.service().read(c.vhost(), [&](const Topology& t) {
+    const QueueDef* q = t.queue(wanted);
+    if (q == nullptr) {
+      error = {kNotFound, fmt::format("no queue '{}' in vhost '{}'", wanted, c.vhost_name()), key};
+    } else if (q->exclusive && q->owner != c.id()) {
+      error = {kResourceLocked, fmt::format("cannot obtain exclusive access to locked queue '{}' in vhost '{}'",
+                                            wanted, c.vhost_name()), key};
+    } else {
+      *out = *q;
+    }
+  });
+  if (error.code == 0) return true;
+  c.channel_error(ch, error);
+  return false;
+}
+
+void drop_exclusive_queues(AmqpService& service, const broker::NamespaceName& vhost,
+                           const std::set<std::string>& queues) {
+  service.write(vhost, [&](Topology& t, AmqpService::Persist& persist) {
+    for (const std::string& name : queues) {
+      const QueueDef* q = t.queue(name);
+      if (q == nullptr) continue;
+      const bool durable = q->durable;
+      for (const Binding& b : t.remove_queue(name)) {
+        if (durable) persist.forget_binding(b);
+      }
+      if (durable) persist.forget_queue(name);
+    }
+  });
+  // At shutdown the topics stay: deleting them would outlive the broker.
+  if (service.stopping()) return;
+  for (const std::string& name : queues) {
+    auto topic = AmqpService::queue_topic(vhost, name);
+    if (topic) delete_topic(service, *topic, [](Status, uint64_t) {});
+  }
+}
+
+void handle_queue(AmqpConnection& c, Channel& ch, const Method& m) {
+  switch (m.key()) {
+    case m::kQueueDeclare: return declare(c, ch, m);
+    case m::kQueueBind: return bind(c, ch, m, true);
+    case m::kQueueUnbind: return bind(c, ch, m, false);
+    case m::kQueuePurge: return purge(c, ch, m);
+    case m::kQueueDelete: return remove(c, ch, m);
+    default:
+      return c.connection_error({kCommandInvalid, fmt::format("{} is not a method a client sends", m.spec->name), m.key()});
+  }
+}
+
+}  // namespace magnetar::protocol::amqp

@@ -1,0 +1,234 @@
+#include "protocol/amqp/server/topology.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace magnetar::protocol::amqp {
+
+using common::Status;
+
+common::Result<ExchangeType> parse_exchange_type(std::string_view name) {
+  if (name == "direct") return ExchangeType::kDirect;
+  if (name == "fanout") return ExchangeType::kFanout;
+  if (name == "topic") return ExchangeType::kTopic;
+  if (name == "headers") return ExchangeType::kHeaders;
+  return Status::not_found(fmt::format("unknown exchange type '{}'", name));
+}
+
+std::string_view exchange_type_name(ExchangeType t) {
+  switch (t) {
+    case ExchangeType::kDirect: return "direct";
+    case ExchangeType::kFanout: return "fanout";
+    case ExchangeType::kTopic: return "topic";
+    case ExchangeType::kHeaders: return "headers";
+  }
+  return "direct";
+}
+
+common::Result<QueueArguments> parse_queue_arguments(const FieldTable& args) {
+  QueueArguments q;
+  auto non_negative = [&](std::string_view name, std::optional<int64_t>* out, bool positive) -> Status {
+    const FieldValue* v = find_field(args, name);
+    if (v == nullptr) return Status::ok();
+    if (!v->is_integer() || v->type == 't' || v->i < (positive ? 1 : 0)) {
+      return Status::invalid_argument(fmt::format("invalid arg '{}' for queue: {} integer expected", name,
+                                                  positive ? "a positive" : "a non-negative"));
+    }
+    *out = v->i;
+    return Status::ok();
+  };
+  auto text = [&](std::string_view name, std::optional<std::string>* out) -> Status {
+    const FieldValue* v = find_field(args, name);
+    if (v == nullptr) return Status::ok();
+    if (v->type != 'S' && v->type != 'x') {
+      return Status::invalid_argument(fmt::format("invalid arg '{}' for queue: a string expected", name));
+    }
+    *out = v->s;
+    return Status::ok();
+  };
+  MAGNETAR_RETURN_IF_ERROR(non_negative("x-message-ttl", &q.message_ttl_ms, false));
+  MAGNETAR_RETURN_IF_ERROR(non_negative("x-max-length", &q.max_length, false));
+  MAGNETAR_RETURN_IF_ERROR(non_negative("x-expires", &q.expires_ms, true));
+  MAGNETAR_RETURN_IF_ERROR(text("x-dead-letter-exchange", &q.dead_letter_exchange));
+  MAGNETAR_RETURN_IF_ERROR(text("x-dead-letter-routing-key", &q.dead_letter_routing_key));
+  if (q.dead_letter_routing_key && !q.dead_letter_exchange) {
+    return Status::invalid_argument("x-dead-letter-routing-key needs x-dead-letter-exchange");
+  }
+  return q;
+}
+
+namespace {
+
+// Splits at '.' into views of `s`.
+std::vector<std::string_view> words(std::string_view s) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (true) {
+    size_t dot = s.find('.', start);
+    if (dot == std::string_view::npos) {
+      out.push_back(s.substr(start));
+      return out;
+    }
+    out.push_back(s.substr(start, dot - start));
+    start = dot + 1;
+  }
+}
+
+}  // namespace
+
+bool topic_matches(std::string_view pattern, std::string_view routing_key) {
+  const auto p = words(pattern);
+  const auto k = words(routing_key);
+  // matched[i][j]: p[i..] matches k[j..]; filled from the back, one row kept.
+  std::vector<char> next(k.size() + 1, 0), cur(k.size() + 1, 0);
+  next[k.size()] = 1;  // empty pattern matches empty key
+  for (size_t i = p.size(); i-- > 0;) {
+    for (size_t j = k.size() + 1; j-- > 0;) {
+      if (p[i] == "#") {
+        cur[j] = next[j] || (j < k.size() && cur[j + 1]);
+      } else {
+        cur[j] = j < k.size() && (p[i] == "*" || p[i] == k[j]) && next[j + 1];
+      }
+    }
+    std::swap(cur, next);
+  }
+  return next[0] != 0;
+}
+
+bool headers_match(const FieldTable& binding_args, const FieldTable* headers) {
+  std::string_view mode = "all";
+  if (const FieldValue* m = find_field(binding_args, "x-match")) mode = m->s;
+  const bool any = mode == "any" || mode == "any-with-x";
+  const bool with_x = mode == "all-with-x" || mode == "any-with-x";
+  for (const auto& arg : binding_args) {
+    if (arg.name.rfind("x-", 0) == 0 && (!with_x || arg.name == "x-match")) continue;
+    const FieldValue* h = headers != nullptr ? find_field(*headers, arg.name) : nullptr;
+    bool match = false;
+    if (h != nullptr) {
+      // A void binding value asks for the header's presence; scalars of
+      // other encodings (an int of another width, a string as bytes) match
+      // when their text is the same; tables and arrays compare whole.
+      auto scalar = [](const FieldValue& v) { return v.type != 'F' && v.type != 'A'; };
+      match = arg.value.type == 'V' || arg.value == *h ||
+              (scalar(arg.value) && scalar(*h) && arg.value.to_text() == h->to_text());
+    }
+    if (any && match) return true;
+    if (!any && !match) return false;
+  }
+  return !any;
+}
+
+Topology::Topology() {
+  auto builtin = [&](std::string name, ExchangeType type) {
+    ExchangeDef e;
+    e.name = std::move(name);
+    e.type = type;
+    e.durable = true;
+    e.builtin = true;
+    put_exchange(std::move(e));
+  };
+  builtin("", ExchangeType::kDirect);
+  builtin("amq.direct", ExchangeType::kDirect);
+  builtin("amq.fanout", ExchangeType::kFanout);
+  builtin("amq.topic", ExchangeType::kTopic);
+  builtin("amq.headers", ExchangeType::kHeaders);
+  builtin("amq.match", ExchangeType::kHeaders);
+}
+
+const ExchangeDef* Topology::exchange(const std::string& name) const {
+  auto it = exchanges_.find(name);
+  return it == exchanges_.end() ? nullptr : &it->second;
+}
+
+const QueueDef* Topology::queue(const std::string& name) const {
+  auto it = queues_.find(name);
+  return it == queues_.end() ? nullptr : &it->second;
+}
+
+QueueDef* Topology::mutable_queue(const std::string& name) {
+  auto it = queues_.find(name);
+  return it == queues_.end() ? nullptr : &it->second;
+}
+
+std::vector<Binding> Topology::remove_exchange(const std::string& name) {
+  exchanges_.erase(name);
+  std::vector<Binding> removed;
+  std::erase_if(bindings_, [&](const Binding& b) {
+    bool hit = b.source == name || (b.to_exchange && b.destination == name);
+    if (hit) removed.push_back(b);
+    return hit;
+  });
+  return removed;
+}
+
+std::vector<Binding> Topology::remove_queue(const std::string& name) {
+  queues_.erase(name);
+  std::vector<Binding> removed;
+  std::erase_if(bindings_, [&](const Binding& b) {
+    bool hit = !b.to_exchange && b.destination == name;
+    if (hit) removed.push_back(b);
+    return hit;
+  });
+  return removed;
+}
+
+bool Topology::add_binding(Binding b) {
+  if (std::find(bindings_.begin(), bindings_.end(), b) != bindings_.end()) return false;
+  bindings_.push_back(std::move(b));
+  return true;
+}
+
+bool Topology::remove_binding(const Binding& b) {
+  auto it = std::find(bindings_.begin(), bindings_.end(), b);
+  if (it == bindings_.end()) return false;
+  bindings_.erase(it);
+  return true;
+}
+
+bool Topology::exchange_in_use(const std::string& name) const {
+  return std::any_of(bindings_.begin(), bindings_.end(),
+                     [&](const Binding& b) { return b.source == name || (b.to_exchange && b.destination == name); });
+}
+
+size_t Topology::queue_binding_count(const std::string& queue) const {
+  return static_cast<size_t>(std::count_if(bindings_.begin(), bindings_.end(), [&](const Binding& b) {
+    return !b.to_exchange && b.destination == queue;
+  }));
+}
+
+std::vector<std::string> Topology::route(const std::string& exchange, std::string_view routing_key,
+                                         const FieldTable* headers) const {
+  std::set<std::string> queues;
+  if (exchange.empty()) {
+    std::string key(routing_key);
+    if (queues_.count(key)) queues.insert(std::move(key));
+  } else if (const ExchangeDef* e = this->exchange(exchange)) {
+    std::set<std::string> visited;
+    route_from(*e, routing_key, headers, visited, queues);
+  }
+  return {queues.begin(), queues.end()};
+}
+
+void Topology::route_from(const ExchangeDef& e, std::string_view routing_key, const FieldTable* headers,
+                          std::set<std::string>& visited, std::set<std::string>& queues) const {
+  if (!visited.insert(e.name).second) return;
+  for (const Binding& b : bindings_) {
+    if (b.source != e.name) continue;
+    bool match = false;
+    switch (e.type) {
+      case ExchangeType::kDirect: match = b.routing_key == routing_key; break;
+      case ExchangeType::kFanout: match = true; break;
+      case ExchangeType::kTopic: match = topic_matches(b.routing_key, routing_key); break;
+      case ExchangeType::kHeaders: match = headers_match(b.arguments, headers); break;
+    }
+    if (!match) continue;
+    if (!b.to_exchange) {
+      if (queues_.count(b.destination)) queues.insert(b.destination);
+    } else if (const ExchangeDef* next = exchange(b.destination)) {
+      route_from(*next, routing_key, headers, visited, queues);
+    }
+  }
+}
+
+}  // namespace magnetar::protocol::amqp

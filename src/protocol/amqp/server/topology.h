@@ -1,0 +1,122 @@
+// Topology: the exchanges, queues and bindings of one vhost, and routing.
+//
+// Exchange types: direct (binding key == routing key), fanout (every
+// binding), topic (binding keys are dot-separated words where '*' matches
+// one word and '#' zero or more), headers (binding arguments against message
+// headers; x-match all (default) or any; all-with-x / any-with-x also compare
+// x- arguments). The default exchange "" routes to the queue named by the
+// routing key; amq.direct, amq.fanout, amq.topic, amq.headers and amq.match
+// always exist. An exchange may be bound to another exchange; routing
+// follows such bindings once per exchange, so cycles end.
+//
+// Pure data: no I/O, no threads. AmqpService guards each vhost's topology
+// with its lock and persists durable entities.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "protocol/amqp/wire.h"
+
+namespace magnetar::protocol::amqp {
+
+enum class ExchangeType { kDirect, kFanout, kTopic, kHeaders };
+
+common::Result<ExchangeType> parse_exchange_type(std::string_view name);
+std::string_view exchange_type_name(ExchangeType t);
+
+struct ExchangeDef {
+  std::string name;
+  ExchangeType type = ExchangeType::kDirect;
+  bool durable = false;
+  bool auto_delete = false;
+  bool internal = false;
+  FieldTable arguments;
+  bool builtin = false;  // "" and amq.*: cannot be declared differently or deleted
+};
+
+// Queue arguments Magnetar acts on, read from the declare's table.
+struct QueueArguments {
+  std::optional<int64_t> message_ttl_ms;   // x-message-ttl
+  std::optional<int64_t> max_length;       // x-max-length
+  std::optional<int64_t> expires_ms;       // x-expires
+  std::optional<std::string> dead_letter_exchange;     // x-dead-letter-exchange
+  std::optional<std::string> dead_letter_routing_key;  // x-dead-letter-routing-key
+};
+
+// Reads and checks the x- arguments (406 PRECONDITION_FAILED text when one
+// has the wrong type or range).
+common::Result<QueueArguments> parse_queue_arguments(const FieldTable& args);
+
+struct QueueDef {
+  std::string name;
+  bool durable = false;
+  bool exclusive = false;
+  bool auto_delete = false;
+  FieldTable arguments;
+  QueueArguments parsed;
+  uint64_t owner = 0;  // exclusive: the id of the connection that owns it
+};
+
+struct Binding {
+  std::string source;       // exchange
+  bool to_exchange = false; // destination is an exchange (exchange.bind), else a queue
+  std::string destination;
+  std::string routing_key;
+  FieldTable arguments;
+  bool operator==(const Binding& o) const {
+    return source == o.source && to_exchange == o.to_exchange && destination == o.destination &&
+           routing_key == o.routing_key && arguments == o.arguments;
+  }
+};
+
+// Whether topic binding key `pattern` matches `routing_key`.
+bool topic_matches(std::string_view pattern, std::string_view routing_key);
+// Whether a headers binding's arguments match a message's headers.
+bool headers_match(const FieldTable& binding_args, const FieldTable* headers);
+
+class Topology {
+ public:
+  // With the default and amq.* exchanges.
+  Topology();
+
+  const ExchangeDef* exchange(const std::string& name) const;
+  const QueueDef* queue(const std::string& name) const;
+  QueueDef* mutable_queue(const std::string& name);
+  void put_exchange(ExchangeDef e) { exchanges_[e.name] = std::move(e); }
+  void put_queue(QueueDef q) { queues_[q.name] = std::move(q); }
+  // Removes the exchange and every binding from or to it; returns those
+  // bindings (for the caller to forget durably).
+  std::vector<Binding> remove_exchange(const std::string& name);
+  std::vector<Binding> remove_queue(const std::string& name);
+  // False when it existed already.
+  bool add_binding(Binding b);
+  // False when it did not exist.
+  bool remove_binding(const Binding& b);
+  // Whether the exchange is the source or destination of any binding.
+  bool exchange_in_use(const std::string& name) const;
+  size_t queue_binding_count(const std::string& queue) const;
+  const std::vector<Binding>& bindings() const { return bindings_; }
+  const std::map<std::string, QueueDef>& queues() const { return queues_; }
+  const std::map<std::string, ExchangeDef>& exchanges() const { return exchanges_; }
+
+  // The queues a message published to `exchange` with `routing_key` and
+  // `headers` (may be null) goes to, each once. REQUIRES: the exchange exists.
+  std::vector<std::string> route(const std::string& exchange, std::string_view routing_key,
+                                 const FieldTable* headers) const;
+
+ private:
+  void route_from(const ExchangeDef& e, std::string_view routing_key, const FieldTable* headers,
+                  std::set<std::string>& visited, std::set<std::string>& queues) const;
+
+  std::map<std::string, ExchangeDef> exchanges_;
+  std::map<std::string, QueueDef> queues_;
+  std::vector<Binding> bindings_;
+};
+
+}  // namespace magnetar::protocol::amqp

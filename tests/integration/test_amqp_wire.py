@@ -1,0 +1,225 @@
+"""AMQP 0-9-1 at the protocol level, against the real binary: the handshake,
+heartbeats both ways, bad input (a wrong protocol header, garbage frames,
+frame-max violations, unknown classes and methods, frames out of order),
+each answered with the protocol's own error while the broker keeps serving
+and keeps what it stored; and messages crossing between AMQP and Pulsar."""
+import struct
+import time
+import unittest
+
+import pika
+
+import pulsar_api_pb2 as pb
+from amqp_wire import HEADER, AmqpWire, frame, method, shortstr, table
+from magnetar_harness import NodeTestCase
+from pulsar_wire import PulsarWire
+
+TIMEOUT_S = 10.0
+
+
+def publish_frames(channel, exchange, key, body, frame_max=131072):
+    """basic.publish with its content header and body frames."""
+    out = method(channel, 60, 40, struct.pack(">H", 0) + shortstr(exchange) + shortstr(key) + b"\x00")
+    out += frame(2, channel, struct.pack(">HHQH", 60, 0, len(body), 0))
+    chunk = frame_max - 8
+    for i in range(0, len(body), chunk):
+        out += frame(3, channel, body[i:i + chunk])
+    return out
+
+
+class AmqpWireTest(NodeTestCase):
+    def setUp(self):
+        self.port = self.node.ports["amqp"]
+
+    def pika_channel(self):
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", self.port, socket_timeout=TIMEOUT_S))
+        self.addCleanup(lambda: conn.is_open and conn.close())
+        return conn.channel()
+
+    def assert_still_serving(self, queue):
+        """A fresh client can still publish and read back through `queue`."""
+        ch = self.pika_channel()
+        ch.queue_declare(queue)
+        ch.basic_publish("", queue, b"alive")
+        self.assertEqual(ch.basic_get(queue, auto_ack=True)[2], b"alive")
+
+    def test_handshake_offers_mechanisms_and_tunes(self):
+        with AmqpWire(self.port) as w:
+            w.send(HEADER)
+            _, cls, mth, args = w.read_method()
+            self.assertEqual((cls, mth), (10, 10))
+            self.assertEqual(args[:2], b"\x00\x09")
+            self.assertIn(b"PLAIN AMQPLAIN", args)
+            self.assertIn(b"publisher_confirms", args)
+            w.buf = b""
+            w.close()
+        with AmqpWire(self.port) as w:
+            channel_max, frame_max, heartbeat = w.handshake()
+            self.assertEqual((channel_max, frame_max, heartbeat), (2047, 131072, 60))
+            w.open_channel(1)
+
+    def test_amqplain_login(self):
+        with AmqpWire(self.port) as w:
+            w.send(HEADER)
+            w.read_method()
+            response = table([("LOGIN", b"S", struct.pack(">I", 5) + b"guest"),
+                              ("PASSWORD", b"S", struct.pack(">I", 5) + b"guest")])[4:]
+            w.send(method(0, 10, 11, table() + shortstr("AMQPLAIN") + struct.pack(">I", len(response)) + response +
+                          shortstr("en_US")))
+            _, cls, mth, _ = w.read_method()
+            self.assertEqual((cls, mth), (10, 30))
+
+    def test_unknown_vhost_is_refused(self):
+        with AmqpWire(self.port) as w:
+            w.send(HEADER)
+            w.read_method()
+            w.send(method(0, 10, 11, table() + shortstr("PLAIN") + struct.pack(">I", 12) + b"\0guest\0guest" +
+                          shortstr("en_US")))
+            w.read_method()
+            w.send(method(0, 10, 31, struct.pack(">HIH", 0, 131072, 0)))
+            w.send(method(0, 10, 40, shortstr("nobody/nothing") + shortstr("") + b"\x00"))
+            _, cls, code, text = w.read_close()
+            self.assertEqual((cls, code), (10, 530), text)
+
+    def test_a_wrong_protocol_header_is_answered_with_ours(self):
+        for header in (b"AMQP\x01\x01\x00\x0a", b"GET / HTTP/1.1\r\n\r\n"):
+            with AmqpWire(self.port) as w:
+                w.send(header)
+                w._fill(8, time.monotonic() + TIMEOUT_S)
+                self.assertEqual(w.buf[:8], HEADER)
+                self.assertTrue(w.at_eof())
+        self.assert_still_serving("after-header")
+
+    def test_garbage_frames_close_the_connection_with_frame_error(self):
+        garbage = [
+            b"\x05\x00\x01\x00\x00\x00\x00\xce",            # unknown frame type
+            b"\x01\x00\x01\x00\x00\x00\x04\x00\x14\x00\x0aX",  # no frame-end
+            bytes(range(256)) * 4,                          # noise
+        ]
+        for g in garbage:
+            with AmqpWire(self.port) as w:
+                w.handshake()
+                w.send(g)
+                channel, cls, code, text = w.read_close()
+                self.assertEqual((channel, cls, code), (0, 10, 501), text)
+                w.send(method(0, 10, 51))  # close-ok
+                self.assertTrue(w.at_eof())
+        self.assert_still_serving("after-garbage")
+
+    def test_frame_max_is_enforced_both_at_tune_and_per_frame(self):
+        with AmqpWire(self.port) as w:
+            w.handshake(frame_max=4096)
+            w.open_channel(1)
+            w.send(frame(3, 1, b"x" * 5000))
+            _, cls, code, text = w.read_close()
+            self.assertEqual((cls, code), (10, 501), text)
+        with AmqpWire(self.port) as w:
+            w.send(HEADER)
+            w.read_method()
+            w.send(method(0, 10, 11, table() + shortstr("PLAIN") + struct.pack(">I", 12) + b"\0guest\0guest" +
+                          shortstr("en_US")))
+            w.read_method()
+            w.send(method(0, 10, 31, struct.pack(">HIH", 0, 1 << 30, 0)))  # more than offered
+            _, cls, code, text = w.read_close()
+            self.assertEqual((cls, code), (10, 530), text)
+        self.assert_still_serving("after-frame-max")
+
+    def test_unknown_classes_methods_and_malformed_arguments(self):
+        cases = [
+            (method(1, 99, 10), 540),                       # unknown class
+            (method(1, 60, 99), 540),                       # unknown method of basic
+            (method(1, 50, 10, b"\x00"), 502),              # queue.declare cut short
+            (method(1, 60, 60, b"\x00" * 12), 503),         # basic.deliver is the server's
+            (frame(3, 1, b"body without a publish"), 505),  # content out of order
+            (method(2, 50, 10, b"\x00" * 8), 504),         # a channel never opened
+        ]
+        for data, code in cases:
+            with AmqpWire(self.port) as w:
+                w.handshake()
+                w.open_channel(1)
+                w.send(data)
+                _, cls, got, text = w.read_close()
+                self.assertEqual((cls, got), (10, code), text)
+        self.assert_still_serving("after-unknown")
+
+    def test_bad_input_loses_nothing_stored(self):
+        ch = self.pika_channel()
+        ch.confirm_delivery()
+        ch.queue_declare("kept")
+        for i in range(3):
+            ch.basic_publish("", "kept", b"k%d" % i)
+        with AmqpWire(self.port) as w:
+            w.handshake()
+            w.open_channel(1)
+            # Half a publish, then garbage in the middle of its body.
+            w.send(publish_frames(1, "", "kept", b"y" * 100)[:-60] + b"\xff" * 64)
+            _, cls, code, _ = w.read_close()
+            self.assertEqual(cls, 10)
+        self.assertEqual(ch.queue_declare("kept", passive=True).method.message_count, 3)
+        self.assertEqual([ch.basic_get("kept", auto_ack=True)[2] for _ in range(3)], [b"k0", b"k1", b"k2"])
+
+    def test_server_sends_heartbeats_and_closes_a_silent_client(self):
+        with AmqpWire(self.port) as w:
+            w.handshake(heartbeat=1)
+            start = time.monotonic()
+            ftype, channel, payload = w.read_frame(timeout=3)
+            self.assertEqual((ftype, channel, payload), (8, 0, b""))
+            # Say nothing more: the server gives up after two intervals.
+            self.assertTrue(w.at_eof(timeout=6))
+            self.assertLess(time.monotonic() - start, 6)
+
+    def test_client_heartbeats_keep_the_connection(self):
+        with AmqpWire(self.port) as w:
+            w.handshake(heartbeat=1)
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                w.send(frame(8, 0, b""))
+                time.sleep(0.3)
+            w.open_channel(1)  # still open
+
+    def test_amqp_in_pulsar_out_and_back(self):
+        ch = self.pika_channel()
+        ch.confirm_delivery()
+        ch.queue_declare("cross")
+        topic = "persistent://public/default/cross"
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            sub = w.subscribe(topic, "pulsar-side", 1, initial="Earliest")
+            self.assertEqual(sub.type, pb.BaseCommand.SUCCESS)
+            w.flow(1, 10)
+            ch.basic_publish("", "cross", b"from amqp",
+                             pika.BasicProperties(headers={"trace": "t-1", "n": 7}, timestamp=1700000000))
+            msg = w.receive(1, 1)[0]
+            self.assertEqual(msg.payload, b"from amqp")
+            self.assertEqual(msg.metadata.partition_key, "cross")
+            props = {p.key: p.value for p in msg.metadata.properties}
+            self.assertEqual(props["trace"], "t-1")
+            self.assertEqual(props["n"], "7")
+            self.assertEqual(msg.metadata.event_time, 1700000000000)
+            # The queue's own copy is still there for AMQP.
+            self.assertEqual(ch.basic_get("cross", auto_ack=True)[2], b"from amqp")
+            # And back: a Pulsar producer writes to the queue's topic.
+            self.assertEqual(w.create_producer(topic, 1).type, pb.BaseCommand.PRODUCER_SUCCESS)
+            kv = pb.KeyValue(key="origin", value="pulsar")
+            receipt = w.send(1, b"from pulsar", partition_key="rk", properties=[kv], event_time=1700000001000)
+            self.assertEqual(receipt.type, pb.BaseCommand.SEND_RECEIPT)
+        method_, props, body = ch.basic_get("cross", auto_ack=True)
+        self.assertEqual(body, b"from pulsar")
+        self.assertEqual(method_.routing_key, "rk")
+        self.assertEqual(props.headers, {"origin": "pulsar"})
+        self.assertEqual(props.timestamp, 1700000001)
+
+    def test_queue_shows_in_the_admin_stats(self):
+        ch = self.pika_channel()
+        ch.queue_declare("in-stats")
+        ch.basic_consume("in-stats", lambda *a: None)
+        status, body = self.node.get("/admin/v2/persistent/public/default/in-stats/stats")[:2]
+        self.assertEqual(status, 200)
+        import json
+        stats = json.loads(body)
+        self.assertIn("amqp", stats["subscriptions"])
+        self.assertEqual(stats["subscriptions"]["amqp"]["type"], "Shared")
+        self.assertEqual(len(stats["subscriptions"]["amqp"]["consumers"]), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
