@@ -95,6 +95,16 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
                     });
 }
 
+void Topic::when_entries_added(const void* key, std::function<void()> fn) {
+  for (auto& [k, f] : entry_waiters_) {
+    if (k == key) {
+      f = std::move(fn);
+      return;
+    }
+  }
+  entry_waiters_.emplace_back(key, std::move(fn));
+}
+
 Subscription* Topic::subscription(const std::string& name) {
   auto it = subscriptions_.find(name);
   return it == subscriptions_.end() ? nullptr : it->second.get();

@@ -137,6 +137,10 @@ class Topic {
   // its beginning with InitialPosition::kEarliest.
   void subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSink* sink,
                  ledger::Callback<common::Result<Subscription*>> done);
+  // Runs `fn` once, after the next entry is stored (readers waiting for
+  // data: a Kafka Fetch at the end of the log). One waiter per `key`: a
+  // second call with the same key replaces the first. Home reactor.
+  void when_entries_added(const void* key, std::function<void()> fn);
   Subscription* subscription(const std::string& name);
   std::vector<std::string> subscription_names() const;
   // Removes a subscription without consumers. kFailedPrecondition while it
@@ -223,6 +227,7 @@ class Topic {
   std::function<std::optional<NamespacePolicies>()> policy_source_;
   std::unique_ptr<Deduplication> dedup_;
   std::vector<std::function<void()>> dedup_waiters_;  // run once recovery ends
+  std::vector<std::pair<const void*, std::function<void()>>> entry_waiters_;  // when_entries_added
   std::optional<BacklogQuota> size_quota_;
   std::optional<BacklogQuota> age_quota_;
   bool age_exceeded_ = false;  // as of the last check_backlog_age

@@ -350,6 +350,11 @@ void Topic::store_entry(HeldPublish p) {
                           p->second.bytes_in += bytes;
                         }
                         for (auto& [name, sub] : subscriptions_) sub->on_entries_added();
+                        if (!entry_waiters_.empty()) {
+                          auto waiters = std::move(entry_waiters_);
+                          entry_waiters_.clear();
+                          for (auto& [key, fn] : waiters) fn();
+                        }
                         if (size_quota_ || age_exceeded_) check_backlog_quota();
                       }
                     }

@@ -9,13 +9,6 @@ namespace magnetar::protocol::kafka {
 using common::Slice;
 using common::Status;
 
-namespace {
-
-// How often a Fetch waiting for data looks again, within its max wait.
-constexpr std::chrono::milliseconds kFetchPollInterval{5};
-
-}  // namespace
-
 KafkaConnection::KafkaConnection(runtime::Reactor& reactor, KafkaService& service)
     : reactor_(reactor), service_(service), link_(std::make_shared<KafkaLink>(KafkaLink{this})) {}
 
@@ -155,17 +148,45 @@ void KafkaConnection::flush() {
   }
 }
 
-void KafkaConnection::after_poll_interval(std::function<void()> retry) {
-  waiting_.push_back(std::move(retry));
-  if (!poll_timer_) poll_timer_ = std::make_unique<runtime::Timer>(reactor_);
-  if (!poll_timer_->active()) poll_timer_->every(kFetchPollInterval, [this]() { poll_tick(); });
+void KafkaConnection::park_fetch(std::chrono::steady_clock::time_point deadline, std::function<void()> retry) {
+  parked_.emplace_back(deadline, std::move(retry));
+  arm_fetch_timer();
 }
 
-void KafkaConnection::poll_tick() {
+void KafkaConnection::wake_fetches() {
+  ++wakes_;
+  auto due = std::move(parked_);
+  parked_.clear();
+  for (auto& [deadline, fn] : due) fn();
+  arm_fetch_timer();
+}
+
+void KafkaConnection::on_fetch_deadline() {
+  const auto now = std::chrono::steady_clock::now();
   std::vector<std::function<void()>> due;
-  due.swap(waiting_);
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    if (it->first <= now) {
+      due.push_back(std::move(it->second));
+      it = parked_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   for (auto& fn : due) fn();
-  if (waiting_.empty() && poll_timer_) poll_timer_->cancel();
+  arm_fetch_timer();
+}
+
+// One timer, set to the earliest parked deadline.
+void KafkaConnection::arm_fetch_timer() {
+  if (parked_.empty()) {
+    if (fetch_timer_) fetch_timer_->cancel();
+    return;
+  }
+  auto earliest = parked_.front().first;
+  for (const auto& [deadline, fn] : parked_) earliest = std::min(earliest, deadline);
+  if (!fetch_timer_) fetch_timer_ = std::make_unique<runtime::Timer>(reactor_);
+  auto wait = std::chrono::ceil<std::chrono::milliseconds>(earliest - std::chrono::steady_clock::now());
+  fetch_timer_->once(std::max(wait, std::chrono::milliseconds(0)), [this]() { on_fetch_deadline(); });
 }
 
 std::pair<uint64_t, std::string> KafkaConnection::producer_for(const std::string& topic, int32_t partition) {
@@ -195,8 +216,8 @@ void KafkaConnection::on_close(runtime::Connection&, const Status&) {
   producers_.clear();
   producer_topics_.clear();
   // Not destroyed here: this may run inside the timer's own callback.
-  if (poll_timer_) poll_timer_->cancel();
-  waiting_.clear();
+  if (fetch_timer_) fetch_timer_->cancel();
+  parked_.clear();
   conn_ = nullptr;
   link_->conn = nullptr;
 }

@@ -11,6 +11,7 @@
 // connection again through a weak link (it may have closed meanwhile).
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
@@ -90,9 +91,17 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   bool is_authenticated() const { return authenticated_; }
   const std::string& role() const { return role_; }
 
-  // Runs `retry` on this connection's reactor at the next fetch poll tick
-  // (Fetch waiting for data until its max wait).
-  void after_poll_interval(std::function<void()> retry);
+  // A Fetch waiting for data: `retry` runs on this connection's reactor
+  // when a topic it reads stores an entry (wake_fetches), or at `deadline`
+  // (its max wait), whichever comes first.
+  void park_fetch(std::chrono::steady_clock::time_point deadline, std::function<void()> retry);
+  // Retries every parked Fetch now.
+  void wake_fetches();
+  // How many wake-ups came so far: a Fetch whose attempt saw one come
+  // before it parked looks again at once instead of waiting.
+  uint64_t wakes() const { return wakes_; }
+  // The key this connection's waiters use on topics (Topic::when_entries_added).
+  const void* waiter_key() const { return link_.get(); }
 
   // The broker-side producer id and name this connection publishes with on
   // Kafka (topic, partition), made on first use.
@@ -111,7 +120,8 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   void handle_request(common::Slice message);
   void dispatch(Request& request);
   void flush();
-  void poll_tick();
+  void on_fetch_deadline();
+  void arm_fetch_timer();
 
   runtime::Reactor& reactor_;
   KafkaService& service_;
@@ -129,8 +139,9 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   std::string role_;
   bool authenticated_ = false;
   bool raw_sasl_next_ = false;
-  std::unique_ptr<runtime::Timer> poll_timer_;
-  std::vector<std::function<void()>> waiting_;
+  std::unique_ptr<runtime::Timer> fetch_timer_;
+  uint64_t wakes_ = 0;
+  std::vector<std::pair<std::chrono::steady_clock::time_point, std::function<void()>>> parked_;
 };
 
 // --- API handlers, one file each (handlers/*.cc).

@@ -5,7 +5,8 @@
 // the records before it, as with Kafka's own batches).
 //
 // min bytes / max wait: while less than MinBytes is available the request
-// waits, looking again every poll interval, until MaxWaitMs has passed.
+// waits until MaxWaitMs has passed, looking again whenever a partition it
+// reads at its end stores an entry (Topic::when_entries_added).
 // Max bytes: each partition returns at most PartitionMaxBytes, and the
 // response at most MaxBytes over its partitions in request order, whole
 // batches only; the response's first batch always goes out whole, so a
@@ -51,6 +52,7 @@ struct FetchState {
   size_t min_bytes = 1;
   size_t max_bytes = 0;  // the whole response's
   size_t left = 0;
+  uint64_t wakes_at_attempt = 0;  // KafkaConnection::wakes() when the attempt began
 };
 
 // The whole record batches at the front of `records` that fit in `budget`.
@@ -111,7 +113,9 @@ void settle(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
     errors = errors || p.error != kNone;
   }
   if (bytes >= state->min_bytes || errors || Clock::now() >= state->deadline) return answer(c, *state);
-  c.after_poll_interval([conn = &c, state]() { attempt(*conn, state); });
+  // An entry was stored while this attempt read: look again now.
+  if (c.wakes() != state->wakes_at_attempt) return attempt(c, state);
+  c.park_fetch(state->deadline, [conn = &c, state]() { attempt(*conn, state); });
 }
 
 // Converts entries to batches until `max_bytes` (the first batch always).
@@ -178,6 +182,7 @@ void read_partition(broker::Topic* topic, int64_t offset, size_t max_bytes,
 
 void attempt(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
   state->left = state->parts.size() + 1;
+  state->wakes_at_attempt = c.wakes();
   auto one_done = [](KafkaConnection& conn, const std::shared_ptr<FetchState>& s) {
     if (--s->left == 0) settle(conn, s);
   };
@@ -185,8 +190,8 @@ void attempt(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
     PartitionFetch& p = state->parts[k];
     p.records = Slice();
     p.error = kNone;
-    auto run = [reply = c.replier(), state, k, offset = p.offset, max_bytes = p.max_bytes,
-                one_done](Result<broker::Topic*> t) {
+    auto run = [reply = c.replier(), state, k, offset = p.offset, max_bytes = p.max_bytes, one_done,
+                key = c.waiter_key()](Result<broker::Topic*> t) {
       auto report = [reply, state, k, one_done](PartitionResult r) {
         reply([state, k, one_done, r = std::move(r)](KafkaConnection& conn) mutable {
           PartitionFetch& part = state->parts[k];
@@ -201,6 +206,11 @@ void attempt(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
         PartitionResult r;
         r.error = error_code(t.status());
         return report(r);
+      }
+      // At the end of the log: the next stored entry wakes this
+      // connection's waiting fetches (a no-op when none waits by then).
+      if (offset >= high_watermark((*t)->log())) {
+        (*t)->when_entries_added(key, [reply]() { reply([](KafkaConnection& conn) { conn.wake_fetches(); }); });
       }
       read_partition(*t, offset, max_bytes, report);
     };
