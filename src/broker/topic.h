@@ -86,7 +86,7 @@ class Topic {
   void add_producer(ProducerOptions options, std::function<void()> waiting,
                     ledger::Callback<common::Result<ProducerAdmission>> done);
   // A Shared producer without close notification, answered at once.
-  common::Status add_producer(uint64_t producer_id, const std::string& producer_name);
+  common::Status add_producer(uint64_t producer_id, const std::string& producer_name, ClientInfo client = {});
   // Forgets an admitted or waiting producer; a waiting exclusive producer
   // may be admitted as a result.
   void remove_producer(uint64_t producer_id);

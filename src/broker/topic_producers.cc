@@ -25,9 +25,9 @@ Status Topic::name_in_use(const std::string& name) const {
   return Status::ok();
 }
 
-Status Topic::add_producer(uint64_t producer_id, const std::string& producer_name) {
+Status Topic::add_producer(uint64_t producer_id, const std::string& producer_name, ClientInfo client) {
   auto answer = std::make_shared<std::optional<Status>>();
-  add_producer(ProducerOptions{producer_id, producer_name}, nullptr,
+  add_producer(ProducerOptions{producer_id, producer_name, ProducerAccessMode::kShared, std::move(client)}, nullptr,
                [answer](Result<ProducerAdmission> r) { *answer = r.is_ok() ? Status::ok() : r.status(); });
   return answer->value_or(Status::ok());  // still recovering deduplication: registered already
 }

@@ -215,6 +215,11 @@ class KafkaSaslTest(KafkaNodeTestCase):
                          call_json(self.node, "GET", "/admin/v2/persistent/public/default")[1])
         status, stats = call_json(self.node, "GET", "/admin/v2/persistent/acme/billing/invoices/stats")
         self.assertEqual((status, stats["msgInCounter"]), (200, 1))
+        # The stats say who wrote it, and over which protocol.
+        [publisher] = stats["publishers"]
+        self.assertEqual(publisher["protocol"], "kafka")
+        self.assertEqual(publisher["clientVersion"], "rdkafka")
+        self.assertTrue(publisher["address"].startswith("127.0.0.1:"), publisher)
 
     def test_a_namespace_that_does_not_exist_fails_authentication(self):
         p = ck.Producer({**self.sasl_config("acme/nowhere"), "message.timeout.ms": 3000})

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/clock.h"
 #include "common/logging.h"
 
 namespace magnetar::protocol::kafka {
@@ -15,6 +16,7 @@ KafkaConnection::KafkaConnection(runtime::Reactor& reactor, KafkaService& servic
 KafkaConnection::~KafkaConnection() { link_->conn = nullptr; }
 
 void KafkaConnection::on_data(runtime::Connection& conn, common::SliceChain& input) {
+  if (conn_ == nullptr) connected_since_ms_ = common::wall_clock_ms();
   conn_ = &conn;
   while (!conn.closing() && input.size() >= kSizePrefixBytes) {
     uint8_t prefix[kSizePrefixBytes];
@@ -196,6 +198,11 @@ std::pair<uint64_t, std::string> KafkaConnection::producer_for(const std::string
     it->second = {id, fmt::format("kafka-{}-{}", service_.options().cluster_id, id)};
   }
   return it->second;
+}
+
+broker::ClientInfo KafkaConnection::client_info(const RequestHeader& header) const {
+  return broker::ClientInfo{"kafka", conn_ == nullptr ? std::string() : std::string(conn_->peer()),
+                            header.client_id.value_or(std::string()), connected_since_ms_};
 }
 
 std::string KafkaConnection::peer_host() const {

@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 
+#include "broker/client_info.h"
 #include "protocol/kafka/header.h"
 #include "protocol/kafka/messages.h"
 #include "protocol/kafka/schema.h"
@@ -62,6 +63,9 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   KafkaReplier replier() const { return KafkaReplier(link_, reactor_); }
   // The client's address as Kafka shows it ("/<ip>:<port>").
   std::string peer_host() const;
+  // Who this client is, for the producers it registers (topic stats show
+  // protocol "kafka", its address and its client id).
+  broker::ClientInfo client_info(const RequestHeader& header) const;
   // Encodes `response` at the request's version into its slot.
   void respond(const Request& request, const Struct& response);
   // Bytes that answer no request (the reply to a bare SASL token), after
@@ -141,6 +145,7 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   bool raw_sasl_next_ = false;
   std::unique_ptr<runtime::Timer> fetch_timer_;
   uint64_t wakes_ = 0;
+  int64_t connected_since_ms_ = 0;
   std::vector<std::pair<std::chrono::steady_clock::time_point, std::function<void()>>> parked_;
 };
 

@@ -171,6 +171,7 @@ void handle_produce(KafkaConnection& c, const Request& request) {
       }
       size_t slot = index - 1;
       auto run = [reply = c.replier(), state, slot, producer_id = producer_id, producer_name = producer_name,
+                  client = c.client_info(request.header),
                   entries = std::move(entries), sequenced, &service = c.service()](Result<broker::Topic*> t) mutable {
         auto report = [reply, state, slot](ErrorCode e, std::string why, int64_t base, int64_t start) {
           reply([state, slot, e, why = std::move(why), base, start](KafkaConnection& conn) {
@@ -184,7 +185,7 @@ void handle_produce(KafkaConnection& c, const Request& request) {
         };
         if (!t.is_ok()) return report(error_code(t.status()), t.status().message(), -1, -1);
         broker::Topic* topic = *t;
-        Status added = topic->add_producer(producer_id, producer_name);
+        Status added = topic->add_producer(producer_id, producer_name, client);
         if (!added.is_ok() && added.code() != common::ErrorCode::kAlreadyExists) {
           return report(error_code(added), added.message(), -1, -1);
         }
