@@ -9,6 +9,8 @@
 #include <cctype>
 #include <limits>
 
+#include "protocol/pulsar/frame.h"
+
 namespace magnetar::client {
 
 using common::Result;
@@ -129,6 +131,15 @@ Result<Slice> decompress(CompressionType type, const Slice& in, size_t size) {
     }
   }
   return Status::invalid_argument("unknown compression type " + std::to_string(static_cast<int>(type)));
+}
+
+Status parse_plain_entry(const Slice& entry, proto::MessageMetadata* metadata, Slice* payload) {
+  MAGNETAR_RETURN_IF_ERROR(protocol::pulsar::parse_entry(entry, false, metadata, payload));
+  if (metadata->compression() == proto::NONE) return Status::ok();
+  auto plain = decompress(metadata->compression(), *payload, metadata->uncompressed_size());
+  if (!plain) return plain.status();
+  *payload = std::move(plain).value();
+  return Status::ok();
 }
 
 }  // namespace magnetar::client

@@ -33,4 +33,10 @@ common::Result<common::Slice> compress(CompressionType type, std::string_view in
 // kInvalidArgument for an unknown type.
 common::Result<common::Slice> decompress(CompressionType type, const common::Slice& input, size_t uncompressed_size);
 
+// Parses a stored entry (protocol/pulsar/frame.h, checksum not verified)
+// and decompresses its payload when its metadata says it is compressed: what
+// the protocols that convert messages (Kafka, AMQP) read.
+common::Status parse_plain_entry(const common::Slice& entry, protocol::pulsar::proto::MessageMetadata* metadata,
+                                 common::Slice* payload);
+
 }  // namespace magnetar::client

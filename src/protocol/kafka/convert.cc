@@ -73,12 +73,7 @@ ConvertedEntry batch_to_entry(const RecordBatch& batch, int64_t publish_time_ms,
 Status append_entry_as_batch(const ledger::MessageHeader& header, const Slice& entry, WireWriter& out) {
   proto::MessageMetadata md;
   Slice payload;
-  MAGNETAR_RETURN_IF_ERROR(pulsar::parse_entry(entry, false, &md, &payload));
-  if (md.compression() != proto::NONE) {
-    auto plain = client::decompress(md.compression(), payload, md.uncompressed_size());
-    if (!plain) return plain.status();
-    payload = std::move(plain).value();
-  }
+  MAGNETAR_RETURN_IF_ERROR(client::parse_plain_entry(entry, &md, &payload));
   const auto publish_time = static_cast<int64_t>(md.publish_time());
   RecordBatch batch;
   batch.base_offset = header.first_index;
