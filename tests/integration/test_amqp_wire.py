@@ -60,22 +60,13 @@ class AmqpWireTest(NodeTestCase):
 
     def test_amqplain_login(self):
         with AmqpWire(self.port) as w:
-            w.send(HEADER)
-            w.read_method()
             response = table([("LOGIN", b"S", struct.pack(">I", 5) + b"guest"),
                               ("PASSWORD", b"S", struct.pack(">I", 5) + b"guest")])[4:]
-            w.send(method(0, 10, 11, table() + shortstr("AMQPLAIN") + struct.pack(">I", len(response)) + response +
-                          shortstr("en_US")))
-            _, cls, mth, _ = w.read_method()
-            self.assertEqual((cls, mth), (10, 30))
+            self.assertEqual(w.login("AMQPLAIN", response), (2047, 131072, 60))
 
     def test_unknown_vhost_is_refused(self):
         with AmqpWire(self.port) as w:
-            w.send(HEADER)
-            w.read_method()
-            w.send(method(0, 10, 11, table() + shortstr("PLAIN") + struct.pack(">I", 12) + b"\0guest\0guest" +
-                          shortstr("en_US")))
-            w.read_method()
+            w.login()
             w.send(method(0, 10, 31, struct.pack(">HIH", 0, 131072, 0)))
             w.send(method(0, 10, 40, shortstr("nobody/nothing") + shortstr("") + b"\x00"))
             _, cls, code, text = w.read_close()
@@ -114,11 +105,7 @@ class AmqpWireTest(NodeTestCase):
             _, cls, code, text = w.read_close()
             self.assertEqual((cls, code), (10, 501), text)
         with AmqpWire(self.port) as w:
-            w.send(HEADER)
-            w.read_method()
-            w.send(method(0, 10, 11, table() + shortstr("PLAIN") + struct.pack(">I", 12) + b"\0guest\0guest" +
-                          shortstr("en_US")))
-            w.read_method()
+            w.login()
             w.send(method(0, 10, 31, struct.pack(">HIH", 0, 1 << 30, 0)))  # more than offered
             _, cls, code, text = w.read_close()
             self.assertEqual((cls, code), (10, 530), text)

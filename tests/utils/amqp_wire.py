@@ -106,16 +106,20 @@ class AmqpWire:
         except ConnectionResetError:
             return True
 
-    def handshake(self, vhost="/", heartbeat=0, frame_max=131072, user="guest", password="guest"):
-        """Runs start/tune/open; returns the server's tune arguments (channel-max, frame-max, heartbeat)."""
+    def login(self, mechanism="PLAIN", response=b"\0guest\0guest"):
+        """Sends the protocol header and start-ok; returns the server's tune
+        arguments (channel-max, frame-max, heartbeat)."""
         self.send(HEADER)
         _, cls, mth, _ = self.read_method()
         assert (cls, mth) == (10, 10), (cls, mth)
-        self.send(method(0, 10, 11, table() + shortstr("PLAIN") + longstr(f"\0{user}\0{password}") +
-                         shortstr("en_US")))
+        self.send(method(0, 10, 11, table() + shortstr(mechanism) + longstr(response) + shortstr("en_US")))
         _, cls, mth, args = self.read_method()
         assert (cls, mth) == (10, 30), (cls, mth)
-        tune = struct.unpack(">HIH", args)
+        return struct.unpack(">HIH", args)
+
+    def handshake(self, vhost="/", heartbeat=0, frame_max=131072, user="guest", password="guest"):
+        """Runs start/tune/open; returns the server's tune arguments (channel-max, frame-max, heartbeat)."""
+        tune = self.login(response=f"\0{user}\0{password}")
         self.send(method(0, 10, 31, struct.pack(">HIH", 0, frame_max, heartbeat)))
         self.send(method(0, 10, 40, shortstr(vhost) + shortstr("") + b"\x00"))
         _, cls, mth, _ = self.read_method()

@@ -149,12 +149,7 @@ PublishedEntry message_to_entry(std::string_view exchange, std::string_view rout
 Status entry_to_messages(const Slice& entry, std::vector<AmqpMessage>* out) {
   proto::MessageMetadata md;
   Slice payload;
-  MAGNETAR_RETURN_IF_ERROR(pulsar::parse_entry(entry, false, &md, &payload));
-  if (md.compression() != proto::NONE) {
-    auto plain = client::decompress(md.compression(), payload, md.uncompressed_size());
-    if (!plain) return plain.status();
-    payload = std::move(plain).value();
-  }
+  MAGNETAR_RETURN_IF_ERROR(client::parse_plain_entry(entry, &md, &payload));
   if (!md.has_num_messages_in_batch()) {
     out->push_back(to_message(md, payload));
     return Status::ok();

@@ -281,14 +281,18 @@ void encode_method(WireWriter& out, const Method& method) {
   flush_bits();
 }
 
-common::Slice method_frame(uint16_t channel, const Method& method) {
-  WireWriter out(128);
+void append_method_frame(WireWriter& out, uint16_t channel, const Method& method) {
   out.u8(static_cast<uint8_t>(FrameType::kMethod));
   out.u16(channel);
   size_t at = out.skip(4);
   encode_method(out, method);
   out.patch_u32(at, static_cast<uint32_t>(out.size() - at - 4));
   out.u8(kFrameEnd);
+}
+
+common::Slice method_frame(uint16_t channel, const Method& method) {
+  WireWriter out(128);
+  append_method_frame(out, channel, method);
   return out.finish();
 }
 

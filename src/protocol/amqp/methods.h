@@ -153,6 +153,8 @@ struct Method {
 common::Result<Method> decode_method(const common::Slice& payload);
 // Appends a method frame's payload.
 void encode_method(WireWriter& out, const Method& method);
+// Appends a whole method frame on `channel`.
+void append_method_frame(WireWriter& out, uint16_t channel, const Method& method);
 // A whole method frame on `channel`.
 common::Slice method_frame(uint16_t channel, const Method& method);
 

@@ -108,6 +108,7 @@ AmqpConnection::AmqpConnection(runtime::Reactor& reactor, AmqpService& service)
     : reactor_(reactor),
       service_(service),
       id_(service.next_id()),
+      producer_id_(service.next_id()),
       link_(std::make_shared<AmqpLink>(AmqpLink{this})) {
   producer_name_ = fmt::format("amqp-{}-{}", service_.options().cluster_name, id_);
 }
@@ -122,12 +123,7 @@ void AmqpConnection::send(Slice bytes) {
 
 void AmqpConnection::send_with_content(uint16_t channel, const Method& m, const Slice& properties, const Slice& body) {
   WireWriter head(256 + properties.size());
-  head.u8(static_cast<uint8_t>(FrameType::kMethod));
-  head.u16(channel);
-  size_t at = head.skip(4);
-  encode_method(head, m);
-  head.patch_u32(at, static_cast<uint32_t>(head.size() - at - 4));
-  head.u8(kFrameEnd);
+  append_method_frame(head, channel, m);
   head.u8(static_cast<uint8_t>(FrameType::kHeader));
   head.u16(channel);
   head.u32(static_cast<uint32_t>(12 + properties.size()));
@@ -587,13 +583,9 @@ void AmqpConnection::publish_finished(uint16_t id, uint64_t serial) {
   }
 }
 
-uint64_t AmqpConnection::producer_for(const broker::TopicName& topic) {
-  auto [it, added] = producers_.try_emplace(topic.to_string());
-  if (added) {
-    it->second = service_.next_id();
-    producer_topics_[it->second] = topic;
-  }
-  return it->second;
+uint64_t AmqpConnection::producer_for_all(const std::vector<broker::TopicName>& topics) {
+  for (const auto& topic : topics) producer_topics_.try_emplace(topic.to_string(), topic);
+  return producer_id_;
 }
 
 void AmqpConnection::on_writable_changed(runtime::Connection&, bool writable) {
@@ -609,14 +601,15 @@ void AmqpConnection::on_close(runtime::Connection&, const Status&) {
   }
   channels_.clear();
   auto& broker = service_.broker();
-  for (const auto& [id, topic] : producer_topics_) {
-    broker.with_existing_topic(topic, false, [id = id](common::Result<broker::Topic*> t) {
+  for (const auto& [name, topic] : producer_topics_) {
+    broker.with_existing_topic(topic, false, [id = producer_id_](common::Result<broker::Topic*> t) {
       if (t.is_ok()) (*t)->remove_producer(id);
     });
   }
   producer_topics_.clear();
-  producers_.clear();
-  if (!exclusive_queues_.empty()) drop_exclusive_queues(service_, vhost_, exclusive_queues_);
+  if (!exclusive_queues_.empty()) {
+    delete_queues(service_, vhost_, {exclusive_queues_.begin(), exclusive_queues_.end()});
+  }
   exclusive_queues_.clear();
   // Not destroyed here: this may run inside a timer's own callback.
   if (heartbeat_) heartbeat_->cancel();

@@ -36,6 +36,7 @@
 #include "protocol/amqp/methods.h"
 #include "protocol/amqp/properties.h"
 #include "protocol/amqp/server/amqp_service.h"
+#include "protocol/amqp/server/queue_limits.h"
 #include "runtime/connection.h"
 #include "runtime/replier.h"
 #include "runtime/timer.h"
@@ -68,6 +69,8 @@ struct QueueConsumer {
   // broker still has for it.
   uint32_t prefetch = 0;  // 0: unlimited
   std::shared_ptr<AmqpConsumerSink> sink;
+  // The queue's limits (queue_limits.h), when it has any or is auto-delete.
+  std::shared_ptr<const QueueRef> limits;
 };
 
 // A message delivered and not yet acknowledged.
@@ -76,6 +79,8 @@ struct Unacked {
   ledger::Position position;
   uint32_t batch_index = 0;
   uint32_t batch_size = 1;  // messages in the entry
+  // Kept when the queue dead-letters, for a reject without requeue.
+  std::shared_ptr<const AmqpMessage> message;
 };
 
 struct Channel {
@@ -167,9 +172,9 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   void connection_error(const AmqpError& e);
   // The open channel with this number and serial, or null.
   Channel* channel(uint16_t id, uint64_t serial);
-  // The producer id this connection publishes to `topic` with, registering
-  // it on the topic on first use (on the topic's home reactor).
-  uint64_t producer_for(const broker::TopicName& topic);
+  // The producer id this connection publishes with, on every topic (each
+  // registers it on first use; it leaves them when this connection closes).
+  uint64_t producer_for_all(const std::vector<broker::TopicName>& topics);
   const std::string& producer_name() const { return producer_name_; }
   uint64_t next_sequence() { return sequence_++; }
 
@@ -210,6 +215,7 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   runtime::Reactor& reactor_;
   AmqpService& service_;
   const uint64_t id_;
+  const uint64_t producer_id_;
   runtime::Connection* conn_ = nullptr;
   common::SliceChain* input_ = nullptr;  // the connection's input, for resuming after a pause
   std::shared_ptr<AmqpLink> link_;
@@ -227,8 +233,7 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   std::map<uint16_t, Channel> channels_;
   uint64_t next_serial_ = 1;
   std::string producer_name_;
-  std::map<std::string, uint64_t> producers_;  // topic -> producer id
-  std::map<uint64_t, broker::TopicName> producer_topics_;
+  std::map<std::string, broker::TopicName> producer_topics_;  // where producer_id_ may be registered
   uint64_t sequence_ = 0;
   size_t publishes_in_flight_ = 0;
   bool paused_ = false;
@@ -258,6 +263,10 @@ class AmqpConsumerSink final : public broker::ConsumerSink {
 // connection's reactor for an open channel.
 void handle_exchange(AmqpConnection& c, Channel& ch, const Method& m);
 void handle_queue(AmqpConnection& c, Channel& ch, const Method& m);
+// exchange.bind/unbind and queue.bind/unbind (in exchange.cc): checks both
+// ends, adds or removes `b` (durably when both ends are durable) and
+// answers `reply`.
+void change_binding(AmqpConnection& c, Channel& ch, const Method& m, Binding b, bool add, const Method& reply);
 // basic.publish's content is complete.
 void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const ContentHeader& header,
                     common::Slice body);
@@ -274,8 +283,10 @@ void on_subscription(AmqpService& service, const std::shared_ptr<QueueConsumer>&
 bool find_queue(AmqpConnection& c, Channel& ch, const std::string& name, uint32_t key, QueueDef* out);
 // The channel closes: its consumers and pullers are detached.
 void release_consumers(AmqpConnection& c, Channel& ch);
-// The connection closed: its exclusive queues are deleted.
-void drop_exclusive_queues(AmqpService& service, const broker::NamespaceName& vhost,
-                           const std::set<std::string>& queues);
+// Deletes queues (topology, metadata, topics): an exclusive queue's
+// connection closed, an auto-delete queue lost its last consumer, or (with
+// `unused_since`: only if nobody used it after that) x-expires passed.
+void delete_queues(AmqpService& service, const broker::NamespaceName& vhost, const std::vector<std::string>& queues,
+                   std::optional<int64_t> unused_since = std::nullopt);
 
 }  // namespace magnetar::protocol::amqp

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/logging.h"
 #include "metadata/blocking.h"
@@ -77,7 +78,10 @@ std::string binding_id(const Binding& b) {
 
 AmqpService::AmqpService(runtime::Runtime& runtime, broker::BrokerService& broker, metadata::Store& store,
                          AmqpServiceOptions options)
-    : runtime_(runtime), broker_(broker), store_(store), options_(std::move(options)) {}
+    : runtime_(runtime), broker_(broker), store_(store), options_(std::move(options)), keeper_(*this, runtime) {
+  dead_letter_producer_id_ = next_id();
+  dead_letter_producer_ = fmt::format("amqp-dead-letter-{}", options_.cluster_name);
+}
 
 AmqpService::~AmqpService() = default;
 
@@ -90,12 +94,43 @@ Status AmqpService::start() {
       [this](runtime::Reactor& reactor) { return std::make_unique<AmqpConnection>(reactor, *this); }, conn);
   if (!listener) return listener.status();
   listener_ = std::move(listener).value();
+  keeper_.changed();
   return Status::ok();
 }
 
 void AmqpService::stop() {
   stopping_.store(true, std::memory_order_release);
   if (listener_) listener_->shutdown();
+  keeper_.stop();
+}
+
+std::vector<AmqpService::LimitedQueue> AmqpService::limited_queues() const {
+  std::shared_lock lock(mu_);
+  std::vector<LimitedQueue> out;
+  for (const auto& [name, topology] : vhosts_) {
+    auto ns = broker::NamespaceName::parse(name);
+    if (!ns) continue;
+    for (const auto& [queue, def] : topology.queues()) {
+      QueueRef ref{*ns, queue, def.parsed, def.auto_delete};
+      if (ref.limited()) out.push_back({std::move(ref), def.last_used_ms});
+    }
+  }
+  return out;
+}
+
+bool AmqpService::has_limited_queues() const {
+  std::shared_lock lock(mu_);
+  for (const auto& [name, topology] : vhosts_) {
+    for (const auto& [queue, def] : topology.queues()) {
+      if (has_limits(def.parsed)) return true;
+    }
+  }
+  return false;
+}
+
+void AmqpService::touch(const broker::NamespaceName& ns, const std::string& name) {
+  std::unique_lock lock(mu_);
+  if (QueueDef* q = topology_locked(ns).mutable_queue(name)) q->last_used_ms = common::wall_clock_ms();
 }
 
 common::Result<broker::NamespaceName> AmqpService::namespace_of(std::string_view vhost) {
@@ -144,7 +179,9 @@ void AmqpService::Persist::forget_exchange(const std::string& name) {
 }
 
 void AmqpService::Persist::save_queue(const QueueDef& q, std::function<void(Status)> done) {
-  json j = {{"auto_delete", q.auto_delete}, {"arguments", base64_encode(encode_table(q.arguments))}};
+  json j = {{"durable", q.durable && !q.exclusive},
+            {"auto_delete", q.auto_delete},
+            {"arguments", base64_encode(encode_table(q.arguments))}};
   service_.put(fmt::format("{}/queues/{}", vhost_key(ns_), escape(q.name)), j.dump(), std::move(done));
 }
 
@@ -170,6 +207,7 @@ Status AmqpService::load_topology() {
   auto tenants = blocking::list_children(store_, std::string(kRoot));
   if (!tenants) return tenants.status();
   size_t exchanges = 0, queues = 0, bindings = 0;
+  std::vector<std::pair<broker::NamespaceName, std::string>> transient;
   for (const auto& tenant : *tenants) {
     auto namespaces = blocking::list_children(store_, fmt::format("{}/{}", kRoot, tenant));
     if (!namespaces) return namespaces.status();
@@ -208,6 +246,10 @@ Status AmqpService::load_topology() {
         ++exchanges;
       }));
       MAGNETAR_RETURN_IF_ERROR(each("queues", [&](const std::string& name, const json& j) {
+        if (!j.value("durable", true)) {
+          transient.emplace_back(*ns, name);
+          return;
+        }
         QueueDef q;
         q.name = name;
         q.durable = true;
@@ -215,6 +257,7 @@ Status AmqpService::load_topology() {
         q.arguments = decode_table(j.value("arguments", ""));
         auto parsed = parse_queue_arguments(q.arguments);
         if (parsed) q.parsed = *parsed;
+        q.last_used_ms = common::wall_clock_ms();
         t.put_queue(std::move(q));
         ++queues;
       }));
@@ -233,6 +276,17 @@ Status AmqpService::load_topology() {
   if (exchanges + queues + bindings > 0) {
     MLOG_INFO("amqp: {} durable exchanges, {} queues and {} bindings restored", exchanges, queues, bindings);
   }
+  // Transient queues did not outlive the process that had them: their
+  // records and topics go (the topics in the background).
+  for (const auto& [ns, name] : transient) {
+    (void)blocking::del(store_, fmt::format("{}/queues/{}", vhost_key(ns), escape(name)));
+    auto topic = queue_topic(ns, name);
+    if (!topic) continue;
+    broker_.with_topic(*topic, [this, topic = *topic](common::Result<broker::Topic*> t) {
+      if (t.is_ok()) broker_.delete_topic(topic, true, [](Status) {});
+    });
+  }
+  if (!transient.empty()) MLOG_INFO("amqp: {} transient queues of the last run deleted", transient.size());
   return Status::ok();
 }
 

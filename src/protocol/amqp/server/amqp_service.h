@@ -11,7 +11,8 @@
 // Topology (exchanges, queues, bindings) lives in memory per vhost, guarded
 // by one lock; durable entities are also written to the metadata store under
 //   /amqp/{tenant}/{namespace}/exchanges/{name}
-//   /amqp/{tenant}/{namespace}/queues/{name}
+//   /amqp/{tenant}/{namespace}/queues/{name}      (every queue; a transient one
+//                                                  is deleted at the next start)
 //   /amqp/{tenant}/{namespace}/bindings/{source},{q|e},{destination},{key},{args crc}
 // (names percent-encoded) and read back at start.
 //
@@ -34,6 +35,7 @@
 #include "broker/tenancy.h"
 #include "metadata/store.h"
 #include "protocol/amqp/frame.h"
+#include "protocol/amqp/server/queue_limits.h"
 #include "protocol/amqp/server/topology.h"
 #include "runtime/component.h"
 #include "runtime/runtime.h"
@@ -79,6 +81,22 @@ class AmqpService final : public runtime::Component {
   broker::BrokerService& broker() { return broker_; }
   const AmqpServiceOptions& options() const { return options_; }
   uint64_t next_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
+  // Dead-lettered copies are published by this producer (one per node).
+  uint64_t dead_letter_producer_id() const { return dead_letter_producer_id_; }
+  const std::string& dead_letter_producer() const { return dead_letter_producer_; }
+  uint64_t next_sequence() { return sequence_.fetch_add(1, std::memory_order_relaxed); }
+  QueueKeeper& keeper() { return keeper_; }
+  // Queues with dead-lettering, expiry, length limits or x-expires, as the
+  // keeper sweeps them.
+  struct LimitedQueue {
+    QueueRef ref;
+    int64_t last_used_ms = 0;
+  };
+  std::vector<LimitedQueue> limited_queues() const;
+  bool has_limited_queues() const;
+  // Marks queue `name` as used now (x-expires counts from the last use).
+  void touch(const broker::NamespaceName& ns, const std::string& name);
+
   // True once stop() began: connections closing then start no broker work
   // that would outlive the broker.
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
@@ -141,6 +159,10 @@ class AmqpService final : public runtime::Component {
   std::unique_ptr<runtime::TcpListener> listener_;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> sequence_{0};
+  uint64_t dead_letter_producer_id_ = 0;
+  std::string dead_letter_producer_;
+  QueueKeeper keeper_;
   mutable std::shared_mutex mu_;
   std::map<std::string, Topology> vhosts_;  // by "tenant/namespace"; guarded by mu_
   const Topology empty_;

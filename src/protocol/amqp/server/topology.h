@@ -61,6 +61,7 @@ struct QueueDef {
   FieldTable arguments;
   QueueArguments parsed;
   uint64_t owner = 0;  // exclusive: the id of the connection that owns it
+  int64_t last_used_ms = 0;  // declared, consumed from or read (x-expires)
 };
 
 struct Binding {

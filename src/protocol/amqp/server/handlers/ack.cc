@@ -6,6 +6,7 @@
 // with a prefetch limit gives it one permit back.
 #include <fmt/format.h>
 
+#include "common/logging.h"
 #include "protocol/amqp/server/amqp_connection.h"
 
 namespace magnetar::protocol::amqp {
@@ -14,8 +15,35 @@ namespace {
 
 enum class Settle { kAck, kRequeue, kDrop };
 
-// Settles `taken` on the broker, grouped by consumer.
+// Settles `taken` on the broker, grouped by consumer. Dropped messages of
+// a queue that dead-letters are acknowledged once their copies are stored.
 void settle(AmqpConnection& c, std::vector<Unacked> taken, Settle how) {
+  if (how == Settle::kDrop) {
+    std::vector<Unacked> plain;
+    for (auto& u : taken) {
+      if (u.message == nullptr || u.consumer->limits == nullptr) {
+        plain.push_back(std::move(u));
+        continue;
+      }
+      const uint32_t permits = u.consumer->prefetch > 0 ? 1 : 0;
+      auto consumer = u.consumer;
+      auto message = u.message;  // `u` moves into the callback below
+      dead_letter(c.service(), *consumer->limits, *message, "rejected",
+                  [&service = c.service(), u = std::move(u)](common::Status st) {
+                    if (!st.is_ok()) MLOG_WARN("amqp: dead-lettering failed: {}", st.to_string());
+                    on_subscription(service, u.consumer, [u](broker::Subscription& s, uint64_t id) {
+                      if (u.batch_size > 1) {
+                        (void)s.ack_batch_index(id, u.position, u.batch_index, u.batch_size);
+                      } else {
+                        (void)s.ack(id, u.position);
+                      }
+                    });
+                  });
+      if (permits > 0) c.grant(consumer, permits);
+    }
+    taken = std::move(plain);
+    if (taken.empty()) return;
+  }
   std::map<QueueConsumer*, std::vector<Unacked>> by_consumer;
   for (auto& u : taken) by_consumer[u.consumer.get()].push_back(std::move(u));
   for (auto& [ptr, list] : by_consumer) {

@@ -13,6 +13,7 @@
 // goes back to the queue.
 #include <fmt/format.h>
 
+#include "common/clock.h"
 #include "common/logging.h"
 #include "protocol/amqp/convert.h"
 #include "protocol/amqp/server/amqp_connection.h"
@@ -58,9 +59,17 @@ void attach(AmqpConnection& c, Channel& ch, const std::shared_ptr<QueueConsumer>
       });
 }
 
+// The queue's limits for its consumers, or null when it has none.
+std::shared_ptr<const QueueRef> limits_of(const AmqpConnection& c, const QueueDef& q) {
+  QueueRef ref{c.vhost(), q.name, q.parsed, q.auto_delete};
+  if (!ref.limited() && !ref.auto_delete) return nullptr;
+  return std::make_shared<const QueueRef>(std::move(ref));
+}
+
 void consume(AmqpConnection& c, Channel& ch, const Method& m) {
   QueueDef q;
   if (!find_queue(c, ch, m.str("queue"), m.key(), &q)) return;
+  c.service().touch(c.vhost(), q.name);
   std::string tag = m.str("consumer-tag");
   if (tag.empty()) tag = fmt::format("amq.ctag-{}-{}", c.id(), c.service().next_id());
   if (ch.consumers.count(tag)) {
@@ -75,6 +84,7 @@ void consume(AmqpConnection& c, Channel& ch, const Method& m) {
   consumer->prefetch = consumer->no_ack ? 0 : ch.prefetch;
   consumer->sink = std::make_shared<AmqpConsumerSink>(c.link(), c.reactor(), ch.id, ch.serial);
   consumer->sink->attach(consumer);
+  consumer->limits = limits_of(c, q);
   ch.consumers[tag] = consumer;
   const uint32_t permits = consumer->prefetch > 0 ? consumer->prefetch : kUnlimitedWindow;
   attach(c, ch, consumer, permits, [m, consumer](AmqpConnection& conn, Channel& chan, Status st) {
@@ -106,6 +116,7 @@ void answer_empty(AmqpConnection& c, Channel& ch) {
 void get(AmqpConnection& c, Channel& ch, const Method& m) {
   QueueDef q;
   if (!find_queue(c, ch, m.str("queue"), m.key(), &q)) return;
+  c.service().touch(c.vhost(), q.name);
   if (!ch.gets.empty()) {
     return c.connection_error({kCommandInvalid, "basic.get while another basic.get waits for its answer", m.key()});
   }
@@ -133,6 +144,7 @@ void get(AmqpConnection& c, Channel& ch, const Method& m) {
   puller->broker_id = c.service().next_id();
   puller->sink = std::make_shared<AmqpConsumerSink>(c.link(), c.reactor(), ch.id, ch.serial);
   puller->sink->attach(puller);
+  puller->limits = limits_of(c, q);
   attach(c, ch, puller, 0, [m, puller, pull](AmqpConnection& conn, Channel& chan, Status st) {
     if (!st.is_ok()) {
       chan.pullers.erase(puller->queue);
@@ -174,9 +186,14 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
   Channel* ch = channel(channel_id, serial);
   if (ch == nullptr || consumer->cancelled) return;  // detached already: the broker takes them back
   const bool puller = consumer->tag.empty();
+  const QueueRef* limits = consumer->limits.get();
+  const bool dead_letters = limits != nullptr && limits->args.dead_letter_exchange.has_value();
+  const int64_t now = common::wall_clock_ms();
   uint32_t delivered = 0;
-  std::vector<ledger::Position> settled;   // acknowledged at once (no-ack)
+  uint32_t expired_messages = 0;
+  std::vector<ledger::Position> settled;   // acknowledged at once (no-ack, expired)
   std::vector<ledger::Position> returned;  // back to the queue (a puller nobody waits on)
+  std::vector<AmqpMessage> dead;           // expired: dead-lettered before they are settled
   for (auto& d : entries) {
     std::vector<AmqpMessage> messages;
     Status st = entry_to_messages(d.payload, &messages);
@@ -187,6 +204,17 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
       continue;
     }
     const auto batch_size = static_cast<uint32_t>(messages.size());
+    // An expired message is not delivered: the whole entry is settled
+    // (dead-lettered first when the queue says so).
+    if (!messages.empty() && expired(limits != nullptr ? limits->args : QueueArguments{}, messages.front(),
+                                     d.header.publish_time_ms, now)) {
+      expired_messages += batch_size;
+      if (dead_letters) {
+        for (auto& msg : messages) dead.push_back(std::move(msg));
+      }
+      settled.push_back(d.position);
+      continue;
+    }
     bool no_ack = consumer->no_ack;
     for (uint32_t index = 0; index < batch_size; ++index) {
       const AmqpMessage& msg = messages[index];
@@ -206,20 +234,43 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
       m.set("exchange", msg.exchange).set("routing-key", msg.routing_key);
       send_with_content(ch->id, m, msg.properties, msg.body);
       ++delivered;
-      if (!no_ack) ch->unacked[tag] = Unacked{consumer, d.position, index, batch_size};
+      if (!no_ack) {
+        Unacked u{consumer, d.position, index, batch_size, nullptr};
+        if (dead_letters) u.message = std::make_shared<const AmqpMessage>(msg);
+        ch->unacked[tag] = std::move(u);
+      }
     }
     if (!returned.empty() && returned.back() == d.position) continue;
     if (no_ack) settled.push_back(d.position);
   }
-  if (!settled.empty() || !returned.empty()) {
-    on_subscription(service_, consumer, [settled = std::move(settled), returned = std::move(returned)](
-                                            broker::Subscription& s, uint64_t id) {
+  auto settle = [&service = service_, consumer, settled = std::move(settled), returned = std::move(returned)]() {
+    if (settled.empty() && returned.empty()) return;
+    on_subscription(service, consumer, [settled, returned](broker::Subscription& s, uint64_t id) {
       for (const auto& p : settled) (void)s.ack(id, p);
       if (!returned.empty()) s.redeliver_unacknowledged(id, returned);
     });
+  };
+  if (dead.empty()) {
+    settle();
+  } else {
+    // Acknowledged once the dead-lettered copies are stored.
+    auto left = std::make_shared<std::atomic<size_t>>(dead.size());
+    auto once = std::make_shared<decltype(settle)>(std::move(settle));
+    for (const auto& msg : dead) {
+      dead_letter(service_, *limits, msg, "expired", [left, once](Status st) {
+        if (!st.is_ok()) MLOG_WARN("amqp: dead-lettering failed: {}", st.to_string());
+        if (left->fetch_sub(1) == 1) (*once)();
+      });
+    }
   }
-  // Without a prefetch limit the window refills as messages go out.
-  if (!puller && consumer->prefetch == 0 && delivered > 0) grant(consumer, delivered);
+  // Without a prefetch limit the window refills as messages go out; expired
+  // ones always give their permits back.
+  uint32_t refill = expired_messages + (!puller && consumer->prefetch == 0 ? delivered : 0);
+  if (puller && expired_messages > 0 && !ch->gets.empty()) {
+    // The get that asked for the expired message asks again.
+    return grant(consumer, expired_messages);
+  }
+  if (refill > 0 && !puller) grant(consumer, refill);
 }
 
 void AmqpConnection::grant(const std::shared_ptr<QueueConsumer>& consumer, uint32_t n) {
@@ -236,7 +287,14 @@ void AmqpConnection::detach(const std::shared_ptr<QueueConsumer>& consumer) {
   consumer->cancelled = true;
   // The lambda keeps the consumer (and its sink) alive until the broker
   // has let go of it.
-  on_subscription(service_, consumer, [consumer](broker::Subscription& s, uint64_t id) { s.remove_consumer(id); });
+  on_subscription(service_, consumer, [&service = service_, consumer](broker::Subscription& s, uint64_t id) {
+    s.remove_consumer(id);
+    // An auto-delete queue goes with its last consumer.
+    const QueueRef* q = consumer->limits.get();
+    if (q != nullptr && q->auto_delete && !consumer->tag.empty() && s.consumer_count() == 0 && !service.stopping()) {
+      delete_queues(service, q->vhost, {q->name});
+    }
+  });
 }
 
 void AmqpConnection::consumer_closed(uint16_t channel_id, uint64_t serial,

@@ -98,21 +98,32 @@ void bind(AmqpConnection& c, Channel& ch, const Method& m, bool add) {
   b.destination = m.str("destination");
   b.routing_key = m.str("routing-key");
   b.arguments = m.table("arguments");
-  const Method reply = Method::of(add ? m::kExchangeBindOk : m::kExchangeUnbindOk);
+  change_binding(c, ch, m, std::move(b), add, Method::of(add ? m::kExchangeBindOk : m::kExchangeUnbindOk));
+}
+
+}  // namespace
+
+void change_binding(AmqpConnection& c, Channel& ch, const Method& m, Binding b, bool add, const Method& reply) {
   AmqpError error;
   bool write = false;
   c.service().write(c.vhost(), [&](Topology& t, AmqpService::Persist& persist) {
-    for (const std::string* name : {&b.source, &b.destination}) {
-      if (t.exchange(*name) == nullptr) {
-        error = {kNotFound, fmt::format("no exchange '{}' in vhost '{}'", *name, c.vhost_name()), m.key()};
-        return;
-      }
+    const ExchangeDef* source = t.exchange(b.source);
+    const ExchangeDef* to_exchange = b.to_exchange ? t.exchange(b.destination) : nullptr;
+    const QueueDef* to_queue = b.to_exchange ? nullptr : t.queue(b.destination);
+    if (source == nullptr || (b.to_exchange && to_exchange == nullptr)) {
+      const std::string& missing = source == nullptr ? b.source : b.destination;
+      error = {kNotFound, fmt::format("no exchange '{}' in vhost '{}'", missing, c.vhost_name()), m.key()};
+      return;
     }
-    if (b.source.empty() || b.destination.empty()) {
+    if (!b.to_exchange && to_queue == nullptr) {
+      error = {kNotFound, fmt::format("no queue '{}' in vhost '{}'", b.destination, c.vhost_name()), m.key()};
+      return;
+    }
+    if (b.source.empty() || (b.to_exchange && b.destination.empty())) {
       error = {kAccessRefused, "the default exchange cannot be bound", m.key()};
       return;
     }
-    const bool durable = t.exchange(b.source)->durable && t.exchange(b.destination)->durable;
+    const bool durable = source->durable && (b.to_exchange ? to_exchange->durable : to_queue->durable);
     if (!add) {
       if (t.remove_binding(b) && durable) persist.forget_binding(b);
       return;
@@ -129,8 +140,6 @@ void bind(AmqpConnection& c, Channel& ch, const Method& m, bool add) {
   if (error.code != 0) return c.channel_error(ch, error);
   if (!write) c.answer(ch, m, reply);
 }
-
-}  // namespace
 
 void handle_exchange(AmqpConnection& c, Channel& ch, const Method& m) {
   switch (m.key()) {

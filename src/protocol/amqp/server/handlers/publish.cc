@@ -19,11 +19,6 @@ using common::Status;
 
 namespace {
 
-struct PublishState {
-  size_t left = 0;
-  Status failed;
-};
-
 void confirm(AmqpConnection& c, Channel& ch, uint64_t seq, bool ok) {
   Method m = Method::of(ok ? m::kBasicAck : m::kBasicNack);
   m.set("delivery-tag", seq);
@@ -42,6 +37,7 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
   }
   AmqpError error;
   std::vector<std::string> queues;
+  std::vector<QueueRef> bounded;  // routed queues with x-max-length: trimmed before the confirm
   c.service().read(c.vhost(), [&](const Topology& t) {
     const ExchangeDef* e = t.exchange(exchange);
     if (e == nullptr) {
@@ -50,6 +46,10 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
       error = {kAccessRefused, fmt::format("cannot publish to internal exchange '{}'", exchange), publish.key()};
     } else {
       queues = t.route(exchange, routing_key, header.properties.headers ? &*header.properties.headers : nullptr);
+      for (const auto& name : queues) {
+        const QueueDef* q = t.queue(name);
+        if (q != nullptr && q->parsed.max_length) bounded.push_back({c.vhost(), name, q->parsed, q->auto_delete});
+      }
     }
   });
   if (error.code != 0) return c.channel_error(ch, error);
@@ -66,37 +66,39 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
   }
   PublishedEntry entry = message_to_entry(exchange, routing_key, header, body.view(), common::wall_clock_ms(),
                                           c.producer_name(), c.next_sequence());
-  auto state = std::make_shared<PublishState>();
-  state->left = queues.size();
-  c.publish_started(ch);
+  std::vector<broker::TopicName> topics;
   for (const std::string& queue : queues) {
-    auto done = [reply = c.replier(), state, seq, id = ch.id, serial = ch.serial](Status st) {
-      reply([state, st, seq, id, serial](AmqpConnection& conn) {
-        if (!st.is_ok() && state->failed.is_ok()) state->failed = st;
-        if (--state->left > 0) return;
-        Channel* chan = conn.channel(id, serial);
-        if (chan != nullptr && seq != 0) confirm(conn, *chan, seq, state->failed.is_ok());
-        conn.publish_finished(id, serial);
-      });
-    };
-    // Queue names were checked when declared; a topic that cannot exist
-    // fails this copy.
-    auto topic = AmqpService::queue_topic(c.vhost(), queue);
-    if (!topic) {
-      done(topic.status());
-      continue;
-    }
-    const uint64_t producer_id = c.producer_for(*topic);
-    c.service().broker().with_topic(*topic, [producer_id, name = c.producer_name(), header = entry.header,
-                                             payload = entry.entry, done](Result<broker::Topic*> t) mutable {
-      if (!t.is_ok()) return done(t.status());
-      broker::Topic* topic = *t;
-      Status added = topic->add_producer(producer_id, name);
-      if (!added.is_ok() && added.code() != common::ErrorCode::kAlreadyExists) return done(added);
-      topic->publish(producer_id, std::move(header), std::move(payload),
-                     [done](Result<ledger::Position> p) { done(p.is_ok() ? Status::ok() : p.status()); });
-    });
+    // Queue names were checked when declared.
+    if (auto topic = AmqpService::queue_topic(c.vhost(), queue)) topics.push_back(*topic);
   }
+  c.publish_started(ch);
+  auto done = [reply = c.replier(), seq, id = ch.id, serial = ch.serial](Status st) {
+    reply([st, seq, id, serial](AmqpConnection& conn) {
+      Channel* chan = conn.channel(id, serial);
+      if (chan != nullptr && seq != 0) confirm(conn, *chan, seq, st.is_ok());
+      conn.publish_finished(id, serial);
+    });
+  };
+  if (bounded.empty()) {
+    return append_copies(c.service().broker(), topics, entry, c.producer_for_all(topics), c.producer_name(),
+                         std::move(done));
+  }
+  // Queues over their length drop their oldest messages before the
+  // publisher hears the message is stored.
+  append_copies(c.service().broker(), topics, entry, c.producer_for_all(topics), c.producer_name(),
+                [&service = c.service(), bounded = std::move(bounded), done](Status st) {
+                  auto left = std::make_shared<std::atomic<size_t>>(bounded.size());
+                  for (const QueueRef& q : bounded) {
+                    auto topic = AmqpService::queue_topic(q.vhost, q.name);
+                    service.broker().with_topic(*topic, [&service, q, left, st, done](Result<broker::Topic*> t) {
+                      auto one = [left, st, done]() {
+                        if (left->fetch_sub(1) == 1) done(st);
+                      };
+                      if (!t.is_ok()) return one();
+                      sweep(service, **t, q, one);
+                    });
+                  }
+                });
 }
 
 void handle_confirm_tx(AmqpConnection& c, Channel& ch, const Method& m) {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/clock.h"
 #include "protocol/amqp/server/amqp_connection.h"
 
 namespace magnetar::protocol::amqp {
@@ -91,6 +92,7 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
   def.auto_delete = m.flag("auto-delete");
   def.arguments = m.table("arguments");
   def.owner = def.exclusive ? c.id() : 0;
+  def.last_used_ms = common::wall_clock_ms();
   const bool passive = m.flag("passive");
   auto topic = AmqpService::queue_topic(c.vhost(), def.name);
   if (!topic) {
@@ -116,10 +118,12 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
         return;
       }
       t.put_queue(def);
-      if (def.durable) persist.save_queue(def);
+      persist.save_queue(def);  // transient ones too: deleted at the next start
       fresh = true;
       return;
     }
+    // A redeclaration renews x-expires; a passive one only looks.
+    if (!passive) t.mutable_queue(def.name)->last_used_ms = def.last_used_ms;
     if (existing->exclusive && existing->owner != c.id()) {
       error = {kResourceLocked, fmt::format("cannot obtain exclusive access to locked queue '{}' in vhost '{}'",
                                             def.name, c.vhost_name()), m.key()};
@@ -135,6 +139,7 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
   if (error.code != 0) return c.channel_error(ch, error);
   ch.last_queue = def.name;
   if (fresh && def.exclusive) c.exclusive_queues().insert(def.name);
+  if (fresh && has_limits(def.parsed)) c.service().keeper().changed();
   prepare_topic(c.service(), *topic, fresh, [reply = c.replier(ch), m, name = def.name](Result<QueueCounts> r) {
     reply([m, name, r](AmqpConnection& conn, Channel& chan) {
       if (!r.is_ok()) return conn.channel_error(chan, {reply_code(r.status()), r.status().message(), m.key()});
@@ -151,35 +156,7 @@ void bind(AmqpConnection& c, Channel& ch, const Method& m, bool add) {
   b.destination = q.name;
   b.routing_key = m.str("routing-key");
   b.arguments = m.table("arguments");
-  const Method reply = Method::of(add ? m::kQueueBindOk : m::kQueueUnbindOk);
-  AmqpError error;
-  bool write = false;
-  c.service().write(c.vhost(), [&](Topology& t, AmqpService::Persist& persist) {
-    const ExchangeDef* e = t.exchange(b.source);
-    if (e == nullptr) {
-      error = {kNotFound, fmt::format("no exchange '{}' in vhost '{}'", b.source, c.vhost_name()), m.key()};
-      return;
-    }
-    if (b.source.empty()) {
-      error = {kAccessRefused, "the default exchange cannot be bound", m.key()};
-      return;
-    }
-    const bool durable = e->durable && q.durable;
-    if (!add) {
-      if (t.remove_binding(b) && durable) persist.forget_binding(b);
-      return;
-    }
-    if (!t.add_binding(b) || !durable) return;
-    write = true;
-    persist.save_binding(b, [reply_to = c.replier(ch), m, reply](Status st) {
-      reply_to([m, reply, st](AmqpConnection& conn, Channel& chan) {
-        if (!st.is_ok()) return conn.channel_error(chan, {kInternalError, st.message(), m.key()});
-        conn.answer(chan, m, reply);
-      });
-    });
-  });
-  if (error.code != 0) return c.channel_error(ch, error);
-  if (!write) c.answer(ch, m, reply);
+  change_binding(c, ch, m, std::move(b), add, Method::of(add ? m::kQueueBindOk : m::kQueueUnbindOk));
 }
 
 void purge(AmqpConnection& c, Channel& ch, const Method& m) {
@@ -210,6 +187,26 @@ void purge(AmqpConnection& c, Channel& ch, const Method& m) {
   });
 }
 
+// Removes queue `name` from the topology and metadata (with its bindings);
+// with `unused_since`, only if nobody used it after that time. False when
+// it was not removed.
+bool forget(AmqpService& service, const broker::NamespaceName& vhost, const std::string& name,
+            std::optional<int64_t> unused_since) {
+  bool removed = false;
+  service.write(vhost, [&](Topology& t, AmqpService::Persist& persist) {
+    const QueueDef* q = t.queue(name);
+    if (q == nullptr || (unused_since && q->last_used_ms != *unused_since)) return;
+    const bool durable = q->durable;
+    for (const Binding& b : t.remove_queue(name)) {
+      if (durable) persist.forget_binding(b);
+    }
+    persist.forget_queue(name);
+    removed = true;
+  });
+  if (removed) service.keeper().changed();
+  return removed;
+}
+
 // On the topic's home: deletes the queue's topic, reporting the messages it held.
 void delete_topic(AmqpService& service, const broker::TopicName& topic, std::function<void(Status, uint64_t)> done) {
   service.broker().with_topic(topic, [&service, topic, done](Result<broker::Topic*> t) {
@@ -223,15 +220,7 @@ void delete_topic(AmqpService& service, const broker::TopicName& topic, std::fun
 
 // Removes the queue from the topology (and metadata), then deletes its topic.
 void drop(AmqpConnection& c, Channel& ch, const Method& m, const std::string& name) {
-  c.service().write(c.vhost(), [&](Topology& t, AmqpService::Persist& persist) {
-    const QueueDef* q = t.queue(name);
-    if (q == nullptr) return;
-    const bool durable = q->durable;
-    for (const Binding& b : t.remove_queue(name)) {
-      if (durable) persist.forget_binding(b);
-    }
-    if (durable) persist.forget_queue(name);
-  });
+  forget(c.service(), c.vhost(), name, std::nullopt);
   c.exclusive_queues().erase(name);
   auto topic = AmqpService::queue_topic(c.vhost(), name);
   delete_topic(c.service(), *topic, [reply = c.replier(ch), m](Status st, uint64_t messages) {
@@ -290,22 +279,16 @@ bool find_queue(AmqpConnection& c, Channel& ch, const std::string& name, uint32_
   return false;
 }
 
-void drop_exclusive_queues(AmqpService& service, const broker::NamespaceName& vhost,
-                           const std::set<std::string>& queues) {
-  service.write(vhost, [&](Topology& t, AmqpService::Persist& persist) {
-    for (const std::string& name : queues) {
-      const QueueDef* q = t.queue(name);
-      if (q == nullptr) continue;
-      const bool durable = q->durable;
-      for (const Binding& b : t.remove_queue(name)) {
-        if (durable) persist.forget_binding(b);
-      }
-      if (durable) persist.forget_queue(name);
-    }
-  });
-  // At shutdown the topics stay: deleting them would outlive the broker.
-  if (service.stopping()) return;
+void delete_queues(AmqpService& service, const broker::NamespaceName& vhost, const std::vector<std::string>& queues,
+                   std::optional<int64_t> unused_since) {
+  std::vector<std::string> gone;
   for (const std::string& name : queues) {
+    if (forget(service, vhost, name, unused_since)) gone.push_back(name);
+  }
+  // At shutdown the topics stay (deleted at the next start, as transient
+  // queues are): deleting them would outlive the broker.
+  if (service.stopping()) return;
+  for (const std::string& name : gone) {
     auto topic = AmqpService::queue_topic(vhost, name);
     if (topic) delete_topic(service, *topic, [](Status, uint64_t) {});
   }

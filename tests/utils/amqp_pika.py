@@ -1,0 +1,51 @@
+"""Helpers for tests that drive the real binary with pika (python3-pika)."""
+import contextlib
+import time
+
+import pika
+
+from magnetar_harness import Node
+
+TIMEOUT_S = 10.0
+
+
+def connect(node, **params):
+    """A pika BlockingConnection to `node`'s AMQP port, every wait bounded."""
+    return pika.BlockingConnection(pika.ConnectionParameters(
+        "127.0.0.1", node.ports["amqp"], socket_timeout=TIMEOUT_S, blocked_connection_timeout=TIMEOUT_S,
+        **params))
+
+
+def wait_for(check, what, timeout=TIMEOUT_S):
+    """Polls `check` until it returns something true; fails after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def queue_exists(conn, name):
+    """Whether queue `name` exists (a passive declare on a channel of its own)."""
+    ch = conn.channel()
+    try:
+        ch.queue_declare(name, passive=True)
+        ch.close()
+        return True
+    except pika.exceptions.ChannelClosedByBroker as e:
+        if e.reply_code != 404:
+            raise
+        return False
+
+
+@contextlib.contextmanager
+def restartable_node():
+    """A node whose data directory survives stop() and start(), removed at the end."""
+    node = Node(keep_data=True).start()
+    try:
+        yield node
+    finally:
+        node.keep_data = False
+        node.close()
