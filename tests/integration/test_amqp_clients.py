@@ -190,6 +190,33 @@ class AmqpPikaTest(NodeTestCase):
         ch.basic_publish("", "no-such-queue", b"dropped silently")  # not mandatory: confirmed, dropped
         self.assertEqual(ch.queue_declare("confirmed", passive=True).method.message_count, 20)
 
+    def test_transactions_publish_and_acknowledge_at_commit(self):
+        ch = self.ch
+        ch.queue_declare("tx-q")
+        ch.tx_select()
+        ch.basic_publish("", "tx-q", b"t1")
+        ch.basic_publish("", "tx-q", b"t2")
+        other = self.conn.channel()
+        self.assertEqual(other.queue_declare("tx-q", passive=True).method.message_count, 0)
+        ch.tx_rollback()
+        self.assertEqual(other.queue_declare("tx-q", passive=True).method.message_count, 0)
+        ch.basic_publish("", "tx-q", b"t3")
+        ch.tx_commit()
+        self.assertEqual(other.queue_declare("tx-q", passive=True).method.message_count, 1)
+        # An acknowledgement inside a transaction takes effect at commit.
+        method, _, body = ch.basic_get("tx-q")
+        self.assertEqual(body, b"t3")
+        ch.basic_ack(method.delivery_tag)
+        ch.tx_rollback()
+        ch.basic_recover(requeue=True)  # the rolled-back ack left it unacknowledged
+        method, _, body = ch.basic_get("tx-q")
+        self.assertEqual(body, b"t3")
+        self.assertTrue(method.redelivered)
+        ch.basic_ack(method.delivery_tag)
+        ch.tx_commit()
+        self.assertEqual(other.queue_declare("tx-q", passive=True).method.message_count, 0)
+        self.assertEqual(other.basic_get("tx-q"), (None, None, None))
+
     def test_purge_and_delete_report_counts(self):
         ch = self.ch
         ch.queue_declare("purged")

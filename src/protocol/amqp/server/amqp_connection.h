@@ -92,10 +92,19 @@ struct Channel {
   std::optional<ContentHeader> header;
   std::vector<common::Slice> body;
   uint64_t body_received = 0;
+  struct Deferred {
+    Method method;
+    std::optional<ContentHeader> header;  // set for a basic.publish with its content
+    common::Slice body;
+  };
   // Publisher confirms: the sequence number of the last publish.
   bool confirm = false;
   uint64_t publish_seq = 0;
   bool tx = false;
+  // tx.select: publishes and settlements wait here for tx.commit (or are
+  // dropped by tx.rollback).
+  std::vector<Deferred> tx_publishes;
+  std::vector<Method> tx_settles;
   uint16_t prefetch = 0;   // basic.qos prefetch-count for new consumers
   std::string last_queue;  // the queue last declared: what "" names
   uint64_t next_delivery_tag = 1;
@@ -112,11 +121,6 @@ struct Channel {
   // they are, in `deferred`, so a client sees its own publishes; once one
   // method waits, everything after it waits too, in order.
   uint32_t publishes_in_flight = 0;
-  struct Deferred {
-    Method method;
-    std::optional<ContentHeader> header;  // set for a basic.publish with its content
-    common::Slice body;
-  };
   std::deque<Deferred> deferred;
   // Answers get-empty when a message seen ready went to another consumer.
   std::unique_ptr<runtime::Timer> get_timer;

@@ -102,6 +102,10 @@ void handle_ack(AmqpConnection& c, Channel& ch, const Method& m) {
     if (key == m::kBasicRecover) c.send_method(ch.id, Method::of(m::kBasicRecoverOk));
     return;
   }
+  if (ch.tx) {
+    ch.tx_settles.push_back(m);  // applied at tx.commit
+    return;
+  }
   const uint64_t tag = m.u("delivery-tag");
   const bool multiple = key != m::kBasicReject && m.flag("multiple");
   std::vector<Unacked> taken;

@@ -28,6 +28,10 @@ void confirm(AmqpConnection& c, Channel& ch, uint64_t seq, bool ok) {
 }  // namespace
 
 void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const ContentHeader& header, Slice body) {
+  if (ch.tx) {
+    ch.tx_publishes.push_back({publish, header, std::move(body)});
+    return;
+  }
   const std::string& exchange = publish.str("exchange");
   const std::string& routing_key = publish.str("routing-key");
   if (body.size() > pulsar::kDefaultMaxMessageSize) {
@@ -115,10 +119,39 @@ void handle_confirm_tx(AmqpConnection& c, Channel& ch, const Method& m) {
       }
       ch.tx = true;
       return c.send_method(ch.id, Method::of(m::kTxSelectOk));
-    case m::kTxCommit:
     case m::kTxRollback:
       if (!ch.tx) return c.channel_error(ch, {kPreconditionFailed, "channel is not transactional", m.key()});
-      return c.send_method(ch.id, Method::of(m.key() == m::kTxCommit ? m::kTxCommitOk : m::kTxRollbackOk));
+      ch.tx_publishes.clear();
+      ch.tx_settles.clear();
+      return c.send_method(ch.id, Method::of(m::kTxRollbackOk));
+    case m::kTxCommit: {
+      if (!ch.tx) return c.channel_error(ch, {kPreconditionFailed, "channel is not transactional", m.key()});
+      auto publishes = std::move(ch.tx_publishes);
+      auto settles = std::move(ch.tx_settles);
+      ch.tx_publishes.clear();
+      ch.tx_settles.clear();
+      if (publishes.empty() && settles.empty()) return c.send_method(ch.id, Method::of(m::kTxCommitOk));
+      const uint16_t id = ch.id;
+      const uint64_t serial = ch.serial;
+      ch.tx = false;
+      for (auto& p : publishes) {
+        if (c.channel(id, serial) == nullptr) return;  // a publish failed: the channel is closed
+        handle_publish(c, ch, p.method, *p.header, std::move(p.body));
+      }
+      for (auto& settle : settles) {
+        if (c.channel(id, serial) == nullptr) return;
+        handle_ack(c, ch, settle);
+      }
+      if (c.channel(id, serial) == nullptr) return;
+      ch.tx = true;
+      // commit-ok once the publishes are stored: this commit, now with
+      // nothing left to do, waits behind them.
+      if (ch.publishes_in_flight > 0) {
+        ch.deferred.push_back({m, std::nullopt, {}});
+        return;
+      }
+      return c.send_method(ch.id, Method::of(m::kTxCommitOk));
+    }
     default:
       return c.connection_error({kCommandInvalid, fmt::format("{} is not a method a client sends", m.spec->name), m.key()});
   }
