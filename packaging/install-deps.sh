@@ -30,6 +30,7 @@ packages=(
   kcat python3-confluent-kafka  # tests/integration: real Kafka clients (librdkafka) on the Kafka port
   python3-pika amqp-tools  # tests/integration: real AMQP 0-9-1 clients on the AMQP port
   librdkafka-dev        # bench/kafka: kafka_perf, the Kafka produce path through librdkafka
+  librabbitmq-dev rabbitmq-server  # bench/amqp: amqp_perf (librabbitmq) and the broker it is compared with
 )
 
 missing=()
