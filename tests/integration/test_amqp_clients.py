@@ -170,14 +170,32 @@ class AmqpPikaTest(NodeTestCase):
         self.assertEqual(ch.basic_get("settle"), (None, None, None))
         self.assertEqual(ch.queue_declare("settle", passive=True).method.message_count, 0)
 
-    def test_get_reports_empty_and_acks_by_tag(self):
+    def test_get_reports_empty_and_the_messages_left(self):
         ch = self.ch
         ch.queue_declare("getter")
         self.assertEqual(ch.basic_get("getter"), (None, None, None))
-        ch.basic_publish("", "getter", b"one")
+        for body in (b"one", b"two", b"three"):
+            ch.basic_publish("", "getter", body)
         method, _, body = ch.basic_get("getter", auto_ack=True)
-        self.assertEqual(body, b"one")
+        self.assertEqual((body, method.message_count), (b"one", 2))
+        method, _, body = ch.basic_get("getter", auto_ack=True)
+        self.assertEqual((body, method.message_count), (b"two", 1))
+        method, _, body = ch.basic_get("getter", auto_ack=True)
+        self.assertEqual((body, method.message_count), (b"three", 0))
         self.assertEqual(ch.basic_get("getter"), (None, None, None))
+
+    def test_exclusive_consumers(self):
+        self.ch.queue_declare("single")
+        tag = self.ch.basic_consume("single", lambda *a: None, exclusive=True)
+        for exclusive in (False, True):
+            with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as e:
+                self.conn.channel().basic_consume("single", lambda *a: None, exclusive=exclusive)
+            self.assertEqual(e.exception.reply_code, 403)
+        self.ch.basic_cancel(tag)
+        self.conn.channel().basic_consume("single", lambda *a: None)
+        with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as e:
+            self.conn.channel().basic_consume("single", lambda *a: None, exclusive=True)
+        self.assertEqual(e.exception.reply_code, 403)
 
     def test_confirms_and_mandatory_returns(self):
         ch = self.ch

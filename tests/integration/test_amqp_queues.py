@@ -129,6 +129,20 @@ class AmqpQueueArgumentsTest(NodeTestCase):
         wait_for(lambda: not queue_exists(self.conn, "auto"), "the auto-delete queue to go")
 
 
+    def test_auto_delete_exchange_goes_with_its_last_binding(self):
+        self.ch.exchange_declare("auto-x", "fanout", auto_delete=True)
+        self.ch.queue_declare("auto-x-q1")
+        self.ch.queue_declare("auto-x-q2")
+        self.ch.queue_bind("auto-x-q1", "auto-x")
+        self.ch.queue_bind("auto-x-q2", "auto-x")
+        self.ch.queue_unbind("auto-x-q1", "auto-x")
+        self.ch.exchange_declare("auto-x", "fanout", passive=True)  # one binding left
+        self.ch.queue_delete("auto-x-q2")
+        with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as e:
+            self.ch.exchange_declare("auto-x", "fanout", passive=True)
+        self.assertEqual(e.exception.reply_code, 404)
+
+
 class AmqpTransientQueuesTest(unittest.TestCase):
     def test_transient_queues_and_their_topics_do_not_survive_a_restart(self):
         with restartable_node() as node:

@@ -114,6 +114,7 @@ struct Channel {
   struct PendingGet {
     std::string queue;
     bool no_ack = false;
+    uint64_t message_count = 0;  // ready messages after the one it gets
   };
   std::deque<PendingGet> gets;  // basic.get waiting for a message (one puller each)
   // Publishes of this channel not yet stored. Methods that could observe
@@ -195,6 +196,8 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   // Detaches a consumer from its subscription; what it held unacknowledged
   // goes back to the queue.
   void detach(const std::shared_ptr<QueueConsumer>& consumer);
+  // Forgets a basic.consume consumer in its queue's consumer count.
+  void uncount(const QueueConsumer& consumer);
   // Gives the broker `n` more permits for `consumer`.
   void grant(const std::shared_ptr<QueueConsumer>& consumer, uint32_t n);
   // Exclusive queues this connection declared (deleted when it closes).
@@ -267,6 +270,9 @@ class AmqpConsumerSink final : public broker::ConsumerSink {
 // connection's reactor for an open channel.
 void handle_exchange(AmqpConnection& c, Channel& ch, const Method& m);
 void handle_queue(AmqpConnection& c, Channel& ch, const Method& m);
+// After `removed` bindings went: drops auto-delete exchanges left without
+// bindings (in exchange.cc), durably for durable ones.
+void drop_unused_auto_delete(Topology& t, AmqpService::Persist& persist, std::vector<Binding> removed);
 // exchange.bind/unbind and queue.bind/unbind (in exchange.cc): checks both
 // ends, adds or removes `b` (durably when both ends are durable) and
 // answers `reply`.

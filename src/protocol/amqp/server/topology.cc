@@ -186,6 +186,26 @@ bool Topology::remove_binding(const Binding& b) {
   return true;
 }
 
+std::pair<std::vector<ExchangeDef>, std::vector<Binding>> Topology::drop_unused_auto_delete(
+    std::vector<Binding> removed) {
+  std::vector<ExchangeDef> exchanges;
+  std::vector<Binding> bindings;
+  while (!removed.empty()) {
+    Binding b = std::move(removed.back());
+    removed.pop_back();
+    auto it = exchanges_.find(b.source);
+    if (it == exchanges_.end() || !it->second.auto_delete || it->second.builtin) continue;
+    const std::string name = b.source;
+    if (std::any_of(bindings_.begin(), bindings_.end(), [&](const Binding& x) { return x.source == name; })) continue;
+    exchanges.push_back(it->second);
+    for (Binding& gone : remove_exchange(name)) {
+      removed.push_back(gone);
+      bindings.push_back(std::move(gone));
+    }
+  }
+  return {std::move(exchanges), std::move(bindings)};
+}
+
 bool Topology::exchange_in_use(const std::string& name) const {
   return std::any_of(bindings_.begin(), bindings_.end(),
                      [&](const Binding& b) { return b.source == name || (b.to_exchange && b.destination == name); });

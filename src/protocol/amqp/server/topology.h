@@ -62,6 +62,8 @@ struct QueueDef {
   QueueArguments parsed;
   uint64_t owner = 0;  // exclusive: the id of the connection that owns it
   int64_t last_used_ms = 0;  // declared, consumed from or read (x-expires)
+  uint32_t consumers = 0;    // basic.consume consumers attached
+  uint64_t exclusive_consumer = 0;  // the broker id of a consumer that asked for exclusive use; 0: none
 };
 
 struct Binding {
@@ -99,6 +101,11 @@ class Topology {
   bool add_binding(Binding b);
   // False when it did not exist.
   bool remove_binding(const Binding& b);
+  // Auto-delete exchanges that were the source of one of `removed` and are
+  // the source of no binding now go, with the bindings to them (cascading).
+  // Returns the exchanges and bindings removed, for the caller to forget
+  // durably.
+  std::pair<std::vector<ExchangeDef>, std::vector<Binding>> drop_unused_auto_delete(std::vector<Binding> removed);
   // Whether the exchange is the source or destination of any binding.
   bool exchange_in_use(const std::string& name) const;
   size_t queue_binding_count(const std::string& queue) const;

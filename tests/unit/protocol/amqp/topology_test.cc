@@ -79,6 +79,33 @@ TEST(AmqpTopologyTest, RoutingFollowsBindingsAcrossExchangesOnce) {
   EXPECT_TRUE(t.route("a", "x.y", nullptr).empty());
 }
 
+TEST(AmqpTopologyTest, AutoDeleteExchangesGoWithTheirLastBindingInACascade) {
+  Topology t;
+  QueueDef q;
+  q.name = "q";
+  t.put_queue(q);
+  for (const char* name : {"outer", "inner", "kept"}) {
+    ExchangeDef e;
+    e.name = name;
+    e.type = ExchangeType::kFanout;
+    e.auto_delete = std::string(name) != "kept";
+    t.put_exchange(e);
+  }
+  t.add_binding({"outer", true, "inner", "", {}});
+  t.add_binding({"inner", false, "q", "", {}});
+  t.add_binding({"kept", false, "q", "", {}});
+  // Removing the queue leaves inner without bindings, then outer.
+  auto [exchanges, bindings] = t.drop_unused_auto_delete(t.remove_queue("q"));
+  ASSERT_EQ(exchanges.size(), 2u);
+  EXPECT_EQ(exchanges[0].name, "inner");
+  EXPECT_EQ(exchanges[1].name, "outer");
+  EXPECT_EQ(bindings.size(), 1u);  // outer -> inner
+  EXPECT_EQ(t.exchange("inner"), nullptr);
+  EXPECT_EQ(t.exchange("outer"), nullptr);
+  EXPECT_NE(t.exchange("kept"), nullptr);  // not auto-delete
+  EXPECT_TRUE(t.bindings().empty());
+}
+
 TEST(AmqpTopologyTest, QueueArgumentsAreCheckedForTypeAndRange) {
   FieldTable ok = {{"x-message-ttl", FieldValue::of_int(1000)}, {"x-max-length", FieldValue::of_int(5)},
                    {"x-expires", FieldValue::of_int(60000)},

@@ -66,10 +66,31 @@ std::shared_ptr<const QueueRef> limits_of(const AmqpConnection& c, const QueueDe
   return std::make_shared<const QueueRef>(std::move(ref));
 }
 
+// Counts a consumer on its queue, refusing (403) a second one beside an
+// exclusive consumer and an exclusive one beside others.
+bool count_consumer(AmqpConnection& c, Channel& ch, const Method& m, const QueueConsumer& consumer, bool exclusive) {
+  bool refused = false;
+  c.service().write(c.vhost(), [&](Topology& t, AmqpService::Persist&) {
+    QueueDef* q = t.mutable_queue(consumer.queue);
+    if (q == nullptr) return;
+    if (q->exclusive_consumer != 0 || (exclusive && q->consumers > 0)) {
+      refused = true;
+      return;
+    }
+    ++q->consumers;
+    if (exclusive) q->exclusive_consumer = consumer.broker_id;
+    q->last_used_ms = common::wall_clock_ms();
+  });
+  if (refused) {
+    c.channel_error(ch, {kAccessRefused, fmt::format("queue '{}' in vhost '{}' in exclusive use", consumer.queue,
+                                                     c.vhost_name()), m.key()});
+  }
+  return !refused;
+}
+
 void consume(AmqpConnection& c, Channel& ch, const Method& m) {
   QueueDef q;
   if (!find_queue(c, ch, m.str("queue"), m.key(), &q)) return;
-  c.service().touch(c.vhost(), q.name);
   std::string tag = m.str("consumer-tag");
   if (tag.empty()) tag = fmt::format("amq.ctag-{}-{}", c.id(), c.service().next_id());
   if (ch.consumers.count(tag)) {
@@ -85,11 +106,13 @@ void consume(AmqpConnection& c, Channel& ch, const Method& m) {
   consumer->sink = std::make_shared<AmqpConsumerSink>(c.link(), c.reactor(), ch.id, ch.serial);
   consumer->sink->attach(consumer);
   consumer->limits = limits_of(c, q);
+  if (!count_consumer(c, ch, m, *consumer, m.flag("exclusive"))) return;
   ch.consumers[tag] = consumer;
   const uint32_t permits = consumer->prefetch > 0 ? consumer->prefetch : kUnlimitedWindow;
   attach(c, ch, consumer, permits, [m, consumer](AmqpConnection& conn, Channel& chan, Status st) {
     if (!st.is_ok()) {
       chan.consumers.erase(consumer->tag);
+      conn.uncount(*consumer);
       consumer->cancelled = true;
       return conn.channel_error(chan, {reply_code(st), st.message(), m.key()});
     }
@@ -132,9 +155,14 @@ void get(AmqpConnection& c, Channel& ch, const Method& m) {
   auto pull = [](AmqpConnection& conn, Channel& chan, const std::shared_ptr<QueueConsumer>& p) {
     on_subscription(conn.service(), p, [reply = conn.replier(chan), p](broker::Subscription& s, uint64_t id) {
       auto stats = s.stats();
-      bool ready = stats.backlog_messages > stats.unacked_messages;
-      if (ready) s.flow(id, 1);
-      if (!ready) reply([](AmqpConnection& c2, Channel& ch2) { answer_empty(c2, ch2); });
+      const uint64_t ready =
+          stats.backlog_messages > stats.unacked_messages ? stats.backlog_messages - stats.unacked_messages : 0;
+      if (ready == 0) return reply([](AmqpConnection& c2, Channel& ch2) { answer_empty(c2, ch2); });
+      // Reaches the channel before the delivery the permit brings.
+      reply([ready](AmqpConnection&, Channel& ch2) {
+        if (!ch2.gets.empty()) ch2.gets.front().message_count = ready - 1;
+      });
+      s.flow(id, 1);
     });
   };
   if (puller) return pull(c, ch, puller);
@@ -216,6 +244,7 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
       continue;
     }
     bool no_ack = consumer->no_ack;
+    uint64_t message_count = 0;
     for (uint32_t index = 0; index < batch_size; ++index) {
       const AmqpMessage& msg = messages[index];
       if (puller) {
@@ -224,6 +253,7 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
           break;
         }
         no_ack = ch->gets.front().no_ack;
+        message_count = ch->gets.front().message_count;
         ch->gets.pop_front();
         if (ch->get_timer) ch->get_timer->cancel();
       }
@@ -232,6 +262,7 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
       if (!puller) m.set("consumer-tag", consumer->tag);
       m.set("delivery-tag", tag).set("redelivered", uint64_t{d.redelivery_count > 0 ? 1u : 0u});
       m.set("exchange", msg.exchange).set("routing-key", msg.routing_key);
+      if (puller) m.set("message-count", message_count);
       send_with_content(ch->id, m, msg.properties, msg.body);
       ++delivered;
       if (!no_ack) {
@@ -282,9 +313,20 @@ void AmqpConnection::grant(const std::shared_ptr<QueueConsumer>& consumer, uint3
   on_subscription(service_, consumer, [n](broker::Subscription& s, uint64_t id) { s.flow(id, n); });
 }
 
+void AmqpConnection::uncount(const QueueConsumer& consumer) {
+  if (consumer.tag.empty()) return;  // pullers are not counted
+  service_.write(vhost_, [&](Topology& t, AmqpService::Persist&) {
+    QueueDef* q = t.mutable_queue(consumer.queue);
+    if (q == nullptr) return;
+    if (q->consumers > 0) --q->consumers;
+    if (q->exclusive_consumer == consumer.broker_id) q->exclusive_consumer = 0;
+  });
+}
+
 void AmqpConnection::detach(const std::shared_ptr<QueueConsumer>& consumer) {
   if (consumer->cancelled) return;
   consumer->cancelled = true;
+  uncount(*consumer);
   // The lambda keeps the consumer (and its sink) alive until the broker
   // has let go of it.
   on_subscription(service_, consumer, [&service = service_, consumer](broker::Subscription& s, uint64_t id) {
@@ -301,6 +343,7 @@ void AmqpConnection::consumer_closed(uint16_t channel_id, uint64_t serial,
                                      const std::shared_ptr<QueueConsumer>& consumer) {
   if (consumer->cancelled) return;
   consumer->cancelled = true;
+  uncount(*consumer);
   Channel* ch = channel(channel_id, serial);
   if (ch == nullptr) return;
   if (consumer->tag.empty()) {

@@ -84,8 +84,10 @@ void remove(AmqpConnection& c, Channel& ch, const Method& m) {
       }
     }
     bool durable = e->durable;
-    for (const Binding& b : t.remove_exchange(name)) persist.forget_binding(b);
+    auto removed = t.remove_exchange(name);
+    for (const Binding& b : removed) persist.forget_binding(b);
     if (durable) persist.forget_exchange(name);
+    drop_unused_auto_delete(t, persist, std::move(removed));
   });
   if (error.code != 0) return c.channel_error(ch, error);
   c.answer(ch, m, Method::of(m::kExchangeDeleteOk));
@@ -102,6 +104,14 @@ void bind(AmqpConnection& c, Channel& ch, const Method& m, bool add) {
 }
 
 }  // namespace
+
+void drop_unused_auto_delete(Topology& t, AmqpService::Persist& persist, std::vector<Binding> removed) {
+  auto [exchanges, bindings] = t.drop_unused_auto_delete(std::move(removed));
+  for (const Binding& b : bindings) persist.forget_binding(b);
+  for (const ExchangeDef& e : exchanges) {
+    if (e.durable) persist.forget_exchange(e.name);
+  }
+}
 
 void change_binding(AmqpConnection& c, Channel& ch, const Method& m, Binding b, bool add, const Method& reply) {
   AmqpError error;
@@ -125,7 +135,9 @@ void change_binding(AmqpConnection& c, Channel& ch, const Method& m, Binding b, 
     }
     const bool durable = source->durable && (b.to_exchange ? to_exchange->durable : to_queue->durable);
     if (!add) {
-      if (t.remove_binding(b) && durable) persist.forget_binding(b);
+      if (!t.remove_binding(b)) return;
+      if (durable) persist.forget_binding(b);
+      drop_unused_auto_delete(t, persist, {b});
       return;
     }
     if (!t.add_binding(b) || !durable) return;

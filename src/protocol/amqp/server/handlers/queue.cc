@@ -197,10 +197,12 @@ bool forget(AmqpService& service, const broker::NamespaceName& vhost, const std:
     const QueueDef* q = t.queue(name);
     if (q == nullptr || (unused_since && q->last_used_ms != *unused_since)) return;
     const bool durable = q->durable;
-    for (const Binding& b : t.remove_queue(name)) {
+    auto bindings = t.remove_queue(name);
+    for (const Binding& b : bindings) {
       if (durable) persist.forget_binding(b);
     }
     persist.forget_queue(name);
+    drop_unused_auto_delete(t, persist, std::move(bindings));
     removed = true;
   });
   if (removed) service.keeper().changed();
