@@ -29,6 +29,7 @@ packages=(
   lintian               # tests/packaging: checks the .deb against Debian policy
   kcat python3-confluent-kafka  # tests/integration: real Kafka clients (librdkafka) on the Kafka port
   python3-pika amqp-tools  # tests/integration: real AMQP 0-9-1 clients on the AMQP port
+  librabbitmq-client-java default-jdk-headless  # tests/integration: the RabbitMQ Java client, compiled by javac
   librdkafka-dev        # bench/kafka: kafka_perf, the Kafka produce path through librdkafka
   librabbitmq-dev rabbitmq-server  # bench/amqp: amqp_perf (librabbitmq) and the broker it is compared with
 )
