@@ -28,12 +28,51 @@ std::string managed_ledger_name(const TopicName& topic) {
 // Where a persistent topic's deduplication snapshot lives (dedup.fbs).
 std::string dedup_snapshot_key(const TopicName& topic) { return "/dedup-snapshots/" + managed_ledger_name(topic); }
 
+// Reads a whole trace topic into a matcher, a bounded number of entries at
+// a time; each read's callback keeps the scan alive.
+struct TraceScan : std::enable_shared_from_this<TraceScan> {
+  std::shared_ptr<ledger::Log> log;
+  std::shared_ptr<TraceMatcher> matcher;
+  std::function<void(Status)> answer;
+
+  void next(ledger::Position after) {
+    log->read_entries(after, 256, [self = shared_from_this()](Result<std::vector<ledger::LedgerEntry>> r) {
+      if (!r.is_ok()) return self->answer(r.status());
+      if (r->empty()) return self->answer(Status::ok());
+      for (const auto& e : *r) {
+        auto batch = decode_trace_batch(e.payload);
+        if (!batch.is_ok()) {
+          MLOG_WARN("trace entry {} skipped: {}", e.position.to_string(), batch.status().to_string());
+          continue;
+        }
+        self->matcher->add(std::move(batch).value());
+      }
+      self->next(r->back().position);
+    });
+  }
+};
+
 }  // namespace
 
 BrokerService::BrokerService(runtime::Runtime& runtime, storage::Storage& storage, metadata::Store& store,
                              BrokerOptions options)
     : runtime_(runtime), storage_(storage), store_(store), options_(options) {
-  for (size_t i = 0; i < runtime.size(); ++i) shards_.push_back(std::make_unique<Shard>());
+  for (size_t i = 0; i < runtime.size(); ++i) {
+    auto shard = std::make_unique<Shard>();
+    shard->tracer = std::make_unique<TraceRecorder>(
+        runtime.reactor(i),
+        [this](const TopicName& trace_topic, common::Slice batch) {
+          with_topic(trace_topic, [batch = std::move(batch)](Result<Topic*> t) mutable {
+            if (!t.is_ok()) {
+              MLOG_WARN("traces dropped: {}", t.status().to_string());
+              return;
+            }
+            (*t)->append_traces(std::move(batch));
+          });
+        },
+        &describer_);
+    shards_.push_back(std::move(shard));
+  }
 }
 
 BrokerService::~BrokerService() = default;
@@ -96,12 +135,20 @@ void BrokerService::load(Shard& shard, const TopicName& topic) {
     if (policies->message_ttl_seconds) {
       config.ttl = std::chrono::milliseconds(int64_t{*policies->message_ttl_seconds} * 1000);
     }
+    if (is_trace_topic(topic)) {
+      // Traces have a retention of their own and nobody acknowledges them.
+      TracingPolicy t = policies->tracing.value_or(TracingPolicy{});
+      config.retention_time = std::chrono::milliseconds(t.retention_minutes < 0 ? -1 : t.retention_minutes * 60'000);
+      config.retention_size = t.retention_size_mb < 0 ? -1 : t.retention_size_mb * (int64_t{1} << 20);
+      config.ttl = std::chrono::milliseconds(0);
+    }
   }
   if (topic.domain == TopicDomain::kNonPersistent) {
     auto log = std::make_shared<ledger::NonPersistentLog>(key, options_.non_persistent_max_entries,
                                                           options_.non_persistent_max_bytes);
     auto& slot = shard.topics[key];
     slot = std::make_unique<Topic>(topic, std::move(log));
+    slot->set_trace_recorder(shard.tracer.get());
     attach_policies(*slot);
     finish(slot.get());
     return;
@@ -118,6 +165,7 @@ void BrokerService::load(Shard& shard, const TopicName& topic) {
         slot = std::make_unique<Topic>(topic, std::move(ml).value());
         slot->restore_subscriptions();
         slot->set_metadata(&store_, dedup_snapshot_key(topic));
+        slot->set_trace_recorder(shard.tracer.get());
         attach_policies(*slot);
         arm_maintenance(home_of(topic).index());
         if (stopping_) {
@@ -330,8 +378,43 @@ std::vector<std::string> BrokerService::loaded_topic_names() {
   return names;
 }
 
+void BrokerService::find_traces(const TopicName& topic, TraceQuery query,
+                                ledger::Callback<Result<TraceAnswer>> done) {
+  TraceMode mode = TraceMode::kOff;
+  if (policies_ != nullptr) {
+    if (auto p = policies_->effective(topic); p && p->tracing) mode = p->tracing->mode;
+  }
+  auto matcher = std::make_shared<TraceMatcher>(topic.to_string(), std::move(query));
+  auto answer = [matcher, mode, done](Status st) {
+    if (!st.is_ok()) return done(st);
+    TraceAnswer a = matcher->finish();
+    a.mode = mode;
+    done(std::move(a));
+  };
+  TopicName traces = trace_topic_of(topic.ns);
+  // A namespace that never traced has no trace topic: nothing to load.
+  store_.get(managed_ledger_key(traces), [this, traces, matcher, answer](Result<metadata::Record> rec) {
+    if (!rec.is_ok()) {
+      if (rec.status().code() == common::ErrorCode::kNotFound) return answer(Status::ok());
+      return answer(rec.status());
+    }
+    with_topic(traces, [matcher, answer](Result<Topic*> t) {
+      if (!t.is_ok()) return answer(t.status());
+      auto scan = std::make_shared<TraceScan>();
+      scan->log = (*t)->shared_log();
+      scan->matcher = matcher;
+      scan->answer = answer;
+      scan->next(ledger::Position{});
+    });
+  });
+}
+
 void BrokerService::stop() {
   if (stopping_) return;
+  // Traces still buffered go out before the topics close.
+  for (size_t i = 0; i < runtime_.size(); ++i) {
+    runtime_.reactor(i).run_sync([this, i]() { shards_[i]->tracer->stop(); });
+  }
   for (size_t i = 0; i < runtime_.size(); ++i) {
     auto closed = std::make_shared<std::promise<void>>();  // may outlive a timed-out wait
     auto fut = closed->get_future();

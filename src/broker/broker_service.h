@@ -17,6 +17,8 @@
 #include "broker/naming.h"
 #include "broker/policy_cache.h"
 #include "broker/topic.h"
+#include "broker/trace_lookup.h"
+#include "broker/tracing.h"
 #include "ledger/managed_ledger.h"
 #include "metadata/store.h"
 #include "runtime/component.h"
@@ -47,6 +49,16 @@ class BrokerService final : public runtime::Component {
   // TTL come from the namespace (or topic) policy. A change applies when the
   // topic is next loaded. REQUIRES: before start(); `policies` outlives this.
   void set_policies(const PolicyCache* policies) { policies_ = policies; }
+
+  // How traces read the keys and properties of stored messages
+  // (tracing.h). REQUIRES: before start().
+  void set_message_describer(MessageDescriber describer) { describer_ = std::move(describer); }
+
+  // Any thread: the traced messages of `topic` that match `query`, each
+  // with its events in order (trace_lookup.h). An empty answer when nothing
+  // matched or the namespace never traced anything. `done` runs on a
+  // reactor or the metadata thread.
+  void find_traces(const TopicName& topic, TraceQuery query, ledger::Callback<common::Result<TraceAnswer>> done);
 
   std::string_view name() const override { return "broker"; }
   common::Status start() override;
@@ -97,6 +109,7 @@ class BrokerService final : public runtime::Component {
     std::unordered_map<std::string, std::vector<ledger::Callback<common::Result<Topic*>>>> loading;
     std::unordered_map<std::string, int> creating;  // create_topic under way
     std::unordered_map<std::string, int> deleting;  // delete_topic under way: not loaded meanwhile
+    std::unique_ptr<TraceRecorder> tracer;
   };
   // On the home reactor: close the loaded `topic`, then forget it.
   void close_and_forget(Shard& shard, const std::string& key, Topic* topic, const common::Status& why,
@@ -112,6 +125,7 @@ class BrokerService final : public runtime::Component {
   metadata::Store& store_;
   const BrokerOptions options_;
   const PolicyCache* policies_ = nullptr;
+  MessageDescriber describer_;
   std::vector<std::unique_ptr<Shard>> shards_;  // by reactor index
   bool stopping_ = false;
 };

@@ -44,6 +44,22 @@ Result<FsyncMode> parse_fsync_mode(std::string_view s) {
                                   "': expected always, interval or never");
 }
 
+std::string_view trace_mode_name(TraceMode m) {
+  switch (m) {
+    case TraceMode::kOff: return "off";
+    case TraceMode::kSampled: return "sampled";
+    case TraceMode::kAll: return "all";
+  }
+  return "off";
+}
+
+Result<TraceMode> parse_trace_mode(std::string_view s) {
+  if (s == "off") return TraceMode::kOff;
+  if (s == "sampled") return TraceMode::kSampled;
+  if (s == "all") return TraceMode::kAll;
+  return Status::invalid_argument("invalid tracing mode '" + std::string(s) + "': expected off, sampled or all");
+}
+
 bool is_auth_action(std::string_view s) {
   for (auto a : kAuthActions) {
     if (a == s) return true;
@@ -118,6 +134,19 @@ Status validate(const AutoTopicCreation& p) {
   return at_least(p.default_partitions, 0, "defaultNumPartitions");
 }
 
+Status validate(const TracingPolicy& p) {
+  if (p.mode == TraceMode::kSampled && !(std::isfinite(p.rate) && p.rate > 0 && p.rate <= 1)) {
+    return Status::invalid_argument("tracing mode 'sampled' needs a rate above 0 and at most 1");
+  }
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.retention_minutes, -1, "retentionTimeInMinutes"));
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.retention_size_mb, -1, "retentionSizeInMB"));
+  if (p.retention_minutes == 0 || p.retention_size_mb == 0) {
+    return Status::invalid_argument("traces need a retention: retentionTimeInMinutes and retentionSizeInMB "
+                                    "must not be 0");
+  }
+  return Status::ok();
+}
+
 Status validate(const NamespacePolicies& p) {
   if (p.retention) MAGNETAR_RETURN_IF_ERROR(validate(*p.retention));
   if (p.message_ttl_seconds) MAGNETAR_RETURN_IF_ERROR(at_least(*p.message_ttl_seconds, 0, "messageTTL"));
@@ -128,6 +157,7 @@ Status validate(const NamespacePolicies& p) {
   if (p.dispatch_rate) MAGNETAR_RETURN_IF_ERROR(validate(*p.dispatch_rate));
   if (p.subscription_dispatch_rate) MAGNETAR_RETURN_IF_ERROR(validate(*p.subscription_dispatch_rate));
   if (p.auto_topic_creation) MAGNETAR_RETURN_IF_ERROR(validate(*p.auto_topic_creation));
+  if (p.tracing) MAGNETAR_RETURN_IF_ERROR(validate(*p.tracing));
   const std::pair<const std::optional<int32_t>*, std::string_view> limits[] = {
       {&p.max_producers_per_topic, "maxProducersPerTopic"},
       {&p.max_consumers_per_topic, "maxConsumersPerTopic"},

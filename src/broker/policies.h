@@ -85,6 +85,20 @@ struct AutoTopicCreation {
   bool operator==(const AutoTopicCreation&) const = default;
 };
 
+// Message tracing (tracing.h): which messages of a namespace's topics the
+// broker records a trace for, and how long the traces are kept.
+enum class TraceMode { kOff, kSampled, kAll };
+std::string_view trace_mode_name(TraceMode m);  // "off", "sampled", "all"
+common::Result<TraceMode> parse_trace_mode(std::string_view s);
+
+struct TracingPolicy {
+  TraceMode mode = TraceMode::kOff;
+  double rate = 1.0;                 // kSampled: the fraction traced, in (0, 1]
+  int64_t retention_minutes = 7 * 24 * 60;  // traces kept this long (-1: forever)
+  int64_t retention_size_mb = 1024;         // and at most this much (-1: no limit)
+  bool operator==(const TracingPolicy&) const = default;
+};
+
 // Actions a role may be granted on a namespace.
 inline constexpr std::string_view kAuthActions[] = {"produce", "consume", "functions", "sources", "sinks",
                                                     "packages"};
@@ -114,6 +128,7 @@ struct NamespacePolicies {
   std::optional<int32_t> subscription_expiration_minutes;
   std::optional<AutoTopicCreation> auto_topic_creation;
   std::set<std::string> replication_clusters;
+  std::optional<TracingPolicy> tracing;  // unset: off
   bool operator==(const NamespacePolicies&) const = default;
 };
 
@@ -124,6 +139,7 @@ common::Status validate(const PersistencePolicy& p);
 common::Status validate(const PublishRate& p);
 common::Status validate(const DispatchRate& p);
 common::Status validate(const AutoTopicCreation& p);
+common::Status validate(const TracingPolicy& p);
 common::Status validate(const NamespacePolicies& p);
 
 // FlatBuffers encodings (tenancy.fbs). decode_* answers Corruption for bytes

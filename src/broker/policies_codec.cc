@@ -138,6 +138,13 @@ std::string encode_policies(const NamespacePolicies& p) {
     auto_create = fb::CreateAutoTopicCreation(b, a.allow, a.partitioned, a.default_partitions);
   }
 
+  flatbuffers::Offset<fb::Tracing> tracing = 0;
+  if (p.tracing) {
+    const auto& t = *p.tracing;
+    tracing = fb::CreateTracing(b, static_cast<fb::TraceMode>(t.mode), t.rate, t.retention_minutes,
+                                t.retention_size_mb);
+  }
+
   fb::NamespacePoliciesBuilder n(b);
   n.add_retention(retention);
   if (p.message_ttl_seconds) n.add_message_ttl_seconds(*p.message_ttl_seconds);
@@ -165,6 +172,7 @@ std::string encode_policies(const NamespacePolicies& p) {
   }
   n.add_auto_topic_creation(auto_create);
   n.add_replication_clusters(replication);
+  n.add_tracing(tracing);
   b.Finish(n.Finish());
   return finish(b);
 }
@@ -203,6 +211,11 @@ Result<NamespacePolicies> decode_policies(std::string_view bytes) {
     p.auto_topic_creation = AutoTopicCreation{a->allow(), a->partitioned(), a->default_partitions()};
   }
   p.replication_clusters = read_strings(n->replication_clusters());
+  if (const auto* t = n->tracing()) {
+    auto mode = static_cast<TraceMode>(
+        std::min<int>(static_cast<int>(t->mode()), static_cast<int>(fb::TraceMode::MAX)));
+    p.tracing = TracingPolicy{mode, t->rate(), t->retention_minutes(), t->retention_size_mb()};
+  }
   return p;
 }
 

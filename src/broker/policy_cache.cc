@@ -56,6 +56,7 @@ void inherit(NamespacePolicies& into, const NamespacePolicies& from) {
   overlay(into.max_topics_per_namespace, from.max_topics_per_namespace);
   overlay(into.subscription_expiration_minutes, from.subscription_expiration_minutes);
   overlay(into.auto_topic_creation, from.auto_topic_creation);
+  overlay(into.tracing, from.tracing);
   if (into.permissions.empty()) into.permissions = from.permissions;
   if (into.replication_clusters.empty()) into.replication_clusters = from.replication_clusters;
 }

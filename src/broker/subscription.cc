@@ -256,25 +256,66 @@ void Subscription::forget_pending_through(Position p) {
 
 // --- Acknowledgements and redelivery.
 
-Status Subscription::ack(uint64_t, Position p) {
+void Subscription::trace(TraceStage stage, uint64_t consumer_id, Position p, int32_t batch_index,
+                         uint32_t redelivery_count) {
+  if (!tracing_->traced(p)) return;
+  TraceEvent e;
+  e.stage = stage;
+  e.time_ms = common::wall_clock_ms();
+  e.position = p;
+  e.batch_index = batch_index;
+  e.subscription = name_;
+  e.consumer_id = consumer_id;
+  e.redelivery_count = redelivery_count;
+  if (const Consumer* c = consumer(consumer_id)) {
+    e.consumer_name = c->name();
+    e.client_address = c->options().client.address;
+    e.protocol = c->options().client.protocol;
+  }
+  tracing_->record(std::move(e));
+}
+
+Status Subscription::ack(uint64_t consumer_id, Position p) {
   Status st = log_.ack(cursor_.name(), p);
-  if (st.is_ok()) forget_pending(p);
+  if (st.is_ok()) {
+    forget_pending(p);
+    if (tracing_ && tracing_->on()) trace(TraceStage::kAcked, consumer_id, p);
+  }
   return st;
 }
 
-Status Subscription::ack_cumulative(uint64_t, Position p) {
+Status Subscription::ack_cumulative(uint64_t consumer_id, Position p) {
   if (type_ == SubscriptionType::kShared || type_ == SubscriptionType::kKeyShared) {
     return Status::invalid_argument("cumulative acknowledgement is not allowed on a " +
                                     std::string(subscription_type_name(type_)) + " subscription");
   }
+  Position was = cursor_.mark_delete_position();
   Status st = log_.ack_cumulative(cursor_.name(), p);
   if (st.is_ok()) forget_pending_through(p);
+  if (st.is_ok() && tracing_ && tracing_->on() && was < p) {
+    TraceEvent e;
+    e.stage = TraceStage::kAcked;
+    e.time_ms = common::wall_clock_ms();
+    e.range = true;
+    e.after = was;
+    e.position = p;
+    e.subscription = name_;
+    e.consumer_id = consumer_id;
+    if (const Consumer* c = consumer(consumer_id)) {
+      e.consumer_name = c->name();
+      e.client_address = c->options().client.address;
+      e.protocol = c->options().client.protocol;
+    }
+    e.detail = "cumulative";
+    tracing_->record(std::move(e));
+  }
   return st;
 }
 
-Status Subscription::ack_batch_index(uint64_t, Position p, uint32_t index, uint32_t batch_size) {
+Status Subscription::ack_batch_index(uint64_t consumer_id, Position p, uint32_t index, uint32_t batch_size) {
   Status st = log_.ack_batch_index(cursor_.name(), p, index, batch_size);
   if (!st.is_ok()) return st;
+  if (tracing_ && tracing_->on()) trace(TraceStage::kAcked, consumer_id, p, static_cast<int32_t>(index));
   if (cursor_.is_acknowledged(p)) {
     forget_pending(p);
     return st;
@@ -322,6 +363,13 @@ Status Subscription::ack_batch(uint64_t consumer_id, Position p, const std::vect
 void Subscription::redeliver_unacknowledged(uint64_t consumer_id, const std::vector<Position>& positions) {
   Consumer* c = consumer(consumer_id);
   if (c == nullptr) return;
+  if (tracing_ && tracing_->on()) {
+    if (positions.empty()) {
+      for (const auto& [p, pending] : c->pending_) trace(TraceStage::kNacked, consumer_id, p);
+    } else {
+      for (Position p : positions) trace(TraceStage::kNacked, consumer_id, p);
+    }
+  }
   take_back(*c, positions.empty() ? nullptr : &positions);
   schedule_dispatch();
 }
@@ -540,12 +588,14 @@ std::vector<LedgerEntry> Subscription::hand_out(std::vector<LedgerEntry> entries
 void Subscription::deliver(Consumer& c, std::vector<LedgerEntry>& batch) {
   std::vector<Delivery> out;
   out.reserve(batch.size());
+  const bool tracing = tracing_ && tracing_->on();
   for (auto& e : batch) {
     uint32_t count = 0;
     if (auto it = redelivery_counts_.find(e.position); it != redelivery_counts_.end()) {
       count = it->second;
       redelivery_counts_.erase(it);
     }
+    if (tracing) trace(TraceStage::kDispatched, c.id(), e.position, -1, count);
     Consumer::Pending pending;
     pending.deliveries = count + 1;
     pending.messages = unacked_messages_of(e);

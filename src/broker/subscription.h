@@ -46,6 +46,7 @@
 #include "broker/consumer.h"
 #include "broker/delayed_delivery.h"
 #include "broker/key_shared_selector.h"
+#include "broker/tracing.h"
 #include "common/result.h"
 #include "ledger/cursor.h"
 #include "ledger/log.h"
@@ -156,7 +157,14 @@ class Subscription {
 
   SubscriptionStats stats() const;
 
+  // The topic's tracing state, read on every dispatch and ack. REQUIRES:
+  // `tracing` outlives this subscription.
+  void set_tracing(TopicTracing* tracing) { tracing_ = tracing; }
+
  private:
+  // Records a consumer's event about the entry at `p` when it is traced.
+  void trace(TraceStage stage, uint64_t consumer_id, ledger::Position p, int32_t batch_index = -1,
+             uint32_t redelivery_count = 0);
   Consumer* active_consumer();  // exclusive/failover: who receives
   void update_failover_active();
   bool holds_back_delayed() const {
@@ -241,6 +249,7 @@ class Subscription {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   uint64_t messages_out_ = 0;
   uint64_t bytes_out_ = 0;
+  TopicTracing* tracing_ = nullptr;
 };
 
 }  // namespace magnetar::broker

@@ -5,6 +5,7 @@
 #include <random>
 #include <thread>
 
+#include "broker/trace_record.h"
 #include "common/logging.h"
 #include "metadata/blocking.h"
 
@@ -378,7 +379,10 @@ Result<std::vector<std::string>> Tenancy::list_topics(const NamespaceName& ns, T
   auto ledgers =
       md::list_children(store_, "/managed-ledgers/" + ns.to_string() + "/" + std::string(domain_name(domain)));
   if (!ledgers.is_ok()) return ledgers.status();
-  for (const auto& l : *ledgers) topics.insert(std::string(domain_name(domain)) + "://" + ns.to_string() + "/" + l);
+  for (const auto& l : *ledgers) {
+    if (l == kTraceTopicLocal) continue;  // the namespace's traces, kept by the broker
+    topics.insert(std::string(domain_name(domain)) + "://" + ns.to_string() + "/" + l);
+  }
   return std::vector<std::string>(topics.begin(), topics.end());
 }
 

@@ -1,6 +1,12 @@
 #include "broker/topic.h"
 
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "common/clock.h"
 #include "common/logging.h"
+#include "ledger/managed_ledger.h"
 
 namespace magnetar::broker {
 
@@ -24,6 +30,7 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
   for (auto& [name, sub] : subscriptions_) {
     sub->set_unacked_limits(max_unacked_per_consumer_, max_unacked_per_subscription_);
   }
+  apply_tracing(policies);
   bool want_dedup = policies.deduplication.value_or(false) && store_ != nullptr &&
                     name_.domain == TopicDomain::kPersistent && !closed_;
   if (!want_dedup) {
@@ -46,6 +53,60 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
   });
 }
 
+void Topic::apply_tracing(const NamespacePolicies& policies) {
+  bool was_on = tracing_.on();
+  tracing_.configure(name_, policies.tracing, trace_recorder_);
+  if (!tracing_.on()) {
+    if (was_on) {
+      if (auto* ml = dynamic_cast<ledger::ManagedLedger*>(log_.get())) ml->set_observer({});
+    }
+    return;
+  }
+  const PersistencePolicy durability = policies.persistence.value_or(PersistencePolicy{});
+  tracing_.durability = fmt::format("{} of {} copies, fsync {}", durability.ack_quorum, durability.write_quorum,
+                                    fsync_mode_name(durability.fsync_mode));
+  if (was_on) return;
+  auto* ml = dynamic_cast<ledger::ManagedLedger*>(log_.get());
+  if (ml == nullptr) return;
+  // Housekeeping's removals, as range events.
+  std::weak_ptr<bool> alive = alive_;
+  ledger::LogObserver observer;
+  observer.expired = [this, alive](const std::string& cursor, Position after, Position last) {
+    if (alive.expired() || !tracing_.on()) return;
+    TraceEvent e;
+    e.stage = TraceStage::kExpired;
+    e.time_ms = common::wall_clock_ms();
+    e.range = true;
+    e.after = after;
+    e.position = last;
+    e.subscription = cursor;
+    e.detail = "message TTL or expiry";
+    tracing_.record(std::move(e));
+  };
+  observer.removed = [this, alive](ledger::LedgerId ledger) {
+    if (alive.expired() || !tracing_.on()) return;
+    TraceEvent e;
+    e.stage = TraceStage::kRemoved;
+    e.time_ms = common::wall_clock_ms();
+    e.range = true;
+    e.after = Position{ledger, -1};
+    e.position = Position{ledger, std::numeric_limits<ledger::EntryId>::max()};
+    e.detail = "ledger " + std::to_string(ledger) + " removed by retention";
+    tracing_.record(std::move(e));
+  };
+  ml->set_observer(std::move(observer));
+}
+
+void Topic::append_traces(common::Slice batch) {
+  if (closed_) return;
+  ledger::MessageHeader header;
+  header.publish_time_ms = common::wall_clock_ms();
+  header.producer = "broker";
+  log_->add_entry(std::move(header), std::move(batch), [topic = name_.to_string()](Result<Position> r) {
+    if (!r.is_ok()) MLOG_WARN("traces not stored in {}: {}", topic, r.status().to_string());
+  });
+}
+
 void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSink* sink,
                       ledger::Callback<Result<Subscription*>> done) {
   if (closed_) {
@@ -54,6 +115,10 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
   }
   if (options.subscription.empty()) {
     done(Status::invalid_argument("a subscription needs a name"));
+    return;
+  }
+  if (is_trace_topic(name_)) {
+    done(system_topic_refusal());
     return;
   }
   auto attach = [this, consumer_id, sink](Subscription& sub, ConsumerOptions opts) -> Result<Subscription*> {
@@ -90,6 +155,7 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
                                  .emplace(options.subscription,
                                           std::make_unique<Subscription>(options.subscription, options.type, *log_, c))
                                  .first;
+                        it->second->set_tracing(&tracing_);
                       }
                       done(attach(*it->second, std::move(options)));
                     });
@@ -181,6 +247,7 @@ void Topic::create_subscription(const std::string& name, InitialPosition start,
     auto it = subscriptions_.find(name);
     if (it == subscriptions_.end()) {
       it = subscriptions_.emplace(name, std::make_unique<Subscription>(name, *log_, **cursor)).first;
+      it->second->set_tracing(&tracing_);
     }
     done(it->second.get());
   });
@@ -190,7 +257,8 @@ void Topic::restore_subscriptions() {
   for (const std::string& name : log_->cursor_names()) {
     ledger::Cursor* c = log_->cursor(name);
     if (c == nullptr || !c->durable() || subscriptions_.count(name) > 0) continue;
-    subscriptions_.emplace(name, std::make_unique<Subscription>(name, *log_, *c));
+    auto& sub = subscriptions_.emplace(name, std::make_unique<Subscription>(name, *log_, *c)).first->second;
+    sub->set_tracing(&tracing_);
   }
 }
 

@@ -22,6 +22,7 @@
 #include "broker/producer.h"
 #include "broker/rate_meter.h"
 #include "broker/subscription.h"
+#include "broker/tracing.h"
 #include "common/result.h"
 #include "ledger/log.h"
 #include "metadata/store.h"
@@ -72,6 +73,7 @@ class Topic {
 
   const TopicName& name() const { return name_; }
   ledger::Log& log() { return *log_; }
+  std::shared_ptr<ledger::Log> shared_log() const { return log_; }
   bool closed() const { return closed_; }
 
   // Registers a producer (producer.h for access modes). Names are unique
@@ -112,6 +114,14 @@ class Topic {
   void set_policy_source(std::function<std::optional<NamespacePolicies>()> source) {
     policy_source_ = std::move(source);
   }
+  // Where this topic's trace events go when its namespace turns tracing
+  // on. REQUIRES: before the first apply_policies; `recorder` (its home's)
+  // outlives the topic.
+  void set_trace_recorder(TraceRecorder* recorder) { trace_recorder_ = recorder; }
+  const TopicTracing& tracing() const { return tracing_; }
+  // Trace topics only: appends one encoded TraceBatch (tracing.h).
+  void append_traces(common::Slice batch);
+
   // Applies deduplication and backlog quota settings: turning deduplication
   // on recovers the sequence ids from the snapshot and the log first
   // (publishes wait meanwhile).
@@ -206,10 +216,13 @@ class Topic {
     common::Slice payload;
     ledger::Callback<common::Result<ledger::Position>> done;
     int64_t highest_sequence_id;
+    int64_t received_ms = 0;  // traced topics only: when it arrived
   };
   static constexpr size_t kMaxHeldPublishes = 10000;
 
   common::Status name_in_use(const std::string& name) const;
+  // Why clients may not produce to or subscribe to a trace topic.
+  common::Status system_topic_refusal() const;
   void admit(ProducerOptions options, ledger::Callback<common::Result<ProducerAdmission>> done);
   void admit_waiting();
   // Closes producer `id` (its on_closed runs) and forgets it.
@@ -221,6 +234,10 @@ class Topic {
   // Applies `quota`'s policy once the backlog is over it (by size or age).
   void act_on_quota(const BacklogQuota& quota, bool by_age);
   void when_dedup_ready(std::function<void()> fn);
+  void apply_tracing(const NamespacePolicies& policies);
+  // The received and persisted events of an entry stored at `at`.
+  void trace_stored(ledger::Position at, int64_t received_ms, uint64_t producer_id, const ledger::MessageHeader& header,
+                    const common::Slice& payload);
 
   metadata::Store* store_ = nullptr;
   std::string dedup_key_;
@@ -251,6 +268,8 @@ class Topic {
   uint64_t removed_bytes_out_ = 0;
   bool closed_ = false;
   std::map<std::string, RateMeter> meters_;  // "in", "out", "p/<id>", "s/<name>", "c/<name>/<id>"
+  TraceRecorder* trace_recorder_ = nullptr;
+  TopicTracing tracing_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -14,6 +14,11 @@ using common::Result;
 using common::Status;
 using ledger::Position;
 
+Status Topic::system_topic_refusal() const {
+  return Status::permission_denied(name_.to_string() + " holds the namespace's message traces, kept by the broker; "
+                                   "read them with GET .../{topic}/trace or magnetar trace");
+}
+
 Status Topic::name_in_use(const std::string& name) const {
   auto busy = Status::already_exists("producer '" + name + "' is already connected to " + name_.to_string());
   for (const auto& [id, p] : producers_) {
@@ -36,6 +41,7 @@ void Topic::add_producer(ProducerOptions options, std::function<void()> waiting,
                          ledger::Callback<Result<ProducerAdmission>> done) {
   if (closed_) return done(Status::unavailable("topic " + name_.to_string() + " is closed"));
   if (options.name.empty()) return done(Status::invalid_argument("a producer needs a name"));
+  if (is_trace_topic(name_)) return done(system_topic_refusal());
   if (Status st = name_in_use(options.name); !st.is_ok()) return done(st);
   if (producers_.count(options.id) > 0 || waiting_producers_.count(options.id) > 0) {
     return done(Status::already_exists("producer id " + std::to_string(options.id) + " is in use"));
@@ -281,6 +287,7 @@ void Topic::publish(uint64_t producer_id, ledger::MessageHeader header, common::
   }
   header.producer = it->second.name;
   HeldPublish p{producer_id, std::move(header), std::move(payload), std::move(done), highest_sequence_id};
+  if (tracing_.on()) p.received_ms = common::wall_clock_ms();
   bool hold = !held_.empty() || quota_block_ == QuotaBlock::kHold || (dedup_ && !dedup_->ready());
   if (hold) {
     if (held_.size() >= kMaxHeldPublishes) {
@@ -329,9 +336,13 @@ void Topic::store_entry(HeldPublish p) {
   size_t bytes = p.payload.size();
   std::weak_ptr<bool> alive = alive_;
   Deduplication* dedup_at_push = dedup_.get();
+  // Traced topics keep what the received event needs until the entry is stored.
+  int64_t received_ms = p.received_ms;
+  std::optional<std::pair<ledger::MessageHeader, common::Slice>> traced;
+  if (received_ms != 0) traced.emplace(p.header, p.payload);
   log_->add_entry(std::move(p.header), std::move(p.payload),
-                  [this, alive, producer_id, producer, highest, dedup_at_push, messages, bytes,
-                   done = std::move(p.done)](Result<Position> r) {
+                  [this, alive, producer_id, producer, highest, dedup_at_push, messages, bytes, received_ms,
+                   traced = std::move(traced), done = std::move(p.done)](Result<Position> r) {
                     if (!alive.expired()) {
                       if (dedup_ && dedup_.get() == dedup_at_push) {
                         if (r.is_ok()) {
@@ -349,6 +360,9 @@ void Topic::store_entry(HeldPublish p) {
                           p->second.messages_in += messages;
                           p->second.bytes_in += bytes;
                         }
+                        if (traced && tracing_.on()) {
+                          trace_stored(*r, received_ms, producer_id, traced->first, traced->second);
+                        }
                         for (auto& [name, sub] : subscriptions_) sub->on_entries_added();
                         if (!entry_waiters_.empty()) {
                           auto waiters = std::move(entry_waiters_);
@@ -360,6 +374,36 @@ void Topic::store_entry(HeldPublish p) {
                     }
                     done(std::move(r));
                   });
+}
+
+}  // namespace magnetar::broker
+
+namespace magnetar::broker {
+
+void Topic::trace_stored(Position at, int64_t received_ms, uint64_t producer_id, const ledger::MessageHeader& header,
+                         const common::Slice& payload) {
+  if (!tracing_.traced(at)) return;
+  TraceEvent received;
+  received.stage = TraceStage::kReceived;
+  received.time_ms = received_ms;
+  received.position = at;
+  received.producer = header.producer;
+  received.sequence_id = header.sequence_id;
+  if (auto p = producers_.find(producer_id); p != producers_.end()) {
+    received.client_address = p->second.client.address;
+    received.protocol = p->second.client.protocol;
+  }
+  received.messages = tracing_.describe(payload, header.messages);
+  if (received.messages.empty() && !header.key.empty()) received.messages.push_back(TracedMessage{header.key, {}});
+  received.detail = std::to_string(header.messages) + (header.messages == 1 ? " message, " : " messages, ") +
+                    std::to_string(payload.size()) + " bytes";
+  TraceEvent persisted;
+  persisted.stage = TraceStage::kPersisted;
+  persisted.time_ms = common::wall_clock_ms();
+  persisted.position = at;
+  persisted.detail = tracing_.durability;
+  tracing_.record(std::move(received));
+  tracing_.record(std::move(persisted));
 }
 
 }  // namespace magnetar::broker

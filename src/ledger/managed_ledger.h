@@ -54,6 +54,16 @@ struct ManagedLedgerConfig {
   std::chrono::milliseconds ttl{0};             // 0: messages never expire
 };
 
+// What housekeeping took away, for whoever keeps a record of it (message
+// tracing). Each callback may be empty; they run on the home reactor.
+struct LogObserver {
+  // Cursor `cursor` skipped the entries after `after` through `last`
+  // because they outlived a TTL or an expiry (acknowledged or not).
+  std::function<void(const std::string& cursor, Position after, Position last)> expired;
+  // Ledger `ledger` (all its entries) was removed by retention.
+  std::function<void(LedgerId ledger)> removed;
+};
+
 class ManagedLedger final : public Log, public std::enable_shared_from_this<ManagedLedger> {
  public:
   static void open(std::string name, ManagedLedgerConfig config, storage::Storage& storage,
@@ -95,6 +105,9 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   uint64_t entries_added() const { return entries_added_; }
   // Wall clock (ms) at which the current ledger was created; 0 when none.
   int64_t current_ledger_created_ms() const { return chain_.empty() ? 0 : chain_.back().created_ms; }
+
+  // Replaces the observer; an empty one stops the reports.
+  void set_observer(LogObserver observer) { observer_ = std::move(observer); }
 
   // Deletes ledgers that no cursor needs and retention no longer holds.
   void trim(Callback<common::Status> done);
@@ -178,6 +191,7 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   uint64_t entries_added_ = 0;
   std::deque<PendingAdd> waiting_;  // adds held while rolling over
   std::map<std::string, CursorSlot> cursors_;
+  LogObserver observer_;
 };
 
 }  // namespace magnetar::ledger

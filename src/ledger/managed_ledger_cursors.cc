@@ -162,6 +162,7 @@ void ManagedLedger::trim(Callback<Status> done) {
     }
     for (auto& [name, slot] : self->cursors_) slot.cursor.skip_removed_ledgers(self->chain_);
     for (LedgerId id : removed) {
+      if (self->observer_.removed) self->observer_.removed(id);
       self->storage_.delete_ledger(id, [self, id](Status del) {
         if (!del.is_ok()) MLOG_WARN("managed ledger {}: ledger {} not deleted: {}", self->name_, id, del.to_string());
       });
@@ -232,8 +233,10 @@ void ManagedLedger::expire_before(int64_t before_ms, std::function<bool(const st
     }
     for (auto& [name, slot] : self->cursors_) {
       if (!pick(name) || slot.cursor.mark_delete_position() >= last_expired) continue;
+      Position was = slot.cursor.mark_delete_position();
       Status st = slot.cursor.ack_cumulative(last_expired, self->chain_);
       if (!st.is_ok()) return done(st);
+      if (self->observer_.expired) self->observer_.expired(name, was, last_expired);
       MLOG_DEBUG("managed ledger {}: cursor {} expired messages up to {}", self->name_, name,
                  last_expired.to_string());
       self->persist_cursor(name);
