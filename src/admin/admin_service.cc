@@ -23,6 +23,7 @@ AdminService::AdminService(runtime::Runtime& runtime, std::string host, uint16_t
     register_subscription_routes(router_, *topics_);
     register_overview_routes(router_, *topics_);
     register_rest_producer_routes(router_, *topics_);
+    register_trace_routes(router_, *topics_);
   } else {
     register_metrics_routes(router_, registry);
   }

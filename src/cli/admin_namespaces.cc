@@ -95,6 +95,32 @@ void add_namespace_commands(CLI::App& admin, Command& run, std::shared_ptr<Admin
   auto_create->add_option("-n,--num-partitions", ac->partitions, "Partitions of auto-created partitioned topics");
   g.get_remove("auto-topic-creation", "autoTopicCreation", "auto topic creation override");
 
+  // Message tracing.
+  struct Tracing {
+    std::string mode, time = "7d", size = "1G";
+    double rate = 1.0;
+  };
+  auto tr = std::make_shared<Tracing>();
+  auto* tracing = g.verb("set-tracing", "Record where each message goes (magnetar trace looks it up)", "POST",
+                         "tracing", "Set the tracing of", [tr]() -> Result<Json> {
+                           auto secs = parse_duration_seconds(tr->time);
+                           if (!secs.is_ok()) return secs.status();
+                           auto bytes = parse_size_bytes(tr->size);
+                           if (!bytes.is_ok()) return bytes.status();
+                           return Json{{"mode", tr->mode},
+                                       {"rate", tr->rate},
+                                       {"retentionTimeInMinutes", *secs < 0 ? -1 : *secs / 60},
+                                       {"retentionSizeInMB", *bytes < 0 ? -1 : *bytes / (1 << 20)}};
+                         });
+  tracing->add_option("--mode", tr->mode, "off, sampled or all")->required();
+  tracing->add_option("--rate", tr->rate, "With --mode sampled: the fraction of messages traced, e.g. 0.01")
+      ->capture_default_str();
+  tracing->add_option("--retention-time", tr->time, "How long traces are kept, e.g. 1d (-1: forever)")
+      ->capture_default_str();
+  tracing->add_option("--retention-size", tr->size, "How much of them is kept, e.g. 512M (-1: no limit)")
+      ->capture_default_str();
+  g.get_remove("tracing", "tracing", "tracing policy");
+
   // Replication clusters.
   auto repl = std::make_shared<std::vector<std::string>>();
   g.verb("set-clusters", "Set the clusters the namespace replicates to", "POST", "replication",

@@ -30,6 +30,7 @@ int run(int argc, char** argv) {
   add_consume_command(app, command);
   add_perf_command(app, command);
   add_admin_command(app, command);
+  add_trace_command(app, command);
 
   auto args = expand_config_file(argc, argv, app);
   if (!args) {

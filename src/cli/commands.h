@@ -23,6 +23,8 @@ CLI::App* add_produce_command(CLI::App& app, Command& run);
 CLI::App* add_consume_command(CLI::App& app, Command& run);
 // `magnetar perf` (perf.cc).
 CLI::App* add_perf_command(CLI::App& app, Command& run);
+// `magnetar trace` (trace.cc).
+CLI::App* add_trace_command(CLI::App& app, Command& run);
 // `magnetar admin ...` (admin_cli.h).
 CLI::App* add_admin_command(CLI::App& app, Command& run);
 

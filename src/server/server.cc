@@ -20,6 +20,7 @@
 #include "protocol/amqp/server/amqp_service.h"
 #include "protocol/kafka/server/kafka_service.h"
 #include "protocol/pulsar/server/pulsar_service.h"
+#include "protocol/pulsar/server/trace_describer.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "metadata/leveldb_store.h"
@@ -106,6 +107,7 @@ Status Server::start() {
   const broker::PolicyCache* policies_ptr = policies.get();  // still needed once it joined components_
   auto broker = std::make_unique<broker::BrokerService>(*runtime_, *storage, *store);
   broker->set_policies(policies.get());
+  broker->set_message_describer(protocol::pulsar::describe_entry);
   admin::AdvertisedAddress address;
   address.host = host;
   // The Pulsar port actually bound (known once the listener started).

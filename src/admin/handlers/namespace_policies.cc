@@ -107,6 +107,9 @@ void register_namespace_policy_routes(Router& router, broker::Tenancy& tenancy) 
   optional_policy<broker::AutoTopicCreation>(
       router, tenancy, scope, "autoTopicCreation", &NamespacePolicies::auto_topic_creation,
       [](const broker::AutoTopicCreation& v) { return to_json(v); }, auto_topic_creation_from_json);
+  optional_policy<broker::TracingPolicy>(
+      router, tenancy, scope, "tracing", &NamespacePolicies::tracing,
+      [](const broker::TracingPolicy& v) { return to_json(v); }, tracing_from_json);
   register_permission_routes(router, tenancy, scope);
   register_replication_routes(router, tenancy, scope);
 }

@@ -317,6 +317,30 @@ Result<AutoTopicCreation> auto_topic_creation_from_json(const Json& j) {
   return finish(f, a);
 }
 
+Json to_json(const broker::TracingPolicy& t) {
+  return Json{{"mode", broker::trace_mode_name(t.mode)},
+              {"rate", t.rate},
+              {"retentionTimeInMinutes", t.retention_minutes},
+              {"retentionSizeInMB", t.retention_size_mb}};
+}
+
+Result<broker::TracingPolicy> tracing_from_json(const Json& j) {
+  broker::TracingPolicy t;
+  Fields f(j, "tracing");
+  std::string mode = "off";
+  f.str("mode", mode);
+  f.f64("rate", t.rate);
+  f.i64("retentionTimeInMinutes", t.retention_minutes);
+  f.i64("retentionSizeInMB", t.retention_size_mb);
+  if (!f.status().is_ok()) return f.status();
+  auto m = broker::parse_trace_mode(mode);
+  if (!m.is_ok()) return m.status();
+  t.mode = *m;
+  if (t.mode != broker::TraceMode::kSampled && !j.contains("rate")) t.rate = 1.0;
+  MAGNETAR_RETURN_IF_ERROR(broker::validate(t));
+  return t;
+}
+
 Json backlog_quota_map(const NamespacePolicies& p) {
   Json m = Json::object();
   if (p.backlog_quota_size) m["destination_storage"] = to_json(*p.backlog_quota_size);
@@ -351,6 +375,7 @@ Json to_json(const NamespacePolicies& p, const std::string& cluster) {
       {"max_unacked_messages_per_subscription", or_null(p.max_unacked_messages_per_subscription)},
       {"max_topics_per_namespace", or_null(p.max_topics_per_namespace)},
       {"subscription_expiration_time_minutes", or_null(p.subscription_expiration_minutes)},
+      {"tracing", p.tracing ? to_json(*p.tracing) : Json(nullptr)},
       {"deleted", false},
   };
 }
@@ -400,6 +425,7 @@ Result<NamespacePolicies> policies_from_json(const Json& j) {
   sub("persistence", p.persistence, persistence_from_json);
   sub("retention_policies", p.retention, retention_from_json);
   sub("autoTopicCreationOverride", p.auto_topic_creation, auto_topic_creation_from_json);
+  sub("tracing", p.tracing, tracing_from_json);
   if (f.has("deduplicationEnabled")) {
     bool d = false;
     f.boolean("deduplicationEnabled", d);

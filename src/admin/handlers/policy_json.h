@@ -46,6 +46,10 @@ Json to_json(const broker::DispatchRate& r);
 common::Result<broker::DispatchRate> dispatch_rate_from_json(const Json& j);
 Json to_json(const broker::AutoTopicCreation& a);
 common::Result<broker::AutoTopicCreation> auto_topic_creation_from_json(const Json& j);
+// Magnetar's own: {"mode": "off"|"sampled"|"all", "rate": 0.1,
+// "retentionTimeInMinutes": ..., "retentionSizeInMB": ...}.
+Json to_json(const broker::TracingPolicy& t);
+common::Result<broker::TracingPolicy> tracing_from_json(const Json& j);
 
 // Pulsar's Policies document (GET/PUT /admin/v2/namespaces/{t}/{ns}).
 // Per-cluster maps (publishMaxMessageRate, topicDispatchRate, ...) are keyed

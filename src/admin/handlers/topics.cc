@@ -15,6 +15,7 @@
 #include "admin/handlers/tenancy_common.h"
 #include "admin/handlers/topic_common.h"
 #include "broker/topic_lifecycle.h"
+#include "broker/tracing.h"
 
 namespace magnetar::admin {
 
@@ -44,7 +45,7 @@ Result<std::vector<std::string>> domain_topics(TopicServices& s, const broker::N
   std::set<std::string> all(known->begin(), known->end());
   for (auto& loaded : s.broker.loaded_topic_names()) {
     auto name = TopicName::parse(loaded);
-    if (name.is_ok() && name->ns == ns && name->domain == d) all.insert(loaded);
+    if (name.is_ok() && name->ns == ns && name->domain == d && !broker::is_trace_topic(*name)) all.insert(loaded);
   }
   return std::vector<std::string>(all.begin(), all.end());
 }
