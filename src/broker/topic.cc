@@ -270,9 +270,22 @@ void Topic::reset_subscription(const std::string& name, Position mark_delete, le
   }
   sub->close_consumers(Status::unavailable("subscription " + name + " was reset"));
   std::weak_ptr<bool> alive = alive_;
-  log_->reset_cursor(name, mark_delete, [this, alive, name, done = std::move(done)](Status st) {
+  Position was = sub->cursor().mark_delete_position();
+  log_->reset_cursor(name, mark_delete, [this, alive, name, was, mark_delete, done = std::move(done)](Status st) {
     if (!alive.expired()) {
       if (Subscription* s = subscription(name)) s->rewind();
+      // Moving forward acknowledges what it passes (a Kafka offset commit).
+      if (st.is_ok() && tracing_.on() && was < mark_delete) {
+        TraceEvent e;
+        e.stage = TraceStage::kAcked;
+        e.time_ms = common::wall_clock_ms();
+        e.range = true;
+        e.after = was;
+        e.position = mark_delete;
+        e.subscription = name;
+        e.detail = "position moved: an offset commit, a seek or a reset";
+        tracing_.record(std::move(e));
+      }
     }
     done(st);
   });

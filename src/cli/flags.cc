@@ -29,6 +29,9 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
   cmd.add_option("--keepalive-secs", c.keepalive_secs,
                  "PING a Pulsar connection idle this long; close it when no answer comes within as long again (0: off)")
       ->capture_default_str()->check(CLI::Range(0, 3600));
+  cmd.add_option("--housekeeping-secs", c.housekeeping_secs,
+                 "How often topics roll ledgers over by age, apply retention and expire messages past their TTL")
+      ->capture_default_str()->check(CLI::Range(1, 3600));
   cmd.add_option("--reactors", c.reactors, "Event-loop threads (0: one per core)")->capture_default_str();
   cmd.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str()

@@ -53,9 +53,11 @@ std::string who(const Json& s) {
 void print_timeline(const Json& m) {
   std::vector<std::string> props;
   std::string keys;
-  for (const auto& one : m.value("messages", Json::array())) {
+  const Json messages = m.value("messages", Json::array());
+  for (const auto& one : messages) {
     if (one.contains("key") && one["key"].is_string()) keys += (keys.empty() ? "" : ",") + one["key"].get<std::string>();
-    for (const auto& [k, v] : one.value("properties", Json::object()).items()) {
+    const Json properties = one.value("properties", Json::object());
+    for (const auto& [k, v] : properties.items()) {
       props.push_back(k + "=" + (v.is_string() ? v.get<std::string>() : v.dump()));
     }
   }
@@ -65,7 +67,8 @@ void print_timeline(const Json& m) {
              m.contains("batchIndex") ? fmt::format(" (batch index {})", m["batchIndex"].get<int>()) : "",
              str(m, "producer"), keys.empty() ? "-" : keys, props_text.empty() ? "-" : props_text,
              m["traceparent"].is_string() ? m["traceparent"].get<std::string>() : "-");
-  for (const auto& s : m.value("stages", Json::array())) {
+  const Json stages = m.value("stages", Json::array());
+  for (const auto& s : stages) {
     fmt::print("  {:<24}  {:>+8} ms  {:<13}  {}\n", str(s, "isoTime"), s.value("latencyMs", int64_t{0}),
                str(s, "stage"), who(s));
   }
@@ -115,7 +118,8 @@ int run_trace(const TraceOptions& o) {
     fmt::print("{}\n", body.dump());
     return 0;
   }
-  for (const auto& m : body.value("messages", Json::array())) print_timeline(m);
+  const Json messages = body.value("messages", Json::array());
+  for (const auto& m : messages) print_timeline(m);
   if (body.value("truncated", false)) fmt::print("(more matched; narrow the query or raise --limit)\n");
   return 0;
 }

@@ -28,6 +28,9 @@ struct Config {
   // comes within as long again. 0: off.
   uint32_t keepalive_secs = 30;
   std::string log_level = "info";
+  // How often each reactor runs topic housekeeping: rollover by age,
+  // retention, message TTL.
+  uint32_t housekeeping_secs = 60;
 
   // The address clients should use to reach this node.
   std::string effective_advertised_address() const;

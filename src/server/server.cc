@@ -105,7 +105,9 @@ Status Server::start() {
   auto storage = storage::make_local_storage(storage_options);
   auto policies = std::make_unique<broker::PolicyCache>(*store);
   const broker::PolicyCache* policies_ptr = policies.get();  // still needed once it joined components_
-  auto broker = std::make_unique<broker::BrokerService>(*runtime_, *storage, *store);
+  broker::BrokerOptions broker_options;
+  broker_options.maintenance_interval = std::chrono::seconds(config_.housekeeping_secs);
+  auto broker = std::make_unique<broker::BrokerService>(*runtime_, *storage, *store, broker_options);
   broker->set_policies(policies.get());
   broker->set_message_describer(protocol::pulsar::describe_entry);
   admin::AdvertisedAddress address;
