@@ -184,6 +184,24 @@ class AmqpPikaTest(NodeTestCase):
         self.assertEqual((body, method.message_count), (b"three", 0))
         self.assertEqual(ch.basic_get("getter"), (None, None, None))
 
+    def test_channel_flow_holds_deliveries(self):
+        ch = self.ch
+        ch.queue_declare("flowing")
+        for i in range(3):
+            ch.basic_publish("", "flowing", b"f%d" % i)
+        self.assertFalse(ch.flow(False))
+        got = []
+        ch.basic_consume("flowing", lambda c, m, p, b: got.append(b), auto_ack=True)
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:
+            self.conn.process_data_events(time_limit=0.1)
+        self.assertEqual(got, [])
+        self.assertTrue(ch.flow(True))
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < 3 and time.monotonic() < deadline:
+            self.conn.process_data_events(time_limit=0.1)
+        self.assertEqual(got, [b"f0", b"f1", b"f2"])
+
     def test_exclusive_consumers(self):
         self.ch.queue_declare("single")
         tag = self.ch.basic_consume("single", lambda *a: None, exclusive=True)

@@ -402,9 +402,15 @@ void AmqpConnection::run_channel_method(Channel& ch, Method& method) {
           return;
         }
         case m::kChannelCloseOk: return;
-        case m::kChannelFlow:
+        case m::kChannelFlow: {
+          ch.flow_active = method.flag("active");
           send_method(ch.id, Method::of(m::kChannelFlowOk).set("active", method.u("active")));
+          if (!ch.flow_active) return;
+          auto held = std::move(ch.held);
+          ch.held.clear();
+          for (auto& [consumer, entries] : held) deliver(ch.id, ch.serial, consumer, std::move(entries));
           return;
+        }
         default: break;
       }
       break;

@@ -123,6 +123,10 @@ struct Channel {
   // method waits, everything after it waits too, in order.
   uint32_t publishes_in_flight = 0;
   std::deque<Deferred> deferred;
+  // channel.flow: while false, deliveries for this channel wait here (at
+  // most what the consumers' permits let through) until it is true again.
+  bool flow_active = true;
+  std::vector<std::pair<std::shared_ptr<QueueConsumer>, std::vector<broker::Delivery>>> held;
   // Answers get-empty when a message seen ready went to another consumer.
   std::unique_ptr<runtime::Timer> get_timer;
 };

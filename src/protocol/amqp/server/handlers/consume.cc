@@ -214,6 +214,10 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
   Channel* ch = channel(channel_id, serial);
   if (ch == nullptr || consumer->cancelled) return;  // detached already: the broker takes them back
   const bool puller = consumer->tag.empty();
+  if (!ch->flow_active && !puller) {
+    ch->held.emplace_back(consumer, std::move(entries));
+    return;
+  }
   const QueueRef* limits = consumer->limits.get();
   const bool dead_letters = limits != nullptr && limits->args.dead_letter_exchange.has_value();
   const int64_t now = common::wall_clock_ms();
