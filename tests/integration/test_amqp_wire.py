@@ -195,6 +195,40 @@ class AmqpWireTest(NodeTestCase):
         self.assertEqual(props.headers, {"origin": "pulsar"})
         self.assertEqual(props.timestamp, 1700000001)
 
+    def metric(self, name):
+        status, body, _ = self.node.get("/metrics")
+        self.assertEqual(status, 200)
+        for line in body.decode().splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    def test_metrics_count_connections_channels_messages_and_errors(self):
+        before = {m: self.metric(m) for m in ("magnetar_amqp_connections", "magnetar_amqp_channels",
+                                              "magnetar_amqp_messages_published_total",
+                                              "magnetar_amqp_messages_delivered_total",
+                                              'magnetar_amqp_errors_total{code="404"}')}
+        with AmqpWire(self.port) as w:
+            w.handshake()
+            w.open_channel(1)
+            w.open_channel(2)
+            self.assertEqual(self.metric("magnetar_amqp_connections"), before["magnetar_amqp_connections"] + 1)
+            self.assertEqual(self.metric("magnetar_amqp_channels"), before["magnetar_amqp_channels"] + 2)
+        ch = self.pika_channel()
+        ch.confirm_delivery()
+        ch.queue_declare("metered")
+        for _ in range(3):
+            ch.basic_publish("", "metered", b"m")
+        ch.basic_get("metered", auto_ack=True)
+        with self.assertRaises(pika.exceptions.ChannelClosedByBroker):
+            self.pika_channel().queue_declare("not-there", passive=True)
+        self.assertEqual(self.metric("magnetar_amqp_messages_published_total"),
+                         before["magnetar_amqp_messages_published_total"] + 3)
+        self.assertEqual(self.metric("magnetar_amqp_messages_delivered_total"),
+                         before["magnetar_amqp_messages_delivered_total"] + 1)
+        self.assertEqual(self.metric('magnetar_amqp_errors_total{code="404"}'),
+                         before['magnetar_amqp_errors_total{code="404"}'] + 1)
+
     def test_queue_shows_in_the_admin_stats(self):
         ch = self.pika_channel()
         ch.queue_declare("in-stats")

@@ -111,9 +111,13 @@ AmqpConnection::AmqpConnection(runtime::Reactor& reactor, AmqpService& service)
       producer_id_(service.next_id()),
       link_(std::make_shared<AmqpLink>(AmqpLink{this})) {
   producer_name_ = fmt::format("amqp-{}-{}", service_.options().cluster_name, id_);
+  AmqpMetrics::get().connections.add(1);
 }
 
-AmqpConnection::~AmqpConnection() { link_->conn = nullptr; }
+AmqpConnection::~AmqpConnection() {
+  link_->conn = nullptr;
+  AmqpMetrics::get().connections.add(-1);
+}
 
 void AmqpConnection::send(Slice bytes) {
   if (conn_ == nullptr) return;
@@ -531,6 +535,7 @@ void AmqpConnection::heartbeat_tick() {
 void AmqpConnection::channel_error(Channel& ch, const AmqpError& e) {
   if (is_connection_error(e.code)) return connection_error(e);
   MLOG_DEBUG("amqp client {}: channel {} closed: {} {}", conn_ ? conn_->peer() : "", ch.id, e.code, e.text);
+  AmqpMetrics::get().error(e.code);
   AmqpError named = e;
   named.text = code_name(e.code) + " - " + e.text;
   send_method(ch.id, close_method(m::kChannelClose, named));
@@ -551,6 +556,7 @@ void AmqpConnection::close_channel(Channel& ch) {
 void AmqpConnection::connection_error(const AmqpError& e) {
   if (state_ == State::kClosing || conn_ == nullptr) return;
   MLOG_INFO("amqp client {}: connection error {} {}: {}", conn_->peer(), e.code, code_name(e.code), e.text);
+  AmqpMetrics::get().error(e.code);
   AmqpError named = e;
   named.text = code_name(e.code) + " - " + e.text;
   send_method(0, close_method(m::kConnectionClose, named));

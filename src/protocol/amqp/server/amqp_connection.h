@@ -84,6 +84,7 @@ struct Unacked {
 };
 
 struct Channel {
+  ChannelGauge counted;
   uint16_t id = 0;
   uint64_t serial = 0;  // unique per connection: answers check it
   bool closing = false; // sent channel.close, waiting for close-ok

@@ -76,6 +76,27 @@ std::string binding_id(const Binding& b) {
 
 }  // namespace
 
+AmqpMetrics& AmqpMetrics::get() {
+  static AmqpMetrics metrics = [] {
+    auto& reg = common::MetricsRegistry::global();
+    return AmqpMetrics{
+        reg.gauge("magnetar_amqp_connections", "AMQP connections open"),
+        reg.gauge("magnetar_amqp_channels", "AMQP channels open"),
+        reg.counter("magnetar_amqp_messages_published_total", "Messages published over AMQP and routed to a queue"),
+        reg.counter("magnetar_amqp_messages_delivered_total", "Messages delivered over AMQP (basic.deliver, basic.get-ok)"),
+        reg.counter("magnetar_amqp_messages_dead_lettered_total", "Messages dead-lettered (rejected, expired, over length)"),
+    };
+  }();
+  return metrics;
+}
+
+void AmqpMetrics::error(uint16_t code) {
+  common::MetricsRegistry::global()
+      .counter("magnetar_amqp_errors_total", "AMQP channel and connection exceptions raised, by reply code",
+               {{"code", std::to_string(code)}})
+      .inc();
+}
+
 AmqpService::AmqpService(runtime::Runtime& runtime, broker::BrokerService& broker, metadata::Store& store,
                          AmqpServiceOptions options)
     : runtime_(runtime), broker_(broker), store_(store), options_(std::move(options)), keeper_(*this, runtime) {

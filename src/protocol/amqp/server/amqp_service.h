@@ -33,6 +33,7 @@
 #include "broker/broker_service.h"
 #include "broker/naming.h"
 #include "broker/tenancy.h"
+#include "common/metrics.h"
 #include "metadata/store.h"
 #include "protocol/amqp/frame.h"
 #include "protocol/amqp/server/queue_limits.h"
@@ -52,6 +53,28 @@ struct AmqpServiceOptions {
   uint16_t channel_max = 2047;
   uint32_t frame_max = kDefaultFrameMax;
   uint16_t heartbeat_secs = 60;
+};
+
+// What /metrics shows of AMQP (magnetar_amqp_*). Updated with relaxed
+// atomics from any thread.
+struct AmqpMetrics {
+  common::Gauge& connections;
+  common::Gauge& channels;
+  common::Counter& published;
+  common::Counter& delivered;
+  common::Counter& dead_lettered;
+  // Channel and connection exceptions raised, by reply code.
+  void error(uint16_t code);
+  static AmqpMetrics& get();
+};
+
+// Counts one open channel while it exists (a member of Channel).
+class ChannelGauge {
+ public:
+  ChannelGauge() { AmqpMetrics::get().channels.add(1); }
+  ~ChannelGauge() { AmqpMetrics::get().channels.add(-1); }
+  ChannelGauge(const ChannelGauge&) = delete;
+  ChannelGauge& operator=(const ChannelGauge&) = delete;
 };
 
 // The subscription behind every queue.

@@ -120,6 +120,7 @@ void append_copies(broker::BrokerService& broker, const std::vector<broker::Topi
 void dead_letter(AmqpService& service, const QueueRef& queue, const AmqpMessage& m, std::string_view reason,
                  std::function<void(Status)> done) {
   if (!queue.args.dead_letter_exchange) return done(Status::ok());
+  AmqpMetrics::get().dead_lettered.inc();
   const std::string& exchange = *queue.args.dead_letter_exchange;
   const std::string routing_key = queue.args.dead_letter_routing_key.value_or(m.routing_key);
   auto props = decode_properties(m.properties);

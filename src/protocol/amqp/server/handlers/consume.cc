@@ -298,6 +298,7 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
       });
     }
   }
+  AmqpMetrics::get().delivered.inc(delivered);
   // Without a prefetch limit the window refills as messages go out; expired
   // ones always give their permits back.
   uint32_t refill = expired_messages + (!puller && consumer->prefetch == 0 ? delivered : 0);

@@ -70,6 +70,7 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
   }
   PublishedEntry entry = message_to_entry(exchange, routing_key, header, body.view(), common::wall_clock_ms(),
                                           c.producer_name(), c.next_sequence());
+  AmqpMetrics::get().published.inc();
   std::vector<broker::TopicName> topics;
   for (const std::string& queue : queues) {
     // Queue names were checked when declared.
