@@ -3,6 +3,7 @@ heartbeats both ways, bad input (a wrong protocol header, garbage frames,
 frame-max violations, unknown classes and methods, frames out of order),
 each answered with the protocol's own error while the broker keeps serving
 and keeps what it stored; and messages crossing between AMQP and Pulsar."""
+import json
 import struct
 import time
 import unittest
@@ -231,15 +232,23 @@ class AmqpWireTest(NodeTestCase):
 
     def test_queue_shows_in_the_admin_stats(self):
         ch = self.pika_channel()
+        ch.confirm_delivery()
         ch.queue_declare("in-stats")
         ch.basic_consume("in-stats", lambda *a: None)
+        ch.basic_publish("", "in-stats", b"counted")
         status, body = self.node.get("/admin/v2/persistent/public/default/in-stats/stats")[:2]
         self.assertEqual(status, 200)
-        import json
         stats = json.loads(body)
         self.assertIn("amqp", stats["subscriptions"])
-        self.assertEqual(stats["subscriptions"]["amqp"]["type"], "Shared")
-        self.assertEqual(len(stats["subscriptions"]["amqp"]["consumers"]), 1)
+        sub = stats["subscriptions"]["amqp"]
+        self.assertEqual(sub["type"], "Shared")
+        self.assertEqual(len(sub["consumers"]), 1)
+        # Producers and consumers say who they are.
+        self.assertEqual(sub["consumers"][0]["protocol"], "amqp")
+        self.assertEqual(sub["consumers"][0]["clientVersion"], f"Pika Python Client Library {pika.__version__}")
+        [publisher] = stats["publishers"]
+        self.assertEqual(publisher["protocol"], "amqp")
+        self.assertTrue(publisher["address"].startswith("127.0.0.1:"), publisher)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "common/clock.h"
 #include "common/logging.h"
 #include "protocol/amqp/convert.h"
 
@@ -111,6 +112,8 @@ AmqpConnection::AmqpConnection(runtime::Reactor& reactor, AmqpService& service)
       producer_id_(service.next_id()),
       link_(std::make_shared<AmqpLink>(AmqpLink{this})) {
   producer_name_ = fmt::format("amqp-{}-{}", service_.options().cluster_name, id_);
+  client_info_.protocol = "amqp";
+  client_info_.connected_since_ms = common::wall_clock_ms();
   AmqpMetrics::get().connections.add(1);
 }
 
@@ -173,6 +176,7 @@ Channel* AmqpConnection::channel(uint16_t id, uint64_t serial) {
 }
 
 void AmqpConnection::on_data(runtime::Connection& conn, common::SliceChain& input) {
+  if (conn_ == nullptr) client_info_.address = conn.peer();
   conn_ = &conn;
   input_ = &input;
   heard_ = true;
@@ -452,6 +456,14 @@ void AmqpConnection::handshake(const Method& method) {
       return connection_error({kAccessRefused, role.status().message(), key});
     }
     role_ = *role;
+    const FieldTable& props = method.table("client-properties");
+    const FieldValue* product = find_field(props, "product");
+    const FieldValue* version = find_field(props, "version");
+    client_info_.client_version = fmt::format("{} {}", product ? product->to_text() : std::string("AMQP client"),
+                                              version ? version->to_text() : std::string());
+    while (!client_info_.client_version.empty() && client_info_.client_version.back() == ' ') {
+      client_info_.client_version.pop_back();
+    }
     Method tune = Method::of(m::kConnectionTune);
     tune.set("channel-max", uint64_t{service_.options().channel_max});
     tune.set("frame-max", uint64_t{service_.options().frame_max});

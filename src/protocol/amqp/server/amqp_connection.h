@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "broker/client_info.h"
 #include "broker/consumer.h"
 #include "protocol/amqp/errors.h"
 #include "protocol/amqp/frame.h"
@@ -169,6 +170,9 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   // The vhost as clients name it ("/" for public/default), for messages.
   std::string vhost_name() const;
   uint32_t frame_max() const { return frame_max_; }
+  // Who this client is, for the stats of its producers and consumers:
+  // protocol "amqp", its address, the product and version it announced.
+  const broker::ClientInfo& client_info() const { return client_info_; }
 
   void send(common::Slice bytes);
   void send_method(uint16_t channel, const Method& m) { send(method_frame(channel, m)); }
@@ -234,6 +238,7 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   State state_ = State::kHeader;
   broker::NamespaceName vhost_;
   std::string role_;
+  broker::ClientInfo client_info_;
   uint16_t channel_max_ = 0;
   uint32_t frame_max_ = kDefaultFrameMax;
   uint16_t heartbeat_secs_ = 0;

@@ -82,7 +82,7 @@ bool expired(const QueueArguments& args, const AmqpMessage& m, int64_t publish_m
 
 void append_copies(broker::BrokerService& broker, const std::vector<broker::TopicName>& topics,
                    const PublishedEntry& entry, uint64_t producer_id, const std::string& producer_name,
-                   std::function<void(Status)> done) {
+                   const broker::ClientInfo& client, std::function<void(Status)> done) {
   if (topics.empty()) return done(Status::ok());
   struct State {
     std::atomic<size_t> left;
@@ -105,11 +105,11 @@ void append_copies(broker::BrokerService& broker, const std::vector<broker::Topi
     done(result);
   };
   for (const auto& topic : topics) {
-    broker.with_topic(topic, [producer_id, producer_name, header = entry.header, payload = entry.entry,
+    broker.with_topic(topic, [producer_id, producer_name, client, header = entry.header, payload = entry.entry,
                               one](Result<broker::Topic*> t) mutable {
       if (!t.is_ok()) return one(t.status());
       broker::Topic* topic = *t;
-      Status added = topic->add_producer(producer_id, producer_name);
+      Status added = topic->add_producer(producer_id, producer_name, client);
       if (!added.is_ok() && added.code() != common::ErrorCode::kAlreadyExists) return one(added);
       topic->publish(producer_id, std::move(header), std::move(payload),
                      [one](Result<ledger::Position> p) { one(p.is_ok() ? Status::ok() : p.status()); });
@@ -142,8 +142,9 @@ void dead_letter(AmqpService& service, const QueueRef& queue, const AmqpMessage&
   }
   PublishedEntry entry = message_to_entry(exchange, routing_key, header, m.body.view(), common::wall_clock_ms(),
                                           service.dead_letter_producer(), service.next_sequence());
+  static const broker::ClientInfo kDeadLetters{"amqp", "", "dead-lettering", 0};
   append_copies(service.broker(), topics, entry, service.dead_letter_producer_id(), service.dead_letter_producer(),
-                std::move(done));
+                kDeadLetters, std::move(done));
 }
 
 void sweep(AmqpService& service, broker::Topic& topic, QueueRef queue, std::function<void()> done) {

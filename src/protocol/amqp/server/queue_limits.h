@@ -74,7 +74,7 @@ void sweep(AmqpService& service, broker::Topic& topic, QueueRef queue, std::func
 // copy is stored, with the first error, on the reactor of the last.
 void append_copies(broker::BrokerService& broker, const std::vector<broker::TopicName>& topics,
                    const PublishedEntry& entry, uint64_t producer_id, const std::string& producer_name,
-                   std::function<void(common::Status)> done);
+                   const broker::ClientInfo& client, std::function<void(common::Status)> done);
 
 // Sweeps every queue with limits every kSweepInterval, and deletes queues
 // whose x-expires passed. The timer runs only while such queues exist.

@@ -44,6 +44,7 @@ void attach(AmqpConnection& c, Channel& ch, const std::shared_ptr<QueueConsumer>
   options.type = broker::SubscriptionType::kShared;
   options.consumer_name = consumer->tag.empty() ? "basic.get" : consumer->tag;
   options.initial_position = broker::InitialPosition::kLatest;
+  options.client = c.client_info();
   c.service().broker().with_topic(
       consumer->topic, [reply = c.replier(ch), consumer, permits, options = std::move(options),
                         then](Result<broker::Topic*> t) mutable {

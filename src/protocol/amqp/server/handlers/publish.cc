@@ -86,11 +86,11 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
   };
   if (bounded.empty()) {
     return append_copies(c.service().broker(), topics, entry, c.producer_for_all(topics), c.producer_name(),
-                         std::move(done));
+                         c.client_info(), std::move(done));
   }
   // Queues over their length drop their oldest messages before the
   // publisher hears the message is stored.
-  append_copies(c.service().broker(), topics, entry, c.producer_for_all(topics), c.producer_name(),
+  append_copies(c.service().broker(), topics, entry, c.producer_for_all(topics), c.producer_name(), c.client_info(),
                 [&service = c.service(), bounded = std::move(bounded), done](Status st) {
                   auto left = std::make_shared<std::atomic<size_t>>(bounded.size());
                   for (const QueueRef& q : bounded) {
