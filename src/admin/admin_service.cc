@@ -3,6 +3,7 @@
 #include "admin/console.h"
 #include "admin/handlers.h"
 #include "broker/tenancy.h"
+#include "common/base64.h"
 
 namespace magnetar::admin {
 
@@ -50,6 +51,40 @@ common::Status AdminService::start() {
 
 void AdminService::stop() {
   if (server_) server_->shutdown();
+}
+
+void AdminService::require_authentication(broker::Authenticator& authenticator) {
+  router_.set_guard([&authenticator](HttpRequest& request) -> std::optional<HttpResponse> {
+    // The console's own files (its login page among them) stay open; the
+    // data they show comes from the API, which does not.
+    const std::string& path = request.path;
+    if (path.rfind("/admin/", 0) != 0 && path.rfind("/lookup/", 0) != 0 && path.rfind("/metrics", 0) != 0) {
+      return std::nullopt;
+    }
+    broker::Credentials credentials{"none", "", ""};
+    const std::string& header = request.header("authorization");
+    constexpr std::string_view kBearer = "Bearer ";
+    constexpr std::string_view kBasic = "Basic ";
+    if (header.rfind(kBearer, 0) == 0) {
+      credentials = {"token", header.substr(kBearer.size()), ""};
+    } else if (header.rfind(kBasic, 0) == 0) {
+      auto decoded = common::base64_decode(std::string_view(header).substr(kBasic.size()));
+      credentials = {"basic", decoded.is_ok() ? *decoded : std::string(), ""};
+    }
+    if (credentials.method == "none") {
+      HttpResponse denied = HttpResponse::error(401, "authentication is required: send Authorization: Bearer <token>");
+      denied.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return denied;
+    }
+    auto role = authenticator.authenticate(credentials);
+    if (!role.is_ok()) {
+      HttpResponse denied = HttpResponse::error(401, role.status().message());
+      denied.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return denied;
+    }
+    request.role = std::move(*role);
+    return std::nullopt;
+  });
 }
 
 }  // namespace magnetar::admin

@@ -9,6 +9,7 @@
 #include "admin/handlers/topic_metrics.h"
 #include "admin/http_server.h"
 #include "admin/router.h"
+#include "broker/authentication.h"
 #include "common/metrics.h"
 #include "runtime/component.h"
 
@@ -35,6 +36,10 @@ class AdminService final : public runtime::Component {
 
   // Routes may be added until start().
   Router& router() { return router_; }
+  // Every API route (/admin, /lookup, /metrics; not the console's files)
+  // then needs credentials the authenticator accepts: `Authorization: Bearer <token>` (or Basic
+  // user:password); without them the answer is 401. Before start().
+  void require_authentication(broker::Authenticator& authenticator);
   // The bound port; valid after start().
   uint16_t port() const { return server_ ? server_->port() : 0; }
 

@@ -20,6 +20,7 @@ struct HttpRequest {
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;
   std::map<std::string, std::string> params;   // filled by the router from {name} segments
+  std::string role;                            // who sent it, once authenticated
 
   // The named header, or "" when absent. `name` must be lower case.
   const std::string& header(const std::string& name) const;

@@ -64,6 +64,9 @@ void Router::dispatch(HttpRequest& request, Responder respond) const {
     path_known = true;
     if (r.method != request.method && !(request.method == "HEAD" && r.method == "GET")) continue;
     match(r, segments, request);
+    if (guard_) {
+      if (auto denied = guard_(request)) return respond(std::move(*denied));
+    }
     r.handler(request, std::move(respond));
     return;
   }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,11 @@ class Router {
   // Answers GET and HEAD requests whose path matches no route (the web
   // console's files and its client-side pages) instead of the 404.
   void set_fallback(Handler handler) { fallback_ = std::move(handler); }
+  // Runs before every route's handler (not before the fallback): a response
+  // it returns is sent instead (401 without a valid token). It may fill in
+  // the request's role.
+  using Guard = std::function<std::optional<HttpResponse>(HttpRequest&)>;
+  void set_guard(Guard guard) { guard_ = std::move(guard); }
 
  private:
   struct Route {
@@ -70,6 +76,7 @@ class Router {
   static bool match(const Route& r, const std::vector<std::string>& segments, HttpRequest& request);
   std::vector<Route> routes_;
   Handler fallback_;
+  Guard guard_;
 };
 
 // Splits "/a/b%2Fc/" into decoded segments {"a", "b/c"}. Returns false when a

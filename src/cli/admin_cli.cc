@@ -17,7 +17,7 @@ using common::Status;
 namespace {
 
 int send(const AdminOptions& options, const AdminRequest& req) {
-  auto url = Url::parse(options.url);
+  auto url = options.target();
   if (!url.is_ok()) {
     fmt::print(stderr, "magnetar admin: {}\n", url.status().message());
     return 2;
@@ -172,6 +172,15 @@ void print_json_human(const Json& j) {
   for (const auto& [k, v] : j.items()) fmt::print("{:<{}}  {}\n", k, width, human_value(v));
 }
 
+Result<Url> AdminOptions::target() const {
+  auto parsed = Url::parse(url);
+  if (!parsed.is_ok()) return parsed;
+  auto t = token.resolve();
+  if (!t.is_ok()) return t.status();
+  parsed->bearer_token = *t;
+  return parsed;
+}
+
 CLI::App* add_admin_command(CLI::App& app, Command& run) {
   auto options = std::make_shared<AdminOptions>();
   auto* admin = app.add_subcommand("admin", "Manage clusters, tenants, namespaces and topics over the REST API");
@@ -179,6 +188,7 @@ CLI::App* add_admin_command(CLI::App& app, Command& run) {
   admin->fallthrough();
   admin->add_option("--url", options->url, "The node's HTTP address")->capture_default_str();
   admin->add_flag("--json", options->json, "Print the server's JSON for scripts instead of tables");
+  add_token_flags(*admin, options->token);
   admin->footer(
       "Examples:\n"
       "  magnetar admin tenants create acme --allowed-clusters standalone\n"

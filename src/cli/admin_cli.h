@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/http_client.h"
+#include "cli/token_flags.h"
 #include "common/result.h"
 
 namespace magnetar::cli {
@@ -21,6 +23,9 @@ namespace magnetar::cli {
 struct AdminOptions {
   std::string url = "http://localhost:8080";
   bool json = false;
+  TokenFlags token;
+  // The parsed --url, carrying the token.
+  common::Result<Url> target() const;
 };
 
 using Json = nlohmann::json;

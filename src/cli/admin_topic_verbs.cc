@@ -78,7 +78,7 @@ void add_peek(CLI::App& app, Command& run, std::shared_ptr<AdminOptions> options
         fmt::print(stderr, "magnetar admin: --count must be at least 1\n");
         return 2;
       }
-      auto url = Url::parse(options->url);
+      auto url = options->target();
       if (!url.is_ok()) {
         fmt::print(stderr, "magnetar admin: {}\n", url.status().message());
         return 2;

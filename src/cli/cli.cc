@@ -31,6 +31,7 @@ int run(int argc, char** argv) {
   add_perf_command(app, command);
   add_admin_command(app, command);
   add_trace_command(app, command);
+  add_tokens_command(app, command);
 
   auto args = expand_config_file(argc, argv, app);
   if (!args) {

@@ -27,7 +27,13 @@ Result<std::vector<std::string>> config_file_flags(const std::string& path, CLI:
     if (item.name == "config" || cmd.get_option_no_throw(flag) == nullptr) {
       return Status::invalid_argument("config file " + path + ": unknown setting '" + item.name + "'");
     }
+    const bool is_flag = cmd.get_option(flag)->get_expected_max() == 0;
     for (const auto& value : item.inputs) {
+      if (is_flag) {
+        // A flag takes its value attached: --authentication-enabled=true.
+        flags.push_back(flag + "=" + value);
+        continue;
+      }
       flags.push_back(flag);
       flags.push_back(value);
     }

@@ -32,6 +32,12 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
   cmd.add_option("--housekeeping-secs", c.housekeeping_secs,
                  "How often topics roll ledgers over by age, apply retention and expire messages past their TTL")
       ->capture_default_str()->check(CLI::Range(1, 3600));
+  cmd.add_flag("--authentication-enabled", c.authentication_enabled,
+               "Refuse clients without a valid token on every listener (needs --token-secret-key or --token-public-key)");
+  cmd.add_option("--token-secret-key", c.token_secret_key,
+                 "HS256 secret key that signs tokens: file:///path or data:;base64,<key> (magnetar tokens create-secret-key)");
+  cmd.add_option("--token-public-key", c.token_public_key,
+                 "RS256/ES256 public key that verifies tokens: file:///path or data:;base64,<key> (magnetar tokens create-key-pair)");
   cmd.add_option("--reactors", c.reactors, "Event-loop threads (0: one per core)")->capture_default_str();
   cmd.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str()

@@ -195,6 +195,7 @@ Result<HttpReply> http_request(const Url& url, std::string_view method, std::str
                                     "Accept: application/json\r\nConnection: close\r\n",
                                     method, url.base_path, path, url.host, url.port);
   if (!body.empty()) request += "Content-Type: application/json\r\n";
+  if (!url.bearer_token.empty()) request += "Authorization: Bearer " + url.bearer_token + "\r\n";
   request += fmt::format("Content-Length: {}\r\n\r\n", body.size());
   request.append(body);
 

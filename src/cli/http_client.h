@@ -17,6 +17,7 @@ struct Url {
   std::string host;   // "localhost", "127.0.0.1", "[::1]" without brackets
   uint16_t port = 80;
   std::string base_path;  // "" or "/prefix" without a trailing '/'
+  std::string bearer_token;  // sent as Authorization: Bearer when not empty
 
   // "http://host[:port][/prefix]". InvalidArgument for anything else
   // (https is not spoken by this client).

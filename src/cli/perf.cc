@@ -31,6 +31,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/token_flags.h"
 #include "client/compression.h"
 #include "client/histogram.h"
 #include "client/producer.h"
@@ -44,6 +45,7 @@ using client::Histogram;
 
 struct PerfArgs {
   std::string url = "pulsar://localhost:6650";
+  TokenFlags token;
   std::string topic = "perf";
   std::string subscription;  // consume: empty picks a fresh one
   int64_t messages = 0;      // 0: until --time
@@ -195,7 +197,9 @@ class Run {
     o.batch.max_delay = std::chrono::microseconds(static_cast<int64_t>(a_.batch_delay_ms * 1000));
     o.max_pending_messages = static_cast<uint32_t>(a_.window);
     o.compression = compression;
-    auto producer = client::Producer::create(a_.url, o);
+    auto client_options = client_options_of(a_.token);
+    if (!client_options) return fail(client_options.status());
+    auto producer = client::Producer::create(a_.url, o, *client_options);
     if (!producer) return fail(producer.status());
     // Random letters and digits, so compression does not shrink the data to
     // nothing; the first 16 bytes are each message's intended send time.
@@ -253,7 +257,9 @@ class Run {
   }
 
   common::Status start_consumer() {
-    auto client = client::PulsarClient::connect(a_.url);
+    auto client_options = client_options_of(a_.token);
+    if (!client_options) return client_options.status();
+    auto client = client::PulsarClient::connect(a_.url, *client_options);
     if (!client) return client.status();
     std::string subscription = a_.subscription.empty() ? fmt::format("perf-{}", ::getpid()) : a_.subscription;
     // A fresh subscription at the end of the topic sees exactly this run's messages.
@@ -441,6 +447,7 @@ class Run {
 
 void add_load_options(CLI::App* cmd, PerfArgs& a, bool produce) {
   cmd->add_option("--url", a.url, "Pulsar service URL")->capture_default_str();
+  add_token_flags(*cmd, a.token);
   cmd->add_option("-n,--messages", a.messages, "Messages to send (or receive); 0: until --time")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{10000000000}));
   cmd->add_option("-t,--time", a.time_s, "Seconds to run; 0: until --messages")->capture_default_str()->check(CLI::Range(0.0, 86400.0));

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "cli/commands.h"
+#include "cli/token_flags.h"
 #include "client/compression.h"
 #include "client/producer.h"
 #include "client/pulsar_client.h"
@@ -16,6 +17,7 @@ namespace {
 
 struct ProduceArgs {
   std::string url = "pulsar://localhost:6650";
+  TokenFlags token;
   std::string topic;
   std::vector<std::string> messages;
   std::vector<std::string> properties;  // k=v
@@ -28,6 +30,7 @@ struct ProduceArgs {
 
 struct ConsumeArgs {
   std::string url = "pulsar://localhost:6650";
+  TokenFlags token;
   std::string topic;
   std::string subscription;
   std::string type = "Exclusive";
@@ -59,6 +62,8 @@ int run_produce(const ProduceArgs& a) {
     return 2;
   }
   std::vector<std::string> messages = a.messages.empty() ? std::vector<std::string>{""} : a.messages;
+  auto client_options = client_options_of(a.token);
+  if (!client_options) return fail(client_options.status());
   int produced = 0;
   nlohmann::json ids = nlohmann::json::array();
   if (a.batch || *compression != client::CompressionType::NONE) {
@@ -68,7 +73,7 @@ int run_produce(const ProduceArgs& a) {
     o.topic = a.topic;
     o.batching = a.batch;
     o.compression = *compression;
-    auto producer = client::Producer::create(a.url, o);
+    auto producer = client::Producer::create(a.url, o, *client_options);
     if (!producer) return fail(producer.status());
     std::vector<std::string> id_of(static_cast<size_t>(a.count) * messages.size());
     std::mutex mu;
@@ -97,7 +102,7 @@ int run_produce(const ProduceArgs& a) {
     for (auto& id : id_of) ids.push_back(id);
     produced = static_cast<int>(id_of.size());
   } else {
-    auto client = client::PulsarClient::connect(a.url);
+    auto client = client::PulsarClient::connect(a.url, *client_options);
     if (!client) return fail(client.status());
     auto producer = (*client)->create_producer(a.topic);
     if (!producer) return fail(producer.status());
@@ -124,7 +129,9 @@ int run_consume(const ConsumeArgs& a) {
                                   : a.type == "Failover"  ? client::SubscriptionType::kFailover
                                   : a.type == "Key_Shared" ? client::SubscriptionType::kKeyShared
                                                           : client::SubscriptionType::kExclusive;
-  auto client = client::PulsarClient::connect(a.url);
+  auto client_options = client_options_of(a.token);
+  if (!client_options) return fail(client_options.status());
+  auto client = client::PulsarClient::connect(a.url, *client_options);
   if (!client) return fail(client.status());
   auto consumer = a.reader ? (*client)->create_reader(a.topic, std::nullopt, a.position == "Earliest")
                           : (*client)->subscribe(a.topic, a.subscription, type, a.position == "Earliest");
@@ -174,6 +181,7 @@ CLI::App* add_produce_command(CLI::App& app, Command& run) {
   cmd->add_option("-p,--property", a->properties, "Message property key=value (repeat for several)");
   cmd->add_option("-k,--key", a->key, "Message key");
   cmd->add_option("--url", a->url, "Pulsar service URL")->capture_default_str();
+  add_token_flags(*cmd, a->token);
   cmd->add_option("-z,--compression", a->compression, "Compress payloads: none, lz4, zlib, zstd or snappy")
       ->capture_default_str();
   cmd->add_flag("--batch", a->batch, "Send the messages in batches (asynchronously, like Pulsar clients)");
@@ -199,6 +207,7 @@ CLI::App* add_consume_command(CLI::App& app, Command& run) {
       ->capture_default_str()->check(CLI::Range(0, 100000000));
   cmd->add_option("--timeout", a->timeout_s, "Seconds to wait for a message")->capture_default_str()->check(CLI::Range(0.1, 86400.0));
   cmd->add_option("--url", a->url, "Pulsar service URL")->capture_default_str();
+  add_token_flags(*cmd, a->token);
   cmd->add_flag("--json", a->json, "Print one JSON object per message (id, payload, properties, ...)");
   cmd->footer("Examples:\n  magnetar consume my-topic -s my-sub -n 10\n  magnetar consume my-topic -s audit -P Earliest -n 0 --timeout 2 --json\n");
   cmd->callback([&run, a]() {

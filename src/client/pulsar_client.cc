@@ -76,6 +76,10 @@ Result<std::unique_ptr<PulsarClient>> PulsarClient::connect(const std::string& s
   cmd.set_type(proto::BaseCommand::CONNECT);
   cmd.mutable_connect()->set_client_version("magnetar-client");
   cmd.mutable_connect()->set_protocol_version(pp::commands::kMaxProtocolVersion);
+  if (!options.token.empty()) {
+    cmd.mutable_connect()->set_auth_method_name("token");
+    cmd.mutable_connect()->set_auth_data(options.token);
+  }
   MAGNETAR_RETURN_IF_ERROR(client->write_all(pp::encode_command(cmd)));
   auto deadline = Clock::now() + options.timeout;
   for (;;) {

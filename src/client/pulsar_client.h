@@ -42,6 +42,7 @@ enum class SubscriptionType { kExclusive = 0, kShared = 1, kFailover = 2, kKeySh
 
 struct ClientOptions {
   std::chrono::milliseconds timeout{10000};  // every wait is bounded by this
+  std::string token;  // sent in CONNECT (auth method "token") when not empty
 };
 
 class PulsarClient {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace magnetar::server {
 
@@ -31,6 +32,13 @@ struct Config {
   // How often each reactor runs topic housekeeping: rollover by age,
   // retention, message TTL.
   uint32_t housekeeping_secs = 60;
+  // Token authentication (security/token_authenticator.h): when on, every
+  // listener refuses clients without a valid token. The key verifies the
+  // tokens: a secret key (HS256) or a public key (RS256/ES256), given as
+  // file:///path or data:;base64,<key>.
+  bool authentication_enabled = false;
+  std::string token_secret_key;
+  std::string token_public_key;
 
   // The address clients should use to reach this node.
   std::string effective_advertised_address() const;

@@ -73,7 +73,37 @@ Status Server::write_ports_file() const {
   return Status::ok();
 }
 
+// The token authenticator, when authentication is on: one key, read now so
+// a bad key stops the start with a clear error.
+Status Server::prepare_authentication() {
+  const bool secret = !config_.token_secret_key.empty();
+  const bool pub = !config_.token_public_key.empty();
+  if (!config_.authentication_enabled) {
+    if (secret || pub) MLOG_WARN("a token key is set but --authentication-enabled is not: clients are not checked");
+    return Status::ok();
+  }
+  if (secret == pub) {
+    return Status::invalid_argument(
+        "--authentication-enabled needs exactly one of --token-secret-key and --token-public-key");
+  }
+  auto bytes = security::TokenKey::read_key_bytes(secret ? config_.token_secret_key : config_.token_public_key);
+  security::JwtAlgorithm algorithm = security::JwtAlgorithm::kHS256;
+  if (!bytes.is_ok()) return bytes.status();
+  if (secret) {
+    if (bytes->size() < 32) return Status::invalid_argument("the token secret key is shorter than 256 bits");
+    authenticator_ = std::make_unique<security::TokenAuthenticator>(security::TokenKey::secret(std::move(*bytes)));
+  } else {
+    auto key = security::TokenKey::public_key(*bytes);
+    if (!key.is_ok()) return Status::invalid_argument("--token-public-key: " + key.status().message());
+    algorithm = key->algorithm();
+    authenticator_ = std::make_unique<security::TokenAuthenticator>(std::move(*key));
+  }
+  MLOG_INFO("authentication: {} tokens required on every listener", security::algorithm_name(algorithm));
+  return Status::ok();
+}
+
 Status Server::start() {
+  MAGNETAR_RETURN_IF_ERROR(prepare_authentication());
   MAGNETAR_RETURN_IF_ERROR(prepare_data_dir());
   runtime_ = std::make_unique<runtime::Runtime>(config_.reactors);
   runtime_->start();
@@ -116,6 +146,7 @@ Status Server::start() {
   address.pulsar_port = [this]() { return ports_.pulsar; };
   auto admin = std::make_unique<admin::AdminService>(*runtime_, config_.bind, config_.http_port, registry,
                                                      tenancy.get(), broker.get(), std::move(address));
+  if (authenticator_) admin->require_authentication(*authenticator_);
   components_.push_back(std::move(store));
   components_.push_back(std::move(tenancy));
   components_.push_back(std::move(policies));
@@ -129,6 +160,7 @@ Status Server::start() {
   auto pulsar = std::make_unique<protocol::pulsar::PulsarService>(*runtime_, *broker, metadata_store, pulsar_options);
   schemas_ = std::make_unique<broker::SchemaRegistry>(metadata_store);
   pulsar->set_metadata(tenancy_ptr, schemas_.get());
+  if (authenticator_) pulsar->set_authenticator(authenticator_.get());
   admin::register_schema_routes(admin->router(), *tenancy_ptr, *schemas_);
   pulsar_ = pulsar.get();
   protocol::kafka::KafkaServiceOptions kafka_options;
@@ -138,6 +170,7 @@ Status Server::start() {
   kafka_options.cluster_id = config_.cluster_name;
   auto kafka = std::make_unique<protocol::kafka::KafkaService>(*runtime_, *broker, kafka_options);
   kafka->set_metadata(tenancy_ptr, policies_ptr);
+  if (authenticator_) kafka->set_authenticator(authenticator_.get(), /*required=*/true);
   kafka_ = kafka.get();
   protocol::amqp::AmqpServiceOptions amqp_options;
   amqp_options.bind = config_.bind;
@@ -146,6 +179,7 @@ Status Server::start() {
   amqp_options.server_version = version();
   auto amqp = std::make_unique<protocol::amqp::AmqpService>(*runtime_, *broker, metadata_store, amqp_options);
   amqp->set_tenancy(tenancy_ptr);
+  if (authenticator_) amqp->set_authenticator(authenticator_.get());
   amqp_ = amqp.get();
   components_.push_back(std::move(storage));
   components_.push_back(std::move(broker));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "security/token_authenticator.h"
 #include "runtime/component.h"
 #include "runtime/runtime.h"
 #include "server/config.h"
@@ -61,6 +62,7 @@ class Server {
 
  private:
   common::Status prepare_data_dir();
+  common::Status prepare_authentication();
   common::Status write_ports_file() const;
 
   Config config_;
@@ -73,6 +75,7 @@ class Server {
   protocol::kafka::KafkaService* kafka_ = nullptr;
   protocol::amqp::AmqpService* amqp_ = nullptr;
   std::vector<uint64_t> collector_ids_;
+  std::unique_ptr<security::TokenAuthenticator> authenticator_;  // when authentication is on
   BoundPorts ports_;
   int lock_fd_ = -1;
 };

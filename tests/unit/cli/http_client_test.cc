@@ -78,7 +78,7 @@ TEST(HttpClientTest, ReadsAChunkedReply) {
   OneShotServer server(
       "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
       "5\r\n{\"rea\r\n10\r\nson\": \"missing\"}\r\n0\r\n\r\n");
-  Url url{"127.0.0.1", server.port(), ""};
+  Url url{"127.0.0.1", server.port(), "", ""};
   auto r = http_request(url, "PUT", "/admin/v2/x", "{\"a\":1}", std::chrono::seconds(10));
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_EQ(r->status, 404);
@@ -91,12 +91,12 @@ TEST(HttpClientTest, ReadsAChunkedReply) {
 TEST(HttpClientTest, RejectsGarbageAndEarlyClose) {
   {
     OneShotServer server("SPDY/9 nonsense\r\n\r\n");
-    auto r = http_request(Url{"127.0.0.1", server.port(), ""}, "GET", "/", {}, std::chrono::seconds(10));
+    auto r = http_request(Url{"127.0.0.1", server.port(), "", ""}, "GET", "/", {}, std::chrono::seconds(10));
     EXPECT_EQ(r.status().code(), ErrorCode::kCorruption);
   }
   {
     OneShotServer server("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort");
-    auto r = http_request(Url{"127.0.0.1", server.port(), ""}, "GET", "/", {}, std::chrono::seconds(10));
+    auto r = http_request(Url{"127.0.0.1", server.port(), "", ""}, "GET", "/", {}, std::chrono::seconds(10));
     EXPECT_EQ(r.status().code(), ErrorCode::kCorruption);
   }
 }
@@ -111,7 +111,7 @@ TEST(HttpClientTest, NobodyListening) {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   uint16_t port = ntohs(a.sin_port);
   ::close(fd);  // the port is now closed
-  auto r = http_request(Url{"127.0.0.1", port, ""}, "GET", "/", {}, std::chrono::seconds(10));
+  auto r = http_request(Url{"127.0.0.1", port, "", ""}, "GET", "/", {}, std::chrono::seconds(10));
   EXPECT_EQ(r.status().code(), ErrorCode::kUnavailable);
 }
 
