@@ -261,7 +261,7 @@ class DebPackageTest(unittest.TestCase):
             return run("bash", "-c", probe, script, binary, *words).stdout.split()
 
         self.assertEqual(complete("st"), ["standalone"])
-        self.assertEqual(set(complete("")), {"standalone", "version", "produce", "consume", "perf", "admin", "trace"})
+        self.assertEqual(set(complete("")), {"standalone", "version", "produce", "consume", "perf", "admin", "trace", "tokens"})
         self.assertEqual(complete("standalone", "--data-dir", "/tmp", "--http"), ["--http-port"])
         self.assertEqual(complete("admin", "--json", "tenants", "cr"), ["create"])
         self.assertIn("--subscription", complete("consume", "my-topic", "--s"))
