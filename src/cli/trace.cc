@@ -7,6 +7,7 @@
 #include "cli/admin_cli.h"
 #include "cli/commands.h"
 #include "cli/http_client.h"
+#include "cli/token_flags.h"
 
 namespace magnetar::cli {
 
@@ -17,6 +18,7 @@ namespace {
 
 struct TraceOptions {
   std::string url = "http://localhost:8080";
+  TokenFlags token;
   std::string topic;
   std::string message_id;
   std::string key;
@@ -102,6 +104,12 @@ int run_trace(const TraceOptions& o) {
     fmt::print(stderr, "magnetar trace: {}\n", url.status().message());
     return 2;
   }
+  auto token = o.token.resolve();
+  if (!token.is_ok()) {
+    fmt::print(stderr, "magnetar trace: {}\n", token.status().message());
+    return 2;
+  }
+  url->bearer_token = *token;
   auto reply = http_request(*url, "GET", *path + query);
   if (!reply.is_ok()) {
     fmt::print(stderr, "magnetar trace: {}\n", reply.status().message());
@@ -138,6 +146,7 @@ CLI::App* add_trace_command(CLI::App& app, Command& run) {
   cmd->add_option("--to", o->to_ms, "Received at or before (ms since the epoch)");
   cmd->add_option("--limit", o->limit, "Messages shown at most (default 100)");
   cmd->add_option("--url", o->url, "The node's HTTP address")->capture_default_str();
+  add_token_flags(*cmd, o->token);
   cmd->add_flag("--json", o->json, "Print the server's JSON");
   cmd->footer(
       "Examples:\n"
