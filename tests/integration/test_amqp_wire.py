@@ -5,6 +5,7 @@ each answered with the protocol's own error while the broker keeps serving
 and keeps what it stored; and messages crossing between AMQP and Pulsar."""
 import json
 import struct
+import subprocess
 import time
 import unittest
 
@@ -26,6 +27,17 @@ def publish_frames(channel, exchange, key, body, frame_max=131072):
     for i in range(0, len(body), chunk):
         out += frame(3, channel, body[i:i + chunk])
     return out
+
+
+def wait_for_get(ch, queue):
+    """basic.get on `queue` until a message comes (bounded)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        got = ch.basic_get(queue, auto_ack=True)
+        if got[0] is not None:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"nothing arrived in {queue}")
 
 
 class AmqpWireTest(NodeTestCase):
@@ -195,6 +207,25 @@ class AmqpWireTest(NodeTestCase):
         self.assertEqual(method_.routing_key, "rk")
         self.assertEqual(props.headers, {"origin": "pulsar"})
         self.assertEqual(props.timestamp, 1700000001)
+
+    def test_amqp_in_kafka_out_and_back(self):
+        ch = self.pika_channel()
+        ch.confirm_delivery()
+        ch.queue_declare("cross-kafka")
+        ch.basic_publish("", "cross-kafka", b"from amqp", pika.BasicProperties(headers={"trace": "t-2"}))
+        kcat = ["kcat", "-b", f"127.0.0.1:{self.node.ports['kafka']}"]
+        out = subprocess.run(kcat + ["-C", "-t", "cross-kafka", "-o", "beginning", "-e", "-q", "-f", "%k|%s|%h\n"],
+                             capture_output=True, timeout=TIMEOUT_S, check=True).stdout.decode()
+        line = out.splitlines()[0]
+        key, value, headers = line.split("|", 2)
+        self.assertEqual((key, value), ("cross-kafka", "from amqp"))
+        self.assertIn("trace=t-2", headers)
+        self.assertEqual(ch.basic_get("cross-kafka", auto_ack=True)[2], b"from amqp")
+        subprocess.run(kcat + ["-P", "-t", "cross-kafka", "-K", ":", "-H", "origin=kafka"], input=b"k-1:from kafka\n",
+                       timeout=TIMEOUT_S, check=True)
+        method_, props, body = wait_for_get(ch, "cross-kafka")
+        self.assertEqual((method_.routing_key, body), ("k-1", b"from kafka"))
+        self.assertEqual(props.headers, {"origin": "kafka"})
 
     def metric(self, name):
         status, body, _ = self.node.get("/metrics")

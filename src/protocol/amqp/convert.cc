@@ -41,9 +41,12 @@ AmqpMessage to_message(const Metadata& md, const Slice& payload) {
       headers.push_back({kv.key(), FieldValue::of_string(kv.value())});
     }
   }
-  if (!raw.empty() && decode_properties(Slice::copy_of(raw)).is_ok()) {
-    m.properties = Slice::copy_of(raw);
-    return m;
+  if (!raw.empty()) {
+    Slice stored = Slice::copy_of(raw);
+    if (decode_properties(stored).is_ok()) {
+      m.properties = std::move(stored);
+      return m;
+    }
   }
   // Not from AMQP: what Pulsar carries, as AMQP properties.
   BasicProperties p;
