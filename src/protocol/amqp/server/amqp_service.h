@@ -79,6 +79,10 @@ class ChannelGauge {
 
 // The subscription behind every queue.
 inline constexpr std::string_view kQueueSubscription = "amqp";
+inline const std::string& queue_subscription() {
+  static const std::string name(kQueueSubscription);
+  return name;
+}
 
 class AmqpService final : public runtime::Component {
  public:

@@ -15,8 +15,6 @@ using common::Result;
 using common::Status;
 
 namespace {
-
-const std::string kSubscription(kQueueSubscription);
 // Entries one sweep looks at.
 constexpr size_t kSweepEntries = 100;
 constexpr size_t kHeadEntries = 8;
@@ -150,7 +148,7 @@ void dead_letter(AmqpService& service, const QueueRef& queue, const AmqpMessage&
 void sweep(AmqpService& service, broker::Topic& topic, QueueRef queue, std::function<void()> done) {
   // One sweep per topic at a time; the set belongs to this (home) reactor.
   static thread_local std::set<std::string> sweeping;
-  broker::Subscription* sub = topic.subscription(kSubscription);
+  broker::Subscription* sub = topic.subscription(queue_subscription());
   const std::string key = topic.name().to_string();
   if (sub == nullptr || sub->consumer_count() > 0 || sweeping.count(key)) return done();
   const uint64_t ready = sub->cursor().backlog_messages(topic.log().chain());
@@ -168,7 +166,7 @@ void sweep(AmqpService& service, broker::Topic& topic, QueueRef queue, std::func
           done();
         };
         if (alive.expired() || !read.is_ok()) return finish();
-        broker::Subscription* sub = topic.subscription(kSubscription);
+        broker::Subscription* sub = topic.subscription(queue_subscription());
         if (sub == nullptr) return finish();
         const int64_t now = common::wall_clock_ms();
         uint64_t over = queue.args.max_length && ready > static_cast<uint64_t>(*queue.args.max_length)
@@ -205,8 +203,8 @@ void sweep(AmqpService& service, broker::Topic& topic, QueueRef queue, std::func
         runtime::Reactor* home = runtime::Reactor::current();
         auto all_stored = [&topic, alive, positions, finish]() {
           if (alive.expired()) return finish();
-          for (const auto& p : *positions) (void)topic.log().ack(kSubscription, p);
-          if (auto* s = topic.subscription(kSubscription)) s->rewind();
+          for (const auto& p : *positions) (void)topic.log().ack(queue_subscription(), p);
+          if (auto* s = topic.subscription(queue_subscription())) s->rewind();
           finish();
         };
         for (const auto& d : dropped) {
@@ -255,7 +253,7 @@ void QueueKeeper::tick() {
     const bool may_expire = q.ref.args.expires_ms && now - q.last_used_ms >= *q.ref.args.expires_ms;
     service_.broker().with_topic(*topic, [this, q, may_expire](Result<broker::Topic*> t) {
       if (!t.is_ok()) return;
-      broker::Subscription* sub = (*t)->subscription(kSubscription);
+      broker::Subscription* sub = (*t)->subscription(queue_subscription());
       if (may_expire && (sub == nullptr || sub->consumer_count() == 0)) {
         delete_queues(service_, q.ref.vhost, {q.ref.name}, q.last_used_ms);
         return;

@@ -24,8 +24,6 @@ using common::Result;
 using common::Status;
 
 namespace {
-
-const std::string kSubscription(kQueueSubscription);
 // Permits a consumer without a prefetch limit holds at a time.
 constexpr uint32_t kUnlimitedWindow = 1000;
 // How long basic.get waits for a message it saw ready (another consumer
@@ -40,7 +38,7 @@ void answer_empty(AmqpConnection& c, Channel& ch);
 void attach(AmqpConnection& c, Channel& ch, const std::shared_ptr<QueueConsumer>& consumer, uint32_t permits,
             std::function<void(AmqpConnection&, Channel&, Status)> then) {
   broker::ConsumerOptions options;
-  options.subscription = kSubscription;
+  options.subscription = queue_subscription();
   options.type = broker::SubscriptionType::kShared;
   options.consumer_name = consumer->tag.empty() ? "basic.get" : consumer->tag;
   options.initial_position = broker::InitialPosition::kLatest;
@@ -191,7 +189,7 @@ void on_subscription(AmqpService& service, const std::shared_ptr<QueueConsumer>&
   service.broker().with_existing_topic(consumer->topic, false,
                                        [consumer, fn = std::move(fn)](Result<broker::Topic*> t) {
                                          if (!t.is_ok()) return;
-                                         if (auto* s = (*t)->subscription(kSubscription)) fn(*s, consumer->broker_id);
+                                         if (auto* s = (*t)->subscription(queue_subscription())) fn(*s, consumer->broker_id);
                                        });
 }
 

@@ -16,8 +16,6 @@ using common::Status;
 
 namespace {
 
-const std::string kSubscription(kQueueSubscription);
-
 struct QueueCounts {
   uint64_t messages = 0;  // ready: not delivered and unacknowledged
   uint64_t consumers = 0;
@@ -42,16 +40,16 @@ void prepare_topic(AmqpService& service, const broker::TopicName& topic, bool fr
     broker::Topic* topic = *t;
     auto alive = topic->liveness();
     auto create = [topic, alive, done]() {
-      topic->create_subscription(kSubscription, broker::InitialPosition::kLatest,
+      topic->create_subscription(queue_subscription(), broker::InitialPosition::kLatest,
                                  [done](Result<broker::Subscription*> s) {
                                    if (!s.is_ok()) return done(s.status());
                                    done(counts_of(*s));
                                  });
     };
-    broker::Subscription* sub = topic->subscription(kSubscription);
+    broker::Subscription* sub = topic->subscription(queue_subscription());
     if (sub == nullptr) return create();
     if (!fresh || sub->consumer_count() > 0) return done(counts_of(sub));
-    topic->remove_subscription(kSubscription, false, [alive, create, done](Status st) {
+    topic->remove_subscription(queue_subscription(), false, [alive, create, done](Status st) {
       if (alive.expired()) return done(Status::unavailable("the queue's topic was unloaded"));
       if (!st.is_ok() && st.code() != common::ErrorCode::kNotFound) return done(st);
       create();
@@ -173,14 +171,14 @@ void purge(AmqpConnection& c, Channel& ch, const Method& m) {
     };
     if (!t.is_ok()) return answer(t.status(), 0);
     broker::Topic* topic = *t;
-    broker::Subscription* sub = topic->subscription(kSubscription);
+    broker::Subscription* sub = topic->subscription(queue_subscription());
     if (sub == nullptr) return answer(Status::ok(), 0);
     const uint64_t purged = counts_of(sub).messages;
-    topic->log().reset_cursor(kSubscription, topic->log().last_confirmed(),
+    topic->log().reset_cursor(queue_subscription(), topic->log().last_confirmed(),
                               [answer, purged, &broker, name = topic->name()](Status st) {
                                 // The topic may have been unloaded meanwhile: look it up again.
                                 broker::Topic* now = broker.loaded_topic(name);
-                                broker::Subscription* found = now ? now->subscription(kSubscription) : nullptr;
+                                broker::Subscription* found = now ? now->subscription(queue_subscription()) : nullptr;
                                 if (found != nullptr && st.is_ok()) found->rewind();
                                 answer(st, purged);
                               });
@@ -213,7 +211,7 @@ bool forget(AmqpService& service, const broker::NamespaceName& vhost, const std:
 void delete_topic(AmqpService& service, const broker::TopicName& topic, std::function<void(Status, uint64_t)> done) {
   service.broker().with_topic(topic, [&service, topic, done](Result<broker::Topic*> t) {
     if (!t.is_ok()) return done(t.status(), 0);
-    const uint64_t messages = counts_of((*t)->subscription(kSubscription)).messages;
+    const uint64_t messages = counts_of((*t)->subscription(queue_subscription())).messages;
     service.broker().delete_topic(topic, true, [done, messages](Status st) {
       done(st.code() == common::ErrorCode::kNotFound ? Status::ok() : st, messages);
     });
@@ -245,7 +243,7 @@ void remove(AmqpConnection& c, Channel& ch, const Method& m) {
   if (!m.flag("if-unused") && !m.flag("if-empty")) return drop(c, ch, m, name);
   auto topic = AmqpService::queue_topic(c.vhost(), name);
   c.service().broker().with_topic(*topic, [reply = c.replier(ch), m, name](Result<broker::Topic*> t) {
-    QueueCounts counts = t.is_ok() ? counts_of((*t)->subscription(kSubscription)) : QueueCounts{};
+    QueueCounts counts = t.is_ok() ? counts_of((*t)->subscription(queue_subscription())) : QueueCounts{};
     reply([m, name, counts](AmqpConnection& conn, Channel& chan) {
       if (m.flag("if-unused") && counts.consumers > 0) {
         return conn.channel_error(chan, {kPreconditionFailed, fmt::format("queue '{}' in vhost '{}' in use", name,
