@@ -20,59 +20,6 @@ constexpr size_t kMaxPublishesInFlight = 4096;
 // How long a connection waits for connection.close-ok after closing.
 constexpr std::chrono::milliseconds kCloseGrace{1000};
 
-FieldTable server_properties(const AmqpServiceOptions& o) {
-  FieldTable capabilities = {
-      {"publisher_confirms", FieldValue::of_bool(true)},
-      {"exchange_exchange_bindings", FieldValue::of_bool(true)},
-      {"basic.nack", FieldValue::of_bool(true)},
-      {"consumer_cancel_notify", FieldValue::of_bool(true)},
-      {"per_consumer_qos", FieldValue::of_bool(true)},
-      {"authentication_failure_close", FieldValue::of_bool(true)},
-  };
-  FieldValue caps;
-  caps.type = 'F';
-  caps.table = std::move(capabilities);
-  return {
-      {"product", FieldValue::of_string("Magnetar")},
-      {"version", FieldValue::of_string(o.server_version)},
-      {"platform", FieldValue::of_string("C++")},
-      {"cluster_name", FieldValue::of_string(o.cluster_name)},
-      {"capabilities", std::move(caps)},
-  };
-}
-
-// The credentials a start-ok carries: PLAIN's "\0user\0password" or
-// AMQPLAIN's LOGIN and PASSWORD table entries (without the table's size).
-common::Result<broker::Credentials> credentials_of(const Method& start_ok, const std::string& peer) {
-  const std::string& mechanism = start_ok.str("mechanism");
-  const std::string& response = start_ok.str("response");
-  broker::Credentials c;
-  c.peer = peer;
-  c.method = "basic";
-  if (mechanism == "PLAIN") {
-    size_t first = response.find('\0');
-    size_t second = first == std::string::npos ? std::string::npos : response.find('\0', first + 1);
-    if (second == std::string::npos) return Status::permission_denied("PLAIN response is not \\0user\\0password");
-    c.data = response.substr(first + 1, second - first - 1) + ":" + response.substr(second + 1);
-    return c;
-  }
-  if (mechanism == "AMQPLAIN") {
-    WireWriter w;
-    w.u32(static_cast<uint32_t>(response.size()));
-    w.raw(response);
-    WireReader r(w.finish());
-    FieldTable t = r.table();
-    const FieldValue* login = find_field(t, "LOGIN");
-    const FieldValue* password = find_field(t, "PASSWORD");
-    if (!r.ok() || login == nullptr || password == nullptr) {
-      return Status::permission_denied("AMQPLAIN response lacks LOGIN and PASSWORD");
-    }
-    c.data = login->s + ":" + password->s;
-    return c;
-  }
-  return Status::permission_denied(fmt::format("mechanism '{}' is not offered (PLAIN, AMQPLAIN)", mechanism));
-}
-
 Method close_method(uint32_t key, const AmqpError& e) {
   Method m = Method::of(key);
   m.set("reply-code", uint64_t{e.code});
@@ -193,12 +140,7 @@ void AmqpConnection::on_data(runtime::Connection& conn, common::SliceChain& inpu
       return;
     }
     input.consume(kProtocolHeaderBytes);
-    Method start = Method::of(m::kConnectionStart);
-    start.set("version-major", uint64_t{0}).set("version-minor", uint64_t{9});
-    start.set("server-properties", server_properties(service_.options()));
-    start.set("mechanisms", std::string("PLAIN AMQPLAIN"));
-    start.set("locales", std::string("en_US"));
-    send_method(0, start);
+    send_start();
     state_ = State::kStartOk;
   }
   while (!conn.closing() && !paused_ && state_ != State::kOpening) {
@@ -443,105 +385,6 @@ void AmqpConnection::run_channel_method(Channel& ch, Method& method) {
     default: break;
   }
   connection_error({kCommandInvalid, fmt::format("{} is not a method a client sends", method.spec->name), key});
-}
-
-void AmqpConnection::handshake(const Method& method) {
-  const uint32_t key = method.key();
-  if (state_ == State::kStartOk && key == m::kConnectionStartOk) {
-    auto creds = credentials_of(method, conn_ ? conn_->peer() : std::string());
-    auto role = creds.is_ok() ? service_.authenticator().authenticate(*creds)
-                              : common::Result<std::string>(creds.status());
-    if (!role) {
-      MLOG_INFO("amqp client {}: authentication refused: {}", conn_ ? conn_->peer() : "", role.status().message());
-      return connection_error({kAccessRefused, role.status().message(), key});
-    }
-    role_ = *role;
-    const FieldTable& props = method.table("client-properties");
-    const FieldValue* product = find_field(props, "product");
-    const FieldValue* version = find_field(props, "version");
-    client_info_.client_version = fmt::format("{} {}", product ? product->to_text() : std::string("AMQP client"),
-                                              version ? version->to_text() : std::string());
-    while (!client_info_.client_version.empty() && client_info_.client_version.back() == ' ') {
-      client_info_.client_version.pop_back();
-    }
-    Method tune = Method::of(m::kConnectionTune);
-    tune.set("channel-max", uint64_t{service_.options().channel_max});
-    tune.set("frame-max", uint64_t{service_.options().frame_max});
-    tune.set("heartbeat", uint64_t{service_.options().heartbeat_secs});
-    send_method(0, tune);
-    state_ = State::kTuneOk;
-    return;
-  }
-  if (state_ == State::kTuneOk && key == m::kConnectionTuneOk) {
-    const auto& o = service_.options();
-    uint64_t channel_max = method.u("channel-max");
-    uint64_t frame_max = method.u("frame-max");
-    channel_max_ = static_cast<uint16_t>(channel_max == 0 || channel_max > o.channel_max ? o.channel_max : channel_max);
-    if (frame_max != 0 && frame_max < kMinFrameMax) {
-      return connection_error({kNotAllowed, fmt::format("frame-max {} is below the minimum {}", frame_max, kMinFrameMax), key});
-    }
-    if (frame_max > o.frame_max) {
-      return connection_error({kNotAllowed, fmt::format("frame-max {} is above the offered {}", frame_max, o.frame_max), key});
-    }
-    frame_max_ = frame_max == 0 ? o.frame_max : static_cast<uint32_t>(frame_max);
-    heartbeat_secs_ = static_cast<uint16_t>(method.u("heartbeat"));
-    state_ = State::kOpen;
-    start_heartbeats();
-    return;
-  }
-  if (state_ == State::kOpen && key == m::kConnectionOpen) {
-    auto ns = AmqpService::namespace_of(method.str("virtual-host"));
-    if (!ns) return connection_error({kNotAllowed, ns.status().message(), key});
-    vhost_ = *ns;
-    auto opened = [](AmqpConnection& c, const Status& st) {
-      if (!st.is_ok()) {
-        return c.connection_error({kNotAllowed, fmt::format("vhost '{}' not found: {}", c.vhost_.to_string(),
-                                                            st.message()), m::kConnectionOpen});
-      }
-      c.state_ = State::kOpened;
-      c.send_method(0, Method::of(m::kConnectionOpenOk));
-      if (c.conn_ != nullptr && c.input_ != nullptr) c.on_data(*c.conn_, *c.input_);
-    };
-    broker::Tenancy* tenancy = service_.tenancy();
-    if (tenancy == nullptr) return opened(*this, Status::ok());
-    // Nothing else is read until the namespace is known (kOpening).
-    state_ = State::kOpening;
-    Status st = tenancy->submit([tenancy, ns = *ns, reply = replier(), opened]() {
-      auto policies = tenancy->get_policies(ns);
-      Status result = policies.is_ok() ? Status::ok() : policies.status();
-      reply([opened, result](AmqpConnection& c) { opened(c, result); });
-    });
-    if (!st.is_ok()) opened(*this, st);
-    return;
-  }
-  if (key == m::kConnectionClose) {
-    send_method(0, Method::of(m::kConnectionCloseOk));
-    return finish_close();
-  }
-  connection_error({kCommandInvalid, fmt::format("{} during the connection handshake", method.spec->name), key});
-}
-
-void AmqpConnection::start_heartbeats() {
-  if (heartbeat_secs_ == 0) return;
-  heartbeat_ = std::make_unique<runtime::Timer>(reactor_);
-  auto half = std::chrono::milliseconds(uint64_t{heartbeat_secs_} * 500);
-  heartbeat_->every(half, [this]() { heartbeat_tick(); });
-}
-
-void AmqpConnection::heartbeat_tick() {
-  if (conn_ == nullptr || conn_->closing()) return;
-  if (!sent_) send(heartbeat_frame());
-  sent_ = false;
-  if (heard_) {
-    heard_ = false;
-    silent_ticks_ = 0;
-    return;
-  }
-  // Ticks are half an interval: four silent ones are two missed heartbeats.
-  if (++silent_ticks_ >= 4) {
-    MLOG_INFO("amqp client {}: no heartbeat for {} s; closing", conn_->peer(), 2 * heartbeat_secs_);
-    conn_->close(Status::timeout("missed heartbeats"));
-  }
 }
 
 void AmqpConnection::channel_error(Channel& ch, const AmqpError& e) {

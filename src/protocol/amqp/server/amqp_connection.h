@@ -222,6 +222,8 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   // Runs the channel's deferred methods that may run now.
   void replay(uint16_t channel, uint64_t serial);
   void handle_content_frame(Frame& frame);
+  // handlers/connection.cc: the connection class.
+  void send_start();
   void handshake(const Method& method);
   void start_heartbeats();
   void heartbeat_tick();
