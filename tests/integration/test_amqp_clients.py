@@ -3,13 +3,15 @@ amqp-tools (amqp-publish, amqp-consume). Publish and consume, each exchange
 type, prefetch, ack/nack/reject/requeue, confirms, mandatory returns,
 basic.get, channel errors that leave the connection serving, and durable
 queues across a restart."""
+import struct
 import subprocess
 import time
 import unittest
 
 import pika
 
-from amqp_pika import TIMEOUT_S, connect, queue_exists, restartable_node
+from amqp_wire import AmqpWire, method, shortstr, table
+from amqp_pika import TIMEOUT_S, connect, queue_exists, restartable_node, wait_for
 from magnetar_harness import NodeTestCase
 
 
@@ -331,6 +333,8 @@ class AmqpDurabilityTest(unittest.TestCase):
             ch.queue_declare("orders-durable", durable=True, arguments={"x-max-length": 1000})
             ch.queue_bind("orders-durable", "orders-x", "order.#")
             ch.queue_declare("transient")
+            ch.queue_declare("reloaded", durable=True)
+            ch.basic_publish("", "reloaded", b"still mine", pika.BasicProperties(delivery_mode=2))
             for i in range(5):
                 ch.basic_publish("orders-x", "order.created", b"o%d" % i, pika.BasicProperties(delivery_mode=2))
             # Two taken before the restart (a consumer without a prefetch
@@ -339,8 +343,21 @@ class AmqpDurabilityTest(unittest.TestCase):
             conn.close()
             self.assertEqual(node.stop(), 0)
             node.start()
+            # A consumer whose channel closes before its queue's topic has
+            # even loaded (nothing touched it since the restart) leaves
+            # nothing behind: its message goes to the next reader.
+            with AmqpWire(node.ports["amqp"]) as w:
+                w.handshake()
+                w.open_channel(1)
+                consume = struct.pack(">H", 0) + shortstr("reloaded") + shortstr("gone") + b"\x00" + table()
+                w.send(method(1, 60, 20, consume) + method(1, 20, 40, struct.pack(">H", 200) + shortstr("") +
+                                                            struct.pack(">HH", 0, 0)))
+                while w.read_method()[1:3] != (20, 41):
+                    pass
             conn = connect(node)
             ch = conn.channel()
+            self.assertEqual(wait_for(lambda: ch.basic_get("reloaded", auto_ack=True)[2], "the message"),
+                             b"still mine")
             self.assertEqual(ch.queue_declare("orders-durable", passive=True).method.message_count, 3)
             ch.basic_publish("orders-x", "order.shipped", b"after")  # the binding came back too
             got = drain(ch, "orders-durable", 4, auto_ack=True)

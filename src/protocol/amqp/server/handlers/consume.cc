@@ -332,7 +332,9 @@ void AmqpConnection::detach(const std::shared_ptr<QueueConsumer>& consumer) {
   consumer->cancelled = true;
   uncount(*consumer);
   // The lambda keeps the consumer (and its sink) alive until the broker
-  // has let go of it.
+  // has let go of it. Posted from this reactor after the consumer's
+  // subscribe, it runs after it even while the topic still loads
+  // (with_existing_topic waits behind a load under way).
   on_subscription(service_, consumer, [&service = service_, consumer](broker::Subscription& s, uint64_t id) {
     s.remove_consumer(id);
     // An auto-delete queue goes with its last consumer.
