@@ -256,14 +256,12 @@ void Subscription::forget_pending_through(Position p) {
 
 // --- Acknowledgements and redelivery.
 
-void Subscription::trace(TraceStage stage, uint64_t consumer_id, Position p, int32_t batch_index,
-                         uint32_t redelivery_count) {
+void Subscription::trace(TraceStage stage, uint64_t consumer_id, Position p, uint32_t redelivery_count) {
   if (!tracing_->traced(p)) return;
   TraceEvent e;
   e.stage = stage;
   e.time_ms = common::wall_clock_ms();
   e.position = p;
-  e.batch_index = batch_index;
   e.subscription = name_;
   e.consumer_id = consumer_id;
   e.redelivery_count = redelivery_count;
@@ -315,9 +313,11 @@ Status Subscription::ack_cumulative(uint64_t consumer_id, Position p) {
 Status Subscription::ack_batch_index(uint64_t consumer_id, Position p, uint32_t index, uint32_t batch_size) {
   Status st = log_.ack_batch_index(cursor_.name(), p, index, batch_size);
   if (!st.is_ok()) return st;
-  if (tracing_ && tracing_->on()) trace(TraceStage::kAcked, consumer_id, p, static_cast<int32_t>(index));
   if (cursor_.is_acknowledged(p)) {
     forget_pending(p);
+    // One event per batch, when its last message is acknowledged: a
+    // client acknowledges each message of a batch on its own.
+    if (tracing_ && tracing_->on()) trace(TraceStage::kAcked, consumer_id, p);
     return st;
   }
   // A partly acknowledged batch counts only its unacknowledged messages.
@@ -595,7 +595,7 @@ void Subscription::deliver(Consumer& c, std::vector<LedgerEntry>& batch) {
       count = it->second;
       redelivery_counts_.erase(it);
     }
-    if (tracing) trace(TraceStage::kDispatched, c.id(), e.position, -1, count);
+    if (tracing) trace(TraceStage::kDispatched, c.id(), e.position, count);
     Consumer::Pending pending;
     pending.deliveries = count + 1;
     pending.messages = unacked_messages_of(e);

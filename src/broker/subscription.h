@@ -163,8 +163,7 @@ class Subscription {
 
  private:
   // Records a consumer's event about the entry at `p` when it is traced.
-  void trace(TraceStage stage, uint64_t consumer_id, ledger::Position p, int32_t batch_index = -1,
-             uint32_t redelivery_count = 0);
+  void trace(TraceStage stage, uint64_t consumer_id, ledger::Position p, uint32_t redelivery_count = 0);
   Consumer* active_consumer();  // exclusive/failover: who receives
   void update_failover_active();
   bool holds_back_delayed() const {

@@ -142,7 +142,7 @@ TraceAnswer TraceMatcher::finish() {
       if (e.stage == TraceStage::kAcked || e.stage == TraceStage::kExpired) {
         bool& done = acked[e.subscription];
         if (done && (e.range || e.stage == TraceStage::kExpired)) continue;
-        if (e.batch_index < 0 || m.received.messages.size() <= 1) done = true;
+        done = true;
       }
       kept.push_back(std::move(e));
     }

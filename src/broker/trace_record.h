@@ -53,7 +53,7 @@ struct TraceEvent {
   ledger::Position position;  // the entry, or a range's last entry
   bool range = false;
   ledger::Position after;     // ranges: the first entry covered follows this
-  int32_t batch_index = -1;   // acks of one message of a batch
+  int32_t batch_index = -1;   // one message of a batch; -1: the whole entry (all written today)
   std::string producer;       // received
   int64_t sequence_id = 0;    // received
   std::string subscription;   // dispatched, acked, nacked, expired

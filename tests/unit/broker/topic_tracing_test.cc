@@ -127,6 +127,28 @@ TEST_F(TopicTracingTest, CumulativeAcksCoverEveryEntryUpToThem) {
   EXPECT_TRUE(first.stages[3].range);
 }
 
+TEST_F(TopicTracingTest, ABatchIsAcknowledgedOnceWhenItsLastMessageIs) {
+  trace_all(kTopic);
+  ASSERT_TRUE(add_producer(kTopic, 1, "p").is_ok());
+  auto stored = on_topic<Result<Position>>(kTopic, [](Topic& t, auto done) {
+    ledger::MessageHeader h;
+    h.messages = 3;
+    t.publish(1, h, Slice::copy_of("a batch of three"), done);
+  });
+  ASSERT_TRUE(stored.is_ok());
+  RecordingSink& sink = new_sink();
+  ASSERT_TRUE(subscribe(kTopic, 7, options("sub", SubscriptionType::kShared), &sink).is_ok());
+  flow(kTopic, "sub", 7, 10);
+  ASSERT_EQ(sink.wait_for(1).size(), 1u);
+  for (uint32_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(on_topic<Status>(kTopic, [&](Topic& t, auto done) {
+                  done(t.subscription("sub")->ack_batch_index(7, *stored, i, 3));
+                }).is_ok());
+  }
+  MessageTrace m = wait_for_stages(kTopic, *stored, 4);
+  EXPECT_EQ(names(m), (std::vector<std::string>{"received", "persisted", "dispatched", "acked"}));
+}
+
 TEST_F(TopicTracingTest, ClientsCannotProduceToOrSubscribeToTheTraceTopic) {
   const std::string traces = "persistent://public/default/__trace";
   EXPECT_EQ(add_producer(traces, 1, "p").code(), common::ErrorCode::kPermissionDenied);
