@@ -395,8 +395,6 @@ void Topic::trace_stored(Position at, int64_t received_ms, uint64_t producer_id,
   }
   received.messages = tracing_.describe(payload, header.messages);
   if (received.messages.empty() && !header.key.empty()) received.messages.push_back(TracedMessage{header.key, {}});
-  received.detail = std::to_string(header.messages) + (header.messages == 1 ? " message, " : " messages, ") +
-                    std::to_string(payload.size()) + " bytes";
   TraceEvent persisted;
   persisted.stage = TraceStage::kPersisted;
   persisted.time_ms = common::wall_clock_ms();

@@ -15,14 +15,18 @@ using Builder = flatbuffers::FlatBufferBuilder;
 
 std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
+// Names repeat from event to event (producer, subscription, address,
+// durability): each is stored once per batch.
 flatbuffers::Offset<flatbuffers::String> opt_string(Builder& b, const std::string& s) {
-  return s.empty() ? 0 : b.CreateString(s);
+  return s.empty() ? 0 : b.CreateSharedString(s);
 }
 
 flatbuffers::Offset<fb::TracedMessage> message(Builder& b, const TracedMessage& m) {
   std::vector<flatbuffers::Offset<fb::TraceProperty>> props;
   props.reserve(m.properties.size());
-  for (const auto& [k, v] : m.properties) props.push_back(fb::CreateTraceProperty(b, b.CreateString(k), b.CreateString(v)));
+  for (const auto& [k, v] : m.properties) {
+    props.push_back(fb::CreateTraceProperty(b, b.CreateSharedString(k), b.CreateString(v)));
+  }
   auto key = opt_string(b, m.key);
   auto list = props.empty() ? 0 : b.CreateVector(props);
   return fb::CreateTracedMessage(b, key, list);
