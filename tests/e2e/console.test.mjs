@@ -321,6 +321,36 @@ test('a deleted topic is gone; unknown pages say so', async () => {
   assert.deepEqual(pageErrors, []);
 });
 
+test('a traced message shows as a timeline of its stages, and an unknown key says it was never produced', async () => {
+  const set = await node.rest('POST', '/admin/v2/namespaces/public/default/tracing', { mode: 'all' });
+  assert.equal(set.status, 204);
+  await node.produce('persistent://public/default/traced', '-m', 'where am I', '-k', 'user-7', '-p', 'order-id=T-1',
+    '-p', 'traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
+  await page.goto(node.url + '/tenants/public/default/persistent/traced');
+  const traces = page.getByTestId('trace');
+  // Events reach the trace topic within a flush (100 ms): ask until they show.
+  await waitFor(async () => {
+    await page.getByLabel('Trace by').selectOption('property');
+    await page.getByLabel('Trace value').fill('order-id=T-1');
+    await page.getByRole('button', { name: 'Trace' }).click();
+    return (await traces.locator('[data-stage="persisted"]').count()) === 1;
+  }, UI_TIMEOUT, 'the received and persisted stages');
+  const stages = await traces.first().locator('tbody tr').evaluateAll((rows) => rows.map((r) => r.dataset.stage));
+  assert.deepEqual(stages, ['received', 'persisted']);
+  const text = await traces.first().textContent();
+  assert.ok(text.includes('user-7'), text);
+  assert.ok(text.includes('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'), text);
+  assert.match(await traces.first().getByTestId('trace-message-id').textContent(), /^\d+:\d+$/);
+  await shot('trace');
+
+  await page.getByLabel('Trace by').selectOption('key');
+  await page.getByLabel('Trace value').fill('nobody-sent-this');
+  await page.getByRole('button', { name: 'Trace' }).click();
+  const alert = page.getByTestId('trace-form').getByRole('alert');
+  await alert.waitFor();
+  assert.ok((await alert.textContent()).includes('never produced'));
+});
+
 test('the overview says when the node cannot be reached', async () => {
   await page.goto(node.url + '/');
   await textOf('overview-status', (t) => t === 'Healthy', 'status Healthy');

@@ -142,6 +142,41 @@ export interface PeekedMessage {
   payload: Uint8Array;
 }
 
+// One stage of a traced message (docs/tracing.md).
+export interface TraceStage {
+  stage: string;
+  time: number;
+  isoTime: string;
+  latencyMs: number;
+  producer?: string;
+  subscription?: string;
+  consumer?: string;
+  consumerId?: number;
+  clientAddress?: string;
+  protocol?: string;
+  redeliveryCount?: number;
+  after?: string;
+  through?: string;
+  detail?: string;
+}
+
+export interface MessageTrace {
+  messageId: string;
+  batchIndex?: number;
+  producer: string;
+  receivedAt: string;
+  traceparent: string | null;
+  messages: { key: string | null; properties: Record<string, string> }[];
+  stages: TraceStage[];
+}
+
+export interface TraceAnswer {
+  topic: string;
+  tracing: string;
+  truncated: boolean;
+  messages: MessageTrace[];
+}
+
 // The routes this client calls, as the server's router spells them; the
 // integration tests check each against the running binary.
 export const ROUTES = [
@@ -174,6 +209,7 @@ export const ROUTES = [
   'POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}/resetcursor/{timestamp}',
   'POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}/expireMessages/{seconds}',
   'GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}/position/{n}',
+  'GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/trace',
   'POST /topics/{domain}/{tenant}/{namespace}/{topic}',
   'GET /metrics',
 ] as const;
@@ -276,6 +312,10 @@ export const api = {
   messageById: (domain: Domain, t: string, ns: string, topic: string, ledger: number, entry: number) =>
     readMessage(topicPath(domain, t, ns, topic) + `/ledger/${ledger}/entry/${entry}`),
 
+  // Where traced messages went: by key, message id ("ledger:entry") or
+  // property ("name=value"); a 404 (its reason says why) when none was traced.
+  trace: (domain: Domain, t: string, ns: string, topic: string, by: 'key' | 'messageId' | 'property', value: string) =>
+    json<TraceAnswer>('GET', topicPath(domain, t, ns, topic) + `/trace?${by}=${enc(value)}`),
 
   // Pulsar's REST producer: one message; answers its id ("ledger:entry:-1").
   async produce(domain: Domain, t: string, ns: string, topic: string, payload: string, key: string,

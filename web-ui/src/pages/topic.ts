@@ -10,6 +10,7 @@ import {
 } from '../dom';
 import { namespaceHref, tenantHref, topicPageHref } from './links';
 import { MessageBrowser, subscriptionOptions } from './messages';
+import { TraceView } from './trace';
 import type { PageProps } from '../main';
 
 const CHART_SAMPLES = 60;
@@ -246,5 +247,7 @@ export function TopicPage({ params: [tenant, ns, domainName, topic] }: PageProps
     h('p', { class: 'muted' }, partitions ? 'A partitioned topic: produce, peek and subscription actions work on its ' +
       'partitions, listed above.' : null),
     h(ProduceForm, { where, refresh }),
-    h(MessageBrowser, { ...where, subscriptions: names }));
+    h(MessageBrowser, { ...where, subscriptions: names }),
+    h('h2', {}, 'Trace'),
+    h(TraceView, where));
 }
