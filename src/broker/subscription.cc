@@ -263,8 +263,12 @@ void Subscription::trace(TraceStage stage, uint64_t consumer_id, Position p, uin
   e.time_ms = common::wall_clock_ms();
   e.position = p;
   e.subscription = name_;
-  e.consumer_id = consumer_id;
   e.redelivery_count = redelivery_count;
+  record_by(consumer_id, std::move(e));
+}
+
+void Subscription::record_by(uint64_t consumer_id, TraceEvent e) {
+  e.consumer_id = consumer_id;
   if (const Consumer* c = consumer(consumer_id)) {
     e.consumer_name = c->name();
     e.client_address = c->options().client.address;
@@ -291,21 +295,7 @@ Status Subscription::ack_cumulative(uint64_t consumer_id, Position p) {
   Status st = log_.ack_cumulative(cursor_.name(), p);
   if (st.is_ok()) forget_pending_through(p);
   if (st.is_ok() && tracing_ && tracing_->on() && was < p) {
-    TraceEvent e;
-    e.stage = TraceStage::kAcked;
-    e.time_ms = common::wall_clock_ms();
-    e.range = true;
-    e.after = was;
-    e.position = p;
-    e.subscription = name_;
-    e.consumer_id = consumer_id;
-    if (const Consumer* c = consumer(consumer_id)) {
-      e.consumer_name = c->name();
-      e.client_address = c->options().client.address;
-      e.protocol = c->options().client.protocol;
-    }
-    e.detail = "cumulative";
-    tracing_->record(std::move(e));
+    record_by(consumer_id, range_event(TraceStage::kAcked, was, p, name_, "cumulative"));
   }
   return st;
 }

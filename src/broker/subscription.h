@@ -164,6 +164,8 @@ class Subscription {
  private:
   // Records a consumer's event about the entry at `p` when it is traced.
   void trace(TraceStage stage, uint64_t consumer_id, ledger::Position p, uint32_t redelivery_count = 0);
+  // Records `e` as done by consumer `consumer_id` (its name and client).
+  void record_by(uint64_t consumer_id, TraceEvent e);
   Consumer* active_consumer();  // exclusive/failover: who receives
   void update_failover_active();
   bool holds_back_delayed() const {

@@ -73,26 +73,13 @@ void Topic::apply_tracing(const NamespacePolicies& policies) {
   ledger::LogObserver observer;
   observer.expired = [this, alive](const std::string& cursor, Position after, Position last) {
     if (alive.expired() || !tracing_.on()) return;
-    TraceEvent e;
-    e.stage = TraceStage::kExpired;
-    e.time_ms = common::wall_clock_ms();
-    e.range = true;
-    e.after = after;
-    e.position = last;
-    e.subscription = cursor;
-    e.detail = "message TTL or expiry";
-    tracing_.record(std::move(e));
+    tracing_.record(range_event(TraceStage::kExpired, after, last, cursor, "message TTL or expiry"));
   };
   observer.removed = [this, alive](ledger::LedgerId ledger) {
     if (alive.expired() || !tracing_.on()) return;
-    TraceEvent e;
-    e.stage = TraceStage::kRemoved;
-    e.time_ms = common::wall_clock_ms();
-    e.range = true;
-    e.after = Position{ledger, -1};
-    e.position = Position{ledger, std::numeric_limits<ledger::EntryId>::max()};
-    e.detail = "ledger " + std::to_string(ledger) + " removed by retention";
-    tracing_.record(std::move(e));
+    tracing_.record(range_event(TraceStage::kRemoved, Position{ledger, -1},
+                                Position{ledger, std::numeric_limits<ledger::EntryId>::max()}, "",
+                                "ledger " + std::to_string(ledger) + " removed by retention"));
   };
   ml->set_observer(std::move(observer));
 }
@@ -276,15 +263,8 @@ void Topic::reset_subscription(const std::string& name, Position mark_delete, le
       if (Subscription* s = subscription(name)) s->rewind();
       // Moving forward acknowledges what it passes (a Kafka offset commit).
       if (st.is_ok() && tracing_.on() && was < mark_delete) {
-        TraceEvent e;
-        e.stage = TraceStage::kAcked;
-        e.time_ms = common::wall_clock_ms();
-        e.range = true;
-        e.after = was;
-        e.position = mark_delete;
-        e.subscription = name;
-        e.detail = "position moved: an offset commit, a seek or a reset";
-        tracing_.record(std::move(e));
+        tracing_.record(range_event(TraceStage::kAcked, was, mark_delete, name,
+                                    "position moved: an offset commit, a seek or a reset"));
       }
     }
     done(st);

@@ -1,6 +1,7 @@
 // FlatBuffers encoding of trace batches (trace.fbs, trace_record.h).
 #include "broker/trace_generated.h"
 #include "broker/trace_record.h"
+#include "common/clock.h"
 
 namespace magnetar::broker {
 
@@ -84,6 +85,19 @@ std::string_view trace_stage_name(TraceStage s) {
     case TraceStage::kDeadLettered: return "dead-lettered";
   }
   return "unknown";
+}
+
+TraceEvent range_event(TraceStage stage, ledger::Position after, ledger::Position last, std::string subscription,
+                       std::string detail) {
+  TraceEvent e;
+  e.stage = stage;
+  e.time_ms = common::wall_clock_ms();
+  e.range = true;
+  e.after = after;
+  e.position = last;
+  e.subscription = std::move(subscription);
+  e.detail = std::move(detail);
+  return e;
 }
 
 common::Slice encode_trace_batch(const std::string& topic, const std::vector<TraceEvent>& events) {

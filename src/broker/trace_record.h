@@ -70,6 +70,10 @@ struct TraceEvent {
   bool operator==(const TraceEvent&) const = default;
 };
 
+// An event about the entries after `after` through `last`, stamped now.
+TraceEvent range_event(TraceStage stage, ledger::Position after, ledger::Position last, std::string subscription,
+                       std::string detail);
+
 struct TraceBatch {
   std::string topic;
   std::vector<TraceEvent> events;

@@ -2,21 +2,10 @@
 // ack paths write events to the namespace's trace topic, and find_traces
 // reads them back as one timeline per message.
 #include "utils/broker_fixture.h"
+#include "utils/trace_queries.h"
 
 namespace magnetar::broker {
 namespace {
-
-TraceQuery by_position(Position p) {
-  TraceQuery q;
-  q.position = p;
-  return q;
-}
-
-TraceQuery by_key(std::string key) {
-  TraceQuery q;
-  q.key = std::move(key);
-  return q;
-}
 
 class TopicTracingTest : public BrokerFixture {
  protected:

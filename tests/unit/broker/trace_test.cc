@@ -1,6 +1,5 @@
 // Trace records (trace_record.h), the tracing policy, per-entry sampling
 // (tracing.h) and the look-up's matching (trace_lookup.h), without a broker.
-#include <functional>
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -10,38 +9,12 @@
 #include "broker/trace_record.h"
 #include "broker/tracing.h"
 #include "runtime/runtime.h"
+#include "utils/trace_queries.h"
 
 namespace magnetar::broker {
 namespace {
 
 using ledger::Position;
-
-TraceQuery by_position(Position p) {
-  TraceQuery q;
-  q.position = p;
-  return q;
-}
-
-TraceQuery by_key(std::string key) {
-  TraceQuery q;
-  q.key = std::move(key);
-  return q;
-}
-
-TraceQuery by_property(std::string name, std::string value) {
-  TraceQuery q;
-  q.property_name = std::move(name);
-  q.property_value = std::move(value);
-  return q;
-}
-
-TraceQuery by_producer(std::string producer, int64_t from_ms, int64_t to_ms = std::numeric_limits<int64_t>::max()) {
-  TraceQuery q;
-  q.producer = std::move(producer);
-  q.from_ms = from_ms;
-  q.to_ms = to_ms;
-  return q;
-}
 
 TraceEvent received(Position p, int64_t t, std::string key, std::vector<std::pair<std::string, std::string>> props,
                     std::string producer = "p1") {
