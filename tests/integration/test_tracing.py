@@ -1,5 +1,5 @@
 """Message tracing against the real binary with real clients: pulsar-flex
-(Node) and kcat produce, our Pulsar client, pulsar-flex and a kcat group
+(Node), kcat and pika (AMQP) produce, our Pulsar client, pulsar-flex and a kcat group
 consume, one message is negatively acknowledged, one expires by TTL; the
 trace shows every stage in order with the right subscriptions and clients,
 look-ups by id, key and property find it (REST and `magnetar trace`), and a
@@ -11,6 +11,8 @@ import time
 import unittest
 import urllib.parse
 
+import pika
+from amqp_pika import connect
 from magnetar_harness import BIN, NodeTestCase, call_json
 
 TIMEOUT_S = 30
@@ -130,6 +132,8 @@ class TracingTest(NodeTestCase):
                                     and self.stages(m, "kafka-reporting") == ["acked"], key="user-7")
         self.assert_in_time_order(kafka)
         self.assertEqual(kafka["messages"][0]["properties"], {"order-id": "K-1"})
+        self.assertEqual(kafka["stages"][0]["protocol"], "kafka")
+        self.assertTrue(kafka["stages"][0]["clientAddress"].startswith("127.0.0.1:"))
         status, by_id = self.trace(topic, messageId=kafka["messageId"])
         self.assertEqual(status, 200)
         self.assertEqual(by_id["messages"][0]["stages"], kafka["stages"])
@@ -143,6 +147,32 @@ class TracingTest(NodeTestCase):
         r = self.cli("trace", "orders", "--url", self.node.http_url, "--property", "order-id=A-1", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads(r.stdout)["messages"][0]["messageId"], first["messageId"])
+
+    def test_an_amqp_message_is_traced_through_its_queue(self):
+        conn = connect(self.node)
+        try:
+            ch = conn.channel()
+            ch.queue_declare("amqp-orders")
+            ch.basic_publish("", "amqp-orders", b"order-9",
+                             pika.BasicProperties(headers={"order-id": "Q-1", "traceparent": TRACEPARENT}))
+            method, _, body = None, None, None
+            deadline = time.monotonic() + TIMEOUT_S
+            while method is None and time.monotonic() < deadline:
+                method, _, body = ch.basic_get("amqp-orders")
+                if method is None:
+                    time.sleep(0.05)
+            self.assertEqual(body, b"order-9")
+            ch.basic_ack(method.delivery_tag)
+        finally:
+            conn.close()
+        message = self.wait_for_trace("public/default/amqp-orders",
+                                      lambda m: self.stages(m, "amqp") == ["dispatched", "acked"],
+                                      property="order-id:Q-1")
+        self.assert_in_time_order(message)
+        self.assertEqual(message["stages"][0]["protocol"], "amqp")
+        self.assertEqual(message["traceparent"], TRACEPARENT)
+        dispatched = [s for s in message["stages"] if s["stage"] == "dispatched"][0]
+        self.assertEqual(dispatched["protocol"], "amqp")
 
     def test_a_message_never_produced_says_so(self):
         status, body = self.trace("public/default/orders", key="never-sent")
