@@ -20,8 +20,10 @@ async function waitFor(check, timeoutMs, what) {
 }
 
 class Node {
-  constructor(dataDir) {
+  // `extraArgs`: more `magnetar standalone` flags.
+  constructor(dataDir, extraArgs = []) {
     this.dataDir = dataDir || fs.mkdtempSync(path.join(os.tmpdir(), 'magnetar-node-'));
+    this.extraArgs = extraArgs;
     this.ownsDir = !dataDir;
     this.log = '';
   }
@@ -30,7 +32,7 @@ class Node {
     const portsFile = path.join(this.dataDir, 'ports.json');
     fs.rmSync(portsFile, { force: true });
     this.proc = spawn(BIN, ['standalone', '--data-dir', this.dataDir, '--http-port', '0', '--pulsar-port', '0',
-      '--kafka-port', '0', '--amqp-port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      '--kafka-port', '0', '--amqp-port', '0', ...this.extraArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.exited = new Promise((resolve) => this.proc.on('exit', (code) => resolve(code)));
     this.proc.stdout.on('data', (d) => { this.log += d; });
     this.proc.stderr.on('data', (d) => { this.log += d; });
