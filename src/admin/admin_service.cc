@@ -2,6 +2,7 @@
 
 #include "admin/console.h"
 #include "admin/handlers.h"
+#include "broker/authorization.h"
 #include "broker/tenancy.h"
 #include "common/base64.h"
 
@@ -53,14 +54,53 @@ void AdminService::stop() {
   if (server_) server_->shutdown();
 }
 
-void AdminService::require_authentication(broker::Authenticator& authenticator) {
-  router_.set_guard([&authenticator](HttpRequest& request) -> std::optional<HttpResponse> {
-    // The console's own files (its login page among them) stay open; the
-    // data they show comes from the API, which does not.
-    const std::string& path = request.path;
-    if (path.rfind("/admin/", 0) != 0 && path.rfind("/lookup/", 0) != 0 && path.rfind("/metrics", 0) != 0) {
-      return std::nullopt;
-    }
+namespace {
+
+// What a REST call needs beyond an authenticated role:
+//   GET  /admin/v2/clusters...              any role
+//   /lookup/v2/topic/{d}/{t}/{ns}/{topic}   lookup (produce or consume)
+//   POST /topics/{d}/{t}/{ns}/{topic}...    produce (the REST producer)
+//   GET  /admin/v2/tenants/{tenant}         that tenant's admin
+//   any other route naming a {tenant}       that tenant's admin, except
+//                                           creating, changing or deleting
+//                                           the tenant itself (superusers)
+//   everything else                         a superuser (clusters, the
+//                                           tenant list, /metrics, the
+//                                           broker-wide overview)
+common::Status authorize(const broker::Authorization& authz, const HttpRequest& r) {
+  const std::string& role = r.role;
+  const std::string& tenant = r.param("tenant");
+  auto topic_of = [&]() {
+    auto domain = r.path.rfind("/lookup/v2/topic/non-persistent/", 0) == 0 ||
+                          r.path.rfind("/topics/non-persistent/", 0) == 0
+                      ? broker::TopicDomain::kNonPersistent
+                      : broker::TopicDomain::kPersistent;
+    return broker::TopicName::of(domain, tenant, r.param("namespace"), r.param("topic"));
+  };
+  if (r.path.rfind("/admin/v2/clusters", 0) == 0 && r.method == "GET") return common::Status::ok();
+  if (r.path.rfind("/lookup/", 0) == 0 || r.path.rfind("/topics/", 0) == 0) {
+    auto topic = topic_of();
+    if (!topic.is_ok()) return common::Status::ok();  // the handler answers the bad name
+    return authz.check(role, *topic,
+                       r.path.rfind("/topics/", 0) == 0 ? broker::TopicAction::kProduce : broker::TopicAction::kLookup);
+  }
+  if (!tenant.empty()) {
+    const bool tenant_itself = r.path.rfind("/admin/v2/tenants/", 0) == 0;
+    if (tenant_itself && r.method != "GET") return authz.check_superuser(role);
+    return authz.check_tenant_admin(role, tenant);
+  }
+  return authz.check_superuser(role);
+}
+
+}  // namespace
+
+void AdminService::require_authentication(broker::Authenticator& authenticator,
+                                          const broker::Authorization& authorization) {
+  router_.set_guard([&authenticator, &authorization](HttpRequest& request) -> std::optional<HttpResponse> {
+    // The console's own page stays open (its files come through the
+    // fallback, which is not guarded); the data it shows comes from the
+    // API, which is.
+    if (request.path == "/") return std::nullopt;
     broker::Credentials credentials{"none", "", ""};
     const std::string& header = request.header("authorization");
     constexpr std::string_view kBearer = "Bearer ";
@@ -83,6 +123,9 @@ void AdminService::require_authentication(broker::Authenticator& authenticator) 
       return denied;
     }
     request.role = std::move(*role);
+    if (common::Status allowed = authorize(authorization, request); !allowed.is_ok()) {
+      return HttpResponse::error(403, allowed.message());
+    }
     return std::nullopt;
   });
 }

@@ -10,6 +10,7 @@
 #include "admin/http_server.h"
 #include "admin/router.h"
 #include "broker/authentication.h"
+#include "broker/authorization.h"
 #include "common/metrics.h"
 #include "runtime/component.h"
 
@@ -36,10 +37,12 @@ class AdminService final : public runtime::Component {
 
   // Routes may be added until start().
   Router& router() { return router_; }
-  // Every API route (/admin, /lookup, /metrics; not the console's files)
-  // then needs credentials the authenticator accepts: `Authorization: Bearer <token>` (or Basic
-  // user:password); without them the answer is 401. Before start().
-  void require_authentication(broker::Authenticator& authenticator);
+  // Every route but the console's page and files then needs credentials
+  // the authenticator accepts (`Authorization: Bearer <token>`, or Basic
+  // user:password): 401 without them. `authorization` decides what the
+  // role may call (403 otherwise; admin_service.cc has the rules).
+  // Before start().
+  void require_authentication(broker::Authenticator& authenticator, const broker::Authorization& authorization);
   // The bound port; valid after start().
   uint16_t port() const { return server_ ? server_->port() : 0; }
 

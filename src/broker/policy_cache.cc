@@ -15,6 +15,7 @@ namespace {
 
 constexpr std::string_view kNamespacePrefix = "/admin/policies/";
 constexpr std::string_view kTopicPrefix = "/admin/topic-policies/";
+constexpr std::string_view kTenantPrefix = "/admin/tenants/";
 
 // Lists every key under `prefix` that is `depth` segments below it.
 common::Result<std::vector<std::string>> keys_at_depth(metadata::Store& store, std::string prefix, int depth) {
@@ -63,6 +64,25 @@ void inherit(NamespacePolicies& into, const NamespacePolicies& from) {
 
 }  // namespace
 
+Status PolicyCache::State::put(const std::string& key, std::string_view bytes) {
+  if (key.rfind(kTenantPrefix, 0) == 0) {
+    auto t = decode_tenant(bytes);
+    if (!t.is_ok()) return t.status();
+    tenants[key] = std::make_shared<const TenantInfo>(std::move(t).value());
+    return Status::ok();
+  }
+  auto p = decode_policies(bytes);
+  if (!p.is_ok()) return p.status();
+  by_key[key] = std::make_shared<const NamespacePolicies>(std::move(p).value());
+  return Status::ok();
+}
+
+std::shared_ptr<const TenantInfo> PolicyCache::tenant(const std::string& name) const {
+  std::shared_lock lock(state_->mu);
+  auto it = state_->tenants.find(std::string(kTenantPrefix) + name);
+  return it == state_->tenants.end() ? nullptr : it->second;
+}
+
 PolicyCache::PolicyCache(metadata::Store& store) : store_(store), state_(std::make_shared<State>()) {}
 
 PolicyCache::~PolicyCache() { stop(); }
@@ -72,7 +92,7 @@ Status PolicyCache::start() {
     std::unique_lock lock(state_->mu);
     state_->loading = true;
   }
-  for (auto prefix : {kNamespacePrefix, kTopicPrefix}) {
+  for (auto prefix : {kNamespacePrefix, kTopicPrefix, kTenantPrefix}) {
     auto id = store_.watch(std::string(prefix), [&store = store_, state = state_](const metadata::Event& e) {
       refresh(store, state, e.key);
     });
@@ -80,7 +100,8 @@ Status PolicyCache::start() {
     watches_.push_back(*id);
   }
   // /admin/policies/{tenant}/{namespace}; /admin/topic-policies/{t}/{ns}/{domain}/{topic}.
-  for (auto [prefix, depth] : {std::pair{kNamespacePrefix, 2}, std::pair{kTopicPrefix, 4}}) {
+  for (auto [prefix, depth] :
+       {std::pair{kNamespacePrefix, 2}, std::pair{kTopicPrefix, 4}, std::pair{kTenantPrefix, 1}}) {
     std::string root(prefix.substr(0, prefix.size() - 1));
     auto keys = keys_at_depth(store_, root, depth);
     if (!keys.is_ok()) return keys.status();
@@ -88,12 +109,8 @@ Status PolicyCache::start() {
       auto r = metadata::blocking::get(store_, key);
       if (r.status().code() == ErrorCode::kNotFound) continue;  // deleted meanwhile; the watch saw it
       if (!r.is_ok()) return r.status();
-      auto p = decode_policies(r->value);
-      if (!p.is_ok()) return p.status();
       std::unique_lock lock(state_->mu);
-      if (!state_->settled.count(key)) {
-        state_->by_key[key] = std::make_shared<const NamespacePolicies>(std::move(p).value());
-      }
+      if (!state_->settled.count(key)) MAGNETAR_RETURN_IF_ERROR(state_->put(key, r->value));
     }
   }
   std::unique_lock lock(state_->mu);
@@ -112,15 +129,7 @@ void PolicyCache::refresh(metadata::Store& store, const std::shared_ptr<State>& 
   // queue behind earlier ones, so the last read of a key sees its newest
   // value.
   store.get(key, [state, key](common::Result<metadata::Record> r) {
-    std::shared_ptr<const NamespacePolicies> value;
-    if (r.is_ok()) {
-      auto p = decode_policies(r->value);
-      if (!p.is_ok()) {
-        MLOG_WARN("policy cache: cannot read {}: {}", key, p.status().to_string());
-        return;
-      }
-      value = std::make_shared<const NamespacePolicies>(std::move(p).value());
-    } else if (r.status().code() != ErrorCode::kNotFound) {
+    if (!r.is_ok() && r.status().code() != ErrorCode::kNotFound) {
       if (r.status().code() != ErrorCode::kUnavailable) {
         MLOG_WARN("policy cache: cannot refresh {}: {}", key, r.status().to_string());
       }
@@ -129,10 +138,12 @@ void PolicyCache::refresh(metadata::Store& store, const std::shared_ptr<State>& 
     {
       std::unique_lock lock(state->mu);
       if (state->loading) state->settled.insert(key);
-      if (value) {
-        state->by_key[key] = std::move(value);
-      } else {
+      if (!r.is_ok()) {
         state->by_key.erase(key);
+        state->tenants.erase(key);
+      } else if (Status st = state->put(key, r->value); !st.is_ok()) {
+        MLOG_WARN("policy cache: cannot read {}: {}", key, st.to_string());
+        return;
       }
     }
     state->refreshes.fetch_add(1, std::memory_order_relaxed);

@@ -1,4 +1,4 @@
-// PolicyCache: namespace policies and topic overrides in memory, kept
+// PolicyCache: tenants, namespace policies and topic overrides in memory, kept
 // current by a metadata watch, so that reactors can read them without
 // blocking (auto topic creation, rate limits, quotas on the produce path).
 //
@@ -52,6 +52,10 @@ class PolicyCache final : public runtime::Component {
   std::optional<AutoTopicCreation> auto_topic_creation(const TopicName& topic,
                                                        const AutoTopicCreation& broker_default) const;
 
+  // A tenant's record (its admin roles, allowed clusters); null when the
+  // tenant does not exist.
+  std::shared_ptr<const TenantInfo> tenant(const std::string& name) const;
+
   // Changes applied so far (for tests and metrics).
   uint64_t refreshes() const { return state_->refreshes.load(std::memory_order_relaxed); }
 
@@ -61,6 +65,9 @@ class PolicyCache final : public runtime::Component {
   struct State {
     mutable std::shared_mutex mu;
     std::map<std::string, std::shared_ptr<const NamespacePolicies>> by_key;  // metadata key -> record
+    std::map<std::string, std::shared_ptr<const TenantInfo>> tenants;        // tenant key -> record
+    // Decodes `bytes` as the record `key` names and files it. Under mu.
+    common::Status put(const std::string& key, std::string_view bytes);
     std::atomic<uint64_t> refreshes{0};
     // While start() loads: keys a refresh has already settled, which the
     // (possibly older) loaded value must not overwrite.

@@ -38,6 +38,10 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
                  "HS256 secret key that signs tokens: file:///path or data:;base64,<key> (magnetar tokens create-secret-key)");
   cmd.add_option("--token-public-key", c.token_public_key,
                  "RS256/ES256 public key that verifies tokens: file:///path or data:;base64,<key> (magnetar tokens create-key-pair)");
+  cmd.add_flag("--authorization-enabled", c.authorization_enabled,
+               "Let roles do only what they are granted (tenant admins, namespace permissions); needs authentication");
+  cmd.add_option("--superuser-roles", c.superuser_roles, "Roles that may do everything, comma-separated")
+      ->delimiter(',');
   cmd.add_option("--reactors", c.reactors, "Event-loop threads (0: one per core)")->capture_default_str();
   cmd.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str()

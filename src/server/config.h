@@ -39,6 +39,10 @@ struct Config {
   bool authentication_enabled = false;
   std::string token_secret_key;
   std::string token_public_key;
+  // Authorization (security/authorizer.h): roles may do only what they are
+  // granted; superuser roles may do everything. Needs authentication.
+  bool authorization_enabled = false;
+  std::vector<std::string> superuser_roles;
 
   // The address clients should use to reach this node.
   std::string effective_advertised_address() const;

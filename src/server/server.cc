@@ -9,6 +9,8 @@
 #include <fstream>
 
 #include <fmt/format.h>
+
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "admin/admin_service.h"
@@ -79,6 +81,9 @@ Status Server::prepare_authentication() {
   const bool secret = !config_.token_secret_key.empty();
   const bool pub = !config_.token_public_key.empty();
   if (!config_.authentication_enabled) {
+    if (config_.authorization_enabled) {
+      return Status::invalid_argument("--authorization-enabled needs --authentication-enabled (roles come from tokens)");
+    }
     if (secret || pub) MLOG_WARN("a token key is set but --authentication-enabled is not: clients are not checked");
     return Status::ok();
   }
@@ -135,6 +140,13 @@ Status Server::start() {
   auto storage = storage::make_local_storage(storage_options);
   auto policies = std::make_unique<broker::PolicyCache>(*store);
   const broker::PolicyCache* policies_ptr = policies.get();  // still needed once it joined components_
+  if (config_.authorization_enabled) {
+    std::set<std::string> superusers(config_.superuser_roles.begin(), config_.superuser_roles.end());
+    if (superusers.empty()) MLOG_WARN("authorization is on with no --superuser-roles: nobody can create tenants");
+    authorizer_ = std::make_unique<security::Authorizer>(*policies_ptr, std::move(superusers));
+  }
+  const broker::Authorization& authorization =
+      authorizer_ ? static_cast<const broker::Authorization&>(*authorizer_) : broker::allow_all_authorization();
   broker::BrokerOptions broker_options;
   broker_options.maintenance_interval = std::chrono::seconds(config_.housekeeping_secs);
   auto broker = std::make_unique<broker::BrokerService>(*runtime_, *storage, *store, broker_options);
@@ -146,7 +158,7 @@ Status Server::start() {
   address.pulsar_port = [this]() { return ports_.pulsar; };
   auto admin = std::make_unique<admin::AdminService>(*runtime_, config_.bind, config_.http_port, registry,
                                                      tenancy.get(), broker.get(), std::move(address));
-  if (authenticator_) admin->require_authentication(*authenticator_);
+  if (authenticator_) admin->require_authentication(*authenticator_, authorization);
   components_.push_back(std::move(store));
   components_.push_back(std::move(tenancy));
   components_.push_back(std::move(policies));
@@ -161,6 +173,7 @@ Status Server::start() {
   schemas_ = std::make_unique<broker::SchemaRegistry>(metadata_store);
   pulsar->set_metadata(tenancy_ptr, schemas_.get());
   if (authenticator_) pulsar->set_authenticator(authenticator_.get());
+  pulsar->set_authorization(&authorization);
   admin::register_schema_routes(admin->router(), *tenancy_ptr, *schemas_);
   pulsar_ = pulsar.get();
   protocol::kafka::KafkaServiceOptions kafka_options;
@@ -171,6 +184,7 @@ Status Server::start() {
   auto kafka = std::make_unique<protocol::kafka::KafkaService>(*runtime_, *broker, kafka_options);
   kafka->set_metadata(tenancy_ptr, policies_ptr);
   if (authenticator_) kafka->set_authenticator(authenticator_.get(), /*required=*/true);
+  kafka->set_authorization(&authorization);
   kafka_ = kafka.get();
   protocol::amqp::AmqpServiceOptions amqp_options;
   amqp_options.bind = config_.bind;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "security/authorizer.h"
 #include "security/token_authenticator.h"
 #include "runtime/component.h"
 #include "runtime/runtime.h"
@@ -76,6 +77,7 @@ class Server {
   protocol::amqp::AmqpService* amqp_ = nullptr;
   std::vector<uint64_t> collector_ids_;
   std::unique_ptr<security::TokenAuthenticator> authenticator_;  // when authentication is on
+  std::unique_ptr<security::Authorizer> authorizer_;             // when authorization is on
   BoundPorts ports_;
   int lock_fd_ = -1;
 };

@@ -13,7 +13,7 @@ import confluent_kafka as ck
 import pika
 import pulsar_api_pb2 as pb
 from magnetar_harness import BIN, Node, raw_exchange
-from pulsar_wire import command, decode, encode
+from pulsar_wire import PulsarWire, command, decode, encode
 
 TIMEOUT_S = 20
 
@@ -242,6 +242,133 @@ class PublicKeyNodeTest(unittest.TestCase):
                                capture_output=True, text=True, timeout=30)
             self.assertNotEqual(r.returncode, 0)
             self.assertIn("--token-secret-key", r.stdout + r.stderr)
+
+
+class AuthorizationTest(unittest.TestCase):
+    """Authorization on: a superuser, a tenant admin, and roles with grants."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        key = os.path.join(cls.dir.name, "token.key")
+        magnetar("tokens", "create-secret-key", "--output", key)
+        cls.tokens = {role: magnetar("tokens", "create", "--secret-key", key, "--subject", role).stdout.strip()
+                      for role in ("root", "alice", "bob", "mallory")}
+        cls.node = Node("--authentication-enabled", "--token-secret-key", "file://" + key,
+                        "--authorization-enabled", "--superuser-roles", "root,ops").start()
+        cls.call("root", "PUT", "/admin/v2/tenants/acme", {"adminRoles": ["alice"], "allowedClusters": ["standalone"]},
+                 expect=204)
+        cls.call("root", "PUT", "/admin/v2/tenants/other", {"allowedClusters": ["standalone"]}, expect=204)
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.node.stop()
+        cls.node.close()
+        cls.dir.cleanup()
+        assert code == 0, f"exit code {code}"
+
+    @classmethod
+    def call(cls, role, method, path, body=None, expect=None):
+        headers = {"Authorization": f"Bearer {cls.tokens[role]}", "Content-Type": "application/json"}
+        status, raw, _ = cls.node.http(method, path, json.dumps(body) if body is not None else None, headers=headers)
+        if expect is not None:
+            assert status == expect, f"{role} {method} {path}: {status} {raw!r}"
+        try:
+            return status, json.loads(raw) if raw else None
+        except ValueError:
+            return status, raw  # /metrics is text
+
+    def pulsar(self, role):
+        return PulsarWire(self.node.ports["pulsar"], auth_method_name="token", auth_data=self.tokens[role].encode())
+
+    def wait_for_grant(self, check):
+        """Grants reach the broker through its policy cache a moment after the call returns."""
+        deadline = time.time() + TIMEOUT_S
+        while not check():
+            self.assertLess(time.time(), deadline, "the grant never took effect")
+            time.sleep(0.05)
+
+    def test_a_tenant_admin_manages_their_tenant_only(self):
+        self.call("alice", "PUT", "/admin/v2/namespaces/acme/shop", {}, expect=204)
+        status, body = self.call("alice", "PUT", "/admin/v2/namespaces/other/shop", {})
+        self.assertEqual(status, 403)
+        self.assertIn("not an admin of tenant 'other'", body["reason"])
+        self.assertEqual(self.call("alice", "GET", "/admin/v2/tenants")[0], 403)  # the list: superusers
+        self.assertEqual(self.call("alice", "GET", "/admin/v2/tenants/acme")[0], 200)
+        self.assertEqual(self.call("alice", "DELETE", "/admin/v2/tenants/acme")[0], 403)
+        self.assertEqual(self.call("mallory", "GET", "/admin/v2/namespaces/acme")[0], 403)
+        self.assertEqual(self.call("mallory", "GET", "/metrics")[0], 403)
+        self.assertEqual(self.call("root", "GET", "/metrics")[0], 200)
+        with self.pulsar("alice") as w:
+            self.assertEqual(w.create_producer("persistent://acme/shop/orders", 1).type, pb.BaseCommand.PRODUCER_SUCCESS)
+            refused = w.create_producer("persistent://other/shop/orders", 2)
+            self.assertEqual((refused.type, refused.cmd.error.error), (pb.BaseCommand.ERROR, pb.AuthorizationError))
+
+    def test_namespace_grants_allow_exactly_their_actions(self):
+        self.call("alice", "PUT", "/admin/v2/namespaces/acme/grants", {}, expect=204)
+        topic = "persistent://acme/grants/events"
+        with self.pulsar("bob") as w:
+            refused = w.create_producer(topic, 1)
+            self.assertEqual(refused.cmd.error.error, pb.AuthorizationError)
+            self.assertIn("may not produce to", refused.cmd.error.message)
+        self.call("alice", "POST", "/admin/v2/namespaces/acme/grants/permissions/bob", ["produce"], expect=204)
+
+        def bob_produces():
+            with self.pulsar("bob") as w:
+                return w.create_producer(topic, 1).type == pb.BaseCommand.PRODUCER_SUCCESS
+
+        self.wait_for_grant(bob_produces)
+        with self.pulsar("bob") as w:
+            refused = w.subscribe(topic, "s", 1)
+            self.assertEqual((refused.type, refused.cmd.error.error), (pb.BaseCommand.ERROR, pb.AuthorizationError))
+            self.assertIn("may not consume from", refused.cmd.error.message)
+        # The REST producer is a produce too; the admin API is not bob's.
+        self.assertEqual(self.call("bob", "GET", "/admin/v2/namespaces/acme/grants/permissions")[0], 403)
+        self.assertEqual(self.call("mallory", "POST", "/topics/persistent/acme/grants/events",
+                                   {"messages": [{"payload": "x"}]})[0], 403)
+
+    def test_kafka_checks_the_same_grants(self):
+        self.call("alice", "PUT", "/admin/v2/namespaces/acme/kafka", {}, expect=204)
+        self.call("alice", "POST", "/admin/v2/namespaces/acme/kafka/permissions/bob", ["produce"], expect=204)
+        bootstrap = f"127.0.0.1:{self.node.ports['kafka']}"
+
+        def config(role):
+            return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                    "sasl.username": "acme/kafka", "sasl.password": self.tokens[role]}
+
+        def produce(role):
+            p = ck.Producer({**config(role), "message.timeout.ms": 4000})
+            reports = []
+            p.produce("k-events", value=b"v", on_delivery=lambda e, m: reports.append(e))
+            p.flush(10)
+            return reports[0]
+
+        self.wait_for_grant(lambda: produce("bob") is None)
+        error = produce("mallory")
+        self.assertIsNotNone(error)
+        self.assertEqual(error.code(), ck.KafkaError.TOPIC_AUTHORIZATION_FAILED)
+        # bob may produce, not consume.
+        c = ck.Consumer({**config("bob"), "group.id": "g", "auto.offset.reset": "earliest"})
+        c.assign([ck.TopicPartition("k-events", 0, 0)])
+        deadline = time.time() + TIMEOUT_S
+        got = None
+        while got is None and time.time() < deadline:
+            m = c.poll(0.5)
+            if m is not None:
+                got = m
+        c.close()
+        self.assertIsNotNone(got)
+        self.assertEqual(got.error().code(), ck.KafkaError.TOPIC_AUTHORIZATION_FAILED)
+        # Topic administration is alice's (the tenant admin), not bob's.
+        from confluent_kafka.admin import AdminClient, NewTopic
+        for role, expected in (("bob", ck.KafkaError.TOPIC_AUTHORIZATION_FAILED), ("alice", None)):
+            admin = AdminClient(config(role))
+            try:
+                admin.create_topics([NewTopic("k-made-by-" + role, num_partitions=1)])["k-made-by-" + role].result(10)
+                outcome = None
+            except ck.KafkaException as e:
+                outcome = e.args[0].code()
+            self.assertEqual(outcome, expected, role)
 
 
 if __name__ == "__main__":

@@ -200,6 +200,18 @@ std::pair<uint64_t, std::string> KafkaConnection::producer_for(const std::string
   return it->second;
 }
 
+common::Status KafkaConnection::authorize(const std::string& topic, broker::TopicAction action) const {
+  auto name = topic_for(topic);
+  if (!name.is_ok()) return name.status();
+  return service_.authorization().check(role_, *name, action);
+}
+
+void KafkaConnection::with_partition(const std::string& topic, int32_t partition, broker::TopicAction action,
+                                     ledger::Callback<common::Result<broker::Topic*>> fn) {
+  if (common::Status allowed = authorize(topic, action); !allowed.is_ok()) return fn(allowed);
+  service_.with_partition(ns(), topic, partition, std::move(fn));
+}
+
 broker::ClientInfo KafkaConnection::client_info(const RequestHeader& header) const {
   return broker::ClientInfo{"kafka", conn_ == nullptr ? std::string() : std::string(conn_->peer()),
                             header.client_id.value_or(std::string()), connected_since_ms_};

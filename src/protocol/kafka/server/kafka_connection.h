@@ -80,9 +80,13 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   // default, or the one its SASL/PLAIN user name chose.
   const broker::NamespaceName& ns() const { return ns_ ? *ns_ : service_.default_namespace(); }
   common::Result<broker::TopicName> topic_for(const std::string& name) const { return service_.topic_for(ns(), name); }
-  void with_partition(const std::string& topic, int32_t partition, ledger::Callback<common::Result<broker::Topic*>> fn) {
-    service_.with_partition(ns(), topic, partition, std::move(fn));
-  }
+  // Runs `fn` with the partition's topic once this connection's role may
+  // do `action` on it (PermissionDenied, which answers
+  // TOPIC_AUTHORIZATION_FAILED, otherwise).
+  void with_partition(const std::string& topic, int32_t partition, broker::TopicAction action,
+                      ledger::Callback<common::Result<broker::Topic*>> fn);
+  // OK when this connection's role may do `action` on Kafka topic `topic`.
+  common::Status authorize(const std::string& topic, broker::TopicAction action) const;
   // SASL: the mechanism the handshake chose, then the role and namespace
   // authentication gave.
   void set_sasl_mechanism(std::string mechanism) { sasl_mechanism_ = std::move(mechanism); }

@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "broker/authentication.h"
+#include "broker/authorization.h"
 #include "broker/broker_service.h"
 #include "broker/naming.h"
 #include "broker/policy_cache.h"
@@ -102,6 +103,9 @@ class KafkaService final : public runtime::Component {
     sasl_required_ = required;
   }
   broker::Authenticator& authenticator() { return *authenticator_; }
+  // What roles may do (default: everything). Before start().
+  void set_authorization(const broker::Authorization* a) { authorization_ = a; }
+  const broker::Authorization& authorization() const { return *authorization_; }
   bool sasl_required() const { return sasl_required_; }
 
  private:
@@ -119,6 +123,7 @@ class KafkaService final : public runtime::Component {
   ProducerStates producer_states_;
   broker::AllowAllAuthenticator allow_all_;
   broker::Authenticator* authenticator_ = &allow_all_;
+  const broker::Authorization* authorization_ = &broker::allow_all_authorization();
   bool sasl_required_ = false;
 };
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "broker/authentication.h"
+#include "broker/authorization.h"
 #include "broker/broker_service.h"
 #include "broker/schema_registry.h"
 #include "broker/tenancy.h"
@@ -61,6 +62,9 @@ class PulsarService final : public runtime::Component {
   // Who checks CONNECT's credentials; accepts everyone unless set (before
   // start(); must outlive the service).
   void set_authenticator(broker::Authenticator* a) { authenticator_ = a; }
+  // What roles may do (default: everything). Before start().
+  void set_authorization(const broker::Authorization* a) { authorization_ = a; }
+  const broker::Authorization& authorization() const { return *authorization_; }
   broker::Authenticator& authenticator() { return *authenticator_; }
   broker::Tenancy* tenancy() { return tenancy_; }
   // Runs `task` on the tenancy thread, where blocking metadata calls are
@@ -82,6 +86,7 @@ class PulsarService final : public runtime::Component {
   broker::SchemaRegistry* schemas_ = nullptr;
   broker::AllowAllAuthenticator allow_all_;
   broker::Authenticator* authenticator_ = &allow_all_;
+  const broker::Authorization* authorization_ = &broker::allow_all_authorization();
   PulsarServiceOptions options_;
   std::unique_ptr<runtime::TcpListener> listener_;
   std::atomic<uint64_t> next_id_{1};

@@ -90,6 +90,10 @@ void handle_delete_groups(KafkaConnection& c, const Request& request) {
       });
     };
     const std::string group = state->results[k].first;
+    if (!c.service().authorization().check_tenant_admin(c.role(), c.ns().tenant).is_ok()) {
+      report(kGroupAuthorizationFailed);
+      continue;
+    }
     if (group.empty()) {
       report(kInvalidGroupId);
       continue;

@@ -131,10 +131,16 @@ void handle_describe_configs(KafkaConnection& c, const Request& request) {
     }
     return answer(c, request, results);
   }
+  for (auto& r : results) {
+    if (r.type == kTopicResource && !c.authorize(r.name, broker::TopicAction::kLookup).is_ok()) {
+      r.error = kTopicAuthorizationFailed;
+      r.message = "not authorized to describe topic " + r.name;
+    }
+  }
   common::Status st = tenancy->submit([tenancy, service = &c.service(), ns = c.ns(), request, results,
                                        reply = c.replier()]() mutable {
     for (auto& r : results) {
-      if (r.type != kTopicResource) continue;
+      if (r.type != kTopicResource || r.error != kNone) continue;
       auto topic = service->topic_for(ns, r.name);
       if (!topic) {
         r.error = kInvalidTopic;

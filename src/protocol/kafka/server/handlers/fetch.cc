@@ -214,7 +214,7 @@ void attempt(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
       }
       read_partition(*t, offset, max_bytes, report);
     };
-    c.with_partition(p.topic, p.partition, std::move(run));
+    c.with_partition(p.topic, p.partition, broker::TopicAction::kConsume, std::move(run));
   }
   one_done(c, state);
 }

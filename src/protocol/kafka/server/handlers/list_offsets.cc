@@ -99,7 +99,7 @@ void handle_list_offsets(KafkaConnection& c, const Request& request) {
       if (!t.is_ok()) return report(error_code(t.status()), -1);
       find_offset(*t, timestamp, report);
     };
-    c.with_partition(a.topic, a.partition, std::move(run));
+    c.with_partition(a.topic, a.partition, broker::TopicAction::kConsume, std::move(run));
   }
   one_done(c, state);
 }

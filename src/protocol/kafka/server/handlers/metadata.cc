@@ -64,7 +64,10 @@ void resolve(KafkaConnection& c, const Request& request, bool all, std::vector<s
              const TopicTable& existing) {
   auto topics = std::make_shared<std::vector<TopicAnswer>>();
   if (all) {
-    for (const auto& [name, partitions] : existing) topics->push_back({name, kNone, partitions});
+    // Only the topics this role may look up.
+    for (const auto& [name, partitions] : existing) {
+      if (c.authorize(name, broker::TopicAction::kLookup).is_ok()) topics->push_back({name, kNone, partitions});
+    }
     return answer(c, request, *topics);
   }
   const bool client_allows = request.body.i("AllowAutoTopicCreation") != 0;
@@ -73,6 +76,8 @@ void resolve(KafkaConnection& c, const Request& request, bool all, std::vector<s
     auto topic = c.topic_for(name);
     if (!topic) {
       topics->push_back({name, kInvalidTopic, 0});
+    } else if (!c.authorize(name, broker::TopicAction::kLookup).is_ok()) {
+      topics->push_back({name, kTopicAuthorizationFailed, 0});
     } else if (auto it = existing.find(name); it != existing.end()) {
       topics->push_back({name, kNone, it->second});
     } else if (client_allows && c.service().may_create(*topic)) {

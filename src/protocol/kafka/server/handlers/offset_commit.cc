@@ -66,7 +66,7 @@ void commit_all(KafkaConnection& c, const std::shared_ptr<CommitState>& state) {
         report(e);
       });
     };
-    c.with_partition(p.topic, p.partition, std::move(run));
+    c.with_partition(p.topic, p.partition, broker::TopicAction::kConsume, std::move(run));
   }
   one_done(c, state);
 }

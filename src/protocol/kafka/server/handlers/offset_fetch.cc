@@ -83,7 +83,7 @@ void handle_offset_fetch(KafkaConnection& c, const Request& request) {
         report(kNone, groups.exact_offset(group_offset_key(group, p.topic, p.partition), aligned));
       });
     };
-    c.with_partition(p.topic, p.partition, std::move(run));
+    c.with_partition(p.topic, p.partition, broker::TopicAction::kConsume, std::move(run));
   }
   one_done(c, state);
 }

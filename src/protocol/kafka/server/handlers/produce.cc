@@ -209,7 +209,7 @@ void handle_produce(KafkaConnection& c, const Request& request) {
                       report(kNone, "", *base, start);
                     });
       };
-      c.with_partition(name, result.partition, std::move(run));
+      c.with_partition(name, result.partition, broker::TopicAction::kProduce, std::move(run));
     }
   }
   finish_one(c, state);

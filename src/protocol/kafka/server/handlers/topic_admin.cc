@@ -160,8 +160,20 @@ TopicOutcome create_one(broker::Tenancy& tenancy, KafkaService& service, const b
 
 }  // namespace
 
+// Topic administration is for the tenant's admins (and superusers).
+common::Status may_administer(KafkaConnection& c) {
+  return c.service().authorization().check_tenant_admin(c.role(), c.ns().tenant);
+}
+
 void handle_create_topics(KafkaConnection& c, const Request& request) {
   const bool validate_only = request.body.i("ValidateOnly") != 0;
+  if (Status allowed = may_administer(c); !allowed.is_ok()) {
+    std::vector<TopicOutcome> outcomes;
+    for (const Struct& t : request.body.array("Topics")) {
+      outcomes.push_back({t.str("Name"), kTopicAuthorizationFailed, allowed.message()});
+    }
+    return answer_create(c, request, outcomes);
+  }
   bool queued = on_tenancy(c, [reply = c.replier(), request, validate_only, service = &c.service(),
                                ns = c.ns()](broker::Tenancy& tenancy) {
     std::vector<TopicOutcome> outcomes;
@@ -207,11 +219,18 @@ void answer_delete(KafkaConnection& c, const DeleteState& state) {
 void handle_delete_topics(KafkaConnection& c, const Request& request) {
   auto state = std::make_shared<DeleteState>();
   state->request = request;
-  for (const std::string& name : request.body.strings("TopicNames")) state->outcomes.push_back({name, kNone, {}});
+  const bool allowed = may_administer(c).is_ok();
+  for (const std::string& name : request.body.strings("TopicNames")) {
+    state->outcomes.push_back({name, allowed ? kNone : kTopicAuthorizationFailed, {}});
+  }
   state->left = state->outcomes.size() + 1;
   auto one_done = [](KafkaConnection& conn, const std::shared_ptr<DeleteState>& s) {
     if (--s->left == 0) answer_delete(conn, *s);
   };
+  if (!allowed) {
+    state->left = 1;
+    return one_done(c, state);
+  }
   bool queued = on_tenancy(c, [reply = c.replier(), state, one_done, service = &c.service(),
                                ns = c.ns()](broker::Tenancy& tenancy) {
     for (size_t k = 0; k < state->outcomes.size(); ++k) {
@@ -242,6 +261,7 @@ void handle_delete_topics(KafkaConnection& c, const Request& request) {
 
 void handle_create_partitions(KafkaConnection& c, const Request& request) {
   const bool validate_only = request.body.i("ValidateOnly") != 0;
+  const Status allowed = may_administer(c);
   auto answer = [](KafkaConnection& conn, const Request& req, const std::vector<TopicOutcome>& outcomes) {
     Struct resp = req.response();
     resp.set("ThrottleTimeMs", int64_t{0});
@@ -253,6 +273,13 @@ void handle_create_partitions(KafkaConnection& c, const Request& request) {
     }
     conn.respond(req, resp);
   };
+  if (!allowed.is_ok()) {
+    std::vector<TopicOutcome> outcomes;
+    for (const Struct& t : request.body.array("Topics")) {
+      outcomes.push_back({t.str("Name"), kTopicAuthorizationFailed, allowed.message()});
+    }
+    return answer(c, request, outcomes);
+  }
   bool queued = on_tenancy(c, [reply = c.replier(), request, validate_only, answer, service = &c.service(),
                                ns = c.ns()](broker::Tenancy& tenancy) {
     std::vector<TopicOutcome> outcomes;

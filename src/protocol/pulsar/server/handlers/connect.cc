@@ -39,6 +39,11 @@ void handle_lookup(PulsarConnection& c, const proto::CommandLookupTopic& cmd) {
     c.send(commands::lookup_error(cmd.request_id(), proto::InvalidTopicName, topic.status().message()));
     return;
   }
+  if (auto allowed = c.service().authorization().check(c.role, *topic, broker::TopicAction::kLookup);
+      !allowed.is_ok()) {
+    c.send(commands::lookup_error(cmd.request_id(), proto::AuthorizationError, allowed.message()));
+    return;
+  }
   // One node serves every topic: it is always here.
   c.send(commands::lookup_response(cmd.request_id(), c.service().service_url(), ""));
 }
@@ -48,6 +53,11 @@ void handle_partitioned_metadata(PulsarConnection& c, const proto::CommandPartit
   uint64_t request_id = cmd.request_id();
   if (!topic) {
     c.send(commands::partitioned_metadata_error(request_id, proto::InvalidTopicName, topic.status().message()));
+    return;
+  }
+  if (auto allowed = c.service().authorization().check(c.role, *topic, broker::TopicAction::kLookup);
+      !allowed.is_ok()) {
+    c.send(commands::partitioned_metadata_error(request_id, proto::AuthorizationError, allowed.message()));
     return;
   }
   if (topic->is_partition()) {

@@ -130,6 +130,11 @@ void handle_subscribe(PulsarConnection& c, const proto::CommandSubscribe& cmd) {
     c.send(commands::error(request_id, proto::InvalidTopicName, topic.status().message()));
     return;
   }
+  if (auto allowed = c.service().authorization().check(c.role, *topic, broker::TopicAction::kConsume);
+      !allowed.is_ok()) {
+    c.send(commands::error(request_id, proto::AuthorizationError, allowed.message()));
+    return;
+  }
   if (c.consumers.count(cmd.consumer_id())) {
     c.send(commands::success(request_id));  // a retry of a SUBSCRIBE that succeeded
     return;

@@ -51,6 +51,11 @@ void handle_producer(PulsarConnection& c, const proto::CommandProducer& cmd) {
     c.send(commands::error(request_id, proto::InvalidTopicName, topic.status().message()));
     return;
   }
+  if (auto allowed = c.service().authorization().check(c.role, *topic, broker::TopicAction::kProduce);
+      !allowed.is_ok()) {
+    c.send(commands::error(request_id, proto::AuthorizationError, allowed.message()));
+    return;
+  }
   if (auto it = c.producers.find(cmd.producer_id()); it != c.producers.end()) {
     // A retry of a PRODUCER already under way or done: answer it again.
     if (it->second.ready) {

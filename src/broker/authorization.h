@@ -1,0 +1,39 @@
+// Authorization: what a client's role may do. Every protocol asks the same
+// Authorization before a produce, a subscribe (or fetch) and a lookup, and
+// the REST API before each admin call. The default allows everything
+// (authorization off); security/authorizer.h decides as Pulsar does.
+//
+// Threads: any; implementations must not block.
+#pragma once
+
+#include <string>
+
+#include "broker/naming.h"
+#include "common/status.h"
+
+namespace magnetar::broker {
+
+enum class TopicAction { kProduce, kConsume, kLookup };
+
+class Authorization {
+ public:
+  virtual ~Authorization() = default;
+  // OK, or PermissionDenied saying what `role` lacks.
+  virtual common::Status check(const std::string& role, const TopicName& topic, TopicAction action) const = 0;
+  virtual common::Status check_tenant_admin(const std::string& role, const std::string& tenant) const = 0;
+  virtual common::Status check_superuser(const std::string& role) const = 0;
+};
+
+class AllowAllAuthorization final : public Authorization {
+ public:
+  common::Status check(const std::string&, const TopicName&, TopicAction) const override { return common::Status::ok(); }
+  common::Status check_tenant_admin(const std::string&, const std::string&) const override {
+    return common::Status::ok();
+  }
+  common::Status check_superuser(const std::string&) const override { return common::Status::ok(); }
+};
+
+// The one "allow all" every service starts with.
+const Authorization& allow_all_authorization();
+
+}  // namespace magnetar::broker
