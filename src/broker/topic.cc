@@ -148,6 +148,24 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
                     });
 }
 
+void Topic::trace_read(const std::vector<ledger::Position>& entries, const ClientInfo& reader,
+                       const std::string& reader_name) {
+  if (!tracing_.on()) return;
+  const int64_t now = common::wall_clock_ms();
+  for (const ledger::Position& p : entries) {
+    if (!tracing_.traced(p)) continue;
+    TraceEvent e;
+    e.stage = TraceStage::kDispatched;
+    e.time_ms = now;
+    e.position = p;
+    e.consumer_name = reader_name;
+    e.client_address = reader.address;
+    e.protocol = reader.protocol;
+    e.detail = "fetched";
+    tracing_.record(std::move(e));
+  }
+}
+
 void Topic::when_entries_added(const void* key, std::function<void()> fn) {
   for (auto& [k, f] : entry_waiters_) {
     if (k == key) {

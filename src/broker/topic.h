@@ -119,6 +119,12 @@ class Topic {
   // outlives the topic.
   void set_trace_recorder(TraceRecorder* recorder) { trace_recorder_ = recorder; }
   const TopicTracing& tracing() const { return tracing_; }
+  // A reader outside the dispatchers (a Kafka fetch) was handed these
+  // entries: each traced one is recorded as dispatched to `reader`, with
+  // no subscription (a Kafka fetch does not say which group it reads for;
+  // the group's commits show as acks of its subscription).
+  void trace_read(const std::vector<ledger::Position>& entries, const ClientInfo& reader,
+                  const std::string& reader_name);
   // Trace topics only: appends one encoded TraceBatch (tracing.h).
   void append_traces(common::Slice batch);
 

@@ -114,6 +114,14 @@ class TracingTest(NodeTestCase):
         received = first["stages"][0]
         self.assertEqual(received["protocol"], "pulsar")
         self.assertTrue(received["clientAddress"].startswith("127.0.0.1:"))
+        # The kcat group's fetch is a dispatch over Kafka (a fetch names no
+        # group, so no subscription), before the group's ack.
+        fetched = [s for s in first["stages"] if s["stage"] == "dispatched" and s.get("protocol") == "kafka"]
+        self.assertEqual(len(fetched), 1, first["stages"])
+        self.assertIsNone(fetched[0].get("subscription"))
+        self.assertTrue(fetched[0]["clientAddress"].startswith("127.0.0.1:"))
+        self.assertLessEqual(fetched[0]["time"],
+                             [s for s in first["stages"] if s.get("subscription") == "kafka-reporting"][0]["time"])
         billing = [s for s in first["stages"] if s.get("subscription") == "billing"]
         self.assertEqual(billing[0]["consumer"], "flex-worker")
         self.assertEqual(billing[0]["protocol"], "pulsar")

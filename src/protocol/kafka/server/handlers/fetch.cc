@@ -118,8 +118,10 @@ void settle(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
   c.park_fetch(state->deadline, [conn = &c, state]() { attempt(*conn, state); });
 }
 
-// Converts entries to batches until `max_bytes` (the first batch always).
-Slice to_batches(const std::vector<ledger::LedgerEntry>& entries, size_t max_bytes) {
+// Converts entries to batches until `max_bytes` (the first batch always);
+// `sent` gets the positions of the entries that went in.
+Slice to_batches(const std::vector<ledger::LedgerEntry>& entries, size_t max_bytes,
+                 std::vector<ledger::Position>* sent) {
   WireWriter out(4096);
   for (const auto& e : entries) {
     if (out.size() > 0 && out.size() >= max_bytes) break;
@@ -134,13 +136,17 @@ Slice to_batches(const std::vector<ledger::LedgerEntry>& entries, size_t max_byt
       Slice all = out.finish();
       return all.sub(0, before);
     }
+    if (sent != nullptr) sent->push_back(e.position);
   }
   return out.finish();
 }
 
 // On the topic's home reactor.
+// `traced`, when tracing is on for the topic: called (on the home reactor)
+// with the positions of the entries that went out.
 void read_partition(broker::Topic* topic, int64_t offset, size_t max_bytes,
-                    std::function<void(PartitionResult)> done) {
+                    std::function<void(PartitionResult)> done,
+                    std::function<void(std::vector<ledger::Position>)> traced) {
   ledger::Log& log = topic->log();
   PartitionResult r;
   r.high_watermark = high_watermark(log);
@@ -151,15 +157,17 @@ void read_partition(broker::Topic* topic, int64_t offset, size_t max_bytes,
     r.error = kOffsetOutOfRange;
     return done(r);
   }
-  auto read_from = [max_bytes, r, done](ledger::Log& log, ledger::Position at) mutable {
+  auto read_from = [max_bytes, r, done, traced](ledger::Log& log, ledger::Position at) mutable {
     ledger::Position after{at.ledger, at.entry - 1};
     log.read_entries(after, kMaxEntriesPerRead,
-                     [r, max_bytes, done](Result<std::vector<ledger::LedgerEntry>> entries) mutable {
+                     [r, max_bytes, done, traced](Result<std::vector<ledger::LedgerEntry>> entries) mutable {
                        if (!entries.is_ok()) {
                          r.error = kKafkaStorageError;
                          return done(r);
                        }
-                       r.records = to_batches(*entries, max_bytes);
+                       std::vector<ledger::Position> sent;
+                       r.records = to_batches(*entries, max_bytes, traced ? &sent : nullptr);
+                       if (traced && !sent.empty()) traced(std::move(sent));
                        done(r);
                      });
   };
@@ -191,7 +199,9 @@ void attempt(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
     p.records = Slice();
     p.error = kNone;
     auto run = [reply = c.replier(), state, k, offset = p.offset, max_bytes = p.max_bytes, one_done,
-                key = c.waiter_key()](Result<broker::Topic*> t) {
+                key = c.waiter_key(), reader = c.client_info(state->request.header),
+                &broker = c.service().broker()](
+                   Result<broker::Topic*> t) {
       auto report = [reply, state, k, one_done](PartitionResult r) {
         reply([state, k, one_done, r = std::move(r)](KafkaConnection& conn) mutable {
           PartitionFetch& part = state->parts[k];
@@ -212,7 +222,17 @@ void attempt(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
       if (offset >= high_watermark((*t)->log())) {
         (*t)->when_entries_added(key, [reply]() { reply([](KafkaConnection& conn) { conn.wake_fetches(); }); });
       }
-      read_partition(*t, offset, max_bytes, report);
+      // With tracing on, what went out is recorded as dispatched (the
+      // topic is found again: the read may outlive it).
+      std::function<void(std::vector<ledger::Position>)> traced;
+      if ((*t)->tracing().on()) {
+        traced = [&broker, name = (*t)->name(), reader](std::vector<ledger::Position> sent) {
+          broker.with_existing_topic(name, false, [sent = std::move(sent), reader](Result<broker::Topic*> topic) {
+            if (topic.is_ok()) (*topic)->trace_read(sent, reader, reader.client_version);
+          });
+        };
+      }
+      read_partition(*t, offset, max_bytes, report, std::move(traced));
     };
     c.with_partition(p.topic, p.partition, broker::TopicAction::kConsume, std::move(run));
   }
