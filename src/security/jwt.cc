@@ -4,6 +4,7 @@
 #include <openssl/bn.h>
 #include <openssl/ec.h>
 #include <openssl/ecdsa.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/pem.h>
@@ -187,33 +188,24 @@ TokenKey TokenKey::secret(std::string bytes) {
   return k;
 }
 
-Result<TokenKey> TokenKey::public_key(std::string_view bytes) {
-  std::unique_ptr<BIO, BioDeleter> bio(BIO_new_mem_buf(bytes.data(), static_cast<int>(bytes.size())));
-  EVP_PKEY* pkey = PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr);
-  if (pkey == nullptr) {
-    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-    pkey = d2i_PUBKEY(nullptr, &p, static_cast<long>(bytes.size()));
-  }
-  if (pkey == nullptr) return Status::invalid_argument("not a public key (DER or PEM, RSA or EC)");
-  auto alg = algorithm_of(pkey);
-  if (!alg.is_ok()) {
-    EVP_PKEY_free(pkey);
-    return alg.status();
-  }
-  TokenKey k;
-  k.pkey_ = pkey;
-  k.algorithm_ = *alg;
-  return k;
-}
+Result<TokenKey> TokenKey::public_key(std::string_view bytes) { return from_pem_or_der(bytes, false); }
 
-Result<TokenKey> TokenKey::private_key(std::string_view bytes) {
+Result<TokenKey> TokenKey::private_key(std::string_view bytes) { return from_pem_or_der(bytes, true); }
+
+Result<TokenKey> TokenKey::from_pem_or_der(std::string_view bytes, bool is_private) {
   std::unique_ptr<BIO, BioDeleter> bio(BIO_new_mem_buf(bytes.data(), static_cast<int>(bytes.size())));
-  EVP_PKEY* pkey = PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr);
+  EVP_PKEY* pkey = is_private ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr)
+                              : PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr);
   if (pkey == nullptr) {
     const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-    pkey = d2i_AutoPrivateKey(nullptr, &p, static_cast<long>(bytes.size()));
+    pkey = is_private ? d2i_AutoPrivateKey(nullptr, &p, static_cast<long>(bytes.size()))
+                      : d2i_PUBKEY(nullptr, &p, static_cast<long>(bytes.size()));
   }
-  if (pkey == nullptr) return Status::invalid_argument("not a private key (DER or PEM, RSA or EC)");
+  ERR_clear_error();  // the formats not taken leave errors behind
+  if (pkey == nullptr) {
+    return Status::invalid_argument(std::string("not a ") + (is_private ? "private" : "public") +
+                                    " key (DER or PEM, RSA or EC)");
+  }
   auto alg = algorithm_of(pkey);
   if (!alg.is_ok()) {
     EVP_PKEY_free(pkey);
@@ -221,7 +213,7 @@ Result<TokenKey> TokenKey::private_key(std::string_view bytes) {
   }
   TokenKey k;
   k.pkey_ = pkey;
-  k.has_private_ = true;
+  k.has_private_ = is_private;
   k.algorithm_ = *alg;
   return k;
 }

@@ -57,6 +57,7 @@ class TokenKey {
  private:
   friend class JwtAccess;
   TokenKey() = default;
+  static common::Result<TokenKey> from_pem_or_der(std::string_view bytes, bool is_private);
   std::string secret_;
   void* pkey_ = nullptr;  // EVP_PKEY*
   bool has_private_ = false;
