@@ -194,6 +194,7 @@ Status Server::start() {
   auto amqp = std::make_unique<protocol::amqp::AmqpService>(*runtime_, *broker, metadata_store, amqp_options);
   amqp->set_tenancy(tenancy_ptr);
   if (authenticator_) amqp->set_authenticator(authenticator_.get());
+  amqp->set_authorization(&authorization);
   amqp_ = amqp.get();
   components_.push_back(std::move(storage));
   components_.push_back(std::move(broker));

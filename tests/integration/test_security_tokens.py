@@ -374,5 +374,55 @@ class AuthorizationTest(unittest.TestCase):
             self.assertEqual(outcome, expected, role)
 
 
+    def test_amqp_checks_the_same_grants(self):
+        self.call("alice", "PUT", "/admin/v2/namespaces/acme/amqp", {}, expect=204)
+        self.call("alice", "POST", "/admin/v2/namespaces/acme/amqp/permissions/bob", ["produce"], expect=204)
+
+        def connect(role):
+            return pika.BlockingConnection(pika.ConnectionParameters(
+                "127.0.0.1", self.node.ports["amqp"], virtual_host="acme/amqp",
+                credentials=pika.PlainCredentials(role, self.tokens[role]), connection_attempts=1,
+                socket_timeout=15, blocked_connection_timeout=15))
+
+        def bob_declares():
+            conn = connect("bob")
+            try:
+                conn.channel().queue_declare("jobs", durable=True)
+                return True
+            except pika.exceptions.ChannelClosedByBroker:
+                return False
+            finally:
+                conn.close()
+
+        self.wait_for_grant(bob_declares)
+        conn = connect("bob")
+        try:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            ch.basic_publish("", "jobs", b"job-1")  # confirmed: bob may produce
+            with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as refused:
+                ch.basic_get("jobs")
+            self.assertEqual(refused.exception.reply_code, 403)
+            self.assertIn("may not consume", refused.exception.reply_text)
+        finally:
+            conn.close()
+        conn = connect("mallory")
+        try:
+            with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as refused:
+                conn.channel().basic_publish("", "jobs", b"x")
+                conn.channel().queue_declare("jobs", passive=True)
+            self.assertEqual(refused.exception.reply_code, 403)
+        finally:
+            if conn.is_open:
+                conn.close()
+        # alice, the tenant admin, reads what bob wrote.
+        conn = connect("alice")
+        try:
+            _, _, body = conn.channel().basic_get("jobs", auto_ack=True)
+            self.assertEqual(body, b"job-1")
+        finally:
+            conn.close()
+
+
 if __name__ == "__main__":
     unittest.main()

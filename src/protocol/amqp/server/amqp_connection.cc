@@ -387,6 +387,14 @@ void AmqpConnection::run_channel_method(Channel& ch, Method& method) {
   connection_error({kCommandInvalid, fmt::format("{} is not a method a client sends", method.spec->name), key});
 }
 
+bool AmqpConnection::authorized(Channel& ch, const broker::TopicName& topic, broker::TopicAction action,
+                                uint32_t key) {
+  common::Status allowed = service_.authorization().check(role_, topic, action);
+  if (allowed.is_ok()) return true;
+  channel_error(ch, {kAccessRefused, allowed.message(), key});
+  return false;
+}
+
 void AmqpConnection::channel_error(Channel& ch, const AmqpError& e) {
   if (is_connection_error(e.code)) return connection_error(e);
   MLOG_DEBUG("amqp client {}: channel {} closed: {} {}", conn_ ? conn_->peer() : "", ch.id, e.code, e.text);

@@ -183,6 +183,9 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   // Raises a channel exception on `channel` (or a connection exception for
   // codes >= 500).
   void channel_error(Channel& ch, const AmqpError& e);
+  // Whether this connection's role may do `action` on queue topic `topic`;
+  // when not, the channel is closed with 403 ACCESS_REFUSED (method `key`).
+  bool authorized(Channel& ch, const broker::TopicName& topic, broker::TopicAction action, uint32_t key);
   void connection_error(const AmqpError& e);
   // The open channel with this number and serial, or null.
   Channel* channel(uint16_t id, uint64_t serial);

@@ -30,6 +30,7 @@
 #include <string>
 
 #include "broker/authentication.h"
+#include "broker/authorization.h"
 #include "broker/broker_service.h"
 #include "broker/naming.h"
 #include "broker/tenancy.h"
@@ -105,6 +106,9 @@ class AmqpService final : public runtime::Component {
   // Who checks PLAIN/AMQPLAIN credentials; accepts everyone unless set.
   void set_authenticator(broker::Authenticator* a) { authenticator_ = a; }
   broker::Authenticator& authenticator() { return *authenticator_; }
+  // What roles may do (default: everything). Before start().
+  void set_authorization(const broker::Authorization* a) { authorization_ = a; }
+  const broker::Authorization& authorization() const { return *authorization_; }
   broker::BrokerService& broker() { return broker_; }
   const AmqpServiceOptions& options() const { return options_; }
   uint64_t next_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
@@ -182,6 +186,7 @@ class AmqpService final : public runtime::Component {
   broker::Tenancy* tenancy_ = nullptr;
   broker::AllowAllAuthenticator allow_all_;
   broker::Authenticator* authenticator_ = &allow_all_;
+  const broker::Authorization* authorization_ = &broker::allow_all_authorization();
   AmqpServiceOptions options_;
   std::unique_ptr<runtime::TcpListener> listener_;
   std::atomic<uint64_t> next_id_{1};

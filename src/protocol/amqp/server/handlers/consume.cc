@@ -99,6 +99,7 @@ void consume(AmqpConnection& c, Channel& ch, const Method& m) {
   consumer->tag = tag;
   consumer->queue = q.name;
   consumer->topic = *AmqpService::queue_topic(c.vhost(), q.name);
+  if (!c.authorized(ch, consumer->topic, broker::TopicAction::kConsume, m.key())) return;
   consumer->broker_id = c.service().next_id();
   consumer->no_ack = m.flag("no-ack");
   consumer->prefetch = consumer->no_ack ? 0 : ch.prefetch;
@@ -138,6 +139,7 @@ void answer_empty(AmqpConnection& c, Channel& ch) {
 void get(AmqpConnection& c, Channel& ch, const Method& m) {
   QueueDef q;
   if (!find_queue(c, ch, m.str("queue"), m.key(), &q)) return;
+  if (!c.authorized(ch, *AmqpService::queue_topic(c.vhost(), q.name), broker::TopicAction::kConsume, m.key())) return;
   c.service().touch(c.vhost(), q.name);
   if (!ch.gets.empty()) {
     return c.connection_error({kCommandInvalid, "basic.get while another basic.get waits for its answer", m.key()});

@@ -68,14 +68,17 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
     if (seq != 0) confirm(c, ch, seq, true);
     return;
   }
-  PublishedEntry entry = message_to_entry(exchange, routing_key, header, body.view(), common::wall_clock_ms(),
-                                          c.producer_name(), c.next_sequence());
-  AmqpMetrics::get().published.inc();
   std::vector<broker::TopicName> topics;
   for (const std::string& queue : queues) {
     // Queue names were checked when declared.
     if (auto topic = AmqpService::queue_topic(c.vhost(), queue)) topics.push_back(*topic);
   }
+  for (const auto& topic : topics) {
+    if (!c.authorized(ch, topic, broker::TopicAction::kProduce, publish.key())) return;
+  }
+  PublishedEntry entry = message_to_entry(exchange, routing_key, header, body.view(), common::wall_clock_ms(),
+                                          c.producer_name(), c.next_sequence());
+  AmqpMetrics::get().published.inc();
   c.publish_started(ch);
   auto done = [reply = c.replier(), seq, id = ch.id, serial = ch.serial](Status st) {
     reply([st, seq, id, serial](AmqpConnection& conn) {

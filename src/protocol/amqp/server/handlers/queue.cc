@@ -97,6 +97,10 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
     return c.channel_error(ch, {kPreconditionFailed, fmt::format("queue name '{}' cannot name a topic: {}", def.name,
                                                                  topic.status().message()), m.key()});
   }
+  // Declaring a queue makes (or finds) its topic: a role that may
+  // produce to it or consume from it may, as a Pulsar client creates a
+  // topic on first use.
+  if (!c.authorized(ch, *topic, broker::TopicAction::kLookup, m.key())) return;
   if (!passive) {
     auto parsed = parse_queue_arguments(def.arguments);
     if (!parsed) return c.channel_error(ch, {kPreconditionFailed, parsed.status().message(), m.key()});
