@@ -37,7 +37,9 @@ export async function waitFor(check, timeoutMs, what) {
 export class Fatal extends Error {}
 
 export class Node {
-  constructor() {
+  // `extraArgs`: more `magnetar standalone` flags.
+  constructor(extraArgs = []) {
+    this.extraArgs = extraArgs;
     this.dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'magnetar-e2e-'));
     this.log = '';
   }
@@ -45,7 +47,7 @@ export class Node {
   async start() {
     const portsFile = path.join(this.dataDir, 'ports.json');
     this.proc = spawn(BIN, ['standalone', '--data-dir', this.dataDir, '--http-port', '0', '--pulsar-port', '0',
-      '--kafka-port', '0', '--amqp-port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      '--kafka-port', '0', '--amqp-port', '0', ...this.extraArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.exited = new Promise((resolve) => this.proc.on('exit', (code) => resolve(code)));
     this.proc.stdout.on('data', (d) => { this.log += d; });
     this.proc.stderr.on('data', (d) => { this.log += d; });

@@ -227,17 +227,30 @@ async function reason(res: Response): Promise<string> {
   return text.trim() || `${res.status} ${res.statusText}`;
 }
 
+// The token the console signs in with (a node with authentication on),
+// kept for the browser tab's session only.
+const TOKEN_KEY = 'magnetar.token';
+export function token(): string | null {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+export function setToken(t: string | null): void {
+  if (t) sessionStorage.setItem(TOKEN_KEY, t);
+  else sessionStorage.removeItem(TOKEN_KEY);
+}
+// Fired on window when the server asks for credentials (HTTP 401).
+export const LOGIN_EVENT = 'magnetar-login';
+
 async function call(method: string, path: string, body?: unknown): Promise<Response> {
   let res: Response;
+  const headers: Record<string, string> = body === undefined ? {} : { 'Content-Type': 'application/json' };
+  const t = token();
+  if (t) headers['Authorization'] = `Bearer ${t}`;
   try {
-    res = await fetch(path, {
-      method,
-      headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   } catch {
     throw new ApiError(0, 'The server cannot be reached. Is magnetar running?');
   }
+  if (res.status === 401) window.dispatchEvent(new CustomEvent(LOGIN_EVENT));
   if (!res.ok) throw new ApiError(res.status, await reason(res));
   return res;
 }

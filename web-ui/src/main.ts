@@ -12,6 +12,8 @@ import { NamespacePage } from './pages/namespace';
 import { TopicPage } from './pages/topic';
 import { MonitoringPage } from './pages/monitoring';
 import { Sidebar } from './tree';
+import { LoginPage } from './pages/login';
+import { LOGIN_EVENT, setToken, token } from './api';
 
 // A page gets the parts of its path and the query string; it is mounted
 // afresh for every location, and its effects stop its timers when it goes.
@@ -40,14 +42,29 @@ function NotFound({ path }: { path: string }) {
 function App() {
   // Every navigation mounts the page afresh, as a reload would.
   const [visit, setVisit] = useState(0);
+  // The server asked for a token (authentication is on): sign in first.
+  const [signIn, setSignIn] = useState(false);
   useEffect(() => {
     const onPop = () => {
       setVisit((v) => v + 1);
       window.scrollTo(0, 0);
     };
+    const onLogin = () => setSignIn(true);
     window.addEventListener('popstate', onPop);
-    return () => window.removeEventListener('popstate', onPop);
+    window.addEventListener(LOGIN_EVENT, onLogin);
+    return () => {
+      window.removeEventListener('popstate', onPop);
+      window.removeEventListener(LOGIN_EVENT, onLogin);
+    };
   }, []);
+  if (signIn) {
+    return h(LoginPage, {
+      onSignedIn: () => {
+        setSignIn(false);
+        setVisit((v) => v + 1);
+      },
+    });
+  }
 
   const path = location.pathname.replace(/\/+$/, '') || '/';
   let page: VNode<any> = h(NotFound, { path, key: visit });
@@ -68,7 +85,11 @@ function App() {
       h('nav', { class: 'nav' },
         navLink('/', 'Overview', 'overview'),
         navLink('/tenants', 'Tenants', 'tenants'),
-        navLink('/monitoring', 'Metrics', 'monitoring'))),
+        navLink('/monitoring', 'Metrics', 'monitoring')),
+      token()
+        ? h('a', { href: '#', class: 'sign-out', 'data-testid': 'sign-out',
+          onClick: (e: Event) => { e.preventDefault(); setToken(null); setSignIn(true); } }, 'Sign out')
+        : null),
     h('div', { class: 'layout' }, h(Sidebar, { path: location.pathname }), h('main', { class: 'main' }, page)));
 }
 
