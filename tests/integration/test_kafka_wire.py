@@ -125,7 +125,10 @@ class KafkaWireTest(NodeTestCase):
 
     def produce(self, topic, values, separate_batches=True, port=None):
         port = port or self.port
-        p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{port}", "acks": "all", "linger.ms": 0})
+        # One batch for all of them needs the client to hold them until the
+        # flush: with linger.ms 0 it may send the first one on its own.
+        p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{port}", "acks": "all",
+                         "linger.ms": 0 if separate_batches else 1000})
         errors = []
         for v in values:
             p.produce(topic, value=v, on_delivery=lambda e, m: errors.append(e))
