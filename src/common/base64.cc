@@ -41,14 +41,20 @@ Result<std::string> base64_decode(std::string_view text) {
   std::string out;
   uint32_t acc = 0;
   int bits = 0;
+  bool padding = false;
   for (char c : text) {
     int v;
+    if (c == '=') {
+      padding = true;
+      continue;
+    }
+    if (c == '\n' || c == '\r') continue;
+    if (padding) return Status::invalid_argument("not base64: data after padding");
     if (c >= 'A' && c <= 'Z') v = c - 'A';
     else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
     else if (c >= '0' && c <= '9') v = c - '0' + 52;
     else if (c == '+' || c == '-') v = 62;
     else if (c == '/' || c == '_') v = 63;
-    else if (c == '=' || c == '\n' || c == '\r') continue;
     else return Status::invalid_argument("not base64");
     acc = (acc << 6) | static_cast<uint32_t>(v);
     bits += 6;
@@ -60,6 +66,7 @@ Result<std::string> base64_decode(std::string_view text) {
   // Canonical only: bits left over after the last whole byte must be
   // zero, so one byte string has one encoding (a token cannot be varied
   // without changing its signature bytes).
+  if (bits == 6) return Status::invalid_argument("not base64: a lone character at the end");
   if (bits > 0 && (acc & ((1u << bits) - 1)) != 0) return Status::invalid_argument("not canonical base64");
   return out;
 }

@@ -11,8 +11,9 @@ namespace magnetar::common {
 
 std::string base64_encode(std::string_view bytes);
 std::string base64url_encode(std::string_view bytes);
-// kInvalidArgument for a character outside both alphabets, or non-zero
-// bits after the last whole byte (a non-canonical encoding).
+// kInvalidArgument for a character outside both alphabets, data after
+// '=' padding, a lone last character, or non-zero bits after the last
+// whole byte (a non-canonical encoding).
 Result<std::string> base64_decode(std::string_view text);
 
 }  // namespace magnetar::common

@@ -1,5 +1,7 @@
 #include "protocol/amqp/convert.h"
 
+#include "common/base64.h"
+
 #include "client/compression.h"
 #include "protocol/pulsar/batch.h"
 #include "protocol/pulsar/frame.h"
@@ -11,17 +13,6 @@ using common::Slice;
 using common::Status;
 
 namespace {
-
-constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-int base64_value(char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
 
 // One message's metadata (MessageMetadata or SingleMessageMetadata) and
 // payload as AMQP delivers it.
@@ -36,7 +27,8 @@ AmqpMessage to_message(const Metadata& md, const Slice& payload) {
     if (kv.key() == kExchangeProperty) {
       m.exchange = kv.value();
     } else if (kv.key() == kPropertiesProperty) {
-      if (!base64_decode(kv.value(), &raw)) raw.clear();
+      auto decoded = common::base64_decode(kv.value());
+      raw = decoded.is_ok() ? std::move(*decoded) : std::string();
     } else {
       headers.push_back({kv.key(), FieldValue::of_string(kv.value())});
     }
@@ -60,55 +52,6 @@ AmqpMessage to_message(const Metadata& md, const Slice& payload) {
 
 }  // namespace
 
-std::string base64_encode(std::string_view in) {
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  size_t k = 0;
-  for (; k + 3 <= in.size(); k += 3) {
-    uint32_t v = (uint32_t{static_cast<uint8_t>(in[k])} << 16) | (uint32_t{static_cast<uint8_t>(in[k + 1])} << 8) |
-                 static_cast<uint8_t>(in[k + 2]);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  size_t left = in.size() - k;
-  if (left > 0) {
-    uint32_t v = uint32_t{static_cast<uint8_t>(in[k])} << 16;
-    if (left == 2) v |= uint32_t{static_cast<uint8_t>(in[k + 1])} << 8;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += left == 2 ? kAlphabet[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-bool base64_decode(std::string_view in, std::string* out) {
-  out->clear();
-  if (in.size() % 4 != 0) return false;
-  out->reserve(in.size() / 4 * 3);
-  for (size_t k = 0; k < in.size(); k += 4) {
-    int v[4];
-    int pad = 0;
-    for (int j = 0; j < 4; ++j) {
-      char c = in[k + j];
-      if (c == '=' && k + 4 == in.size() && j >= 2) {
-        v[j] = 0;
-        ++pad;
-        continue;
-      }
-      if (pad > 0) return false;
-      v[j] = base64_value(c);
-      if (v[j] < 0) return false;
-    }
-    uint32_t bits = (uint32_t(v[0]) << 18) | (uint32_t(v[1]) << 12) | (uint32_t(v[2]) << 6) | uint32_t(v[3]);
-    out->push_back(static_cast<char>(bits >> 16));
-    if (pad < 2) out->push_back(static_cast<char>((bits >> 8) & 0xff));
-    if (pad < 1) out->push_back(static_cast<char>(bits & 0xff));
-  }
-  return true;
-}
 
 PublishedEntry message_to_entry(std::string_view exchange, std::string_view routing_key, const ContentHeader& header,
                                 std::string_view body, int64_t publish_time_ms, const std::string& producer_name,
@@ -136,7 +79,7 @@ PublishedEntry message_to_entry(std::string_view exchange, std::string_view rout
   if (header.raw_properties.size() > 2) {
     auto* kv = md.add_properties();
     kv->set_key(std::string(kPropertiesProperty));
-    kv->set_value(base64_encode(header.raw_properties.view()));
+    kv->set_value(common::base64_encode(header.raw_properties.view()));
   }
   if (p.timestamp && *p.timestamp > 0) md.set_event_time(*p.timestamp * 1000);
   PublishedEntry out;

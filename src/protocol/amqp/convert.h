@@ -52,8 +52,4 @@ PublishedEntry message_to_entry(std::string_view exchange, std::string_view rout
 // `out`. kInvalidArgument/kCorruption when it does not parse or decompress.
 common::Status entry_to_messages(const common::Slice& entry, std::vector<AmqpMessage>* out);
 
-std::string base64_encode(std::string_view in);
-// Empty and false for input that is not base64.
-bool base64_decode(std::string_view in, std::string* out);
-
 }  // namespace magnetar::protocol::amqp

@@ -118,17 +118,6 @@ TEST(TokenAuthenticatorTest, EachProtocolsCredentialsAndAnonymousRefusal) {
   EXPECT_EQ(r.status().message().find(token.substr(0, 20)), std::string::npos);
 }
 
-TEST(Base64Test, BothAlphabetsAndPadding) {
-  EXPECT_EQ(common::base64_encode("ab?"), "YWI/");
-  EXPECT_EQ(common::base64url_encode("ab?"), "YWI_");
-  EXPECT_EQ(common::base64_encode("a"), "YQ==");
-  EXPECT_EQ(common::base64url_encode("a"), "YQ");
-  EXPECT_EQ(*common::base64_decode("YWI_"), "ab?");
-  EXPECT_EQ(*common::base64_decode("YQ=="), "a");
-  EXPECT_FALSE(common::base64_decode("Y*").is_ok());
-  EXPECT_FALSE(common::base64_decode("YR").is_ok());  // "a" is YQ: leftover bits set
-}
-
 TEST(JwtTest, ANonCanonicalSignatureEncodingIsRefused) {
   TokenKey key = TokenKey::generate_secret();
   std::string token = *sign_token(key, JwtClaims{"alice", std::nullopt});

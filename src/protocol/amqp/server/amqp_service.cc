@@ -1,5 +1,7 @@
 #include "protocol/amqp/server/amqp_service.h"
 
+#include "common/base64.h"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -58,9 +60,9 @@ std::string encode_table(const FieldTable& t) {
 }
 
 FieldTable decode_table(const std::string& b64) {
-  std::string raw;
-  if (!base64_decode(b64, &raw) || raw.empty()) return {};
-  WireReader r(common::Slice::copy_of(raw));
+  auto raw = common::base64_decode(b64);
+  if (!raw.is_ok() || raw->empty()) return {};
+  WireReader r(common::Slice::copy_of(*raw));
   FieldTable t = r.table();
   return r.ok() ? t : FieldTable{};
 }
@@ -191,7 +193,7 @@ void AmqpService::Persist::save_exchange(const ExchangeDef& e, std::function<voi
   json j = {{"type", exchange_type_name(e.type)},
             {"auto_delete", e.auto_delete},
             {"internal", e.internal},
-            {"arguments", base64_encode(encode_table(e.arguments))}};
+            {"arguments", common::base64_encode(encode_table(e.arguments))}};
   service_.put(fmt::format("{}/exchanges/{}", vhost_key(ns_), escape(e.name)), j.dump(), std::move(done));
 }
 
@@ -202,7 +204,7 @@ void AmqpService::Persist::forget_exchange(const std::string& name) {
 void AmqpService::Persist::save_queue(const QueueDef& q, std::function<void(Status)> done) {
   json j = {{"durable", q.durable && !q.exclusive},
             {"auto_delete", q.auto_delete},
-            {"arguments", base64_encode(encode_table(q.arguments))}};
+            {"arguments", common::base64_encode(encode_table(q.arguments))}};
   service_.put(fmt::format("{}/queues/{}", vhost_key(ns_), escape(q.name)), j.dump(), std::move(done));
 }
 
@@ -215,7 +217,7 @@ void AmqpService::Persist::save_binding(const Binding& b, std::function<void(Sta
             {"to_exchange", b.to_exchange},
             {"destination", b.destination},
             {"routing_key", b.routing_key},
-            {"arguments", base64_encode(encode_table(b.arguments))}};
+            {"arguments", common::base64_encode(encode_table(b.arguments))}};
   service_.put(fmt::format("{}/bindings/{}", vhost_key(ns_), binding_id(b)), j.dump(), std::move(done));
 }
 

@@ -20,23 +20,6 @@ ContentHeader header_with(const BasicProperties& p) {
   return h;
 }
 
-TEST(AmqpConvertTest, Base64RoundTripsEveryLength) {
-  std::string all;
-  for (int k = 0; k < 256; ++k) all += static_cast<char>(k);
-  for (size_t n = 0; n < 10; ++n) {
-    std::string out;
-    ASSERT_TRUE(base64_decode(base64_encode(all.substr(0, n)), &out));
-    EXPECT_EQ(out, all.substr(0, n));
-  }
-  std::string out;
-  ASSERT_TRUE(base64_decode(base64_encode(all), &out));
-  EXPECT_EQ(out, all);
-  EXPECT_EQ(base64_encode("hi!"), "aGkh");
-  EXPECT_FALSE(base64_decode("a", &out));
-  EXPECT_FALSE(base64_decode("a=bc", &out));
-  EXPECT_FALSE(base64_decode("ab$c", &out));
-}
-
 TEST(AmqpConvertTest, AnAmqpMessageComesBackExactlyAndPulsarSeesItsHeaders) {
   BasicProperties p;
   p.content_type = "text/plain";
