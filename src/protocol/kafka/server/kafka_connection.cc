@@ -201,6 +201,7 @@ std::pair<uint64_t, std::string> KafkaConnection::producer_for(const std::string
 }
 
 common::Status KafkaConnection::authorize(const std::string& topic, broker::TopicAction action) const {
+  if (!service_.authorizes()) return common::Status::ok();
   auto name = topic_for(topic);
   if (!name.is_ok()) return name.status();
   return service_.authorization().check(role_, *name, action);

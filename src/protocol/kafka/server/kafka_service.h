@@ -106,6 +106,9 @@ class KafkaService final : public runtime::Component {
   // What roles may do (default: everything). Before start().
   void set_authorization(const broker::Authorization* a) { authorization_ = a; }
   const broker::Authorization& authorization() const { return *authorization_; }
+  // Whether roles are checked at all (not the allow-all default): the
+  // produce and fetch paths skip the check when not.
+  bool authorizes() const { return authorization_ != &broker::allow_all_authorization(); }
   bool sasl_required() const { return sasl_required_; }
 
  private:
