@@ -4,7 +4,6 @@
 #include "admin/handlers.h"
 #include "broker/authorization.h"
 #include "broker/tenancy.h"
-#include "common/base64.h"
 
 namespace magnetar::admin {
 
@@ -101,16 +100,7 @@ void AdminService::require_authentication(broker::Authenticator& authenticator,
     // fallback, which is not guarded); the data it shows comes from the
     // API, which is.
     if (request.path == "/") return std::nullopt;
-    broker::Credentials credentials{"none", "", ""};
-    const std::string& header = request.header("authorization");
-    constexpr std::string_view kBearer = "Bearer ";
-    constexpr std::string_view kBasic = "Basic ";
-    if (header.rfind(kBearer, 0) == 0) {
-      credentials = {"token", header.substr(kBearer.size()), ""};
-    } else if (header.rfind(kBasic, 0) == 0) {
-      auto decoded = common::base64_decode(std::string_view(header).substr(kBasic.size()));
-      credentials = {"basic", decoded.is_ok() ? *decoded : std::string(), ""};
-    }
+    broker::Credentials credentials = broker::credentials_from_http(request.header("authorization"));
     if (credentials.method == "none") {
       HttpResponse denied = HttpResponse::error(401, "authentication is required: send Authorization: Bearer <token>");
       denied.headers.emplace_back("WWW-Authenticate", "Bearer");

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "common/result.h"
 
@@ -21,6 +22,11 @@ struct Credentials {
   std::string data;    // what the method carries (a token, "user:password", ...)
   std::string peer;    // the client's address, for logs
 };
+
+// The credentials an HTTP `Authorization` header carries: "Bearer <token>"
+// is method "token", "Basic <base64 user:password>" method "basic",
+// anything else (or nothing) method "none".
+Credentials credentials_from_http(std::string_view authorization);
 
 // The role of a client that proved nothing.
 inline constexpr std::string_view kAnonymousRole = "anonymous";

@@ -27,12 +27,4 @@ Result<std::string> TokenAuthenticator::authenticate(const broker::Credentials& 
   return claims->subject;
 }
 
-Result<std::string> TokenAuthenticator::authenticate_bearer(std::string_view header_value) {
-  constexpr std::string_view kBearer = "Bearer ";
-  if (header_value.substr(0, kBearer.size()) != kBearer) {
-    return Status::permission_denied("authentication is required: send Authorization: Bearer <token>");
-  }
-  return authenticate(broker::Credentials{"token", std::string(header_value.substr(kBearer.size())), ""});
-}
-
 }  // namespace magnetar::security

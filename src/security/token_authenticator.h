@@ -24,8 +24,6 @@ class TokenAuthenticator final : public broker::Authenticator {
  public:
   explicit TokenAuthenticator(TokenKey key) : key_(std::move(key)) {}
   common::Result<std::string> authenticate(const broker::Credentials& credentials) override;
-  // The role in an `Authorization` header's value ("Bearer <token>").
-  common::Result<std::string> authenticate_bearer(std::string_view header_value);
 
  private:
   TokenKey key_;

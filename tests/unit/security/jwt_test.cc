@@ -108,11 +108,13 @@ TEST(TokenAuthenticatorTest, EachProtocolsCredentialsAndAnonymousRefusal) {
   TokenAuthenticator auth(TokenKey::secret(key.secret_bytes()));
   EXPECT_EQ(*auth.authenticate({"token", token, ""}), "alice");
   EXPECT_EQ(*auth.authenticate({"basic", "app:" + token, ""}), "alice");  // AMQP PLAIN
-  EXPECT_EQ(*auth.authenticate_bearer("Bearer " + token), "alice");
+  EXPECT_EQ(*auth.authenticate(broker::credentials_from_http("Bearer " + token)), "alice");
   EXPECT_FALSE(auth.authenticate({"none", "", ""}).is_ok());
   EXPECT_FALSE(auth.authenticate({"basic", "app", ""}).is_ok());
   EXPECT_FALSE(auth.authenticate({"tls", token, ""}).is_ok());
-  EXPECT_FALSE(auth.authenticate_bearer(token).is_ok());
+  EXPECT_FALSE(auth.authenticate(broker::credentials_from_http(token)).is_ok());
+  EXPECT_EQ(*auth.authenticate(broker::credentials_from_http("Basic " + common::base64_encode("u:" + token))),
+            "alice");
   // The refusal never repeats the token.
   auto r = auth.authenticate({"token", flip_last_signature_char(token), ""});
   EXPECT_EQ(r.status().message().find(token.substr(0, 20)), std::string::npos);
