@@ -10,7 +10,9 @@ KafkaService::KafkaService(runtime::Runtime& runtime, broker::BrokerService& bro
     : runtime_(runtime),
       broker_(broker),
       options_(std::move(options)),
-      groups_(std::make_unique<GroupCoordinator>(runtime)) {}
+      groups_(std::make_unique<GroupCoordinator>(runtime)) {
+  for (size_t i = 0; i < runtime.size(); ++i) producer_states_.push_back(std::make_unique<ProducerStates>());
+}
 
 KafkaService::~KafkaService() = default;
 

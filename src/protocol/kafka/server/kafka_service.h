@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "broker/authentication.h"
 #include "broker/authorization.h"
@@ -91,8 +92,10 @@ class KafkaService final : public runtime::Component {
   void remember_partitions(const broker::TopicName& topic, int32_t partitions);
   void forget_partitions(const broker::TopicName& topic);
 
-  // Idempotent producers' sequence state (producer_state.h).
-  ProducerStates& producer_states() { return producer_states_; }
+  // Idempotent producers' sequence state of the partitions homed on the
+  // calling reactor (producer_state.h). REQUIRES: on a reactor thread.
+  ProducerStates& producer_states() { return *producer_states_[runtime::Reactor::current()->index()]; }
+  ProducerIds& producer_ids() { return producer_ids_; }
 
   // Who Kafka clients are: SASL/PLAIN passwords go to `authenticator`
   // (default: accept everyone). With `required`, a connection must
@@ -123,7 +126,8 @@ class KafkaService final : public runtime::Component {
   std::atomic<uint64_t> next_id_{1};
   std::mutex partitions_mu_;
   std::unordered_map<std::string, int32_t> partitions_;  // guarded by partitions_mu_
-  ProducerStates producer_states_;
+  std::vector<std::unique_ptr<ProducerStates>> producer_states_;  // one per reactor, used only there
+  ProducerIds producer_ids_;
   broker::AllowAllAuthenticator allow_all_;
   broker::Authenticator* authenticator_ = &allow_all_;
   const broker::Authorization* authorization_ = &broker::allow_all_authorization();

@@ -1,5 +1,6 @@
 #include "protocol/kafka/server/producer_state.h"
 
+#include <algorithm>
 #include <climits>
 
 #include <fmt/format.h>
@@ -26,7 +27,6 @@ SequenceCheck ProducerStates::check_and_record(const std::string& partition, con
     out.why = "an idempotent batch needs a sequence number and an epoch";
     return out;
   }
-  std::lock_guard lock(mu_);
   expire_idle(now_ms);
   auto [it, fresh] = states_.try_emplace(key(partition, batch.producer_id));
   State& s = it->second;
@@ -66,21 +66,15 @@ SequenceCheck ProducerStates::check_and_record(const std::string& partition, con
 }
 
 void ProducerStates::forget(const std::string& partition, int64_t producer_id) {
-  std::lock_guard lock(mu_);
   states_.erase(key(partition, producer_id));
 }
 
-int64_t ProducerStates::next_producer_id(int64_t now_ms) {
-  std::lock_guard lock(mu_);
-  int64_t id = now_ms << 12;
-  if (id <= last_id_) id = last_id_ + 1;
-  last_id_ = id;
-  return id;
-}
-
-size_t ProducerStates::size() const {
-  std::lock_guard lock(mu_);
-  return states_.size();
+int64_t ProducerIds::next(int64_t now_ms) {
+  int64_t last = last_.load(std::memory_order_relaxed);
+  for (;;) {
+    int64_t id = std::max(now_ms << 12, last + 1);
+    if (last_.compare_exchange_weak(last, id, std::memory_order_relaxed)) return id;
+  }
 }
 
 void ProducerStates::expire_idle(int64_t now_ms) {

@@ -19,12 +19,15 @@
 // the log). Entries idle for a day are dropped, like Kafka's
 // producer.id.expiration.ms.
 //
-// Threads: any; one mutex.
+// Threads: a partition's state is read and written only on its topic's
+// home reactor, right before the append, so each reactor keeps its own
+// ProducerStates (KafkaService::producer_states()) and no lock is taken.
+// ProducerIds hands out ids from any thread.
 #pragma once
 
 #include <cstdint>
 #include <deque>
-#include <mutex>
+#include <atomic>
 #include <string>
 #include <unordered_map>
 
@@ -55,10 +58,7 @@ class ProducerStates {
   // The append recorded for (partition, producer id) failed: its state is
   // dropped so that the producer's retry is taken.
   void forget(const std::string& partition, int64_t producer_id);
-  // A producer id not handed out before, across restarts too: the clock in
-  // milliseconds shifted left 12 bits, plus a counter.
-  int64_t next_producer_id(int64_t now_ms);
-  size_t size() const;
+  size_t size() const { return states_.size(); }
 
   static constexpr size_t kRememberedBatches = 5;
   static constexpr int64_t kExpiryMs = 24LL * 3600 * 1000;
@@ -78,10 +78,18 @@ class ProducerStates {
   static std::string key(const std::string& partition, int64_t producer_id);
   void expire_idle(int64_t now_ms);
 
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, State> states_;  // guarded by mu_
-  int64_t last_id_ = 0;                            // guarded by mu_
-  int64_t next_expiry_ms_ = 0;                     // guarded by mu_
+  std::unordered_map<std::string, State> states_;
+  int64_t next_expiry_ms_ = 0;
+};
+
+// Producer ids not handed out before, across restarts too: the clock in
+// milliseconds shifted left 12 bits, plus a counter. Any thread.
+class ProducerIds {
+ public:
+  int64_t next(int64_t now_ms);
+
+ private:
+  std::atomic<int64_t> last_{0};
 };
 
 }  // namespace magnetar::protocol::kafka

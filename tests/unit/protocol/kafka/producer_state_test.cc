@@ -77,9 +77,10 @@ TEST(ProducerStatesTest, NonIdempotentBatchesPassAndIdsNeverRepeat) {
   EXPECT_EQ(s.check_and_record("t", batch(-1, -1, -1, -1), 0, kNow).error, kNone);
   EXPECT_EQ(s.size(), 0u);
   EXPECT_EQ(s.check_and_record("t", batch(4, -1, -1, -1), 0, kNow).error, kInvalidRecord);
-  int64_t a = s.next_producer_id(kNow);
-  int64_t b = s.next_producer_id(kNow);
-  int64_t c = s.next_producer_id(kNow - 1000);  // the clock stepped back
+  ProducerIds ids;
+  int64_t a = ids.next(kNow);
+  int64_t b = ids.next(kNow);
+  int64_t c = ids.next(kNow - 1000);  // the clock stepped back
   EXPECT_LT(a, b);
   EXPECT_LT(b, c);
 }

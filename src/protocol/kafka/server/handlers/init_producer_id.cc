@@ -25,7 +25,7 @@ void handle_init_producer_id(KafkaConnection& c, const Request& request) {
     resp.set("ProducerId", known);
     resp.set("ProducerEpoch", epoch + 1);
   } else {
-    resp.set("ProducerId", c.service().producer_states().next_producer_id(common::wall_clock_ms()));
+    resp.set("ProducerId", c.service().producer_ids().next(common::wall_clock_ms()));
     resp.set("ProducerEpoch", int64_t{0});
   }
   c.respond(request, resp);
