@@ -60,6 +60,16 @@ Result<TraceMode> parse_trace_mode(std::string_view s) {
   return Status::invalid_argument("invalid tracing mode '" + std::string(s) + "': expected off, sampled or all");
 }
 
+std::string_view subscription_auth_mode_name(SubscriptionAuthMode m) {
+  return m == SubscriptionAuthMode::kPrefix ? "Prefix" : "None";
+}
+
+Result<SubscriptionAuthMode> parse_subscription_auth_mode(std::string_view s) {
+  if (s == "None") return SubscriptionAuthMode::kNone;
+  if (s == "Prefix") return SubscriptionAuthMode::kPrefix;
+  return Status::invalid_argument("invalid subscription auth mode '" + std::string(s) + "': expected None or Prefix");
+}
+
 bool is_auth_action(std::string_view s) {
   for (auto a : kAuthActions) {
     if (a == s) return true;

@@ -104,6 +104,13 @@ inline constexpr std::string_view kAuthActions[] = {"produce", "consume", "funct
                                                     "packages"};
 bool is_auth_action(std::string_view s);
 
+// Which subscription names a role may use (Pulsar's subscription_auth_mode):
+// kPrefix requires names that start with the role (`role-...`) for roles
+// that do not administer the tenant.
+enum class SubscriptionAuthMode { kNone, kPrefix };
+std::string_view subscription_auth_mode_name(SubscriptionAuthMode m);  // "None", "Prefix"
+common::Result<SubscriptionAuthMode> parse_subscription_auth_mode(std::string_view s);
+
 struct NamespacePolicies {
   std::optional<RetentionPolicy> retention;
   std::optional<int32_t> message_ttl_seconds;
@@ -112,6 +119,10 @@ struct NamespacePolicies {
   std::optional<PersistencePolicy> persistence;
   std::optional<bool> deduplication;
   std::map<std::string, std::set<std::string>> permissions;  // role -> actions
+  // subscription -> the only roles that may consume through it (on top of
+  // their consume permission); a subscription not listed is open to all.
+  std::map<std::string, std::set<std::string>> subscription_roles;
+  std::optional<SubscriptionAuthMode> subscription_auth_mode;  // unset: kNone
   std::optional<PublishRate> publish_rate;
   std::optional<DispatchRate> dispatch_rate;               // per topic
   std::optional<DispatchRate> subscription_dispatch_rate;  // per subscription

@@ -115,6 +115,13 @@ std::string encode_policies(const NamespacePolicies& p) {
     perms.push_back(fb::CreatePermission(b, r, a));
   }
   auto permissions = b.CreateVectorOfSortedTables(&perms);
+  std::vector<flatbuffers::Offset<fb::SubscriptionRoles>> sub_roles;
+  for (const auto& [subscription, roles] : p.subscription_roles) {
+    auto s = b.CreateString(subscription);
+    auto r = strings(b, roles);
+    sub_roles.push_back(fb::CreateSubscriptionRoles(b, s, r));
+  }
+  auto subscription_roles = b.CreateVectorOfSortedTables(&sub_roles);
   auto replication = strings(b, p.replication_clusters);
   flatbuffers::Offset<fb::Retention> retention = 0;
   if (p.retention) retention = fb::CreateRetention(b, p.retention->time_minutes, p.retention->size_mb);
@@ -173,6 +180,10 @@ std::string encode_policies(const NamespacePolicies& p) {
   n.add_auto_topic_creation(auto_create);
   n.add_replication_clusters(replication);
   n.add_tracing(tracing);
+  n.add_subscription_roles(subscription_roles);
+  if (p.subscription_auth_mode) {
+    n.add_subscription_auth_mode(static_cast<fb::SubscriptionAuthMode>(*p.subscription_auth_mode));
+  }
   b.Finish(n.Finish());
   return finish(b);
 }
@@ -195,6 +206,13 @@ Result<NamespacePolicies> decode_policies(std::string_view bytes) {
   p.deduplication = opt(n->deduplication());
   if (n->permissions()) {
     for (const auto* perm : *n->permissions()) p.permissions[str(perm->role())] = read_strings(perm->actions());
+  }
+  if (n->subscription_roles()) {
+    for (const auto* s : *n->subscription_roles()) p.subscription_roles[str(s->subscription())] = read_strings(s->roles());
+  }
+  if (auto mode = n->subscription_auth_mode()) {
+    p.subscription_auth_mode =
+        *mode == fb::SubscriptionAuthMode::Prefix ? SubscriptionAuthMode::kPrefix : SubscriptionAuthMode::kNone;
   }
   if (const auto* pr = n->publish_rate()) p.publish_rate = PublishRate{pr->msgs_per_second(), pr->bytes_per_second()};
   p.dispatch_rate = read_dispatch(n->dispatch_rate());

@@ -58,7 +58,9 @@ void inherit(NamespacePolicies& into, const NamespacePolicies& from) {
   overlay(into.subscription_expiration_minutes, from.subscription_expiration_minutes);
   overlay(into.auto_topic_creation, from.auto_topic_creation);
   overlay(into.tracing, from.tracing);
+  overlay(into.subscription_auth_mode, from.subscription_auth_mode);
   if (into.permissions.empty()) into.permissions = from.permissions;
+  if (into.subscription_roles.empty()) into.subscription_roles = from.subscription_roles;
   if (into.replication_clusters.empty()) into.replication_clusters = from.replication_clusters;
 }
 

@@ -63,6 +63,47 @@ void add_namespace_commands(CLI::App& admin, Command& run, std::shared_ptr<Admin
     g.verb("permissions", "Show the roles and their actions", "GET", "permissions", "");
   }
 
+  // Subscription permissions, as pulsar-admin names them.
+  {
+    struct SubscriptionGrant {
+      std::string ns, subscription, role;
+      std::vector<std::string> roles;
+    };
+    auto a = std::make_shared<SubscriptionGrant>();
+    auto* grant = add_verb(*app, run, options, "grant-subscription-permission",
+                           "Let only these roles consume through a subscription", [a]() -> Result<AdminRequest> {
+                             auto path = namespace_path(a->ns, "permissions/subscription/" +
+                                                                   escape_segment(a->subscription));
+                             if (!path.is_ok()) return path.status();
+                             return AdminRequest{"POST", *path, Json(a->roles).dump(),
+                                                 "Granted subscription " + a->subscription + " on " + a->ns, nullptr};
+                           });
+    grant->add_option("namespace", a->ns, "tenant/namespace")->required();
+    grant->add_option("--subscription", a->subscription, "Subscription")->required();
+    grant->add_option("--roles", a->roles, "role,role (comma separated)")->required()->delimiter(',');
+    auto r = std::make_shared<SubscriptionGrant>();
+    auto* revoke = add_verb(*app, run, options, "revoke-subscription-permission",
+                            "Take a role off a subscription", [r]() -> Result<AdminRequest> {
+                              auto path = namespace_path(r->ns, "permissions/" + escape_segment(r->subscription) +
+                                                                    "/" + escape_segment(r->role));
+                              if (!path.is_ok()) return path.status();
+                              return AdminRequest{"DELETE", *path, "",
+                                                  "Revoked " + r->role + " on subscription " + r->subscription, nullptr};
+                            });
+    revoke->add_option("namespace", r->ns, "tenant/namespace")->required();
+    revoke->add_option("--subscription", r->subscription, "Subscription")->required();
+    revoke->add_option("--role", r->role, "Role")->required();
+    g.verb("subscription-permissions", "Show each subscription's roles", "GET", "permissions/subscription", "");
+    auto mode = std::make_shared<std::string>();
+    auto* set_mode = g.verb("set-subscription-auth-mode", "Require subscription names to start with the role",
+                            "POST", "subscriptionAuthMode", "Set subscription auth mode",
+                            [mode]() -> Result<Json> { return Json(*mode); });
+    set_mode->add_option("-m,--subscription-auth-mode", *mode, "None or Prefix")
+        ->required()
+        ->check(CLI::IsMember({"None", "Prefix"}));
+    g.get_remove("subscription-auth-mode", "subscriptionAuthMode", "subscription auth mode");
+  }
+
   // Namespace-wide limits.
   g.int_policy("max-topics-per-namespace", "maxTopicsPerNamespace", "-t,--max-topics-per-namespace",
                "maximum topics in the namespace");

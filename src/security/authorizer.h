@@ -4,9 +4,12 @@
 //   tenant admins       everything inside their tenant (the tenant's
 //                       adminRoles): its namespaces, topics, policies,
 //                       producing and consuming
-//   other roles         produce / consume on a namespace where a grant
-//                       gives them that action (namespace permissions, or a
-//                       topic's own permissions)
+//   other roles         produce / consume where a grant gives them that
+//                       action: the namespace's permissions or the topic's
+//                       own (either one suffices, as in Pulsar)
+//   subscriptions       a subscription with roles listed admits only those
+//                       roles; in Prefix mode a subscription name must start
+//                       with the role (tenant admins are exempt from both)
 // Clusters and tenants are created, changed and deleted by superusers only.
 // A lookup (finding where a topic lives) needs produce or consume.
 //
@@ -18,6 +21,7 @@
 
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "broker/authorization.h"
 #include "broker/naming.h"
@@ -38,6 +42,10 @@ class Authorizer final : public broker::Authorization {
   bool may_administer(const std::string& role, const std::string& tenant) const;
   // OK, or PermissionDenied saying what `role` lacks on `topic`.
   common::Status check(const std::string& role, const broker::TopicName& topic, TopicAction action) const override;
+  common::Status check_namespace(const std::string& role, const broker::NamespaceName& ns,
+                                 TopicAction action) const override;
+  common::Status check_subscription(const std::string& role, const broker::NamespaceName& ns,
+                                    std::string_view subscription) const override;
   common::Status check_tenant_admin(const std::string& role, const std::string& tenant) const override;
   common::Status check_superuser(const std::string& role) const override;
 

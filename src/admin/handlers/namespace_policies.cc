@@ -64,6 +64,50 @@ void register_permission_routes(Router& router, broker::Tenancy& tenancy, const 
                  return Status::ok();
                }));
              }));
+  // Subscription-level permission, as Pulsar serves it.
+  router.get(scope.base + "permissions/subscription",
+             policy_handler(tenancy, [scope](broker::Tenancy& t, const PolicyRequest& r) {
+               auto p = scope.read(t, r);
+               if (!p.is_ok()) return error_response(p.status());
+               Json out = Json::object();
+               for (const auto& [subscription, roles] : p->subscription_roles) out[subscription] = roles;
+               return HttpResponse::json(200, out);
+             }));
+  router.post(scope.base + "permissions/subscription/{subscription}",
+              policy_handler(tenancy, [scope](broker::Tenancy& t, const PolicyRequest& r) {
+                auto j = required_body(r.body);
+                if (!j.is_ok()) return error_response(j.status());
+                auto roles = json_string_set(*j, "roles");
+                if (!roles.is_ok()) return error_response(roles.status());
+                if (roles->empty()) return error_response(Status::invalid_argument("roles must name at least one role"));
+                const std::string& subscription = r.params.at("subscription");
+                return empty_or_error(scope.update(t, r, [&](NamespacePolicies& p) {
+                  p.subscription_roles[subscription].insert(roles->begin(), roles->end());
+                  return Status::ok();
+                }));
+              }));
+  router.del(scope.base + "permissions/{subscription}/{role}",
+             policy_handler(tenancy, [scope](broker::Tenancy& t, const PolicyRequest& r) {
+               const std::string& subscription = r.params.at("subscription");
+               const std::string& role = r.params.at("role");
+               return empty_or_error(scope.update(t, r, [&](NamespacePolicies& p) {
+                 auto it = p.subscription_roles.find(subscription);
+                 if (it == p.subscription_roles.end() || it->second.erase(role) == 0) {
+                   return Status::not_found("role '" + role + "' has no permission on subscription '" + subscription +
+                                            "'");
+                 }
+                 // The last role gone, the subscription is open again as Pulsar leaves it.
+                 if (it->second.empty()) p.subscription_roles.erase(it);
+                 return Status::ok();
+               }));
+             }));
+  optional_policy<broker::SubscriptionAuthMode>(
+      router, tenancy, scope, "subscriptionAuthMode", &NamespacePolicies::subscription_auth_mode,
+      [](const broker::SubscriptionAuthMode& m) { return Json(std::string(broker::subscription_auth_mode_name(m))); },
+      [](const Json& j) -> Result<broker::SubscriptionAuthMode> {
+        if (!j.is_string()) return Status::invalid_argument("subscriptionAuthMode must be \"None\" or \"Prefix\"");
+        return broker::parse_subscription_auth_mode(j.get<std::string>());
+      });
 }
 
 void register_replication_routes(Router& router, broker::Tenancy& tenancy, const PolicyScope& scope) {

@@ -351,10 +351,14 @@ Json backlog_quota_map(const NamespacePolicies& p) {
 Json to_json(const NamespacePolicies& p, const std::string& cluster) {
   Json auth = Json::object();
   for (const auto& [role, actions] : p.permissions) auth[role] = actions;
+  Json sub_auth = Json::object();
+  for (const auto& [subscription, roles] : p.subscription_roles) sub_auth[subscription] = roles;
   auto per_cluster = [&](const Json& v) { return v.is_null() ? Json::object() : Json{{cluster, v}}; };
   return Json{
       {"auth_policies",
-       {{"namespace_auth", auth}, {"destination_auth", Json::object()}, {"subscription_auth_roles", Json::object()}}},
+       {{"namespace_auth", auth}, {"destination_auth", Json::object()}, {"subscription_auth_roles", sub_auth}}},
+      {"subscription_auth_mode",
+       std::string(broker::subscription_auth_mode_name(p.subscription_auth_mode.value_or(broker::SubscriptionAuthMode::kNone)))},
       {"replication_clusters", p.replication_clusters},
       {"bundles", {{"boundaries", {"0x00000000", "0xffffffff"}}, {"numBundles", 1}}},
       {"backlog_quota_map", backlog_quota_map(p)},
@@ -394,6 +398,13 @@ Result<NamespacePolicies> policies_from_json(const Json& j) {
         p.permissions[role] = std::move(set).value();
       }
     }
+    if (const Json* sub_auth = a.object("subscription_auth_roles")) {
+      for (const auto& [subscription, roles] : sub_auth->items()) {
+        auto set = json_string_set(roles, "auth_policies.subscription_auth_roles." + subscription);
+        if (!set.is_ok()) return set.status();
+        p.subscription_roles[subscription] = std::move(set).value();
+      }
+    }
     f.merge(a.status());
   }
   if (const Json* quotas = f.object("backlog_quota_map")) {
@@ -426,6 +437,15 @@ Result<NamespacePolicies> policies_from_json(const Json& j) {
   sub("retention_policies", p.retention, retention_from_json);
   sub("autoTopicCreationOverride", p.auto_topic_creation, auto_topic_creation_from_json);
   sub("tracing", p.tracing, tracing_from_json);
+  if (f.has("subscription_auth_mode")) {
+    std::string mode;
+    f.str("subscription_auth_mode", mode);
+    if (!mode.empty()) {
+      auto m = broker::parse_subscription_auth_mode(mode);
+      if (!m.is_ok()) return m.status();
+      p.subscription_auth_mode = *m;
+    }
+  }
   if (f.has("deduplicationEnabled")) {
     bool d = false;
     f.boolean("deduplicationEnabled", d);

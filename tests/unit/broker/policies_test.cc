@@ -17,6 +17,9 @@ NamespacePolicies everything_set() {
   p.deduplication = false;
   p.permissions["alice"] = {"produce", "consume"};
   p.permissions["bob"] = {"consume"};
+  p.subscription_roles["billing"] = {"alice", "carol"};
+  p.subscription_roles["audit"] = {};
+  p.subscription_auth_mode = SubscriptionAuthMode::kPrefix;
   p.publish_rate = PublishRate{1000, -1};
   p.dispatch_rate = DispatchRate{500, 1 << 20, 2, true};
   p.subscription_dispatch_rate = DispatchRate{10, -1, 1, false};

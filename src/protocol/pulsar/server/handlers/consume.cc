@@ -130,8 +130,10 @@ void handle_subscribe(PulsarConnection& c, const proto::CommandSubscribe& cmd) {
     c.send(commands::error(request_id, proto::InvalidTopicName, topic.status().message()));
     return;
   }
-  if (auto allowed = c.service().authorization().check(c.role, *topic, broker::TopicAction::kConsume);
-      !allowed.is_ok()) {
+  const broker::Authorization& authorization = c.service().authorization();
+  common::Status allowed = authorization.check(c.role, *topic, broker::TopicAction::kConsume);
+  if (allowed.is_ok()) allowed = authorization.check_subscription(c.role, topic->ns, cmd.subscription());
+  if (!allowed.is_ok()) {
     c.send(commands::error(request_id, proto::AuthorizationError, allowed.message()));
     return;
   }
