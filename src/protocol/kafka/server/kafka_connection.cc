@@ -207,6 +207,21 @@ common::Status KafkaConnection::authorize(const std::string& topic, broker::Topi
   return service_.authorization().check(role_, *name, action);
 }
 
+std::string KafkaConnection::group_key(const std::string& group) const {
+  return group.empty() ? group : ns().to_string() + "/" + group;
+}
+
+std::optional<std::string> KafkaConnection::group_name(const std::string& key) const {
+  std::string prefix = ns().to_string() + "/";
+  if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  return key.substr(prefix.size());
+}
+
+common::Status KafkaConnection::authorize_group(const std::string& group) const {
+  if (!service_.authorizes()) return common::Status::ok();
+  return service_.authorization().check_subscription(role_, ns(), group);
+}
+
 void KafkaConnection::with_partition(const std::string& topic, int32_t partition, broker::TopicAction action,
                                      ledger::Callback<common::Result<broker::Topic*>> fn) {
   if (common::Status allowed = authorize(topic, action); !allowed.is_ok()) return fn(allowed);

@@ -87,6 +87,15 @@ class KafkaConnection final : public runtime::ConnectionHandler {
                       ledger::Callback<common::Result<broker::Topic*>> fn);
   // OK when this connection's role may do `action` on Kafka topic `topic`.
   common::Status authorize(const std::string& topic, broker::TopicAction action) const;
+  // Consumer groups belong to the connection's namespace: the coordinator
+  // knows a group as "tenant/namespace/group", the client by its own name.
+  // An empty name stays empty (INVALID_GROUP_ID).
+  std::string group_key(const std::string& group) const;
+  // The client's name of a coordinator key; nullopt for another namespace's.
+  std::optional<std::string> group_name(const std::string& key) const;
+  // May this connection's role use `group` (the namespace's subscription
+  // rules: a group's offsets are subscriptions named after it)?
+  common::Status authorize_group(const std::string& group) const;
   // SASL: the mechanism the handshake chose, then the role and namespace
   // authentication gave.
   void set_sasl_mechanism(std::string mechanism) { sasl_mechanism_ = std::move(mechanism); }

@@ -102,7 +102,7 @@ void handle_delete_groups(KafkaConnection& c, const Request& request) {
       report(kGroupIdNotFound);
       continue;
     }
-    c.service().groups().describe(group, [service = &c.service(), tenancy, ns = c.ns(), group,
+    c.service().groups().describe(c.group_key(group), [service = &c.service(), tenancy, ns = c.ns(), group,
                                           report](GroupDescription d) {
       if (!d.members.empty()) return report(kNonEmptyGroup);
       Status st = tenancy->submit([service, tenancy, ns, group, report]() { sweep(*service, *tenancy, ns, group, report); });

@@ -21,12 +21,16 @@ std::function<void(ErrorCode)> answer_error(KafkaConnection& c, const Request& r
 }  // namespace
 
 void handle_heartbeat(KafkaConnection& c, const Request& request) {
-  c.service().groups().heartbeat(request.body.str("GroupId"), static_cast<int32_t>(request.body.i("GenerationId")),
+  const std::string group = request.body.str("GroupId");
+  if (!c.authorize_group(group).is_ok()) return answer_error(c, request)(kGroupAuthorizationFailed);
+  c.service().groups().heartbeat(c.group_key(group), static_cast<int32_t>(request.body.i("GenerationId")),
                                  request.body.str("MemberId"), answer_error(c, request));
 }
 
 void handle_leave_group(KafkaConnection& c, const Request& request) {
-  c.service().groups().leave(request.body.str("GroupId"), request.body.str("MemberId"), answer_error(c, request));
+  const std::string group = request.body.str("GroupId");
+  if (!c.authorize_group(group).is_ok()) return answer_error(c, request)(kGroupAuthorizationFailed);
+  c.service().groups().leave(c.group_key(group), request.body.str("MemberId"), answer_error(c, request));
 }
 
 }  // namespace magnetar::protocol::kafka

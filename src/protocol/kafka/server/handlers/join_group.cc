@@ -16,7 +16,16 @@ std::string bytes_of(const Struct& s, std::string_view name) {
 
 void handle_join_group(KafkaConnection& c, const Request& request) {
   JoinArgs args;
-  args.group = request.body.str("GroupId");
+  const std::string group = request.body.str("GroupId");
+  if (!c.authorize_group(group).is_ok()) {
+    Struct resp = request.response();
+    resp.set("ThrottleTimeMs", int64_t{0});
+    resp.set("ErrorCode", int64_t{kGroupAuthorizationFailed});
+    resp.set("GenerationId", int64_t{-1});
+    resp.set("MemberId", request.body.str("MemberId"));
+    return c.respond(request, resp);
+  }
+  args.group = c.group_key(group);
   args.member_id = request.body.str("MemberId");
   args.client_id = request.header.client_id.value_or("");
   args.client_host = c.peer_host();
@@ -46,12 +55,19 @@ void handle_join_group(KafkaConnection& c, const Request& request) {
 
 // --- SyncGroup: the leader hands in the assignment; every member gets its part.
 void handle_sync_group(KafkaConnection& c, const Request& request) {
+  const std::string group = request.body.str("GroupId");
+  if (!c.authorize_group(group).is_ok()) {
+    Struct resp = request.response();
+    resp.set("ThrottleTimeMs", int64_t{0});
+    resp.set("ErrorCode", int64_t{kGroupAuthorizationFailed});
+    return c.respond(request, resp);
+  }
   std::vector<NamedBytes> assignments;
   for (const auto& a : request.body.array("Assignments")) {
     assignments.emplace_back(a.str("MemberId"), bytes_of(a, "Assignment"));
   }
   c.service().groups().sync(
-      request.body.str("GroupId"), static_cast<int32_t>(request.body.i("GenerationId")), request.body.str("MemberId"),
+      c.group_key(group), static_cast<int32_t>(request.body.i("GenerationId")), request.body.str("MemberId"),
       std::move(assignments), [reply = c.replier(), request](ErrorCode e, std::string assignment) {
         reply([request, e, assignment = std::move(assignment)](KafkaConnection& conn) {
           Struct resp = request.response();

@@ -11,9 +11,12 @@ void handle_list_groups(KafkaConnection& c, const Request& request) {
       Struct resp = request.response();
       resp.set("ThrottleTimeMs", int64_t{0});
       resp.set("ErrorCode", int64_t{kNone});
+      // Only this namespace's groups, and of those the ones the role may use.
       for (const auto& g : groups) {
+        auto name = conn.group_name(g.group);
+        if (!name || !conn.authorize_group(*name).is_ok()) continue;
         auto& out = resp.add("Groups");
-        out.set("GroupId", g.group);
+        out.set("GroupId", *name);
         out.set("ProtocolType", g.protocol_type);
       }
       conn.respond(request, resp);
@@ -25,16 +28,18 @@ namespace {
 
 struct DescribeState {
   Request request;
-  std::vector<GroupDescription> groups;
+  std::vector<GroupDescription> groups;  // under the client's names
+  std::vector<ErrorCode> errors;
   size_t left = 0;
 };
 
 void answer_describe(KafkaConnection& c, const DescribeState& state) {
   Struct resp = state.request.response();
   resp.set("ThrottleTimeMs", int64_t{0});
-  for (const GroupDescription& d : state.groups) {
+  for (size_t k = 0; k < state.groups.size(); ++k) {
+    const GroupDescription& d = state.groups[k];
     auto& g = resp.add("Groups");
-    g.set("ErrorCode", int64_t{d.group.empty() ? kInvalidGroupId : kNone});
+    g.set("ErrorCode", int64_t{d.group.empty() ? kInvalidGroupId : state.errors[k]});
     g.set("GroupId", d.group);
     g.set("GroupState", d.state);
     g.set("ProtocolType", d.protocol_type);
@@ -59,13 +64,22 @@ void handle_describe_groups(KafkaConnection& c, const Request& request) {
   state->request = request;
   const auto& names = request.body.array("Groups");
   state->groups.resize(names.size());
+  state->errors.resize(names.size(), kNone);
   state->left = names.size() + 1;
   auto one_done = [](KafkaConnection& conn, const std::shared_ptr<DescribeState>& s) {
     if (--s->left == 0) answer_describe(conn, *s);
   };
   for (size_t k = 0; k < names.size(); ++k) {
-    c.service().groups().describe(names[k].str("Name"), [reply = c.replier(), state, k, one_done](GroupDescription d) {
-      reply([state, k, one_done, d = std::move(d)](KafkaConnection& conn) mutable {
+    std::string name = names[k].str("Name");
+    if (!c.authorize_group(name).is_ok()) {
+      state->groups[k].group = name;
+      state->errors[k] = kGroupAuthorizationFailed;
+      --state->left;
+      continue;
+    }
+    c.service().groups().describe(c.group_key(name), [reply = c.replier(), state, k, name, one_done](GroupDescription d) {
+      reply([state, k, name, one_done, d = std::move(d)](KafkaConnection& conn) mutable {
+        d.group = name;
         state->groups[k] = std::move(d);
         one_done(conn, state);
       });

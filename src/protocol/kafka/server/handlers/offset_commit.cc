@@ -20,7 +20,8 @@ struct CommitPart {
 
 struct CommitState {
   Request request;
-  std::string group;
+  std::string group;      // the client's name: the subscriptions' name
+  std::string group_key;  // the coordinator's
   std::vector<CommitPart> parts;
   size_t left = 0;
 };
@@ -59,10 +60,10 @@ void commit_all(KafkaConnection& c, const std::shared_ptr<CommitState>& state) {
       report(kOffsetOutOfRange);
       continue;
     }
-    auto run = [&groups, group = state->group, p, report](Result<broker::Topic*> t) {
+    auto run = [&groups, group = state->group, key = state->group_key, p, report](Result<broker::Topic*> t) {
       if (!t.is_ok()) return report(error_code(t.status()));
-      commit_group_offset(*t, group, p.offset, [&groups, group, p, report](ErrorCode e, int64_t aligned) {
-        if (e == kNone) groups.remember_offset(group_offset_key(group, p.topic, p.partition), p.offset, aligned);
+      commit_group_offset(*t, group, p.offset, [&groups, key, p, report](ErrorCode e, int64_t aligned) {
+        if (e == kNone) groups.remember_offset(group_offset_key(key, p.topic, p.partition), p.offset, aligned);
         report(e);
       });
     };
@@ -86,8 +87,13 @@ void handle_offset_commit(KafkaConnection& c, const Request& request) {
       state->parts.push_back(std::move(part));
     }
   }
+  if (!c.authorize_group(state->group).is_ok()) {
+    for (CommitPart& p : state->parts) p.error = kGroupAuthorizationFailed;
+    return answer(c, *state);
+  }
+  state->group_key = c.group_key(state->group);
   c.service().groups().check_commit(
-      state->group, static_cast<int32_t>(request.body.i("GenerationId")), request.body.str("MemberId"),
+      state->group_key, static_cast<int32_t>(request.body.i("GenerationId")), request.body.str("MemberId"),
       [reply = c.replier(), state](ErrorCode e) {
         reply([state, e](KafkaConnection& conn) {
           if (e == kNone) return commit_all(conn, state);

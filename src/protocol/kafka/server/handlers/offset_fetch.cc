@@ -22,6 +22,8 @@ struct FetchPart {
 struct OffsetsState {
   Request request;
   std::string group;
+  std::string group_key;  // the coordinator's name of `group`
+  ErrorCode error = kNone;
   std::vector<FetchPart> parts;
   size_t left = 0;
 };
@@ -29,7 +31,7 @@ struct OffsetsState {
 void answer(KafkaConnection& c, const OffsetsState& state) {
   Struct resp = state.request.response();
   resp.set("ThrottleTimeMs", int64_t{0});
-  resp.set("ErrorCode", int64_t{state.group.empty() ? kInvalidGroupId : kNone});
+  resp.set("ErrorCode", int64_t{state.group.empty() ? kInvalidGroupId : state.error});
   Struct* topic = nullptr;
   for (const FetchPart& p : state.parts) {
     if (topic == nullptr || topic->str("Name") != p.topic) {
@@ -52,6 +54,7 @@ void handle_offset_fetch(KafkaConnection& c, const Request& request) {
   auto state = std::make_shared<OffsetsState>();
   state->request = request;
   state->group = request.body.str("GroupId");
+  state->group_key = c.group_key(state->group);
   if (!state->group.empty()) {
     for (const auto& t : request.body.array("Topics")) {
       for (int64_t p : t.ints("PartitionIndexes")) {
@@ -61,6 +64,12 @@ void handle_offset_fetch(KafkaConnection& c, const Request& request) {
         state->parts.push_back(std::move(part));
       }
     }
+  }
+  if (!c.authorize_group(state->group).is_ok()) {
+    // v2+ read the top-level code; older versions read each partition's.
+    state->error = kGroupAuthorizationFailed;
+    for (FetchPart& p : state->parts) p.error = kGroupAuthorizationFailed;
+    return answer(c, *state);
   }
   state->left = state->parts.size() + 1;
   auto one_done = [](KafkaConnection& conn, const std::shared_ptr<OffsetsState>& s) {
@@ -76,11 +85,11 @@ void handle_offset_fetch(KafkaConnection& c, const Request& request) {
         one_done(conn, state);
       });
     };
-    auto run = [&groups, group = state->group, p, report](Result<broker::Topic*> t) {
+    auto run = [&groups, group = state->group, key = state->group_key, p, report](Result<broker::Topic*> t) {
       if (!t.is_ok()) return report(error_code(t.status()), -1);
-      fetch_group_offset(*t, group, [&groups, group, p, report](ErrorCode e, int64_t aligned) {
+      fetch_group_offset(*t, group, [&groups, key, p, report](ErrorCode e, int64_t aligned) {
         if (e != kNone || aligned < 0) return report(e, -1);
-        report(kNone, groups.exact_offset(group_offset_key(group, p.topic, p.partition), aligned));
+        report(kNone, groups.exact_offset(group_offset_key(key, p.topic, p.partition), aligned));
       });
     };
     c.with_partition(p.topic, p.partition, broker::TopicAction::kConsume, std::move(run));
