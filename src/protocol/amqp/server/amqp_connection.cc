@@ -389,7 +389,18 @@ void AmqpConnection::run_channel_method(Channel& ch, Method& method) {
 
 bool AmqpConnection::authorized(Channel& ch, const broker::TopicName& topic, broker::TopicAction action,
                                 uint32_t key) {
-  common::Status allowed = service_.authorization().check(role_, topic, action);
+  return refused_unless(ch, service_.authorization().check(role_, topic, action), key);
+}
+
+bool AmqpConnection::authorized_in_vhost(Channel& ch, broker::TopicAction action, uint32_t key) {
+  return refused_unless(ch, service_.authorization().check_namespace(role_, vhost_, action), key);
+}
+
+bool AmqpConnection::authorized_admin(Channel& ch, uint32_t key) {
+  return refused_unless(ch, service_.authorization().check_tenant_admin(role_, vhost_.tenant), key);
+}
+
+bool AmqpConnection::refused_unless(Channel& ch, const common::Status& allowed, uint32_t key) {
   if (allowed.is_ok()) return true;
   channel_error(ch, {kAccessRefused, allowed.message(), key});
   return false;

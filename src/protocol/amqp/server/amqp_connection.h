@@ -186,6 +186,10 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   // Whether this connection's role may do `action` on queue topic `topic`;
   // when not, the channel is closed with 403 ACCESS_REFUSED (method `key`).
   bool authorized(Channel& ch, const broker::TopicName& topic, broker::TopicAction action, uint32_t key);
+  // The same for the vhost's own grants (exchanges, exchange bindings), and
+  // for what only the vhost's tenant admins may do (deleting shared things).
+  bool authorized_in_vhost(Channel& ch, broker::TopicAction action, uint32_t key);
+  bool authorized_admin(Channel& ch, uint32_t key);
   void connection_error(const AmqpError& e);
   // The open channel with this number and serial, or null.
   Channel* channel(uint16_t id, uint64_t serial);
@@ -218,6 +222,7 @@ class AmqpConnection final : public runtime::ConnectionHandler {
  private:
   enum class State { kHeader, kStartOk, kTuneOk, kOpen, kOpening, kOpened, kClosing };
 
+  bool refused_unless(Channel& ch, const common::Status& allowed, uint32_t key);
   void handle_frame(Frame& frame);
   void handle_method(uint16_t channel, Method& method);
   void handle_channel_method(Channel& ch, Method& method);

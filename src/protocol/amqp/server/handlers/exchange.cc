@@ -20,6 +20,11 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
   if (!passive && !type) {
     return c.connection_error({kCommandInvalid, fmt::format("invalid exchange type '{}'", m.str("type")), m.key()});
   }
+  // Declaring an exchange is for those who publish in the vhost, as a
+  // producer may create a topic; looking one up for anyone who may use it.
+  if (!c.authorized_in_vhost(ch, passive ? broker::TopicAction::kLookup : broker::TopicAction::kProduce, m.key())) {
+    return;
+  }
   ExchangeDef def;
   def.name = name;
   def.type = type ? *type : ExchangeType::kDirect;
@@ -67,6 +72,9 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
 
 void remove(AmqpConnection& c, Channel& ch, const Method& m) {
   const std::string& name = m.str("exchange");
+  // Others' routing depends on it: deleting is the tenant admins' call, as
+  // deleting a topic is.
+  if (!c.authorized_admin(ch, m.key())) return;
   AmqpError error;
   c.service().write(c.vhost(), [&](Topology& t, AmqpService::Persist& persist) {
     const ExchangeDef* e = t.exchange(name);
@@ -94,6 +102,7 @@ void remove(AmqpConnection& c, Channel& ch, const Method& m) {
 }
 
 void bind(AmqpConnection& c, Channel& ch, const Method& m, bool add) {
+  if (!c.authorized_in_vhost(ch, broker::TopicAction::kProduce, m.key())) return;
   Binding b;
   b.source = m.str("source");
   b.to_exchange = true;

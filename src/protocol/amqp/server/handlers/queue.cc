@@ -153,6 +153,8 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
 void bind(AmqpConnection& c, Channel& ch, const Method& m, bool add) {
   QueueDef q;
   if (!find_queue(c, ch, m.str("queue"), m.key(), &q)) return;
+  // A binding routes into the queue: for those who may read it.
+  if (!c.authorized(ch, *AmqpService::queue_topic(c.vhost(), q.name), broker::TopicAction::kConsume, m.key())) return;
   Binding b;
   b.source = m.str("exchange");
   b.destination = q.name;
@@ -165,6 +167,7 @@ void purge(AmqpConnection& c, Channel& ch, const Method& m) {
   QueueDef q;
   if (!find_queue(c, ch, m.str("queue"), m.key(), &q)) return;
   auto topic = AmqpService::queue_topic(c.vhost(), q.name);
+  if (!c.authorized(ch, *topic, broker::TopicAction::kConsume, m.key())) return;
   c.service().broker().with_topic(*topic, [reply = c.replier(ch), m, &broker = c.service().broker()](
                                               Result<broker::Topic*> t) {
     auto answer = [reply, m](Status st, uint64_t purged) {
@@ -244,6 +247,9 @@ void remove(AmqpConnection& c, Channel& ch, const Method& m) {
   if (!exists) return c.answer(ch, m, Method::of(m::kQueueDeleteOk));
   QueueDef q;
   if (!find_queue(c, ch, name, m.key(), &q)) return;
+  // A connection's own exclusive queue is its to delete; any other is the
+  // tenant admins', as deleting a topic is.
+  if (!(q.exclusive && q.owner == c.id()) && !c.authorized_admin(ch, m.key())) return;
   if (!m.flag("if-unused") && !m.flag("if-empty")) return drop(c, ch, m, name);
   auto topic = AmqpService::queue_topic(c.vhost(), name);
   c.service().broker().with_topic(*topic, [reply = c.replier(ch), m, name](Result<broker::Topic*> t) {
