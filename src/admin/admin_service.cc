@@ -57,6 +57,7 @@ namespace {
 
 // What a REST call needs beyond an authenticated role:
 //   GET  /admin/v2/clusters...              any role
+//   GET  /admin/v2/tenants, /admin/v2/me    any role (the list is filtered)
 //   /lookup/v2/topic/{d}/{t}/{ns}/{topic}   lookup (produce or consume)
 //   POST /topics/{d}/{t}/{ns}/{topic}...    produce (the REST producer)
 //   GET  /admin/v2/tenants/{tenant}         that tenant's admin
@@ -77,6 +78,9 @@ common::Status authorize(const broker::Authorization& authz, const HttpRequest& 
     return broker::TopicName::of(domain, tenant, r.param("namespace"), r.param("topic"));
   };
   if (r.path.rfind("/admin/v2/clusters", 0) == 0 && r.method == "GET") return common::Status::ok();
+  // Anyone signed in may ask who they are, and list tenants: the list holds
+  // only the tenants the role administers (all of them for a superuser).
+  if (r.method == "GET" && (r.path == "/admin/v2/tenants" || r.path == "/admin/v2/me")) return common::Status::ok();
   if (r.path.rfind("/lookup/", 0) == 0 || r.path.rfind("/topics/", 0) == 0) {
     auto topic = topic_of();
     if (!topic.is_ok()) return common::Status::ok();  // the handler answers the bad name
@@ -113,6 +117,7 @@ void AdminService::require_authentication(broker::Authenticator& authenticator,
       return denied;
     }
     request.role = std::move(*role);
+    request.authorization = &authorization;
     if (common::Status allowed = authorize(authorization, request); !allowed.is_ok()) {
       return HttpResponse::error(403, allowed.message());
     }

@@ -12,6 +12,14 @@
 
 namespace magnetar::admin {
 
+}  // namespace magnetar::admin
+
+namespace magnetar::broker {
+class Authorization;
+}  // namespace magnetar::broker
+
+namespace magnetar::admin {
+
 struct HttpRequest {
   std::string method;  // "GET", "PUT", ...
   std::string target;  // as sent: path and query
@@ -21,6 +29,9 @@ struct HttpRequest {
   std::string body;
   std::map<std::string, std::string> params;   // filled by the router from {name} segments
   std::string role;                            // who sent it, once authenticated
+  // What that role may do; null when the node authenticates no one (then
+  // everyone may do everything).
+  const broker::Authorization* authorization = nullptr;
 
   // The named header, or "" when absent. `name` must be lower case.
   const std::string& header(const std::string& name) const;

@@ -35,6 +35,15 @@ export interface Overview {
   largestBacklogs: { topic: string; msgBacklog: number; storageSize: number }[];
 }
 
+// Who the console is signed in as (GET /admin/v2/me). Without
+// authentication everyone is treated as a superuser.
+export interface Me {
+  role: string | null;
+  authenticated: boolean;
+  superuser: boolean;
+  tenants: string[];  // the tenants this role administers
+}
+
 export interface TenantInfo {
   adminRoles: string[];
   allowedClusters: string[];
@@ -182,6 +191,7 @@ export interface TraceAnswer {
 export const ROUTES = [
   'GET /admin/v2/overview',
   'GET /admin/v2/tenants',
+  'GET /admin/v2/me',
   'GET /admin/v2/tenants/{tenant}',
   'PUT /admin/v2/tenants/{tenant}',
   'POST /admin/v2/tenants/{tenant}',
@@ -237,6 +247,21 @@ export function setToken(t: string | null): void {
   if (t) sessionStorage.setItem(TOKEN_KEY, t);
   else sessionStorage.removeItem(TOKEN_KEY);
 }
+// The signed-in role, once the shell asked (null before): pages show only
+// what it may use.
+let signedIn: Me | null = null;
+export function me(): Me | null {
+  return signedIn;
+}
+export async function loadMe(): Promise<Me> {
+  signedIn = await api.me();
+  return signedIn;
+}
+// True unless the role is known not to be a superuser.
+export function isSuperuser(): boolean {
+  return signedIn?.superuser ?? true;
+}
+
 // Fired on window when the server asks for credentials (HTTP 401).
 export const LOGIN_EVENT = 'magnetar-login';
 
@@ -272,6 +297,7 @@ export function topicPath(domain: Domain, tenant: string, ns: string, topic: str
 export const api = {
   overview: () => json<Overview>('GET', '/admin/v2/overview'),
 
+  me: () => json<Me>('GET', '/admin/v2/me'),
   tenants: () => json<string[]>('GET', '/admin/v2/tenants'),
   tenant: (t: string) => json<TenantInfo>('GET', `/admin/v2/tenants/${enc(t)}`),
   createTenant: (t: string) => empty('PUT', `/admin/v2/tenants/${enc(t)}`, {}),

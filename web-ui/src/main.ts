@@ -13,7 +13,7 @@ import { TopicPage } from './pages/topic';
 import { MonitoringPage } from './pages/monitoring';
 import { Sidebar } from './tree';
 import { LoginPage } from './pages/login';
-import { LOGIN_EVENT, setToken, token } from './api';
+import { LOGIN_EVENT, loadMe, Me, setToken, token } from './api';
 
 // A page gets the parts of its path and the query string; it is mounted
 // afresh for every location, and its effects stop its timers when it goes.
@@ -44,6 +44,11 @@ function App() {
   const [visit, setVisit] = useState(0);
   // The server asked for a token (authentication is on): sign in first.
   const [signIn, setSignIn] = useState(false);
+  // Who is signed in; pages show only what that role may use.
+  const [who, setWho] = useState<Me | null>(null);
+  useEffect(() => {
+    if (!signIn && who === null) loadMe().then(setWho, () => {});  // a 401 opens the sign-in page
+  }, [signIn, who]);
   useEffect(() => {
     const onPop = () => {
       setVisit((v) => v + 1);
@@ -60,16 +65,23 @@ function App() {
   if (signIn) {
     return h(LoginPage, {
       onSignedIn: () => {
+        setWho(null);
         setSignIn(false);
         setVisit((v) => v + 1);
       },
     });
   }
 
+  if (who === null) return h('div', { class: 'main', 'aria-busy': 'true' }, 'Loading…');
+  const superuser = who.superuser;
   const path = location.pathname.replace(/\/+$/, '') || '/';
   let page: VNode<any> = h(NotFound, { path, key: visit });
   let section = '';
-  for (const [re, component, s] of routes) {
+  // A role that is not a superuser has no node-wide overview or metrics: it
+  // starts at the tenants it administers.
+  const visible = routes.filter(([, , s]) => superuser || s === 'tenants');
+  if (!superuser && path === '/') visible.unshift([/^\/$/, TenantsPage, 'tenants']);
+  for (const [re, component, s] of visible) {
     const m = re.exec(path);
     if (!m) continue;
     section = s;
@@ -83,12 +95,13 @@ function App() {
     h('header', { class: 'topbar' },
       h('a', { href: '/', 'data-link': '', class: 'brand' }, h('span', { class: 'logo' }), 'Magnetar'),
       h('nav', { class: 'nav' },
-        navLink('/', 'Overview', 'overview'),
+        superuser ? navLink('/', 'Overview', 'overview') : null,
         navLink('/tenants', 'Tenants', 'tenants'),
-        navLink('/monitoring', 'Metrics', 'monitoring')),
+        superuser ? navLink('/monitoring', 'Metrics', 'monitoring') : null),
+      who.authenticated ? h('span', { class: 'who', 'data-testid': 'signed-in-role' }, who.role) : null,
       token()
         ? h('a', { href: '#', class: 'sign-out', 'data-testid': 'sign-out',
-          onClick: (e: Event) => { e.preventDefault(); setToken(null); setSignIn(true); } }, 'Sign out')
+          onClick: (e: Event) => { e.preventDefault(); setToken(null); setWho(null); setSignIn(true); } }, 'Sign out')
         : null),
     h('div', { class: 'layout' }, h(Sidebar, { path: location.pathname }), h('main', { class: 'main' }, page)));
 }

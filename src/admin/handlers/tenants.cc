@@ -3,14 +3,41 @@
 #include "admin/handlers.h"
 #include "admin/handlers/policy_json.h"
 #include "admin/handlers/tenancy_common.h"
+#include "broker/authorization.h"
 
 namespace magnetar::admin {
 
+namespace {
+
+// Tenancy thread: every tenant for a superuser (or when no one is
+// authenticated), else the tenants `role` administers.
+common::Result<std::vector<std::string>> visible_tenants(broker::Tenancy& tenancy, const std::string& role,
+                                                         const broker::Authorization* authz) {
+  auto tenants = tenancy.list_tenants();
+  if (!tenants.is_ok() || authz == nullptr || authz->check_superuser(role).is_ok()) return tenants;
+  std::erase_if(*tenants, [&](const std::string& t) { return !authz->check_tenant_admin(role, t).is_ok(); });
+  return tenants;
+}
+
+}  // namespace
+
 void register_tenant_routes(Router& router, broker::Tenancy& tenancy) {
-  router.get("/admin/v2/tenants", [&tenancy](HttpRequest&, Responder respond) {
-    run_blocking(tenancy, std::move(respond), [&tenancy]() {
-      auto tenants = tenancy.list_tenants();
+  router.get("/admin/v2/tenants", [&tenancy](HttpRequest& req, Responder respond) {
+    run_blocking(tenancy, std::move(respond), [&tenancy, role = req.role, authz = req.authorization]() {
+      auto tenants = visible_tenants(tenancy, role, authz);
       return tenants.is_ok() ? HttpResponse::json(200, *tenants) : error_response(tenants.status());
+    });
+  });
+  // Who the caller is and what it may manage, for the console to show only
+  // that (Magnetar's own).
+  router.get("/admin/v2/me", [&tenancy](HttpRequest& req, Responder respond) {
+    run_blocking(tenancy, std::move(respond), [&tenancy, role = req.role, authz = req.authorization]() {
+      auto tenants = visible_tenants(tenancy, role, authz);
+      if (!tenants.is_ok()) return error_response(tenants.status());
+      return HttpResponse::json(200, Json{{"role", authz == nullptr ? Json(nullptr) : Json(role)},
+                                          {"authenticated", authz != nullptr},
+                                          {"superuser", authz == nullptr || authz->check_superuser(role).is_ok()},
+                                          {"tenants", *tenants}});
     });
   });
   router.get("/admin/v2/tenants/{tenant}", [&tenancy](HttpRequest& req, Responder respond) {

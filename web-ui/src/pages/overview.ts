@@ -4,7 +4,7 @@
 // as soon as the overview opens.
 import { ComponentChildren, Fragment, h } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { api, Overview } from '../api';
+import { api, isSuperuser, Overview } from '../api';
 import { LiveChart, record } from '../chart';
 import { card, every, fmtBytes, fmtDuration, fmtNumber, link, REFRESH_MS, useNotice } from '../dom';
 import { topicHref } from './links';
@@ -21,6 +21,7 @@ let onSample: (() => void) | null = null;  // the overview page, while shown
 // Starts the sampling; main.ts calls it once.
 export function sampleOverview() {
   every(REFRESH_MS, async () => {
+    if (!isSuperuser()) return;  // the node-wide overview is for superusers
     try {
       latest = await api.overview();
       lastError = null;

@@ -1,7 +1,7 @@
 // One tenant: its settings and its namespaces (create, delete).
 import { Fragment, h } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, TenantInfo } from '../api';
+import { api, isSuperuser, TenantInfo } from '../api';
 import { DataTable } from '../table';
 import { changed, dangerButton, inlineForm, link, NAME_HINT, navigate, useNotice } from '../dom';
 import { namespaceHref } from './links';
@@ -47,9 +47,12 @@ export function TenantPage({ params: [tenant] }: PageProps) {
   }
   useEffect(() => {
     document.title = `${tenant} · Magnetar`;
-    Promise.all([api.tenant(tenant), api.clusters()])
-      .then(([t, clusters]) => setSettings({ info: t, clusters }))
-      .catch((e) => status.error(e));
+    // Changing a tenant's admins and clusters is for superusers.
+    if (isSuperuser()) {
+      Promise.all([api.tenant(tenant), api.clusters()])
+        .then(([t, clusters]) => setSettings({ info: t, clusters }))
+        .catch((e) => status.error(e));
+    }
     load();
   }, []);
 
@@ -68,8 +71,8 @@ export function TenantPage({ params: [tenant] }: PageProps) {
     h('h1', {}, `Tenant ${tenant}`),
     h('p', { class: 'muted' }, info ? `Allowed clusters: ${info.allowedClusters.join(', ') || 'none'} · Admin roles: ${
       info.adminRoles.join(', ') || 'none'}` : null),
-    h('div', { class: 'panel', 'data-testid': 'tenant-settings' },
-      settings ? h(Settings, { tenant, ...settings, saved: load }) : null),
+    settings ? h('div', { class: 'panel', 'data-testid': 'tenant-settings' },
+      h(Settings, { tenant, ...settings, saved: load })) : null,
     h('h2', {}, 'Namespaces'),
     inlineForm([h('input', { ref: name, name: 'namespace', placeholder: 'new namespace name', required: true,
       title: NAME_HINT, 'aria-label': 'Namespace name' })], 'Create namespace', async (n) => {
