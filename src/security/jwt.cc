@@ -226,9 +226,16 @@ Result<std::string> TokenKey::read_key_bytes(std::string_view url) {
     if (!bytes.is_ok()) return Status::invalid_argument("the key's data: URL is not base64");
     return bytes;
   }
-  std::string path(url.substr(0, kFile.size()) == kFile ? url.substr(kFile.size()) : url);
+  const bool file_url = url.substr(0, kFile.size()) == kFile;
+  std::string path(file_url ? url.substr(kFile.size()) : url);
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::not_found("cannot read key file " + path);
+  if (!in) {
+    // A value that is neither URL may be the key itself, pasted by mistake:
+    // the error names a file only when a file was meant, never the value.
+    if (file_url) return Status::not_found("cannot read key file " + path);
+    return Status::invalid_argument(
+        "cannot read the key: give it as file:///path or data:;base64,<key> (the value given is not shown)");
+  }
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();

@@ -256,9 +256,9 @@ class AuthorizationTest(unittest.TestCase):
         key = os.path.join(cls.dir.name, "token.key")
         magnetar("tokens", "create-secret-key", "--output", key)
         cls.tokens = {role: magnetar("tokens", "create", "--secret-key", key, "--subject", role).stdout.strip()
-                      for role in ("root", "alice", "bob", "mallory")}
+                      for role in ("root", "alice", "bob", "carol", "mallory")}
         cls.node = Node("--authentication-enabled", "--token-secret-key", "file://" + key,
-                        "--authorization-enabled", "--superuser-roles", "root,ops").start()
+                        "--authorization-enabled", "--superuser-roles", "root,ops", "--log-level", "debug").start()
         cls.call("root", "PUT", "/admin/v2/tenants/acme", {"adminRoles": ["alice"], "allowedClusters": ["standalone"]},
                  expect=204)
         cls.call("root", "PUT", "/admin/v2/tenants/other", {"allowedClusters": ["standalone"]}, expect=204)
@@ -296,7 +296,14 @@ class AuthorizationTest(unittest.TestCase):
         status, body = self.call("alice", "PUT", "/admin/v2/namespaces/other/shop", {})
         self.assertEqual(status, 403)
         self.assertIn("not an admin of tenant 'other'", body["reason"])
-        self.assertEqual(self.call("alice", "GET", "/admin/v2/tenants")[0], 403)  # the list: superusers
+        # The tenant list holds what the role administers; who-am-I says so.
+        self.assertEqual(self.call("alice", "GET", "/admin/v2/tenants"), (200, ["acme"]))
+        self.assertEqual(self.call("mallory", "GET", "/admin/v2/tenants"), (200, []))
+        self.assertIn("other", self.call("root", "GET", "/admin/v2/tenants")[1])
+        self.assertEqual(self.call("alice", "GET", "/admin/v2/me"),
+                         (200, {"role": "alice", "authenticated": True, "superuser": False, "tenants": ["acme"]}))
+        status, me = self.call("root", "GET", "/admin/v2/me")
+        self.assertEqual((status, me["superuser"], "acme" in me["tenants"]), (200, True, True))
         self.assertEqual(self.call("alice", "GET", "/admin/v2/tenants/acme")[0], 200)
         self.assertEqual(self.call("alice", "DELETE", "/admin/v2/tenants/acme")[0], 403)
         self.assertEqual(self.call("mallory", "GET", "/admin/v2/namespaces/acme")[0], 403)
@@ -422,6 +429,228 @@ class AuthorizationTest(unittest.TestCase):
             self.assertEqual(body, b"job-1")
         finally:
             conn.close()
+
+    def test_subscription_permissions_and_prefix_mode(self):
+        ns = "/admin/v2/namespaces/acme/subs"
+        self.call("alice", "PUT", ns, {}, expect=204)
+        for role in ("bob", "carol"):
+            self.call("alice", "POST", f"{ns}/permissions/{role}", ["consume"], expect=204)
+        self.call("alice", "POST", f"{ns}/permissions/subscription/billing", ["bob"], expect=204)
+        self.assertEqual(self.call("alice", "GET", f"{ns}/permissions/subscription"), (200, {"billing": ["bob"]}))
+        status, policies = self.call("alice", "GET", ns)
+        self.assertEqual(policies["auth_policies"]["subscription_auth_roles"], {"billing": ["bob"]})
+        # Wrong shapes are refused and change nothing.
+        for body in ({"roles": "bob"}, "bob", [], [1]):
+            self.assertEqual(self.call("alice", "POST", f"{ns}/permissions/subscription/billing", body)[0], 400, body)
+        self.assertEqual(self.call("bob", "POST", f"{ns}/permissions/subscription/billing", ["bob"])[0], 403)
+        topic = "persistent://acme/subs/invoices"
+
+        def subscribe(role, subscription):
+            with self.pulsar(role) as w:
+                answer = w.subscribe(topic, subscription, 1)
+                return answer.type == pb.BaseCommand.SUCCESS, answer
+
+        self.wait_for_grant(lambda: not subscribe("carol", "billing")[0])
+        ok, refused = subscribe("carol", "billing")
+        self.assertEqual(refused.cmd.error.error, pb.AuthorizationError)
+        self.assertIn("may not use subscription 'billing'", refused.cmd.error.message)
+        self.assertTrue(subscribe("bob", "billing")[0])
+        self.assertTrue(subscribe("carol", "reports")[0])  # a subscription with no roles is open
+        self.assertTrue(subscribe("alice", "billing")[0])  # the tenant admin
+        # Revoking the last role opens the subscription again.
+        self.assertEqual(self.call("alice", "DELETE", f"{ns}/permissions/billing/carol")[0], 404)
+        self.call("alice", "DELETE", f"{ns}/permissions/billing/bob", expect=204)
+        self.wait_for_grant(lambda: subscribe("carol", "billing")[0])
+
+        # The same through the admin CLI, as pulsar-admin spells it.
+        cli = ["admin", "--url", self.node.http_url, "--token", self.tokens["alice"]]
+        magnetar(*cli, "namespaces", "grant-subscription-permission", "acme/subs", "--subscription", "cli-sub",
+                 "--roles", "bob,carol")
+        magnetar(*cli, "namespaces", "revoke-subscription-permission", "acme/subs", "--subscription", "cli-sub",
+                 "--role", "carol")
+        shown = json.loads(magnetar(*cli, "--json", "namespaces", "subscription-permissions", "acme/subs").stdout)
+        self.assertEqual(shown, {"cli-sub": ["bob"]})
+        bad = magnetar(*cli, "namespaces", "set-subscription-auth-mode", "acme/subs", "-m", "Sometimes", check=False)
+        self.assertNotEqual(bad.returncode, 0)
+
+        # Prefix mode: a role's subscriptions start with its name.
+        self.assertEqual(self.call("alice", "POST", f"{ns}/subscriptionAuthMode", "Sometimes")[0], 400)
+        self.call("alice", "POST", f"{ns}/subscriptionAuthMode", "Prefix", expect=204)
+        self.assertEqual(self.call("alice", "GET", f"{ns}/subscriptionAuthMode"), (200, "Prefix"))
+        self.wait_for_grant(lambda: not subscribe("carol", "reports")[0])
+        ok, refused = subscribe("carol", "reports")
+        self.assertIn("must be prefixed by the role", refused.cmd.error.message)
+        self.assertTrue(subscribe("carol", "carol-reports")[0])
+        self.assertFalse(subscribe("bob", "carol-reports")[0])
+        self.call("alice", "DELETE", f"{ns}/subscriptionAuthMode", expect=204)
+        self.wait_for_grant(lambda: subscribe("carol", "reports")[0])
+
+    def test_kafka_groups_follow_subscription_permissions_and_stay_in_their_namespace(self):
+        for ns in ("gk", "gk2"):
+            self.call("alice", "PUT", f"/admin/v2/namespaces/acme/{ns}", {}, expect=204)
+            for role in ("bob", "carol"):
+                self.call("alice", "POST", f"/admin/v2/namespaces/acme/{ns}/permissions/{role}",
+                          ["produce", "consume"], expect=204)
+        self.call("alice", "POST", "/admin/v2/namespaces/acme/gk/permissions/subscription/payments", ["bob"],
+                  expect=204)
+        bootstrap = f"127.0.0.1:{self.node.ports['kafka']}"
+
+        def config(role, ns="gk"):
+            return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                    "sasl.username": f"acme/{ns}", "sasl.password": self.tokens[role]}
+
+        p = ck.Producer({**config("bob"), "message.timeout.ms": 8000})
+        p.produce("gk-events", value=b"one")
+        self.assertEqual(p.flush(TIMEOUT_S), 0)
+
+        def first_event(role, group, ns="gk"):
+            """The first thing a group member's poll yields: a message or an error."""
+            errors = []
+            c = ck.Consumer({**config(role, ns), "group.id": group, "auto.offset.reset": "earliest",
+                             "session.timeout.ms": 6000, "error_cb": errors.append})
+            c.subscribe(["gk-events"])
+            deadline = time.time() + TIMEOUT_S
+            try:
+                while time.time() < deadline:
+                    m = c.poll(0.5)
+                    if m is not None:
+                        return m.error() if m.error() is not None else m.value()
+                    if errors:
+                        return errors[0]
+                return None
+            finally:
+                c.close()
+
+        # (A KafkaError must not be compared with bytes: it compares as an error code.)
+        self.wait_for_grant(lambda: not isinstance(first_event("carol", "payments"), bytes))
+        refused = first_event("carol", "payments")
+        self.assertEqual(refused.code(), ck.KafkaError.GROUP_AUTHORIZATION_FAILED, refused)
+        self.assertEqual(first_event("bob", "payments"), b"one")
+        self.assertEqual(first_event("carol", "carols"), b"one")
+
+        # The same group name in another namespace is another group; each
+        # namespace lists only its own.
+        p2 = ck.Producer({**config("carol", "gk2"), "message.timeout.ms": 8000})
+        p2.produce("gk-events", value=b"two")
+        self.assertEqual(p2.flush(TIMEOUT_S), 0)
+        errors = []
+        c1 = ck.Consumer({**config("bob"), "group.id": "shared", "auto.offset.reset": "earliest",
+                          "error_cb": errors.append})
+        c2 = ck.Consumer({**config("carol", "gk2"), "group.id": "shared", "auto.offset.reset": "earliest",
+                          "error_cb": errors.append})
+        try:
+            c1.subscribe(["gk-events"])
+            c2.subscribe(["gk-events"])
+            got = {}
+            deadline = time.time() + TIMEOUT_S
+            while len(got) < 2 and time.time() < deadline:
+                for name, c in (("gk", c1), ("gk2", c2)):
+                    m = c.poll(0.2)
+                    if m is not None and m.error() is None:
+                        got[name] = m.value()
+            # Each got its own namespace's record: neither group took the other's partition.
+            self.assertEqual(got, {"gk": b"one", "gk2": b"two"}, errors)
+            from confluent_kafka.admin import AdminClient
+            for ns, role in (("gk", "bob"), ("gk2", "carol")):
+                groups = AdminClient(config(role, ns)).list_groups(timeout=10)
+                self.assertEqual([g.id for g in groups if g.id == "shared"], ["shared"], ns)
+                self.assertNotIn("payments", [g.id for g in groups] if ns == "gk2" else [])
+            # carol does not see bob's payments group in gk.
+            listed = [g.id for g in AdminClient(config("carol")).list_groups(timeout=10)]
+            self.assertNotIn("payments", listed)
+        finally:
+            c1.close()
+            c2.close()
+
+    def test_amqp_exchanges_and_bindings_need_their_permissions(self):
+        self.call("alice", "PUT", "/admin/v2/namespaces/acme/routes", {}, expect=204)
+        self.call("alice", "POST", "/admin/v2/namespaces/acme/routes/permissions/bob", ["produce"], expect=204)
+        self.call("alice", "POST", "/admin/v2/namespaces/acme/routes/permissions/carol", ["consume"], expect=204)
+
+        def connect(role):
+            return pika.BlockingConnection(pika.ConnectionParameters(
+                "127.0.0.1", self.node.ports["amqp"], virtual_host="acme/routes",
+                credentials=pika.PlainCredentials(role, self.tokens[role]), connection_attempts=1,
+                socket_timeout=15, blocked_connection_timeout=15))
+
+        def refused(role, action):
+            """The reply code a channel gets for `action`, or None when it succeeded."""
+            conn = connect(role)
+            try:
+                action(conn.channel())
+                return None
+            except pika.exceptions.ChannelClosedByBroker as e:
+                return e.reply_code
+            finally:
+                if conn.is_open:
+                    conn.close()
+
+        declare_exchange = lambda ch: ch.exchange_declare("orders", "topic", durable=True)
+        self.wait_for_grant(lambda: refused("bob", declare_exchange) is None)
+        self.assertEqual(refused("carol", declare_exchange), 403)  # consume only
+        self.assertEqual(refused("alice", lambda ch: ch.queue_declare("billing", durable=True)), None)
+        self.assertIsNone(refused("carol", lambda ch: ch.queue_bind("billing", "orders", "order.*")))
+        # bob publishes; he may not bind (read) or purge, nor delete shared things.
+        self.assertEqual(refused("bob", lambda ch: ch.queue_bind("billing", "orders", "#")), 403)
+        self.assertEqual(refused("bob", lambda ch: ch.queue_purge("billing")), 403)
+        self.assertEqual(refused("bob", lambda ch: ch.exchange_delete("orders")), 403)
+        self.assertEqual(refused("carol", lambda ch: ch.queue_delete("billing")), 403)
+        self.assertEqual(refused("mallory", lambda ch: ch.exchange_declare("orders", passive=True)), 403)
+        conn = connect("bob")
+        try:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            ch.basic_publish("orders", "order.created", b"o-1")
+            # A connection's own exclusive queue is its own to delete.
+            q = ch.queue_declare("", exclusive=True).method.queue
+            ch.queue_delete(q)
+        finally:
+            conn.close()
+        conn = connect("carol")
+        try:
+            _, _, body = conn.channel().basic_get("billing", auto_ack=True)
+            self.assertEqual(body, b"o-1")
+        finally:
+            conn.close()
+        self.assertIsNone(refused("alice", lambda ch: ch.exchange_delete("orders")))
+
+    def test_secrets_never_reach_logs_metrics_or_errors(self):
+        """After every kind of refused and accepted credential on every
+        listener, no token appears in the node's log (at debug level), its
+        metrics or its error answers."""
+        forged = magnetar("tokens", "create", "--secret-key", "file://" + self.forger_key(), "--subject",
+                          "root").stdout.strip()
+        bodies = []
+        for token in (forged, self.tokens["mallory"], "garbage." + forged):
+            headers = {"Authorization": f"Bearer {token}"}
+            bodies.append(self.node.http("GET", "/admin/v2/tenants/other", headers=headers)[1])
+            for f in pulsar_connect(self.node.ports["pulsar"], auth_method_name="token", auth_data=token.encode()):
+                bodies.append(f.cmd.error.message.encode() if f.type == pb.BaseCommand.ERROR else b"")
+            try:
+                pika.BlockingConnection(pika.ConnectionParameters(
+                    "127.0.0.1", self.node.ports["amqp"], credentials=pika.PlainCredentials("x", token),
+                    connection_attempts=1, socket_timeout=10)).close()
+            except pika.exceptions.AMQPError as e:
+                bodies.append(repr(e).encode())
+            p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{self.node.ports['kafka']}",
+                             "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                             "sasl.username": "acme/x", "sasl.password": token, "message.timeout.ms": 3000})
+            p.produce("secret-test", value=b"v")
+            p.flush(5)
+        metrics = self.call("root", "GET", "/metrics")[1]
+        log = self.node.read_log().encode()
+        self.assertTrue(log, "the node wrote no log")
+        tokens = [forged, *self.tokens.values()]
+        for token in tokens:
+            signature = token.rsplit(".", 1)[-1]
+            for where, text in (("log", log), ("metrics", metrics if isinstance(metrics, bytes) else metrics.encode()), *(("answer", b) for b in bodies)):
+                self.assertNotIn(signature.encode(), text, f"a token's signature is in the {where}")
+
+    def forger_key(self):
+        path = os.path.join(self.dir.name, "forger.key")
+        if not os.path.exists(path):
+            magnetar("tokens", "create-secret-key", "--output", path)
+        return path
 
 
 if __name__ == "__main__":
