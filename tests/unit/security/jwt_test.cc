@@ -100,6 +100,10 @@ TEST(JwtTest, KeysAreReadFromDataUrls) {
   ASSERT_TRUE(bytes.is_ok());
   EXPECT_EQ(*bytes, "secret-bytes");
   EXPECT_EQ(TokenKey::read_key_bytes("file:///no/such/key").status().code(), common::ErrorCode::kNotFound);
+  // A key pasted where its URL belongs is refused without being repeated.
+  auto pasted = TokenKey::read_key_bytes("c2VjcmV0LWtleS0xMjM0NTY3ODkw/x+y==");
+  ASSERT_FALSE(pasted.is_ok());
+  EXPECT_EQ(pasted.status().message().find("c2VjcmV0"), std::string::npos) << pasted.status().message();
 }
 
 TEST(TokenAuthenticatorTest, EachProtocolsCredentialsAndAnonymousRefusal) {
