@@ -13,6 +13,8 @@ import unittest
 import confluent_kafka as ck
 import pika
 import pulsar_api_pb2 as pb
+from amqp_wire import HEADER, AmqpWire, longstr, method, shortstr, table
+from kafka_wire import RawKafkaConnection, kbytes, kstr
 from magnetar_harness import BIN, Node
 from pulsar_wire import PulsarWire, command, decode, encode
 
@@ -220,6 +222,55 @@ class AuthenticatedNodeTest(unittest.TestCase):
             self.assertEqual(body, b"over amqp")
         finally:
             conn.close()
+
+
+    def test_garbage_credentials_are_refused_and_hurt_nothing(self):
+        """SASL and AMQP start-ok payloads that are not credentials at all:
+        each is refused on its own connection and the node serves on."""
+        ports = self.node.ports
+        magnetar("produce", "sec-garbage", "-m", "kept", "--url", f"pulsar://127.0.0.1:{ports['pulsar']}",
+                 "--token", self.token)
+        payloads = [b"", b"\0", b"\0\0", b"no-nul-at-all", b"\xff\xfe\0\x00\x01", b"\0user\0" + b"A" * (1 << 20),
+                    b"\0public/default\0" + self.token.encode()[:-3]]
+        for payload in payloads:
+            k = RawKafkaConnection(ports["kafka"], "garbage")
+            try:
+                k.send(17, 1, kstr("PLAIN"))  # SaslHandshake v1
+                k.receive()
+                k.send(36, 0, kbytes(payload))  # SaslAuthenticate v0
+                try:
+                    answer = k.receive()
+                    error_code = int.from_bytes(answer[4:6], "big", signed=True)
+                    self.assertEqual(error_code, 58, payload[:20])  # SASL_AUTHENTICATION_FAILED
+                except ConnectionError:
+                    pass  # closing is a refusal too
+            finally:
+                k.close()
+        # A mechanism the node does not serve, and a request before any SASL.
+        k = RawKafkaConnection(ports["kafka"], "garbage")
+        try:
+            k.send(17, 1, kstr("GSSAPI"))
+            answer = k.receive()
+            self.assertEqual(int.from_bytes(answer[4:6], "big", signed=True), 33)  # UNSUPPORTED_SASL_MECHANISM
+        finally:
+            k.close()
+        for mechanism, response in (("PLAIN", b""), ("PLAIN", b"\0\0\0\0"), ("PLAIN", b"\xff" * 70000),
+                                    ("AMQPLAIN", b"\x05LOGIN"), ("AMQPLAIN", b"\xff\xff\xff\xff"),
+                                    ("EXTERNAL", b"x")):
+            with AmqpWire(ports["amqp"]) as w:
+                w.send(HEADER)
+                w.read_method()
+                w.send(method(0, 10, 11, table() + shortstr(mechanism) + longstr(response) + shortstr("en_US")))
+                try:
+                    _, _, code, _ = w.read_close()
+                    self.assertIn(code, (403, 501, 502, 503, 530), (mechanism, response[:10]))
+                except (EOFError, ConnectionResetError):
+                    pass
+        # Still serving, and what was stored is intact.
+        out = magnetar("consume", "sec-garbage", "-s", "after-garbage", "-P", "Earliest", "-n", "1", "--url",
+                       f"pulsar://127.0.0.1:{ports['pulsar']}", "--token", self.token).stdout
+        self.assertIn("kept", out)
+        self.assertEqual(self.rest(self.token)[0], 200)
 
 
 class PublicKeyNodeTest(unittest.TestCase):
