@@ -335,6 +335,12 @@ class AuthorizationTest(unittest.TestCase):
     def pulsar(self, role):
         return PulsarWire(self.node.ports["pulsar"], auth_method_name="token", auth_data=self.tokens[role].encode())
 
+    def amqp(self, role, vhost):
+        return pika.BlockingConnection(pika.ConnectionParameters(
+            "127.0.0.1", self.node.ports["amqp"], virtual_host=vhost,
+            credentials=pika.PlainCredentials(role, self.tokens[role]), connection_attempts=1,
+            socket_timeout=15, blocked_connection_timeout=15))
+
     def wait_for_grant(self, check):
         """Grants reach the broker through its policy cache a moment after the call returns."""
         deadline = time.time() + TIMEOUT_S
@@ -431,16 +437,12 @@ class AuthorizationTest(unittest.TestCase):
                 outcome = e.args[0].code()
             self.assertEqual(outcome, expected, role)
 
-
     def test_amqp_checks_the_same_grants(self):
         self.call("alice", "PUT", "/admin/v2/namespaces/acme/amqp", {}, expect=204)
         self.call("alice", "POST", "/admin/v2/namespaces/acme/amqp/permissions/bob", ["produce"], expect=204)
 
         def connect(role):
-            return pika.BlockingConnection(pika.ConnectionParameters(
-                "127.0.0.1", self.node.ports["amqp"], virtual_host="acme/amqp",
-                credentials=pika.PlainCredentials(role, self.tokens[role]), connection_attempts=1,
-                socket_timeout=15, blocked_connection_timeout=15))
+            return self.amqp(role, "acme/amqp")
 
         def bob_declares():
             conn = connect("bob")
@@ -619,10 +621,7 @@ class AuthorizationTest(unittest.TestCase):
         self.call("alice", "POST", "/admin/v2/namespaces/acme/routes/permissions/carol", ["consume"], expect=204)
 
         def connect(role):
-            return pika.BlockingConnection(pika.ConnectionParameters(
-                "127.0.0.1", self.node.ports["amqp"], virtual_host="acme/routes",
-                credentials=pika.PlainCredentials(role, self.tokens[role]), connection_attempts=1,
-                socket_timeout=15, blocked_connection_timeout=15))
+            return self.amqp(role, "acme/routes")
 
         def refused(role, action):
             """The reply code a channel gets for `action`, or None when it succeeded."""
