@@ -483,6 +483,38 @@ class AuthorizationTest(unittest.TestCase):
         finally:
             conn.close()
 
+    def test_topic_lists_and_schemas_need_a_grant(self):
+        self.call("alice", "PUT", "/admin/v2/namespaces/acme/typed", {}, expect=204)
+        topic = "persistent://acme/typed/readings"
+        schema = pb.Schema(name="r", schema_data=b'{"type":"string"}', type=pb.Schema.String)
+        with self.pulsar("alice") as w:
+            created = w.request("GET_OR_CREATE_SCHEMA", ["GET_OR_CREATE_SCHEMA_RESPONSE"], topic=topic, schema=schema)
+            self.assertFalse(created.cmd.getOrCreateSchemaResponse.HasField("error_code"))
+            self.assertEqual(w.create_producer(topic, 1).type, pb.BaseCommand.PRODUCER_SUCCESS)
+        with self.pulsar("mallory") as w:
+            listed = w.request("GET_TOPICS_OF_NAMESPACE", ["GET_TOPICS_OF_NAMESPACE_RESPONSE", "ERROR"],
+                               namespace="acme/typed")
+            self.assertEqual((listed.type, listed.cmd.error.error), (pb.BaseCommand.ERROR, pb.AuthorizationError))
+            got = w.request("GET_SCHEMA", ["GET_SCHEMA_RESPONSE"], topic=topic).cmd.getSchemaResponse
+            self.assertEqual(got.error_code, pb.AuthorizationError)
+            made = w.request("GET_OR_CREATE_SCHEMA", ["GET_OR_CREATE_SCHEMA_RESPONSE"], topic=topic + "-2",
+                             schema=schema).cmd.getOrCreateSchemaResponse
+            self.assertEqual(made.error_code, pb.AuthorizationError)
+        self.call("alice", "POST", "/admin/v2/namespaces/acme/typed/permissions/bob", ["consume"], expect=204)
+
+        def bob_lists():
+            with self.pulsar("bob") as w:
+                r = w.request("GET_TOPICS_OF_NAMESPACE", ["GET_TOPICS_OF_NAMESPACE_RESPONSE", "ERROR"],
+                              namespace="acme/typed")
+                return r.type == pb.BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE and \
+                    topic in r.cmd.getTopicsOfNamespaceResponse.topics
+
+        self.wait_for_grant(bob_lists)
+        with self.pulsar("bob") as w:
+            got = w.request("GET_SCHEMA", ["GET_SCHEMA_RESPONSE"], topic=topic).cmd.getSchemaResponse
+            self.assertFalse(got.HasField("error_code"))
+            self.assertEqual(got.schema.type, pb.Schema.String)
+
     def test_subscription_permissions_and_prefix_mode(self):
         ns = "/admin/v2/namespaces/acme/subs"
         self.call("alice", "PUT", ns, {}, expect=204)

@@ -35,6 +35,12 @@ void handle_get_topics_of_namespace(PulsarConnection& c, const proto::CommandGet
     c.send(commands::error(request_id, proto::MetadataError, ns.status().message()));
     return;
   }
+  // Listing a namespace's topics needs a grant in it, as in Pulsar.
+  if (auto allowed = c.service().authorization().check_namespace(c.role, *ns, broker::TopicAction::kLookup);
+      !allowed.is_ok()) {
+    c.send(commands::error(request_id, proto::AuthorizationError, allowed.message()));
+    return;
+  }
   std::optional<std::regex> pattern;
   if (cmd.has_topics_pattern() && !cmd.topics_pattern().empty()) {
     try {

@@ -82,6 +82,10 @@ void handle_get_schema(PulsarConnection& c, const proto::CommandGetSchema& cmd) 
   };
   auto topic = broker::TopicName::parse(cmd.topic());
   if (!topic) return answer_error(c, proto::InvalidTopicName, topic.status().message());
+  if (auto allowed = c.service().authorization().check(c.role, *topic, broker::TopicAction::kLookup);
+      !allowed.is_ok()) {
+    return answer_error(c, proto::AuthorizationError, allowed.message());
+  }
   std::optional<int64_t> version;
   if (cmd.has_schema_version() && !cmd.schema_version().empty()) {
     auto v = broker::decode_schema_version(cmd.schema_version());
@@ -139,6 +143,11 @@ void handle_get_or_create_schema(PulsarConnection& c, const proto::CommandGetOrC
     r->set_error_message(topic.status().message());
     c.send(out);
     return;
+  }
+  // Registering a schema is what a producer does.
+  if (auto allowed = c.service().authorization().check(c.role, *topic, broker::TopicAction::kProduce);
+      !allowed.is_ok()) {
+    return answer(c, allowed);
   }
   register_schema(c, *topic, cmd.schema(), answer);
 }
