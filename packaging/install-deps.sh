@@ -32,7 +32,7 @@ packages=(
   librabbitmq-client-java default-jdk-headless  # tests/integration: the RabbitMQ Java client, compiled by javac
   librdkafka-dev        # bench/kafka: kafka_perf, the Kafka produce path through librdkafka
   librabbitmq-dev rabbitmq-server  # bench/amqp: amqp_perf (librabbitmq) and the broker it is compared with
-  libssl-dev            # security/: JWT signatures (HS256, RS256, ES256) with OpenSSL's libcrypto
+  libssl-dev            # security/: JWT signatures with libcrypto; runtime/, client/: TLS listeners and clients with libssl
 )
 
 missing=()

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "common/logging.h"
+#include "runtime/tls_session.h"
 
 namespace magnetar::runtime {
 
@@ -63,6 +64,14 @@ Connection* Connection::adopt(Reactor& reactor, int fd, std::unique_ptr<Connecti
   }
   uv_tcp_nodelay(&c->tcp_, 1);
   c->peer_ = describe_peer(&c->tcp_);
+  if (c->options_.tls) {
+    c->tls_ = std::make_unique<TlsSession>(*c->options_.tls->current());
+    if (!c->tls_->ok()) {
+      MLOG_WARN("{}: cannot start a TLS session: {}", c->peer_, tls_error_string());
+      c->abort(Status::internal("cannot start a TLS session"));
+      return nullptr;
+    }
+  }
   c->update_reading();
   return c;
 }
@@ -91,20 +100,80 @@ void Connection::on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t*) {
     return;
   }
   if (c->state_ != State::kOpen) return;
+  if (c->tls_) {
+    c->on_tls_read(static_cast<size_t>(nread));
+    return;
+  }
   c->input_.append(Slice(c->read_buf_, c->read_used_, static_cast<size_t>(nread)));
   c->read_used_ += static_cast<size_t>(nread);
-  c->handler_->on_data(*c, c->input_);
-  if (c->state_ == State::kOpen && c->input_.size() > c->options_.max_input_bytes) {
-    c->abort(Status::resource_exhausted("peer " + c->peer_ + " sent more than " +
-                                        std::to_string(c->options_.max_input_bytes) +
-                                        " bytes that do not decode"));
+  c->deliver_input();
+}
+
+void Connection::deliver_input() {
+  handler_->on_data(*this, input_);
+  if (state_ == State::kOpen && input_.size() > options_.max_input_bytes) {
+    abort(Status::resource_exhausted("peer " + peer_ + " sent more than " +
+                                     std::to_string(options_.max_input_bytes) + " bytes that do not decode"));
   }
 }
+
+// The ciphertext is copied into the session, so the read buffer's region
+// is reused by the next read (read_used_ stays where it is).
+void Connection::on_tls_read(size_t nread) {
+  tls_->feed(read_buf_->data() + read_used_, nread);
+  const bool was_done = tls_->handshake_done();
+  const size_t before = input_.size();
+  Status st = tls_->decrypt(input_, options_.read_buffer_size);
+  queue_ciphertext();  // handshake messages, session tickets, alerts
+  if (!st.is_ok()) {
+    MLOG_INFO("{}: {}; closing the connection", peer_, st.message());
+    close(std::move(st));
+    return;
+  }
+  if (!was_done && tls_->handshake_done() && !tls_plain_.empty() && !flush_scheduled_) {
+    flush_scheduled_ = true;
+    reactor_.defer([this]() { flush(); });
+  }
+  if (input_.size() > before) deliver_input();
+  if (state_ == State::kOpen && tls_->peer_closed()) close(Status::ok());
+}
+
+void Connection::push_ciphertext() {
+  Slice s = tls_->take_ciphertext();
+  if (s.empty()) return;
+  queued_bytes_ += s.size();
+  pending_.push_back(std::move(s));
+}
+
+void Connection::queue_ciphertext() {
+  push_ciphertext();
+  if (!pending_.empty() && !flush_scheduled_) {
+    flush_scheduled_ = true;
+    reactor_.defer([this]() { flush(); });
+  }
+}
+
+// Plaintext written before the handshake finished waits for it.
+void Connection::encrypt_pending() {
+  if (tls_plain_.empty() || !tls_->handshake_done()) return;
+  size_t plain = 0;
+  for (const Slice& s : tls_plain_) plain += s.size();
+  Status st = tls_->encrypt(tls_plain_);
+  tls_plain_.clear();
+  queued_bytes_ -= plain;
+  push_ciphertext();
+  if (!st.is_ok()) {
+    MLOG_WARN("{}: {}; closing the connection", peer_, st.message());
+    abort(std::move(st));
+  }
+}
+
+std::string Connection::tls_peer_common_name() const { return tls_ ? tls_->peer_common_name() : std::string(); }
 
 void Connection::write(Slice bytes) {
   if (state_ != State::kOpen || bytes.empty()) return;
   queued_bytes_ += bytes.size();
-  pending_.push_back(std::move(bytes));
+  (tls_ ? tls_plain_ : pending_).push_back(std::move(bytes));
   if (!flush_scheduled_) {
     flush_scheduled_ = true;
     reactor_.defer([this]() { flush(); });
@@ -118,6 +187,8 @@ void Connection::write(Slice bytes) {
 
 void Connection::flush() {
   flush_scheduled_ = false;
+  if (state_ == State::kClosed) return;
+  if (tls_) encrypt_pending();
   if (pending_.empty() || state_ == State::kClosed) return;
   auto* req = new WriteReq{};
   req->conn = this;
@@ -194,6 +265,12 @@ void Connection::close(Status reason) {
   state_ = State::kDraining;
   close_reason_ = std::move(reason);
   update_reading();
+  if (tls_) {
+    encrypt_pending();
+    if (state_ == State::kClosed) return;
+    tls_->shutdown();
+    push_ciphertext();
+  }
   if (!pending_.empty()) flush();
   if (state_ == State::kDraining && writes_in_flight_ == 0) finish_close();
 }
@@ -202,6 +279,7 @@ void Connection::abort(Status reason) {
   if (state_ == State::kClosed) return;
   if (state_ == State::kOpen || close_reason_.is_ok()) close_reason_ = std::move(reason);
   pending_.clear();
+  tls_plain_.clear();
   finish_close();
 }
 

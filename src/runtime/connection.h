@@ -11,6 +11,13 @@
 // is writable. A peer that does not read therefore cannot make the server
 // buffer without bound.
 //
+// TLS (options.tls set): the connection runs the server side of TLS over
+// memory BIOs. Ciphertext read from the socket is decrypted into the same
+// input chain, and written plaintext is encrypted at flush time into the
+// same writev path, so handlers see plaintext either way. A failed
+// handshake or undecodable ciphertext closes the connection with a log
+// line. Without TLS the connection pays for one null pointer.
+//
 // Threading: every method runs on the connection's reactor. The Connection
 // owns its handler and deletes itself (and the handler) after on_close.
 #pragma once
@@ -26,10 +33,12 @@
 #include "common/bytes.h"
 #include "common/status.h"
 #include "runtime/reactor.h"
+#include "runtime/tls_context.h"
 
 namespace magnetar::runtime {
 
 class Connection;
+class TlsSession;
 
 class ConnectionHandler {
  public:
@@ -51,6 +60,8 @@ struct ConnectionOptions {
   size_t low_watermark = 1 << 20;    // bytes queued at which reading resumes
   size_t read_buffer_size = 64 << 10;
   size_t max_input_bytes = 64 << 20; // undecoded input past this closes the connection
+  // Set: speak TLS as the server, with the source's context current at accept.
+  std::shared_ptr<TlsContextSource> tls;
 };
 
 class Connection {
@@ -77,6 +88,10 @@ class Connection {
   bool closing() const { return state_ != State::kOpen; }
 
   const std::string& peer() const { return peer_; }
+  // Whether this connection speaks TLS.
+  bool tls() const { return tls_ != nullptr; }
+  // The subject CN of the client's verified certificate; "" without one.
+  std::string tls_peer_common_name() const;
   Reactor& reactor() { return reactor_; }
 
   // Runs once, on this connection's reactor, when it is gone (after on_close).
@@ -94,6 +109,13 @@ class Connection {
   void after_write(WriteReq* req, int status);
   static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf);
   static void on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf);
+  void deliver_input();
+  void on_tls_read(size_t nread);
+  // Move ciphertext the TLS session produced (handshake, alerts, records)
+  // to pending_; queue_ciphertext also schedules a flush.
+  void push_ciphertext();
+  void queue_ciphertext();
+  void encrypt_pending();
 
   Reactor& reactor_;
   std::unique_ptr<ConnectionHandler> handler_;
@@ -104,6 +126,8 @@ class Connection {
   common::Buffer* read_buf_ = nullptr;  // current read buffer; we hold one reference
   size_t read_used_ = 0;                // bytes of read_buf_ already filled
   std::vector<common::Slice> pending_;  // queued, not yet handed to libuv
+  std::unique_ptr<TlsSession> tls_;     // null without TLS
+  std::vector<common::Slice> tls_plain_;  // with TLS: plaintext waiting to be encrypted
   size_t queued_bytes_ = 0;             // pending_ plus in-flight writes
   size_t writes_in_flight_ = 0;
   bool flush_scheduled_ = false;

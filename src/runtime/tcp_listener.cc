@@ -175,4 +175,25 @@ void TcpListener::shutdown(std::chrono::milliseconds grace) {
   if (live_.load() > 0) MLOG_WARN("{}: {} connections did not close", name_, live_.load());
 }
 
+Status listen_plain_and_tls(Runtime& runtime, const std::string& name, const std::string& host,
+                            const ListenerPorts& ports, const TcpListener::HandlerFactory& factory,
+                            ConnectionOptions options, std::unique_ptr<TcpListener>* plain,
+                            std::unique_ptr<TcpListener>* tls) {
+  std::unique_ptr<TcpListener> p, t;
+  if (ports.plain_enabled) {
+    auto l = TcpListener::listen(runtime, name, host, ports.port, factory, options);
+    if (!l) return l.status();
+    p = std::move(l).value();
+  }
+  if (ports.tls) {
+    options.tls = ports.tls;
+    auto l = TcpListener::listen(runtime, name + "-tls", host, ports.tls_port, factory, options);
+    if (!l) return l.status();
+    t = std::move(l).value();
+  }
+  *plain = std::move(p);
+  *tls = std::move(t);
+  return Status::ok();
+}
+
 }  // namespace magnetar::runtime

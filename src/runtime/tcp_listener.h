@@ -63,4 +63,21 @@ class TcpListener {
   std::atomic<bool> shut_down_{false};
 };
 
+// Where one protocol listens: a plaintext port, a TLS port, or both.
+struct ListenerPorts {
+  bool plain_enabled = true;
+  uint16_t port = 0;  // plaintext; 0 picks a free port
+  // Set: a TLS listener on tls_port (0 picks a free port) with this context.
+  std::shared_ptr<TlsContextSource> tls;
+  uint16_t tls_port = 0;
+};
+
+// Starts the listeners `ports` asks for: `name` in plaintext into *plain,
+// "<name>-tls" into *tls (either left null when off). On failure neither
+// is left running. Off-reactor, like TcpListener::listen.
+common::Status listen_plain_and_tls(Runtime& runtime, const std::string& name, const std::string& host,
+                                    const ListenerPorts& ports, const TcpListener::HandlerFactory& factory,
+                                    ConnectionOptions options, std::unique_ptr<TcpListener>* plain,
+                                    std::unique_ptr<TcpListener>* tls);
+
 }  // namespace magnetar::runtime
