@@ -10,7 +10,8 @@ namespace magnetar::admin {
 AdminService::AdminService(runtime::Runtime& runtime, std::string host, uint16_t port,
                            common::MetricsRegistry& registry, broker::Tenancy* tenancy,
                            broker::BrokerService* broker, AdvertisedAddress address)
-    : runtime_(runtime), host_(std::move(host)), port_(port) {
+    : runtime_(runtime), host_(std::move(host)) {
+  listen_.port = port;
   register_health_routes(router_);
   if (tenancy != nullptr && broker != nullptr) {
     if (!address.http_port) address.http_port = [this]() { return this->port(); };
@@ -43,7 +44,7 @@ AdminService::AdminService(runtime::Runtime& runtime, std::string host, uint16_t
 AdminService::~AdminService() = default;
 
 common::Status AdminService::start() {
-  auto server = HttpServer::listen(runtime_, host_, port_, router_);
+  auto server = HttpServer::listen(runtime_, host_, listen_, router_);
   if (!server) return server.status();
   server_ = std::move(server).value();
   return common::Status::ok();

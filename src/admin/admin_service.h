@@ -43,13 +43,21 @@ class AdminService final : public runtime::Component {
   // role may call (403 otherwise; admin_service.cc has the rules).
   // Before start().
   void require_authentication(broker::Authenticator& authenticator, const broker::Authorization& authorization);
-  // The bound port; valid after start().
+  // Also (or only, without `plain_enabled`) serve HTTPS on `tls_port` with
+  // `tls`. Before start().
+  void serve_tls(bool plain_enabled, std::shared_ptr<runtime::TlsContextSource> tls, uint16_t tls_port) {
+    listen_.plain_enabled = plain_enabled;
+    listen_.tls = std::move(tls);
+    listen_.tls_port = tls_port;
+  }
+  // The bound ports (0 when off); valid after start().
   uint16_t port() const { return server_ ? server_->port() : 0; }
+  uint16_t tls_port() const { return server_ ? server_->tls_port() : 0; }
 
  private:
   runtime::Runtime& runtime_;
   const std::string host_;
-  const uint16_t port_;
+  runtime::ListenerPorts listen_;
   std::unique_ptr<TopicServices> topics_;
   std::unique_ptr<TopicMetrics> topic_metrics_;
   Router router_;

@@ -24,13 +24,23 @@ class HttpServer {
                                                             const std::string& host, uint16_t port,
                                                             const Router& router,
                                                             HttpLimits limits = {});
-  uint16_t port() const { return listener_->port(); }
+  // Plaintext and/or TLS (HTTPS) listeners, as `ports` asks.
+  static common::Result<std::unique_ptr<HttpServer>> listen(runtime::Runtime& runtime,
+                                                            const std::string& host,
+                                                            const runtime::ListenerPorts& ports,
+                                                            const Router& router, HttpLimits limits = {});
+  // The bound ports; 0 for a listener that is off.
+  uint16_t port() const { return listener_ ? listener_->port() : 0; }
+  uint16_t tls_port() const { return tls_listener_ ? tls_listener_->port() : 0; }
   // Off-reactor: stops accepting and drains connections. Idempotent.
-  void shutdown() { listener_->shutdown(); }
-  runtime::TcpListener& listener() { return *listener_; }
+  void shutdown() {
+    if (listener_) listener_->shutdown();
+    if (tls_listener_) tls_listener_->shutdown();
+  }
 
  private:
-  std::unique_ptr<runtime::TcpListener> listener_;
+  std::unique_ptr<runtime::TcpListener> listener_;      // null when off
+  std::unique_ptr<runtime::TcpListener> tls_listener_;  // null when off
 };
 
 }  // namespace magnetar::admin

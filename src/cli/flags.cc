@@ -1,6 +1,17 @@
 #include "cli/commands.h"
 
 namespace magnetar::cli {
+namespace {
+
+// A listener's port: a number (0 picks a free one) or "off".
+CLI::Option* add_port_option(CLI::App& cmd, const std::string& name, int32_t& port, const std::string& help) {
+  return cmd.add_option(name, port, help)
+      ->transform(CLI::Transformer({{"off", std::to_string(server::Config::kPortOff)}}))
+      ->check(CLI::Range(server::Config::kPortOff, 65535))
+      ->type_name("PORT|off");
+}
+
+}  // namespace
 
 void add_server_flags(CLI::App& cmd, server::Config& c) {
   // A flag given twice keeps the last value: settings from --config are
@@ -11,14 +22,31 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
   cmd.add_option("--bind", c.bind, "Address every listener binds to (0.0.0.0 for all interfaces)")->capture_default_str();
   cmd.add_option("--advertised-address", c.advertised_address,
                  "Host name or address handed to clients in lookups and metadata (default: the bind address, or the host name when binding to all interfaces)");
-  cmd.add_option("--http-port", c.http_port, "REST admin API, /metrics and web console (0 picks a free port)")
-      ->capture_default_str()->check(CLI::Range(0, 65535));
-  cmd.add_option("--pulsar-port", c.pulsar_port, "Pulsar binary protocol (0 picks a free port)")
-      ->capture_default_str()->check(CLI::Range(0, 65535));
-  cmd.add_option("--kafka-port", c.kafka_port, "Kafka protocol (0 picks a free port)")
-      ->capture_default_str()->check(CLI::Range(0, 65535));
-  cmd.add_option("--amqp-port", c.amqp_port, "AMQP 0-9-1 (0 picks a free port)")
-      ->capture_default_str()->check(CLI::Range(0, 65535));
+  add_port_option(cmd, "--http-port", c.http_port,
+                  "REST admin API, /metrics and web console (0 picks a free port, off: none)")
+      ->capture_default_str();
+  add_port_option(cmd, "--pulsar-port", c.pulsar_port, "Pulsar binary protocol (0 picks a free port, off: none)")
+      ->capture_default_str();
+  add_port_option(cmd, "--kafka-port", c.kafka_port, "Kafka protocol (0 picks a free port, off: none)")
+      ->capture_default_str();
+  add_port_option(cmd, "--amqp-port", c.amqp_port, "AMQP 0-9-1 (0 picks a free port, off: none)")
+      ->capture_default_str();
+  add_port_option(cmd, "--broker-service-port-tls", c.broker_service_port_tls,
+                  "Pulsar binary protocol over TLS, pulsar+ssl:// (e.g. 6651; default off)");
+  add_port_option(cmd, "--web-service-port-tls", c.web_service_port_tls,
+                  "REST admin API, /metrics and web console over HTTPS (e.g. 8443; default off)");
+  add_port_option(cmd, "--kafka-port-tls", c.kafka_port_tls, "Kafka protocol over TLS (e.g. 9093; default off)");
+  add_port_option(cmd, "--amqp-port-tls", c.amqp_port_tls, "AMQP 0-9-1 over TLS, amqps:// (e.g. 5671; default off)");
+  cmd.add_option("--tls-certificate-file", c.tls_certificate_file,
+                 "PEM certificate (then its chain) every TLS listener presents");
+  cmd.add_option("--tls-key-file", c.tls_key_file, "PEM private key of --tls-certificate-file");
+  cmd.add_option("--tls-trust-certs-file-path", c.tls_trust_certs_file_path,
+                 "PEM CA certificates that client certificates must chain to");
+  cmd.add_flag("--tls-require-trusted-client-cert-on-connect", c.tls_require_trusted_client_cert_on_connect,
+               "Refuse TLS clients without a certificate signed by --tls-trust-certs-file-path (mutual TLS)");
+  cmd.add_option("--tls-cert-refresh-check-duration-sec", c.tls_cert_refresh_check_secs,
+                 "How often the TLS files are checked for changes and reloaded (SIGHUP reloads at once)")
+      ->capture_default_str()->check(CLI::Range(1, 86400));
   cmd.add_option("--cluster-name", c.cluster_name, "Name of the cluster this node belongs to")->capture_default_str();
   cmd.add_option("--fsync", c.fsync,
                  "When a write is acknowledged: always (after fdatasync), interval (fdatasync every --fsync-interval-ms), never")

@@ -19,13 +19,16 @@ int run_standalone(const server::Config& config) {
     fmt::print(stderr, "magnetar: {}\n", st.message());
     return 2;
   }
-  // Threads inherit this mask: only the main thread's sigwait sees SIGINT and
-  // SIGTERM, so shutdown always runs here, never inside a reactor.
+  // Threads inherit this mask: only the main thread's sigwait sees SIGINT,
+  // SIGTERM and SIGHUP, so shutdown and reloads always run here, never
+  // inside a reactor.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  sigset_t waited = stop_signals;
+  sigaddset(&waited, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &waited, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
   server::Server node(config);
@@ -45,7 +48,11 @@ int run_standalone(const server::Config& config) {
   }
 
   int sig = 0;
-  sigwait(&stop_signals, &sig);
+  // SIGHUP reloads the TLS certificates; SIGINT or SIGTERM stops.
+  while (sigwait(&waited, &sig) == 0 && sig == SIGHUP) {
+    MLOG_INFO("received SIGHUP, reloading TLS certificates");
+    node.reload_tls();
+  }
   MLOG_INFO("received {}, shutting down (send it again to exit at once)", sig == SIGINT ? "SIGINT" : "SIGTERM");
   notify_service_manager("STOPPING=1");
   // A second signal now takes its default action and ends the process.

@@ -14,10 +14,25 @@ struct Config {
   // Host handed to clients in lookups and metadata. Empty: the bind address,
   // or this machine's host name when binding to a wildcard address.
   std::string advertised_address;
-  uint16_t pulsar_port = 6650;
-  uint16_t http_port = 8080;
-  uint16_t kafka_port = 9092;
-  uint16_t amqp_port = 5672;
+  // Listener ports: 0 picks a free port, kPortOff turns the listener off
+  // (flag value "off"). TLS listeners are off unless given a port.
+  static constexpr int32_t kPortOff = -1;
+  int32_t pulsar_port = 6650;
+  int32_t http_port = 8080;
+  int32_t kafka_port = 9092;
+  int32_t amqp_port = 5672;
+  int32_t broker_service_port_tls = kPortOff;  // pulsar+ssl, Pulsar's usual 6651
+  int32_t web_service_port_tls = kPortOff;     // https, Pulsar's usual 8443
+  int32_t kafka_port_tls = kPortOff;           // Kafka over TLS, e.g. 9093
+  int32_t amqp_port_tls = kPortOff;            // amqps, usually 5671
+  // TLS (runtime/tls_context.h): one certificate for every TLS listener,
+  // reloaded when the files change (checked every
+  // tls_cert_refresh_check_secs, and on SIGHUP).
+  std::string tls_certificate_file;
+  std::string tls_key_file;
+  std::string tls_trust_certs_file_path;  // CAs for client certificates
+  bool tls_require_trusted_client_cert_on_connect = false;
+  uint32_t tls_cert_refresh_check_secs = 60;
   std::string cluster_name = "standalone";
   // When an add is acknowledged: "always" (after fdatasync of its group
   // commit), "interval" (after write; fdatasync every fsync_interval_ms) or
@@ -43,6 +58,12 @@ struct Config {
   // granted; superuser roles may do everything. Needs authentication.
   bool authorization_enabled = false;
   std::vector<std::string> superuser_roles;
+
+  // Whether any TLS listener is on.
+  bool tls_enabled() const {
+    return broker_service_port_tls != kPortOff || web_service_port_tls != kPortOff ||
+           kafka_port_tls != kPortOff || amqp_port_tls != kPortOff;
+  }
 
   // The address clients should use to reach this node.
   std::string effective_advertised_address() const;

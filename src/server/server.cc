@@ -64,6 +64,11 @@ Status Server::prepare_data_dir() {
 
 Status Server::write_ports_file() const {
   nlohmann::json ports = {{"http", ports_.http}, {"pulsar", ports_.pulsar}, {"kafka", ports_.kafka}, {"amqp", ports_.amqp}};
+  // TLS listeners appear only when on.
+  for (auto [name, port] : {std::pair{"http_tls", ports_.http_tls}, std::pair{"pulsar_tls", ports_.pulsar_tls},
+                            std::pair{"kafka_tls", ports_.kafka_tls}, std::pair{"amqp_tls", ports_.amqp_tls}}) {
+    if (port != 0) ports[name] = port;
+  }
   std::string path = config_.data_dir + "/ports.json";
   std::string tmp = path + ".tmp";
   {
@@ -107,8 +112,50 @@ Status Server::prepare_authentication() {
   return Status::ok();
 }
 
+// The TLS context every TLS listener shares, read now so a bad certificate
+// stops the start with a clear error; then a thread that reloads it when
+// its files change.
+Status Server::prepare_tls() {
+  const bool files = !config_.tls_certificate_file.empty() || !config_.tls_key_file.empty();
+  if (!config_.tls_enabled()) {
+    if (files) MLOG_WARN("a TLS certificate is set but no TLS port is: nothing is served over TLS");
+    return Status::ok();
+  }
+  if (config_.tls_certificate_file.empty() || config_.tls_key_file.empty()) {
+    return Status::invalid_argument("TLS listeners need --tls-certificate-file and --tls-key-file");
+  }
+  if (config_.tls_require_trusted_client_cert_on_connect && config_.tls_trust_certs_file_path.empty()) {
+    return Status::invalid_argument(
+        "--tls-require-trusted-client-cert-on-connect needs --tls-trust-certs-file-path");
+  }
+  runtime::TlsFiles tls_files{config_.tls_certificate_file, config_.tls_key_file, config_.tls_trust_certs_file_path,
+                              config_.tls_require_trusted_client_cert_on_connect};
+  auto source = runtime::TlsContextSource::create(std::move(tls_files));
+  if (!source.is_ok()) return source.status();
+  tls_ = std::move(*source);
+  tls_watch_stop_ = false;
+  tls_watcher_ = std::thread([this]() { watch_tls_files(); });
+  return Status::ok();
+}
+
+void Server::watch_tls_files() {
+  pthread_setname_np(pthread_self(), "tls-reload");
+  const auto period = std::chrono::seconds(config_.tls_cert_refresh_check_secs);
+  std::unique_lock lock(tls_watch_mu_);
+  while (!tls_watch_cv_.wait_for(lock, period, [this]() { return tls_watch_stop_; })) {
+    lock.unlock();
+    (void)tls_->reload_if_changed();  // a failure is logged and keeps the old context
+    lock.lock();
+  }
+}
+
+void Server::reload_tls() {
+  if (tls_) (void)tls_->reload_if_changed(/*force=*/true);
+}
+
 Status Server::start() {
   MAGNETAR_RETURN_IF_ERROR(prepare_authentication());
+  MAGNETAR_RETURN_IF_ERROR(prepare_tls());
   MAGNETAR_RETURN_IF_ERROR(prepare_data_dir());
   runtime_ = std::make_unique<runtime::Runtime>(config_.reactors);
   runtime_->start();
@@ -122,11 +169,29 @@ Status Server::start() {
   std::string host = config_.effective_advertised_address();
   broker::BootstrapDefaults defaults;
   defaults.cluster = config_.cluster_name;
-  // A port chosen at start-up (0) names no stable address: leave it out.
-  if (config_.http_port != 0) defaults.cluster_info.service_url = fmt::format("http://{}:{}", host, config_.http_port);
-  if (config_.pulsar_port != 0) {
+  // A port chosen at start-up (0) or off names no stable address: leave it out.
+  auto fixed = [](int32_t port) { return port > 0; };
+  if (fixed(config_.http_port)) defaults.cluster_info.service_url = fmt::format("http://{}:{}", host, config_.http_port);
+  if (fixed(config_.pulsar_port)) {
     defaults.cluster_info.broker_service_url = fmt::format("pulsar://{}:{}", host, config_.pulsar_port);
   }
+  if (fixed(config_.web_service_port_tls)) {
+    defaults.cluster_info.service_url_tls = fmt::format("https://{}:{}", host, config_.web_service_port_tls);
+  }
+  if (fixed(config_.broker_service_port_tls)) {
+    defaults.cluster_info.broker_service_url_tls = fmt::format("pulsar+ssl://{}:{}", host, config_.broker_service_port_tls);
+  }
+  // Each protocol's listeners: the plaintext one unless off, the TLS one when on.
+  auto listen = [this](int32_t port, int32_t tls_port) {
+    runtime::ListenerPorts p;
+    p.plain_enabled = port != Config::kPortOff;
+    p.port = static_cast<uint16_t>(std::max(port, 0));
+    if (tls_port != Config::kPortOff) {
+      p.tls = tls_;
+      p.tls_port = static_cast<uint16_t>(tls_port);
+    }
+    return p;
+  };
   metadata::Store& metadata_store = *store;  // the unique_ptr moves into components_ below
   auto tenancy = std::make_unique<broker::Tenancy>(*store, std::move(defaults));
   broker::Tenancy* tenancy_ptr = tenancy.get();  // still needed once it joined components_
@@ -156,15 +221,21 @@ Status Server::start() {
   address.host = host;
   // The Pulsar port actually bound (known once the listener started).
   address.pulsar_port = [this]() { return ports_.pulsar; };
-  auto admin = std::make_unique<admin::AdminService>(*runtime_, config_.bind, config_.http_port, registry,
+  const runtime::ListenerPorts http_ports = listen(config_.http_port, config_.web_service_port_tls);
+  auto admin = std::make_unique<admin::AdminService>(*runtime_, config_.bind, http_ports.port, registry,
                                                      tenancy.get(), broker.get(), std::move(address));
+  admin->serve_tls(http_ports.plain_enabled, http_ports.tls, http_ports.tls_port);
   if (authenticator_) admin->require_authentication(*authenticator_, authorization);
   components_.push_back(std::move(store));
   components_.push_back(std::move(tenancy));
   components_.push_back(std::move(policies));
   protocol::pulsar::PulsarServiceOptions pulsar_options;
   pulsar_options.bind = config_.bind;
-  pulsar_options.port = config_.pulsar_port;
+  const runtime::ListenerPorts pulsar_ports = listen(config_.pulsar_port, config_.broker_service_port_tls);
+  pulsar_options.port = pulsar_ports.port;
+  pulsar_options.plain_enabled = pulsar_ports.plain_enabled;
+  pulsar_options.tls = pulsar_ports.tls;
+  pulsar_options.tls_port = pulsar_ports.tls_port;
   pulsar_options.advertised_host = host;
   pulsar_options.cluster_name = config_.cluster_name;
   pulsar_options.server_version = std::string("Magnetar ") + version();
@@ -178,7 +249,11 @@ Status Server::start() {
   pulsar_ = pulsar.get();
   protocol::kafka::KafkaServiceOptions kafka_options;
   kafka_options.bind = config_.bind;
-  kafka_options.port = config_.kafka_port;
+  const runtime::ListenerPorts kafka_ports = listen(config_.kafka_port, config_.kafka_port_tls);
+  kafka_options.port = kafka_ports.port;
+  kafka_options.plain_enabled = kafka_ports.plain_enabled;
+  kafka_options.tls = kafka_ports.tls;
+  kafka_options.tls_port = kafka_ports.tls_port;
   kafka_options.advertised_host = host;
   kafka_options.cluster_id = config_.cluster_name;
   auto kafka = std::make_unique<protocol::kafka::KafkaService>(*runtime_, *broker, kafka_options);
@@ -188,7 +263,11 @@ Status Server::start() {
   kafka_ = kafka.get();
   protocol::amqp::AmqpServiceOptions amqp_options;
   amqp_options.bind = config_.bind;
-  amqp_options.port = config_.amqp_port;
+  const runtime::ListenerPorts amqp_ports = listen(config_.amqp_port, config_.amqp_port_tls);
+  amqp_options.port = amqp_ports.port;
+  amqp_options.plain_enabled = amqp_ports.plain_enabled;
+  amqp_options.tls = amqp_ports.tls;
+  amqp_options.tls_port = amqp_ports.tls_port;
   amqp_options.cluster_name = config_.cluster_name;
   amqp_options.server_version = version();
   auto amqp = std::make_unique<protocol::amqp::AmqpService>(*runtime_, *broker, metadata_store, amqp_options);
@@ -217,6 +296,10 @@ Status Server::start() {
   ports_.pulsar = pulsar_->port();
   ports_.kafka = kafka_->port();
   ports_.amqp = amqp_->port();
+  ports_.http_tls = admin_->tls_port();
+  ports_.pulsar_tls = pulsar_->tls_port();
+  ports_.kafka_tls = kafka_->tls_port();
+  ports_.amqp_tls = amqp_->tls_port();
   Status st = write_ports_file();
   if (!st.is_ok()) {
     stop();
@@ -226,6 +309,14 @@ Status Server::start() {
 }
 
 void Server::stop() {
+  if (tls_watcher_.joinable()) {
+    {
+      std::lock_guard lock(tls_watch_mu_);
+      tls_watch_stop_ = true;
+    }
+    tls_watch_cv_.notify_all();
+    tls_watcher_.join();
+  }
   while (started_ > 0) {
     auto& c = components_[--started_];
     MLOG_DEBUG("stopping {}", c->name());
@@ -253,13 +344,22 @@ std::vector<std::string> Server::banner() const {
   std::vector<std::string> lines;
   lines.push_back(fmt::format("Magnetar {} (cluster '{}', {} reactors, data in {})", version(),
                               config_.cluster_name, runtime_ ? runtime_->size() : 0, config_.data_dir));
-  lines.push_back(fmt::format("  pulsar       pulsar://{}:{}", host, ports_.pulsar));
-  lines.push_back(fmt::format("  kafka        {}:{}", host, ports_.kafka));
-  lines.push_back(fmt::format("  amqp         amqp://{}:{}", host, ports_.amqp));
-  lines.push_back(fmt::format("  web console  http://{}:{}/", host, ports_.http));
-  lines.push_back(fmt::format("  admin REST   http://{}:{}/admin/v2", host, ports_.http));
-  lines.push_back(fmt::format("  metrics      http://{}:{}/metrics", host, ports_.http));
-  lines.push_back(fmt::format("  health       http://{}:{}/admin/v2/brokers/health", host, ports_.http));
+  // A listener that is off has port 0 here (a bound one never does).
+  auto line = [&](const char* what, const char* scheme, uint16_t port, const char* path) {
+    if (port != 0) lines.push_back(fmt::format("  {:<12} {}{}:{}{}", what, scheme, host, port, path));
+  };
+  line("pulsar", "pulsar://", ports_.pulsar, "");
+  line("pulsar tls", "pulsar+ssl://", ports_.pulsar_tls, "");
+  line("kafka", "", ports_.kafka, "");
+  line("kafka tls", "", ports_.kafka_tls, "");
+  line("amqp", "amqp://", ports_.amqp, "");
+  line("amqps", "amqps://", ports_.amqp_tls, "");
+  for (auto [scheme, port] : {std::pair{"http://", ports_.http}, std::pair{"https://", ports_.http_tls}}) {
+    line("web console", scheme, port, "/");
+    line("admin REST", scheme, port, "/admin/v2");
+    line("metrics", scheme, port, "/metrics");
+    line("health", scheme, port, "/admin/v2/brokers/health");
+  }
   return lines;
 }
 

@@ -7,8 +7,11 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/status.h"
@@ -16,6 +19,7 @@
 #include "security/token_authenticator.h"
 #include "runtime/component.h"
 #include "runtime/runtime.h"
+#include "runtime/tls_context.h"
 #include "server/config.h"
 
 namespace magnetar::admin {
@@ -41,6 +45,11 @@ struct BoundPorts {
   uint16_t pulsar = 0;
   uint16_t kafka = 0;
   uint16_t amqp = 0;
+  // TLS listeners; 0 when off.
+  uint16_t pulsar_tls = 0;
+  uint16_t http_tls = 0;
+  uint16_t kafka_tls = 0;
+  uint16_t amqp_tls = 0;
 };
 
 class Server {
@@ -60,10 +69,15 @@ class Server {
   runtime::Runtime& runtime() { return *runtime_; }
   // The lines of the start-up banner: what is served where.
   std::vector<std::string> banner() const;
+  // Rebuilds the TLS context from its files now (SIGHUP). Any thread; a
+  // failure keeps the previous certificates and is logged.
+  void reload_tls();
 
  private:
   common::Status prepare_data_dir();
   common::Status prepare_authentication();
+  common::Status prepare_tls();
+  void watch_tls_files();
   common::Status write_ports_file() const;
 
   Config config_;
@@ -78,6 +92,11 @@ class Server {
   std::vector<uint64_t> collector_ids_;
   std::unique_ptr<security::TokenAuthenticator> authenticator_;  // when authentication is on
   std::unique_ptr<security::Authorizer> authorizer_;             // when authorization is on
+  std::shared_ptr<runtime::TlsContextSource> tls_;  // when a TLS listener is on
+  std::thread tls_watcher_;                         // checks tls_'s files for changes
+  std::mutex tls_watch_mu_;
+  std::condition_variable tls_watch_cv_;
+  bool tls_watch_stop_ = false;  // guarded by tls_watch_mu_
   BoundPorts ports_;
   int lock_fd_ = -1;
 };

@@ -112,11 +112,11 @@ Status AmqpService::start() {
   MAGNETAR_RETURN_IF_ERROR(load_topology());
   runtime::ConnectionOptions conn;
   conn.max_input_bytes = size_t{options_.frame_max} * 4 + 4096;
-  auto listener = runtime::TcpListener::listen(
-      runtime_, "amqp", options_.bind, options_.port,
-      [this](runtime::Reactor& reactor) { return std::make_unique<AmqpConnection>(reactor, *this); }, conn);
-  if (!listener) return listener.status();
-  listener_ = std::move(listener).value();
+  runtime::ListenerPorts ports{options_.plain_enabled, options_.port, options_.tls, options_.tls_port};
+  MAGNETAR_RETURN_IF_ERROR(runtime::listen_plain_and_tls(
+      runtime_, "amqp", options_.bind, ports,
+      [this](runtime::Reactor& reactor) { return std::make_unique<AmqpConnection>(reactor, *this); },
+      conn, &listener_, &tls_listener_));
   keeper_.changed();
   return Status::ok();
 }
@@ -124,6 +124,7 @@ Status AmqpService::start() {
 void AmqpService::stop() {
   stopping_.store(true, std::memory_order_release);
   if (listener_) listener_->shutdown();
+  if (tls_listener_) tls_listener_->shutdown();
   keeper_.stop();
 }
 

@@ -48,6 +48,11 @@ namespace magnetar::protocol::amqp {
 struct AmqpServiceOptions {
   std::string bind = "127.0.0.1";
   uint16_t port = 5672;
+  // Plaintext listener on `port` unless off; TLS listener on `tls_port`
+  // when `tls` is set.
+  bool plain_enabled = true;
+  std::shared_ptr<runtime::TlsContextSource> tls;
+  uint16_t tls_port = 0;
   std::string cluster_name = "standalone";
   std::string server_version = "Magnetar";
   // What connection.tune proposes; the client may lower each.
@@ -98,6 +103,7 @@ class AmqpService final : public runtime::Component {
 
   // Valid after start().
   uint16_t port() const { return listener_ ? listener_->port() : 0; }
+  uint16_t tls_port() const { return tls_listener_ ? tls_listener_->port() : 0; }
 
   // Namespaces are checked at connection.open when tenancy is set; set
   // before start().
@@ -188,7 +194,8 @@ class AmqpService final : public runtime::Component {
   broker::Authenticator* authenticator_ = &allow_all_;
   const broker::Authorization* authorization_ = &broker::allow_all_authorization();
   AmqpServiceOptions options_;
-  std::unique_ptr<runtime::TcpListener> listener_;
+  std::unique_ptr<runtime::TcpListener> listener_;      // null when off
+  std::unique_ptr<runtime::TcpListener> tls_listener_;  // null when off
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> sequence_{0};

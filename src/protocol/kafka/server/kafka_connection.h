@@ -61,6 +61,11 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   KafkaService& service() { return service_; }
   runtime::Reactor& reactor() { return reactor_; }
   KafkaReplier replier() const { return KafkaReplier(link_, reactor_); }
+  // The port Metadata and FindCoordinator name: the listener this client
+  // came in on (the TLS one or the plaintext one).
+  uint16_t advertised_port() const {
+    return conn_ != nullptr && conn_->tls() ? service_.tls_port() : service_.port();
+  }
   // The client's address as Kafka shows it ("/<ip>:<port>").
   std::string peer_host() const;
   // Who this client is, for the producers it registers (topic stats show

@@ -22,16 +22,17 @@ common::Status KafkaService::start() {
   namespace_ = *ns;
   runtime::ConnectionOptions conn;
   conn.max_input_bytes = options_.max_request_bytes + kSizePrefixBytes + 4096;
-  auto listener = runtime::TcpListener::listen(
-      runtime_, "kafka", options_.bind, options_.port,
-      [this](runtime::Reactor& reactor) { return std::make_unique<KafkaConnection>(reactor, *this); }, conn);
-  if (!listener) return listener.status();
-  listener_ = std::move(listener).value();
+  runtime::ListenerPorts ports{options_.plain_enabled, options_.port, options_.tls, options_.tls_port};
+  MAGNETAR_RETURN_IF_ERROR(runtime::listen_plain_and_tls(
+      runtime_, "kafka", options_.bind, ports,
+      [this](runtime::Reactor& reactor) { return std::make_unique<KafkaConnection>(reactor, *this); },
+      conn, &listener_, &tls_listener_));
   return common::Status::ok();
 }
 
 void KafkaService::stop() {
   if (listener_) listener_->shutdown();
+  if (tls_listener_) tls_listener_->shutdown();
   groups_->stop();
 }
 

@@ -32,6 +32,11 @@ namespace magnetar::protocol::kafka {
 struct KafkaServiceOptions {
   std::string bind = "127.0.0.1";
   uint16_t port = 9092;
+  // Plaintext listener on `port` unless off; TLS listener on `tls_port`
+  // when `tls` is set.
+  bool plain_enabled = true;
+  std::shared_ptr<runtime::TlsContextSource> tls;
+  uint16_t tls_port = 0;
   std::string advertised_host;  // what Metadata hands out as this broker's host
   std::string cluster_id = "standalone";
   // Kafka topic `t` is persistent://<default_namespace>/t.
@@ -49,6 +54,7 @@ class KafkaService final : public runtime::Component {
 
   // Valid after start().
   uint16_t port() const { return listener_ ? listener_->port() : 0; }
+  uint16_t tls_port() const { return tls_listener_ ? tls_listener_->port() : 0; }
 
   // Namespaces' topic lists and auto-creation policy; set before start().
   // Without tenancy Metadata lists only the topics asked for; without
@@ -121,7 +127,8 @@ class KafkaService final : public runtime::Component {
   const broker::PolicyCache* policies_ = nullptr;
   KafkaServiceOptions options_;
   broker::NamespaceName namespace_;
-  std::unique_ptr<runtime::TcpListener> listener_;
+  std::unique_ptr<runtime::TcpListener> listener_;      // null when off
+  std::unique_ptr<runtime::TcpListener> tls_listener_;  // null when off
   std::unique_ptr<GroupCoordinator> groups_;
   std::atomic<uint64_t> next_id_{1};
   std::mutex partitions_mu_;

@@ -13,16 +13,17 @@ PulsarService::PulsarService(runtime::Runtime& runtime, broker::BrokerService& b
 common::Status PulsarService::start() {
   runtime::ConnectionOptions conn;
   conn.max_input_bytes = options_.frame_limits.max_frame_size + 4096;
-  auto listener = runtime::TcpListener::listen(
-      runtime_, "pulsar", options_.bind, options_.port,
-      [this](runtime::Reactor& reactor) { return std::make_unique<PulsarConnection>(reactor, *this); }, conn);
-  if (!listener) return listener.status();
-  listener_ = std::move(listener).value();
+  runtime::ListenerPorts ports{options_.plain_enabled, options_.port, options_.tls, options_.tls_port};
+  MAGNETAR_RETURN_IF_ERROR(runtime::listen_plain_and_tls(
+      runtime_, "pulsar", options_.bind, ports,
+      [this](runtime::Reactor& reactor) { return std::make_unique<PulsarConnection>(reactor, *this); },
+      conn, &listener_, &tls_listener_));
   return common::Status::ok();
 }
 
 void PulsarService::stop() {
   if (listener_) listener_->shutdown();
+  if (tls_listener_) tls_listener_->shutdown();
 }
 
 std::string PulsarService::service_url() const {

@@ -28,6 +28,11 @@ namespace magnetar::protocol::pulsar {
 struct PulsarServiceOptions {
   std::string bind = "127.0.0.1";
   uint16_t port = 6650;
+  // Plaintext listener on `port` unless off; TLS listener on `tls_port`
+  // when `tls` is set.
+  bool plain_enabled = true;
+  std::shared_ptr<runtime::TlsContextSource> tls;
+  uint16_t tls_port = 0;
   std::string advertised_host;  // what LOOKUP hands out
   std::string cluster_name = "standalone";
   std::string server_version = "Magnetar";
@@ -47,6 +52,7 @@ class PulsarService final : public runtime::Component {
 
   // Valid after start().
   uint16_t port() const { return listener_ ? listener_->port() : 0; }
+  uint16_t tls_port() const { return tls_listener_ ? tls_listener_->port() : 0; }
   std::string service_url() const;
 
   broker::BrokerService& broker() { return broker_; }
@@ -88,7 +94,8 @@ class PulsarService final : public runtime::Component {
   broker::Authenticator* authenticator_ = &allow_all_;
   const broker::Authorization* authorization_ = &broker::allow_all_authorization();
   PulsarServiceOptions options_;
-  std::unique_ptr<runtime::TcpListener> listener_;
+  std::unique_ptr<runtime::TcpListener> listener_;      // null when off
+  std::unique_ptr<runtime::TcpListener> tls_listener_;  // null when off
   std::atomic<uint64_t> next_id_{1};
 };
 

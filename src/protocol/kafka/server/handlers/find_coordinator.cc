@@ -22,7 +22,7 @@ void handle_find_coordinator(KafkaConnection& c, const Request& request) {
     resp.set_null("ErrorMessage");
     resp.set("NodeId", int64_t{0});
     resp.set("Host", c.service().options().advertised_host);
-    resp.set("Port", int64_t{c.service().port()});
+    resp.set("Port", int64_t{c.advertised_port()});
   }
   c.respond(request, resp);
 }

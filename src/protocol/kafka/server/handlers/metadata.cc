@@ -35,7 +35,7 @@ void answer(KafkaConnection& c, const Request& request, const std::vector<TopicA
   auto& broker = resp.add("Brokers");
   broker.set("NodeId", int64_t{kNodeId});
   broker.set("Host", options.advertised_host);
-  broker.set("Port", int64_t{c.service().port()});
+  broker.set("Port", int64_t{c.advertised_port()});
   resp.set("ClusterId", options.cluster_id);
   resp.set("ControllerId", int64_t{kNodeId});
   for (const TopicAnswer& t : topics) {
