@@ -178,6 +178,7 @@ Result<Url> AdminOptions::target() const {
   auto t = token.resolve();
   if (!t.is_ok()) return t.status();
   parsed->bearer_token = *t;
+  parsed->tls = token.tls.options(parsed->tls.enabled);
   return parsed;
 }
 

@@ -20,14 +20,19 @@ using common::Status;
 using Clock = std::chrono::steady_clock;
 
 Result<Url> Url::parse(std::string_view url) {
-  constexpr std::string_view kScheme = "http://";
-  if (url.substr(0, kScheme.size()) != kScheme) {
-    return Status::invalid_argument("URL '" + std::string(url) + "' must start with http://");
+  Url u;
+  std::string_view rest;
+  if (url.substr(0, 7) == "http://") {
+    rest = url.substr(7);
+  } else if (url.substr(0, 8) == "https://") {
+    rest = url.substr(8);
+    u.tls.enabled = true;
+    u.port = 443;
+  } else {
+    return Status::invalid_argument("URL '" + std::string(url) + "' must start with http:// or https://");
   }
-  std::string_view rest = url.substr(kScheme.size());
   size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
-  Url u;
   if (slash != std::string_view::npos) {
     u.base_path = std::string(rest.substr(slash));
     while (!u.base_path.empty() && u.base_path.back() == '/') u.base_path.pop_back();
@@ -60,7 +65,8 @@ Result<Url> Url::parse(std::string_view url) {
 
 std::string Url::to_string() const {
   bool v6 = host.find(':') != std::string::npos;
-  return fmt::format("http://{}{}{}:{}{}", v6 ? "[" : "", host, v6 ? "]" : "", port, base_path);
+  return fmt::format("{}://{}{}{}:{}{}", tls.enabled ? "https" : "http", v6 ? "[" : "", host, v6 ? "]" : "", port,
+                     base_path);
 }
 
 std::string escape_segment(std::string_view segment) {
@@ -77,20 +83,6 @@ std::string escape_segment(std::string_view segment) {
 
 namespace {
 
-class Socket {
- public:
-  explicit Socket(int fd) : fd_(fd) {}
-  ~Socket() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
-  int fd() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 int remaining_ms(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return left < 0 ? 0 : static_cast<int>(left);
@@ -105,43 +97,6 @@ bool wait_for(int fd, short events, Clock::time_point deadline) {
     if (n == 0) return false;
     if (errno != EINTR) return true;  // let the next call report the error
   }
-}
-
-Result<int> connect_to(const Url& url, Clock::time_point deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  std::string port = std::to_string(url.port);
-  int rc = ::getaddrinfo(url.host.c_str(), port.c_str(), &hints, &found);
-  if (rc != 0) return Status::unavailable(fmt::format("cannot resolve '{}': {}", url.host, gai_strerror(rc)));
-  Status last = Status::unavailable("no address for " + url.host);
-  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
-      last = Status::unavailable(fmt::format("cannot reach {}: {}", url.to_string(), std::strerror(errno)));
-      ::close(fd);
-      continue;
-    }
-    if (!wait_for(fd, POLLOUT, deadline)) {
-      ::close(fd);
-      ::freeaddrinfo(found);
-      return Status::timeout("timed out connecting to " + url.to_string());
-    }
-    int err = 0;
-    socklen_t len = sizeof(err);
-    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) {
-      last = Status::unavailable(fmt::format("cannot reach {}: {}", url.to_string(), std::strerror(err)));
-      ::close(fd);
-      continue;
-    }
-    ::freeaddrinfo(found);
-    return fd;
-  }
-  ::freeaddrinfo(found);
-  return last;
 }
 
 struct ParseState {
@@ -187,9 +142,11 @@ int on_message_complete(http_parser* p) {
 Result<HttpReply> http_request(const Url& url, std::string_view method, std::string_view path, std::string_view body,
                                std::chrono::milliseconds timeout) {
   auto deadline = Clock::now() + timeout;
-  auto fd = connect_to(url, deadline);
-  if (!fd.is_ok()) return fd.status();
-  Socket sock(*fd);
+  auto connected = client::Transport::connect(url.host, url.port, url.tls, timeout);
+  if (!connected.is_ok()) {
+    return Status(connected.status().code(), "cannot reach " + url.to_string() + ": " + connected.status().message());
+  }
+  client::Transport& conn = **connected;
 
   std::string request = fmt::format("{} {}{} HTTP/1.1\r\nHost: {}:{}\r\nUser-Agent: magnetar-cli\r\n"
                                     "Accept: application/json\r\nConnection: close\r\n",
@@ -199,17 +156,8 @@ Result<HttpReply> http_request(const Url& url, std::string_view method, std::str
   request += fmt::format("Content-Length: {}\r\n\r\n", body.size());
   request.append(body);
 
-  size_t sent = 0;
-  while (sent < request.size()) {
-    ssize_t n = ::send(sock.fd(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!wait_for(sock.fd(), POLLOUT, deadline)) return Status::timeout("timed out sending to " + url.to_string());
-    } else {
-      return Status::unavailable(fmt::format("sending to {} failed: {}", url.to_string(), std::strerror(errno)));
-    }
-  }
+  Status sent = conn.write_all(reinterpret_cast<const uint8_t*>(request.data()), request.size());
+  if (!sent.is_ok()) return Status::unavailable(fmt::format("sending to {} failed: {}", url.to_string(), sent.message()));
 
   http_parser_settings settings;
   http_parser_settings_init(&settings);
@@ -224,16 +172,19 @@ Result<HttpReply> http_request(const Url& url, std::string_view method, std::str
 
   char buf[16384];
   while (!state.complete) {
-    ssize_t n = ::recv(sock.fd(), buf, sizeof(buf), 0);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!wait_for(sock.fd(), POLLIN, deadline)) {
+    auto got = conn.read_some(reinterpret_cast<uint8_t*>(buf), sizeof(buf));
+    if (!got.is_ok() && !conn.at_eof()) {
+      return Status::unavailable(fmt::format("reading from {} failed: {}", url.to_string(), got.status().message()));
+    }
+    size_t n = got.is_ok() ? *got : 0;
+    if (got.is_ok() && n == 0) {
+      if (!conn.has_buffered() && !wait_for(conn.fd(), POLLIN, deadline)) {
         return Status::timeout(fmt::format("{} did not answer within {} ms", url.to_string(), timeout.count()));
       }
       continue;
     }
-    if (n < 0) return Status::unavailable(fmt::format("reading from {} failed: {}", url.to_string(), std::strerror(errno)));
-    size_t fed = http_parser_execute(&parser, &settings, buf, static_cast<size_t>(n));
-    if (parser.http_errno != HPE_OK || fed != static_cast<size_t>(n)) {
+    size_t fed = http_parser_execute(&parser, &settings, buf, n);
+    if (parser.http_errno != HPE_OK || fed != n) {
       return Status::corruption(fmt::format("malformed HTTP reply from {}: {}", url.to_string(),
                                             http_errno_description(static_cast<http_errno>(parser.http_errno))));
     }

@@ -1,6 +1,6 @@
 // A small blocking HTTP/1.1 client for the command line: one request per
-// connection ("Connection: close"), plain TCP, responses parsed by
-// http-parser. Not for use inside the server (it blocks).
+// connection ("Connection: close"), over TCP or TLS (https://), responses
+// parsed by http-parser. Not for use inside the server (it blocks).
 #pragma once
 
 #include <chrono>
@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "client/transport.h"
 #include "common/result.h"
 
 namespace magnetar::cli {
@@ -18,9 +19,10 @@ struct Url {
   uint16_t port = 80;
   std::string base_path;  // "" or "/prefix" without a trailing '/'
   std::string bearer_token;  // sent as Authorization: Bearer when not empty
+  client::TlsOptions tls;    // enabled for https://
 
-  // "http://host[:port][/prefix]". InvalidArgument for anything else
-  // (https is not spoken by this client).
+  // "http://host[:port][/prefix]" or "https://..." (port 80 or 443 by
+  // default). InvalidArgument for anything else.
   static common::Result<Url> parse(std::string_view url);
   std::string to_string() const;
 };

@@ -28,12 +28,30 @@ common::Result<client::ClientOptions> client_options_of(const TokenFlags& flags)
   if (!token.is_ok()) return token.status();
   client::ClientOptions options;
   options.token = std::move(*token);
+  options.tls = flags.tls.options(false);  // pulsar+ssl:// turns it on
   return options;
+}
+
+client::TlsOptions TlsFlags::options(bool enabled) const {
+  client::TlsOptions o;
+  o.enabled = enabled;
+  o.trust_certs_file = trust_cert;
+  o.allow_insecure = allow_insecure;
+  o.cert_file = cert_file;
+  o.key_file = key_file;
+  return o;
 }
 
 void add_token_flags(CLI::App& cmd, TokenFlags& flags) {
   auto* t = cmd.add_option("--token", flags.token, "Authentication token (JWT) for a node with authentication on");
   cmd.add_option("--token-file", flags.token_file, "Read the authentication token from this file")->excludes(t);
+  cmd.add_option("--tls-trust-cert", flags.tls.trust_cert,
+                 "PEM CA certificate(s) that sign the server's certificate, for pulsar+ssl:// and https:// URLs "
+                 "(default: the system's CAs)");
+  cmd.add_flag("--tls-allow-insecure", flags.tls.allow_insecure,
+               "Accept any server certificate over TLS (self-signed development setups; not authenticated)");
+  cmd.add_option("--tls-cert-file", flags.tls.cert_file, "PEM client certificate for servers that require one");
+  cmd.add_option("--tls-key-file", flags.tls.key_file, "PEM private key of --tls-cert-file");
 }
 
 }  // namespace magnetar::cli

@@ -110,6 +110,7 @@ int run_trace(const TraceOptions& o) {
     return 2;
   }
   url->bearer_token = *token;
+  url->tls = o.token.tls.options(url->tls.enabled);
   auto reply = http_request(*url, "GET", *path + query);
   if (!reply.is_ok()) {
     fmt::print(stderr, "magnetar trace: {}\n", reply.status().message());

@@ -276,7 +276,8 @@ void Producer::on_receipt(const proto::BaseCommand& c) {
 }
 
 void Producer::io_loop() {
-  int fd = client_->fd_;
+  Transport& transport = *client_->transport_;
+  const int fd = transport.fd();
   std::vector<Slice> buffers;
   while (!stop_.load()) {
     // Sleep until the open batch is due, or a receipt or a wake-up arrives.
@@ -301,7 +302,11 @@ void Producer::io_loop() {
     }
     pollfd fds[2] = {{fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     int rc;
-    if (due != Clock::time_point{}) {
+    if (transport.has_buffered()) {
+      rc = ::poll(fds, 2, 0);
+      fds[0].revents |= POLLIN;  // TLS holds bytes the socket no longer shows
+      rc = 1;
+    } else if (due != Clock::time_point{}) {
       auto left = std::chrono::duration_cast<std::chrono::microseconds>(due - Clock::now()).count();
       timespec ts{static_cast<time_t>(left / 1000000), static_cast<long>((left % 1000000) * 1000)};
       if (left < 0) ts = {0, 0};
@@ -320,14 +325,13 @@ void Producer::io_loop() {
     }
     if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     Slice buf = Slice::allocate(256 << 10);
-    ssize_t n = ::recv(fd, buf.mutable_data(), buf.size(), MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-      fail_all(n == 0 ? Status::unavailable("the broker closed the connection")
-                      : Status::from_errno(errno, "recv from the broker"));
+    auto n = transport.read_some(buf.mutable_data(), buf.size());
+    if (!n.is_ok()) {
+      fail_all(Status::unavailable("the broker closed the connection (" + n.status().message() + ")"));
       return;
     }
-    if (n < 0) continue;
-    buf.truncate(static_cast<size_t>(n));
+    if (*n == 0) continue;
+    buf.truncate(*n);
     client_->input_.append(std::move(buf));
     for (;;) {
       pp::Frame frame;

@@ -35,43 +35,36 @@ Status server_error(const proto::BaseCommand& cmd) {
 
 }  // namespace
 
-PulsarClient::PulsarClient(int fd, ClientOptions options) : fd_(fd), options_(options) {}
+PulsarClient::PulsarClient(std::unique_ptr<Transport> transport, ClientOptions options)
+    : transport_(std::move(transport)), options_(std::move(options)) {}
 
-PulsarClient::~PulsarClient() {
-  if (fd_ >= 0) ::close(fd_);
-}
+PulsarClient::~PulsarClient() = default;
 
 Result<std::unique_ptr<PulsarClient>> PulsarClient::connect(const std::string& service_url, ClientOptions options) {
   std::string rest = service_url;
-  if (rest.rfind("pulsar://", 0) == 0) rest = rest.substr(9);
+  if (rest.rfind("pulsar://", 0) == 0) {
+    rest = rest.substr(9);
+  } else if (rest.rfind("pulsar+ssl://", 0) == 0) {
+    rest = rest.substr(13);
+    options.tls.enabled = true;
+  } else if (rest.find("://") != std::string::npos) {
+    return Status::invalid_argument("service URL '" + service_url + "' must start with pulsar:// or pulsar+ssl://");
+  }
   while (!rest.empty() && rest.back() == '/') rest.pop_back();
   size_t colon = rest.rfind(':');
   std::string host = colon == std::string::npos ? rest : rest.substr(0, colon);
-  std::string port = colon == std::string::npos ? "6650" : rest.substr(colon + 1);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  std::string port = colon == std::string::npos ? (options.tls.enabled ? "6651" : "6650") : rest.substr(colon + 1);
   if (host.empty()) return Status::invalid_argument("no host in service URL '" + service_url + "'");
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0) {
-    return Status::unavailable("cannot resolve " + host + ": " + gai_strerror(rc));
+  char* end = nullptr;
+  unsigned long port_number = std::strtoul(port.c_str(), &end, 10);
+  if (port.empty() || *end != '\0' || port_number == 0 || port_number > 65535) {
+    return Status::invalid_argument("bad port in service URL '" + service_url + "'");
   }
-  int fd = -1;
-  Status last = Status::unavailable("no address for " + host);
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) continue;
-    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
-    last = Status::unavailable("cannot connect to " + host + ":" + port + ": " + std::strerror(errno));
-    ::close(fd);
-    fd = -1;
-  }
-  freeaddrinfo(res);
-  if (fd < 0) return last;
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  auto transport = Transport::connect(host, static_cast<uint16_t>(port_number), options.tls, options.timeout);
+  if (!transport.is_ok()) return transport.status();
 
-  std::unique_ptr<PulsarClient> client(new PulsarClient(fd, options));
+  std::unique_ptr<PulsarClient> client(new PulsarClient(std::move(*transport), options));
   proto::BaseCommand cmd;
   cmd.set_type(proto::BaseCommand::CONNECT);
   cmd.mutable_connect()->set_client_version("magnetar-client");
@@ -93,18 +86,7 @@ Result<std::unique_ptr<PulsarClient>> PulsarClient::connect(const std::string& s
   }
 }
 
-Status PulsarClient::write_all(const Slice& bytes) {
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::from_errno(errno, "send to the broker");
-    }
-    off += static_cast<size_t>(n);
-  }
-  return Status::ok();
-}
+Status PulsarClient::write_all(const Slice& bytes) { return transport_->write_all(bytes.data(), bytes.size()); }
 
 Status PulsarClient::read_frame(Clock::time_point deadline, pp::Frame* out) {
   for (;;) {
@@ -122,21 +104,20 @@ Status PulsarClient::read_frame(Clock::time_point deadline, pp::Frame* out) {
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return Status::timeout("no answer from the broker in time");
-    pollfd p{fd_, POLLIN, 0};
-    int rc = ::poll(&p, 1, static_cast<int>(left));
-    if (rc == 0) return Status::timeout("no answer from the broker in time");
-    if (rc < 0) {
-      if (errno == EINTR) continue;
-      return Status::from_errno(errno, "poll");
+    if (!transport_->has_buffered()) {
+      pollfd p{transport_->fd(), POLLIN, 0};
+      int rc = ::poll(&p, 1, static_cast<int>(left));
+      if (rc == 0) return Status::timeout("no answer from the broker in time");
+      if (rc < 0) {
+        if (errno == EINTR) continue;
+        return Status::from_errno(errno, "poll");
+      }
     }
     Slice buf = Slice::allocate(64 << 10);
-    ssize_t n = ::recv(fd_, buf.mutable_data(), buf.size(), 0);
-    if (n == 0) return Status::unavailable("the broker closed the connection");
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return Status::from_errno(errno, "recv from the broker");
-    }
-    buf.truncate(static_cast<size_t>(n));
+    auto n = transport_->read_some(buf.mutable_data(), buf.size());
+    if (!n.is_ok()) return Status::unavailable("the broker closed the connection (" + n.status().message() + ")");
+    if (*n == 0) continue;
+    buf.truncate(*n);
     input_.append(std::move(buf));
   }
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "client/message.h"
+#include "client/transport.h"
 #include "common/bytes.h"
 #include "common/result.h"
 #include "protocol/pulsar/frame.h"
@@ -43,11 +44,13 @@ enum class SubscriptionType { kExclusive = 0, kShared = 1, kFailover = 2, kKeySh
 struct ClientOptions {
   std::chrono::milliseconds timeout{10000};  // every wait is bounded by this
   std::string token;  // sent in CONNECT (auth method "token") when not empty
+  TlsOptions tls;     // enabled by a pulsar+ssl:// service URL too
 };
 
 class PulsarClient {
  public:
-  // Connects to "pulsar://host:port" (or "host:port") and performs CONNECT.
+  // Connects to "pulsar://host:port", "pulsar+ssl://host:port" (TLS;
+  // port 6651 by default) or "host:port" and performs CONNECT.
   static common::Result<std::unique_ptr<PulsarClient>> connect(const std::string& service_url,
                                                                ClientOptions options = {});
   ~PulsarClient();
@@ -87,7 +90,7 @@ class PulsarClient {
 
  private:
   friend class Producer;  // takes over the connection once its producer exists
-  PulsarClient(int fd, ClientOptions options);
+  PulsarClient(std::unique_ptr<Transport> transport, ClientOptions options);
   common::Status write_all(const common::Slice& bytes);
   // Reads until a frame arrives or `deadline`; handles PING and queues
   // MESSAGE frames. Returns false on timeout (status in *st), true with a frame.
@@ -98,7 +101,7 @@ class PulsarClient {
   common::Status request(protocol::pulsar::proto::BaseCommand& command);
   common::Result<uint64_t> subscribe_with(protocol::pulsar::proto::BaseCommand& command, uint32_t permits);
 
-  int fd_;
+  std::unique_ptr<Transport> transport_;
   ClientOptions options_;
   protocol::pulsar::FrameDecoder decoder_;
   common::SliceChain input_;
