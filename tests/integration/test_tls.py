@@ -287,6 +287,36 @@ class MutualTlsTest(TlsNode):
         self.assertEqual(out.split(), ["k1"])
 
 
+class CertificateRoleTest(TlsNode):
+    """With authentication on, a Pulsar client that sends no token over TLS
+    with a trusted certificate has the certificate's CN as its role."""
+
+    @classmethod
+    def node_args(cls):
+        key = os.path.join(cls.tmp, "secret.key")
+        run(BIN, "tokens", "create-secret-key", "--output", key)
+        return ["--tls-trust-certs-file-path", cls.ca.ca_pem, "--authentication-enabled", "--token-secret-key",
+                "file://" + key, "--authorization-enabled", "--superuser-roles", "alice"]
+
+    def test_the_certificate_cn_is_the_role(self):
+        trust = ["--tls-trust-cert", self.ca.ca_pem]
+        alice = self.ca.issue("alice-role", "alice", serial=21, server=False)
+        bob = self.ca.issue("bob-role", "bob", serial=22, server=False)
+        ok = self.magnetar("produce", "by-cert", "-m", "hi", "--url", self.pulsar_ssl, *trust,
+                           "--tls-cert-file", alice[0], "--tls-key-file", alice[1])
+        self.assertIn("Produced 1 message", ok.stdout)
+        denied = self.magnetar("produce", "by-cert", "-m", "no", "--url", self.pulsar_ssl, *trust,
+                               "--tls-cert-file", bob[0], "--tls-key-file", bob[1], check=False)
+        self.assertNotEqual(denied.returncode, 0)
+        self.assertIn("bob", denied.stderr)
+        # No certificate and no token: refused, over TLS and over plaintext.
+        anon = self.magnetar("produce", "by-cert", "-m", "no", "--url", self.pulsar_ssl, *trust, check=False)
+        self.assertIn("authentication is required", anon.stderr)
+        plain = self.magnetar("produce", "by-cert", "-m", "no", "--url",
+                              f"pulsar://127.0.0.1:{self.node.ports['pulsar']}", check=False)
+        self.assertIn("authentication is required", plain.stderr)
+
+
 class ReloadTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="magnetar-tls-reload-")

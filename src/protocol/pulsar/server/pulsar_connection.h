@@ -77,6 +77,8 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   broker::ClientInfo client_info() const;
   // The client's address ("" once closed).
   std::string peer() const;
+  // The CN of the client's verified TLS certificate; "" without one.
+  std::string tls_common_name() const { return conn_ != nullptr ? conn_->tls_peer_common_name() : std::string(); }
 
  private:
   void dispatch(Frame& frame);

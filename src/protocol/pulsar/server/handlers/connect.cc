@@ -17,7 +17,13 @@ void handle_connect(PulsarConnection& c, const proto::CommandConnect& cmd) {
   credentials.method = cmd.has_auth_method_name() && !cmd.auth_method_name().empty() ? cmd.auth_method_name() : "none";
   credentials.data = cmd.auth_data();
   credentials.peer = c.peer();
-  auto role = c.service().authenticator().authenticate(credentials);
+  // As Pulsar's AuthenticationProviderTls: a client that sends no token
+  // over TLS with a certificate the trusted CAs signed (the handshake
+  // checked it) has the certificate's CN as its role.
+  std::string cn = c.tls_common_name();
+  const bool by_certificate = !cn.empty() && (credentials.method == "none" || credentials.method == "tls");
+  auto role = by_certificate ? common::Result<std::string>(std::move(cn))
+                             : c.service().authenticator().authenticate(credentials);
   if (!role.is_ok()) {
     // As Pulsar: an ERROR without a request, then the connection closes.
     c.send(commands::error(static_cast<uint64_t>(-1), proto::AuthenticationError, role.status().message()));
