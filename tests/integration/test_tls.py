@@ -20,7 +20,7 @@ import urllib.request
 import confluent_kafka as ck
 import pika
 from magnetar_harness import BIN, Node
-from pulsar_wire import command, encode
+from pulsar_wire import PulsarWire, command, encode
 from tls_certs import CertFactory, serial_of_der
 
 TIMEOUT_S = 20
@@ -127,6 +127,13 @@ class TlsListenersTest(TlsNode):
         self.assertIn(f"pulsar+ssl://127.0.0.1:{self.node.ports['pulsar_tls']}", log)
         self.assertIn(f"amqps://127.0.0.1:{self.node.ports['amqp_tls']}", log)
         self.assertIn(f"https://127.0.0.1:{self.node.ports['http_tls']}/admin/v2", log)
+
+    def test_lookup_names_the_tls_service_url(self):
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            ans = w.request("LOOKUP", ["LOOKUP_RESPONSE"], topic="persistent://public/default/lookup-tls")
+        body = ans.cmd.lookupTopicResponse
+        self.assertEqual(body.brokerServiceUrl, f"pulsar://127.0.0.1:{self.node.ports['pulsar']}")
+        self.assertEqual(body.brokerServiceUrlTls, f"pulsar+ssl://127.0.0.1:{self.node.ports['pulsar_tls']}")
 
     def test_kcat_produces_and_consumes_over_tls(self):
         broker = f"127.0.0.1:{self.node.ports['kafka_tls']}"

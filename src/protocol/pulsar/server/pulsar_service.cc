@@ -27,7 +27,11 @@ void PulsarService::stop() {
 }
 
 std::string PulsarService::service_url() const {
-  return fmt::format("pulsar://{}:{}", options_.advertised_host, port());
+  return listener_ ? fmt::format("pulsar://{}:{}", options_.advertised_host, port()) : std::string();
+}
+
+std::string PulsarService::service_url_tls() const {
+  return tls_listener_ ? fmt::format("pulsar+ssl://{}:{}", options_.advertised_host, tls_port()) : std::string();
 }
 
 }  // namespace magnetar::protocol::pulsar

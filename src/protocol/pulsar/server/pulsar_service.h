@@ -53,7 +53,9 @@ class PulsarService final : public runtime::Component {
   // Valid after start().
   uint16_t port() const { return listener_ ? listener_->port() : 0; }
   uint16_t tls_port() const { return tls_listener_ ? tls_listener_->port() : 0; }
+  // pulsar://host:port and pulsar+ssl://host:port; "" for a listener that is off.
   std::string service_url() const;
+  std::string service_url_tls() const;
 
   broker::BrokerService& broker() { return broker_; }
   metadata::Store& store() { return store_; }

@@ -51,7 +51,7 @@ void handle_lookup(PulsarConnection& c, const proto::CommandLookupTopic& cmd) {
     return;
   }
   // One node serves every topic: it is always here.
-  c.send(commands::lookup_response(cmd.request_id(), c.service().service_url(), ""));
+  c.send(commands::lookup_response(cmd.request_id(), c.service().service_url(), c.service().service_url_tls()));
 }
 
 void handle_partitioned_metadata(PulsarConnection& c, const proto::CommandPartitionedTopicMetadata& cmd) {
