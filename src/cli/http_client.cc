@@ -1,15 +1,8 @@
 #include "cli/http_client.h"
 
-#include <fcntl.h>
 #include <http_parser.h>
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <charconv>
-#include <cstring>
 
 #include <fmt/format.h>
 
@@ -82,22 +75,6 @@ std::string escape_segment(std::string_view segment) {
 }
 
 namespace {
-
-int remaining_ms(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return left < 0 ? 0 : static_cast<int>(left);
-}
-
-// Waits for `events` on fd until the deadline. False on timeout.
-bool wait_for(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    int n = ::poll(&p, 1, remaining_ms(deadline));
-    if (n > 0) return true;
-    if (n == 0) return false;
-    if (errno != EINTR) return true;  // let the next call report the error
-  }
-}
 
 struct ParseState {
   HttpReply reply;
@@ -178,7 +155,7 @@ Result<HttpReply> http_request(const Url& url, std::string_view method, std::str
     }
     size_t n = got.is_ok() ? *got : 0;
     if (got.is_ok() && n == 0) {
-      if (!conn.has_buffered() && !wait_for(conn.fd(), POLLIN, deadline)) {
+      if (!conn.wait_readable(deadline)) {
         return Status::timeout(fmt::format("{} did not answer within {} ms", url.to_string(), timeout.count()));
       }
       continue;

@@ -303,8 +303,9 @@ void Producer::io_loop() {
     pollfd fds[2] = {{fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     int rc;
     if (transport.has_buffered()) {
-      rc = ::poll(fds, 2, 0);
-      fds[0].revents |= POLLIN;  // TLS holds bytes the socket no longer shows
+      // TLS already holds bytes the socket no longer shows: read them now.
+      (void)::poll(fds, 2, 0);  // for the wake-up fd
+      fds[0].revents |= POLLIN;
       rc = 1;
     } else if (due != Clock::time_point{}) {
       auto left = std::chrono::duration_cast<std::chrono::microseconds>(due - Clock::now()).count();

@@ -1,14 +1,6 @@
 #include "client/pulsar_client.h"
 
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
+#include <cstdlib>
 
 #include "common/clock.h"
 #include "client/compression.h"
@@ -102,16 +94,8 @@ Status PulsarClient::read_frame(Clock::time_point deadline, pp::Frame* out) {
       default:
         return Status::corruption("the broker sent a frame we cannot read: " + decoder_.status().message());
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return Status::timeout("no answer from the broker in time");
-    if (!transport_->has_buffered()) {
-      pollfd p{transport_->fd(), POLLIN, 0};
-      int rc = ::poll(&p, 1, static_cast<int>(left));
-      if (rc == 0) return Status::timeout("no answer from the broker in time");
-      if (rc < 0) {
-        if (errno == EINTR) continue;
-        return Status::from_errno(errno, "poll");
-      }
+    if (Clock::now() >= deadline || !transport_->wait_readable(deadline)) {
+      return Status::timeout("no answer from the broker in time");
     }
     Slice buf = Slice::allocate(64 << 10);
     auto n = transport_->read_some(buf.mutable_data(), buf.size());

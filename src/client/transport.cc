@@ -15,6 +15,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "runtime/tls_context.h"
+
 namespace magnetar::client {
 
 using common::Result;
@@ -23,16 +25,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string ssl_errors() {
-  std::string out;
-  while (unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out;
-}
+std::string ssl_errors() { return runtime::tls_error_string(); }
 
 int remaining_ms(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -224,6 +217,10 @@ Result<size_t> Transport::read_some(uint8_t* buf, size_t size) {
                                (reason.empty() ? std::string("the connection closed") : reason));
   }
   return got;
+}
+
+bool Transport::wait_readable(Clock::time_point deadline) const {
+  return has_buffered() || wait_for(fd_, POLLIN, deadline);
 }
 
 bool Transport::has_buffered() const {

@@ -59,6 +59,9 @@ class Transport {
   // Decrypted or undecrypted bytes held in memory that read_some() would
   // return without the socket becoming readable: poll() the fd only when false.
   bool has_buffered() const;
+  // Waits until read_some() may return bytes (or report the end), or until
+  // `deadline`: false on timeout.
+  bool wait_readable(std::chrono::steady_clock::time_point deadline) const;
 
  private:
   Transport(int fd) : fd_(fd) {}

@@ -26,7 +26,14 @@ TEST(HttpClientTest, ParsesUrls) {
   ASSERT_TRUE(v6.is_ok());
   EXPECT_EQ(v6->host, "::1");
   EXPECT_EQ(v6->to_string(), "http://[::1]:9000");
-  for (const char* bad : {"https://x", "localhost:8080", "http://", "http://h:0", "http://h:70000", "http://h:8o"}) {
+  EXPECT_FALSE(v6->tls.enabled);
+  auto tls = Url::parse("https://broker.example.com/admin");
+  ASSERT_TRUE(tls.is_ok());
+  EXPECT_TRUE(tls->tls.enabled);
+  EXPECT_EQ(tls->port, 443);
+  EXPECT_EQ(tls->to_string(), "https://broker.example.com:443/admin");
+  for (const char* bad : {"ftp://x", "localhost:8080", "http://", "https://", "http://h:0", "http://h:70000",
+                          "http://h:8o"}) {
     EXPECT_EQ(Url::parse(bad).status().code(), ErrorCode::kInvalidArgument) << bad;
   }
 }
@@ -78,7 +85,7 @@ TEST(HttpClientTest, ReadsAChunkedReply) {
   OneShotServer server(
       "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
       "5\r\n{\"rea\r\n10\r\nson\": \"missing\"}\r\n0\r\n\r\n");
-  Url url{"127.0.0.1", server.port(), "", ""};
+  Url url{"127.0.0.1", server.port(), "", "", {}};
   auto r = http_request(url, "PUT", "/admin/v2/x", "{\"a\":1}", std::chrono::seconds(10));
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_EQ(r->status, 404);
@@ -91,12 +98,12 @@ TEST(HttpClientTest, ReadsAChunkedReply) {
 TEST(HttpClientTest, RejectsGarbageAndEarlyClose) {
   {
     OneShotServer server("SPDY/9 nonsense\r\n\r\n");
-    auto r = http_request(Url{"127.0.0.1", server.port(), "", ""}, "GET", "/", {}, std::chrono::seconds(10));
+    auto r = http_request(Url{"127.0.0.1", server.port(), "", "", {}}, "GET", "/", {}, std::chrono::seconds(10));
     EXPECT_EQ(r.status().code(), ErrorCode::kCorruption);
   }
   {
     OneShotServer server("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort");
-    auto r = http_request(Url{"127.0.0.1", server.port(), "", ""}, "GET", "/", {}, std::chrono::seconds(10));
+    auto r = http_request(Url{"127.0.0.1", server.port(), "", "", {}}, "GET", "/", {}, std::chrono::seconds(10));
     EXPECT_EQ(r.status().code(), ErrorCode::kCorruption);
   }
 }
@@ -111,7 +118,7 @@ TEST(HttpClientTest, NobodyListening) {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   uint16_t port = ntohs(a.sin_port);
   ::close(fd);  // the port is now closed
-  auto r = http_request(Url{"127.0.0.1", port, "", ""}, "GET", "/", {}, std::chrono::seconds(10));
+  auto r = http_request(Url{"127.0.0.1", port, "", "", {}}, "GET", "/", {}, std::chrono::seconds(10));
   EXPECT_EQ(r.status().code(), ErrorCode::kUnavailable);
 }
 
