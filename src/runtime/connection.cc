@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "common/logging.h"
+#include "runtime/timer.h"
 #include "runtime/tls_session.h"
 
 namespace magnetar::runtime {
@@ -71,6 +72,13 @@ Connection* Connection::adopt(Reactor& reactor, int fd, std::unique_ptr<Connecti
       c->abort(Status::internal("cannot start a TLS session"));
       return nullptr;
     }
+    c->handshake_timer_ = std::make_unique<Timer>(reactor);
+    c->handshake_timer_->once(c->options_.tls_handshake_timeout, [c]() {
+      if (c->state_ != State::kOpen || c->tls_->handshake_done()) return;
+      MLOG_INFO("{}: no TLS handshake within {} ms; closing the connection", c->peer_,
+                c->options_.tls_handshake_timeout.count());
+      c->abort(Status::timeout("TLS handshake timed out"));
+    });
   }
   c->update_reading();
   return c;
@@ -130,9 +138,12 @@ void Connection::on_tls_read(size_t nread) {
     close(std::move(st));
     return;
   }
-  if (!was_done && tls_->handshake_done() && !tls_plain_.empty() && !flush_scheduled_) {
-    flush_scheduled_ = true;
-    reactor_.defer([this]() { flush(); });
+  if (!was_done && tls_->handshake_done()) {
+    handshake_timer_.reset();
+    if (!tls_plain_.empty() && !flush_scheduled_) {
+      flush_scheduled_ = true;
+      reactor_.defer([this]() { flush(); });
+    }
   }
   if (input_.size() > before) deliver_input();
   if (state_ == State::kOpen && tls_->peer_closed()) close(Status::ok());

@@ -24,6 +24,7 @@
 
 #include <uv.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -38,6 +39,7 @@
 namespace magnetar::runtime {
 
 class Connection;
+class Timer;
 class TlsSession;
 
 class ConnectionHandler {
@@ -62,6 +64,8 @@ struct ConnectionOptions {
   size_t max_input_bytes = 64 << 20; // undecoded input past this closes the connection
   // Set: speak TLS as the server, with the source's context current at accept.
   std::shared_ptr<TlsContextSource> tls;
+  // A TLS peer that has not finished its handshake by then is disconnected.
+  std::chrono::milliseconds tls_handshake_timeout{10000};
 };
 
 class Connection {
@@ -127,6 +131,7 @@ class Connection {
   size_t read_used_ = 0;                // bytes of read_buf_ already filled
   std::vector<common::Slice> pending_;  // queued, not yet handed to libuv
   std::unique_ptr<TlsSession> tls_;     // null without TLS
+  std::unique_ptr<Timer> handshake_timer_;  // with TLS, until the handshake is done
   std::vector<common::Slice> tls_plain_;  // with TLS: plaintext waiting to be encrypted
   size_t queued_bytes_ = 0;             // pending_ plus in-flight writes
   size_t writes_in_flight_ = 0;

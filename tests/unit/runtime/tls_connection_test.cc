@@ -188,6 +188,31 @@ TEST_F(TlsConnectionTest, GarbageClosesThatConnectionAndTheListenerKeepsServing)
   EXPECT_EQ(c.read_exactly(10), "still here");
 }
 
+TEST(TlsHandshakeTimeoutTest, APeerThatNeverHandshakesIsDisconnected) {
+  Certs certs;
+  Runtime rt(1);
+  rt.start();
+  auto source = TlsContextSource::create(certs.files());
+  ASSERT_TRUE(source.is_ok());
+  std::atomic<size_t> seen{0};
+  ConnectionOptions options;
+  options.tls = *source;
+  options.tls_handshake_timeout = std::chrono::milliseconds(200);
+  auto l = TcpListener::listen(rt, "slow-tls", "127.0.0.1", 0,
+                               [&](Reactor&) { return std::make_unique<EchoHandler>(seen); }, options);
+  ASSERT_TRUE(l.is_ok());
+  int fd = connect_loopback((*l)->port());
+  ASSERT_EQ(::send(fd, "\x16\x03\x01", 3, MSG_NOSIGNAL), 3);  // the start of a record, then nothing
+  char buf[64];
+  ssize_t r = ::recv(fd, buf, sizeof(buf), 0);  // bounded by SO_RCVTIMEO
+  EXPECT_TRUE(r == 0 || (r < 0 && errno == ECONNRESET)) << "still open: " << r << " " << std::strerror(errno);
+  ::close(fd);
+  for (int i = 0; i < 500 && (*l)->connection_count() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ((*l)->connection_count(), 0u);
+  (*l)->shutdown();
+  rt.stop();
+}
+
 TEST(TlsContextSourceTest, ReloadsChangedFilesAndKeepsTheOldContextOnFailure) {
   Certs certs;
   auto source = TlsContextSource::create(certs.files());
