@@ -414,6 +414,26 @@ class PlainPortsOffTest(unittest.TestCase):
                   f"pulsar+ssl://localhost:{node.ports['pulsar_tls']}", "--tls-trust-cert", ca.ca_pem).stdout
         self.assertIn("Produced 1 message", out)
 
+    def test_tls_settings_and_off_ports_from_a_config_file(self):
+        tmp = tempfile.mkdtemp(prefix="magnetar-tls-toml-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        ca = CertFactory(tmp)
+        cert, key = ca.issue("server", "localhost", serial=10)
+        config = os.path.join(tmp, "magnetar.toml")
+        with open(config, "w") as f:
+            f.write(f'kafka-port-tls = 0\namqp-port-tls = "off"\ntls-certificate-file = "{cert}"\n'
+                    f'tls-key-file = "{key}"\n')
+        # The harness's "--kafka-port 0" is on the command line, which wins
+        # over the file: "off" for it comes from the command line too.
+        node = Node("--config", config, "--kafka-port", "off")
+        self.addCleanup(node.close)
+        node.start()
+        self.assertEqual(node.ports["kafka"], 0)
+        self.assertNotIn("amqp_tls", node.ports)
+        out = run("kcat", "-L", "-b", f"127.0.0.1:{node.ports['kafka_tls']}", "-X", "security.protocol=ssl",
+                  "-X", f"ssl.ca.location={ca.ca_pem}", "-m", "10").stdout
+        self.assertIn(f"127.0.0.1:{node.ports['kafka_tls']}", out)
+
     def test_tls_port_without_certificate_files_is_a_start_error(self):
         node = Node("--broker-service-port-tls", "0")
         self.addCleanup(node.close)
