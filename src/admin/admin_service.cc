@@ -106,6 +106,16 @@ void AdminService::require_authentication(broker::Authenticator& authenticator,
     // API, which is.
     if (request.path == "/") return std::nullopt;
     broker::Credentials credentials = broker::credentials_from_http(request.header("authorization"));
+    // A client certificate the trusted CAs signed names the role when no
+    // token comes with the request, as for Pulsar clients.
+    if (credentials.method == "none" && !request.tls_common_name.empty()) {
+      request.role = request.tls_common_name;
+      request.authorization = &authorization;
+      if (common::Status allowed = authorize(authorization, request); !allowed.is_ok()) {
+        return HttpResponse::error(403, allowed.message());
+      }
+      return std::nullopt;
+    }
     if (credentials.method == "none") {
       HttpResponse denied = HttpResponse::error(401, "authentication is required: send Authorization: Bearer <token>");
       denied.headers.emplace_back("WWW-Authenticate", "Bearer");

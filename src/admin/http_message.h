@@ -29,6 +29,7 @@ struct HttpRequest {
   std::string body;
   std::map<std::string, std::string> params;   // filled by the router from {name} segments
   std::string role;                            // who sent it, once authenticated
+  std::string tls_common_name;                 // CN of the client's verified certificate (HTTPS), or ""
   // What that role may do; null when the node authenticates no one (then
   // everyone may do everything).
   const broker::Authorization* authorization = nullptr;

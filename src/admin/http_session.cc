@@ -44,6 +44,7 @@ void HttpSession::parse(runtime::Connection& conn, common::SliceChain& input) {
 
 void HttpSession::dispatch(std::unique_ptr<HttpRequest> request) {
   waiting_ = true;
+  if (conn_ != nullptr && conn_->tls()) request->tls_common_name = conn_->tls_peer_common_name();
   head_request_ = request->method == "HEAD";
   std::weak_ptr<Link> weak = link_;
   runtime::Reactor* home = &reactor_;

@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 import confluent_kafka as ck
@@ -322,6 +323,63 @@ class CertificateRoleTest(TlsNode):
         plain = self.magnetar("produce", "by-cert", "-m", "no", "--url",
                               f"pulsar://127.0.0.1:{self.node.ports['pulsar']}", check=False)
         self.assertIn("authentication is required", plain.stderr)
+
+    def test_the_certificate_cn_is_the_role_on_kafka_amqp_and_https(self):
+        alice = self.ca.issue("alice-other", "alice", serial=23, server=False)
+        bob = self.ca.issue("bob-other", "bob", serial=24, server=False)
+        # Kafka: the certificate authenticates the connection (no SASL);
+        # bob has no grant, alice is a superuser.
+        broker = f"127.0.0.1:{self.node.ports['kafka_tls']}"
+
+        def kafka_produce(cert):
+            p = ck.Producer({"bootstrap.servers": broker, "security.protocol": "ssl",
+                             "ssl.ca.location": self.ca.ca_pem, "ssl.certificate.location": cert[0],
+                             "ssl.key.location": cert[1], "message.timeout.ms": 8000})
+            reports = []
+            p.produce("cert-k", value=b"v", on_delivery=lambda e, m: reports.append(e))
+            p.flush(TIMEOUT_S)
+            return reports[0] if reports else "no report"
+
+        self.assertIsNone(kafka_produce(alice))
+        refused = kafka_produce(bob)
+        self.assertEqual(refused.code(), ck.KafkaError.TOPIC_AUTHORIZATION_FAILED, refused)
+
+        # AMQP: EXTERNAL is offered to a client with a trusted certificate.
+        def amqp(cert):
+            ctx = ssl.create_default_context(cafile=self.ca.ca_pem)
+            ctx.load_cert_chain(*cert)
+            return pika.BlockingConnection(pika.ConnectionParameters(
+                host="localhost", port=self.node.ports["amqp_tls"], ssl_options=pika.SSLOptions(ctx, "localhost"),
+                credentials=pika.credentials.ExternalCredentials(), connection_attempts=1, socket_timeout=15))
+
+        conn = amqp(alice)
+        try:
+            ch = conn.channel()
+            ch.queue_declare("cert-q")
+            ch.confirm_delivery()
+            ch.basic_publish("", "cert-q", b"by alice")
+        finally:
+            conn.close()
+        conn = amqp(bob)
+        try:
+            with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as e:
+                conn.channel().basic_publish("", "cert-q", b"by bob")
+                conn.channel().queue_declare("cert-q", passive=True)
+            self.assertEqual(e.exception.reply_code, 403)
+        finally:
+            if conn.is_open:
+                conn.close()
+
+        # HTTPS: the certificate stands in for a bearer token.
+        port = self.node.ports["http_tls"]
+        status, body = https_get(port, "/admin/v2/me", self.ca.ca_pem, *alice)
+        self.assertEqual((status, json.loads(body)["role"]), (200, "alice"))
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            https_get(port, "/admin/v2/tenants/public", self.ca.ca_pem, *bob)
+        self.assertEqual(e.exception.code, 403)
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            https_get(port, "/admin/v2/tenants/public", self.ca.ca_pem)
+        self.assertEqual(e.exception.code, 401)
 
 
 class ReloadTest(unittest.TestCase):

@@ -78,6 +78,11 @@ void KafkaConnection::handle_request(Slice message) {
 
 void KafkaConnection::dispatch(Request& request) {
   const int16_t key = request.header.api_key;
+  if (service_.sasl_required() && !authenticated_ && conn_ != nullptr && conn_->tls()) {
+    // Kafka's SSL principal: a verified client certificate authenticates
+    // the connection with its CN as the role (SASL may still replace it).
+    if (std::string cn = conn_->tls_peer_common_name(); !cn.empty()) authenticated(std::move(cn), std::nullopt);
+  }
   if (service_.sasl_required() && !authenticated_ && key != kApiVersions && key != kSaslHandshake &&
       key != kSaslAuthenticate) {
     // As Kafka's broker does: nothing but the handshake before SASL.

@@ -63,7 +63,7 @@ common::Result<broker::Credentials> credentials_of(const Method& start_ok, const
     c.data = login->s + ":" + password->s;
     return c;
   }
-  return Status::permission_denied(fmt::format("mechanism '{}' is not offered (PLAIN, AMQPLAIN)", mechanism));
+  return Status::permission_denied(fmt::format("mechanism '{}' is not offered (PLAIN, AMQPLAIN; EXTERNAL with a trusted client certificate)", mechanism));
 }
 
 }  // namespace
@@ -72,7 +72,10 @@ void AmqpConnection::send_start() {
   Method start = Method::of(m::kConnectionStart);
   start.set("version-major", uint64_t{0}).set("version-minor", uint64_t{9});
   start.set("server-properties", server_properties(service_.options()));
-  start.set("mechanisms", std::string("PLAIN AMQPLAIN"));
+  // EXTERNAL (the client certificate's CN) when the client presented a
+  // certificate the trusted CAs signed, as RabbitMQ's SSL mechanism does.
+  const bool external = conn_ != nullptr && conn_->tls() && !conn_->tls_peer_common_name().empty();
+  start.set("mechanisms", std::string(external ? "EXTERNAL PLAIN AMQPLAIN" : "PLAIN AMQPLAIN"));
   start.set("locales", std::string("en_US"));
   send_method(0, start);
 }
@@ -80,9 +83,14 @@ void AmqpConnection::send_start() {
 void AmqpConnection::handshake(const Method& method) {
   const uint32_t key = method.key();
   if (state_ == State::kStartOk && key == m::kConnectionStartOk) {
-    auto creds = credentials_of(method, conn_ ? conn_->peer() : std::string());
-    auto role = creds.is_ok() ? service_.authenticator().authenticate(*creds)
-                              : common::Result<std::string>(creds.status());
+    std::string cn = conn_ != nullptr && conn_->tls() ? conn_->tls_peer_common_name() : std::string();
+    common::Result<std::string> role = common::Status::permission_denied("");
+    if (method.str("mechanism") == "EXTERNAL" && !cn.empty()) {
+      role = std::move(cn);
+    } else {
+      auto creds = credentials_of(method, conn_ ? conn_->peer() : std::string());
+      role = creds.is_ok() ? service_.authenticator().authenticate(*creds) : common::Result<std::string>(creds.status());
+    }
     if (!role) {
       MLOG_INFO("amqp client {}: authentication refused: {}", conn_ ? conn_->peer() : "", role.status().message());
       return connection_error({kAccessRefused, role.status().message(), key});
