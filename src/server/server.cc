@@ -221,6 +221,8 @@ Status Server::start() {
   address.host = host;
   // The Pulsar port actually bound (known once the listener started).
   address.pulsar_port = [this]() { return ports_.pulsar; };
+  address.pulsar_tls_port = [this]() { return ports_.pulsar_tls; };
+  address.http_tls_port = [this]() { return ports_.http_tls; };
   const runtime::ListenerPorts http_ports = listen(config_.http_port, config_.web_service_port_tls);
   auto admin = std::make_unique<admin::AdminService>(*runtime_, config_.bind, http_ports.port, registry,
                                                      tenancy.get(), broker.get(), std::move(address));

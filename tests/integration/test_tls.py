@@ -135,6 +135,13 @@ class TlsListenersTest(TlsNode):
         body = ans.cmd.lookupTopicResponse
         self.assertEqual(body.brokerServiceUrl, f"pulsar://127.0.0.1:{self.node.ports['pulsar']}")
         self.assertEqual(body.brokerServiceUrlTls, f"pulsar+ssl://127.0.0.1:{self.node.ports['pulsar_tls']}")
+        # The REST lookup names both too.
+        status, raw, _ = self.node.http("GET", "/lookup/v2/topic/persistent/public/default/lookup-tls")
+        self.assertEqual(status, 200)
+        rest = json.loads(raw)
+        self.assertEqual(rest["brokerUrlTls"], f"pulsar+ssl://127.0.0.1:{self.node.ports['pulsar_tls']}")
+        self.assertEqual(rest["httpUrlTls"], f"https://127.0.0.1:{self.node.ports['http_tls']}")
+        self.assertEqual(rest["brokerUrl"], f"pulsar://127.0.0.1:{self.node.ports['pulsar']}")
 
     def test_kcat_produces_and_consumes_over_tls(self):
         broker = f"127.0.0.1:{self.node.ports['kafka_tls']}"

@@ -19,6 +19,8 @@ struct AdvertisedAddress {
   std::string host;
   std::function<uint16_t()> pulsar_port;  // 0: no Pulsar listener
   std::function<uint16_t()> http_port;
+  std::function<uint16_t()> pulsar_tls_port;  // null or 0: no TLS listener
+  std::function<uint16_t()> http_tls_port;
 };
 
 struct TopicServices {

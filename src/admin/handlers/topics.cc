@@ -160,11 +160,15 @@ void register_topic_routes(Router& router, TopicServices& services) {
         const AdvertisedAddress& a = s->address;
         const uint16_t pulsar = a.pulsar_port ? a.pulsar_port() : 0;
         const uint16_t http = a.http_port ? a.http_port() : 0;
+        const uint16_t pulsar_tls = a.pulsar_tls_port ? a.pulsar_tls_port() : 0;
+        const uint16_t http_tls = a.http_tls_port ? a.http_tls_port() : 0;
         Json j = {{"brokerUrl", pulsar ? fmt::format("pulsar://{}:{}", a.host, pulsar) : ""},
-                  {"brokerUrlTls", ""},
-                  {"httpUrl", fmt::format("http://{}:{}", a.host, http)},
-                  {"httpUrlTls", ""},
-                  {"nativeUrl", pulsar ? fmt::format("pulsar://{}:{}", a.host, pulsar) : ""}};
+                  {"brokerUrlTls", pulsar_tls ? fmt::format("pulsar+ssl://{}:{}", a.host, pulsar_tls) : ""},
+                  {"httpUrl", http ? fmt::format("http://{}:{}", a.host, http) : ""},
+                  {"httpUrlTls", http_tls ? fmt::format("https://{}:{}", a.host, http_tls) : ""},
+                  {"nativeUrl", pulsar ? fmt::format("pulsar://{}:{}", a.host, pulsar)
+                                : pulsar_tls ? fmt::format("pulsar+ssl://{}:{}", a.host, pulsar_tls)
+                                             : ""}};
         (*r)(HttpResponse::json(200, j));
       });
     });
