@@ -17,8 +17,15 @@ void handle_find_coordinator(KafkaConnection& c, const Request& request) {
     resp.set("NodeId", int64_t{-1});
     resp.set("Host", std::string());
     resp.set("Port", int64_t{-1});
+  } else if (const std::string& group = request.body.str("Key"); !c.authorize_group(group).is_ok()) {
+    // As Kafka: a group the role may not use is refused here already.
+    resp.set("ErrorCode", int64_t{kGroupAuthorizationFailed});
+    resp.set("ErrorMessage", std::string("not authorized to use group ") + group);
+    resp.set("NodeId", int64_t{-1});
+    resp.set("Host", std::string());
+    resp.set("Port", int64_t{-1});
   } else {
-    resp.set("ErrorCode", int64_t{request.body.str("Key").empty() ? kInvalidGroupId : kNone});
+    resp.set("ErrorCode", int64_t{group.empty() ? kInvalidGroupId : kNone});
     resp.set_null("ErrorMessage");
     resp.set("NodeId", int64_t{0});
     resp.set("Host", c.service().options().advertised_host);
