@@ -177,6 +177,7 @@ void BrokerService::load(Shard& shard, const TopicName& topic) {
 }
 
 void BrokerService::attach_policies(Topic& topic) {
+  topic.set_publish_limits(publish_limiters_->for_topic(topic.name()));
   if (policies_ == nullptr) return;
   const PolicyCache* cache = policies_;
   TopicName name = topic.name();

@@ -16,6 +16,7 @@
 
 #include "broker/naming.h"
 #include "broker/policy_cache.h"
+#include "broker/publish_limiter.h"
 #include "broker/topic.h"
 #include "broker/trace_lookup.h"
 #include "broker/tracing.h"
@@ -48,7 +49,22 @@ class BrokerService final : public runtime::Component {
   // that does not exist is refused (kNotFound), and retention and message
   // TTL come from the namespace (or topic) policy. A change applies when the
   // topic is next loaded. REQUIRES: before start(); `policies` outlives this.
-  void set_policies(const PolicyCache* policies) { policies_ = policies; }
+  void set_policies(const PolicyCache* policies) {
+    policies_ = policies;
+    publish_limiters_ = std::make_shared<PublishLimiters>(policies);
+  }
+
+  // Any thread: the publish rate limits producers to `topic` charge
+  // (publish_limiter.h), kept while a producer holds them.
+  std::shared_ptr<PublishLimits> publish_limits(const TopicName& topic) {
+    return publish_limiters_->for_topic(topic);
+  }
+  // Any thread: the limits of a topic being produced to; null otherwise.
+  std::shared_ptr<PublishLimits> live_publish_limits(const TopicName& topic) const {
+    return publish_limiters_->find(topic);
+  }
+  // For the policy cache's change listener, which may outlive this.
+  std::weak_ptr<PublishLimiters> publish_limiters() const { return publish_limiters_; }
 
   // How traces read the keys and properties of stored messages
   // (tracing.h). REQUIRES: before start().
@@ -125,6 +141,7 @@ class BrokerService final : public runtime::Component {
   metadata::Store& store_;
   const BrokerOptions options_;
   const PolicyCache* policies_ = nullptr;
+  std::shared_ptr<PublishLimiters> publish_limiters_ = std::make_shared<PublishLimiters>(nullptr);
   MessageDescriber describer_;
   std::vector<std::unique_ptr<Shard>> shards_;  // by reactor index
   bool stopping_ = false;

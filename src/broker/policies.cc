@@ -128,6 +128,11 @@ Status validate(const PublishRate& p) {
   return at_least(p.bytes_per_second, -1, "publishThrottlingRateInByte");
 }
 
+Status validate(const TenantLimits& p) {
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.publish_msgs_per_second, -1, "publishThrottlingRateInMsg"));
+  return at_least(p.publish_bytes_per_second, -1, "publishThrottlingRateInByte");
+}
+
 Status validate(const DispatchRate& p) {
   MAGNETAR_RETURN_IF_ERROR(at_least(p.msgs_per_period, -1, "dispatchThrottlingRateInMsg"));
   MAGNETAR_RETURN_IF_ERROR(at_least(p.bytes_per_period, -1, "dispatchThrottlingRateInByte"));

@@ -32,6 +32,14 @@ struct TenantInfo {
   bool operator==(const TenantInfo&) const = default;
 };
 
+// A tenant's aggregate limits, over all its namespaces and topics (a
+// Magnetar extension: Pulsar limits namespaces and topics only). -1: no limit.
+struct TenantLimits {
+  int64_t publish_msgs_per_second = -1;
+  int64_t publish_bytes_per_second = -1;
+  bool operator==(const TenantLimits&) const = default;
+};
+
 struct RetentionPolicy {
   int64_t time_minutes = 0;  // -1: keep forever
   int64_t size_mb = 0;       // -1: no size limit
@@ -152,6 +160,7 @@ common::Status validate(const DispatchRate& p);
 common::Status validate(const AutoTopicCreation& p);
 common::Status validate(const TracingPolicy& p);
 common::Status validate(const NamespacePolicies& p);
+common::Status validate(const TenantLimits& p);
 
 // FlatBuffers encodings (tenancy.fbs). decode_* answers Corruption for bytes
 // that fail verification or come from a newer format.
@@ -159,6 +168,8 @@ std::string encode_cluster(const ClusterInfo& c);
 common::Result<ClusterInfo> decode_cluster(std::string_view bytes);
 std::string encode_tenant(const TenantInfo& t);
 common::Result<TenantInfo> decode_tenant(std::string_view bytes);
+std::string encode_tenant_limits(const TenantLimits& l);
+common::Result<TenantLimits> decode_tenant_limits(std::string_view bytes);
 std::string encode_policies(const NamespacePolicies& p);
 common::Result<NamespacePolicies> decode_policies(std::string_view bytes);
 std::string encode_partitions(int32_t partitions);

@@ -106,6 +106,18 @@ Result<TenantInfo> decode_tenant(std::string_view bytes) {
   return TenantInfo{read_strings((*r)->admin_roles()), read_strings((*r)->allowed_clusters())};
 }
 
+std::string encode_tenant_limits(const TenantLimits& l) {
+  Builder b(64);
+  b.Finish(fb::CreateTenantLimits(b, 1, l.publish_msgs_per_second, l.publish_bytes_per_second));
+  return finish(b);
+}
+
+Result<TenantLimits> decode_tenant_limits(std::string_view bytes) {
+  auto r = root<fb::TenantLimits>(bytes, "tenant limits");
+  if (!r.is_ok()) return r.status();
+  return TenantLimits{(*r)->publish_msgs_per_second(), (*r)->publish_bytes_per_second()};
+}
+
 std::string encode_policies(const NamespacePolicies& p) {
   Builder b(512);
   std::vector<flatbuffers::Offset<fb::Permission>> perms;

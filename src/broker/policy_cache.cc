@@ -16,6 +16,7 @@ namespace {
 constexpr std::string_view kNamespacePrefix = "/admin/policies/";
 constexpr std::string_view kTopicPrefix = "/admin/topic-policies/";
 constexpr std::string_view kTenantPrefix = "/admin/tenants/";
+constexpr std::string_view kTenantLimitsPrefix = "/admin/tenant-limits/";
 
 // Lists every key under `prefix` that is `depth` segments below it.
 common::Result<std::vector<std::string>> keys_at_depth(metadata::Store& store, std::string prefix, int depth) {
@@ -73,6 +74,12 @@ Status PolicyCache::State::put(const std::string& key, std::string_view bytes) {
     tenants[key] = std::make_shared<const TenantInfo>(std::move(t).value());
     return Status::ok();
   }
+  if (key.rfind(kTenantLimitsPrefix, 0) == 0) {
+    auto l = decode_tenant_limits(bytes);
+    if (!l.is_ok()) return l.status();
+    limits[key] = std::make_shared<const TenantLimits>(std::move(l).value());
+    return Status::ok();
+  }
   auto p = decode_policies(bytes);
   if (!p.is_ok()) return p.status();
   by_key[key] = std::make_shared<const NamespacePolicies>(std::move(p).value());
@@ -85,6 +92,12 @@ std::shared_ptr<const TenantInfo> PolicyCache::tenant(const std::string& name) c
   return it == state_->tenants.end() ? nullptr : it->second;
 }
 
+std::shared_ptr<const TenantLimits> PolicyCache::tenant_limits(const std::string& tenant) const {
+  std::shared_lock lock(state_->mu);
+  auto it = state_->limits.find(std::string(kTenantLimitsPrefix) + tenant);
+  return it == state_->limits.end() ? nullptr : it->second;
+}
+
 PolicyCache::PolicyCache(metadata::Store& store) : store_(store), state_(std::make_shared<State>()) {}
 
 PolicyCache::~PolicyCache() { stop(); }
@@ -94,7 +107,7 @@ Status PolicyCache::start() {
     std::unique_lock lock(state_->mu);
     state_->loading = true;
   }
-  for (auto prefix : {kNamespacePrefix, kTopicPrefix, kTenantPrefix}) {
+  for (auto prefix : {kNamespacePrefix, kTopicPrefix, kTenantPrefix, kTenantLimitsPrefix}) {
     auto id = store_.watch(std::string(prefix), [&store = store_, state = state_](const metadata::Event& e) {
       refresh(store, state, e.key);
     });
@@ -103,7 +116,8 @@ Status PolicyCache::start() {
   }
   // /admin/policies/{tenant}/{namespace}; /admin/topic-policies/{t}/{ns}/{domain}/{topic}.
   for (auto [prefix, depth] :
-       {std::pair{kNamespacePrefix, 2}, std::pair{kTopicPrefix, 4}, std::pair{kTenantPrefix, 1}}) {
+       {std::pair{kNamespacePrefix, 2}, std::pair{kTopicPrefix, 4}, std::pair{kTenantPrefix, 1},
+        std::pair{kTenantLimitsPrefix, 1}}) {
     std::string root(prefix.substr(0, prefix.size() - 1));
     auto keys = keys_at_depth(store_, root, depth);
     if (!keys.is_ok()) return keys.status();
@@ -143,12 +157,14 @@ void PolicyCache::refresh(metadata::Store& store, const std::shared_ptr<State>& 
       if (!r.is_ok()) {
         state->by_key.erase(key);
         state->tenants.erase(key);
+        state->limits.erase(key);
       } else if (Status st = state->put(key, r->value); !st.is_ok()) {
         MLOG_WARN("policy cache: cannot read {}: {}", key, st.to_string());
         return;
       }
     }
     state->refreshes.fetch_add(1, std::memory_order_relaxed);
+    for (const auto& listener : state->listeners) listener();
   });
 }
 

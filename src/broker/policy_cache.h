@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -56,6 +57,15 @@ class PolicyCache final : public runtime::Component {
   // tenant does not exist.
   std::shared_ptr<const TenantInfo> tenant(const std::string& name) const;
 
+  // A tenant's aggregate limits; null when it has none.
+  std::shared_ptr<const TenantLimits> tenant_limits(const std::string& tenant) const;
+
+  // Runs `fn` on the metadata thread after each change is applied (the
+  // publish limiters re-read their rates). REQUIRES: before start(). A
+  // refresh under way may still run `fn` after stop(): it should reach what
+  // it uses through a weak reference.
+  void on_change(std::function<void()> fn) { state_->listeners.push_back(std::move(fn)); }
+
   // Changes applied so far (for tests and metrics).
   uint64_t refreshes() const { return state_->refreshes.load(std::memory_order_relaxed); }
 
@@ -66,6 +76,8 @@ class PolicyCache final : public runtime::Component {
     mutable std::shared_mutex mu;
     std::map<std::string, std::shared_ptr<const NamespacePolicies>> by_key;  // metadata key -> record
     std::map<std::string, std::shared_ptr<const TenantInfo>> tenants;        // tenant key -> record
+    std::map<std::string, std::shared_ptr<const TenantLimits>> limits;       // tenant limits key -> record
+    std::vector<std::function<void()>> listeners;  // set before start, then only read
     // Decodes `bytes` as the record `key` names and files it. Under mu.
     common::Status put(const std::string& key, std::string_view bytes);
     std::atomic<uint64_t> refreshes{0};

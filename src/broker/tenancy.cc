@@ -48,6 +48,7 @@ std::string quoted(std::string_view kind, std::string_view name) {
 
 std::string cluster_key(std::string_view cluster) { return "/admin/clusters/" + std::string(cluster); }
 std::string tenant_key(std::string_view tenant) { return "/admin/tenants/" + std::string(tenant); }
+std::string tenant_limits_key(std::string_view tenant) { return "/admin/tenant-limits/" + std::string(tenant); }
 std::string namespace_key(const NamespaceName& ns) { return "/admin/policies/" + ns.to_string(); }
 
 std::string partitioned_topic_key(const TopicName& topic) {
@@ -202,7 +203,36 @@ Status Tenancy::delete_tenant(const std::string& tenant) {
     return Status::failed_precondition("tenant '" + tenant + "' still has " + std::to_string(namespaces->size()) +
                                        " namespace(s); delete them first");
   }
+  MAGNETAR_RETURN_IF_ERROR(remove_tenant_limits(tenant));
   return named(md::del(store_, tenant_key(tenant), current->stat.version), quoted("tenant", tenant));
+}
+
+Result<TenantLimits> Tenancy::get_tenant_limits(const std::string& tenant) {
+  MAGNETAR_RETURN_IF_ERROR(validate_entity_name(tenant, "tenant"));
+  auto t = md::get(store_, tenant_key(tenant));
+  if (!t.is_ok()) return named(t.status(), quoted("tenant", tenant));
+  auto r = md::get(store_, tenant_limits_key(tenant));
+  if (r.status().code() == ErrorCode::kNotFound) return TenantLimits{};
+  if (!r.is_ok()) return r.status();
+  return decode_tenant_limits(r->value);
+}
+
+Status Tenancy::set_tenant_limits(const std::string& tenant, const TenantLimits& limits) {
+  MAGNETAR_RETURN_IF_ERROR(validate_entity_name(tenant, "tenant"));
+  MAGNETAR_RETURN_IF_ERROR(validate(limits));
+  auto t = md::get(store_, tenant_key(tenant));
+  if (!t.is_ok()) return named(t.status(), quoted("tenant", tenant));
+  auto r = md::put(store_, tenant_limits_key(tenant), encode_tenant_limits(limits), {});
+  return r.is_ok() ? Status::ok() : r.status();
+}
+
+Status Tenancy::remove_tenant_limits(const std::string& tenant) {
+  MAGNETAR_RETURN_IF_ERROR(validate_entity_name(tenant, "tenant"));
+  auto current = md::get(store_, tenant_limits_key(tenant));
+  if (current.status().code() == ErrorCode::kNotFound) return Status::ok();
+  if (!current.is_ok()) return current.status();
+  Status st = md::del(store_, tenant_limits_key(tenant), current->stat.version);
+  return st.code() == ErrorCode::kNotFound ? Status::ok() : st;
 }
 
 // ---- namespaces ----

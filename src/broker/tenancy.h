@@ -10,6 +10,7 @@
 //   /admin/bootstrap                          set once the first start is done
 //   /admin/clusters/{cluster}                 Cluster record
 //   /admin/tenants/{tenant}                   Tenant record
+//   /admin/tenant-limits/{tenant}             TenantLimits record (absent: no limits)
 //   /admin/policies/{tenant}/{namespace}      NamespacePolicies record
 //   /admin/partitioned-topics/{tenant}/{namespace}/{domain}/{topic}
 //   /admin/topic-policies/{tenant}/{namespace}/{domain}/{topic}   NamespacePolicies
@@ -39,6 +40,7 @@ namespace magnetar::broker {
 // Metadata keys. Names are assumed valid (see naming.h).
 std::string cluster_key(std::string_view cluster);
 std::string tenant_key(std::string_view tenant);
+std::string tenant_limits_key(std::string_view tenant);
 std::string namespace_key(const NamespaceName& ns);
 std::string partitioned_topic_key(const TopicName& topic);
 std::string managed_ledger_key(const TopicName& topic);
@@ -86,7 +88,13 @@ class Tenancy final : public runtime::Component {
   common::Result<TenantInfo> get_tenant(const std::string& tenant);
   common::Status create_tenant(const std::string& tenant, const TenantInfo& info);
   common::Status update_tenant(const std::string& tenant, const TenantInfo& info);
+  // Deleting a tenant deletes its limits too.
   common::Status delete_tenant(const std::string& tenant);
+  // A tenant's aggregate limits. get answers every field -1 when none are
+  // set; kNotFound when the tenant does not exist.
+  common::Result<TenantLimits> get_tenant_limits(const std::string& tenant);
+  common::Status set_tenant_limits(const std::string& tenant, const TenantLimits& limits);
+  common::Status remove_tenant_limits(const std::string& tenant);
 
   // Namespaces. list_namespaces answers "tenant/namespace" names.
   common::Result<std::vector<std::string>> list_namespaces(const std::string& tenant);

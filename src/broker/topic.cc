@@ -338,6 +338,12 @@ TopicStats Topic::stats() const {
   s.bytes_out = removed_bytes_out_;
   s.storage_size = log_->chain().total_size();
   s.entries = log_->chain().total_entries();
+  if (publish_limits_) {
+    s.publish_rate_limited_times = publish_limits_->limited_times();
+    const RateBuckets& own = publish_limits_->own();
+    if (own.messages.limited()) s.publish_rate_msgs = own.messages.rate();
+    if (own.bytes.limited()) s.publish_rate_bytes = own.bytes.rate();
+  }
   for (const auto& [id, p] : producers_) {
     PublisherStats ps;
     ps.producer_id = id;

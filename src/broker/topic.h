@@ -20,6 +20,7 @@
 #include "broker/naming.h"
 #include "broker/policies.h"
 #include "broker/producer.h"
+#include "broker/publish_limiter.h"
 #include "broker/rate_meter.h"
 #include "broker/subscription.h"
 #include "broker/tracing.h"
@@ -62,6 +63,13 @@ struct TopicStats {
   double byte_rate_in = 0;
   double msg_rate_out = 0;
   double byte_rate_out = 0;
+  // Times a publish held its connection over the publish rate limit
+  // (Pulsar's publishRateLimitedTimes).
+  uint64_t publish_rate_limited_times = 0;
+  // The publish rate limit in effect for the topic itself (its policy or
+  // its namespace's); -1: none.
+  int64_t publish_rate_msgs = -1;
+  int64_t publish_rate_bytes = -1;
 };
 
 class Topic {
@@ -118,6 +126,11 @@ class Topic {
   // on. REQUIRES: before the first apply_policies; `recorder` (its home's)
   // outlives the topic.
   void set_trace_recorder(TraceRecorder* recorder) { trace_recorder_ = recorder; }
+  // The publish rate limits of this topic (publish_limiter.h), which the
+  // connections producing to it charge. Kept while the topic is loaded.
+  void set_publish_limits(std::shared_ptr<PublishLimits> limits) { publish_limits_ = std::move(limits); }
+  // Null until set.
+  PublishLimits* publish_limits() const { return publish_limits_.get(); }
   const TopicTracing& tracing() const { return tracing_; }
   // A reader outside the dispatchers (a Kafka fetch) was handed these
   // entries: each traced one is recorded as dispatched to `reader`, with
@@ -275,6 +288,7 @@ class Topic {
   bool closed_ = false;
   std::map<std::string, RateMeter> meters_;  // "in", "out", "p/<id>", "s/<name>", "c/<name>/<id>"
   TraceRecorder* trace_recorder_ = nullptr;
+  std::shared_ptr<PublishLimits> publish_limits_;
   TopicTracing tracing_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

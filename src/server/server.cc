@@ -216,6 +216,9 @@ Status Server::start() {
   broker_options.maintenance_interval = std::chrono::seconds(config_.housekeeping_secs);
   auto broker = std::make_unique<broker::BrokerService>(*runtime_, *storage, *store, broker_options);
   broker->set_policies(policies.get());
+  policies->on_change([limiters = broker->publish_limiters()]() {
+    if (auto live = limiters.lock()) live->refresh();
+  });
   broker->set_message_describer(protocol::pulsar::describe_entry);
   admin::AdvertisedAddress address;
   address.host = host;

@@ -57,7 +57,12 @@ AmqpConnection::AmqpConnection(runtime::Reactor& reactor, AmqpService& service)
       service_(service),
       id_(service.next_id()),
       producer_id_(service.next_id()),
-      link_(std::make_shared<AmqpLink>(AmqpLink{this})) {
+      link_(std::make_shared<AmqpLink>(AmqpLink{this})),
+      throttle_(reactor, [this]() {
+        if (conn_ == nullptr || paused_) return;  // publish_finished resumes
+        conn_->resume_reading();
+        if (input_ != nullptr) on_data(*conn_, *input_);
+      }) {
   producer_name_ = fmt::format("amqp-{}-{}", service_.options().cluster_name, id_);
   client_info_.protocol = "amqp";
   client_info_.connected_since_ms = common::wall_clock_ms();
@@ -143,7 +148,7 @@ void AmqpConnection::on_data(runtime::Connection& conn, common::SliceChain& inpu
     send_start();
     state_ = State::kStartOk;
   }
-  while (!conn.closing() && !paused_ && state_ != State::kOpening) {
+  while (!conn.closing() && !paused_ && !throttle_.holding() && state_ != State::kOpening) {
     if (state_ == State::kClosing) {
       // Only connection.close-ok (or close) still matters; a broken stream
       // is dropped whole.
@@ -464,6 +469,7 @@ void AmqpConnection::publish_finished(uint16_t id, uint64_t serial) {
   }
   if (paused_ && publishes_in_flight_ <= kMaxPublishesInFlight / 2 && conn_ != nullptr) {
     paused_ = false;
+    if (throttle_.holding()) return;  // the throttle resumes
     conn_->resume_reading();
     if (input_ != nullptr) on_data(*conn_, *input_);
   }
@@ -472,6 +478,16 @@ void AmqpConnection::publish_finished(uint16_t id, uint64_t serial) {
 uint64_t AmqpConnection::producer_for_all(const std::vector<broker::TopicName>& topics) {
   for (const auto& topic : topics) producer_topics_.try_emplace(topic.to_string(), topic);
   return producer_id_;
+}
+
+void AmqpConnection::charge_publish(const std::vector<broker::TopicName>& topics, int64_t bytes) {
+  bool over = false;
+  for (const auto& topic : topics) {
+    auto& limits = publish_limits_[topic.to_string()];
+    if (!limits) limits = service_.broker().publish_limits(topic);
+    over = throttle_.charge(*limits, 1, bytes) || over;
+  }
+  if (over && conn_ != nullptr) conn_->pause_reading();
 }
 
 void AmqpConnection::on_writable_changed(runtime::Connection&, bool writable) {
@@ -493,6 +509,8 @@ void AmqpConnection::on_close(runtime::Connection&, const Status&) {
     });
   }
   producer_topics_.clear();
+  publish_limits_.clear();
+  throttle_.cancel();
   if (!exclusive_queues_.empty()) {
     delete_queues(service_, vhost_, {exclusive_queues_.begin(), exclusive_queues_.end()});
   }

@@ -32,6 +32,7 @@
 
 #include "broker/client_info.h"
 #include "broker/consumer.h"
+#include "broker/publish_throttle.h"
 #include "protocol/amqp/errors.h"
 #include "protocol/amqp/frame.h"
 #include "protocol/amqp/methods.h"
@@ -196,6 +197,11 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   // The producer id this connection publishes with, on every topic (each
   // registers it on first use; it leaves them when this connection closes).
   uint64_t producer_for_all(const std::vector<broker::TopicName>& topics);
+  // Charges one message of `bytes` to each topic's publish limits (after
+  // producer_for_all): over a limit, the connection stops reading and
+  // decoding until the limit allows more (RabbitMQ's flow control does
+  // the same).
+  void charge_publish(const std::vector<broker::TopicName>& topics, int64_t bytes);
   const std::string& producer_name() const { return producer_name_; }
   uint64_t next_sequence() { return sequence_++; }
 
@@ -261,9 +267,11 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   uint64_t next_serial_ = 1;
   std::string producer_name_;
   std::map<std::string, broker::TopicName> producer_topics_;  // where producer_id_ may be registered
+  std::map<std::string, std::shared_ptr<broker::PublishLimits>> publish_limits_;  // by topic, as producer_topics_
   uint64_t sequence_ = 0;
   size_t publishes_in_flight_ = 0;
   bool paused_ = false;
+  broker::PublishThrottle throttle_;
   bool close_after_publishes_ = false;  // connection.close-ok waits for publishes in flight
   std::vector<std::pair<std::shared_ptr<QueueConsumer>, uint32_t>> held_grants_;  // while not writable
   std::set<std::string> exclusive_queues_;

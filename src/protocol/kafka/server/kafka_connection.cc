@@ -11,14 +11,22 @@ using common::Slice;
 using common::Status;
 
 KafkaConnection::KafkaConnection(runtime::Reactor& reactor, KafkaService& service)
-    : reactor_(reactor), service_(service), link_(std::make_shared<KafkaLink>(KafkaLink{this})) {}
+    : reactor_(reactor),
+      service_(service),
+      link_(std::make_shared<KafkaLink>(KafkaLink{this})),
+      throttle_(reactor, [this]() {
+        if (conn_ == nullptr) return;
+        conn_->resume_reading();
+        if (input_ != nullptr) on_data(*conn_, *input_);
+      }) {}
 
 KafkaConnection::~KafkaConnection() { link_->conn = nullptr; }
 
 void KafkaConnection::on_data(runtime::Connection& conn, common::SliceChain& input) {
   if (conn_ == nullptr) connected_since_ms_ = common::wall_clock_ms();
   conn_ = &conn;
-  while (!conn.closing() && input.size() >= kSizePrefixBytes) {
+  input_ = &input;
+  while (!conn.closing() && !throttle_.holding() && input.size() >= kSizePrefixBytes) {
     uint8_t prefix[kSizePrefixBytes];
     input.copy_out(prefix, sizeof prefix);
     int32_t size = static_cast<int32_t>((uint32_t{prefix[0]} << 24) | (uint32_t{prefix[1]} << 16) |
@@ -246,7 +254,14 @@ void KafkaConnection::close(const Status& why) {
   if (conn_ != nullptr) conn_->close(why);
 }
 
+void KafkaConnection::hold_input(int64_t wait_ns) {
+  throttle_.hold(wait_ns);
+  if (conn_ != nullptr) conn_->pause_reading();
+}
+
 void KafkaConnection::on_close(runtime::Connection&, const Status&) {
+  throttle_.cancel();
+  input_ = nullptr;
   auto& broker = service_.broker();
   for (const auto& [id, topic] : producer_topics_) {
     broker.with_existing_topic(topic, false, [id = id](common::Result<broker::Topic*> t) {

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "broker/client_info.h"
+#include "broker/publish_throttle.h"
 #include "protocol/kafka/header.h"
 #include "protocol/kafka/messages.h"
 #include "protocol/kafka/schema.h"
@@ -131,6 +132,11 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   // Producer `id` is registered on `topic`: removed from it when this
   // connection closes.
   void producer_on(uint64_t id, const broker::TopicName& topic) { producer_topics_[id] = topic; }
+  // A publish went over a publish rate limit: stop reading and decoding
+  // requests for `wait_ns` (Kafka's quota: the connection is muted).
+  void hold_input(int64_t wait_ns);
+  // What Produce answers as ThrottleTimeMs: the rest of the current hold.
+  int64_t throttle_time_ms() const { return throttle_.remaining().count(); }
   // Sequence ids for the entries this connection publishes.
   uint64_t next_sequence(uint64_t messages) {
     uint64_t s = sequence_;
@@ -148,7 +154,9 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   runtime::Reactor& reactor_;
   KafkaService& service_;
   runtime::Connection* conn_ = nullptr;
+  common::SliceChain* input_ = nullptr;  // conn_'s input, decoded again after a throttle hold
   std::shared_ptr<KafkaLink> link_;
+  broker::PublishThrottle throttle_;
   // Responses not yet written, in request order; an empty optional is a
   // response still being computed.
   std::deque<std::pair<uint64_t, std::optional<common::Slice>>> pending_;

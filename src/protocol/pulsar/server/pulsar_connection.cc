@@ -29,16 +29,22 @@ PulsarConnection::PulsarConnection(runtime::Reactor& reactor, PulsarService& ser
     : reactor_(reactor),
       service_(service),
       decoder_(service.options().frame_limits),
-      link_(std::make_shared<ConnectionLink>(ConnectionLink{this})) {}
+      link_(std::make_shared<ConnectionLink>(ConnectionLink{this})),
+      throttle_(reactor, [this]() {
+        if (conn_ == nullptr) return;
+        conn_->resume_reading();
+        if (input_ != nullptr) on_data(*conn_, *input_);
+      }) {}
 
 PulsarConnection::~PulsarConnection() { link_->conn = nullptr; }
 
 void PulsarConnection::on_data(runtime::Connection& conn, common::SliceChain& input) {
   conn_ = &conn;
+  input_ = &input;
   heard_ = true;
   awaiting_pong_ = false;
   if (!keepalive_) start_keepalive();
-  while (!conn.closing()) {
+  while (!conn.closing() && !throttle_.holding()) {
     switch (decoder_.decode(input, &frame_)) {
       case DecodeResult::kNeedMore:
         return;
@@ -121,6 +127,10 @@ void PulsarConnection::send_slices(common::Slice head, common::Slice entry) {
   conn_->write(std::move(entry));
 }
 
+void PulsarConnection::charge_publish(broker::PublishLimits& limits, int64_t messages, int64_t bytes) {
+  if (throttle_.charge(limits, messages, bytes) && conn_ != nullptr) conn_->pause_reading();
+}
+
 void PulsarConnection::start_keepalive() {
   auto interval = service_.options().keepalive;
   if (interval.count() <= 0) return;
@@ -130,7 +140,9 @@ void PulsarConnection::start_keepalive() {
 
 void PulsarConnection::keepalive_tick() {
   if (conn_ == nullptr) return;
-  if (awaiting_pong_) {
+  // While a publish limit holds the input, the client's answers wait unread.
+  if (throttle_.holding()) heard_ = true;
+  if (awaiting_pong_ && !heard_) {
     MLOG_INFO("pulsar client {}: no answer to PING; closing", conn_->peer());
     close(Status::timeout("no answer to the keep-alive PING"));
     return;
@@ -155,7 +167,9 @@ void PulsarConnection::close(const Status& why) {
 void PulsarConnection::on_close(runtime::Connection&, const Status& reason) {
   drop_all();
   keepalive_.reset();
+  throttle_.cancel();
   conn_ = nullptr;
+  input_ = nullptr;
   link_->conn = nullptr;
 }
 

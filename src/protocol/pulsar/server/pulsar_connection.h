@@ -15,6 +15,7 @@
 #include "broker/consumer.h"
 #include "broker/naming.h"
 #include "broker/producer.h"
+#include "broker/publish_throttle.h"
 #include "protocol/pulsar/frame.h"
 #include "protocol/pulsar/server/pulsar_service.h"
 #include "runtime/connection.h"
@@ -52,6 +53,9 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   bool connected() const { return connected_; }
   void set_connected() { connected_ = true; }
   void close(const common::Status& why);
+  // Charges a SEND to its producer's publish limits; over a limit, the
+  // connection stops reading and decoding until the limit allows more.
+  void charge_publish(broker::PublishLimits& limits, int64_t messages, int64_t bytes);
 
   struct ProducerState {
     broker::TopicName topic;
@@ -60,6 +64,7 @@ class PulsarConnection final : public runtime::ConnectionHandler {
     bool ready = false;  // PRODUCER_SUCCESS (producer_ready) sent
     broker::ProducerAdmission admission{};
     std::string schema_version;  // of the schema it registered; empty without one
+    std::shared_ptr<broker::PublishLimits> limits;  // its topic's publish rate limits
   };
   struct ConsumerState {
     broker::TopicName topic;
@@ -95,7 +100,9 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   FrameDecoder decoder_;
   Frame frame_;
   runtime::Connection* conn_ = nullptr;
+  common::SliceChain* input_ = nullptr;  // conn_'s input, decoded again after a throttle hold
   std::shared_ptr<ConnectionLink> link_;
+  broker::PublishThrottle throttle_;
   bool connected_ = false;  // CONNECT handled
   std::unique_ptr<runtime::Timer> keepalive_;
   bool heard_ = false;         // something arrived since the last tick

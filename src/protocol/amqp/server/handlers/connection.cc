@@ -172,7 +172,8 @@ void AmqpConnection::heartbeat_tick() {
   if (conn_ == nullptr || conn_->closing()) return;
   if (!sent_) send(heartbeat_frame());
   sent_ = false;
-  if (heard_) {
+  // While a publish limit holds the input, the client's heartbeats wait unread.
+  if (heard_ || throttle_.holding()) {
     heard_ = false;
     silent_ticks_ = 0;
     return;

@@ -80,6 +80,7 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
                                           c.producer_name(), c.next_sequence());
   AmqpMetrics::get().published.inc();
   c.publish_started(ch);
+  c.charge_publish(topics, static_cast<int64_t>(body.size()));
   auto done = [reply = c.replier(), seq, id = ch.id, serial = ch.serial](Status st) {
     reply([st, seq, id, serial](AmqpConnection& conn) {
       Channel* chan = conn.channel(id, serial);

@@ -21,6 +21,7 @@ namespace magnetar::protocol::kafka {
 
 using common::Result;
 using common::Status;
+using broker::PublishLimits;
 
 namespace {
 
@@ -57,7 +58,9 @@ void answer(KafkaConnection& c, ProduceState& state) {
     p.set("LogStartOffset", r.log_start);
     if (!r.message.empty()) p.set("ErrorMessage", r.message);
   }
-  resp.set("ThrottleTimeMs", int64_t{0});
+  // Over a publish rate limit the connection is muted for this long
+  // (KIP-219: the client waits as well before it sends again).
+  resp.set("ThrottleTimeMs", c.throttle_time_ms());
   c.respond(state.request, resp);
 }
 
@@ -199,6 +202,16 @@ void handle_produce(KafkaConnection& c, const Request& request) {
               partition_name, sequenced, topic->log().next_message_index(), common::wall_clock_ms());
           if (seq.error != kNone) return report(seq.error, seq.why, -1, log_start_offset(topic->log()));
           if (seq.duplicate) return report(kNone, "", seq.base_offset, log_start_offset(topic->log()));
+        }
+        if (PublishLimits* limits = topic->publish_limits()) {
+          int64_t messages = 0, bytes = 0;
+          for (const ConvertedEntry& e : entries) {
+            messages += e.header.messages;
+            bytes += static_cast<int64_t>(e.entry.size());
+          }
+          if (int64_t wait_ns = limits->charge(messages, bytes); wait_ns > 0) {
+            reply([wait_ns](KafkaConnection& conn) { conn.hold_input(wait_ns); });
+          }
         }
         publish_all(topic, producer_id, std::move(entries),
                     [report, &service, partition_name, pid = sequenced.producer_id](Result<int64_t> base, int64_t start) {

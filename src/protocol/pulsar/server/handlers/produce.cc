@@ -97,7 +97,8 @@ void admit_producer(PulsarConnection& c, const proto::CommandProducer& cmd, cons
   uint64_t client_id = cmd.producer_id();
   // Registered now so that a CLOSE_PRODUCER or a dropped connection while
   // the broker answers still removes it from the topic.
-  c.producers[client_id] = {*topic, broker_id, name, false, {}, schema_version};
+  c.producers[client_id] = {*topic,          broker_id, name, false, {}, schema_version,
+                            c.service().broker().publish_limits(*topic)};
   broker::ProducerOptions options;
   options.id = broker_id;
   options.name = name;
@@ -195,6 +196,7 @@ void handle_send(PulsarConnection& c, Frame& frame) {
     c.send(commands::send_error(producer_id, sequence_id, proto::NotAllowedError, "the producer is not ready yet"));
     return;
   }
+  if (it->second.limits) c.charge_publish(*it->second.limits, header.messages, static_cast<int64_t>(frame.entry.size()));
   // The entry (checksum, metadata, payload) is stored as it came off the wire.
   c.service().broker().with_topic(
       it->second.topic, [reply = c.replier(), broker_id, producer_id, sequence_id, highest, header = std::move(header),
