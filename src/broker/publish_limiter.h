@@ -78,6 +78,8 @@ class PublishLimits {
 
   const TopicName& topic() const { return topic_; }
   const RateBuckets& own() const { return own_; }
+  // The tenant's aggregate buckets; null without a tenant.
+  const RateBuckets* tenant() const { return tenant_.get(); }
   // Times a publish had to hold its connection (Pulsar's publishRateLimitedTimes).
   uint64_t limited_times() const { return limited_times_.load(std::memory_order_relaxed); }
 

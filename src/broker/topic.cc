@@ -343,6 +343,10 @@ TopicStats Topic::stats() const {
     const RateBuckets& own = publish_limits_->own();
     if (own.messages.limited()) s.publish_rate_msgs = own.messages.rate();
     if (own.bytes.limited()) s.publish_rate_bytes = own.bytes.rate();
+    if (const RateBuckets* tenant = publish_limits_->tenant()) {
+      if (tenant->messages.limited()) s.tenant_publish_rate_msgs = tenant->messages.rate();
+      if (tenant->bytes.limited()) s.tenant_publish_rate_bytes = tenant->bytes.rate();
+    }
   }
   for (const auto& [id, p] : producers_) {
     PublisherStats ps;

@@ -70,6 +70,9 @@ struct TopicStats {
   // its namespace's); -1: none.
   int64_t publish_rate_msgs = -1;
   int64_t publish_rate_bytes = -1;
+  // Its tenant's aggregate publish limit (TenantLimits); -1: none.
+  int64_t tenant_publish_rate_msgs = -1;
+  int64_t tenant_publish_rate_bytes = -1;
 };
 
 class Topic {

@@ -53,6 +53,43 @@ void add_tenant_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOpt
                                              "Deleted tenant " + *victim, nullptr};
                        });
   del->add_option("tenant", *victim, "Tenant name")->required();
+
+  // Aggregate limits over all the tenant's namespaces and topics.
+  auto limited = std::make_shared<std::string>();
+  auto* get_limits = add_verb(*tenants, run, options, "get-limits", "Show a tenant's aggregate limits",
+                              [limited]() -> common::Result<AdminRequest> {
+                                return AdminRequest{"GET", "/admin/v2/tenants/" + escape_segment(*limited) + "/limits",
+                                                    "", "", nullptr};
+                              });
+  get_limits->add_option("tenant", *limited, "Tenant name")->required();
+  struct LimitFlags {
+    std::string tenant;
+    int64_t msg_rate = -1;
+    int64_t byte_rate = -1;
+  };
+  auto lf = std::make_shared<LimitFlags>();
+  auto* set_limits = add_verb(
+      *tenants, run, options, "set-limits",
+      "Limit a tenant's publish rate across all its namespaces and topics (producers are slowed, never refused)",
+      [lf]() -> common::Result<AdminRequest> {
+        Json body{{"publishRate",
+                   {{"publishThrottlingRateInMsg", lf->msg_rate}, {"publishThrottlingRateInByte", lf->byte_rate}}}};
+        return AdminRequest{"POST", "/admin/v2/tenants/" + escape_segment(lf->tenant) + "/limits", body.dump(),
+                            "Set the limits of tenant " + lf->tenant, nullptr};
+      });
+  set_limits->add_option("tenant", lf->tenant, "Tenant name")->required();
+  set_limits->add_option("--publish-rate-msgs", lf->msg_rate, "Messages per second (-1: no limit)")
+      ->capture_default_str();
+  set_limits->add_option("--publish-rate-bytes", lf->byte_rate, "Bytes per second (-1: no limit)")
+      ->capture_default_str();
+  auto unlimited = std::make_shared<std::string>();
+  auto* remove_limits = add_verb(*tenants, run, options, "remove-limits", "Remove a tenant's aggregate limits",
+                                 [unlimited]() -> common::Result<AdminRequest> {
+                                   return AdminRequest{"DELETE",
+                                                       "/admin/v2/tenants/" + escape_segment(*unlimited) + "/limits",
+                                                       "", "Removed the limits of tenant " + *unlimited, nullptr};
+                                 });
+  remove_limits->add_option("tenant", *unlimited, "Tenant name")->required();
 }
 
 void add_cluster_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOptions> options) {

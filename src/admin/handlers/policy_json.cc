@@ -12,6 +12,7 @@ using broker::DispatchRate;
 using broker::NamespacePolicies;
 using broker::PersistencePolicy;
 using broker::PublishRate;
+using broker::TenantLimits;
 using broker::RetentionPolicy;
 using broker::TenantInfo;
 using common::Result;
@@ -276,6 +277,24 @@ Result<PublishRate> publish_rate_from_json(const Json& j) {
   f.i64("publishThrottlingRateInMsg", r.msgs_per_second);
   f.i64("publishThrottlingRateInByte", r.bytes_per_second);
   return finish(f, r);
+}
+
+Json to_json(const TenantLimits& l) {
+  return Json{{"publishRate", to_json(PublishRate{l.publish_msgs_per_second, l.publish_bytes_per_second})}};
+}
+
+Result<TenantLimits> tenant_limits_from_json(const Json& j) {
+  TenantLimits l;
+  Fields f(j, "tenant limits");
+  if (f.has("publishRate")) {
+    auto rate = publish_rate_from_json(j.at("publishRate"));
+    f.merge(rate.status());
+    if (rate.is_ok()) {
+      l.publish_msgs_per_second = rate->msgs_per_second;
+      l.publish_bytes_per_second = rate->bytes_per_second;
+    }
+  }
+  return finish(f, l);
 }
 
 Json to_json(const DispatchRate& r) {

@@ -41,6 +41,9 @@ common::Result<broker::BacklogQuota> backlog_quota_from_json(const Json& j);
 Json to_json(const broker::PersistencePolicy& p);
 common::Result<broker::PersistencePolicy> persistence_from_json(const Json& j);
 Json to_json(const broker::PublishRate& r);
+// A tenant's aggregate limits: {"publishRate": {publishThrottlingRateInMsg, publishThrottlingRateInByte}}.
+Json to_json(const broker::TenantLimits& l);
+common::Result<broker::TenantLimits> tenant_limits_from_json(const Json& j);
 common::Result<broker::PublishRate> publish_rate_from_json(const Json& j);
 Json to_json(const broker::DispatchRate& r);
 common::Result<broker::DispatchRate> dispatch_rate_from_json(const Json& j);

@@ -1,5 +1,8 @@
 // /admin/v2/tenants[/{tenant}]: Pulsar's TenantInfo
 // {"adminRoles": [...], "allowedClusters": [...]}.
+// /admin/v2/tenants/{tenant}/limits: the tenant's aggregate limits across
+// all its namespaces and topics (a Magnetar extension), e.g.
+// {"publishRate": {"publishThrottlingRateInMsg": 1000, "publishThrottlingRateInByte": -1}}.
 #include "admin/handlers.h"
 #include "admin/handlers/policy_json.h"
 #include "admin/handlers/tenancy_common.h"
@@ -66,6 +69,29 @@ void register_tenant_routes(Router& router, broker::Tenancy& tenancy) {
   router.del("/admin/v2/tenants/{tenant}", [&tenancy](HttpRequest& req, Responder respond) {
     run_blocking(tenancy, std::move(respond),
                  [&tenancy, name = req.param("tenant")]() { return empty_or_error(tenancy.delete_tenant(name)); });
+  });
+  router.get("/admin/v2/tenants/{tenant}/limits", [&tenancy](HttpRequest& req, Responder respond) {
+    run_blocking(tenancy, std::move(respond), [&tenancy, name = req.param("tenant")]() {
+      auto l = tenancy.get_tenant_limits(name);
+      return l.is_ok() ? HttpResponse::json(200, to_json(*l)) : error_response(l.status());
+    });
+  });
+  router.post("/admin/v2/tenants/{tenant}/limits", [&tenancy](HttpRequest& req, Responder respond) {
+    run_blocking(tenancy, std::move(respond), [&tenancy, name = req.param("tenant"), body = req.body]() {
+      auto j = parse_json_body(body);
+      if (!j.is_ok()) return error_response(j.status());
+      if (j->is_null()) return HttpResponse::error(400, "setting tenant limits needs a body");
+      auto limits = tenant_limits_from_json(*j);
+      if (!limits.is_ok()) return error_response(limits.status());
+      return empty_or_error(tenancy.set_tenant_limits(name, *limits));
+    });
+  });
+  router.del("/admin/v2/tenants/{tenant}/limits", [&tenancy](HttpRequest& req, Responder respond) {
+    run_blocking(tenancy, std::move(respond), [&tenancy, name = req.param("tenant")]() {
+      // The tenant must exist, as for the other verbs.
+      if (auto t = tenancy.get_tenant(name); !t.is_ok()) return error_response(t.status());
+      return empty_or_error(tenancy.remove_tenant_limits(name));
+    });
   });
 }
 

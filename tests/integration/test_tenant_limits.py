@@ -1,0 +1,134 @@
+"""Per-tenant aggregate limits (/admin/v2/tenants/{tenant}/limits and
+`magnetar admin tenants set-limits|get-limits|remove-limits`), and the
+noisy-neighbour case they exist for: tenant A floods from several producers
+on several topics while tenant B publishes at a modest rate. A's aggregate
+rate is held to its limit (within 10% over a 10 s window), B's messages all
+arrive and B's publish latency stays near what it was before A started."""
+import json
+import subprocess
+import time
+import unittest
+
+from magnetar_harness import BIN, NodeTestCase, call_json
+
+LIMIT = 2000          # tenant A's messages per second, over all its topics
+FLOODERS = 3
+WINDOW_S = 10.0
+B_RATE = 200
+B_MESSAGES = 1000     # five seconds at B_RATE
+
+
+def admin(node, *args):
+    r = subprocess.run([BIN, "admin", "--url", node.http_url, *args], capture_output=True, text=True, timeout=30)
+    return r.returncode, r.stdout, r.stderr
+
+
+class TenantLimitsTest(NodeTestCase):
+    def expect(self, method, path, body=None, status=204):
+        got, answer = call_json(self.node, method, path, body)
+        self.assertEqual(got, status, f"{method} {path}: {answer}")
+        return answer
+
+    def url(self):
+        return f"pulsar://127.0.0.1:{self.node.ports['pulsar']}"
+
+    def counter(self, topics):
+        return sum(self.expect("GET", f"/admin/v2/persistent/{t}/stats", status=200)["msgInCounter"] for t in topics)
+
+    def quiet_run(self, topic):
+        """Tenant B: end-to-end at a modest fixed rate; (publish latency, received)."""
+        r = subprocess.run([BIN, "perf", "--url", self.url(), "--topic", topic, "-n", str(B_MESSAGES),
+                            "--rate", str(B_RATE), "--batch", "false", "--disk-dir", "", "--json"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        f = json.loads(r.stdout)
+        self.assertEqual(f["messages"], B_MESSAGES)
+        self.assertEqual(f["received"], B_MESSAGES)
+        return f["publish_latency_ms"]
+
+    def test_limits_rest_and_cli(self):
+        self.expect("PUT", "/admin/v2/tenants/rest-t", {})
+        self.assertEqual(self.expect("GET", "/admin/v2/tenants/rest-t/limits", status=200),
+                         {"publishRate": {"publishThrottlingRateInMsg": -1, "publishThrottlingRateInByte": -1}})
+        code, out, err = admin(self.node, "tenants", "set-limits", "rest-t", "--publish-rate-msgs", "500",
+                               "--publish-rate-bytes", "100000")
+        self.assertEqual(code, 0, err)
+        code, out, err = admin(self.node, "--json", "tenants", "get-limits", "rest-t")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["publishRate"],
+                         {"publishThrottlingRateInMsg": 500, "publishThrottlingRateInByte": 100000})
+        for bad in ({"publishRate": {"publishThrottlingRateInMsg": -7}}, {"publishRate": "fast"}, [1], "{"):
+            got, answer = call_json(self.node, "POST", "/admin/v2/tenants/rest-t/limits", bad)
+            self.assertEqual(got, 400, answer)
+            self.assertIn("reason", answer)
+        got, answer = call_json(self.node, "POST", "/admin/v2/tenants/no-such-tenant/limits",
+                                {"publishRate": {"publishThrottlingRateInMsg": 5}})
+        self.assertEqual(got, 404, answer)
+        code, out, err = admin(self.node, "tenants", "remove-limits", "rest-t")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.expect("GET", "/admin/v2/tenants/rest-t/limits", status=200)["publishRate"],
+                         {"publishThrottlingRateInMsg": -1, "publishThrottlingRateInByte": -1})
+        # Deleting the tenant deletes its limits: a new tenant of that name starts without.
+        self.expect("POST", "/admin/v2/tenants/rest-t/limits", {"publishRate": {"publishThrottlingRateInMsg": 9}})
+        self.expect("DELETE", "/admin/v2/tenants/rest-t")
+        self.expect("PUT", "/admin/v2/tenants/rest-t", {})
+        self.assertEqual(self.expect("GET", "/admin/v2/tenants/rest-t/limits", status=200)["publishRate"]
+                         ["publishThrottlingRateInMsg"], -1)
+
+    def test_a_flooding_tenant_is_held_to_its_limit_and_spares_its_neighbour(self):
+        for tenant in ("noisy", "quiet"):
+            self.expect("PUT", f"/admin/v2/tenants/{tenant}", {})
+            self.expect("PUT", f"/admin/v2/namespaces/{tenant}/ns")
+        noisy_topics = [f"noisy/ns/flood-{i}" for i in range(FLOODERS)]
+        for t in noisy_topics:
+            self.expect("PUT", f"/admin/v2/persistent/{t}")
+        self.expect("POST", "/admin/v2/tenants/noisy/limits", {"publishRate": {"publishThrottlingRateInMsg": LIMIT}})
+        deadline = time.monotonic() + 10
+        for t in noisy_topics:
+            while self.expect("GET", f"/admin/v2/persistent/{t}/stats", status=200)["publishRateLimit"][
+                    "tenantPublishThrottlingRateInMsg"] != LIMIT:
+                self.assertLess(time.monotonic(), deadline, "the tenant limit never took effect")
+                time.sleep(0.05)
+
+        baseline = self.quiet_run("persistent://quiet/ns/steady")
+
+        flooders = [subprocess.Popen([BIN, "perf", "produce", f"persistent://{t}", "--url", self.url(),
+                                      "--time", str(WINDOW_S + 8), "--size", "100", "--batch-max-messages", "50",
+                                      "--disk-dir", "", "--json"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                    for t in noisy_topics]
+        try:
+            deadline = time.monotonic() + 10
+            while self.counter(noisy_topics) == 0:
+                self.assertLess(time.monotonic(), deadline, "the flood never started")
+                time.sleep(0.01)
+            t0, c0 = time.monotonic(), self.counter(noisy_topics)
+            flooded = self.quiet_run("persistent://quiet/ns/steady")
+            time.sleep(max(0.0, WINDOW_S - (time.monotonic() - t0)))
+            t1, c1 = time.monotonic(), self.counter(noisy_topics)
+            outputs = [p.communicate(timeout=120) for p in flooders]
+        finally:
+            for p in flooders:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        for p, (out, err) in zip(flooders, outputs):
+            self.assertEqual(p.returncode, 0, err)
+            f = json.loads(out)
+            self.assertEqual(f["publish_latency_ms"]["count"], f["messages"])  # every send stored
+        noisy_rate = (c1 - c0) / (t1 - t0)
+        ratio = noisy_rate / LIMIT
+        p99_ratio = flooded["p99"] / max(baseline["p99"], 1e-3)
+        print(f"tenant A: {noisy_rate:.0f} msg/s over {FLOODERS} topics, limit {LIMIT}, ratio {ratio:.3f}")
+        print(f"tenant B publish latency ms: baseline p50 {baseline['p50']:.3f} p99 {baseline['p99']:.3f}; "
+              f"during the flood p50 {flooded['p50']:.3f} p99 {flooded['p99']:.3f}; p99 ratio {p99_ratio:.2f}")
+        self.assertGreaterEqual(ratio, 0.9)
+        self.assertLessEqual(ratio, 1.1)
+        self.assertLess(p99_ratio, 5.0)
+        quiet = self.expect("GET", "/admin/v2/persistent/quiet/ns/steady/stats", status=200)
+        self.assertEqual(quiet["publishRateLimitedTimes"], 0)
+        self.assertEqual(quiet["msgInCounter"], 2 * B_MESSAGES)
+
+
+if __name__ == "__main__":
+    unittest.main()
