@@ -63,6 +63,16 @@ int64_t TokenBucket::available(int64_t now_ns) {
   return tokens_.load(std::memory_order_relaxed);
 }
 
+int64_t TokenBucket::time_to_token(int64_t now_ns) {
+  const int64_t rate = rate_.load(std::memory_order_acquire);
+  if (rate <= 0) return 0;
+  const int64_t tokens = available(now_ns);
+  if (tokens > 0) return 0;
+  const int64_t since = now_ns - refilled_ns_.load(std::memory_order_relaxed);
+  const __int128 pay = (static_cast<__int128>(1 - tokens) * kNanosPerSecond + rate - 1) / rate;
+  return static_cast<int64_t>(std::max<__int128>(1, pay - std::max<int64_t>(0, since)));
+}
+
 void RateBuckets::set(int64_t messages_per_second, int64_t bytes_per_second, int64_t now_ns) {
   messages.set_rate(messages_per_second, now_ns);
   bytes.set_rate(bytes_per_second, now_ns);

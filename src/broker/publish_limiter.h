@@ -44,6 +44,9 @@ class TokenBucket {
   int64_t take(int64_t n, int64_t now_ns);
   // Tokens left (negative: debt), after refilling up to `now_ns`.
   int64_t available(int64_t now_ns);
+  // How long (ns) from `now_ns` until at least one token is there; 0 when
+  // one is, or when unlimited.
+  int64_t time_to_token(int64_t now_ns);
 
  private:
   void refill(int64_t rate, int64_t now_ns);
@@ -53,7 +56,8 @@ class TokenBucket {
   std::atomic<int64_t> refilled_ns_{0};  // time the tokens were last brought up to
 };
 
-// Messages and bytes per second: one bucket each.
+// Messages and bytes per second: one bucket each. Also what dispatch rate
+// limits are made of (subscription.h).
 struct RateBuckets {
   TokenBucket messages;
   TokenBucket bytes;

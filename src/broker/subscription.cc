@@ -454,6 +454,8 @@ void Subscription::schedule_dispatch() {
 void Subscription::dispatch() {
   if (consumers_.empty() || reading_) return;
   if (limits_apply() && blocked_on_unacked_) return;
+  int64_t allowance = dispatch_rate_limited() ? dispatch_allowance() : INT64_MAX;
+  if (allowance <= 0) return;  // a retry is armed
   if (type_ == SubscriptionType::kKeyShared) {
     dispatch_key_shared();
     return;
@@ -473,7 +475,8 @@ void Subscription::dispatch() {
     return;
   }
   reading_ = true;
-  size_t n = static_cast<size_t>(std::min<int64_t>(permits, static_cast<int64_t>(kMaxReadEntries)));
+  size_t n = static_cast<size_t>(
+      std::min<int64_t>({permits, static_cast<int64_t>(kMaxReadEntries), allowance}));
   std::weak_ptr<bool> alive = alive_;
   log_.read_entries(read_position_, n, [this, alive, gen = generation_](Result<std::vector<LedgerEntry>> r) {
     if (alive.expired() || gen != generation_) return;
@@ -578,6 +581,14 @@ std::vector<LedgerEntry> Subscription::hand_out(std::vector<LedgerEntry> entries
 void Subscription::deliver(Consumer& c, std::vector<LedgerEntry>& batch) {
   std::vector<Delivery> out;
   out.reserve(batch.size());
+  if (dispatch_rate_limited()) {
+    int64_t messages = 0, bytes = 0;
+    for (const auto& e : batch) {
+      messages += e.header.messages;
+      bytes += static_cast<int64_t>(e.payload.size());
+    }
+    charge_dispatch(messages, bytes);
+  }
   const bool tracing = tracing_ && tracing_->on();
   for (auto& e : batch) {
     uint32_t count = 0;
@@ -633,6 +644,7 @@ SubscriptionStats Subscription::stats() const {
   s.backlog_messages = cursor_.backlog_messages(log_.chain());
   s.messages_out = messages_out_;
   s.bytes_out = bytes_out_;
+  s.dispatch_rate_limited_times = dispatch_limited_times_;
   for (const auto& c : consumers_) s.unacked_entries += c->pending_.size();
   s.unacked_messages = unacked_messages_;
   s.delayed_entries = delayed_.size();

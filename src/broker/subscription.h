@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "broker/consumer.h"
+#include "broker/publish_limiter.h"
 #include "broker/delayed_delivery.h"
 #include "broker/key_shared_selector.h"
 #include "broker/tracing.h"
@@ -77,6 +78,7 @@ struct SubscriptionStats {
   uint64_t backlog_messages = 0;
   uint64_t messages_out = 0;
   uint64_t bytes_out = 0;
+  uint64_t dispatch_rate_limited_times = 0;  // dispatches that waited for a dispatch rate limit
   uint64_t unacked_entries = 0;
   uint64_t unacked_messages = 0;
   uint64_t delayed_entries = 0;          // held for a later deliver-at time
@@ -151,6 +153,14 @@ class Subscription {
   void set_unacked_limits(uint64_t per_consumer, uint64_t per_subscription);
   uint64_t max_unacked_per_consumer() const { return max_unacked_per_consumer_; }
   uint64_t max_unacked_per_subscription() const { return max_unacked_per_subscription_; }
+  // Dispatch rate limits (Pulsar's dispatchRate and
+  // subscriptionDispatchRate): `topic` is shared by the topic's
+  // subscriptions (null: none); `own` is this subscription's, per second
+  // (-1: none). Reads for delivery wait while either is spent, and what is
+  // delivered is charged to both. Home reactor.
+  void set_dispatch_limits(std::shared_ptr<RateBuckets> topic, int64_t own_msgs, int64_t own_bytes);
+  // Times a dispatch waited for a dispatch rate limit.
+  uint64_t dispatch_rate_limited_times() const { return dispatch_limited_times_; }
   // The clock deliver-at times are compared with (ms since the epoch);
   // the system clock unless a test sets another.
   void set_clock(std::function<int64_t()> now_ms) { now_ms_ = std::move(now_ms); }
@@ -239,6 +249,15 @@ class Subscription {
   DelayedDeliveryIndex delayed_;
   std::unique_ptr<runtime::Timer> delay_timer_;
   int64_t delay_timer_at_ = 0;               // when the armed timer fires (ms)
+  // Dispatch rate limits (subscription_dispatch_rate.cc).
+  bool dispatch_rate_limited() const { return topic_dispatch_ != nullptr || own_dispatch_.limited(); }
+  // Messages the limits allow to read now; 0 after arming a retry.
+  int64_t dispatch_allowance();
+  void charge_dispatch(int64_t messages, int64_t bytes);
+  std::shared_ptr<RateBuckets> topic_dispatch_;
+  RateBuckets own_dispatch_;
+  std::unique_ptr<runtime::Timer> dispatch_timer_;
+  uint64_t dispatch_limited_times_ = 0;
   std::function<int64_t()> now_ms_;
   uint64_t max_unacked_per_consumer_ = kDefaultMaxUnackedPerConsumer;
   uint64_t max_unacked_per_subscription_ = kDefaultMaxUnackedPerSubscription;

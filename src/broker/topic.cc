@@ -1,5 +1,7 @@
 #include "broker/topic.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <limits>
@@ -27,8 +29,10 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
       limit(policies.max_unacked_messages_per_consumer, Subscription::kDefaultMaxUnackedPerConsumer);
   max_unacked_per_subscription_ =
       limit(policies.max_unacked_messages_per_subscription, Subscription::kDefaultMaxUnackedPerSubscription);
+  apply_dispatch_rates(policies);
   for (auto& [name, sub] : subscriptions_) {
     sub->set_unacked_limits(max_unacked_per_consumer_, max_unacked_per_subscription_);
+    sub->set_dispatch_limits(dispatch_limits_, sub_dispatch_msgs_, sub_dispatch_bytes_);
   }
   apply_tracing(policies);
   bool want_dedup = policies.deduplication.value_or(false) && store_ != nullptr &&
@@ -51,6 +55,32 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
     for (auto& fn : waiters) fn();
     release_held();
   });
+}
+
+namespace {
+
+// Pulsar's dispatch rates are per period (ratePeriodInSecond); the buckets
+// count per second (at least one token when a limit is set).
+int64_t per_second(int64_t per_period, int32_t period_seconds) {
+  if (per_period <= 0) return -1;
+  return std::max<int64_t>(1, per_period / std::max(1, period_seconds));
+}
+
+}  // namespace
+
+void Topic::apply_dispatch_rates(const NamespacePolicies& policies) {
+  const auto& topic_rate = policies.dispatch_rate;
+  int64_t msgs = topic_rate ? per_second(topic_rate->msgs_per_period, topic_rate->period_seconds) : -1;
+  int64_t bytes = topic_rate ? per_second(topic_rate->bytes_per_period, topic_rate->period_seconds) : -1;
+  if (msgs > 0 || bytes > 0) {
+    if (!dispatch_limits_) dispatch_limits_ = std::make_shared<RateBuckets>();
+    dispatch_limits_->set(msgs, bytes, limiter_now_ns());
+  } else {
+    dispatch_limits_.reset();
+  }
+  const auto& sub_rate = policies.subscription_dispatch_rate;
+  sub_dispatch_msgs_ = sub_rate ? per_second(sub_rate->msgs_per_period, sub_rate->period_seconds) : -1;
+  sub_dispatch_bytes_ = sub_rate ? per_second(sub_rate->bytes_per_period, sub_rate->period_seconds) : -1;
 }
 
 void Topic::apply_tracing(const NamespacePolicies& policies) {
@@ -111,6 +141,7 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
   auto attach = [this, consumer_id, sink](Subscription& sub, ConsumerOptions opts) -> Result<Subscription*> {
     refresh_policies();
     sub.set_unacked_limits(max_unacked_per_consumer_, max_unacked_per_subscription_);
+    sub.set_dispatch_limits(dispatch_limits_, sub_dispatch_msgs_, sub_dispatch_bytes_);
     auto c = sub.add_consumer(consumer_id, std::move(opts), sink);
     if (!c) return c.status();
     return &sub;

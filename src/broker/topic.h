@@ -257,6 +257,7 @@ class Topic {
   void act_on_quota(const BacklogQuota& quota, bool by_age);
   void when_dedup_ready(std::function<void()> fn);
   void apply_tracing(const NamespacePolicies& policies);
+  void apply_dispatch_rates(const NamespacePolicies& policies);
   // The received and persisted events of an entry stored at `at`.
   void trace_stored(ledger::Position at, int64_t received_ms, uint64_t producer_id, const ledger::MessageHeader& header,
                     const common::Slice& payload);
@@ -292,6 +293,11 @@ class Topic {
   std::map<std::string, RateMeter> meters_;  // "in", "out", "p/<id>", "s/<name>", "c/<name>/<id>"
   TraceRecorder* trace_recorder_ = nullptr;
   std::shared_ptr<PublishLimits> publish_limits_;
+  // dispatchRate (shared by the subscriptions; null: none) and
+  // subscriptionDispatchRate (each subscription's own; -1: none), per second.
+  std::shared_ptr<RateBuckets> dispatch_limits_;
+  int64_t sub_dispatch_msgs_ = -1;
+  int64_t sub_dispatch_bytes_ = -1;
   TopicTracing tracing_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

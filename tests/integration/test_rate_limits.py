@@ -182,6 +182,60 @@ class PublishRateTest(NodeTestCase):
         self.assertGreater(self.stats("public/rl-amqp/flood")["publishRateLimitedTimes"], 0)
         conn.close()
 
+    def produce_unlimited(self, topic, n):
+        r = run("perf", "produce", topic, "--url", self.url(), "-n", str(n), "--batch", "false", "--size", "100",
+                "--time", "120", "--json", "--disk-dir", "")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["messages"], n)
+
+    def consume_for(self, topic, subscription, seconds):
+        return subprocess.Popen([BIN, "perf", "consume", topic, "--url", self.url(), "--subscription", subscription,
+                                 "--time", str(seconds), "--json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def finish(self, proc):
+        out, err = proc.communicate(timeout=120)
+        self.assertEqual(proc.returncode, 0, err)
+        return json.loads(out)
+
+    def test_dispatch_is_held_to_the_topic_and_subscription_rates(self):
+        # dispatchRate (per topic, shared by its subscriptions) on one
+        # namespace, subscriptionDispatchRate (each subscription) on another.
+        for ns, policy, body in (
+                ("rl-dispatch", "dispatchRate", {"dispatchThrottlingRateInMsg": RATE}),
+                ("rl-subdispatch", "subscriptionDispatchRate", {"dispatchThrottlingRateInMsg": RATE // 2})):
+            self.expect("PUT", f"/admin/v2/namespaces/public/{ns}")
+            self.expect("POST", f"/admin/v2/namespaces/public/{ns}/{policy}",
+                        {**body, "dispatchThrottlingRateInByte": -1, "ratePeriodInSecond": 1})
+            self.expect("PUT", f"/admin/v2/persistent/public/{ns}/t")
+        topic_path, sub_path = "public/rl-dispatch/t", "public/rl-subdispatch/t"
+        self.expect("PUT", f"/admin/v2/persistent/{topic_path}/subscription/s?messageId=earliest")
+        for sub in ("a", "b"):
+            self.expect("PUT", f"/admin/v2/persistent/{sub_path}/subscription/{sub}?messageId=earliest")
+        total = int(RATE * WINDOW_S * 1.5)
+        self.produce_unlimited(f"persistent://{topic_path}", total)
+        self.produce_unlimited(f"persistent://{sub_path}", total)
+        consumers = {
+            ("topic", "s"): self.consume_for(f"persistent://{topic_path}", "s", WINDOW_S),
+            ("sub", "a"): self.consume_for(f"persistent://{sub_path}", "a", WINDOW_S),
+            ("sub", "b"): self.consume_for(f"persistent://{sub_path}", "b", WINDOW_S),
+        }
+        got = {key: self.finish(p) for key, p in consumers.items()}
+        for (scope, sub), f in got.items():
+            limit = RATE if scope == "topic" else RATE // 2
+            self.assert_within_10_percent(f["consume_msgs_per_s"], limit,
+                                          f"{scope} dispatch, subscription {sub}")
+        # The rest is delivered too, at the limit's pace.
+        for path, sub in ((topic_path, "s"), (sub_path, "a"), (sub_path, "b")):
+            stats = self.stats(path)["subscriptions"][sub]
+            self.assertGreater(stats["dispatchRateLimitedTimes"], 0)
+            left = stats["msgBacklog"]
+            self.assertGreater(left, 0)
+            r = run("perf", "consume", f"persistent://{path}", "--url", self.url(), "--subscription", sub,
+                    "-n", str(left), "--time", "60", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(json.loads(r.stdout)["received"], left)
+
     def test_a_removed_limit_stops_holding_and_garbage_is_refused(self):
         self.namespace_with_rate("rl-off", "t", msgs=10)
         self.expect("DELETE", "/admin/v2/namespaces/public/rl-off/publishRate")

@@ -50,6 +50,7 @@ Json subscription_json(const broker::TopicStats& t, const broker::SubscriptionSt
               {"msgThroughputOut", s.byte_rate_out},
               {"bytesOutCounter", s.bytes_out},
               {"msgOutCounter", s.messages_out},
+              {"dispatchRateLimitedTimes", s.dispatch_rate_limited_times},
               {"msgRateRedeliver", 0.0},
               {"chunkedMessageRate", 0},
               {"msgBacklog", s.backlog_messages},

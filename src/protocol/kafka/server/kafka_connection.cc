@@ -254,6 +254,20 @@ void KafkaConnection::close(const Status& why) {
   if (conn_ != nullptr) conn_->close(why);
 }
 
+broker::PublishLimits* KafkaConnection::publish_limits_for(const std::string& topic, int32_t partition) {
+  auto it = publish_limits_.find(fmt::format("{}/{}", topic, partition));
+  return it == publish_limits_.end() ? nullptr : it->second.get();
+}
+
+void KafkaConnection::remember_publish_limits(const std::string& topic, int32_t partition,
+                                              std::shared_ptr<broker::PublishLimits> limits) {
+  publish_limits_[fmt::format("{}/{}", topic, partition)] = std::move(limits);
+}
+
+void KafkaConnection::charge_publish(broker::PublishLimits& limits, int64_t messages, int64_t bytes) {
+  if (throttle_.charge(limits, messages, bytes) && conn_ != nullptr) conn_->pause_reading();
+}
+
 void KafkaConnection::hold_input(int64_t wait_ns) {
   throttle_.hold(wait_ns);
   if (conn_ != nullptr) conn_->pause_reading();
@@ -270,6 +284,7 @@ void KafkaConnection::on_close(runtime::Connection&, const Status&) {
   }
   producers_.clear();
   producer_topics_.clear();
+  publish_limits_.clear();
   // Not destroyed here: this may run inside the timer's own callback.
   if (fetch_timer_) fetch_timer_->cancel();
   parked_.clear();

@@ -132,6 +132,14 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   // Producer `id` is registered on `topic`: removed from it when this
   // connection closes.
   void producer_on(uint64_t id, const broker::TopicName& topic) { producer_topics_[id] = topic; }
+  // The publish limits of (topic, partition) once a Produce to it learnt
+  // them; null before. Charged here, as the request is decoded, so that a
+  // read holding many requests stops at the one that overdraws.
+  broker::PublishLimits* publish_limits_for(const std::string& topic, int32_t partition);
+  void remember_publish_limits(const std::string& topic, int32_t partition,
+                               std::shared_ptr<broker::PublishLimits> limits);
+  // Charges a publish; over a limit, holds the input as hold_input does.
+  void charge_publish(broker::PublishLimits& limits, int64_t messages, int64_t bytes);
   // A publish went over a publish rate limit: stop reading and decoding
   // requests for `wait_ns` (Kafka's quota: the connection is muted).
   void hold_input(int64_t wait_ns);
@@ -163,6 +171,7 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   uint64_t next_slot_ = 0;
   std::map<std::string, std::pair<uint64_t, std::string>> producers_;  // by "<topic>/<partition>"
   std::map<uint64_t, broker::TopicName> producer_topics_;             // where each one is registered
+  std::map<std::string, std::shared_ptr<broker::PublishLimits>> publish_limits_;  // by "<topic>/<partition>"
   uint64_t sequence_ = 0;
   std::optional<broker::NamespaceName> ns_;
   std::string sasl_mechanism_;

@@ -173,9 +173,19 @@ void handle_produce(KafkaConnection& c, const Request& request) {
         continue;
       }
       size_t slot = index - 1;
+      int64_t messages = 0, bytes = 0;
+      for (const ConvertedEntry& e : entries) {
+        messages += e.header.messages;
+        bytes += static_cast<int64_t>(e.entry.size());
+      }
+      // Charged here once this connection knows the partition's limits;
+      // the first Produce to it is charged on the topic's home reactor.
+      PublishLimits* known = c.publish_limits_for(name, result.partition);
+      if (known != nullptr) c.charge_publish(*known, messages, bytes);
       auto run = [reply = c.replier(), state, slot, producer_id = producer_id, producer_name = producer_name,
-                  client = c.client_info(request.header),
-                  entries = std::move(entries), sequenced, &service = c.service()](Result<broker::Topic*> t) mutable {
+                  client = c.client_info(request.header), charged = known != nullptr, messages, bytes, name,
+                  partition = result.partition, entries = std::move(entries), sequenced,
+                  &service = c.service()](Result<broker::Topic*> t) mutable {
         auto report = [reply, state, slot](ErrorCode e, std::string why, int64_t base, int64_t start) {
           reply([state, slot, e, why = std::move(why), base, start](KafkaConnection& conn) {
             PartitionResult& r = state->results[slot];
@@ -203,15 +213,13 @@ void handle_produce(KafkaConnection& c, const Request& request) {
           if (seq.error != kNone) return report(seq.error, seq.why, -1, log_start_offset(topic->log()));
           if (seq.duplicate) return report(kNone, "", seq.base_offset, log_start_offset(topic->log()));
         }
-        if (PublishLimits* limits = topic->publish_limits()) {
-          int64_t messages = 0, bytes = 0;
-          for (const ConvertedEntry& e : entries) {
-            messages += e.header.messages;
-            bytes += static_cast<int64_t>(e.entry.size());
-          }
-          if (int64_t wait_ns = limits->charge(messages, bytes); wait_ns > 0) {
-            reply([wait_ns](KafkaConnection& conn) { conn.hold_input(wait_ns); });
-          }
+        if (!charged && topic->publish_limits() != nullptr) {
+          int64_t wait_ns = topic->publish_limits()->charge(messages, bytes);
+          reply([wait_ns, name, partition, limits = service.broker().publish_limits(topic->name())](
+                    KafkaConnection& conn) {
+            conn.remember_publish_limits(name, partition, limits);
+            if (wait_ns > 0) conn.hold_input(wait_ns);
+          });
         }
         publish_all(topic, producer_id, std::move(entries),
                     [report, &service, partition_name, pid = sequenced.producer_id](Result<int64_t> base, int64_t start) {
