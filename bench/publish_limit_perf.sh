@@ -13,15 +13,8 @@ build="${1:-build}"
 secs="${2:-10}"
 rounds="${3:-3}"
 bin="$build/magnetar"
-data="$(mktemp -d "${TMPDIR:-/tmp}/magnetar-limit-perf.XXXXXX")"
-"$bin" standalone --data-dir "$data" --http-port 0 --pulsar-port 0 --kafka-port 0 --amqp-port 0 --fsync never \
-  >"$data.log" 2>&1 &
-node_pid=$!
-trap 'kill "$node_pid" && wait "$node_pid" || true; rm -rf "$data" "$data.log"' EXIT
-for _ in $(seq 100); do [ -s "$data/ports.json" ] && break; sleep 0.05; done
-port() { /usr/bin/python3 -c "import json,sys;print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$data/ports.json" "$1"; }
-url="pulsar://127.0.0.1:$(port pulsar)"
-http="http://127.0.0.1:$(port http)"
+source "$(dirname "$0")/bench_node.sh"
+start_bench_node limit-perf --fsync never
 "$bin" admin --url "$http" namespaces create public/limited >/dev/null
 "$bin" admin --url "$http" namespaces set-publish-rate public/limited --msg-publish-rate 1000000000 --byte-publish-rate 1000000000000 >/dev/null
 
