@@ -30,6 +30,10 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
   max_unacked_per_subscription_ =
       limit(policies.max_unacked_messages_per_subscription, Subscription::kDefaultMaxUnackedPerSubscription);
   apply_dispatch_rates(policies);
+  auto count_limit = [](const std::optional<int32_t>& v) { return v && *v > 0 ? size_t(*v) : size_t{0}; };
+  max_producers_ = count_limit(policies.max_producers_per_topic);
+  max_consumers_ = count_limit(policies.max_consumers_per_topic);
+  max_consumers_per_subscription_ = count_limit(policies.max_consumers_per_subscription);
   for (auto& [name, sub] : subscriptions_) {
     sub->set_unacked_limits(max_unacked_per_consumer_, max_unacked_per_subscription_);
     sub->set_dispatch_limits(dispatch_limits_, sub_dispatch_msgs_, sub_dispatch_bytes_);
@@ -142,6 +146,13 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
     refresh_policies();
     sub.set_unacked_limits(max_unacked_per_consumer_, max_unacked_per_subscription_);
     sub.set_dispatch_limits(dispatch_limits_, sub_dispatch_msgs_, sub_dispatch_bytes_);
+    // Pulsar's words, so clients and operators recognise them.
+    if (max_consumers_ > 0 && consumer_count() >= max_consumers_) {
+      return Status::failed_precondition("Topic reached max consumers limit");
+    }
+    if (max_consumers_per_subscription_ > 0 && sub.consumer_count() >= max_consumers_per_subscription_) {
+      return Status::failed_precondition("Subscription reached max consumers limit");
+    }
     auto c = sub.add_consumer(consumer_id, std::move(opts), sink);
     if (!c) return c.status();
     return &sub;

@@ -91,7 +91,8 @@ class Topic {
   // per topic: kAlreadyExists when another producer uses the name (or a
   // shared producer meets an exclusive one), kFenced when an exclusive
   // producer meets others, kResourceExhausted while a backlog quota blocks
-  // producers (see quota_block()), kUnavailable once closed. A
+  // producers (see quota_block()) or when the topic has maxProducersPerTopic
+  // producers already, kUnavailable once closed. A
   // WaitForExclusive producer that must wait is registered as waiting and
   // `waiting` (may be empty) runs; `done` runs once it is admitted. With
   // deduplication on, `done` waits until the topic's sequence ids are
@@ -166,7 +167,9 @@ class Topic {
 
   // Attaches a consumer to subscription options.subscription, creating the
   // subscription (and its cursor) on first use: at the end of the log, or at
-  // its beginning with InitialPosition::kEarliest.
+  // its beginning with InitialPosition::kEarliest. kFailedPrecondition when
+  // the topic has maxConsumersPerTopic consumers, or the subscription
+  // maxConsumersPerSubscription, already.
   void subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSink* sink,
                  ledger::Callback<common::Result<Subscription*>> done);
   // Runs `fn` once, after the next entry is stored (readers waiting for
@@ -296,6 +299,11 @@ class Topic {
   // dispatchRate (shared by the subscriptions; null: none) and
   // subscriptionDispatchRate (each subscription's own; -1: none), per second.
   std::shared_ptr<RateBuckets> dispatch_limits_;
+  // maxProducersPerTopic, maxConsumersPerTopic, maxConsumersPerSubscription
+  // from the policies; 0: no limit.
+  size_t max_producers_ = 0;
+  size_t max_consumers_ = 0;
+  size_t max_consumers_per_subscription_ = 0;
   int64_t sub_dispatch_msgs_ = -1;
   int64_t sub_dispatch_bytes_ = -1;
   TopicTracing tracing_;

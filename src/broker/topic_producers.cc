@@ -51,6 +51,9 @@ void Topic::add_producer(ProducerOptions options, std::function<void()> waiting,
   if (quota_block_ != QuotaBlock::kNone) {
     return done(Status::resource_exhausted("backlog quota exceeded on " + name_.to_string()));
   }
+  if (max_producers_ > 0 && producers_.size() + waiting_producers_.size() >= max_producers_) {
+    return done(Status::resource_exhausted("Topic reached max producers limit"));  // Pulsar's words
+  }
   switch (access_.decide(options.access_mode)) {
     case ProducerAccess::Decision::kRefuseBusy:
       return done(Status::already_exists("topic " + name_.to_string() + " has an exclusive producer"));

@@ -30,6 +30,15 @@ proto::ServerError producer_error(const common::Status& st, broker::QuotaBlock b
   return server_error(st);
 }
 
+// A refused PRODUCER: besides producer_error, the topic's producer count
+// limit (ResourceExhausted without a quota) is ProducerBusy, as Pulsar answers it.
+proto::ServerError producer_refusal(const common::Status& st, broker::QuotaBlock block) {
+  if (st.code() == common::ErrorCode::kResourceExhausted && block == broker::QuotaBlock::kNone) {
+    return proto::ProducerBusy;
+  }
+  return producer_error(st, block);
+}
+
 proto::BaseCommand producer_success(uint64_t request_id, const std::string& name,
                                     const broker::ProducerAdmission& a, bool ready,
                                     const std::string& schema_version) {
@@ -140,7 +149,7 @@ void admit_producer(PulsarConnection& c, const proto::CommandProducer& cmd, cons
         std::move(options), waiting,
         [topic, reply, forget, broker_id, client_id, request_id, name,
          schema_version](Result<broker::ProducerAdmission> r) {
-          proto::ServerError code = r.is_ok() ? proto::UnknownError : producer_error(r.status(), topic->quota_block());
+          proto::ServerError code = r.is_ok() ? proto::UnknownError : producer_refusal(r.status(), topic->quota_block());
           reply([r = std::move(r), code, forget, broker_id, client_id, request_id, name,
                  schema_version](PulsarConnection& conn) {
             if (!r.is_ok()) {
