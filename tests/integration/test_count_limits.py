@@ -6,7 +6,7 @@ import time
 import unittest
 
 import pulsar_api_pb2 as pb
-from magnetar_harness import NodeTestCase, call_json
+from magnetar_harness import NodeTestCase, expect_call
 from pulsar_wire import PulsarWire
 
 TOPIC = "persistent://public/counted/t"
@@ -14,9 +14,7 @@ TOPIC = "persistent://public/counted/t"
 
 class CountLimitsTest(NodeTestCase):
     def expect(self, method, path, body=None, status=204):
-        got, answer = call_json(self.node, method, path, body)
-        self.assertEqual(got, status, f"{method} {path}: {answer}")
-        return answer
+        return expect_call(self, self.node, method, path, body, status)
 
     def test_producers_and_consumers_over_the_limits_are_refused_as_pulsar_does(self):
         self.expect("PUT", "/admin/v2/namespaces/public/counted")

@@ -11,7 +11,7 @@ import unittest
 
 import confluent_kafka as ck
 from amqp_pika import connect
-from magnetar_harness import BIN, NodeTestCase, call_json
+from magnetar_harness import BIN, NodeTestCase, call_json, expect_call
 
 WINDOW_S = 10.0
 RATE = 1000  # messages per second
@@ -23,9 +23,7 @@ def run(*args, timeout=120):
 
 class PublishRateTest(NodeTestCase):
     def expect(self, method, path, body=None, status=204):
-        got, answer = call_json(self.node, method, path, body)
-        self.assertEqual(got, status, f"{method} {path}: {answer}")
-        return answer
+        return expect_call(self, self.node, method, path, body, status)
 
     def namespace_with_rate(self, ns, topic, msgs=-1, byte_rate=-1):
         """A namespace with a publish rate, and its loaded `topic` once the

@@ -9,7 +9,7 @@ import subprocess
 import time
 import unittest
 
-from magnetar_harness import BIN, NodeTestCase, call_json
+from magnetar_harness import BIN, NodeTestCase, call_json, expect_call
 
 LIMIT = 2000          # tenant A's messages per second, over all its topics
 FLOODERS = 3
@@ -25,9 +25,7 @@ def admin(node, *args):
 
 class TenantLimitsTest(NodeTestCase):
     def expect(self, method, path, body=None, status=204):
-        got, answer = call_json(self.node, method, path, body)
-        self.assertEqual(got, status, f"{method} {path}: {answer}")
-        return answer
+        return expect_call(self, self.node, method, path, body, status)
 
     def url(self):
         return f"pulsar://127.0.0.1:{self.node.ports['pulsar']}"

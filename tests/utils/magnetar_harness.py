@@ -126,6 +126,13 @@ def call_json(node, method, path, body=None):
         return status, raw.decode(errors="replace")
 
 
+def expect_call(test, node, method, path, body=None, status=204):
+    """call_json that fails `test` unless the answer has `status`; the parsed answer."""
+    got, answer = call_json(node, method, path, body)
+    test.assertEqual(got, status, f"{method} {path}: {answer}")
+    return answer
+
+
 class NodeTestCase(unittest.TestCase):
     """A test class sharing one node among its tests; the node must exit 0
     when the class is done."""
