@@ -34,6 +34,7 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
   max_producers_ = count_limit(policies.max_producers_per_topic);
   max_consumers_ = count_limit(policies.max_consumers_per_topic);
   max_consumers_per_subscription_ = count_limit(policies.max_consumers_per_subscription);
+  max_subscriptions_ = count_limit(policies.max_subscriptions_per_topic);
   for (auto& [name, sub] : subscriptions_) {
     sub->set_unacked_limits(max_unacked_per_consumer_, max_unacked_per_subscription_);
     sub->set_dispatch_limits(dispatch_limits_, sub_dispatch_msgs_, sub_dispatch_bytes_);
@@ -161,6 +162,10 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
     done(attach(*it->second, std::move(options)));
     return;
   }
+  if (Status room = subscription_room(); !room.is_ok()) {
+    done(room);
+    return;
+  }
   std::string name = options.subscription;
   auto start = options.initial_position == InitialPosition::kEarliest ? ledger::Log::CursorStart::kEarliest
                                                                       : ledger::Log::CursorStart::kLatest;
@@ -265,6 +270,12 @@ void Topic::remove_subscription(const std::string& name, bool force, ledger::Cal
   log_->delete_cursor(name, std::move(done));
 }
 
+Status Topic::subscription_room() {
+  refresh_policies();
+  if (max_subscriptions_ == 0 || subscriptions_.size() < max_subscriptions_) return Status::ok();
+  return Status::failed_precondition("Exceed the maximum number of subscriptions of the topic: " + name_.to_string());
+}
+
 void Topic::create_subscription(const std::string& name, InitialPosition start,
                                 ledger::Callback<Result<Subscription*>> done) {
   if (closed_) {
@@ -277,6 +288,10 @@ void Topic::create_subscription(const std::string& name, InitialPosition start,
   }
   if (subscriptions_.count(name) > 0 || log_->cursor(name) != nullptr) {
     done(Status::already_exists("Subscription " + name + " already exists on " + name_.to_string()));
+    return;
+  }
+  if (Status room = subscription_room(); !room.is_ok()) {
+    done(room);
     return;
   }
   auto from = start == InitialPosition::kEarliest ? ledger::Log::CursorStart::kEarliest

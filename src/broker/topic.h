@@ -252,6 +252,9 @@ class Topic {
   void admit_waiting();
   // Closes producer `id` (its on_closed runs) and forgets it.
   void close_producer(uint64_t id, const common::Status& why);
+  // OK while maxSubscriptionsPerTopic leaves room for one more
+  // subscription; FailedPrecondition with Pulsar's words otherwise.
+  common::Status subscription_room();
   void refresh_policies();
   void store_entry(HeldPublish p);
   void release_held();
@@ -304,6 +307,7 @@ class Topic {
   size_t max_producers_ = 0;
   size_t max_consumers_ = 0;
   size_t max_consumers_per_subscription_ = 0;
+  size_t max_subscriptions_ = 0;
   int64_t sub_dispatch_msgs_ = -1;
   int64_t sub_dispatch_bytes_ = -1;
   TopicTracing tracing_;

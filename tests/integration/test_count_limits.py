@@ -56,6 +56,43 @@ class CountLimitsTest(NodeTestCase):
         stats = self.expect("GET", "/admin/v2/persistent/public/counted/t/stats", status=200)
         self.assertEqual(stats["msgInCounter"], 1)
 
+    def test_subscriptions_over_the_limit_are_refused_on_every_path(self):
+        self.expect("PUT", "/admin/v2/namespaces/public/subcount")
+        self.expect("POST", "/admin/v2/namespaces/public/subcount/maxSubscriptionsPerTopic", 2)
+        topic = "persistent://public/subcount/t"
+        rest_sub = "/admin/v2/persistent/public/subcount/t/subscription/"
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            self.assertEqual(w.create_producer(topic, 1).type, pb.BaseCommand.PRODUCER_SUCCESS)
+            self.assertEqual(w.subscribe(topic, "one", 10).type, pb.BaseCommand.SUCCESS)
+            # The policy applies a moment after the call returns: retry "two" and
+            # "three" until the third is refused.
+            deadline = time.monotonic() + 10
+            consumer_id = 11
+            while True:
+                self.assertEqual(w.subscribe(topic, "two", consumer_id).type, pb.BaseCommand.SUCCESS)
+                r = w.subscribe(topic, "three", consumer_id + 1)
+                if r.type == pb.BaseCommand.ERROR:
+                    break
+                self.assertLess(time.monotonic(), deadline, "the subscription limit never applied")
+                w.request("CLOSE_CONSUMER", ["SUCCESS", "ERROR"], consumer_id=consumer_id)
+                w.request("UNSUBSCRIBE", ["SUCCESS", "ERROR"], consumer_id=consumer_id + 1)
+                consumer_id += 2
+            self.assertEqual(r.cmd.error.error, pb.ConsumerBusy)
+            self.assertIn("Exceed the maximum number of subscriptions of the topic", r.cmd.error.message)
+            # At the limit, an existing subscription still takes a consumer.
+            w.request("CLOSE_CONSUMER", ["SUCCESS", "ERROR"], consumer_id=10)
+            self.assertEqual(w.subscribe(topic, "one", 50).type, pb.BaseCommand.SUCCESS)
+        # REST cannot add a third either.
+        status, _, _ = self.node.http("PUT", rest_sub + "by-rest", b"")
+        self.assertEqual(status, 412)
+        stats = self.expect("GET", "/admin/v2/persistent/public/subcount/t/stats", status=200)
+        self.assertEqual(sorted(stats["subscriptions"]), ["one", "two"])
+        # Removing one makes room.
+        self.expect("DELETE", rest_sub + "two?force=true")
+        self.expect("PUT", rest_sub + "by-rest")
+        stats = self.expect("GET", "/admin/v2/persistent/public/subcount/t/stats", status=200)
+        self.assertEqual(sorted(stats["subscriptions"]), ["by-rest", "one"])
+
 
 if __name__ == "__main__":
     unittest.main()
