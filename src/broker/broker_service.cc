@@ -178,8 +178,12 @@ void BrokerService::load(Shard& shard, const TopicName& topic) {
 
 void BrokerService::attach_policies(Topic& topic) {
   topic.set_publish_limits(publish_limiters_->for_topic(topic.name()));
-  if (policies_ == nullptr) return;
+  const std::string& tenant = topic.name().ns.tenant;
   const PolicyCache* cache = policies_;
+  topic.set_tenant_usage(tenant_usage_.of(tenant), [cache, tenant]() -> std::shared_ptr<const TenantLimits> {
+    return cache == nullptr ? nullptr : cache->tenant_limits(tenant);
+  });
+  if (policies_ == nullptr) return;
   TopicName name = topic.name();
   topic.set_policy_source([cache, name]() { return cache->effective(name); });
   if (auto p = cache->effective(name)) topic.apply_policies(*p);

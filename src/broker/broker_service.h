@@ -17,6 +17,7 @@
 #include "broker/naming.h"
 #include "broker/policy_cache.h"
 #include "broker/publish_limiter.h"
+#include "broker/tenant_usage.h"
 #include "broker/topic.h"
 #include "broker/trace_lookup.h"
 #include "broker/tracing.h"
@@ -142,6 +143,7 @@ class BrokerService final : public runtime::Component {
   const BrokerOptions options_;
   const PolicyCache* policies_ = nullptr;
   std::shared_ptr<PublishLimiters> publish_limiters_ = std::make_shared<PublishLimiters>(nullptr);
+  TenantUsage tenant_usage_;  // producers and consumers per tenant, over every reactor
   MessageDescriber describer_;
   std::vector<std::unique_ptr<Shard>> shards_;  // by reactor index
   bool stopping_ = false;

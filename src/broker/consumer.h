@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "broker/client_info.h"
+#include "broker/tenant_usage.h"
 #include "common/bytes.h"
 #include "common/status.h"
 #include "ledger/entry_codec.h"
@@ -85,6 +86,8 @@ class Consumer {
 
   uint64_t id() const { return id_; }
   const ConsumerOptions& options() const { return options_; }
+  // The consumer's place among its tenant's consumers, given back with it.
+  void hold(TenantSlot slot) { tenant_slot_ = std::move(slot); }
   const std::string& name() const { return options_.consumer_name; }
   ConsumerSink* sink() const { return sink_; }
   int64_t permits() const { return permits_; }
@@ -101,6 +104,7 @@ class Consumer {
   bool blocked_on_unacked() const { return blocked_on_unacked_; }
 
  private:
+  TenantSlot tenant_slot_;
   friend class Subscription;
   uint64_t id_;
   ConsumerOptions options_;

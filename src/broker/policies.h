@@ -37,6 +37,8 @@ struct TenantInfo {
 struct TenantLimits {
   int64_t publish_msgs_per_second = -1;
   int64_t publish_bytes_per_second = -1;
+  int32_t max_producers = -1;  // over all its topics, every protocol
+  int32_t max_consumers = -1;
   bool operator==(const TenantLimits&) const = default;
 };
 

@@ -154,8 +154,11 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
     if (max_consumers_per_subscription_ > 0 && sub.consumer_count() >= max_consumers_per_subscription_) {
       return Status::failed_precondition("Subscription reached max consumers limit");
     }
+    auto slot = take_tenant_slot(&TenantCounters::consumers);
+    if (!slot.is_ok()) return Status::failed_precondition(slot.status().message());  // ConsumerBusy, as above
     auto c = sub.add_consumer(consumer_id, std::move(opts), sink);
     if (!c) return c.status();
+    (*c)->hold(std::move(slot).value());
     return &sub;
   };
   if (auto it = subscriptions_.find(options.subscription); it != subscriptions_.end()) {

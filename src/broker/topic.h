@@ -19,6 +19,7 @@
 #include "broker/dedup.h"
 #include "broker/naming.h"
 #include "broker/policies.h"
+#include "broker/tenant_usage.h"
 #include "broker/producer.h"
 #include "broker/publish_limiter.h"
 #include "broker/rate_meter.h"
@@ -133,6 +134,13 @@ class Topic {
   // The publish rate limits of this topic (publish_limiter.h), which the
   // connections producing to it charge. Kept while the topic is loaded.
   void set_publish_limits(std::shared_ptr<PublishLimits> limits) { publish_limits_ = std::move(limits); }
+  // Its tenant's producer and consumer counts, and where the tenant's
+  // limits are read when one arrives.
+  void set_tenant_usage(std::shared_ptr<TenantCounters> counters,
+                        std::function<std::shared_ptr<const TenantLimits>()> limits) {
+    tenant_counters_ = std::move(counters);
+    tenant_limits_ = std::move(limits);
+  }
   // Null until set.
   PublishLimits* publish_limits() const { return publish_limits_.get(); }
   const TopicTracing& tracing() const { return tracing_; }
@@ -225,6 +233,7 @@ class Topic {
  private:
   struct Producer {
     std::string name;
+    TenantSlot tenant_slot;  // its place among its tenant's producers
     uint64_t messages_in = 0;
     uint64_t bytes_in = 0;
     ProducerAccessMode access_mode = ProducerAccessMode::kShared;
@@ -233,6 +242,7 @@ class Topic {
   };
   struct WaitingProducer {
     ProducerOptions options;
+    TenantSlot tenant_slot;
     ledger::Callback<common::Result<ProducerAdmission>> done;
   };
   struct HeldPublish {
@@ -248,7 +258,10 @@ class Topic {
   common::Status name_in_use(const std::string& name) const;
   // Why clients may not produce to or subscribe to a trace topic.
   common::Status system_topic_refusal() const;
-  void admit(ProducerOptions options, ledger::Callback<common::Result<ProducerAdmission>> done);
+  void admit(ProducerOptions options, TenantSlot slot, ledger::Callback<common::Result<ProducerAdmission>> done);
+  // A place among the tenant's producers or consumers (TenantLimits), or
+  // ResourceExhausted with the limit's words.
+  common::Result<TenantSlot> take_tenant_slot(TenantSlot::Counter counter) const;
   void admit_waiting();
   // Closes producer `id` (its on_closed runs) and forgets it.
   void close_producer(uint64_t id, const common::Status& why);
@@ -308,6 +321,8 @@ class Topic {
   size_t max_consumers_ = 0;
   size_t max_consumers_per_subscription_ = 0;
   size_t max_subscriptions_ = 0;
+  std::shared_ptr<TenantCounters> tenant_counters_;
+  std::function<std::shared_ptr<const TenantLimits>()> tenant_limits_;
   int64_t sub_dispatch_msgs_ = -1;
   int64_t sub_dispatch_bytes_ = -1;
   TopicTracing tracing_;

@@ -54,6 +54,8 @@ void Topic::add_producer(ProducerOptions options, std::function<void()> waiting,
   if (max_producers_ > 0 && producers_.size() + waiting_producers_.size() >= max_producers_) {
     return done(Status::resource_exhausted("Topic reached max producers limit"));  // Pulsar's words
   }
+  auto slot = take_tenant_slot(&TenantCounters::producers);
+  if (!slot.is_ok()) return done(slot.status());
   switch (access_.decide(options.access_mode)) {
     case ProducerAccess::Decision::kRefuseBusy:
       return done(Status::already_exists("topic " + name_.to_string() + " has an exclusive producer"));
@@ -62,7 +64,7 @@ void Topic::add_producer(ProducerOptions options, std::function<void()> waiting,
     case ProducerAccess::Decision::kWait: {
       uint64_t id = options.id;
       access_.wait(id);
-      waiting_producers_.emplace(id, WaitingProducer{std::move(options), std::move(done)});
+      waiting_producers_.emplace(id, WaitingProducer{std::move(options), std::move(slot).value(), std::move(done)});
       if (waiting) waiting();
       return;
     }
@@ -77,10 +79,19 @@ void Topic::add_producer(ProducerOptions options, std::function<void()> waiting,
     case ProducerAccess::Decision::kAdmit:
       break;
   }
-  admit(std::move(options), std::move(done));
+  admit(std::move(options), std::move(slot).value(), std::move(done));
 }
 
-void Topic::admit(ProducerOptions options, ledger::Callback<Result<ProducerAdmission>> done) {
+Result<TenantSlot> Topic::take_tenant_slot(TenantSlot::Counter counter) const {
+  auto limits = tenant_limits_ ? tenant_limits_() : nullptr;
+  const bool producers = counter == &TenantCounters::producers;
+  const int64_t max = limits == nullptr ? -1 : producers ? limits->max_producers : limits->max_consumers;
+  return TenantSlot::take(tenant_counters_, counter, max,
+                          "Tenant " + name_.ns.tenant + " reached max " + (producers ? "producers" : "consumers") +
+                              " limit");
+}
+
+void Topic::admit(ProducerOptions options, TenantSlot slot, ledger::Callback<Result<ProducerAdmission>> done) {
   uint64_t id = options.id;
   std::string name = options.name;
   access_.admitted(id, options.access_mode);
@@ -89,6 +100,7 @@ void Topic::admit(ProducerOptions options, ledger::Callback<Result<ProducerAdmis
   p.access_mode = options.access_mode;
   p.client = options.client;
   p.on_closed = std::move(options.on_closed);
+  p.tenant_slot = std::move(slot);
   producers_.emplace(id, std::move(p));
   uint64_t epoch = access_.epoch();
   std::weak_ptr<bool> alive = alive_;
@@ -117,7 +129,7 @@ void Topic::admit_waiting() {
     }
     WaitingProducer w = std::move(it->second);
     waiting_producers_.erase(it);
-    admit(std::move(w.options), std::move(w.done));
+    admit(std::move(w.options), std::move(w.tenant_slot), std::move(w.done));
     return;
   }
 }

@@ -47,15 +47,18 @@ class TenantLimitsTest(NodeTestCase):
     def test_limits_rest_and_cli(self):
         self.expect("PUT", "/admin/v2/tenants/rest-t", {})
         self.assertEqual(self.expect("GET", "/admin/v2/tenants/rest-t/limits", status=200),
-                         {"publishRate": {"publishThrottlingRateInMsg": -1, "publishThrottlingRateInByte": -1}})
+                         {"publishRate": {"publishThrottlingRateInMsg": -1, "publishThrottlingRateInByte": -1},
+                          "maxProducers": -1, "maxConsumers": -1})
         code, out, err = admin(self.node, "tenants", "set-limits", "rest-t", "--publish-rate-msgs", "500",
-                               "--publish-rate-bytes", "100000")
+                               "--publish-rate-bytes", "100000", "--max-producers", "7")
         self.assertEqual(code, 0, err)
         code, out, err = admin(self.node, "--json", "tenants", "get-limits", "rest-t")
         self.assertEqual(code, 0, err)
         self.assertEqual(json.loads(out)["publishRate"],
                          {"publishThrottlingRateInMsg": 500, "publishThrottlingRateInByte": 100000})
-        for bad in ({"publishRate": {"publishThrottlingRateInMsg": -7}}, {"publishRate": "fast"}, [1], "{"):
+        self.assertEqual((json.loads(out)["maxProducers"], json.loads(out)["maxConsumers"]), (7, -1))
+        for bad in ({"publishRate": {"publishThrottlingRateInMsg": -7}}, {"publishRate": "fast"}, [1], "{",
+                    {"maxProducers": -2}, {"maxConsumers": "many"}, {"maxProducers": 1 << 40}):
             got, answer = call_json(self.node, "POST", "/admin/v2/tenants/rest-t/limits", bad)
             self.assertEqual(got, 400, answer)
             self.assertIn("reason", answer)
@@ -72,6 +75,54 @@ class TenantLimitsTest(NodeTestCase):
         self.expect("PUT", "/admin/v2/tenants/rest-t", {})
         self.assertEqual(self.expect("GET", "/admin/v2/tenants/rest-t/limits", status=200)["publishRate"]
                          ["publishThrottlingRateInMsg"], -1)
+
+    def test_producers_and_consumers_are_counted_over_the_whole_tenant(self):
+        for tenant in ("counted", "other"):
+            self.expect("PUT", f"/admin/v2/tenants/{tenant}", {})
+            self.expect("PUT", f"/admin/v2/namespaces/{tenant}/ns")
+        self.expect("POST", "/admin/v2/tenants/counted/limits", {"maxProducers": 2, "maxConsumers": 1})
+        import pulsar_api_pb2 as pb
+        from pulsar_wire import PulsarWire
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            # Two producers on two topics of two namespaces... of one tenant.
+            self.expect("PUT", "/admin/v2/namespaces/counted/ns2")
+            self.assertEqual(w.create_producer("persistent://counted/ns/a", 1).type, pb.BaseCommand.PRODUCER_SUCCESS)
+            self.assertEqual(w.create_producer("persistent://counted/ns2/b", 2).type, pb.BaseCommand.PRODUCER_SUCCESS)
+            refused = w.create_producer("persistent://counted/ns/c", 3)
+            self.assertEqual(refused.type, pb.BaseCommand.ERROR)
+            self.assertEqual(refused.cmd.error.error, pb.ProducerBusy)
+            self.assertEqual(refused.cmd.error.message, "Tenant counted reached max producers limit (2)")
+            # Another tenant is not limited by it.
+            self.assertEqual(w.create_producer("persistent://other/ns/c", 4).type, pb.BaseCommand.PRODUCER_SUCCESS)
+            # Closing one makes room.
+            w.request("CLOSE_PRODUCER", ["SUCCESS", "ERROR"], producer_id=2)
+            self.assertEqual(w.create_producer("persistent://counted/ns/c", 5).type, pb.BaseCommand.PRODUCER_SUCCESS)
+
+            self.assertEqual(w.subscribe("persistent://counted/ns/a", "s", 10).type, pb.BaseCommand.SUCCESS)
+            refused = w.subscribe("persistent://counted/ns2/b", "s", 11)
+            self.assertEqual(refused.type, pb.BaseCommand.ERROR)
+            self.assertEqual(refused.cmd.error.error, pb.ConsumerBusy)
+            self.assertIn("Tenant counted reached max consumers limit (1)", refused.cmd.error.message)
+        # The connection gone, every slot it held is free again (its topics
+        # let go of it a moment after it closed).
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            deadline = time.monotonic() + 10
+            next_id = 20
+            admitted = []
+            while len(admitted) < 2:
+                self.assertLess(time.monotonic(), deadline, "the closed connection's producers were never released")
+                topic = ("a", "b")[len(admitted)]
+                if w.create_producer(f"persistent://counted/ns/{topic}", next_id).type == \
+                        pb.BaseCommand.PRODUCER_SUCCESS:
+                    admitted.append(next_id)
+                else:
+                    time.sleep(0.05)
+                next_id += 1
+            consumer_id = 30
+            while w.subscribe("persistent://counted/ns2/b", "s", consumer_id).type != pb.BaseCommand.SUCCESS:
+                self.assertLess(time.monotonic(), deadline, "the closed connection's consumer was never released")
+                time.sleep(0.05)
+                consumer_id += 1
 
     def test_a_flooding_tenant_is_held_to_its_limit_and_spares_its_neighbour(self):
         for tenant in ("noisy", "quiet"):

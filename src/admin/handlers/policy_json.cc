@@ -280,7 +280,9 @@ Result<PublishRate> publish_rate_from_json(const Json& j) {
 }
 
 Json to_json(const TenantLimits& l) {
-  return Json{{"publishRate", to_json(PublishRate{l.publish_msgs_per_second, l.publish_bytes_per_second})}};
+  return Json{{"publishRate", to_json(PublishRate{l.publish_msgs_per_second, l.publish_bytes_per_second})},
+              {"maxProducers", l.max_producers},
+              {"maxConsumers", l.max_consumers}};
 }
 
 Result<TenantLimits> tenant_limits_from_json(const Json& j) {
@@ -294,6 +296,8 @@ Result<TenantLimits> tenant_limits_from_json(const Json& j) {
       l.publish_bytes_per_second = rate->bytes_per_second;
     }
   }
+  f.i32("maxProducers", l.max_producers);
+  f.i32("maxConsumers", l.max_consumers);
   return finish(f, l);
 }
 

@@ -1,0 +1,89 @@
+// What a tenant uses right now, over every reactor: its producers and
+// consumers, counted against the tenant's limits (TenantLimits). A slot is
+// held by the producer or consumer it admitted and given back when that one
+// goes, however it goes (closed, fenced, its connection lost, its topic
+// unloaded).
+//
+// Threads: any. Taking a slot is one atomic increment (and a decrement when
+// refused); the registry's lock is taken only when a topic loads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "common/result.h"
+
+namespace magnetar::broker {
+
+struct TenantCounters {
+  std::atomic<int64_t> producers{0};
+  std::atomic<int64_t> consumers{0};
+};
+
+class TenantSlot {
+ public:
+  using Counter = std::atomic<int64_t> TenantCounters::*;
+
+  TenantSlot() = default;
+  // Takes one of `counter` unless `max` (> 0) are taken already; max <= 0
+  // counts without a limit. ResourceExhausted names `what` when full.
+  static common::Result<TenantSlot> take(std::shared_ptr<TenantCounters> counters, Counter counter, int64_t max,
+                                         const std::string& what) {
+    if (counters == nullptr) return TenantSlot();
+    int64_t before = ((*counters).*counter).fetch_add(1, std::memory_order_relaxed);
+    if (max > 0 && before >= max) {
+      ((*counters).*counter).fetch_sub(1, std::memory_order_relaxed);
+      return common::Status::resource_exhausted(what + " (" + std::to_string(max) + ")");
+    }
+    return TenantSlot(std::move(counters), counter);
+  }
+
+  TenantSlot(TenantSlot&& other) noexcept : counters_(std::move(other.counters_)), counter_(other.counter_) {}
+  TenantSlot& operator=(TenantSlot&& other) noexcept {
+    if (this != &other) {
+      release();
+      counters_ = std::move(other.counters_);
+      counter_ = other.counter_;
+    }
+    return *this;
+  }
+  TenantSlot(const TenantSlot&) = delete;
+  TenantSlot& operator=(const TenantSlot&) = delete;
+  ~TenantSlot() { release(); }
+
+ private:
+  TenantSlot(std::shared_ptr<TenantCounters> counters, Counter counter)
+      : counters_(std::move(counters)), counter_(counter) {}
+  void release() {
+    if (counters_) ((*counters_).*counter_).fetch_sub(1, std::memory_order_relaxed);
+    counters_.reset();
+  }
+
+  std::shared_ptr<TenantCounters> counters_;
+  Counter counter_ = nullptr;
+};
+
+// One TenantCounters per tenant, shared by its loaded topics.
+class TenantUsage {
+ public:
+  std::shared_ptr<TenantCounters> of(const std::string& tenant) {
+    std::lock_guard lock(mu_);
+    auto& weak = by_tenant_[tenant];
+    auto counters = weak.lock();
+    if (!counters) {
+      counters = std::make_shared<TenantCounters>();
+      weak = counters;
+    }
+    return counters;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, std::weak_ptr<TenantCounters>> by_tenant_;
+};
+
+}  // namespace magnetar::broker
