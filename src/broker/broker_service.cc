@@ -176,6 +176,13 @@ void BrokerService::load(Shard& shard, const TopicName& topic) {
       });
 }
 
+common::Result<TenantSlot> BrokerService::take_connection_slot(const std::string& tenant) {
+  auto limits = policies_ != nullptr ? policies_->tenant_limits(tenant) : nullptr;
+  return TenantSlot::take(tenant_usage_.of(tenant), &TenantCounters::connections,
+                          limits == nullptr ? -1 : limits->max_connections,
+                          "Tenant " + tenant + " reached max connections limit");
+}
+
 void BrokerService::attach_policies(Topic& topic) {
   topic.set_publish_limits(publish_limiters_->for_topic(topic.name()));
   const std::string& tenant = topic.name().ns.tenant;

@@ -66,6 +66,10 @@ class BrokerService final : public runtime::Component {
   }
   // For the policy cache's change listener, which may outlive this.
   std::weak_ptr<PublishLimiters> publish_limiters() const { return publish_limiters_; }
+  // A client connection's place among those using `tenant` (its
+  // TenantLimits' maxConnections), held for as long as the connection uses
+  // the tenant. ResourceExhausted with the limit's words when full. Any thread.
+  common::Result<TenantSlot> take_connection_slot(const std::string& tenant);
 
   // How traces read the keys and properties of stored messages
   // (tracing.h). REQUIRES: before start().

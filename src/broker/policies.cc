@@ -132,6 +132,7 @@ Status validate(const TenantLimits& p) {
   MAGNETAR_RETURN_IF_ERROR(at_least(p.publish_msgs_per_second, -1, "publishThrottlingRateInMsg"));
   MAGNETAR_RETURN_IF_ERROR(at_least(p.max_producers, -1, "maxProducers"));
   MAGNETAR_RETURN_IF_ERROR(at_least(p.max_consumers, -1, "maxConsumers"));
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.max_connections, -1, "maxConnections"));
   return at_least(p.publish_bytes_per_second, -1, "publishThrottlingRateInByte");
 }
 

@@ -39,6 +39,7 @@ struct TenantLimits {
   int64_t publish_bytes_per_second = -1;
   int32_t max_producers = -1;  // over all its topics, every protocol
   int32_t max_consumers = -1;
+  int32_t max_connections = -1;  // client connections using the tenant, every protocol
   bool operator==(const TenantLimits&) const = default;
 };
 

@@ -1,5 +1,6 @@
-// What a tenant uses right now, over every reactor: its producers and
-// consumers, counted against the tenant's limits (TenantLimits). A slot is
+// What a tenant uses right now, over every reactor: its producers,
+// consumers and client connections, counted against the tenant's limits
+// (TenantLimits). A slot is
 // held by the producer or consumer it admitted and given back when that one
 // goes, however it goes (closed, fenced, its connection lost, its topic
 // unloaded).
@@ -22,6 +23,7 @@ namespace magnetar::broker {
 struct TenantCounters {
   std::atomic<int64_t> producers{0};
   std::atomic<int64_t> consumers{0};
+  std::atomic<int64_t> connections{0};
 };
 
 class TenantSlot {

@@ -68,17 +68,19 @@ void add_tenant_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOpt
     int64_t byte_rate = -1;
     int32_t max_producers = -1;
     int32_t max_consumers = -1;
+    int32_t max_connections = -1;
   };
   auto lf = std::make_shared<LimitFlags>();
   auto* set_limits = add_verb(
       *tenants, run, options, "set-limits",
       "Limit a tenant across all its namespaces and topics: publish rate (producers are slowed, never refused), "
-      "producers and consumers (more are refused)",
+      "producers, consumers and connections (more are refused)",
       [lf]() -> common::Result<AdminRequest> {
         Json body{{"publishRate",
                    {{"publishThrottlingRateInMsg", lf->msg_rate}, {"publishThrottlingRateInByte", lf->byte_rate}}},
                   {"maxProducers", lf->max_producers},
-                  {"maxConsumers", lf->max_consumers}};
+                  {"maxConsumers", lf->max_consumers},
+                  {"maxConnections", lf->max_connections}};
         return AdminRequest{"POST", "/admin/v2/tenants/" + escape_segment(lf->tenant) + "/limits", body.dump(),
                             "Set the limits of tenant " + lf->tenant, nullptr};
       });
@@ -90,6 +92,9 @@ void add_tenant_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOpt
   set_limits->add_option("--max-producers", lf->max_producers, "Producers over all its topics (-1: no limit)")
       ->capture_default_str();
   set_limits->add_option("--max-consumers", lf->max_consumers, "Consumers over all its topics (-1: no limit)")
+      ->capture_default_str();
+  set_limits->add_option("--max-connections", lf->max_connections,
+                         "Client connections using the tenant, every protocol (-1: no limit)")
       ->capture_default_str();
   auto unlimited = std::make_shared<std::string>();
   auto* remove_limits = add_verb(*tenants, run, options, "remove-limits", "Remove a tenant's aggregate limits",

@@ -48,7 +48,7 @@ class TenantLimitsTest(NodeTestCase):
         self.expect("PUT", "/admin/v2/tenants/rest-t", {})
         self.assertEqual(self.expect("GET", "/admin/v2/tenants/rest-t/limits", status=200),
                          {"publishRate": {"publishThrottlingRateInMsg": -1, "publishThrottlingRateInByte": -1},
-                          "maxProducers": -1, "maxConsumers": -1})
+                          "maxProducers": -1, "maxConsumers": -1, "maxConnections": -1})
         code, out, err = admin(self.node, "tenants", "set-limits", "rest-t", "--publish-rate-msgs", "500",
                                "--publish-rate-bytes", "100000", "--max-producers", "7")
         self.assertEqual(code, 0, err)
@@ -123,6 +123,61 @@ class TenantLimitsTest(NodeTestCase):
                 self.assertLess(time.monotonic(), deadline, "the closed connection's consumer was never released")
                 time.sleep(0.05)
                 consumer_id += 1
+
+    def test_connections_are_counted_over_every_protocol(self):
+        import confluent_kafka as ck
+        import pika
+        import pulsar_api_pb2 as pb
+        from pulsar_wire import PulsarWire
+        self.expect("PUT", "/admin/v2/tenants/conn-t", {})
+        self.expect("PUT", "/admin/v2/namespaces/conn-t/ns")
+        code, _, err = admin(self.node, "tenants", "set-limits", "conn-t", "--max-connections", "2")
+        self.assertEqual(code, 0, err)
+        topic = "persistent://conn-t/ns/t"
+
+        def amqp():
+            return pika.BlockingConnection(pika.ConnectionParameters(
+                "127.0.0.1", self.node.ports["amqp"], virtual_host="conn-t/ns", connection_attempts=1,
+                socket_timeout=10, blocked_connection_timeout=10))
+
+        def kafka_produce():
+            p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{self.node.ports['kafka']}",
+                             "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                             "sasl.username": "conn-t/ns", "sasl.password": "x", "message.timeout.ms": 4000})
+            reports = []
+            p.produce("k", value=b"v", on_delivery=lambda e, m: reports.append(e))
+            p.flush(10)
+            return reports[0] if reports else "no report"
+
+        first = PulsarWire(self.node.ports["pulsar"])
+        try:
+            self.assertEqual(first.create_producer(topic, 1).type, pb.BaseCommand.PRODUCER_SUCCESS)
+            # The same connection again takes no second place.
+            self.assertEqual(first.subscribe(topic, "s", 2).type, pb.BaseCommand.SUCCESS)
+            conn = amqp()  # the second
+            try:
+                with PulsarWire(self.node.ports["pulsar"]) as third:
+                    refused = third.create_producer(topic, 1)
+                    self.assertEqual(refused.type, pb.BaseCommand.ERROR)
+                    self.assertEqual(refused.cmd.error.error, pb.NotAllowedError)
+                    self.assertEqual(refused.cmd.error.message, "Tenant conn-t reached max connections limit (2)")
+                    # Other tenants are not counted.
+                    self.assertEqual(third.create_producer("persistent://public/default/free", 2).type,
+                                     pb.BaseCommand.PRODUCER_SUCCESS)
+                # pika reports a refused open as "probable access denied".
+                with self.assertRaises(pika.exceptions.AMQPConnectionError) as e:
+                    amqp()
+                self.assertIn("(530) 'NOT_ALLOWED - Tenant conn-t reached max connections limit (2)'",
+                              str(e.exception))
+                self.assertIsNotNone(kafka_produce())
+            finally:
+                conn.close()
+            # A place is free again once the AMQP connection is gone.
+            deadline = time.monotonic() + 20
+            while (error := kafka_produce()) is not None:
+                self.assertLess(time.monotonic(), deadline, f"the AMQP connection's place never came back: {error}")
+        finally:
+            first.close()
 
     def test_a_flooding_tenant_is_held_to_its_limit_and_spares_its_neighbour(self):
         for tenant in ("noisy", "quiet"):

@@ -282,7 +282,8 @@ Result<PublishRate> publish_rate_from_json(const Json& j) {
 Json to_json(const TenantLimits& l) {
   return Json{{"publishRate", to_json(PublishRate{l.publish_msgs_per_second, l.publish_bytes_per_second})},
               {"maxProducers", l.max_producers},
-              {"maxConsumers", l.max_consumers}};
+              {"maxConsumers", l.max_consumers},
+              {"maxConnections", l.max_connections}};
 }
 
 Result<TenantLimits> tenant_limits_from_json(const Json& j) {
@@ -298,6 +299,7 @@ Result<TenantLimits> tenant_limits_from_json(const Json& j) {
   }
   f.i32("maxProducers", l.max_producers);
   f.i32("maxConsumers", l.max_consumers);
+  f.i32("maxConnections", l.max_connections);
   return finish(f, l);
 }
 

@@ -33,6 +33,7 @@
 #include "broker/client_info.h"
 #include "broker/consumer.h"
 #include "broker/publish_throttle.h"
+#include "broker/tenant_usage.h"
 #include "protocol/amqp/errors.h"
 #include "protocol/amqp/frame.h"
 #include "protocol/amqp/methods.h"
@@ -275,6 +276,7 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   bool close_after_publishes_ = false;  // connection.close-ok waits for publishes in flight
   std::vector<std::pair<std::shared_ptr<QueueConsumer>, uint32_t>> held_grants_;  // while not writable
   std::set<std::string> exclusive_queues_;
+  broker::TenantSlot tenant_slot_;  // among its vhost's tenant's connections
 };
 
 class AmqpConsumerSink final : public broker::ConsumerSink {

@@ -98,6 +98,17 @@ void KafkaConnection::dispatch(Request& request) {
     close(Status::permission_denied(fmt::format("{} before SASL authentication", request.api->name)));
     return;
   }
+  if (!tenant_slot_ && key != kApiVersions && key != kSaslHandshake && key != kSaslAuthenticate) {
+    // As Kafka's broker at max.connections: a connection over the tenant's
+    // limit is closed.
+    auto slot = service_.broker().take_connection_slot(ns().tenant);
+    if (!slot.is_ok()) {
+      MLOG_INFO("kafka client {}: {}; closing", conn_->peer(), slot.status().message());
+      close(slot.status());
+      return;
+    }
+    tenant_slot_ = std::move(slot).value();
+  }
   switch (key) {
     case kApiVersions: return handle_api_versions(*this, request);
     case kMetadata: return handle_metadata(*this, request);

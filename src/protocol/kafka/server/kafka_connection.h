@@ -22,6 +22,7 @@
 
 #include "broker/client_info.h"
 #include "broker/publish_throttle.h"
+#include "broker/tenant_usage.h"
 #include "protocol/kafka/header.h"
 #include "protocol/kafka/messages.h"
 #include "protocol/kafka/schema.h"
@@ -177,6 +178,9 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   std::string sasl_mechanism_;
   std::string role_;
   bool authenticated_ = false;
+  // Its place among the connections of its namespace's tenant (TenantLimits'
+  // maxConnections), taken at its first request past the handshake.
+  std::optional<broker::TenantSlot> tenant_slot_;
   bool raw_sasl_next_ = false;
   std::unique_ptr<runtime::Timer> fetch_timer_;
   uint64_t wakes_ = 0;

@@ -25,6 +25,14 @@ proto::ServerError server_error(const Status& st) {
   }
 }
 
+common::Status PulsarConnection::use_tenant(const std::string& tenant) {
+  if (tenant_slots.count(tenant) > 0) return common::Status::ok();
+  auto slot = service_.broker().take_connection_slot(tenant);
+  if (!slot.is_ok()) return slot.status();
+  tenant_slots.emplace(tenant, std::move(slot).value());
+  return common::Status::ok();
+}
+
 PulsarConnection::PulsarConnection(runtime::Reactor& reactor, PulsarService& service)
     : reactor_(reactor),
       service_(service),

@@ -16,6 +16,7 @@
 #include "broker/naming.h"
 #include "broker/producer.h"
 #include "broker/publish_throttle.h"
+#include "broker/tenant_usage.h"
 #include "protocol/pulsar/frame.h"
 #include "protocol/pulsar/server/pulsar_service.h"
 #include "runtime/connection.h"
@@ -76,6 +77,12 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   std::map<uint64_t, ConsumerState> consumers;  // by the client's consumer id
   int32_t protocol_version = 0;
   std::string role;  // who CONNECT proved the client is (broker::Authenticator)
+  // This connection counts among the connections of each tenant it has
+  // produced or consumed on (TenantLimits' maxConnections), until it closes.
+  std::map<std::string, broker::TenantSlot> tenant_slots;
+  // OK once the connection holds a place among `tenant`'s connections
+  // (taken on first use); ResourceExhausted when the tenant is full.
+  common::Status use_tenant(const std::string& tenant);
   std::string client_version;     // CONNECT's client_version
   int64_t connected_since_ms = 0;  // when CONNECT was answered
   // Who this connection's producers and consumers are, for stats.

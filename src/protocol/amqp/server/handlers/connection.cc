@@ -133,6 +133,10 @@ void AmqpConnection::handshake(const Method& method) {
     auto ns = AmqpService::namespace_of(method.str("virtual-host"));
     if (!ns) return connection_error({kNotAllowed, ns.status().message(), key});
     vhost_ = *ns;
+    // As RabbitMQ's vhost connection limit: 530 NOT_ALLOWED.
+    auto slot = service_.broker().take_connection_slot(vhost_.tenant);
+    if (!slot.is_ok()) return connection_error({kNotAllowed, slot.status().message(), key});
+    tenant_slot_ = std::move(slot).value();
     auto opened = [](AmqpConnection& c, const Status& st) {
       if (!st.is_ok()) {
         return c.connection_error({kNotAllowed, fmt::format("vhost '{}' not found: {}", c.vhost_.to_string(),

@@ -137,6 +137,10 @@ void handle_subscribe(PulsarConnection& c, const proto::CommandSubscribe& cmd) {
     c.send(commands::error(request_id, proto::AuthorizationError, allowed.message()));
     return;
   }
+  if (auto room = c.use_tenant(topic->ns.tenant); !room.is_ok()) {
+    c.send(commands::error(request_id, proto::NotAllowedError, room.message()));
+    return;
+  }
   if (c.consumers.count(cmd.consumer_id())) {
     c.send(commands::success(request_id));  // a retry of a SUBSCRIBE that succeeded
     return;

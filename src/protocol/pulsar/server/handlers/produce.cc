@@ -65,6 +65,10 @@ void handle_producer(PulsarConnection& c, const proto::CommandProducer& cmd) {
     c.send(commands::error(request_id, proto::AuthorizationError, allowed.message()));
     return;
   }
+  if (auto room = c.use_tenant(topic->ns.tenant); !room.is_ok()) {
+    c.send(commands::error(request_id, proto::NotAllowedError, room.message()));
+    return;
+  }
   if (auto it = c.producers.find(cmd.producer_id()); it != c.producers.end()) {
     // A retry of a PRODUCER already under way or done: answer it again.
     if (it->second.ready) {
