@@ -179,8 +179,7 @@ void BrokerService::load(Shard& shard, const TopicName& topic) {
 common::Result<TenantSlot> BrokerService::take_connection_slot(const std::string& tenant) {
   auto limits = policies_ != nullptr ? policies_->tenant_limits(tenant) : nullptr;
   return TenantSlot::take(tenant_usage_.of(tenant), &TenantCounters::connections,
-                          limits == nullptr ? -1 : limits->max_connections,
-                          "Tenant " + tenant + " reached max connections limit");
+                          limits == nullptr ? -1 : limits->max_connections, tenant, "connections");
 }
 
 void BrokerService::attach_policies(Topic& topic) {

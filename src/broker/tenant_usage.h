@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "common/result.h"
@@ -32,14 +33,16 @@ class TenantSlot {
 
   TenantSlot() = default;
   // Takes one of `counter` unless `max` (> 0) are taken already; max <= 0
-  // counts without a limit. ResourceExhausted names `what` when full.
+  // counts without a limit. When full, ResourceExhausted "Tenant <tenant>
+  // reached max <what> limit (<max>)" (the words are built only then).
   static common::Result<TenantSlot> take(std::shared_ptr<TenantCounters> counters, Counter counter, int64_t max,
-                                         const std::string& what) {
+                                         std::string_view tenant, std::string_view what) {
     if (counters == nullptr) return TenantSlot();
     int64_t before = ((*counters).*counter).fetch_add(1, std::memory_order_relaxed);
     if (max > 0 && before >= max) {
       ((*counters).*counter).fetch_sub(1, std::memory_order_relaxed);
-      return common::Status::resource_exhausted(what + " (" + std::to_string(max) + ")");
+      return common::Status::resource_exhausted("Tenant " + std::string(tenant) + " reached max " +
+                                                std::string(what) + " limit (" + std::to_string(max) + ")");
     }
     return TenantSlot(std::move(counters), counter);
   }

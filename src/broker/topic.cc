@@ -143,8 +143,8 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
     done(system_topic_refusal());
     return;
   }
+  refresh_policies();  // once: the limits below and the new subscription's room read them
   auto attach = [this, consumer_id, sink](Subscription& sub, ConsumerOptions opts) -> Result<Subscription*> {
-    refresh_policies();
     sub.set_unacked_limits(max_unacked_per_consumer_, max_unacked_per_subscription_);
     sub.set_dispatch_limits(dispatch_limits_, sub_dispatch_msgs_, sub_dispatch_bytes_);
     // Pulsar's words, so clients and operators recognise them.
@@ -273,8 +273,7 @@ void Topic::remove_subscription(const std::string& name, bool force, ledger::Cal
   log_->delete_cursor(name, std::move(done));
 }
 
-Status Topic::subscription_room() {
-  refresh_policies();
+Status Topic::subscription_room() const {
   if (max_subscriptions_ == 0 || subscriptions_.size() < max_subscriptions_) return Status::ok();
   return Status::failed_precondition("Exceed the maximum number of subscriptions of the topic: " + name_.to_string());
 }
@@ -293,6 +292,7 @@ void Topic::create_subscription(const std::string& name, InitialPosition start,
     done(Status::already_exists("Subscription " + name + " already exists on " + name_.to_string()));
     return;
   }
+  refresh_policies();
   if (Status room = subscription_room(); !room.is_ok()) {
     done(room);
     return;

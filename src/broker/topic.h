@@ -265,9 +265,9 @@ class Topic {
   void admit_waiting();
   // Closes producer `id` (its on_closed runs) and forgets it.
   void close_producer(uint64_t id, const common::Status& why);
-  // OK while maxSubscriptionsPerTopic leaves room for one more
-  // subscription; FailedPrecondition with Pulsar's words otherwise.
-  common::Status subscription_room();
+  // OK while maxSubscriptionsPerTopic (as last refreshed) leaves room for
+  // one more subscription; FailedPrecondition with Pulsar's words otherwise.
+  common::Status subscription_room() const;
   void refresh_policies();
   void store_entry(HeldPublish p);
   void release_held();

@@ -86,9 +86,7 @@ Result<TenantSlot> Topic::take_tenant_slot(TenantSlot::Counter counter) const {
   auto limits = tenant_limits_ ? tenant_limits_() : nullptr;
   const bool producers = counter == &TenantCounters::producers;
   const int64_t max = limits == nullptr ? -1 : producers ? limits->max_producers : limits->max_consumers;
-  return TenantSlot::take(tenant_counters_, counter, max,
-                          "Tenant " + name_.ns.tenant + " reached max " + (producers ? "producers" : "consumers") +
-                              " limit");
+  return TenantSlot::take(tenant_counters_, counter, max, name_.ns.tenant, producers ? "producers" : "consumers");
 }
 
 void Topic::admit(ProducerOptions options, TenantSlot slot, ledger::Callback<Result<ProducerAdmission>> done) {
