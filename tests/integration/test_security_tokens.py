@@ -94,7 +94,19 @@ class TokensCliTest(unittest.TestCase):
         self.assertIn("malformed token", r.stderr)
 
 
-class AuthenticatedNodeTest(unittest.TestCase):
+class KeyedNodeTest(unittest.TestCase):
+    """A node started by setUpClass with a key in `cls.dir`: stopped cleanly
+    (exit code 0) and its key directory removed afterwards."""
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.node.stop()
+        cls.node.close()
+        cls.dir.cleanup()
+        assert code == 0, f"exit code {code}"
+
+
+class AuthenticatedNodeTest(KeyedNodeTest):
     """One node with HS256 token authentication on."""
 
     @classmethod
@@ -105,13 +117,6 @@ class AuthenticatedNodeTest(unittest.TestCase):
         cls.key_url = "file://" + cls.key
         cls.token = magnetar("tokens", "create", "--secret-key", cls.key_url, "--subject", "admin").stdout.strip()
         cls.node = Node("--authentication-enabled", "--token-secret-key", cls.key_url).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.node.stop()
-        cls.node.close()
-        cls.dir.cleanup()
-        assert code == 0, f"exit code {code}"
 
     def make_token(self, *args):
         return magnetar("tokens", "create", "--secret-key", self.key_url, *args).stdout.strip()
@@ -299,7 +304,7 @@ class PublicKeyNodeTest(unittest.TestCase):
             self.assertIn("--token-secret-key", r.stdout + r.stderr)
 
 
-class AuthorizationTest(unittest.TestCase):
+class AuthorizationTest(KeyedNodeTest):
     """Authorization on: a superuser, a tenant admin, and roles with grants."""
 
     @classmethod
@@ -314,13 +319,6 @@ class AuthorizationTest(unittest.TestCase):
         cls.call("root", "PUT", "/admin/v2/tenants/acme", {"adminRoles": ["alice"], "allowedClusters": ["standalone"]},
                  expect=204)
         cls.call("root", "PUT", "/admin/v2/tenants/other", {"allowedClusters": ["standalone"]}, expect=204)
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.node.stop()
-        cls.node.close()
-        cls.dir.cleanup()
-        assert code == 0, f"exit code {code}"
 
     @classmethod
     def call(cls, role, method, path, body=None, expect=None):
