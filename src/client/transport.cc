@@ -25,8 +25,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string ssl_errors() { return runtime::tls_error_string(); }
-
 int remaining_ms(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return left < 0 ? 0 : static_cast<int>(left);
@@ -99,23 +97,23 @@ Result<std::unique_ptr<Transport>> Transport::connect(const std::string& host, u
 Status Transport::handshake(const std::string& host, const TlsOptions& tls, Clock::time_point deadline) {
   ERR_clear_error();
   ctx_ = SSL_CTX_new(TLS_client_method());
-  if (ctx_ == nullptr) return Status::internal("SSL_CTX_new: " + ssl_errors());
+  if (ctx_ == nullptr) return Status::internal("SSL_CTX_new: " + runtime::tls_error_string());
   SSL_CTX_set_min_proto_version(ctx_, TLS1_2_VERSION);
   if (!tls.allow_insecure) {
     SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, nullptr);
     int ok = tls.trust_certs_file.empty() ? SSL_CTX_set_default_verify_paths(ctx_)
                                           : SSL_CTX_load_verify_locations(ctx_, tls.trust_certs_file.c_str(), nullptr);
-    if (ok != 1) return Status::invalid_argument("cannot read trust certificates '" + tls.trust_certs_file + "': " + ssl_errors());
+    if (ok != 1) return Status::invalid_argument("cannot read trust certificates '" + tls.trust_certs_file + "': " + runtime::tls_error_string());
   }
   if (!tls.cert_file.empty()) {
     if (SSL_CTX_use_certificate_chain_file(ctx_, tls.cert_file.c_str()) != 1 ||
         SSL_CTX_use_PrivateKey_file(ctx_, (tls.key_file.empty() ? tls.cert_file : tls.key_file).c_str(),
                                     SSL_FILETYPE_PEM) != 1) {
-      return Status::invalid_argument("cannot use client certificate '" + tls.cert_file + "': " + ssl_errors());
+      return Status::invalid_argument("cannot use client certificate '" + tls.cert_file + "': " + runtime::tls_error_string());
     }
   }
   ssl_ = SSL_new(ctx_);
-  if (ssl_ == nullptr) return Status::internal("SSL_new: " + ssl_errors());
+  if (ssl_ == nullptr) return Status::internal("SSL_new: " + runtime::tls_error_string());
   SSL_set_fd(ssl_, fd_);
   SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   if (!is_ip_literal(host)) SSL_set_tlsext_host_name(ssl_, host.c_str());
@@ -137,7 +135,7 @@ Status Transport::handshake(const std::string& host, const TlsOptions& tls, Cloc
       }
       continue;
     }
-    std::string reason = ssl_errors();
+    std::string reason = runtime::tls_error_string();
     long verify = SSL_get_verify_result(ssl_);
     if (verify != X509_V_OK) reason += std::string(" (") + X509_verify_cert_error_string(verify) + ")";
     if (reason.empty()) reason = "the server closed the connection";
@@ -174,7 +172,7 @@ Status Transport::write_all(const uint8_t* data, size_t size) {
       }
       err = SSL_get_error(ssl_, n);
       if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
-        return Status::unavailable("TLS write to the server failed: " + ssl_errors());
+        return Status::unavailable("TLS write to the server failed: " + runtime::tls_error_string());
       }
     }
     pollfd p{fd_, static_cast<short>(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
@@ -212,7 +210,7 @@ Result<size_t> Transport::read_some(uint8_t* buf, size_t size) {
       eof_ = true;
       return Status::unavailable("end of stream");
     }
-    std::string reason = ssl_errors();
+    std::string reason = runtime::tls_error_string();
     return Status::unavailable("TLS read from the server failed: " +
                                (reason.empty() ? std::string("the connection closed") : reason));
   }

@@ -140,10 +140,7 @@ void Connection::on_tls_read(size_t nread) {
   }
   if (!was_done && tls_->handshake_done()) {
     handshake_timer_.reset();
-    if (!tls_plain_.empty() && !flush_scheduled_) {
-      flush_scheduled_ = true;
-      reactor_.defer([this]() { flush(); });
-    }
+    if (!tls_plain_.empty()) schedule_flush();
   }
   if (input_.size() > before) deliver_input();
   if (state_ == State::kOpen && tls_->peer_closed()) close(Status::ok());
@@ -158,20 +155,22 @@ void Connection::push_ciphertext() {
 
 void Connection::queue_ciphertext() {
   push_ciphertext();
-  if (!pending_.empty() && !flush_scheduled_) {
-    flush_scheduled_ = true;
-    reactor_.defer([this]() { flush(); });
-  }
+  if (!pending_.empty()) schedule_flush();
+}
+
+void Connection::schedule_flush() {
+  if (flush_scheduled_) return;
+  flush_scheduled_ = true;
+  reactor_.defer([this]() { flush(); });
 }
 
 // Plaintext written before the handshake finished waits for it.
 void Connection::encrypt_pending() {
   if (tls_plain_.empty() || !tls_->handshake_done()) return;
-  size_t plain = 0;
-  for (const Slice& s : tls_plain_) plain += s.size();
   Status st = tls_->encrypt(tls_plain_);
   tls_plain_.clear();
-  queued_bytes_ -= plain;
+  queued_bytes_ -= tls_plain_bytes_;
+  tls_plain_bytes_ = 0;
   push_ciphertext();
   if (!st.is_ok()) {
     MLOG_WARN("{}: {}; closing the connection", peer_, st.message());
@@ -184,11 +183,9 @@ std::string Connection::tls_peer_common_name() const { return tls_ ? tls_->peer_
 void Connection::write(Slice bytes) {
   if (state_ != State::kOpen || bytes.empty()) return;
   queued_bytes_ += bytes.size();
+  if (tls_) tls_plain_bytes_ += bytes.size();
   (tls_ ? tls_plain_ : pending_).push_back(std::move(bytes));
-  if (!flush_scheduled_) {
-    flush_scheduled_ = true;
-    reactor_.defer([this]() { flush(); });
-  }
+  schedule_flush();
   if (writable_ && queued_bytes_ > options_.high_watermark) {
     writable_ = false;
     update_reading();
@@ -291,6 +288,7 @@ void Connection::abort(Status reason) {
   if (state_ == State::kOpen || close_reason_.is_ok()) close_reason_ = std::move(reason);
   pending_.clear();
   tls_plain_.clear();
+  tls_plain_bytes_ = 0;
   finish_close();
 }
 

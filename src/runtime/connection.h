@@ -108,6 +108,8 @@ class Connection {
   Connection(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, ConnectionOptions options);
   ~Connection();
   void flush();
+  // Runs flush() once at the end of this loop iteration.
+  void schedule_flush();
   void update_reading();
   void finish_close();
   void after_write(WriteReq* req, int status);
@@ -133,6 +135,7 @@ class Connection {
   std::unique_ptr<TlsSession> tls_;     // null without TLS
   std::unique_ptr<Timer> handshake_timer_;  // with TLS, until the handshake is done
   std::vector<common::Slice> tls_plain_;  // with TLS: plaintext waiting to be encrypted
+  size_t tls_plain_bytes_ = 0;            // their size
   size_t queued_bytes_ = 0;             // pending_ plus in-flight writes
   size_t writes_in_flight_ = 0;
   bool flush_scheduled_ = false;

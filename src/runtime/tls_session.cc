@@ -68,6 +68,7 @@ Status TlsSession::decrypt(common::SliceChain& out, size_t buffer_size) {
       return failure("TLS handshake failed", r);
     }
     handshake_done_ = true;
+    peer_cn_ = verified_peer_common_name();  // it cannot change afterwards
   }
   constexpr size_t kMinFree = 4096;
   for (;;) {
@@ -141,8 +142,8 @@ Slice TlsSession::take_ciphertext() {
   return s;
 }
 
-std::string TlsSession::peer_common_name() const {
-  if (!handshake_done_ || SSL_get_verify_result(ssl_) != X509_V_OK) return "";
+std::string TlsSession::verified_peer_common_name() const {
+  if (SSL_get_verify_result(ssl_) != X509_V_OK) return "";
   X509* cert = SSL_get1_peer_certificate(ssl_);
   if (cert == nullptr) return "";
   char cn[256] = {0};

@@ -45,10 +45,12 @@ class TlsSession {
   // Ciphertext waiting for the socket, in one Slice (empty when none).
   common::Slice take_ciphertext();
 
-  // The subject CN of the verified client certificate; "" when none.
-  std::string peer_common_name() const;
+  // The subject CN of the verified client certificate; "" when none (or
+  // before the handshake finished).
+  const std::string& peer_common_name() const { return peer_cn_; }
 
  private:
+  std::string verified_peer_common_name() const;
   common::Status failure(const char* what, int ret);
   common::Status write_record(const uint8_t* data, size_t size);
 
@@ -58,6 +60,7 @@ class TlsSession {
   common::Buffer* plain_buf_ = nullptr;  // we hold one reference
   size_t plain_used_ = 0;
   bool handshake_done_ = false;
+  std::string peer_cn_;  // read once, when the handshake finishes
   bool peer_closed_ = false;
   bool failed_ = false;
 };
