@@ -476,16 +476,18 @@ void AmqpConnection::publish_finished(uint16_t id, uint64_t serial) {
 }
 
 uint64_t AmqpConnection::producer_for_all(const std::vector<broker::TopicName>& topics) {
-  for (const auto& topic : topics) producer_topics_.try_emplace(topic.to_string(), topic);
+  for (const auto& topic : topics) {
+    if (producer_topics_.find(topic.local) == producer_topics_.end()) producer_topics_.emplace(topic.local, topic);
+  }
   return producer_id_;
 }
 
 void AmqpConnection::charge_publish(const std::vector<broker::TopicName>& topics, int64_t bytes) {
   bool over = false;
   for (const auto& topic : topics) {
-    auto& limits = publish_limits_[topic.to_string()];
-    if (!limits) limits = service_.broker().publish_limits(topic);
-    over = throttle_.charge(*limits, 1, bytes) || over;
+    auto it = publish_limits_.find(topic.local);
+    if (it == publish_limits_.end()) it = publish_limits_.emplace(topic.local, service_.broker().publish_limits(topic)).first;
+    over = throttle_.charge(*it->second, 1, bytes) || over;
   }
   if (over && conn_ != nullptr) conn_->pause_reading();
 }

@@ -267,8 +267,10 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   std::map<uint16_t, Channel> channels_;
   uint64_t next_serial_ = 1;
   std::string producer_name_;
-  std::map<std::string, broker::TopicName> producer_topics_;  // where producer_id_ may be registered
-  std::map<std::string, std::shared_ptr<broker::PublishLimits>> publish_limits_;  // by topic, as producer_topics_
+  // By the topic's local name (every queue topic is in vhost_), so a publish
+  // looks them up without building a name.
+  std::map<std::string, broker::TopicName, std::less<>> producer_topics_;  // where producer_id_ may be registered
+  std::map<std::string, std::shared_ptr<broker::PublishLimits>, std::less<>> publish_limits_;
   uint64_t sequence_ = 0;
   size_t publishes_in_flight_ = 0;
   bool paused_ = false;

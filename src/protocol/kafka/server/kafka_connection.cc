@@ -266,13 +266,15 @@ void KafkaConnection::close(const Status& why) {
 }
 
 broker::PublishLimits* KafkaConnection::publish_limits_for(const std::string& topic, int32_t partition) {
-  auto it = publish_limits_.find(fmt::format("{}/{}", topic, partition));
-  return it == publish_limits_.end() ? nullptr : it->second.get();
+  auto t = publish_limits_.find(topic);
+  if (t == publish_limits_.end()) return nullptr;
+  auto p = t->second.find(partition);
+  return p == t->second.end() ? nullptr : p->second.get();
 }
 
 void KafkaConnection::remember_publish_limits(const std::string& topic, int32_t partition,
                                               std::shared_ptr<broker::PublishLimits> limits) {
-  publish_limits_[fmt::format("{}/{}", topic, partition)] = std::move(limits);
+  publish_limits_[topic][partition] = std::move(limits);
 }
 
 void KafkaConnection::charge_publish(broker::PublishLimits& limits, int64_t messages, int64_t bytes) {

@@ -172,7 +172,8 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   uint64_t next_slot_ = 0;
   std::map<std::string, std::pair<uint64_t, std::string>> producers_;  // by "<topic>/<partition>"
   std::map<uint64_t, broker::TopicName> producer_topics_;             // where each one is registered
-  std::map<std::string, std::shared_ptr<broker::PublishLimits>> publish_limits_;  // by "<topic>/<partition>"
+  // By topic, then partition: a Produce looks them up without building a key.
+  std::map<std::string, std::map<int32_t, std::shared_ptr<broker::PublishLimits>>> publish_limits_;
   uint64_t sequence_ = 0;
   std::optional<broker::NamespaceName> ns_;
   std::string sasl_mechanism_;
