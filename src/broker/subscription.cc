@@ -581,14 +581,8 @@ std::vector<LedgerEntry> Subscription::hand_out(std::vector<LedgerEntry> entries
 void Subscription::deliver(Consumer& c, std::vector<LedgerEntry>& batch) {
   std::vector<Delivery> out;
   out.reserve(batch.size());
-  if (dispatch_rate_limited()) {
-    int64_t messages = 0, bytes = 0;
-    for (const auto& e : batch) {
-      messages += e.header.messages;
-      bytes += static_cast<int64_t>(e.payload.size());
-    }
-    charge_dispatch(messages, bytes);
-  }
+  const uint64_t messages_before = messages_out_;
+  const uint64_t bytes_before = bytes_out_;
   const bool tracing = tracing_ && tracing_->on();
   for (auto& e : batch) {
     uint32_t count = 0;
@@ -615,6 +609,11 @@ void Subscription::deliver(Consumer& c, std::vector<LedgerEntry>& batch) {
     d.header = std::move(e.header);
     d.payload = std::move(e.payload);
     out.push_back(std::move(d));
+  }
+  // What the loop counted is what the dispatch rate is charged.
+  if (dispatch_rate_limited()) {
+    charge_dispatch(static_cast<int64_t>(messages_out_ - messages_before),
+                    static_cast<int64_t>(bytes_out_ - bytes_before));
   }
   if (c.sink()) c.sink()->deliver(std::move(out));
 }
