@@ -133,6 +133,11 @@ Status validate(const TenantLimits& p) {
   MAGNETAR_RETURN_IF_ERROR(at_least(p.max_producers, -1, "maxProducers"));
   MAGNETAR_RETURN_IF_ERROR(at_least(p.max_consumers, -1, "maxConsumers"));
   MAGNETAR_RETURN_IF_ERROR(at_least(p.max_connections, -1, "maxConnections"));
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.max_topics, -1, "maxTopics"));
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.max_subscriptions, -1, "maxSubscriptions"));
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.storage_quota_bytes, -1, "storageQuotaBytes"));
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.dispatch_msgs_per_second, -1, "dispatchThrottlingRateInMsg"));
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.dispatch_bytes_per_second, -1, "dispatchThrottlingRateInByte"));
   return at_least(p.publish_bytes_per_second, -1, "publishThrottlingRateInByte");
 }
 

@@ -40,6 +40,11 @@ struct TenantLimits {
   int32_t max_producers = -1;  // over all its topics, every protocol
   int32_t max_consumers = -1;
   int32_t max_connections = -1;  // client connections using the tenant, every protocol
+  int32_t max_topics = -1;         // over all its namespaces, a partitioned topic counting its partitions
+  int32_t max_subscriptions = -1;  // over all its topics, every protocol
+  int64_t storage_quota_bytes = -1;  // stored bytes over all its topics, loaded or not
+  int64_t dispatch_msgs_per_second = -1;  // delivered over all its topics and subscriptions
+  int64_t dispatch_bytes_per_second = -1;
   bool operator==(const TenantLimits&) const = default;
 };
 

@@ -109,15 +109,19 @@ Result<TenantInfo> decode_tenant(std::string_view bytes) {
 std::string encode_tenant_limits(const TenantLimits& l) {
   Builder b(64);
   b.Finish(fb::CreateTenantLimits(b, 1, l.publish_msgs_per_second, l.publish_bytes_per_second, l.max_producers,
-                                  l.max_consumers, l.max_connections));
+                                  l.max_consumers, l.max_connections, l.max_topics, l.max_subscriptions,
+                                  l.storage_quota_bytes, l.dispatch_msgs_per_second, l.dispatch_bytes_per_second));
   return finish(b);
 }
 
 Result<TenantLimits> decode_tenant_limits(std::string_view bytes) {
   auto r = root<fb::TenantLimits>(bytes, "tenant limits");
   if (!r.is_ok()) return r.status();
-  return TenantLimits{(*r)->publish_msgs_per_second(), (*r)->publish_bytes_per_second(), (*r)->max_producers(),
-                      (*r)->max_consumers(), (*r)->max_connections()};
+  const fb::TenantLimits& l = **r;
+  return TenantLimits{l.publish_msgs_per_second(),  l.publish_bytes_per_second(), l.max_producers(),
+                      l.max_consumers(),            l.max_connections(),         l.max_topics(),
+                      l.max_subscriptions(),        l.storage_quota_bytes(),     l.dispatch_msgs_per_second(),
+                      l.dispatch_bytes_per_second()};
 }
 
 std::string encode_policies(const NamespacePolicies& p) {

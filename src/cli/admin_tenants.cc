@@ -69,18 +69,36 @@ void add_tenant_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOpt
     int32_t max_producers = -1;
     int32_t max_consumers = -1;
     int32_t max_connections = -1;
+    int32_t max_topics = -1;
+    int32_t max_subscriptions = -1;
+    std::string storage_quota = "-1";
+    int64_t dispatch_msg_rate = -1;
+    int64_t dispatch_byte_rate = -1;
   };
   auto lf = std::make_shared<LimitFlags>();
   auto* set_limits = add_verb(
       *tenants, run, options, "set-limits",
-      "Limit a tenant across all its namespaces and topics: publish rate (producers are slowed, never refused), "
-      "producers, consumers and connections (more are refused)",
+      "Limit a tenant across all its namespaces and topics: publish and dispatch rates (clients are slowed, never "
+      "refused), producers, consumers, connections, topics and subscriptions (more are refused), stored bytes "
+      "(publishing is refused while over)",
       [lf]() -> common::Result<AdminRequest> {
+        int64_t quota = -1;
+        if (lf->storage_quota != "-1") {
+          auto q = parse_size_bytes(lf->storage_quota);
+          if (!q.is_ok()) return q.status();
+          quota = *q;
+        }
         Json body{{"publishRate",
                    {{"publishThrottlingRateInMsg", lf->msg_rate}, {"publishThrottlingRateInByte", lf->byte_rate}}},
+                  {"dispatchRate",
+                   {{"dispatchThrottlingRateInMsg", lf->dispatch_msg_rate},
+                    {"dispatchThrottlingRateInByte", lf->dispatch_byte_rate}}},
                   {"maxProducers", lf->max_producers},
                   {"maxConsumers", lf->max_consumers},
-                  {"maxConnections", lf->max_connections}};
+                  {"maxConnections", lf->max_connections},
+                  {"maxTopics", lf->max_topics},
+                  {"maxSubscriptions", lf->max_subscriptions},
+                  {"storageQuotaBytes", quota}};
         return AdminRequest{"POST", "/admin/v2/tenants/" + escape_segment(lf->tenant) + "/limits", body.dump(),
                             "Set the limits of tenant " + lf->tenant, nullptr};
       });
@@ -95,6 +113,21 @@ void add_tenant_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOpt
       ->capture_default_str();
   set_limits->add_option("--max-connections", lf->max_connections,
                          "Client connections using the tenant, every protocol (-1: no limit)")
+      ->capture_default_str();
+  set_limits->add_option("--dispatch-rate-msgs", lf->dispatch_msg_rate,
+                         "Messages per second delivered over all its subscriptions (-1: no limit)")
+      ->capture_default_str();
+  set_limits->add_option("--dispatch-rate-bytes", lf->dispatch_byte_rate,
+                         "Bytes per second delivered over all its subscriptions (-1: no limit)")
+      ->capture_default_str();
+  set_limits->add_option("--max-topics", lf->max_topics,
+                         "Topics over all its namespaces, a partitioned topic counting its partitions (-1: no limit)")
+      ->capture_default_str();
+  set_limits->add_option("--max-subscriptions", lf->max_subscriptions,
+                         "Subscriptions over all its topics, Kafka groups and AMQP queues included (-1: no limit)")
+      ->capture_default_str();
+  set_limits->add_option("--storage-quota", lf->storage_quota,
+                         "Stored bytes over all its topics, e.g. 10G (-1: no limit)")
       ->capture_default_str();
   auto unlimited = std::make_shared<std::string>();
   auto* remove_limits = add_verb(*tenants, run, options, "remove-limits", "Remove a tenant's aggregate limits",

@@ -48,17 +48,30 @@ class TenantLimitsTest(NodeTestCase):
         self.expect("PUT", "/admin/v2/tenants/rest-t", {})
         self.assertEqual(self.expect("GET", "/admin/v2/tenants/rest-t/limits", status=200),
                          {"publishRate": {"publishThrottlingRateInMsg": -1, "publishThrottlingRateInByte": -1},
-                          "maxProducers": -1, "maxConsumers": -1, "maxConnections": -1})
+                          "maxProducers": -1, "maxConsumers": -1, "maxConnections": -1, "maxTopics": -1,
+                          "maxSubscriptions": -1, "storageQuotaBytes": -1,
+                          "dispatchRate": {"dispatchThrottlingRateInMsg": -1, "dispatchThrottlingRateInByte": -1}})
         code, out, err = admin(self.node, "tenants", "set-limits", "rest-t", "--publish-rate-msgs", "500",
-                               "--publish-rate-bytes", "100000", "--max-producers", "7")
+                               "--publish-rate-bytes", "100000", "--max-producers", "7", "--max-topics", "30",
+                               "--max-subscriptions", "40", "--storage-quota", "2G", "--dispatch-rate-msgs", "900",
+                               "--dispatch-rate-bytes", "800000")
         self.assertEqual(code, 0, err)
         code, out, err = admin(self.node, "--json", "tenants", "get-limits", "rest-t")
         self.assertEqual(code, 0, err)
         self.assertEqual(json.loads(out)["publishRate"],
                          {"publishThrottlingRateInMsg": 500, "publishThrottlingRateInByte": 100000})
-        self.assertEqual((json.loads(out)["maxProducers"], json.loads(out)["maxConsumers"]), (7, -1))
+        got = json.loads(out)
+        self.assertEqual((got["maxProducers"], got["maxConsumers"], got["maxTopics"], got["maxSubscriptions"],
+                          got["storageQuotaBytes"]), (7, -1, 30, 40, 2 << 30))
+        self.assertEqual(got["dispatchRate"], {"dispatchThrottlingRateInMsg": 900,
+                                               "dispatchThrottlingRateInByte": 800000})
+        code, _, err = admin(self.node, "tenants", "set-limits", "rest-t", "--storage-quota", "lots")
+        self.assertNotEqual(code, 0)
+        self.assertIn("size", err)
         for bad in ({"publishRate": {"publishThrottlingRateInMsg": -7}}, {"publishRate": "fast"}, [1], "{",
-                    {"maxProducers": -2}, {"maxConsumers": "many"}, {"maxProducers": 1 << 40}):
+                    {"maxProducers": -2}, {"maxConsumers": "many"}, {"maxProducers": 1 << 40},
+                    {"maxTopics": -3}, {"maxSubscriptions": 1.5}, {"storageQuotaBytes": "1G"},
+                    {"dispatchRate": 5}, {"dispatchRate": {"dispatchThrottlingRateInMsg": -9}}):
             got, answer = call_json(self.node, "POST", "/admin/v2/tenants/rest-t/limits", bad)
             self.assertEqual(got, 400, answer)
             self.assertIn("reason", answer)

@@ -283,7 +283,13 @@ Json to_json(const TenantLimits& l) {
   return Json{{"publishRate", to_json(PublishRate{l.publish_msgs_per_second, l.publish_bytes_per_second})},
               {"maxProducers", l.max_producers},
               {"maxConsumers", l.max_consumers},
-              {"maxConnections", l.max_connections}};
+              {"maxConnections", l.max_connections},
+              {"maxTopics", l.max_topics},
+              {"maxSubscriptions", l.max_subscriptions},
+              {"storageQuotaBytes", l.storage_quota_bytes},
+              {"dispatchRate",
+               {{"dispatchThrottlingRateInMsg", l.dispatch_msgs_per_second},
+                {"dispatchThrottlingRateInByte", l.dispatch_bytes_per_second}}}};
 }
 
 Result<TenantLimits> tenant_limits_from_json(const Json& j) {
@@ -300,6 +306,16 @@ Result<TenantLimits> tenant_limits_from_json(const Json& j) {
   f.i32("maxProducers", l.max_producers);
   f.i32("maxConsumers", l.max_consumers);
   f.i32("maxConnections", l.max_connections);
+  f.i32("maxTopics", l.max_topics);
+  f.i32("maxSubscriptions", l.max_subscriptions);
+  f.i64("storageQuotaBytes", l.storage_quota_bytes);
+  if (f.has("dispatchRate")) {
+    // Per second, over the whole tenant: no period, nothing relative.
+    Fields d(j.at("dispatchRate"), "dispatchRate");
+    d.i64("dispatchThrottlingRateInMsg", l.dispatch_msgs_per_second);
+    d.i64("dispatchThrottlingRateInByte", l.dispatch_bytes_per_second);
+    f.merge(d.status());
+  }
   return finish(f, l);
 }
 

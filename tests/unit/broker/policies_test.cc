@@ -61,6 +61,16 @@ TEST(PoliciesTest, TenantsClustersPartitions) {
   EXPECT_EQ(decode_tenant("garbage").status().code(), ErrorCode::kCorruption);
 }
 
+TEST(PoliciesTest, TenantLimitsRoundTripEveryField) {
+  TenantLimits l{1, 2, 3, 4, 5, 6, 7, int64_t{8} << 40, 9, 10};
+  EXPECT_EQ(*decode_tenant_limits(encode_tenant_limits(l)), l);
+  EXPECT_EQ(*decode_tenant_limits(encode_tenant_limits(TenantLimits{})), TenantLimits{});
+  EXPECT_EQ(decode_tenant_limits("garbage").status().code(), ErrorCode::kCorruption);
+  TenantLimits bad;
+  bad.storage_quota_bytes = -2;
+  EXPECT_EQ(validate(bad).code(), ErrorCode::kInvalidArgument);
+}
+
 TEST(PoliciesTest, ValidationRules) {
   EXPECT_FALSE(validate(RetentionPolicy{-2, 10}).is_ok());
   EXPECT_FALSE(validate(RetentionPolicy{0, 10}).is_ok());
