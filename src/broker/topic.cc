@@ -149,13 +149,13 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
     sub.set_dispatch_limits(dispatch_limits_, sub_dispatch_msgs_, sub_dispatch_bytes_);
     // Pulsar's words, so clients and operators recognise them.
     if (max_consumers_ > 0 && consumer_count() >= max_consumers_) {
-      return Status::failed_precondition("Topic reached max consumers limit");
+      return Status::limit_reached("Topic reached max consumers limit");
     }
     if (max_consumers_per_subscription_ > 0 && sub.consumer_count() >= max_consumers_per_subscription_) {
-      return Status::failed_precondition("Subscription reached max consumers limit");
+      return Status::limit_reached("Subscription reached max consumers limit");
     }
     auto slot = take_tenant_slot(&TenantCounters::consumers);
-    if (!slot.is_ok()) return Status::failed_precondition(slot.status().message());  // ConsumerBusy, as above
+    if (!slot.is_ok()) return slot.status();
     auto c = sub.add_consumer(consumer_id, std::move(opts), sink);
     if (!c) return c.status();
     (*c)->hold(std::move(slot).value());
@@ -275,7 +275,7 @@ void Topic::remove_subscription(const std::string& name, bool force, ledger::Cal
 
 Status Topic::subscription_room() const {
   if (max_subscriptions_ == 0 || subscriptions_.size() < max_subscriptions_) return Status::ok();
-  return Status::failed_precondition("Exceed the maximum number of subscriptions of the topic: " + name_.to_string());
+  return Status::limit_reached("Exceed the maximum number of subscriptions of the topic: " + name_.to_string());
 }
 
 void Topic::create_subscription(const std::string& name, InitialPosition start,

@@ -92,8 +92,9 @@ class Topic {
   // per topic: kAlreadyExists when another producer uses the name (or a
   // shared producer meets an exclusive one), kFenced when an exclusive
   // producer meets others, kResourceExhausted while a backlog quota blocks
-  // producers (see quota_block()) or when the topic has maxProducersPerTopic
-  // producers already, kUnavailable once closed. A
+  // producers (see quota_block()), kLimitReached when the topic has
+  // maxProducersPerTopic producers already (or the tenant its maxProducers),
+  // kUnavailable once closed. A
   // WaitForExclusive producer that must wait is registered as waiting and
   // `waiting` (may be empty) runs; `done` runs once it is admitted. With
   // deduplication on, `done` waits until the topic's sequence ids are
@@ -175,9 +176,10 @@ class Topic {
 
   // Attaches a consumer to subscription options.subscription, creating the
   // subscription (and its cursor) on first use: at the end of the log, or at
-  // its beginning with InitialPosition::kEarliest. kFailedPrecondition when
-  // the topic has maxConsumersPerTopic consumers, or the subscription
-  // maxConsumersPerSubscription, already.
+  // its beginning with InitialPosition::kEarliest. kLimitReached when the
+  // topic has maxConsumersPerTopic consumers, the subscription
+  // maxConsumersPerSubscription or the tenant its maxConsumers already, or a
+  // new subscription would pass maxSubscriptionsPerTopic.
   void subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSink* sink,
                  ledger::Callback<common::Result<Subscription*>> done);
   // Runs `fn` once, after the next entry is stored (readers waiting for
@@ -195,7 +197,8 @@ class Topic {
   // subscription was deleted).
   void remove_subscription(const std::string& name, bool force, ledger::Callback<common::Status> done);
   // Creates a subscription with no consumer (its type is set by the first
-  // consumer), its durable cursor at `start`. kAlreadyExists when it exists.
+  // consumer), its durable cursor at `start`. kAlreadyExists when it exists,
+  // kLimitReached at maxSubscriptionsPerTopic.
   void create_subscription(const std::string& name, InitialPosition start,
                            ledger::Callback<common::Result<Subscription*>> done);
   // Makes a subscription for every cursor the log already has (the durable
@@ -266,7 +269,7 @@ class Topic {
   // Closes producer `id` (its on_closed runs) and forgets it.
   void close_producer(uint64_t id, const common::Status& why);
   // OK while maxSubscriptionsPerTopic (as last refreshed) leaves room for
-  // one more subscription; FailedPrecondition with Pulsar's words otherwise.
+  // one more subscription; kLimitReached with Pulsar's words otherwise.
   common::Status subscription_room() const;
   void refresh_policies();
   void store_entry(HeldPublish p);

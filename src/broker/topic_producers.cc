@@ -52,7 +52,7 @@ void Topic::add_producer(ProducerOptions options, std::function<void()> waiting,
     return done(Status::resource_exhausted("backlog quota exceeded on " + name_.to_string()));
   }
   if (max_producers_ > 0 && producers_.size() + waiting_producers_.size() >= max_producers_) {
-    return done(Status::resource_exhausted("Topic reached max producers limit"));  // Pulsar's words
+    return done(Status::limit_reached("Topic reached max producers limit"));  // Pulsar's words
   }
   auto slot = take_tenant_slot(&TenantCounters::producers);
   if (!slot.is_ok()) return done(slot.status());
@@ -86,7 +86,9 @@ Result<TenantSlot> Topic::take_tenant_slot(TenantSlot::Counter counter) const {
   auto limits = tenant_limits_ ? tenant_limits_() : nullptr;
   const bool producers = counter == &TenantCounters::producers;
   const int64_t max = limits == nullptr ? -1 : producers ? limits->max_producers : limits->max_consumers;
-  return TenantSlot::take(tenant_counters_, counter, max, name_.ns.tenant, producers ? "producers" : "consumers");
+  auto slot = TenantSlot::take(tenant_counters_, counter, max, name_.ns.tenant, producers ? "producers" : "consumers");
+  if (!slot.is_ok()) return Status::limit_reached(slot.status().message());  // as the topic's own limits
+  return slot;
 }
 
 void Topic::admit(ProducerOptions options, TenantSlot slot, ledger::Callback<Result<ProducerAdmission>> done) {

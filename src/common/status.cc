@@ -20,6 +20,7 @@ std::string_view error_code_name(ErrorCode code) {
     case ErrorCode::kPermissionDenied: return "PermissionDenied";
     case ErrorCode::kUnimplemented: return "Unimplemented";
     case ErrorCode::kInternal: return "Internal";
+    case ErrorCode::kLimitReached: return "LimitReached";
   }
   return "Unknown";
 }

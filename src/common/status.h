@@ -27,6 +27,8 @@ enum class ErrorCode : int {
   kPermissionDenied,   // the principal may not do this
   kUnimplemented,      // the request is valid but not supported
   kInternal,           // an invariant broke: a bug
+  kLimitReached,       // a configured count limit refuses one more (producer, consumer,
+                       // subscription): retrying helps only once one leaves
 };
 
 std::string_view error_code_name(ErrorCode code);
@@ -50,6 +52,7 @@ class [[nodiscard]] Status {
   static Status permission_denied(std::string msg) { return {ErrorCode::kPermissionDenied, std::move(msg)}; }
   static Status unimplemented(std::string msg) { return {ErrorCode::kUnimplemented, std::move(msg)}; }
   static Status internal(std::string msg) { return {ErrorCode::kInternal, std::move(msg)}; }
+  static Status limit_reached(std::string msg) { return {ErrorCode::kLimitReached, std::move(msg)}; }
   // An I/O error from errno, e.g. from_errno(errno, "open segment 00000001.log").
   static Status from_errno(int err, std::string_view what);
 

@@ -43,6 +43,19 @@ def publish_refusal(conn, queue, body=b"x"):
             conn.close()
 
 
+def channel_refusal(conn, action):
+    """The ChannelClosedByBroker that `action(channel)` on a new channel of
+    `conn` ends in; None when it went through. Closes `conn`."""
+    try:
+        action(conn.channel())
+        return None
+    except pika.exceptions.ChannelClosedByBroker as e:
+        return e
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
 def queue_exists(conn, name):
     """Whether queue `name` exists (a passive declare on a channel of its own)."""
     ch = conn.channel()

@@ -17,7 +17,8 @@ int http_status(const Status& status) {
     case ErrorCode::kInvalidArgument: return 400;
     case ErrorCode::kNotFound: return 404;
     case ErrorCode::kAlreadyExists: return 409;
-    case ErrorCode::kFailedPrecondition: return 412;
+    case ErrorCode::kFailedPrecondition:
+    case ErrorCode::kLimitReached: return 412;
     case ErrorCode::kPermissionDenied: return 403;
     case ErrorCode::kResourceExhausted: return 429;
     case ErrorCode::kUnavailable: return 503;

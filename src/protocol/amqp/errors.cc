@@ -10,7 +10,8 @@ ReplyCode reply_code(const common::Status& st) {
     case ErrorCode::kInvalidArgument:
     case ErrorCode::kFailedPrecondition:
     case ErrorCode::kAlreadyExists: return kPreconditionFailed;
-    case ErrorCode::kPermissionDenied: return kAccessRefused;
+    case ErrorCode::kPermissionDenied:
+    case ErrorCode::kLimitReached: return kAccessRefused;  // as RabbitMQ refuses a queue in exclusive use
     case ErrorCode::kFenced: return kResourceLocked;
     case ErrorCode::kResourceExhausted: return kResourceError;
     case ErrorCode::kUnimplemented: return kNotImplemented;

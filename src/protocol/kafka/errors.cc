@@ -14,7 +14,8 @@ ErrorCode error_code(const common::Status& st) {
     case ErrorCode::kTimeout: return kRequestTimedOut;
     case ErrorCode::kIoError:
     case ErrorCode::kCorruption: return kKafkaStorageError;
-    case ErrorCode::kFailedPrecondition: return kPolicyViolation;
+    case ErrorCode::kFailedPrecondition:
+    case ErrorCode::kLimitReached: return kPolicyViolation;  // the configured policy refuses, not a retriable quota
     default: return kUnknownServerError;
   }
 }

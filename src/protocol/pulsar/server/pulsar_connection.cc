@@ -12,7 +12,8 @@ proto::ServerError server_error(const Status& st) {
   switch (st.code()) {
     case ErrorCode::kNotFound: return proto::TopicNotFound;
     case ErrorCode::kAlreadyExists: return proto::ProducerBusy;
-    case ErrorCode::kFailedPrecondition: return proto::ConsumerBusy;
+    case ErrorCode::kFailedPrecondition:
+    case ErrorCode::kLimitReached: return proto::ConsumerBusy;  // producers: producer_refusal
     case ErrorCode::kInvalidArgument: return proto::InvalidTopicName;
     case ErrorCode::kResourceExhausted: return proto::TooManyRequests;
     case ErrorCode::kUnavailable: return proto::ServiceNotReady;

@@ -1,13 +1,15 @@
 // basic.publish (with its content), confirm.select, tx.*: a message is routed
 // by its exchange to queues, converted once to a Pulsar entry (convert.h)
 // and appended to each queue's topic. With confirms on, basic.ack goes out
-// once every copy is stored (basic.nack when one failed); a message that
+// once every copy is stored (basic.nack when one failed; a queue over its
+// producer count limit closes the channel with 403); a message that
 // reaches no queue is confirmed at once, and with `mandatory` it comes back
 // first as basic.return NO_ROUTE.
 #include <fmt/format.h>
 
 #include "common/clock.h"
 #include "protocol/amqp/convert.h"
+#include "protocol/amqp/errors.h"
 #include "protocol/amqp/server/amqp_connection.h"
 #include "protocol/pulsar/frame.h"
 
@@ -81,10 +83,16 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
   AmqpMetrics::get().published.inc();
   c.publish_started(ch);
   c.charge_publish(topics, static_cast<int64_t>(body.size()));
-  auto done = [reply = c.replier(), seq, id = ch.id, serial = ch.serial](Status st) {
-    reply([st, seq, id, serial](AmqpConnection& conn) {
+  auto done = [reply = c.replier(), seq, id = ch.id, serial = ch.serial, key = publish.key()](Status st) {
+    reply([st, seq, id, serial, key](AmqpConnection& conn) {
       Channel* chan = conn.channel(id, serial);
-      if (chan != nullptr && seq != 0) confirm(conn, *chan, seq, st.is_ok());
+      if (chan != nullptr && st.code() == common::ErrorCode::kLimitReached) {
+        // A queue refused another publisher: say so even without confirms,
+        // as a publish without permission is refused.
+        conn.channel_error(*chan, {reply_code(st), st.message(), key});
+      } else if (chan != nullptr && seq != 0) {
+        confirm(conn, *chan, seq, st.is_ok());
+      }
       conn.publish_finished(id, serial);
     });
   };

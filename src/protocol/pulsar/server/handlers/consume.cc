@@ -39,7 +39,8 @@ void key_shared_options(const proto::CommandSubscribe& cmd, broker::ConsumerOpti
 }
 
 // SUBSCRIBE's error code: the selector refusing a Key_Shared consumer
-// (overlapping sticky ranges, no range left) is Pulsar's ConsumerAssignError.
+// (overlapping sticky ranges, no range left) is Pulsar's ConsumerAssignError;
+// a count limit (kLimitReached) is ConsumerBusy for every subscription type.
 proto::ServerError subscribe_error(const Status& st, broker::SubscriptionType type) {
   if (type == broker::SubscriptionType::kKeyShared &&
       (st.code() == common::ErrorCode::kFailedPrecondition || st.code() == common::ErrorCode::kResourceExhausted)) {

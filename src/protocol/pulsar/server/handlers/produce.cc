@@ -30,12 +30,10 @@ proto::ServerError producer_error(const common::Status& st, broker::QuotaBlock b
   return server_error(st);
 }
 
-// A refused PRODUCER: besides producer_error, the topic's producer count
-// limit (ResourceExhausted without a quota) is ProducerBusy, as Pulsar answers it.
+// A refused PRODUCER: besides producer_error, a producer count limit (the
+// topic's or the tenant's) is ProducerBusy, as Pulsar answers it.
 proto::ServerError producer_refusal(const common::Status& st, broker::QuotaBlock block) {
-  if (st.code() == common::ErrorCode::kResourceExhausted && block == broker::QuotaBlock::kNone) {
-    return proto::ProducerBusy;
-  }
+  if (st.code() == common::ErrorCode::kLimitReached) return proto::ProducerBusy;
   return producer_error(st, block);
 }
 
