@@ -32,6 +32,10 @@ class Authorization {
                                             std::string_view subscription) const = 0;
   virtual common::Status check_tenant_admin(const std::string& role, const std::string& tenant) const = 0;
   virtual common::Status check_superuser(const std::string& role) const = 0;
+  // OK when `role` may do anything at all in `ns`: its tenant's admins, a
+  // produce or consume grant on the namespace or on any topic of it (AMQP
+  // opens a vhost only then, as RabbitMQ needs a permission on it).
+  virtual common::Status check_any_grant(const std::string& role, const NamespaceName& ns) const = 0;
 };
 
 class AllowAllAuthorization final : public Authorization {
@@ -47,6 +51,9 @@ class AllowAllAuthorization final : public Authorization {
     return common::Status::ok();
   }
   common::Status check_superuser(const std::string&) const override { return common::Status::ok(); }
+  common::Status check_any_grant(const std::string&, const NamespaceName&) const override {
+    return common::Status::ok();
+  }
 };
 
 // The one "allow all" every service starts with.

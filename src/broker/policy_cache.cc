@@ -182,6 +182,17 @@ std::shared_ptr<const NamespacePolicies> PolicyCache::topic_policies(const Topic
   return find(topic_policies_key(topic));
 }
 
+std::vector<std::shared_ptr<const NamespacePolicies>> PolicyCache::topic_overrides(const NamespaceName& ns) const {
+  const std::string prefix = topic_policies_prefix(ns);
+  std::vector<std::shared_ptr<const NamespacePolicies>> out;
+  std::shared_lock lock(state_->mu);
+  for (auto it = state_->by_key.lower_bound(prefix); it != state_->by_key.end() && it->first.starts_with(prefix);
+       ++it) {
+    out.push_back(it->second);
+  }
+  return out;
+}
+
 std::optional<NamespacePolicies> PolicyCache::effective(const TopicName& topic) const {
   auto ns = namespace_policies(topic.ns);
   if (!ns) return std::nullopt;

@@ -43,6 +43,10 @@ class PolicyCache final : public runtime::Component {
   std::shared_ptr<const NamespacePolicies> namespace_policies(const NamespaceName& ns) const;
   // Null when the topic overrides nothing.
   std::shared_ptr<const NamespacePolicies> topic_policies(const TopicName& topic) const;
+  // The overrides of every topic of `ns` that has one (partitions and
+  // partitioned topics included): for questions about a namespace's topics
+  // as a whole, such as whether a role holds a grant on any of them.
+  std::vector<std::shared_ptr<const NamespacePolicies>> topic_overrides(const NamespaceName& ns) const;
   // What applies to `topic`, field by field: its own override, else its
   // partitioned topic's, else its namespace's. nullopt when the namespace
   // does not exist. Fields still unset mean "the broker's default".

@@ -61,9 +61,10 @@ std::string managed_ledger_key(const TopicName& topic) {
          topic.local;
 }
 
+std::string topic_policies_prefix(const NamespaceName& ns) { return "/admin/topic-policies/" + ns.to_string() + "/"; }
+
 std::string topic_policies_key(const TopicName& topic) {
-  return "/admin/topic-policies/" + topic.ns.to_string() + "/" + std::string(domain_name(topic.domain)) + "/" +
-         topic.local;
+  return topic_policies_prefix(topic.ns) + std::string(domain_name(topic.domain)) + "/" + topic.local;
 }
 
 Tenancy::Tenancy(metadata::Store& store, BootstrapDefaults defaults)

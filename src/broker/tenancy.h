@@ -45,6 +45,8 @@ std::string namespace_key(const NamespaceName& ns);
 std::string partitioned_topic_key(const TopicName& topic);
 std::string managed_ledger_key(const TopicName& topic);
 std::string topic_policies_key(const TopicName& topic);
+// What every topic_policies_key of a topic in `ns` starts with.
+std::string topic_policies_prefix(const NamespaceName& ns);
 
 // What the first start creates: the local cluster, tenant "public" with
 // namespace "public/default", and the system namespace "pulsar/system".

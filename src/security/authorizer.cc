@@ -78,6 +78,16 @@ Status Authorizer::check_tenant_admin(const std::string& role, const std::string
   return Status::permission_denied("role '" + role + "' is not an admin of tenant '" + tenant + "'");
 }
 
+Status Authorizer::check_any_grant(const std::string& role, const broker::NamespaceName& ns) const {
+  if (may_administer(role, ns.tenant) || grants(policies_.namespace_policies(ns).get(), role, TopicAction::kLookup)) {
+    return Status::ok();
+  }
+  for (const auto& topic : policies_.topic_overrides(ns)) {
+    if (grants(topic.get(), role, TopicAction::kLookup)) return Status::ok();
+  }
+  return Status::permission_denied("role '" + role + "' has no permission in namespace " + ns.to_string());
+}
+
 Status Authorizer::check_superuser(const std::string& role) const {
   if (is_superuser(role)) return Status::ok();
   return Status::permission_denied("role '" + role + "' is not a superuser");

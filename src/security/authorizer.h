@@ -48,6 +48,7 @@ class Authorizer final : public broker::Authorization {
                                     std::string_view subscription) const override;
   common::Status check_tenant_admin(const std::string& role, const std::string& tenant) const override;
   common::Status check_superuser(const std::string& role) const override;
+  common::Status check_any_grant(const std::string& role, const broker::NamespaceName& ns) const override;
 
  private:
   const broker::PolicyCache& policies_;

@@ -13,7 +13,7 @@ import unittest
 import confluent_kafka as ck
 import pika
 import pulsar_api_pb2 as pb
-from amqp_pika import publish_refusal
+from amqp_pika import open_refusal, publish_confirmed
 from amqp_wire import HEADER, AmqpWire, longstr, method, shortstr, table
 from kafka_wire import RawKafkaConnection, kbytes, kstr
 from magnetar_harness import BIN, Node
@@ -340,6 +340,36 @@ class AuthorizationTest(KeyedNodeTest):
             credentials=pika.PlainCredentials(role, self.tokens[role]), connection_attempts=1,
             socket_timeout=15, blocked_connection_timeout=15))
 
+    def amqp_open_refusal(self, role, vhost):
+        """(reply code, text) of the connection.close refusing `role` the
+        vhost; None when the connection opened."""
+        return open_refusal(lambda: self.amqp(role, vhost))
+
+    def test_amqp_opens_a_vhost_only_for_a_role_with_some_permission(self):
+        ns = "/admin/v2/namespaces/acme/vhost"
+        self.call("alice", "PUT", ns, {}, expect=204)
+        # Nobody but the tenant's admins and superusers has anything there yet.
+        code, text = self.amqp_open_refusal("bob", "acme/vhost")
+        self.assertEqual(code, 530)
+        self.assertIn("access to vhost 'acme/vhost' refused", text)
+        self.assertIn("role 'bob'", text)
+        self.assertIsNone(self.amqp_open_refusal("alice", "acme/vhost"))
+        self.assertIsNone(self.amqp_open_refusal("root", "acme/vhost"))
+        # Any grant in the namespace opens it (a topic's own grant too:
+        # tests/unit/security/authorizer_test.cc).
+        self.call("alice", "POST", ns + "/permissions/bob", ["consume"], expect=204)
+        self.call("alice", "POST", ns + "/permissions/carol", ["produce"], expect=204)
+        self.wait_for_grant(lambda: self.amqp_open_refusal("bob", "acme/vhost") is None)
+        self.wait_for_grant(lambda: self.amqp_open_refusal("carol", "acme/vhost") is None)
+        # A grant elsewhere does not open a vhost.
+        self.assertEqual(self.amqp_open_refusal("mallory", "acme/vhost")[0], 530)
+        self.assertEqual(self.amqp_open_refusal("carol", "acme/amqp-none")[0], 530)
+        # carol publishes over the vhost she opened.
+        publish_confirmed(self.amqp("carol", "acme/vhost"), "inbox", b"by carol")
+        # Taking the last grant away closes the door again.
+        self.call("alice", "DELETE", ns + "/permissions/bob", expect=204)
+        self.wait_for_grant(lambda: self.amqp_open_refusal("bob", "acme/vhost") is not None)
+
     def wait_for_grant(self, check):
         """Grants reach the broker through its policy cache a moment after the call returns."""
         deadline = time.time() + TIMEOUT_S
@@ -465,7 +495,7 @@ class AuthorizationTest(KeyedNodeTest):
             self.assertIn("may not consume", refused.exception.reply_text)
         finally:
             conn.close()
-        self.assertEqual(publish_refusal(connect("mallory"), "jobs"), 403)
+        self.assertEqual(self.amqp_open_refusal("mallory", "acme/amqp")[0], 530)  # no grant at all
         # alice, the tenant admin, reads what bob wrote.
         conn = connect("alice")
         try:
@@ -668,7 +698,6 @@ class AuthorizationTest(KeyedNodeTest):
         self.assertEqual(refused("bob", lambda ch: ch.queue_purge("billing")), 403)
         self.assertEqual(refused("bob", lambda ch: ch.exchange_delete("orders")), 403)
         self.assertEqual(refused("carol", lambda ch: ch.queue_delete("billing")), 403)
-        self.assertEqual(refused("mallory", lambda ch: ch.exchange_declare("orders", passive=True)), 403)
         conn = connect("bob")
         try:
             ch = conn.channel()

@@ -20,7 +20,7 @@ import urllib.request
 
 import confluent_kafka as ck
 import pika
-from amqp_pika import publish_refusal
+from amqp_pika import open_refusal, publish_confirmed
 from magnetar_harness import BIN, Node
 from pulsar_wire import PulsarWire, command, encode
 from tls_certs import CertFactory, serial_of_der
@@ -360,15 +360,9 @@ class CertificateRoleTest(TlsNode):
                 host="localhost", port=self.node.ports["amqp_tls"], ssl_options=pika.SSLOptions(ctx, "localhost"),
                 credentials=pika.credentials.ExternalCredentials(), connection_attempts=1, socket_timeout=15))
 
-        conn = amqp(alice)
-        try:
-            ch = conn.channel()
-            ch.queue_declare("cert-q")
-            ch.confirm_delivery()
-            ch.basic_publish("", "cert-q", b"by alice")
-        finally:
-            conn.close()
-        self.assertEqual(publish_refusal(amqp(bob), "cert-q", b"by bob"), 403)
+        publish_confirmed(amqp(alice), "cert-q", b"by alice")
+        # bob holds no permission in the vhost: connection.open is refused.
+        self.assertEqual(open_refusal(lambda: amqp(bob))[0], 530)
 
         # HTTPS: the certificate stands in for a bearer token.
         port = self.node.ports["http_tls"]

@@ -1,5 +1,6 @@
 """Helpers for tests that drive the real binary with pika (python3-pika)."""
 import contextlib
+import re
 import time
 
 import pika
@@ -54,6 +55,36 @@ def channel_refusal(conn, action):
     finally:
         if conn.is_open:
             conn.close()
+
+
+def publish_confirmed(conn, queue, body):
+    """Declares `queue` and publishes `body` to it with a confirm, then
+    closes `conn`."""
+    try:
+        ch = conn.channel()
+        ch.queue_declare(queue)
+        ch.confirm_delivery()
+        ch.basic_publish("", queue, body)
+    finally:
+        conn.close()
+
+
+def open_refusal(open_connection):
+    """(reply code, text) of the connection.close refusing a connection
+    while it opens, from `open_connection()` (which opens a pika
+    BlockingConnection); None when it opened (it is closed again). pika
+    reports a close during the open as ProbableAccessDeniedError, carrying
+    the broker's close as text."""
+    try:
+        open_connection().close()
+        return None
+    except pika.exceptions.ConnectionClosedByBroker as e:
+        return e.reply_code, e.reply_text
+    except pika.exceptions.ProbableAccessDeniedError as e:
+        found = re.search(r'\((\d+)\) "?(.*?)"?$', str(e.args[0]) if e.args else "")
+        if found is None:
+            raise
+        return int(found.group(1)), found.group(2)
 
 
 def queue_exists(conn, name):

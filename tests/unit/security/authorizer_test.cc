@@ -44,14 +44,26 @@ class AuthorizerTest : public ::testing::Test {
     store_.reset();
     std::filesystem::remove_all(dir_);
   }
-  // Changes the namespace's policies and waits (10 s at most) until the cache
-  // has them.
+  // Changes the namespace's policies and waits until the cache has them.
   void change(const std::function<void(NamespacePolicies&)>& edit) {
     uint64_t before = cache_->refreshes();
     ASSERT_TRUE(tenancy_->update_policies(ns_, [&](NamespacePolicies& p) {
                           edit(p);
                           return Status::ok();
                         }).is_ok());
+    wait_for_refresh(before);
+  }
+  // Grants `role` produce on `topic` and waits until the cache has it.
+  void grant_on_topic(const TopicName& topic, const std::string& role) {
+    uint64_t before = cache_->refreshes();
+    ASSERT_TRUE(tenancy_->update_topic_policies(topic, [&](NamespacePolicies& p) {
+                          p.permissions[role] = {"produce"};
+                          return Status::ok();
+                        }).is_ok());
+    wait_for_refresh(before);
+  }
+  // Waits (10 s at most) for a change after `before` refreshes.
+  void wait_for_refresh(uint64_t before) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (cache_->refreshes() == before && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -93,15 +105,7 @@ TEST_F(AuthorizerTest, NamespaceGrantsGiveExactlyTheirActions) {
 TEST_F(AuthorizerTest, TopicGrantsAddToNamespaceGrants) {
   change([](NamespacePolicies& p) { p.permissions["reader"] = {"consume"}; });
   ASSERT_TRUE(tenancy_->create_partitioned_topic(topic_, 2).is_ok());
-  uint64_t before = cache_->refreshes();
-  ASSERT_TRUE(tenancy_->update_topic_policies(topic_, [](NamespacePolicies& p) {
-                        p.permissions["writer"] = {"produce"};
-                        return Status::ok();
-                      }).is_ok());
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (cache_->refreshes() == before && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  grant_on_topic(topic_, "writer");
   // The topic's own grant, also on its partitions; the namespace's grant
   // still holds on the topic.
   EXPECT_TRUE(allowed("writer", topic_, TopicAction::kProduce));
@@ -130,6 +134,30 @@ TEST_F(AuthorizerTest, PrefixModeWantsTheRoleAtTheStartOfTheName) {
   EXPECT_FALSE(authorizer_->check_subscription("alice", ns_, "orders").is_ok());
   EXPECT_FALSE(authorizer_->check_subscription("bob", ns_, "alice-orders").is_ok());
   EXPECT_TRUE(authorizer_->check_subscription("root", ns_, "orders").is_ok());
+}
+
+TEST_F(AuthorizerTest, AnyGrantInTheNamespaceOrOnOneOfItsTopicsIsSomePermission) {
+  EXPECT_TRUE(authorizer_->check_any_grant("root", ns_).is_ok());
+  EXPECT_TRUE(authorizer_->check_any_grant("acme-admin", ns_).is_ok());
+  Status refused = authorizer_->check_any_grant("writer", ns_);
+  EXPECT_EQ(refused.code(), common::ErrorCode::kPermissionDenied);
+  EXPECT_NE(refused.message().find("writer"), std::string::npos);
+  // A grant on a topic of a namespace whose name extends this one's counts
+  // there only.
+  const NamespaceName longer{"acme", "orders2"};
+  ASSERT_TRUE(tenancy_->create_namespace(longer, {}).is_ok());
+  const TopicName elsewhere = *TopicName::parse("persistent://acme/orders2/created");
+  for (const TopicName& t : {elsewhere, topic_}) {
+    ASSERT_TRUE(tenancy_->create_partitioned_topic(t, 1).is_ok());
+  }
+  grant_on_topic(elsewhere, "writer");
+  EXPECT_TRUE(authorizer_->check_any_grant("writer", longer).is_ok());
+  EXPECT_FALSE(authorizer_->check_any_grant("writer", ns_).is_ok());
+  grant_on_topic(topic_, "writer");
+  EXPECT_TRUE(authorizer_->check_any_grant("writer", ns_).is_ok());
+  change([](NamespacePolicies& p) { p.permissions["reader"] = {"consume"}; });
+  EXPECT_TRUE(authorizer_->check_any_grant("reader", ns_).is_ok());
+  EXPECT_FALSE(authorizer_->check_any_grant("reader", longer).is_ok());
 }
 
 }  // namespace

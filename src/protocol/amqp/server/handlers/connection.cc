@@ -1,7 +1,8 @@
 // The connection class: connection.start (with what the server offers),
 // start-ok (PLAIN and AMQPLAIN through the broker's Authenticator), tune,
 // tune-ok (channel-max, frame-max, heartbeat), open (the vhost is a
-// namespace that must exist), and heartbeats once tuned.
+// namespace that must exist and, with authorization on, where the role has
+// some permission), and heartbeats once tuned.
 #include <fmt/format.h>
 
 #include "common/logging.h"
@@ -133,6 +134,12 @@ void AmqpConnection::handshake(const Method& method) {
     auto ns = AmqpService::namespace_of(method.str("virtual-host"));
     if (!ns) return connection_error({kNotAllowed, ns.status().message(), key});
     vhost_ = *ns;
+    // A role with no permission in the vhost could do nothing there: as
+    // RabbitMQ refuses a user without permissions on the vhost, 530.
+    if (Status allowed = service_.authorization().check_any_grant(role_, vhost_); !allowed.is_ok()) {
+      return connection_error({kNotAllowed, fmt::format("access to vhost '{}' refused: {}", vhost_.to_string(),
+                                                        allowed.message()), key});
+    }
     // As RabbitMQ's vhost connection limit: 530 NOT_ALLOWED.
     auto slot = service_.broker().take_connection_slot(vhost_.tenant);
     if (!slot.is_ok()) return connection_error({kNotAllowed, slot.status().message(), key});
