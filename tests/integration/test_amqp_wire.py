@@ -177,6 +177,70 @@ class AmqpWireTest(NodeTestCase):
                 time.sleep(0.3)
             w.open_channel(1)  # still open
 
+    def test_heartbeats_held_behind_stored_publishes_count_as_heard(self):
+        # A backlog quota that holds producers keeps publishes in flight for
+        # as long as the test wants; past 4096 in flight the connection stops
+        # reading, the client's heartbeats among what waits.
+        ns = "/admin/v2/namespaces/public/hb-hold"
+        self.assertEqual(self.node.http("PUT", ns)[0], 204)
+        quota = {"limitSize": 1024, "limitTime": -1, "policy": "producer_request_hold"}
+        self.assertEqual(self.node.http("POST", ns + "/backlogQuota", quota)[0], 204)
+        topic = "persistent://public/hb-hold/held"
+        connections = self.metric("magnetar_amqp_connections")
+
+        def declare_passive(w):
+            """The message count of a passive queue.declare of "held"."""
+            w.send(method(1, 50, 10, struct.pack(">H", 0) + shortstr("held") + b"\x01" + table()))
+            _, cls, mth, args = w.read_method()
+            self.assertEqual((cls, mth), (50, 11))
+            return struct.unpack(">I", args[1 + args[0]:5 + args[0]])[0]
+
+        with AmqpWire(self.port) as w:
+            w.handshake(vhost="public/hb-hold", heartbeat=1)
+            w.open_channel(1)
+            w.send(method(1, 50, 10, struct.pack(">H", 0) + shortstr("held") + b"\x00" + table()))
+            self.assertEqual(w.read_method()[1:3], (50, 11))
+            # Below the quota: these are stored (and make this connection the
+            # queue's producer before the quota holds).
+            for _ in range(4):
+                w.send(publish_frames(1, "", "held", b"b" * 600))
+            self.assertEqual(declare_passive(w), 4)
+            # A new producer is refused once the quota holds (the policy
+            # reaches the broker a moment after the call).
+            with PulsarWire(self.node.ports["pulsar"]) as pw:
+                deadline = time.monotonic() + TIMEOUT_S
+                producer_id = 1
+                while pw.create_producer(topic, producer_id).type != pb.BaseCommand.ERROR:
+                    self.assertLess(time.monotonic(), deadline, "the backlog quota never held")
+                    pw.request("CLOSE_PRODUCER", ["SUCCESS", "ERROR"], producer_id=producer_id)
+                    producer_id += 1
+                    time.sleep(0.05)
+                    w.send(frame(8, 0, b""))
+            held = 4096  # what pauses reading; none more, so nothing is published after the release
+            w.send(b"".join(publish_frames(1, "", "held", b"h") for _ in range(held)))
+            # Five heartbeat intervals with the publishes held: the client
+            # keeps sending heartbeats, which wait unread behind them.
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                w.send(frame(8, 0, b""))
+                time.sleep(0.3)
+            status, _, _ = self.node.http("POST", "/admin/v2/persistent/public/hb-hold/held/subscription/amqp/skip_all")
+            self.assertEqual(status, 204)
+            # The same connection goes on: its publishes are stored and its
+            # next method answered.
+            deadline = time.monotonic() + TIMEOUT_S
+            while True:
+                w.send(frame(8, 0, b""))
+                if declare_passive(w) == held:
+                    break
+                self.assertLess(time.monotonic(), deadline, "the held publishes were never stored")
+                time.sleep(0.2)
+        # And it goes away when the client does (the metrics test counts them).
+        deadline = time.monotonic() + TIMEOUT_S
+        while self.metric("magnetar_amqp_connections") != connections:
+            self.assertLess(time.monotonic(), deadline, "the connection outlived its client")
+            time.sleep(0.05)
+
     def test_amqp_in_pulsar_out_and_back(self):
         ch = self.pika_channel()
         ch.confirm_delivery()

@@ -183,8 +183,9 @@ void AmqpConnection::heartbeat_tick() {
   if (conn_ == nullptr || conn_->closing()) return;
   if (!sent_) send(heartbeat_frame());
   sent_ = false;
-  // While a publish limit holds the input, the client's heartbeats wait unread.
-  if (heard_ || throttle_.holding()) {
+  // While a publish limit holds the input, or reading waits for publishes
+  // to be stored, the client's heartbeats wait unread.
+  if (heard_ || throttle_.holding() || paused_) {
     heard_ = false;
     silent_ticks_ = 0;
     return;
