@@ -73,9 +73,15 @@ BrokerService::BrokerService(runtime::Runtime& runtime, storage::Storage& storag
         &describer_);
     shards_.push_back(std::move(shard));
   }
+  policy_refresh_ = std::make_shared<PolicyRefresh>();
+  policy_refresh_->broker = this;
+  policy_refresh_->posted = std::make_unique<std::atomic<bool>[]>(runtime.size());
 }
 
-BrokerService::~BrokerService() = default;
+BrokerService::~BrokerService() {
+  std::lock_guard lock(policy_refresh_->mu);
+  policy_refresh_->broker = nullptr;
+}
 
 Status BrokerService::start() { return Status::ok(); }
 
@@ -201,6 +207,29 @@ void BrokerService::arm_maintenance(size_t reactor) {
   // An idle node with no topics never wakes up for this.
   shard.maintenance = std::make_unique<runtime::Timer>(runtime_.reactor(reactor));
   shard.maintenance->every(options_.maintenance_interval, [this, reactor]() { maintain(reactor); });
+}
+
+std::function<void()> BrokerService::policy_change_listener() {
+  return [refresh = policy_refresh_]() {
+    std::lock_guard lock(refresh->mu);
+    if (refresh->broker != nullptr) refresh->broker->refresh_loaded_topics();
+  };
+}
+
+void BrokerService::refresh_loaded_topics() {
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    std::atomic<bool>& posted = policy_refresh_->posted[i];
+    if (posted.exchange(true)) continue;  // the pass already queued reads the newest policies
+    Status st = runtime_.reactor(i).post([this, i, &posted]() {
+      posted = false;
+      if (stopping_) return;
+      for (auto& [name, topic] : shards_[i]->topics) {
+        if (!topic->closed()) topic->refresh_policies();
+      }
+    });
+    // A full mailbox: the maintenance pass (or the next arrival) applies it.
+    if (!st.is_ok()) posted = false;
+  }
 }
 
 void BrokerService::maintain(size_t reactor) {
@@ -422,6 +451,10 @@ void BrokerService::find_traces(const TopicName& topic, TraceQuery query,
 
 void BrokerService::stop() {
   if (stopping_) return;
+  {
+    std::lock_guard lock(policy_refresh_->mu);
+    policy_refresh_->broker = nullptr;  // no more passes are posted
+  }
   // Traces still buffered go out before the topics close.
   for (size_t i = 0; i < runtime_.size(); ++i) {
     runtime_.reactor(i).run_sync([this, i]() { shards_[i]->tracer->stop(); });

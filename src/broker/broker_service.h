@@ -9,7 +9,10 @@
 // Threads: with_topic from any thread; start/stop on main.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -54,6 +57,12 @@ class BrokerService final : public runtime::Component {
     policies_ = policies;
     publish_limiters_ = std::make_shared<PublishLimiters>(policies);
   }
+  // For the policy cache's change listener (any thread; it may outlive
+  // this): re-reads the policies of every loaded topic on its home reactor,
+  // so that changed dispatch rates and count limits apply at once, not at
+  // the next consumer or maintenance pass. A burst of changes is one pass
+  // per reactor; nothing happens once stop() began.
+  std::function<void()> policy_change_listener();
 
   // Any thread: the publish rate limits producers to `topic` charge
   // (publish_limiter.h), kept while a producer holds them.
@@ -140,6 +149,15 @@ class BrokerService final : public runtime::Component {
   void attach_policies(Topic& topic);
   void arm_maintenance(size_t reactor);
   void maintain(size_t reactor);
+  // Posts one refresh_policies pass over each reactor's topics (policy_change_listener).
+  void refresh_loaded_topics();
+
+  // What the policy cache's listener holds: the broker until it stops.
+  struct PolicyRefresh {
+    std::mutex mu;
+    BrokerService* broker = nullptr;  // guarded by mu
+    std::unique_ptr<std::atomic<bool>[]> posted;  // by reactor: a pass is queued there
+  };
 
   runtime::Runtime& runtime_;
   storage::Storage& storage_;
@@ -150,6 +168,7 @@ class BrokerService final : public runtime::Component {
   TenantUsage tenant_usage_;  // producers and consumers per tenant, over every reactor
   MessageDescriber describer_;
   std::vector<std::unique_ptr<Shard>> shards_;  // by reactor index
+  std::shared_ptr<PolicyRefresh> policy_refresh_;
   bool stopping_ = false;
 };
 

@@ -161,6 +161,9 @@ class Topic {
   // Re-reads the policy source and enforces the backlog quota (the
   // broker's maintenance timer calls this).
   void maintain_producers();
+  // Re-reads the policy source and applies it (apply_policies): on every
+  // producer or consumer arrival and when the policy cache changes.
+  void refresh_policies();
   // Checks the backlog against the size quota (and the last age check)
   // and acts on the quota's policy.
   void check_backlog_quota();
@@ -271,7 +274,6 @@ class Topic {
   // OK while maxSubscriptionsPerTopic (as last refreshed) leaves room for
   // one more subscription; kLimitReached with Pulsar's words otherwise.
   common::Status subscription_room() const;
-  void refresh_policies();
   void store_entry(HeldPublish p);
   void release_held();
   void hold_retry_timer();

@@ -219,6 +219,7 @@ Status Server::start() {
   policies->on_change([limiters = broker->publish_limiters()]() {
     if (auto live = limiters.lock()) live->refresh();
   });
+  policies->on_change(broker->policy_change_listener());
   broker->set_message_describer(protocol::pulsar::describe_entry);
   admin::AdvertisedAddress address;
   address.host = host;

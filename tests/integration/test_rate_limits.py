@@ -10,8 +10,11 @@ import time
 import unittest
 
 import confluent_kafka as ck
+
+import pulsar_api_pb2 as pb
 from amqp_pika import connect
 from magnetar_harness import BIN, NodeTestCase, call_json, expect_call
+from pulsar_wire import PulsarWire
 
 WINDOW_S = 10.0
 RATE = 1000  # messages per second
@@ -21,7 +24,9 @@ def run(*args, timeout=120):
     return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=timeout)
 
 
-class PublishRateTest(NodeTestCase):
+class RateLimitCase(NodeTestCase):
+    """Helpers; a node per test class."""
+
     def expect(self, method, path, body=None, status=204):
         return expect_call(self, self.node, method, path, body, status)
 
@@ -54,6 +59,8 @@ class PublishRateTest(NodeTestCase):
     def url(self):
         return f"pulsar://127.0.0.1:{self.node.ports['pulsar']}"
 
+
+class PublishRateTest(RateLimitCase):
     def assert_within_10_percent(self, achieved, configured, what):
         ratio = achieved / configured
         print(f"{what}: achieved {achieved:.1f}/s, configured {configured}/s, ratio {ratio:.3f}")
@@ -249,6 +256,45 @@ class PublishRateTest(NodeTestCase):
             got, answer = call_json(self.node, "POST", "/admin/v2/namespaces/public/rl-off/publishRate", bad)
             self.assertEqual(got, 400, answer)
             self.assertIn("reason", answer)
+
+
+class PolicyChangeTest(RateLimitCase):
+    """A changed dispatch rate reaches a consumer already attached at once:
+    the maintenance pass, which would also apply it, is an hour away here."""
+
+    node_args = ("--housekeeping-secs", "3600")
+
+    def test_a_changed_dispatch_rate_applies_to_an_attached_consumer(self):
+        ns, topic_path = "/admin/v2/namespaces/public/rl-change", "public/rl-change/t"
+        topic = "persistent://" + topic_path
+        self.expect("PUT", ns)
+        total = 200
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            self.assertEqual(w.create_producer(topic, 1).type, pb.BaseCommand.PRODUCER_SUCCESS)
+            for i in range(total):
+                self.assertEqual(w.send(1, b"m%d" % i).type, pb.BaseCommand.SEND_RECEIPT)
+            # Attached before any limit, with no permits yet.
+            self.assertEqual(w.subscribe(topic, "s", 10, sub_type="Shared", initial="Earliest").type,
+                             pb.BaseCommand.SUCCESS)
+            self.expect("POST", ns + "/dispatchRate", {"dispatchThrottlingRateInMsg": 2,
+                                                       "dispatchThrottlingRateInByte": -1, "ratePeriodInSecond": 1})
+            # The same namespace record carries a publish rate: once the
+            # topic shows it, the broker has the dispatch rate too.
+            self.expect("POST", ns + "/publishRate", {"publishThrottlingRateInMsg": 1000000,
+                                                      "publishThrottlingRateInByte": -1})
+            self.wait_for_limit(topic_path, 1000000, -1)
+            w.flow(10, 1000)
+            deadline = time.monotonic() + 10
+            while self.stats(topic_path)["subscriptions"]["s"]["dispatchRateLimitedTimes"] == 0:
+                self.assertLess(time.monotonic(), deadline, "the new dispatch rate never held the consumer")
+                time.sleep(0.1)
+            sent = self.stats(topic_path)["subscriptions"]["s"]["msgOutCounter"]
+            self.assertLess(sent, total // 2, "most of the backlog should wait at 2 msg/s")
+            # Lifted: the rest comes now, not at 2 msg/s (which would take
+            # over a minute and a half).
+            self.expect("DELETE", ns + "/dispatchRate")
+            got = w.receive(10, total, timeout=30)
+            self.assertEqual([m.payload for m in got], [b"m%d" % i for i in range(total)])
 
 
 if __name__ == "__main__":
