@@ -28,22 +28,6 @@ def wait_for(check, what, timeout=TIMEOUT_S):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def publish_refusal(conn, queue, body=b"x"):
-    """The reply code the broker closes the channel with for a publish to
-    `queue` (a passive declare after it surfaces the refusal), then closes
-    the connection. None when the publish went through."""
-    try:
-        ch = conn.channel()
-        ch.basic_publish("", queue, body)
-        ch.queue_declare(queue, passive=True)
-        return None
-    except pika.exceptions.ChannelClosedByBroker as e:
-        return e.reply_code
-    finally:
-        if conn.is_open:
-            conn.close()
-
-
 def channel_refusal(conn, action):
     """The ChannelClosedByBroker that `action(channel)` on a new channel of
     `conn` ends in; None when it went through. Closes `conn`."""
