@@ -184,15 +184,27 @@ void BrokerService::load(Shard& shard, const TopicName& topic) {
 
 common::Result<TenantSlot> BrokerService::take_connection_slot(const std::string& tenant) {
   auto limits = policies_ != nullptr ? policies_->tenant_limits(tenant) : nullptr;
-  return TenantSlot::take(tenant_usage_.of(tenant), &TenantCounters::connections,
+  auto state = tenants_->of(tenant);
+  return TenantSlot::take(std::shared_ptr<TenantCounters>(state, &state->usage), &TenantCounters::connections,
                           limits == nullptr ? -1 : limits->max_connections, tenant, "connections");
+}
+
+PolicyCache::Listener BrokerService::policy_listener() const {
+  return [tenants = std::weak_ptr<TenantRegistry>(tenants_),
+          limiters = std::weak_ptr<PublishLimiters>(publish_limiters_)](const PolicyScope& changed) {
+    if (changed.kind == PolicyScope::Kind::kTenantLimits) {
+      if (auto live = tenants.lock()) live->refresh(changed.tenant);
+    }
+    if (auto live = limiters.lock()) live->refresh(changed);
+  };
 }
 
 void BrokerService::attach_policies(Topic& topic) {
   topic.set_publish_limits(publish_limiters_->for_topic(topic.name()));
   const std::string& tenant = topic.name().ns.tenant;
   const PolicyCache* cache = policies_;
-  topic.set_tenant_usage(tenant_usage_.of(tenant), [cache, tenant]() -> std::shared_ptr<const TenantLimits> {
+  auto state = tenants_->of(tenant);
+  topic.set_tenant_usage(std::shared_ptr<TenantCounters>(state, &state->usage), [cache, tenant]() -> std::shared_ptr<const TenantLimits> {
     return cache == nullptr ? nullptr : cache->tenant_limits(tenant);
   });
   if (policies_ == nullptr) return;
@@ -209,8 +221,8 @@ void BrokerService::arm_maintenance(size_t reactor) {
   shard.maintenance->every(options_.maintenance_interval, [this, reactor]() { maintain(reactor); });
 }
 
-std::function<void()> BrokerService::policy_change_listener() {
-  return [refresh = policy_refresh_]() {
+PolicyCache::Listener BrokerService::policy_change_listener() {
+  return [refresh = policy_refresh_](const PolicyScope&) {
     std::lock_guard lock(refresh->mu);
     if (refresh->broker != nullptr) refresh->broker->refresh_loaded_topics();
   };

@@ -20,7 +20,7 @@
 #include "broker/naming.h"
 #include "broker/policy_cache.h"
 #include "broker/publish_limiter.h"
-#include "broker/tenant_usage.h"
+#include "broker/tenant_state.h"
 #include "broker/topic.h"
 #include "broker/trace_lookup.h"
 #include "broker/tracing.h"
@@ -55,14 +55,15 @@ class BrokerService final : public runtime::Component {
   // topic is next loaded. REQUIRES: before start(); `policies` outlives this.
   void set_policies(const PolicyCache* policies) {
     policies_ = policies;
-    publish_limiters_ = std::make_shared<PublishLimiters>(policies);
+    tenants_ = std::make_shared<TenantRegistry>(policies);
+    publish_limiters_ = std::make_shared<PublishLimiters>(policies, tenants_);
   }
   // For the policy cache's change listener (any thread; it may outlive
   // this): re-reads the policies of every loaded topic on its home reactor,
   // so that changed dispatch rates and count limits apply at once, not at
   // the next consumer or maintenance pass. A burst of changes is one pass
   // per reactor; nothing happens once stop() began.
-  std::function<void()> policy_change_listener();
+  PolicyCache::Listener policy_change_listener();
 
   // Any thread: the publish rate limits producers to `topic` charge
   // (publish_limiter.h), kept while a producer holds them.
@@ -73,8 +74,9 @@ class BrokerService final : public runtime::Component {
   std::shared_ptr<PublishLimits> live_publish_limits(const TopicName& topic) const {
     return publish_limiters_->find(topic);
   }
-  // For the policy cache's change listener, which may outlive this.
-  std::weak_ptr<PublishLimiters> publish_limiters() const { return publish_limiters_; }
+  // The policy cache's change listener: re-reads the rate limits a change
+  // covers. It may outlive this (it then does nothing).
+  PolicyCache::Listener policy_listener() const;
   // A client connection's place among those using `tenant` (its
   // TenantLimits' maxConnections), held for as long as the connection uses
   // the tenant. ResourceExhausted with the limit's words when full. Any thread.
@@ -164,8 +166,9 @@ class BrokerService final : public runtime::Component {
   metadata::Store& store_;
   const BrokerOptions options_;
   const PolicyCache* policies_ = nullptr;
-  std::shared_ptr<PublishLimiters> publish_limiters_ = std::make_shared<PublishLimiters>(nullptr);
-  TenantUsage tenant_usage_;  // producers and consumers per tenant, over every reactor
+  // Per tenant, over every reactor: its counts and aggregate rate limits.
+  std::shared_ptr<TenantRegistry> tenants_ = std::make_shared<TenantRegistry>(nullptr);
+  std::shared_ptr<PublishLimiters> publish_limiters_ = std::make_shared<PublishLimiters>(nullptr, tenants_);
   MessageDescriber describer_;
   std::vector<std::unique_ptr<Shard>> shards_;  // by reactor index
   std::shared_ptr<PolicyRefresh> policy_refresh_;

@@ -65,7 +65,66 @@ void inherit(NamespacePolicies& into, const NamespacePolicies& from) {
   if (into.replication_clusters.empty()) into.replication_clusters = from.replication_clusters;
 }
 
+std::vector<std::string_view> split_path(std::string_view rest) {
+  std::vector<std::string_view> parts;
+  while (!rest.empty()) {
+    size_t slash = rest.find('/');
+    parts.push_back(rest.substr(0, slash));
+    if (slash == std::string_view::npos) break;
+    rest.remove_prefix(slash + 1);
+  }
+  return parts;
+}
+
 }  // namespace
+
+std::optional<PolicyScope> PolicyScope::of_key(std::string_view key) {
+  auto under = [&key](std::string_view prefix, size_t depth) -> std::optional<std::vector<std::string_view>> {
+    if (key.substr(0, prefix.size()) != prefix) return std::nullopt;
+    auto parts = split_path(key.substr(prefix.size()));
+    if (parts.size() != depth) return std::nullopt;
+    return parts;
+  };
+  PolicyScope scope;
+  if (auto p = under(kTenantPrefix, 1)) {
+    scope.kind = Kind::kTenant;
+    scope.tenant = std::string((*p)[0]);
+  } else if (auto p = under(kTenantLimitsPrefix, 1)) {
+    scope.kind = Kind::kTenantLimits;
+    scope.tenant = std::string((*p)[0]);
+  } else if (auto p = under(kNamespacePrefix, 2)) {
+    scope.kind = Kind::kNamespace;
+    scope.tenant = std::string((*p)[0]);
+    scope.ns = std::string((*p)[1]);
+  } else if (auto p = under(kTopicPrefix, 4)) {
+    auto domain = parse_domain((*p)[2]);
+    if (!domain.is_ok()) return std::nullopt;
+    auto topic = TopicName::of(*domain, (*p)[0], (*p)[1], (*p)[3]);
+    if (!topic.is_ok()) return std::nullopt;
+    scope.kind = Kind::kTopic;
+    scope.tenant = topic->ns.tenant;
+    scope.ns = topic->ns.local;
+    scope.topic = std::move(topic).value();
+  } else {
+    return std::nullopt;
+  }
+  return scope;
+}
+
+bool PolicyScope::covers(const TopicName& t) const {
+  if (t.ns.tenant != tenant) return false;
+  switch (kind) {
+    case Kind::kTenant:
+    case Kind::kTenantLimits:
+      return true;
+    case Kind::kNamespace:
+      return t.ns.local == ns;
+    case Kind::kTopic:
+      if (t.ns.local != ns || t.domain != topic->domain) return false;
+      return t.local == topic->local || (t.is_partition() && t.base().local == topic->local);
+  }
+  return false;
+}
 
 Status PolicyCache::State::put(const std::string& key, std::string_view bytes) {
   if (key.rfind(kTenantPrefix, 0) == 0) {
@@ -164,7 +223,9 @@ void PolicyCache::refresh(metadata::Store& store, const std::shared_ptr<State>& 
       }
     }
     state->refreshes.fetch_add(1, std::memory_order_relaxed);
-    for (const auto& listener : state->listeners) listener();
+    auto scope = PolicyScope::of_key(key);
+    if (!scope) return;
+    for (const auto& listener : state->listeners) listener(*scope);
   });
 }
 

@@ -28,6 +28,22 @@
 
 namespace magnetar::broker {
 
+// What one changed metadata record can change: its tenant's limits, a
+// namespace's policies, or one topic's override (a partitioned topic's
+// override reaches its partitions). Listeners refresh only what it covers.
+struct PolicyScope {
+  enum class Kind { kTenant, kTenantLimits, kNamespace, kTopic };
+  Kind kind = Kind::kTenant;
+  std::string tenant;
+  std::string ns;                  // kNamespace, kTopic
+  std::optional<TopicName> topic;  // kTopic
+  // The scope of a record under the cache's key prefixes; nullopt for
+  // another key.
+  static std::optional<PolicyScope> of_key(std::string_view key);
+  // Whether this change can change the policies in effect for `topic`.
+  bool covers(const TopicName& topic) const;
+};
+
 class PolicyCache final : public runtime::Component {
  public:
   explicit PolicyCache(metadata::Store& store);
@@ -64,11 +80,12 @@ class PolicyCache final : public runtime::Component {
   // A tenant's aggregate limits; null when it has none.
   std::shared_ptr<const TenantLimits> tenant_limits(const std::string& tenant) const;
 
-  // Runs `fn` on the metadata thread after each change is applied (the
-  // publish limiters re-read their rates). REQUIRES: before start(). A
-  // refresh under way may still run `fn` after stop(): it should reach what
-  // it uses through a weak reference.
-  void on_change(std::function<void()> fn) { state_->listeners.push_back(std::move(fn)); }
+  // Runs `fn` on the metadata thread after each change is applied, with
+  // what the change covers (the rate limiters re-read only those rates).
+  // REQUIRES: before start(). A refresh under way may still run `fn` after
+  // stop(): it should reach what it uses through a weak reference.
+  using Listener = std::function<void(const PolicyScope&)>;
+  void on_change(Listener fn) { state_->listeners.push_back(std::move(fn)); }
 
   // Changes applied so far (for tests and metrics).
   uint64_t refreshes() const { return state_->refreshes.load(std::memory_order_relaxed); }
@@ -81,7 +98,7 @@ class PolicyCache final : public runtime::Component {
     std::map<std::string, std::shared_ptr<const NamespacePolicies>> by_key;  // metadata key -> record
     std::map<std::string, std::shared_ptr<const TenantInfo>> tenants;        // tenant key -> record
     std::map<std::string, std::shared_ptr<const TenantLimits>> limits;       // tenant limits key -> record
-    std::vector<std::function<void()>> listeners;  // set before start, then only read
+    std::vector<Listener> listeners;  // set before start, then only read
     // Decodes `bytes` as the record `key` names and files it. Under mu.
     common::Status put(const std::string& key, std::string_view bytes);
     std::atomic<uint64_t> refreshes{0};

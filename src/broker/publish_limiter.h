@@ -4,7 +4,7 @@
 // A topic's limit comes from its effective publishRate policy (its own, else
 // its namespace's: Pulsar applies a namespace's rate to each topic); a
 // tenant's aggregate limit (TenantLimits) is one bucket that every topic of
-// the tenant charges as well. A bucket holds a tenth of a second of its rate,
+// the tenant charges as well (its TenantState's, tenant_state.h). A bucket holds a tenth of a second of its rate,
 // starts full and may run into debt: a publish is never refused or split,
 // and the connection that overdrew waits until the debt is paid
 // (PublishThrottle). Over any window the admitted rate is therefore the
@@ -23,48 +23,13 @@
 #include <unordered_map>
 
 #include "broker/naming.h"
+#include "broker/tenant_state.h"
+#include "broker/token_bucket.h"
 
 namespace magnetar::broker {
 
 class PolicyCache;
-
-// A lock-free token bucket.
-class TokenBucket {
- public:
-  static constexpr int64_t kNanosPerSecond = 1'000'000'000;
-  // The bucket holds this fraction of a second of its rate (at least one token).
-  static constexpr int64_t kBurstDivisor = 10;
-
-  // Any rate <= 0 means unlimited. A changed rate starts with a full bucket.
-  void set_rate(int64_t per_second, int64_t now_ns);
-  int64_t rate() const { return rate_.load(std::memory_order_relaxed); }
-  bool limited() const { return rate() > 0; }
-  // Takes `n` tokens, into debt if need be. Answers how long (ns) from
-  // `now_ns` until the debt is paid; 0 when the bucket is not in debt.
-  int64_t take(int64_t n, int64_t now_ns);
-  // Tokens left (negative: debt), after refilling up to `now_ns`.
-  int64_t available(int64_t now_ns);
-  // How long (ns) from `now_ns` until at least one token is there; 0 when
-  // one is, or when unlimited.
-  int64_t time_to_token(int64_t now_ns);
-
- private:
-  void refill(int64_t rate, int64_t now_ns);
-
-  std::atomic<int64_t> rate_{0};
-  std::atomic<int64_t> tokens_{0};
-  std::atomic<int64_t> refilled_ns_{0};  // time the tokens were last brought up to
-};
-
-// Messages and bytes per second: one bucket each. Also what dispatch rate
-// limits are made of (subscription.h).
-struct RateBuckets {
-  TokenBucket messages;
-  TokenBucket bytes;
-  void set(int64_t messages_per_second, int64_t bytes_per_second, int64_t now_ns);
-  bool limited() const { return messages.limited() || bytes.limited(); }
-  int64_t take(int64_t messages, int64_t bytes, int64_t now_ns);
-};
+struct PolicyScope;
 
 // What the connections producing to one topic charge: the topic's buckets
 // and its tenant's.
@@ -72,6 +37,9 @@ class PublishLimits {
  public:
   PublishLimits(TopicName topic, std::shared_ptr<RateBuckets> tenant)
       : topic_(std::move(topic)), tenant_(std::move(tenant)) {}
+  // The tenant's aggregate limits, held for as long as these limits live.
+  PublishLimits(TopicName topic, std::shared_ptr<TenantState> tenant)
+      : PublishLimits(std::move(topic), std::shared_ptr<RateBuckets>(tenant, &tenant->publish)) {}
 
   // Charges one publish. Answers how long (ns) the charging connection
   // should stop reading; 0 when no limit is over.
@@ -90,6 +58,10 @@ class PublishLimits {
  private:
   friend class PublishLimiters;
   int64_t charge_limited(int64_t messages, int64_t bytes);
+  // Whether a publish needs to charge at all (own or tenant limited).
+  void update_active() {
+    active_.store(own_.limited() || (tenant_ && tenant_->limited()), std::memory_order_relaxed);
+  }
 
   const TopicName topic_;
   const std::shared_ptr<RateBuckets> tenant_;
@@ -103,27 +75,31 @@ class PublishLimits {
 class PublishLimiters {
  public:
   // `policies` may be null (nothing is limited); it must outlive this.
-  explicit PublishLimiters(const PolicyCache* policies) : policies_(policies) {}
+  PublishLimiters(const PolicyCache* policies, std::shared_ptr<TenantRegistry> tenants)
+      : policies_(policies), tenants_(std::move(tenants)) {}
 
   // The limits of `topic`, made on first use and kept while someone holds
   // them (producers keep them for their lifetime).
   std::shared_ptr<PublishLimits> for_topic(const TopicName& topic);
   // The limits of `topic` if a producer holds them; null otherwise.
   std::shared_ptr<PublishLimits> find(const TopicName& topic) const;
-  // Re-reads every live topic's and tenant's rates (after a policy change).
-  void refresh();
+  // Re-reads the rates of the live topics `changed` covers (after a policy
+  // change): a tenant's limits (read again by the TenantRegistry first)
+  // only switch its topics' limits on or off; a
+  // namespace or topic policy reconfigures only its own topics. Outside the
+  // registry's lock.
+  void refresh(const PolicyScope& changed);
 
  private:
-  void configure(PublishLimits& limits, int64_t now_ns);
-  void configure_tenant(const std::string& tenant, RateBuckets& buckets, int64_t now_ns);
+  using TopicTable = std::unordered_map<std::string, std::weak_ptr<PublishLimits>>;
+  void configure(PublishLimits& limits);
 
   const PolicyCache* policies_;
+  const std::shared_ptr<TenantRegistry> tenants_;
   mutable std::mutex mu_;
-  std::unordered_map<std::string, std::weak_ptr<PublishLimits>> topics_;
-  std::unordered_map<std::string, std::weak_ptr<RateBuckets>> tenants_;
+  std::unordered_map<std::string, TopicTable> by_tenant_;  // tenant -> topic -> limits
+  size_t made_ = 0;  // limits made, for the occasional sweep of expired ones
+  std::mutex configure_mu_;  // orders reading a topic's policies with setting its buckets
 };
-
-// Now on the clock the buckets use.
-int64_t limiter_now_ns();
 
 }  // namespace magnetar::broker

@@ -44,7 +44,7 @@
 #include <vector>
 
 #include "broker/consumer.h"
-#include "broker/publish_limiter.h"
+#include "broker/token_bucket.h"
 #include "broker/delayed_delivery.h"
 #include "broker/key_shared_selector.h"
 #include "broker/tracing.h"

@@ -6,16 +6,14 @@
 // unloaded).
 //
 // Threads: any. Taking a slot is one atomic increment (and a decrement when
-// refused); the registry's lock is taken only when a topic loads.
+// refused). The counters live in the tenant's TenantState (tenant_state.h).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 
 #include "common/result.h"
 
@@ -70,25 +68,6 @@ class TenantSlot {
 
   std::shared_ptr<TenantCounters> counters_;
   Counter counter_ = nullptr;
-};
-
-// One TenantCounters per tenant, shared by its loaded topics.
-class TenantUsage {
- public:
-  std::shared_ptr<TenantCounters> of(const std::string& tenant) {
-    std::lock_guard lock(mu_);
-    auto& weak = by_tenant_[tenant];
-    auto counters = weak.lock();
-    if (!counters) {
-      counters = std::make_shared<TenantCounters>();
-      weak = counters;
-    }
-    return counters;
-  }
-
- private:
-  std::mutex mu_;
-  std::unordered_map<std::string, std::weak_ptr<TenantCounters>> by_tenant_;
 };
 
 }  // namespace magnetar::broker

@@ -216,9 +216,7 @@ Status Server::start() {
   broker_options.maintenance_interval = std::chrono::seconds(config_.housekeeping_secs);
   auto broker = std::make_unique<broker::BrokerService>(*runtime_, *storage, *store, broker_options);
   broker->set_policies(policies.get());
-  policies->on_change([limiters = broker->publish_limiters()]() {
-    if (auto live = limiters.lock()) live->refresh();
-  });
+  policies->on_change(broker->policy_listener());
   policies->on_change(broker->policy_change_listener());
   broker->set_message_describer(protocol::pulsar::describe_entry);
   admin::AdvertisedAddress address;

@@ -75,7 +75,7 @@ TEST(TokenBucketTest, ConcurrentTakersShareTheRate) {
 }
 
 TEST(PublishLimitsTest, WithoutPoliciesNothingIsLimitedAndLimitsAreShared) {
-  PublishLimiters limiters(nullptr);
+  PublishLimiters limiters(nullptr, std::make_shared<TenantRegistry>(nullptr));
   auto limits = limiters.for_topic(*TopicName::parse("persistent://t/ns/a"));
   EXPECT_EQ(limits->charge(1'000'000, 1'000'000'000), 0);  // no policies: nothing limited
   EXPECT_EQ(limits, limiters.for_topic(*TopicName::parse("persistent://t/ns/a")));
