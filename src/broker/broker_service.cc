@@ -204,6 +204,7 @@ void BrokerService::attach_policies(Topic& topic) {
   const std::string& tenant = topic.name().ns.tenant;
   const PolicyCache* cache = policies_;
   auto state = tenants_->of(tenant);
+  topic.set_tenant_dispatch(std::shared_ptr<RateBuckets>(state, &state->dispatch));
   topic.set_tenant_usage(std::shared_ptr<TenantCounters>(state, &state->usage), [cache, tenant]() -> std::shared_ptr<const TenantLimits> {
     return cache == nullptr ? nullptr : cache->tenant_limits(tenant);
   });

@@ -154,11 +154,13 @@ class Subscription {
   uint64_t max_unacked_per_consumer() const { return max_unacked_per_consumer_; }
   uint64_t max_unacked_per_subscription() const { return max_unacked_per_subscription_; }
   // Dispatch rate limits (Pulsar's dispatchRate and
-  // subscriptionDispatchRate): `topic` is shared by the topic's
-  // subscriptions (null: none); `own` is this subscription's, per second
-  // (-1: none). Reads for delivery wait while either is spent, and what is
-  // delivered is charged to both. Home reactor.
-  void set_dispatch_limits(std::shared_ptr<RateBuckets> topic, int64_t own_msgs, int64_t own_bytes);
+  // subscriptionDispatchRate, and the tenant's): `topic` is shared by the
+  // topic's subscriptions, `tenant` by every subscription and Kafka fetch
+  // of the tenant (null: none); `own` is this subscription's, per second
+  // (-1: none). Reads for delivery wait while any is spent, and what is
+  // delivered is charged to all. Home reactor.
+  void set_dispatch_limits(std::shared_ptr<RateBuckets> topic, std::shared_ptr<RateBuckets> tenant, int64_t own_msgs,
+                           int64_t own_bytes);
   // Times a dispatch waited for a dispatch rate limit.
   uint64_t dispatch_rate_limited_times() const { return dispatch_limited_times_; }
   // The clock deliver-at times are compared with (ms since the epoch);
@@ -250,11 +252,14 @@ class Subscription {
   std::unique_ptr<runtime::Timer> delay_timer_;
   int64_t delay_timer_at_ = 0;               // when the armed timer fires (ms)
   // Dispatch rate limits (subscription_dispatch_rate.cc).
-  bool dispatch_rate_limited() const { return topic_dispatch_ != nullptr || own_dispatch_.limited(); }
+  bool dispatch_rate_limited() const {
+    return topic_dispatch_ != nullptr || own_dispatch_.limited() || (tenant_dispatch_ && tenant_dispatch_->limited());
+  }
   // Messages the limits allow to read now; 0 after arming a retry.
   int64_t dispatch_allowance();
   void charge_dispatch(int64_t messages, int64_t bytes);
   std::shared_ptr<RateBuckets> topic_dispatch_;
+  std::shared_ptr<RateBuckets> tenant_dispatch_;
   RateBuckets own_dispatch_;
   std::unique_ptr<runtime::Timer> dispatch_timer_;
   uint64_t dispatch_limited_times_ = 0;

@@ -37,7 +37,7 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
   max_subscriptions_ = count_limit(policies.max_subscriptions_per_topic);
   for (auto& [name, sub] : subscriptions_) {
     sub->set_unacked_limits(max_unacked_per_consumer_, max_unacked_per_subscription_);
-    sub->set_dispatch_limits(dispatch_limits_, sub_dispatch_msgs_, sub_dispatch_bytes_);
+    sub->set_dispatch_limits(dispatch_limits_, tenant_dispatch_, sub_dispatch_msgs_, sub_dispatch_bytes_);
   }
   apply_tracing(policies);
   bool want_dedup = policies.deduplication.value_or(false) && store_ != nullptr &&
@@ -146,7 +146,7 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
   refresh_policies();  // once: the limits below and the new subscription's room read them
   auto attach = [this, consumer_id, sink](Subscription& sub, ConsumerOptions opts) -> Result<Subscription*> {
     sub.set_unacked_limits(max_unacked_per_consumer_, max_unacked_per_subscription_);
-    sub.set_dispatch_limits(dispatch_limits_, sub_dispatch_msgs_, sub_dispatch_bytes_);
+    sub.set_dispatch_limits(dispatch_limits_, tenant_dispatch_, sub_dispatch_msgs_, sub_dispatch_bytes_);
     // Pulsar's words, so clients and operators recognise them.
     if (max_consumers_ > 0 && consumer_count() >= max_consumers_) {
       return Status::limit_reached("Topic reached max consumers limit");
@@ -313,6 +313,7 @@ void Topic::create_subscription(const std::string& name, InitialPosition start,
     if (it == subscriptions_.end()) {
       it = subscriptions_.emplace(name, std::make_unique<Subscription>(name, *log_, **cursor)).first;
       it->second->set_tracing(&tracing_);
+      it->second->set_dispatch_limits(dispatch_limits_, tenant_dispatch_, sub_dispatch_msgs_, sub_dispatch_bytes_);
     }
     done(it->second.get());
   });

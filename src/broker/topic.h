@@ -142,6 +142,9 @@ class Topic {
     tenant_counters_ = std::move(counters);
     tenant_limits_ = std::move(limits);
   }
+  // Its tenant's dispatch budget (TenantState::dispatch), which every
+  // subscription and Kafka fetch of the tenant charges. Before subscriptions attach.
+  void set_tenant_dispatch(std::shared_ptr<RateBuckets> limits) { tenant_dispatch_ = std::move(limits); }
   // Null until set.
   PublishLimits* publish_limits() const { return publish_limits_.get(); }
   const TopicTracing& tracing() const { return tracing_; }
@@ -320,6 +323,7 @@ class Topic {
   // dispatchRate (shared by the subscriptions; null: none) and
   // subscriptionDispatchRate (each subscription's own; -1: none), per second.
   std::shared_ptr<RateBuckets> dispatch_limits_;
+  std::shared_ptr<RateBuckets> tenant_dispatch_;  // the tenant's, shared with its other topics
   // maxProducersPerTopic, maxConsumersPerTopic, maxConsumersPerSubscription
   // from the policies; 0: no limit.
   size_t max_producers_ = 0;
