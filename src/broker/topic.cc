@@ -88,6 +88,26 @@ void Topic::apply_dispatch_rates(const NamespacePolicies& policies) {
   sub_dispatch_bytes_ = sub_rate ? per_second(sub_rate->bytes_per_period, sub_rate->period_seconds) : -1;
 }
 
+Topic::FetchLimits Topic::fetch_limits(const std::string& group) {
+  FetchLimits limits{dispatch_limits_, tenant_dispatch_, nullptr};
+  if (sub_dispatch_msgs_ <= 0 && sub_dispatch_bytes_ <= 0) {
+    fetch_group_limits_.clear();
+    return limits;
+  }
+  if (group.empty()) return limits;
+  auto& bucket = fetch_group_limits_[group];
+  if (!bucket) {
+    // Groups come and go: forget the budgets no fetch holds, now and then.
+    if (fetch_group_limits_.size() % 256 == 0) {
+      std::erase_if(fetch_group_limits_, [](const auto& kv) { return kv.second && kv.second.use_count() == 1; });
+    }
+    bucket = std::make_shared<RateBuckets>();
+  }
+  bucket->set(sub_dispatch_msgs_, sub_dispatch_bytes_, limiter_now_ns());  // a no-op unless the rate changed
+  limits.group = bucket;
+  return limits;
+}
+
 void Topic::apply_tracing(const NamespacePolicies& policies) {
   bool was_on = tracing_.on();
   tracing_.configure(name_, policies.tracing, trace_recorder_);

@@ -145,6 +145,22 @@ class Topic {
   // Its tenant's dispatch budget (TenantState::dispatch), which every
   // subscription and Kafka fetch of the tenant charges. Before subscriptions attach.
   void set_tenant_dispatch(std::shared_ptr<RateBuckets> limits) { tenant_dispatch_ = std::move(limits); }
+  // The dispatch limits a reader outside the dispatchers is held to: a
+  // Kafka fetch for `group` ("" when its connection is in none) charges the
+  // topic's dispatchRate, the tenant's, and the group's own budget at the
+  // subscriptionDispatchRate (a Kafka group is a subscription). The buckets
+  // are shared, so what a read hands out can be charged after the read,
+  // wherever it completes.
+  struct FetchLimits {
+    std::shared_ptr<RateBuckets> topic, tenant, group;
+    DispatchAllowance allowance(int64_t now_ns) const {
+      return dispatch_allowance({topic.get(), tenant.get(), group.get()}, now_ns);
+    }
+    int64_t charge(int64_t messages, int64_t bytes, int64_t now_ns) const {
+      return charge_dispatch({topic.get(), tenant.get(), group.get()}, messages, bytes, now_ns);
+    }
+  };
+  FetchLimits fetch_limits(const std::string& group);
   // Null until set.
   PublishLimits* publish_limits() const { return publish_limits_.get(); }
   const TopicTracing& tracing() const { return tracing_; }
@@ -324,6 +340,8 @@ class Topic {
   // subscriptionDispatchRate (each subscription's own; -1: none), per second.
   std::shared_ptr<RateBuckets> dispatch_limits_;
   std::shared_ptr<RateBuckets> tenant_dispatch_;  // the tenant's, shared with its other topics
+  // Kafka groups' fetch budgets at the subscriptionDispatchRate, by group.
+  std::map<std::string, std::shared_ptr<RateBuckets>> fetch_group_limits_;
   // maxProducersPerTopic, maxConsumersPerTopic, maxConsumersPerSubscription
   // from the policies; 0: no limit.
   size_t max_producers_ = 0;

@@ -174,6 +174,24 @@ void KafkaConnection::flush() {
   }
 }
 
+void KafkaConnection::set_fetch_group(const std::string& group, const RequestHeader& header) {
+  if (!joined_here_ || fetch_group_ != group) {
+    service_.fetch_groups().joined(ns().to_string(), header.client_id.value_or(""), peer_host(), group);
+  }
+  fetch_group_ = group;
+  joined_here_ = true;
+}
+
+const std::string& KafkaConnection::fetch_group(const RequestHeader& header) {
+  if (joined_here_) return fetch_group_;
+  const uint64_t version = service_.fetch_groups().version();
+  if (version != fetch_groups_seen_) {
+    fetch_groups_seen_ = version;
+    fetch_group_ = service_.fetch_groups().group_of(ns().to_string(), header.client_id.value_or(""), peer_host());
+  }
+  return fetch_group_;
+}
+
 void KafkaConnection::park_fetch(std::chrono::steady_clock::time_point deadline, std::function<void()> retry) {
   parked_.emplace_back(deadline, std::move(retry));
   arm_fetch_timer();

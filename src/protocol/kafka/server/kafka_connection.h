@@ -103,6 +103,13 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   // May this connection's role use `group` (the namespace's subscription
   // rules: a group's offsets are subscriptions named after it)?
   common::Status authorize_group(const std::string& group) const;
+  // The group this connection's consumer joined or heartbeated for (the
+  // client's name); a JoinGroup also tells the service (fetch_groups.h).
+  void set_fetch_group(const std::string& group, const RequestHeader& header);
+  // The group a Fetch with `header` reads for: the one joined on this
+  // connection, else the one the service knows for this client id and
+  // host; "" when none (a Fetch names no group).
+  const std::string& fetch_group(const RequestHeader& header);
   // SASL: the mechanism the handshake chose, then the role and namespace
   // authentication gave.
   void set_sasl_mechanism(std::string mechanism) { sasl_mechanism_ = std::move(mechanism); }
@@ -177,6 +184,9 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   uint64_t sequence_ = 0;
   std::optional<broker::NamespaceName> ns_;
   std::string sasl_mechanism_;
+  std::string fetch_group_;
+  bool joined_here_ = false;         // fetch_group_ was joined on this connection
+  uint64_t fetch_groups_seen_ = 0;   // the service's FetchGroups version fetch_group_ was read at
   std::string role_;
   bool authenticated_ = false;
   // Its place among the connections of its namespace's tenant (TenantLimits'

@@ -21,6 +21,7 @@
 #include "broker/policy_cache.h"
 #include "broker/tenancy.h"
 #include "protocol/kafka/header.h"
+#include "protocol/kafka/server/fetch_groups.h"
 #include "protocol/kafka/server/group_coordinator.h"
 #include "protocol/kafka/server/producer_state.h"
 #include "runtime/component.h"
@@ -68,6 +69,8 @@ class KafkaService final : public runtime::Component {
   broker::BrokerService& broker() { return broker_; }
   // The consumer groups this node coordinates (all of them).
   GroupCoordinator& groups() { return *groups_; }
+  // Which group a fetching connection reads for (fetch_groups.h).
+  FetchGroups& fetch_groups() { return fetch_groups_; }
   const KafkaServiceOptions& options() const { return options_; }
   const broker::NamespaceName& default_namespace() const { return namespace_; }
   // The Pulsar topic behind Kafka topic `name` in namespace `ns` (the
@@ -130,6 +133,7 @@ class KafkaService final : public runtime::Component {
   std::unique_ptr<runtime::TcpListener> listener_;      // null when off
   std::unique_ptr<runtime::TcpListener> tls_listener_;  // null when off
   std::unique_ptr<GroupCoordinator> groups_;
+  FetchGroups fetch_groups_;
   std::atomic<uint64_t> next_id_{1};
   std::mutex partitions_mu_;
   std::unordered_map<std::string, int32_t> partitions_;  // guarded by partitions_mu_

@@ -10,9 +10,20 @@
 // Max bytes: each partition returns at most PartitionMaxBytes, and the
 // response at most MaxBytes over its partitions in request order, whole
 // batches only; the response's first batch always goes out whole, so a
-// client makes progress (KIP-74). No fetch sessions: SessionId is always 0, so clients
+// client makes progress (KIP-74).
+// Dispatch limits (the topic's dispatchRate, the tenant's, and the
+// subscriptionDispatchRate of the connection's group; Topic::FetchLimits):
+// a partition reads at most as many entries as the limits have message
+// tokens and charges what it handed out, into debt if need be, and the
+// response's ThrottleTimeMs says how long until the debt is paid, or how
+// long the limits held the request back, as Kafka's fetch quotas do. A partition whose limits are spent reads nothing
+// and the request waits for their next token (within MaxWaitMs) before it
+// looks again; that attempt reads at least one entry, so a fetch sharing a
+// budget with busier readers is never starved. No fetch sessions: SessionId is always 0, so clients
 // send full fetch requests.
+#include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "common/logging.h"
 #include "ledger/managed_ledger.h"
@@ -43,6 +54,9 @@ struct PartitionFetch {
   int64_t high_watermark = -1;
   int64_t log_start = -1;
   Slice records;
+  int64_t throttle_ns = 0;  // until the dispatch limits' debt is paid or a token comes
+  bool held = false;        // the limits were spent: nothing was read
+  bool waited = false;      // an earlier attempt was held: this one reads at least one entry
 };
 
 struct FetchState {
@@ -53,6 +67,7 @@ struct FetchState {
   size_t max_bytes = 0;  // the whole response's
   size_t left = 0;
   uint64_t wakes_at_attempt = 0;  // KafkaConnection::wakes() when the attempt began
+  std::optional<Clock::time_point> first_held;  // when the dispatch limits first held a partition back
 };
 
 // The whole record batches at the front of `records` that fit in `budget`.
@@ -72,13 +87,30 @@ struct PartitionResult {
   int64_t high_watermark = -1;
   int64_t log_start = -1;
   Slice records;
+  int64_t throttle_ns = 0;
+  bool held = false;
 };
+
+// What went out of a read: charged to the dispatch limits.
+struct Taken {
+  int64_t messages = 0;
+  int64_t bytes = 0;
+};
+
+int64_t ceil_ms(int64_t ns) { return (ns + 999'999) / 1'000'000; }
 
 void attempt(KafkaConnection& c, const std::shared_ptr<FetchState>& state);
 
 void answer(KafkaConnection& c, FetchState& state) {
   Struct resp = state.request.response();
-  resp.set("ThrottleTimeMs", int64_t{0});
+  int64_t throttle_ns = 0;
+  for (const PartitionFetch& p : state.parts) throttle_ns = std::max(throttle_ns, p.throttle_ns);
+  // The time the limits held this request back counts as throttled too.
+  if (state.first_held) {
+    throttle_ns = std::max<int64_t>(
+        throttle_ns, std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - *state.first_held).count());
+  }
+  resp.set("ThrottleTimeMs", ceil_ms(throttle_ns));
   resp.set("ErrorCode", int64_t{kNone});
   resp.set("SessionId", int64_t{0});
   Struct* topic = nullptr;
@@ -108,20 +140,29 @@ void answer(KafkaConnection& c, FetchState& state) {
 void settle(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
   size_t bytes = 0;
   bool errors = false;
-  for (const auto& p : state->parts) {
+  int64_t held_ns = 0;  // the longest wait for a token among partitions the limits held
+  for (auto& p : state->parts) {
     bytes += p.records.size();
     errors = errors || p.error != kNone;
+    if (p.held) held_ns = std::max(held_ns, p.throttle_ns);
+    p.waited = p.held;
   }
-  if (bytes >= state->min_bytes || errors || Clock::now() >= state->deadline) return answer(c, *state);
+  const Clock::time_point now = Clock::now();
+  if (bytes >= state->min_bytes || errors || now >= state->deadline) return answer(c, *state);
   // An entry was stored while this attempt read: look again now.
   if (c.wakes() != state->wakes_at_attempt) return attempt(c, state);
-  c.park_fetch(state->deadline, [conn = &c, state]() { attempt(*conn, state); });
+  Clock::time_point until = state->deadline;
+  if (held_ns > 0) {
+    until = std::min(until, now + std::chrono::nanoseconds(held_ns));
+    if (!state->first_held) state->first_held = now;
+  }
+  c.park_fetch(until, [conn = &c, state]() { attempt(*conn, state); });
 }
 
 // Converts entries to batches until `max_bytes` (the first batch always);
 // `sent` gets the positions of the entries that went in.
 Slice to_batches(const std::vector<ledger::LedgerEntry>& entries, size_t max_bytes,
-                 std::vector<ledger::Position>* sent) {
+                 std::vector<ledger::Position>* sent, Taken& taken) {
   WireWriter out(4096);
   for (const auto& e : entries) {
     if (out.size() > 0 && out.size() >= max_bytes) break;
@@ -137,15 +178,18 @@ Slice to_batches(const std::vector<ledger::LedgerEntry>& entries, size_t max_byt
       return all.sub(0, before);
     }
     if (sent != nullptr) sent->push_back(e.position);
+    taken.messages += e.header.messages;
+    taken.bytes += static_cast<int64_t>(e.payload.size());
   }
   return out.finish();
 }
 
 // On the topic's home reactor.
 // `traced`, when tracing is on for the topic: called (on the home reactor)
-// with the positions of the entries that went out.
-void read_partition(broker::Topic* topic, int64_t offset, size_t max_bytes,
-                    std::function<void(PartitionResult)> done,
+// with the positions of the entries that went out. `limits` are charged
+// what went out; `at_least_one`: read an entry even when they are spent.
+void read_partition(broker::Topic* topic, int64_t offset, size_t max_bytes, broker::Topic::FetchLimits limits,
+                    bool at_least_one, std::function<void(PartitionResult)> done,
                     std::function<void(std::vector<ledger::Position>)> traced) {
   ledger::Log& log = topic->log();
   PartitionResult r;
@@ -157,16 +201,32 @@ void read_partition(broker::Topic* topic, int64_t offset, size_t max_bytes,
     r.error = kOffsetOutOfRange;
     return done(r);
   }
-  auto read_from = [max_bytes, r, done, traced](ledger::Log& log, ledger::Position at) mutable {
+  broker::DispatchAllowance allow = limits.allowance(broker::limiter_now_ns());
+  if (!allow.allowed()) {
+    if (!at_least_one) {
+      r.held = true;
+      r.throttle_ns = std::max<int64_t>(1, allow.wait_ns);
+      return done(r);
+    }
+    allow = broker::DispatchAllowance{1, INT64_MAX, 0};
+  }
+  // The first batch goes out whole even past the bytes allowance.
+  max_bytes = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(max_bytes), allow.bytes));
+  const auto n = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(kMaxEntriesPerRead), allow.messages));
+  auto read_from = [max_bytes, n, limits, r, done, traced](ledger::Log& log, ledger::Position at) mutable {
     ledger::Position after{at.ledger, at.entry - 1};
-    log.read_entries(after, kMaxEntriesPerRead,
-                     [r, max_bytes, done, traced](Result<std::vector<ledger::LedgerEntry>> entries) mutable {
+    log.read_entries(after, n,
+                     [r, max_bytes, limits, done, traced](Result<std::vector<ledger::LedgerEntry>> entries) mutable {
                        if (!entries.is_ok()) {
                          r.error = kKafkaStorageError;
                          return done(r);
                        }
                        std::vector<ledger::Position> sent;
-                       r.records = to_batches(*entries, max_bytes, traced ? &sent : nullptr);
+                       Taken taken;
+                       r.records = to_batches(*entries, max_bytes, traced ? &sent : nullptr, taken);
+                       if (taken.messages > 0) {
+                         r.throttle_ns = limits.charge(taken.messages, taken.bytes, broker::limiter_now_ns());
+                       }
                        if (traced && !sent.empty()) traced(std::move(sent));
                        done(r);
                      });
@@ -198,7 +258,10 @@ void attempt(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
     PartitionFetch& p = state->parts[k];
     p.records = Slice();
     p.error = kNone;
+    p.throttle_ns = 0;
+    p.held = false;
     auto run = [reply = c.replier(), state, k, offset = p.offset, max_bytes = p.max_bytes, one_done,
+                group = c.fetch_group(state->request.header), at_least_one = p.waited,
                 key = c.waiter_key(), reader = c.client_info(state->request.header),
                 &broker = c.service().broker()](
                    Result<broker::Topic*> t) {
@@ -209,6 +272,8 @@ void attempt(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
           part.high_watermark = r.high_watermark;
           part.log_start = r.log_start;
           part.records = std::move(r.records);
+          part.throttle_ns = r.throttle_ns;
+          part.held = r.held;
           one_done(conn, state);
         });
       };
@@ -232,7 +297,7 @@ void attempt(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
           });
         };
       }
-      read_partition(*t, offset, max_bytes, report, std::move(traced));
+      read_partition(*t, offset, max_bytes, (*t)->fetch_limits(group), at_least_one, report, std::move(traced));
     };
     c.with_partition(p.topic, p.partition, broker::TopicAction::kConsume, std::move(run));
   }

@@ -23,6 +23,7 @@ std::function<void(ErrorCode)> answer_error(KafkaConnection& c, const Request& r
 void handle_heartbeat(KafkaConnection& c, const Request& request) {
   const std::string group = request.body.str("GroupId");
   if (!c.authorize_group(group).is_ok()) return answer_error(c, request)(kGroupAuthorizationFailed);
+  c.set_fetch_group(group, request.header);
   c.service().groups().heartbeat(c.group_key(group), static_cast<int32_t>(request.body.i("GenerationId")),
                                  request.body.str("MemberId"), answer_error(c, request));
 }

@@ -25,6 +25,7 @@ void handle_join_group(KafkaConnection& c, const Request& request) {
     resp.set("MemberId", request.body.str("MemberId"));
     return c.respond(request, resp);
   }
+  c.set_fetch_group(group, request.header);
   args.group = c.group_key(group);
   args.member_id = request.body.str("MemberId");
   args.client_id = request.header.client_id.value_or("");
