@@ -457,7 +457,7 @@ void Subscription::dispatch() {
   int64_t allowance = dispatch_rate_limited() ? dispatch_allowance() : INT64_MAX;
   if (allowance <= 0) return;  // a retry is armed
   if (type_ == SubscriptionType::kKeyShared) {
-    dispatch_key_shared();
+    dispatch_key_shared(allowance);
     return;
   }
   Consumer* active = active_consumer();

@@ -206,7 +206,8 @@ class Subscription {
   void on_delay_timer();
   void schedule_dispatch();
   void dispatch();
-  void dispatch_key_shared();
+  // `allowance`: messages the dispatch rate limits let go out now.
+  void dispatch_key_shared(int64_t allowance);
   void on_key_shared_read(common::Result<std::vector<ledger::LedgerEntry>> result, bool redelivery,
                           ledger::Position wanted);
   void read_more();

@@ -35,9 +35,10 @@ bool Subscription::slot_pending_elsewhere(uint32_t slot, const Consumer* c) cons
 // log order. An entry goes to its slot's owner when the owner can take it,
 // no other consumer still holds an entry of that slot, and no earlier entry
 // of that slot waits; otherwise its slot is closed for the rest of the walk,
-// which keeps every key in order. Then reads one entry to send again, or
-// new entries while fewer than kMaxHeldEntries wait.
-void Subscription::dispatch_key_shared() {
+// which keeps every key in order. The walk stops once it handed out
+// `allowance` messages (the dispatch rate's tokens). Then reads one entry
+// to send again, or new entries while fewer than kMaxHeldEntries wait.
+void Subscription::dispatch_key_shared(int64_t allowance) {
   bool any_room = std::any_of(consumers_.begin(), consumers_.end(), [this](const auto& c) { return can_take(*c); });
   if (!any_room) return;
   std::unordered_set<uint32_t> closed_slots;
@@ -47,12 +48,17 @@ void Subscription::dispatch_key_shared() {
   uint64_t sub_room = subscription_room();
   auto h = held_.begin();
   auto r = redeliver_.begin();
+  bool spent = false;  // the allowance ran out with entries still waiting
   while (h != held_.end() || r != redeliver_.end()) {
     if (h == held_.end() || (r != redeliver_.end() && r->first < h->first)) {
       closed_slots.insert(r->second);
       if (!to_read) to_read = r->first;
       ++r;
       continue;
+    }
+    if (allowance <= 0) {
+      spent = true;
+      break;
     }
     uint32_t slot = h->second.slot;
     if (closed_slots.count(slot) > 0) {
@@ -68,6 +74,7 @@ void Subscription::dispatch_key_shared() {
       continue;
     }
     uint32_t messages = unacked_messages_of(h->second.entry);
+    allowance -= h->second.entry.header.messages;
     c->permits_ -= messages;
     room[c] -= std::min<uint64_t>(room[c], messages);
     if (sub_room != UINT64_MAX) sub_room -= std::min<uint64_t>(sub_room, messages);
@@ -77,6 +84,10 @@ void Subscription::dispatch_key_shared() {
     h = held_.erase(h);
   }
   for (auto& [c, batch] : out) deliver(*c, batch);
+  if (spent || allowance <= 0) {
+    schedule_dispatch();  // waits for the next token (dispatch_allowance arms the timer)
+    return;
+  }
 
   std::weak_ptr<bool> alive = alive_;
   if (to_read) {
@@ -91,7 +102,9 @@ void Subscription::dispatch_key_shared() {
   if (held_.size() >= kMaxHeldEntries) return;
   int64_t permits = total_permits();
   if (permits <= 0) return;
-  size_t n = std::min<size_t>({static_cast<size_t>(permits), kMaxReadEntries, kMaxHeldEntries - held_.size()});
+  size_t n = static_cast<size_t>(std::min<int64_t>(
+      {permits, static_cast<int64_t>(kMaxReadEntries), static_cast<int64_t>(kMaxHeldEntries - held_.size()),
+       allowance}));
   reading_ = true;
   log_.read_entries(read_position_, n, [this, alive, gen = generation_](Result<std::vector<LedgerEntry>> r) {
     if (alive.expired() || gen != generation_) return;

@@ -178,6 +178,30 @@ TEST_F(DispatchTest, KeySharedWaitsForPermitsWithoutReorderingAKey) {
   for (int i = 0; i < 6; ++i) EXPECT_EQ(got[i].payload.view(), std::to_string(i));
 }
 
+// A dispatch rate's message allowance bounds what one dispatch hands out,
+// for every subscription type: with a bucket of one message (1 msg/s) and a
+// backlog of 20, one message goes out and the rest wait for tokens.
+TEST_F(DispatchTest, EveryTypeHandsOutNoMoreThanTheDispatchRateAllows) {
+  std::vector<std::string> keys;
+  for (int k = 0; k < 4; ++k) keys.push_back(key_in(0, 65535, k));
+  for (int i = 0; i < 20; ++i) publish_one(std::to_string(i), keys[i % 4]);
+  uint64_t id = 1;
+  for (auto type : {SubscriptionType::kExclusive, SubscriptionType::kShared, SubscriptionType::kKeyShared}) {
+    const std::string sub = "rate-" + std::to_string(id);
+    RecordingSink& sink = new_sink();
+    ASSERT_TRUE(subscribe(kTopic, id, options(sub, type), &sink).is_ok());
+    on_sub<bool>(sub, [](Subscription& s) {
+      s.set_dispatch_limits(nullptr, nullptr, 1, -1);
+      return true;
+    });
+    flow(kTopic, sub, id, 1000);
+    ASSERT_EQ(sink.wait_for(1).size(), 1u) << sub;
+    EXPECT_EQ(sink.settle_count(), 1u) << sub;  // the other 19 wait for the next token
+    EXPECT_GT(on_sub<uint64_t>(sub, [](Subscription& s) { return s.dispatch_rate_limited_times(); }), 0u) << sub;
+    ++id;
+  }
+}
+
 TEST_F(DispatchTest, StickyRangesThatOverlapAreRefused) {
   RecordingSink& a = new_sink();
   RecordingSink& b = new_sink();
