@@ -89,9 +89,9 @@ runtime::Reactor& BrokerService::home_of(const TopicName& topic) {
   return runtime_.home_for(std::hash<std::string>{}(topic.to_string()));
 }
 
-void BrokerService::with_topic(const TopicName& topic, ledger::Callback<Result<Topic*>> fn) {
+void BrokerService::with_topic(const TopicName& topic, ledger::Callback<Result<Topic*>> fn, TopicCreation how) {
   runtime::Reactor& home = home_of(topic);
-  auto run = [this, &home, topic, fn = std::move(fn)]() mutable {
+  auto run = [this, &home, topic, how, fn = std::move(fn)]() mutable {
     Shard& shard = *shards_[home.index()];
     if (stopping_) {
       fn(Status::unavailable("the broker is shutting down"));
@@ -108,7 +108,7 @@ void BrokerService::with_topic(const TopicName& topic, ledger::Callback<Result<T
     }
     auto& waiting = shard.loading[key];
     waiting.push_back(std::move(fn));
-    if (waiting.size() == 1) load(shard, topic);
+    if (waiting.size() == 1) load(shard, topic, shard.creating.count(key) > 0 ? TopicCreation::kExplicit : how);
   };
   if (home.is_on_thread()) {
     run();
@@ -119,20 +119,88 @@ void BrokerService::with_topic(const TopicName& topic, ledger::Callback<Result<T
   if (!home.post_reliably(std::move(run))) MLOG_WARN("cannot reach the home of {}: it is stopping", topic.to_string());
 }
 
-void BrokerService::load(Shard& shard, const TopicName& topic) {
-  std::string key = topic.to_string();
-  auto finish = [&shard, key](Result<Topic*> r) {
-    auto waiting = std::move(shard.loading[key]);
-    shard.loading.erase(key);
+namespace {
+
+// On the home reactor: answers everyone waiting for `key` to load.
+auto load_finisher(std::unordered_map<std::string, std::vector<ledger::Callback<Result<Topic*>>>>& loading,
+                   std::string key) {
+  return [&loading, key = std::move(key)](Result<Topic*> r) {
+    auto waiting = std::move(loading[key]);
+    loading.erase(key);
     for (auto& fn : waiting) fn(r);
   };
-  ledger::ManagedLedgerConfig config = options_.managed_ledger;
+}
+
+}  // namespace
+
+void BrokerService::load(Shard& shard, const TopicName& topic, TopicCreation how) {
+  std::optional<NamespacePolicies> policies;
   if (policies_ != nullptr) {
-    auto policies = policies_->effective(topic);
+    policies = policies_->effective(topic);
     if (!policies) {
-      finish(Status::not_found("namespace " + topic.ns.to_string() + " does not exist"));
+      load_finisher(shard.loading, topic.to_string())(
+          Status::not_found("namespace " + topic.ns.to_string() + " does not exist"));
       return;
     }
+  }
+  // Whether a topic that does not exist yet may be created is asked only
+  // where something limits it; elsewhere a first use creates, unchecked.
+  bool auto_allowed = true;
+  bool gated = false;
+  if (policies && !is_trace_topic(topic)) {
+    auto_allowed = how == TopicCreation::kExplicit ||
+                   policies->auto_topic_creation.value_or(AutoTopicCreation{}).allow;
+    auto limits = policies_->tenant_limits(topic.ns.tenant);
+    gated = !auto_allowed || policies->max_topics_per_namespace.value_or(0) > 0 ||
+            (limits != nullptr && limits->max_topics > 0);
+  }
+  if (!gated) return open(shard, topic, std::move(policies));
+  runtime::Reactor& home = home_of(topic);
+  check_new_topic(topic, auto_allowed, [this, &shard, &home, topic, policies = std::move(policies)](Status st) mutable {
+    auto back = [this, &shard, topic, st, policies = std::move(policies)]() mutable {
+      if (!st.is_ok()) return load_finisher(shard.loading, topic.to_string())(st);
+      open(shard, topic, std::move(policies));
+    };
+    if (home.is_on_thread()) return back();
+    if (!home.post_reliably(std::move(back))) MLOG_WARN("cannot reach the home of {}: it is stopping", topic.to_string());
+  });
+}
+
+void BrokerService::check_new_topic(const TopicName& topic, bool auto_allowed, std::function<void(Status)> done) {
+  auto decide = [this, topic, auto_allowed, done]() {
+    if (!auto_allowed) {
+      return done(Status::not_found("Topic " + topic.to_string() + " does not exist and namespace " +
+                                    topic.ns.to_string() + " does not create topics automatically"));
+    }
+    if (!admitter_) return done(Status::ok());
+    admitter_(topic, done);
+  };
+  // A partition of a partitioned topic was counted with it.
+  auto partition_or_new = [this, topic, decide, done]() {
+    if (!topic.is_partition()) return decide();
+    store_.get(partitioned_topic_key(topic.base()), [topic, decide, done](Result<metadata::Record> r) {
+      if (r.is_ok()) {
+        auto n = decode_partitions(r->value);
+        if (n.is_ok() && topic.partition < *n) return done(Status::ok());
+      } else if (r.status().code() != common::ErrorCode::kNotFound) {
+        return done(r.status());
+      }
+      decide();
+    });
+  };
+  if (topic.domain == TopicDomain::kNonPersistent) return partition_or_new();
+  store_.get(managed_ledger_key(topic), [partition_or_new, done](Result<metadata::Record> r) {
+    if (r.is_ok()) return done(Status::ok());
+    if (r.status().code() != common::ErrorCode::kNotFound) return done(r.status());
+    partition_or_new();
+  });
+}
+
+void BrokerService::open(Shard& shard, const TopicName& topic, std::optional<NamespacePolicies> policies) {
+  std::string key = topic.to_string();
+  auto finish = load_finisher(shard.loading, key);
+  ledger::ManagedLedgerConfig config = options_.managed_ledger;
+  if (policies) {
     if (policies->retention) {
       const auto& r = *policies->retention;
       config.retention_time = std::chrono::milliseconds(r.time_minutes < 0 ? -1 : r.time_minutes * 60'000);

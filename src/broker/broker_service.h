@@ -33,6 +33,11 @@
 
 namespace magnetar::broker {
 
+// Who asks for a topic that does not exist yet: a client naming it
+// (producer, consumer, lookup: the namespace's autoTopicCreation decides) or
+// an explicit create (admin API, AMQP queue.declare).
+enum class TopicCreation { kAutomatic, kExplicit };
+
 struct BrokerOptions {
   ledger::ManagedLedgerConfig managed_ledger;
   // How often each reactor runs housekeeping (rollover by age, retention,
@@ -82,6 +87,12 @@ class BrokerService final : public runtime::Component {
   // the tenant. ResourceExhausted with the limit's words when full. Any thread.
   common::Result<TenantSlot> take_connection_slot(const std::string& tenant);
 
+  // Whether a new topic may be created (topic counts; tenancy.h
+  // admit_topic), asked only when the namespace or tenant limits its topics.
+  // `done` may run on any thread. REQUIRES: before start().
+  using TopicAdmitter = std::function<void(const TopicName&, std::function<void(common::Status)>)>;
+  void set_topic_admitter(TopicAdmitter admitter) { admitter_ = std::move(admitter); }
+
   // How traces read the keys and properties of stored messages
   // (tracing.h). REQUIRES: before start().
   void set_message_describer(MessageDescriber describer) { describer_ = std::move(describer); }
@@ -99,9 +110,13 @@ class BrokerService final : public runtime::Component {
 
   runtime::Reactor& home_of(const TopicName& topic);
   // Runs `fn` on the topic's home reactor with the loaded topic, or with why
-  // it could not be loaded. Creates the topic when it does not exist;
-  // kUnavailable while the topic is being deleted.
-  void with_topic(const TopicName& topic, ledger::Callback<common::Result<Topic*>> fn);
+  // it could not be loaded. Creates the topic when it does not exist and
+  // may be created: `how` and the namespace's autoTopicCreation
+  // (kNotFound when not allowed), its maxTopicsPerNamespace and its
+  // tenant's maxTopics (kFailedPrecondition when over); kUnavailable while
+  // the topic is being deleted.
+  void with_topic(const TopicName& topic, ledger::Callback<common::Result<Topic*>> fn,
+                  TopicCreation how = TopicCreation::kAutomatic);
   // Runs `fn` on the topic's home reactor with the topic if it is loaded,
   // or after loading it when `exists` says it exists (the caller asked the
   // metadata); kNotFound otherwise. Never creates a topic.
@@ -146,7 +161,12 @@ class BrokerService final : public runtime::Component {
   // On the home reactor: close the loaded `topic`, then forget it.
   void close_and_forget(Shard& shard, const std::string& key, Topic* topic, const common::Status& why,
                         ledger::Callback<common::Status> done);
-  void load(Shard& shard, const TopicName& topic);
+  void load(Shard& shard, const TopicName& topic, TopicCreation how);
+  // Opens (or creates) the topic's log and makes it loaded.
+  void open(Shard& shard, const TopicName& topic, std::optional<NamespacePolicies> policies);
+  // Any thread: ok when `topic` exists (its log or its partitioned topic),
+  // else whether it may be created; `done` on any thread.
+  void check_new_topic(const TopicName& topic, bool auto_allowed, std::function<void(common::Status)> done);
   // Gives a freshly loaded topic its policy source and applies it.
   void attach_policies(Topic& topic);
   void arm_maintenance(size_t reactor);
@@ -169,6 +189,7 @@ class BrokerService final : public runtime::Component {
   // Per tenant, over every reactor: its counts and aggregate rate limits.
   std::shared_ptr<TenantRegistry> tenants_ = std::make_shared<TenantRegistry>(nullptr);
   std::shared_ptr<PublishLimiters> publish_limiters_ = std::make_shared<PublishLimiters>(nullptr, tenants_);
+  TopicAdmitter admitter_;
   MessageDescriber describer_;
   std::vector<std::unique_ptr<Shard>> shards_;  // by reactor index
   std::shared_ptr<PolicyRefresh> policy_refresh_;

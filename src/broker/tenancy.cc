@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "broker/trace_record.h"
+#include "broker/tracing.h"
 #include "common/logging.h"
 #include "metadata/blocking.h"
 
@@ -337,6 +338,9 @@ Status Tenancy::create_partitioned_topic(const TopicName& topic, int32_t partiti
   MAGNETAR_RETURN_IF_ERROR(require_namespace(topic.ns));
   auto ledger = md::get(store_, managed_ledger_key(topic));
   if (ledger.is_ok()) return Status::already_exists("topic '" + topic.to_string() + "' exists as a non-partitioned topic");
+  auto existing = md::get(store_, partitioned_topic_key(topic));
+  if (existing.is_ok()) return Status::already_exists("partitioned topic '" + topic.to_string() + "' already exists");
+  MAGNETAR_RETURN_IF_ERROR(admit_topics(topic, partitions, false));
   auto r = md::put(store_, partitioned_topic_key(topic), encode_partitions(partitions), {metadata::kMustNotExist});
   return r.is_ok() ? Status::ok() : named(r.status(), quoted("partitioned topic", topic.to_string()));
 }
@@ -360,6 +364,7 @@ Status Tenancy::update_partitions(const TopicName& topic, int32_t partitions) {
                                     ", asked for " + std::to_string(partitions) + " (at most " +
                                     std::to_string(kMaxPartitions) + ")");
   }
+  MAGNETAR_RETURN_IF_ERROR(admit_topics(topic, partitions - *n, false));
   auto r = md::put(store_, partitioned_topic_key(topic), encode_partitions(partitions), {current->stat.version});
   return r.is_ok() ? Status::ok() : named(r.status(), quoted("partitioned topic", topic.to_string()));
 }
@@ -417,6 +422,86 @@ Result<std::vector<std::string>> Tenancy::list_topics(const NamespaceName& ns, T
   return std::vector<std::string>(topics.begin(), topics.end());
 }
 
+Result<std::vector<std::string>> Tenancy::known_topics(const NamespaceName& ns, TopicDomain domain) {
+  auto stored = list_topics(ns, domain);
+  if (!stored.is_ok()) return stored.status();
+  std::set<std::string> all(stored->begin(), stored->end());
+  if (loaded_topics_) {
+    for (auto& loaded : loaded_topics_()) {
+      auto name = TopicName::parse(loaded);
+      if (name.is_ok() && name->ns == ns && name->domain == domain && !is_trace_topic(*name)) all.insert(loaded);
+    }
+  }
+  return std::vector<std::string>(all.begin(), all.end());
+}
+
+Result<size_t> Tenancy::count_topics(const NamespaceName& ns, const std::vector<std::string>& loaded,
+                                     const TopicName& asking) {
+  std::set<std::string> all;
+  for (TopicDomain d : {TopicDomain::kPersistent, TopicDomain::kNonPersistent}) {
+    auto stored = list_topics(ns, d);
+    if (!stored.is_ok()) return stored.status();
+    all.insert(stored->begin(), stored->end());
+  }
+  for (const auto& l : loaded) {
+    auto name = TopicName::parse(l);
+    if (name.is_ok() && name->ns == ns && !is_trace_topic(*name)) all.insert(l);
+  }
+  if (auto it = admitted_.find(ns.to_string()); it != admitted_.end()) {
+    for (const auto& [topic, when] : it->second) all.insert(topic);
+  }
+  // Asked again (the admin API asks, then the broker as it creates): the
+  // topic is not one of those already there.
+  all.erase(asking.to_string());
+  return all.size();
+}
+
+Status Tenancy::admit_topics(const TopicName& topic, int32_t new_topics, bool remember) {
+  auto policies = get_policies(topic.ns);
+  if (!policies.is_ok()) return policies.status();
+  auto limits = get_tenant_limits(topic.ns.tenant);
+  if (!limits.is_ok()) return limits.status();
+  const int32_t ns_max = policies->max_topics_per_namespace.value_or(0);
+  const int32_t tenant_max = limits->max_topics;
+  // A topic is stored (or loaded) within moments of its admission, or
+  // failed to be: older admissions count no longer.
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = admitted_.begin(); it != admitted_.end();) {
+    std::erase_if(it->second, [now](const auto& a) { return now - a.second > std::chrono::seconds(10); });
+    it = it->second.empty() ? admitted_.erase(it) : std::next(it);
+  }
+  if (ns_max <= 0 && tenant_max <= 0) return Status::ok();
+  std::vector<std::string> loaded = loaded_topics_ ? loaded_topics_() : std::vector<std::string>{};
+  if (ns_max > 0) {
+    auto n = count_topics(topic.ns, loaded, topic);
+    if (!n.is_ok()) return n.status();
+    if (*n + new_topics > static_cast<size_t>(ns_max)) {
+      return Status::failed_precondition("Exceed maximum number of topics in namespace " + topic.ns.to_string() +
+                                         " (" + std::to_string(ns_max) + ")");
+    }
+  }
+  if (tenant_max > 0) {
+    auto namespaces = list_namespaces(topic.ns.tenant);
+    if (!namespaces.is_ok()) return namespaces.status();
+    size_t total = 0;
+    for (const auto& full : *namespaces) {
+      auto ns = NamespaceName::parse(full);
+      if (!ns.is_ok()) continue;
+      auto n = count_topics(*ns, loaded, topic);
+      if (!n.is_ok()) return n.status();
+      total += *n;
+    }
+    if (total + new_topics > static_cast<size_t>(tenant_max)) {
+      return Status::failed_precondition("Tenant " + topic.ns.tenant + " reached max topics limit (" +
+                                         std::to_string(tenant_max) + ")");
+    }
+  }
+  // A partitioned topic is stored as soon as it is admitted; a topic may
+  // take a moment (its first write), and meanwhile counts from here.
+  if (remember) admitted_[topic.ns.to_string()][topic.to_string()] = now;
+  return Status::ok();
+}
+
 // ---- topic-level policies ----
 
 Status Tenancy::require_topic(const TopicName& topic) {
@@ -431,6 +516,7 @@ Status Tenancy::require_topic(const TopicName& topic) {
 }
 
 Status Tenancy::delete_topic_policies(const TopicName& topic) {
+  if (auto it = admitted_.find(topic.ns.to_string()); it != admitted_.end()) it->second.erase(topic.to_string());
   Status st = md::del(store_, topic_policies_key(topic));
   return st.code() == ErrorCode::kNotFound ? Status::ok() : st;
 }

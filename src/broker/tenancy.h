@@ -22,7 +22,9 @@
 // never on a reactor and never on the metadata thread.
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -120,6 +122,24 @@ class Tenancy final : public runtime::Component {
   // Every topic of the namespace in `domain` that metadata knows: partitions
   // of partitioned topics and topics with a managed ledger.
   common::Result<std::vector<std::string>> list_topics(const NamespaceName& ns, TopicDomain domain);
+  // list_topics and the namespace's topics loaded in `domain` (a
+  // non-persistent topic lives only in its broker; see set_loaded_topics),
+  // sorted, the namespace's trace topic left out.
+  common::Result<std::vector<std::string>> known_topics(const NamespaceName& ns, TopicDomain domain);
+
+  // Topic counts. admit_topic says whether `topic` may come into being:
+  // within its namespace's maxTopicsPerNamespace and its
+  // tenant's maxTopics (a partitioned topic counts its partitions, as in
+  // Pulsar). Counts what known_topics knows plus the topics admitted in the
+  // last seconds that may not be stored yet (a deleted topic's admission
+  // goes with its delete_topic_policies). FailedPrecondition with the
+  // limit's words when over. Every creation path comes through here:
+  // partitioned topics (all their partitions at once) below, the others
+  // through the broker's load path.
+  common::Status admit_topic(const TopicName& topic) { return admit_topics(topic, 1, true); }
+  // Where known_topics finds loaded topics ("domain://tenant/ns/topic"
+  // names). REQUIRES: before start().
+  void set_loaded_topics(std::function<std::vector<std::string>()> fn) { loaded_topics_ = std::move(fn); }
 
   // Topic-level policy overrides. A topic exists for these when metadata
   // knows it: a partitioned topic, one of its partitions, or a topic with a
@@ -143,9 +163,20 @@ class Tenancy final : public runtime::Component {
   common::Status require_namespace(const NamespaceName& ns);
   common::Status check_clusters_exist(const std::set<std::string>& clusters);
 
+  // `new_topics` more for `topic` (one, or a partitioned topic's
+  // partitions); `remember`: count it as admitted until it is stored.
+  common::Status admit_topics(const TopicName& topic, int32_t new_topics, bool remember);
+  // Topics in `ns` now: known_topics of both domains and recent admissions,
+  // `asking` left out.
+  common::Result<size_t> count_topics(const NamespaceName& ns, const std::vector<std::string>& loaded,
+                                      const TopicName& asking);
+
   metadata::Store& store_;
   const BootstrapDefaults defaults_;
   std::unique_ptr<runtime::WorkerThread> worker_;
+  std::function<std::vector<std::string>()> loaded_topics_;
+  // Tenancy thread only: "namespace" -> topic -> when it was admitted.
+  std::map<std::string, std::map<std::string, std::chrono::steady_clock::time_point>> admitted_;
 };
 
 }  // namespace magnetar::broker

@@ -219,6 +219,14 @@ Status Server::start() {
   policies->on_change(broker->policy_listener());
   policies->on_change(broker->policy_change_listener());
   broker->set_message_describer(protocol::pulsar::describe_entry);
+  // Topic counts: the broker asks tenancy (which reads what metadata knows
+  // and what the broker has loaded) before it creates a topic in a
+  // namespace or tenant that limits them.
+  tenancy->set_loaded_topics([b = broker.get()]() { return b->loaded_topic_names(); });
+  broker->set_topic_admitter([t = tenancy.get()](const broker::TopicName& topic, std::function<void(Status)> done) {
+    Status queued = t->submit([t, topic, done]() { done(t->admit_topic(topic)); });
+    if (!queued.is_ok()) done(queued);
+  });
   admin::AdvertisedAddress address;
   address.host = host;
   // The Pulsar port actually bound (known once the listener started).

@@ -9,18 +9,13 @@ import subprocess
 import time
 import unittest
 
-from magnetar_harness import BIN, NodeTestCase, call_json, expect_call
+from magnetar_harness import BIN, NodeTestCase, admin, call_json, expect_call
 
 LIMIT = 2000          # tenant A's messages per second, over all its topics
 FLOODERS = 3
 WINDOW_S = 10.0
 B_RATE = 200
 B_MESSAGES = 1000     # five seconds at B_RATE
-
-
-def admin(node, *args):
-    r = subprocess.run([BIN, "admin", "--url", node.http_url, *args], capture_output=True, text=True, timeout=30)
-    return r.returncode, r.stdout, r.stderr
 
 
 class TenantLimitsTest(NodeTestCase):

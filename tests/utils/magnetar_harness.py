@@ -112,6 +112,12 @@ class Node:
         self.close()
 
 
+def admin(node, *args):
+    """Runs `magnetar admin --url <node> args...`: (exit code, stdout, stderr)."""
+    r = subprocess.run([BIN, "admin", "--url", node.http_url, *args], capture_output=True, text=True, timeout=30)
+    return r.returncode, r.stdout, r.stderr
+
+
 def call_json(node, method, path, body=None):
     """(status, parsed JSON or None) for one request; `body` is sent as JSON
     unless it is a str (sent as is, for malformed bodies)."""

@@ -1,5 +1,5 @@
 // Non-partitioned topics on Pulsar's layout, for both domains:
-//   PUT    /admin/v2/{domain}/{tenant}/{namespace}/{topic}          create (within maxTopicsPerNamespace)
+//   PUT    /admin/v2/{domain}/{tenant}/{namespace}/{topic}          create (within maxTopicsPerNamespace and the tenant's maxTopics)
 //   DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}[?force=true]
 //   DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions[?force=true]  with the partitions' data
 //   PUT    /admin/v2/{domain}/{tenant}/{namespace}/{topic}/unload
@@ -36,25 +36,11 @@ void on_tenancy(TopicServices& s, TopicDomain domain, HttpRequest& req, Responde
   if (!st.is_ok()) (*shared)(error_response(st));
 }
 
-// The namespace's topics in `domain`, sorted: what metadata knows and what
-// is loaded (a non-persistent topic lives only in its broker). Tenancy
-// thread only (it asks every reactor).
-Result<std::vector<std::string>> domain_topics(TopicServices& s, const broker::NamespaceName& ns, TopicDomain d) {
-  auto known = s.tenancy.list_topics(ns, d);
-  if (!known.is_ok()) return known.status();
-  std::set<std::string> all(known->begin(), known->end());
-  for (auto& loaded : s.broker.loaded_topic_names()) {
-    auto name = TopicName::parse(loaded);
-    if (name.is_ok() && name->ns == ns && name->domain == d && !broker::is_trace_topic(*name)) all.insert(loaded);
-  }
-  return std::vector<std::string>(all.begin(), all.end());
-}
-
 // Both domains, persistent first.
 Result<std::vector<std::string>> namespace_topics(TopicServices& s, const broker::NamespaceName& ns) {
   std::vector<std::string> all;
   for (TopicDomain d : {TopicDomain::kPersistent, TopicDomain::kNonPersistent}) {
-    auto part = domain_topics(s, ns, d);
+    auto part = s.tenancy.known_topics(ns, d);
     if (!part.is_ok()) return part.status();
     all.insert(all.end(), part->begin(), part->end());
   }
@@ -74,16 +60,10 @@ Status check_creatable(TopicServices& s, const TopicName& topic) {
     return Status::failed_precondition("Topic " + topic.to_string() +
                                        " is named like a partition of a topic that has no such partition");
   }
-  auto policies = tenancy.get_policies(topic.ns);
-  if (!policies.is_ok()) return policies.status();
-  if (policies->max_topics_per_namespace.value_or(0) > 0) {
-    auto topics = namespace_topics(s, topic.ns);
-    if (!topics.is_ok()) return topics.status();
-    if (topics->size() >= static_cast<size_t>(*policies->max_topics_per_namespace)) {
-      return Status::failed_precondition("Exceed maximum number of topics in namespace " + topic.ns.to_string());
-    }
-  }
-  return Status::ok();
+  // The broker checks the topic counts again as it creates the topic (as
+  // for every other way a topic is made); asked here too, the answer does
+  // not wait for its policy cache to see a limit set a moment ago.
+  return tenancy.admit_topic(topic);
 }
 
 }  // namespace
@@ -147,7 +127,7 @@ void register_topic_routes(Router& router, TopicServices& services) {
       run_blocking(s->tenancy, std::move(respond), [s, d, tenant = req.param("tenant"), ns = req.param("namespace")]() {
         auto name = broker::NamespaceName::of(tenant, ns);
         if (!name.is_ok()) return error_response(name.status());
-        auto all = domain_topics(*s, *name, d);
+        auto all = s->tenancy.known_topics(*name, d);
         return all.is_ok() ? HttpResponse::json(200, Json(*all)) : error_response(all.status());
       });
     });

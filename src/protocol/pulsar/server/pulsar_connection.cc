@@ -26,6 +26,14 @@ proto::ServerError server_error(const Status& st) {
   }
 }
 
+proto::ServerError topic_load_error(const Status& st) {
+  // A topic count reached (maxTopicsPerNamespace, a tenant's maxTopics) is
+  // Pulsar's NotAllowed; a topic that may not be created automatically is
+  // TopicNotFound (server_error's kNotFound).
+  if (st.code() == ErrorCode::kFailedPrecondition) return proto::NotAllowedError;
+  return server_error(st);
+}
+
 common::Status PulsarConnection::use_tenant(const std::string& tenant) {
   if (tenant_slots.count(tenant) > 0) return common::Status::ok();
   auto slot = service_.broker().take_connection_slot(tenant);

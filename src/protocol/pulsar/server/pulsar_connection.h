@@ -133,6 +133,8 @@ class PulsarConsumerSink final : public broker::ConsumerSink {
 
 // Maps a broker error to the protocol's ServerError: the one place that does.
 proto::ServerError server_error(const common::Status& st);
+// Why a PRODUCER or SUBSCRIBE could not load its topic, in Pulsar's terms.
+proto::ServerError topic_load_error(const common::Status& st);
 
 // --- Command handlers, one file per group (handlers/*.cc).
 void handle_connect(PulsarConnection& c, const proto::CommandConnect& cmd);

@@ -30,7 +30,12 @@ QueueCounts counts_of(broker::Subscription* sub) {
   return c;
 }
 
-// On the queue topic's home: makes sure subscription "amqp" exists (a fresh
+bool forget(AmqpService& service, const broker::NamespaceName& vhost, const std::string& name,
+            std::optional<int64_t> unused_since);
+
+// On the queue topic's home: creates the topic when new (queue.declare is
+// an explicit create: the namespace's autoTopicCreation does not apply, its
+// topic counts do), makes sure subscription "amqp" exists (a fresh
 // queue starts empty: a subscription left from an earlier queue of the same
 // name is replaced) and reports the queue's counts.
 void prepare_topic(AmqpService& service, const broker::TopicName& topic, bool fresh,
@@ -54,7 +59,7 @@ void prepare_topic(AmqpService& service, const broker::TopicName& topic, bool fr
       if (!st.is_ok() && st.code() != common::ErrorCode::kNotFound) return done(st);
       create();
     });
-  });
+  }, broker::TopicCreation::kExplicit);
 }
 
 std::string server_named() {
@@ -142,9 +147,17 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
   ch.last_queue = def.name;
   if (fresh && def.exclusive) c.exclusive_queues().insert(def.name);
   if (fresh && has_limits(def.parsed)) c.service().keeper().changed();
-  prepare_topic(c.service(), *topic, fresh, [reply = c.replier(ch), m, name = def.name](Result<QueueCounts> r) {
-    reply([m, name, r](AmqpConnection& conn, Channel& chan) {
-      if (!r.is_ok()) return conn.channel_error(chan, {reply_code(r.status()), r.status().message(), m.key()});
+  prepare_topic(c.service(), *topic, fresh, [reply = c.replier(ch), m, name = def.name, fresh](Result<QueueCounts> r) {
+    reply([m, name, r, fresh](AmqpConnection& conn, Channel& chan) {
+      if (!r.is_ok()) {
+        // A queue whose topic may not be created (a topic count reached) is
+        // not declared at all: RabbitMQ's queue limit refuses it with 406.
+        if (fresh) {
+          forget(conn.service(), conn.vhost(), name, std::nullopt);
+          conn.exclusive_queues().erase(name);
+        }
+        return conn.channel_error(chan, {reply_code(r.status()), r.status().message(), m.key()});
+      }
       answer_declare(conn, chan, m, name, *r);
     });
   });

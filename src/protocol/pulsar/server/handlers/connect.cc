@@ -2,11 +2,15 @@
 // served and how many partitions it has.
 #include "broker/policies.h"
 #include "broker/tenancy.h"
+#include "broker/tracing.h"
 #include "common/clock.h"
 #include "protocol/pulsar/commands.h"
 #include "protocol/pulsar/server/pulsar_connection.h"
 
 namespace magnetar::protocol::pulsar {
+
+using common::Result;
+using common::Status;
 
 void handle_connect(PulsarConnection& c, const proto::CommandConnect& cmd) {
   if (c.connected()) {
@@ -54,6 +58,42 @@ void handle_lookup(PulsarConnection& c, const proto::CommandLookupTopic& cmd) {
   c.send(commands::lookup_response(cmd.request_id(), c.service().service_url(), c.service().service_url_tls()));
 }
 
+namespace {
+
+// A topic nobody created yet, asked for by a client that lets the broker
+// create it: partitioned when the namespace's autoTopicCreation says
+// "partitioned" (as Pulsar does), else 0 (the producer or consumer then
+// creates it, or is refused, as a non-partitioned topic).
+// Tenancy thread.
+Result<int32_t> partitions_after_auto_creation(broker::Tenancy& tenancy, const broker::TopicName& topic) {
+  auto policies = tenancy.get_policies(topic.ns);
+  if (!policies.is_ok()) return policies.status();
+  auto rule = policies->auto_topic_creation.value_or(broker::AutoTopicCreation{});
+  if (!rule.allow || !rule.partitioned) return 0;
+  Status created = tenancy.create_partitioned_topic(topic, rule.default_partitions);
+  // Another client may have created it meanwhile.
+  if (!created.is_ok() && created.code() != common::ErrorCode::kAlreadyExists) return created;
+  return tenancy.get_partitions(topic);
+}
+
+void create_partitioned_if_policy_says(PulsarConnection& c, const broker::TopicName& topic, uint64_t request_id) {
+  if (broker::is_trace_topic(topic)) return c.send(commands::partitioned_metadata_response(request_id, 0));
+  broker::Tenancy* tenancy = c.service().tenancy();
+  Status queued = c.service().on_metadata_thread([tenancy, topic, request_id, reply = c.replier()]() {
+    Result<int32_t> partitions = partitions_after_auto_creation(*tenancy, topic);
+    reply([request_id, partitions = std::move(partitions)](PulsarConnection& conn) {
+      if (partitions.is_ok()) {
+        return conn.send(commands::partitioned_metadata_response(request_id, static_cast<uint32_t>(*partitions)));
+      }
+      const Status& st = partitions.status();
+      conn.send(commands::partitioned_metadata_error(request_id, topic_load_error(st), st.message()));
+    });
+  });
+  if (!queued.is_ok()) c.send(commands::partitioned_metadata_error(request_id, proto::ServiceNotReady, queued.message()));
+}
+
+}  // namespace
+
 void handle_partitioned_metadata(PulsarConnection& c, const proto::CommandPartitionedTopicMetadata& cmd) {
   auto topic = broker::TopicName::parse(cmd.topic());
   uint64_t request_id = cmd.request_id();
@@ -70,15 +110,18 @@ void handle_partitioned_metadata(PulsarConnection& c, const proto::CommandPartit
     c.send(commands::partitioned_metadata_response(request_id, 0));
     return;
   }
+  const bool may_create = cmd.metadata_auto_creation_enabled();
   // The metadata store answers on this reactor, never blocking it.
-  c.service().store().get(broker::partitioned_topic_key(*topic), [reply = c.replier(), request_id](common::Result<metadata::Record> r) {
-    reply([request_id, r = std::move(r)](PulsarConnection& conn) {
+  c.service().store().get(broker::partitioned_topic_key(*topic), [reply = c.replier(), request_id, topic = *topic,
+                                                                  may_create](common::Result<metadata::Record> r) {
+    reply([request_id, topic, may_create, r = std::move(r)](PulsarConnection& conn) {
       if (r.is_ok()) {
         auto partitions = broker::decode_partitions(r->value);
         conn.send(commands::partitioned_metadata_response(request_id,
                                                           static_cast<uint32_t>(partitions.value_or(0))));
       } else if (r.status().code() == common::ErrorCode::kNotFound) {
-        conn.send(commands::partitioned_metadata_response(request_id, 0));
+        if (!may_create) return conn.send(commands::partitioned_metadata_response(request_id, 0));
+        create_partitioned_if_policy_says(conn, topic, request_id);
       } else {
         conn.send(commands::partitioned_metadata_error(request_id, proto::MetadataError, r.status().message()));
       }

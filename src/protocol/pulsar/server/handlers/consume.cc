@@ -101,7 +101,7 @@ void attach_consumer(PulsarConnection& c, const proto::CommandSubscribe& cmd, co
                options = std::move(options)](Result<broker::Topic*> t) mutable {
         if (!t.is_ok()) {
           reply([request_id, st = t.status()](PulsarConnection& conn) {
-            conn.send(commands::error(request_id, server_error(st), st.message()));
+            conn.send(commands::error(request_id, topic_load_error(st), st.message()));
           });
           return;
         }
@@ -269,7 +269,7 @@ void handle_get_last_message_id(PulsarConnection& c, const proto::CommandGetLast
   c.service().broker().with_topic(it->second.topic, [reply = c.replier(), request_id](Result<broker::Topic*> t) {
     if (!t.is_ok()) {
       reply([request_id, st = t.status()](PulsarConnection& conn) {
-        conn.send(commands::error(request_id, server_error(st), st.message()));
+        conn.send(commands::error(request_id, topic_load_error(st), st.message()));
       });
       return;
     }

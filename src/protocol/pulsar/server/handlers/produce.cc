@@ -137,7 +137,7 @@ void admit_producer(PulsarConnection& c, const proto::CommandProducer& cmd, cons
     if (!t.is_ok()) {
       reply([forget, request_id, st = t.status()](PulsarConnection& conn) {
         forget(conn);
-        conn.send(commands::error(request_id, server_error(st), st.message()));
+        conn.send(commands::error(request_id, topic_load_error(st), st.message()));
       });
       return;
     }
