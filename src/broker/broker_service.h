@@ -86,6 +86,9 @@ class BrokerService final : public runtime::Component {
   // TenantLimits' maxConnections), held for as long as the connection uses
   // the tenant. ResourceExhausted with the limit's words when full. Any thread.
   common::Result<TenantSlot> take_connection_slot(const std::string& tenant);
+  // Any thread: the counters `tenant`'s loaded topics share (the same
+  // object while anyone holds it).
+  std::shared_ptr<TenantCounters> tenant_counters(const std::string& tenant) { return tenant_usage_.of(tenant); }
 
   // Whether a new topic may be created (topic counts; tenancy.h
   // admit_topic), asked only when the namespace or tenant limits its topics.

@@ -23,6 +23,9 @@ struct TenantCounters {
   std::atomic<int64_t> producers{0};
   std::atomic<int64_t> consumers{0};
   std::atomic<int64_t> connections{0};
+  // Set while the tenant stores at least its storage quota
+  // (storage_quotas.h): its topics refuse publishing.
+  std::atomic<bool> storage_exceeded{false};
 };
 
 class TenantSlot {

@@ -189,7 +189,9 @@ class Topic {
   // Reads the oldest backlog entry of each durable subscription, then
   // checks the age quota (message_age) against its publish time.
   void check_backlog_age();
-  QuotaBlock quota_block() const { return quota_block_; }
+  // Publishing refused by the backlog quota, or by the tenant's storage
+  // quota (as producer_exception).
+  QuotaBlock quota_block() const { return storage_exceeded() ? QuotaBlock::kException : quota_block_; }
   bool deduplication_enabled() const { return dedup_ != nullptr; }
   // Deduplication state (tests and stats); null when off.
   Deduplication* deduplication() { return dedup_.get(); }
@@ -287,6 +289,11 @@ class Topic {
   // A place among the tenant's producers or consumers (TenantLimits), or
   // ResourceExhausted with the limit's words.
   common::Result<TenantSlot> take_tenant_slot(TenantSlot::Counter counter) const;
+  bool storage_exceeded() const {
+    return tenant_counters_ != nullptr && tenant_counters_->storage_exceeded.load(std::memory_order_relaxed);
+  }
+  // Why nothing may be published now (a quota), or ok.
+  common::Status quota_refusal() const;
   void admit_waiting();
   // Closes producer `id` (its on_closed runs) and forgets it.
   void close_producer(uint64_t id, const common::Status& why);

@@ -48,9 +48,7 @@ void Topic::add_producer(ProducerOptions options, std::function<void()> waiting,
   }
   refresh_policies();
   check_backlog_quota();
-  if (quota_block_ != QuotaBlock::kNone) {
-    return done(Status::resource_exhausted("backlog quota exceeded on " + name_.to_string()));
-  }
+  if (quota_block() != QuotaBlock::kNone) return done(quota_refusal());
   if (max_producers_ > 0 && producers_.size() + waiting_producers_.size() >= max_producers_) {
     return done(Status::limit_reached("Topic reached max producers limit"));  // Pulsar's words
   }
@@ -262,6 +260,13 @@ void Topic::act_on_quota(const BacklogQuota& quota, bool by_age) {
   }
 }
 
+Status Topic::quota_refusal() const {
+  if (storage_exceeded()) {
+    return Status::resource_exhausted("Tenant " + name_.ns.tenant + " reached its storage quota");
+  }
+  return Status::resource_exhausted("backlog quota exceeded on " + name_.to_string());
+}
+
 void Topic::check_backlog_quota() {
   if (closed_) return;
   QuotaBlock before = quota_block_;
@@ -296,8 +301,8 @@ void Topic::publish(uint64_t producer_id, ledger::MessageHeader header, common::
     done(Status::unavailable("topic " + name_.to_string() + " is closed"));
     return;
   }
-  if (quota_block_ == QuotaBlock::kException) {
-    done(Status::resource_exhausted("backlog quota exceeded on " + name_.to_string()));
+  if (quota_block() == QuotaBlock::kException) {
+    done(quota_refusal());
     return;
   }
   header.producer = it->second.name;

@@ -60,6 +60,10 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
   cmd.add_option("--housekeeping-secs", c.housekeeping_secs,
                  "How often topics roll ledgers over by age, apply retention and expire messages past their TTL")
       ->capture_default_str()->check(CLI::Range(1, 3600));
+  cmd.add_option("--storage-quota-check-secs", c.storage_quota_check_secs,
+                 "How often tenants with a storage quota have their stored bytes summed (publishing is refused while "
+                 "at or over it)")
+      ->capture_default_str()->check(CLI::Range(1, 3600));
   cmd.add_flag("--authentication-enabled", c.authentication_enabled,
                "Refuse clients without a valid token on every listener (needs --token-secret-key or --token-public-key)");
   cmd.add_option("--token-secret-key", c.token_secret_key,

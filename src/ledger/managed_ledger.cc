@@ -68,6 +68,12 @@ Result<LedgerChain> decode_chain(const std::string& bytes) {
 
 int64_t ManagedLedger::now_ms() { return common::wall_clock_ms(); }
 
+Result<uint64_t> ManagedLedger::stored_size(const std::string& record) {
+  auto chain = decode_chain(record);
+  if (!chain.is_ok()) return chain.status();
+  return chain->total_size();
+}
+
 ManagedLedger::ManagedLedger(std::string name, ManagedLedgerConfig config, storage::Storage& storage,
                              metadata::Store& store)
     : name_(std::move(name)), config_(config), storage_(storage), store_(store) {}

@@ -68,6 +68,10 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
  public:
   static void open(std::string name, ManagedLedgerConfig config, storage::Storage& storage,
                    metadata::Store& store, Callback<common::Result<std::shared_ptr<ManagedLedger>>> done);
+  // Payload bytes of the ledgers a stored ledger list (the record at
+  // chain_key()) names: the size of a log nobody has open. A ledger left
+  // open by a crash counts once recovery has closed it.
+  static common::Result<uint64_t> stored_size(const std::string& record);
   ManagedLedger(const ManagedLedger&) = delete;
   ManagedLedger& operator=(const ManagedLedger&) = delete;
 

@@ -47,6 +47,9 @@ struct Config {
   // How often each reactor runs topic housekeeping: rollover by age,
   // retention, message TTL.
   uint32_t housekeeping_secs = 60;
+  // How often tenants' stored bytes are summed against their storage
+  // quotas (only tenants that have one).
+  uint32_t storage_quota_check_secs = 30;
   // Token authentication (security/token_authenticator.h): when on, every
   // listener refuses clients without a valid token. The key verifies the
   // tokens: a secret key (HS256) or a public key (RS256/ES256), given as

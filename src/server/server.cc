@@ -18,6 +18,7 @@
 #include "broker/broker_service.h"
 #include "broker/policy_cache.h"
 #include "broker/schema_registry.h"
+#include "broker/storage_quotas.h"
 #include "broker/tenancy.h"
 #include "protocol/amqp/server/amqp_service.h"
 #include "protocol/kafka/server/kafka_service.h"
@@ -287,8 +288,11 @@ Status Server::start() {
   if (authenticator_) amqp->set_authenticator(authenticator_.get());
   amqp->set_authorization(&authorization);
   amqp_ = amqp.get();
+  auto storage_quotas = std::make_unique<broker::StorageQuotas>(
+      metadata_store, *broker, std::chrono::seconds(config_.storage_quota_check_secs));
   components_.push_back(std::move(storage));
   components_.push_back(std::move(broker));
+  components_.push_back(std::move(storage_quotas));
   components_.push_back(std::move(pulsar));
   components_.push_back(std::move(kafka));
   components_.push_back(std::move(amqp));
