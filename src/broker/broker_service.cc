@@ -269,6 +269,7 @@ PolicyCache::Listener BrokerService::policy_listener() const {
 
 void BrokerService::attach_policies(Topic& topic) {
   topic.set_publish_limits(publish_limiters_->for_topic(topic.name()));
+  topic.set_subscription_admitter(subscription_admitter_);
   const std::string& tenant = topic.name().ns.tenant;
   const PolicyCache* cache = policies_;
   auto state = tenants_->of(tenant);

@@ -95,6 +95,10 @@ class BrokerService final : public runtime::Component {
   // `done` may run on any thread. REQUIRES: before start().
   using TopicAdmitter = std::function<void(const TopicName&, std::function<void(common::Status)>)>;
   void set_topic_admitter(TopicAdmitter admitter) { admitter_ = std::move(admitter); }
+  // Whether a new durable subscription may be made (the tenant's
+  // subscription count; tenancy.h admit_subscription), given to every
+  // topic. REQUIRES: before start().
+  void set_subscription_admitter(Topic::SubscriptionAdmitter admitter) { subscription_admitter_ = std::move(admitter); }
 
   // How traces read the keys and properties of stored messages
   // (tracing.h). REQUIRES: before start().
@@ -193,6 +197,7 @@ class BrokerService final : public runtime::Component {
   std::shared_ptr<TenantRegistry> tenants_ = std::make_shared<TenantRegistry>(nullptr);
   std::shared_ptr<PublishLimiters> publish_limiters_ = std::make_shared<PublishLimiters>(nullptr, tenants_);
   TopicAdmitter admitter_;
+  Topic::SubscriptionAdmitter subscription_admitter_;
   MessageDescriber describer_;
   std::vector<std::unique_ptr<Shard>> shards_;  // by reactor index
   std::shared_ptr<PolicyRefresh> policy_refresh_;

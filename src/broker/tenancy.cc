@@ -448,6 +448,9 @@ Result<size_t> Tenancy::count_topics(const NamespaceName& ns, const std::vector<
     if (name.is_ok() && name->ns == ns && !is_trace_topic(*name)) all.insert(l);
   }
   if (auto it = admitted_.find(ns.to_string()); it != admitted_.end()) {
+    // Stored or loaded by now: counted as such from here (and no longer
+    // once deleted).
+    std::erase_if(it->second, [&all](const auto& a) { return all.count(a.first) > 0; });
     for (const auto& [topic, when] : it->second) all.insert(topic);
   }
   // Asked again (the admin API asks, then the broker as it creates): the
@@ -499,6 +502,43 @@ Status Tenancy::admit_topics(const TopicName& topic, int32_t new_topics, bool re
   // A partitioned topic is stored as soon as it is admitted; a topic may
   // take a moment (its first write), and meanwhile counts from here.
   if (remember) admitted_[topic.ns.to_string()][topic.to_string()] = now;
+  return Status::ok();
+}
+
+Status Tenancy::admit_subscription(const TopicName& topic, const std::string& subscription) {
+  auto limits = get_tenant_limits(topic.ns.tenant);
+  if (!limits.is_ok()) return limits.status();
+  const int32_t max = limits->max_subscriptions;
+  if (max <= 0) return Status::ok();
+  const std::string& tenant = topic.ns.tenant;
+  const std::string asking = topic.to_string() + "/" + subscription;
+  const auto now = std::chrono::steady_clock::now();
+  auto& recent = admitted_subscriptions_[tenant];
+  std::erase_if(recent, [now](const auto& a) { return now - a.second > std::chrono::seconds(10); });
+  std::set<std::string> all;
+  auto namespaces = list_namespaces(tenant);
+  if (!namespaces.is_ok()) return namespaces.status();
+  for (const auto& full : *namespaces) {
+    auto ns = NamespaceName::parse(full);
+    if (!ns.is_ok()) continue;
+    const std::string base = "/managed-ledgers/" + ns->to_string() + "/persistent";
+    auto topics = md::list_children(store_, base);
+    if (!topics.is_ok()) return topics.status();
+    for (const auto& local : *topics) {
+      auto cursors = md::list_children(store_, base + "/" + local + "/cursors");
+      if (!cursors.is_ok()) continue;  // none, or deleted meanwhile
+      for (const auto& c : *cursors) all.insert("persistent://" + ns->to_string() + "/" + local + "/" + c);
+    }
+  }
+  // Stored by now: counted as such from here (and no longer once deleted).
+  std::erase_if(recent, [&all](const auto& a) { return all.count(a.first) > 0; });
+  for (const auto& [name, when] : recent) all.insert(name);
+  all.erase(asking);
+  if (all.size() + 1 > static_cast<size_t>(max)) {
+    return Status::failed_precondition("Tenant " + tenant + " reached max subscriptions limit (" +
+                                       std::to_string(max) + ")");
+  }
+  recent[asking] = now;
   return Status::ok();
 }
 

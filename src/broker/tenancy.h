@@ -137,6 +137,12 @@ class Tenancy final : public runtime::Component {
   // partitioned topics (all their partitions at once) below, the others
   // through the broker's load path.
   common::Status admit_topic(const TopicName& topic) { return admit_topics(topic, 1, true); }
+  // Whether `topic` may gain durable subscription `subscription`: within
+  // its tenant's maxSubscriptions, counting every durable subscription of
+  // its persistent topics (stored cursors, loaded or not) and those
+  // admitted in the last seconds. FailedPrecondition with the limit's words
+  // when over.
+  common::Status admit_subscription(const TopicName& topic, const std::string& subscription);
   // Where known_topics finds loaded topics ("domain://tenant/ns/topic"
   // names). REQUIRES: before start().
   void set_loaded_topics(std::function<std::vector<std::string>()> fn) { loaded_topics_ = std::move(fn); }
@@ -177,6 +183,8 @@ class Tenancy final : public runtime::Component {
   std::function<std::vector<std::string>()> loaded_topics_;
   // Tenancy thread only: "namespace" -> topic -> when it was admitted.
   std::map<std::string, std::map<std::string, std::chrono::steady_clock::time_point>> admitted_;
+  // Tenancy thread only: tenant -> "topic/subscription" -> when admitted.
+  std::map<std::string, std::map<std::string, std::chrono::steady_clock::time_point>> admitted_subscriptions_;
 };
 
 }  // namespace magnetar::broker

@@ -189,33 +189,58 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
     done(room);
     return;
   }
+  const bool durable = options.durable;
   std::string name = options.subscription;
-  auto start = options.initial_position == InitialPosition::kEarliest ? ledger::Log::CursorStart::kEarliest
-                                                                      : ledger::Log::CursorStart::kLatest;
+  admit_subscription(std::move(name), durable, [this, attach, options = std::move(options),
+                                     done = std::move(done)](Status admitted) mutable {
+    if (!admitted.is_ok()) return done(admitted);
+    auto start = options.initial_position == InitialPosition::kEarliest ? ledger::Log::CursorStart::kEarliest
+                                                                        : ledger::Log::CursorStart::kLatest;
+    std::weak_ptr<bool> alive = alive_;
+    // Read before `options` moves into the callback below.
+    const std::string subscription = options.subscription;
+    const bool keep = options.durable;
+    log_->open_cursor(subscription, keep, start,
+                      [this, alive, attach, options = std::move(options),
+                       done = std::move(done)](Result<ledger::Cursor*> cursor) mutable {
+                        if (alive.expired()) {
+                          done(Status::unavailable("topic closed while subscribing"));
+                          return;
+                        }
+                        if (!cursor.is_ok()) {
+                          done(cursor.status());
+                          return;
+                        }
+                        // A concurrent subscribe may have created it meanwhile.
+                        auto it = subscriptions_.find(options.subscription);
+                        if (it == subscriptions_.end()) {
+                          ledger::Cursor& c = **cursor;
+                          it = subscriptions_
+                                   .emplace(options.subscription,
+                                            std::make_unique<Subscription>(options.subscription, options.type, *log_, c))
+                                   .first;
+                          it->second->set_tracing(&tracing_);
+                        }
+                        done(attach(*it->second, std::move(options)));
+                      });
+  });
+}
+
+void Topic::admit_subscription(const std::string& name, bool durable, std::function<void(Status)> go) {
+  auto limits = tenant_limits_ ? tenant_limits_() : nullptr;
+  runtime::Reactor* home = runtime::Reactor::current();
+  if (!durable || !subscription_admitter_ || limits == nullptr || limits->max_subscriptions <= 0 || home == nullptr) {
+    return go(Status::ok());
+  }
   std::weak_ptr<bool> alive = alive_;
-  log_->open_cursor(name, options.durable, start,
-                    [this, alive, attach, options = std::move(options),
-                     done = std::move(done)](Result<ledger::Cursor*> cursor) mutable {
-                      if (alive.expired()) {
-                        done(Status::unavailable("topic closed while subscribing"));
-                        return;
-                      }
-                      if (!cursor.is_ok()) {
-                        done(cursor.status());
-                        return;
-                      }
-                      // A concurrent subscribe may have created it meanwhile.
-                      auto it = subscriptions_.find(options.subscription);
-                      if (it == subscriptions_.end()) {
-                        ledger::Cursor& c = **cursor;
-                        it = subscriptions_
-                                 .emplace(options.subscription,
-                                          std::make_unique<Subscription>(options.subscription, options.type, *log_, c))
-                                 .first;
-                        it->second->set_tracing(&tracing_);
-                      }
-                      done(attach(*it->second, std::move(options)));
-                    });
+  subscription_admitter_(name_, name, [home, alive, go = std::move(go)](Status st) mutable {
+    auto back = [alive, go = std::move(go), st]() {
+      if (alive.expired()) return go(Status::unavailable("topic closed while subscribing"));
+      go(st);
+    };
+    if (home->is_on_thread()) return back();
+    if (!home->post_reliably(std::move(back))) MLOG_WARN("subscription admitted while its reactor stops");
+  });
 }
 
 void Topic::trace_read(const std::vector<ledger::Position>& entries, const ClientInfo& reader,
@@ -317,25 +342,28 @@ void Topic::create_subscription(const std::string& name, InitialPosition start,
     done(room);
     return;
   }
-  auto from = start == InitialPosition::kEarliest ? ledger::Log::CursorStart::kEarliest
-                                                  : ledger::Log::CursorStart::kLatest;
-  std::weak_ptr<bool> alive = alive_;
-  log_->open_cursor(name, true, from, [this, alive, name, done = std::move(done)](Result<ledger::Cursor*> cursor) {
-    if (alive.expired()) {
-      done(Status::unavailable("topic closed while creating the subscription"));
-      return;
-    }
-    if (!cursor.is_ok()) {
-      done(cursor.status());
-      return;
-    }
-    auto it = subscriptions_.find(name);
-    if (it == subscriptions_.end()) {
-      it = subscriptions_.emplace(name, std::make_unique<Subscription>(name, *log_, **cursor)).first;
-      it->second->set_tracing(&tracing_);
-      it->second->set_dispatch_limits(dispatch_limits_, tenant_dispatch_, sub_dispatch_msgs_, sub_dispatch_bytes_);
-    }
-    done(it->second.get());
+  admit_subscription(name, true, [this, name, start, done = std::move(done)](Status admitted) mutable {
+    if (!admitted.is_ok()) return done(admitted);
+    auto from = start == InitialPosition::kEarliest ? ledger::Log::CursorStart::kEarliest
+                                                    : ledger::Log::CursorStart::kLatest;
+    std::weak_ptr<bool> alive = alive_;
+    log_->open_cursor(name, true, from, [this, alive, name, done = std::move(done)](Result<ledger::Cursor*> cursor) {
+      if (alive.expired()) {
+        done(Status::unavailable("topic closed while creating the subscription"));
+        return;
+      }
+      if (!cursor.is_ok()) {
+        done(cursor.status());
+        return;
+      }
+      auto it = subscriptions_.find(name);
+      if (it == subscriptions_.end()) {
+        it = subscriptions_.emplace(name, std::make_unique<Subscription>(name, *log_, **cursor)).first;
+        it->second->set_tracing(&tracing_);
+        it->second->set_dispatch_limits(dispatch_limits_, tenant_dispatch_, sub_dispatch_msgs_, sub_dispatch_bytes_);
+      }
+      done(it->second.get());
+    });
   });
 }
 

@@ -161,6 +161,12 @@ class Topic {
     }
   };
   FetchLimits fetch_limits(const std::string& group);
+  // Asked before a new durable subscription is made while the tenant
+  // limits its subscriptions (TenantLimits::max_subscriptions); `done` may
+  // run on any thread.
+  using SubscriptionAdmitter =
+      std::function<void(const TopicName&, const std::string& subscription, std::function<void(common::Status)>)>;
+  void set_subscription_admitter(SubscriptionAdmitter admitter) { subscription_admitter_ = std::move(admitter); }
   // Null until set.
   PublishLimits* publish_limits() const { return publish_limits_.get(); }
   const TopicTracing& tracing() const { return tracing_; }
@@ -300,6 +306,11 @@ class Topic {
   // OK while maxSubscriptionsPerTopic (as last refreshed) leaves room for
   // one more subscription; kLimitReached with Pulsar's words otherwise.
   common::Status subscription_room() const;
+  // Runs `go` on this topic's home reactor once durable subscription
+  // `name` may be made as far as the tenant's subscription count goes: at
+  // once when it has no limit; after the admitter answers otherwise (with
+  // its refusal, or Unavailable when the topic closed meanwhile).
+  void admit_subscription(const std::string& name, bool durable, std::function<void(common::Status)> go);
   void store_entry(HeldPublish p);
   void release_held();
   void hold_retry_timer();
@@ -356,6 +367,7 @@ class Topic {
   size_t max_consumers_per_subscription_ = 0;
   size_t max_subscriptions_ = 0;
   std::shared_ptr<TenantCounters> tenant_counters_;
+  SubscriptionAdmitter subscription_admitter_;
   std::function<std::shared_ptr<const TenantLimits>()> tenant_limits_;
   int64_t sub_dispatch_msgs_ = -1;
   int64_t sub_dispatch_bytes_ = -1;

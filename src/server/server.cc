@@ -228,6 +228,11 @@ Status Server::start() {
     Status queued = t->submit([t, topic, done]() { done(t->admit_topic(topic)); });
     if (!queued.is_ok()) done(queued);
   });
+  broker->set_subscription_admitter([t = tenancy.get()](const broker::TopicName& topic, const std::string& subscription,
+                                                        std::function<void(Status)> done) {
+    Status queued = t->submit([t, topic, subscription, done]() { done(t->admit_subscription(topic, subscription)); });
+    if (!queued.is_ok()) done(queued);
+  });
   admin::AdvertisedAddress address;
   address.host = host;
   // The Pulsar port actually bound (known once the listener started).

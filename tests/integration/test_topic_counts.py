@@ -226,6 +226,38 @@ class TopicCountsTest(NodeTestCase):
             retry_until(lambda: w.create_producer("persistent://few/a/three", 5).type == pb.BaseCommand.PRODUCER_SUCCESS
                         or None, "a topic admitted once the limit is gone")
 
+    def test_a_tenant_max_subscriptions_counts_durable_subscriptions_of_all_its_topics(self):
+        self.expect("PUT", "/admin/v2/tenants/subs", {})
+        self.expect("PUT", "/admin/v2/namespaces/subs/a")
+        self.expect("PUT", "/admin/v2/namespaces/subs/b")
+        code, _, err = admin(self.node, "tenants", "set-limits", "subs", "--max-subscriptions", "3")
+        self.assertEqual(code, 0, err)
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            r = w.subscribe("persistent://subs/a/t1", "s1", 1)
+            self.assertEqual(r.type, pb.BaseCommand.SUCCESS, r.cmd)
+            self.expect("PUT", "/admin/v2/persistent/subs/b/t2")
+            self.expect("PUT", "/admin/v2/persistent/subs/b/t2/subscription/s2")
+            self.assertIsNone(amqp_declare(self.node, "subs/b", "q"))  # a queue is a subscription too
+            r = w.subscribe("persistent://subs/a/t1", "s4", 2, sub_type="Shared")
+            self.assertEqual(r.type, pb.BaseCommand.ERROR)
+            self.assertEqual(r.cmd.error.error, pb.ConsumerBusy)
+            self.assertEqual(r.cmd.error.message, "Tenant subs reached max subscriptions limit (3)")
+            status, answer = call_json(self.node, "PUT", "/admin/v2/persistent/subs/b/t2/subscription/s4")
+            self.assertEqual(status, 412, answer)
+            # A reader's subscription is not kept, and not counted.
+            self.assertEqual(w.subscribe("persistent://subs/a/t1", "reader", 3, durable=False).type,
+                             pb.BaseCommand.SUCCESS)
+            # Existing subscriptions take new consumers.
+            self.assertEqual(w.subscribe("persistent://subs/b/t2", "s2", 4).type, pb.BaseCommand.SUCCESS)
+        # Unloaded topics' subscriptions still count.
+        self.expect("PUT", "/admin/v2/persistent/subs/a/t1/unload")
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            r = w.subscribe("persistent://subs/a/t3", "s4", 1)
+            self.assertEqual(r.cmd.error.error, pb.ConsumerBusy)
+            # Deleting one makes room.
+            self.expect("DELETE", "/admin/v2/persistent/subs/a/t1/subscription/s1")
+            self.assertEqual(w.subscribe("persistent://subs/a/t3", "s4", 2).type, pb.BaseCommand.SUCCESS)
+
 
 if __name__ == "__main__":
     unittest.main()
