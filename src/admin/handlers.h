@@ -7,7 +7,9 @@
 #include "common/metrics.h"
 
 namespace magnetar::broker {
+class BrokerService;
 class SchemaRegistry;
+class StorageQuotas;
 class Tenancy;
 }
 
@@ -37,6 +39,9 @@ void register_partitioned_topic_routes(Router& router, broker::Tenancy& tenancy)
 void register_topic_policy_routes(Router& router, broker::Tenancy& tenancy);
 // /admin/v2/schemas/{tenant}/{namespace}/{topic}/{schema[/{version}]|versions}
 void register_schema_routes(Router& router, broker::Tenancy& tenancy, broker::SchemaRegistry& schemas);
+// GET /admin/v2/tenants/{tenant}/usage.
+void register_tenant_usage_routes(Router& router, broker::Tenancy& tenancy, broker::BrokerService& broker,
+                                  broker::StorageQuotas& storage);
 
 // Topics served by the broker (handlers/topic_common.h has TopicServices,
 // which must outlive the router).

@@ -459,6 +459,26 @@ Result<size_t> Tenancy::count_topics(const NamespaceName& ns, const std::vector<
   return all.size();
 }
 
+Result<size_t> Tenancy::count_tenant_topics(const std::string& tenant, const std::vector<std::string>& loaded,
+                                            const TopicName& asking) {
+  auto namespaces = list_namespaces(tenant);
+  if (!namespaces.is_ok()) return namespaces.status();
+  size_t total = 0;
+  for (const auto& full : *namespaces) {
+    auto ns = NamespaceName::parse(full);
+    if (!ns.is_ok()) continue;
+    auto n = count_topics(*ns, loaded, asking);
+    if (!n.is_ok()) return n.status();
+    total += *n;
+  }
+  return total;
+}
+
+Result<size_t> Tenancy::count_tenant_topics(const std::string& tenant) {
+  std::vector<std::string> loaded = loaded_topics_ ? loaded_topics_() : std::vector<std::string>{};
+  return count_tenant_topics(tenant, loaded, TopicName{});
+}
+
 Status Tenancy::admit_topics(const TopicName& topic, int32_t new_topics, bool remember) {
   auto policies = get_policies(topic.ns);
   if (!policies.is_ok()) return policies.status();
@@ -484,17 +504,9 @@ Status Tenancy::admit_topics(const TopicName& topic, int32_t new_topics, bool re
     }
   }
   if (tenant_max > 0) {
-    auto namespaces = list_namespaces(topic.ns.tenant);
-    if (!namespaces.is_ok()) return namespaces.status();
-    size_t total = 0;
-    for (const auto& full : *namespaces) {
-      auto ns = NamespaceName::parse(full);
-      if (!ns.is_ok()) continue;
-      auto n = count_topics(*ns, loaded, topic);
-      if (!n.is_ok()) return n.status();
-      total += *n;
-    }
-    if (total + new_topics > static_cast<size_t>(tenant_max)) {
+    auto total = count_tenant_topics(topic.ns.tenant, loaded, topic);
+    if (!total.is_ok()) return total.status();
+    if (*total + new_topics > static_cast<size_t>(tenant_max)) {
       return Status::failed_precondition("Tenant " + topic.ns.tenant + " reached max topics limit (" +
                                          std::to_string(tenant_max) + ")");
     }
@@ -505,16 +517,7 @@ Status Tenancy::admit_topics(const TopicName& topic, int32_t new_topics, bool re
   return Status::ok();
 }
 
-Status Tenancy::admit_subscription(const TopicName& topic, const std::string& subscription) {
-  auto limits = get_tenant_limits(topic.ns.tenant);
-  if (!limits.is_ok()) return limits.status();
-  const int32_t max = limits->max_subscriptions;
-  if (max <= 0) return Status::ok();
-  const std::string& tenant = topic.ns.tenant;
-  const std::string asking = topic.to_string() + "/" + subscription;
-  const auto now = std::chrono::steady_clock::now();
-  auto& recent = admitted_subscriptions_[tenant];
-  std::erase_if(recent, [now](const auto& a) { return now - a.second > std::chrono::seconds(10); });
+Result<std::set<std::string>> Tenancy::stored_subscriptions(const std::string& tenant) {
   std::set<std::string> all;
   auto namespaces = list_namespaces(tenant);
   if (!namespaces.is_ok()) return namespaces.status();
@@ -530,6 +533,22 @@ Status Tenancy::admit_subscription(const TopicName& topic, const std::string& su
       for (const auto& c : *cursors) all.insert("persistent://" + ns->to_string() + "/" + local + "/" + c);
     }
   }
+  return all;
+}
+
+Status Tenancy::admit_subscription(const TopicName& topic, const std::string& subscription) {
+  auto limits = get_tenant_limits(topic.ns.tenant);
+  if (!limits.is_ok()) return limits.status();
+  const int32_t max = limits->max_subscriptions;
+  if (max <= 0) return Status::ok();
+  const std::string& tenant = topic.ns.tenant;
+  const std::string asking = topic.to_string() + "/" + subscription;
+  const auto now = std::chrono::steady_clock::now();
+  auto& recent = admitted_subscriptions_[tenant];
+  std::erase_if(recent, [now](const auto& a) { return now - a.second > std::chrono::seconds(10); });
+  auto stored = stored_subscriptions(tenant);
+  if (!stored.is_ok()) return stored.status();
+  std::set<std::string> all = std::move(stored).value();
   // Stored by now: counted as such from here (and no longer once deleted).
   std::erase_if(recent, [&all](const auto& a) { return all.count(a.first) > 0; });
   for (const auto& [name, when] : recent) all.insert(name);

@@ -25,6 +25,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -143,6 +144,10 @@ class Tenancy final : public runtime::Component {
   // admitted in the last seconds. FailedPrecondition with the limit's words
   // when over.
   common::Status admit_subscription(const TopicName& topic, const std::string& subscription);
+  // What the limits above count now: the tenant's topics, and its durable
+  // subscriptions as "topic/subscription" names.
+  common::Result<size_t> count_tenant_topics(const std::string& tenant);
+  common::Result<std::set<std::string>> stored_subscriptions(const std::string& tenant);
   // Where known_topics finds loaded topics ("domain://tenant/ns/topic"
   // names). REQUIRES: before start().
   void set_loaded_topics(std::function<std::vector<std::string>()> fn) { loaded_topics_ = std::move(fn); }
@@ -172,6 +177,8 @@ class Tenancy final : public runtime::Component {
   // `new_topics` more for `topic` (one, or a partitioned topic's
   // partitions); `remember`: count it as admitted until it is stored.
   common::Status admit_topics(const TopicName& topic, int32_t new_topics, bool remember);
+  common::Result<size_t> count_tenant_topics(const std::string& tenant, const std::vector<std::string>& loaded,
+                                             const TopicName& asking);
   // Topics in `ns` now: known_topics of both domains and recent admissions,
   // `asking` left out.
   common::Result<size_t> count_topics(const NamespaceName& ns, const std::vector<std::string>& loaded,

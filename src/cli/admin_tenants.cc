@@ -62,6 +62,15 @@ void add_tenant_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOpt
                                                     "", "", nullptr};
                               });
   get_limits->add_option("tenant", *limited, "Tenant name")->required();
+  auto used = std::make_shared<std::string>();
+  auto* usage = add_verb(*tenants, run, options, "usage",
+                         "Show what a tenant uses now: stored bytes, topics, subscriptions, producers, consumers, "
+                         "connections",
+                         [used]() -> common::Result<AdminRequest> {
+                           return AdminRequest{"GET", "/admin/v2/tenants/" + escape_segment(*used) + "/usage", "", "",
+                                               nullptr};
+                         });
+  usage->add_option("tenant", *used, "Tenant name")->required();
   struct LimitFlags {
     std::string tenant;
     int64_t msg_rate = -1;

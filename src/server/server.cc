@@ -295,6 +295,7 @@ Status Server::start() {
   amqp_ = amqp.get();
   auto storage_quotas = std::make_unique<broker::StorageQuotas>(
       metadata_store, *broker, std::chrono::seconds(config_.storage_quota_check_secs));
+  admin::register_tenant_usage_routes(admin->router(), *tenancy_ptr, *broker, *storage_quotas);
   components_.push_back(std::move(storage));
   components_.push_back(std::move(broker));
   components_.push_back(std::move(storage_quotas));

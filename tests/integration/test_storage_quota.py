@@ -4,6 +4,7 @@ quota, publishing is refused on all its topics and every protocol
 (Pulsar ProducerBlockedQuotaExceededException, Kafka delivery failure, AMQP
 nack), other tenants are untouched, nothing stored is lost, and publishing
 resumes when the quota grows."""
+import json
 import time
 import unittest
 
@@ -47,6 +48,10 @@ class StorageQuotaTest(NodeTestCase):
             self.assertGreaterEqual(stored * len(PAYLOAD), 64 * 1024)
             self.assertEqual(r.cmd.send_error.error, pb.ProducerBlockedQuotaExceededException)
             self.assertIn("Tenant full reached its storage quota", r.cmd.send_error.message)
+            usage = self.expect("GET", "/admin/v2/tenants/full/usage", status=200)
+            self.assertGreaterEqual(usage["storageSize"], stored * len(PAYLOAD))
+            self.assertTrue(usage["storageQuotaExceeded"])
+            self.assertEqual((usage["topics"], usage["subscriptions"], usage["producers"]), (1, 0, 1))
 
             # Every topic of the tenant, whatever namespace or protocol.
             r = w.create_producer("persistent://full/b/t2", 2)
@@ -80,6 +85,9 @@ class StorageQuotaTest(NodeTestCase):
         # over its quota through the next passes.
         self.expect("PUT", "/admin/v2/persistent/full/a/t1/unload")
         time.sleep(2.5)
+        code, out, err = admin(self.node, "--json", "tenants", "usage", "full")
+        self.assertEqual(code, 0, err)
+        self.assertGreaterEqual(json.loads(out)["storageSize"], stored * len(PAYLOAD))
         with PulsarWire(self.node.ports["pulsar"]) as w:
             r = w.create_producer("persistent://full/b/t3", 1)
             self.assertEqual(r.type, pb.BaseCommand.ERROR)
