@@ -108,7 +108,7 @@ void BrokerService::with_topic(const TopicName& topic, ledger::Callback<Result<T
     }
     auto& waiting = shard.loading[key];
     waiting.push_back(std::move(fn));
-    if (waiting.size() == 1) load(shard, topic, shard.creating.count(key) > 0 ? TopicCreation::kExplicit : how);
+    if (waiting.size() == 1) load(shard, topic, shard.creating.count(key) > 0 ? TopicCreation::kAdmitted : how);
   };
   if (home.is_on_thread()) {
     run();
@@ -147,7 +147,7 @@ void BrokerService::load(Shard& shard, const TopicName& topic, TopicCreation how
   // where something limits it; elsewhere a first use creates, unchecked.
   bool auto_allowed = true;
   bool gated = false;
-  if (policies && !is_trace_topic(topic)) {
+  if (policies && !is_trace_topic(topic) && how != TopicCreation::kAdmitted) {
     auto_allowed = how == TopicCreation::kExplicit ||
                    policies->auto_topic_creation.value_or(AutoTopicCreation{}).allow;
     auto limits = policies_->tenant_limits(topic.ns.tenant);

@@ -34,9 +34,10 @@
 namespace magnetar::broker {
 
 // Who asks for a topic that does not exist yet: a client naming it
-// (producer, consumer, lookup: the namespace's autoTopicCreation decides) or
-// an explicit create (admin API, AMQP queue.declare).
-enum class TopicCreation { kAutomatic, kExplicit };
+// (producer, consumer, lookup: the namespace's autoTopicCreation decides),
+// an explicit create (AMQP queue.declare: counted here), or create_topic
+// (its caller admitted it already).
+enum class TopicCreation { kAutomatic, kExplicit, kAdmitted };
 
 struct BrokerOptions {
   ledger::ManagedLedgerConfig managed_ledger;
@@ -129,8 +130,9 @@ class BrokerService final : public runtime::Component {
   // metadata); kNotFound otherwise. Never creates a topic.
   void with_existing_topic(const TopicName& topic, bool exists, ledger::Callback<common::Result<Topic*>> fn);
   // Creates a non-partitioned topic: kAlreadyExists when it is loaded, being
-  // created, or (persistent) has a managed ledger already. `done` runs on
-  // the home reactor.
+  // created, or (persistent) has a managed ledger already. The caller has
+  // checked the topic counts (Tenancy::admit_topic). `done` runs on the
+  // home reactor.
   void create_topic(const TopicName& topic, ledger::Callback<common::Status> done);
   // Deletes a loaded topic: kFailedPrecondition while it has producers or
   // consumers unless `force` (they are detached then). Closes it, deletes
