@@ -89,7 +89,10 @@ class BrokerService final : public runtime::Component {
   common::Result<TenantSlot> take_connection_slot(const std::string& tenant);
   // Any thread: the counters `tenant`'s loaded topics share (the same
   // object while anyone holds it).
-  std::shared_ptr<TenantCounters> tenant_counters(const std::string& tenant) { return tenant_usage_.of(tenant); }
+  std::shared_ptr<TenantCounters> tenant_counters(const std::string& tenant) {
+    auto state = tenants_->of(tenant);
+    return std::shared_ptr<TenantCounters>(state, &state->usage);
+  }
 
   // Whether a new topic may be created (topic counts; tenancy.h
   // admit_topic), asked only when the namespace or tenant limits its topics.
