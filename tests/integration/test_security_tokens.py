@@ -13,7 +13,7 @@ import unittest
 import confluent_kafka as ck
 import pika
 import pulsar_api_pb2 as pb
-from amqp_pika import open_refusal, publish_confirmed
+from amqp_pika import channel_refusal, open_refusal, publish_confirmed
 from amqp_wire import HEADER, AmqpWire, longstr, method, shortstr, table
 from kafka_wire import RawKafkaConnection, kbytes, kstr
 from magnetar_harness import BIN, Node
@@ -678,15 +678,8 @@ class AuthorizationTest(KeyedNodeTest):
 
         def refused(role, action):
             """The reply code a channel gets for `action`, or None when it succeeded."""
-            conn = connect(role)
-            try:
-                action(conn.channel())
-                return None
-            except pika.exceptions.ChannelClosedByBroker as e:
-                return e.reply_code
-            finally:
-                if conn.is_open:
-                    conn.close()
+            refusal = channel_refusal(connect(role), action)
+            return None if refusal is None else refusal.reply_code
 
         declare_exchange = lambda ch: ch.exchange_declare("orders", "topic", durable=True)
         self.wait_for_grant(lambda: refused("bob", declare_exchange) is None)

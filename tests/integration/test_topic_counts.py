@@ -12,7 +12,7 @@ import confluent_kafka.admin as cka
 import pika
 
 import pulsar_api_pb2 as pb
-from amqp_pika import connect
+from amqp_pika import channel_refusal, connect
 from magnetar_harness import NodeTestCase, admin, call_json, expect_call
 from pulsar_wire import PulsarWire
 
@@ -50,15 +50,9 @@ def kafka_create(node, namespace, name, partitions):
 
 def amqp_declare(node, vhost, queue):
     """The reply code queue.declare gets (None when declared)."""
-    conn = connect(node, virtual_host=vhost, connection_attempts=1)
-    try:
-        conn.channel().queue_declare(queue, durable=True)
-        return None
-    except pika.exceptions.ChannelClosedByBroker as e:
-        return e.reply_code
-    finally:
-        if conn.is_open:
-            conn.close()
+    refusal = channel_refusal(connect(node, virtual_host=vhost, connection_attempts=1),
+                              lambda ch: ch.queue_declare(queue, durable=True))
+    return None if refusal is None else refusal.reply_code
 
 
 class TopicCountsTest(NodeTestCase):
