@@ -36,32 +36,7 @@ void add_namespace_commands(CLI::App& admin, Command& run, std::shared_ptr<Admin
                               "-c,--max-consumers-per-topic"});
 
   // Permissions.
-  {
-    auto ns = std::make_shared<std::string>();
-    auto role = std::make_shared<std::string>();
-    auto actions = std::make_shared<std::vector<std::string>>();
-    auto* grant = add_verb(*app, run, options, "grant-permission", "Grant a role actions on a namespace",
-                           [ns, role, actions]() -> Result<AdminRequest> {
-                             auto path = namespace_path(*ns, "permissions/" + escape_segment(*role));
-                             if (!path.is_ok()) return path.status();
-                             return AdminRequest{"POST", *path, Json(*actions).dump(),
-                                                 "Granted " + *role + " on " + *ns, nullptr};
-                           });
-    grant->add_option("namespace", *ns, "tenant/namespace")->required();
-    grant->add_option("--role", *role, "Role")->required();
-    grant->add_option("--actions", *actions, "produce,consume (comma separated)")->required()->delimiter(',');
-    auto rns = std::make_shared<std::string>();
-    auto rrole = std::make_shared<std::string>();
-    auto* revoke = add_verb(*app, run, options, "revoke-permission", "Revoke every action of a role",
-                            [rns, rrole]() -> Result<AdminRequest> {
-                              auto path = namespace_path(*rns, "permissions/" + escape_segment(*rrole));
-                              if (!path.is_ok()) return path.status();
-                              return AdminRequest{"DELETE", *path, "", "Revoked " + *rrole + " on " + *rns, nullptr};
-                            });
-    revoke->add_option("namespace", *rns, "tenant/namespace")->required();
-    revoke->add_option("--role", *rrole, "Role")->required();
-    g.verb("permissions", "Show the roles and their actions", "GET", "permissions", "");
-  }
+  g.permissions();
 
   // Subscription permissions, as pulsar-admin names them.
   {

@@ -46,6 +46,36 @@ void PolicyVerbs::int_policy(const std::string& name, const std::string& suffix,
   get_remove(name, suffix, what);
 }
 
+void PolicyVerbs::permissions() {
+  struct Grant {
+    std::string target, role;
+    std::vector<std::string> actions;
+  };
+  auto g = std::make_shared<Grant>();
+  auto make_path = path;
+  const std::string kind = target;
+  auto* grant = add_verb(app, run, options, "grant-permission", "Grant a role actions on a " + kind,
+                         [g, make_path]() -> Result<AdminRequest> {
+                           auto p = make_path(g->target, "permissions/" + escape_segment(g->role));
+                           if (!p.is_ok()) return p.status();
+                           return AdminRequest{"POST", *p, Json(g->actions).dump(),
+                                               "Granted " + g->role + " on " + g->target, nullptr};
+                         });
+  grant->add_option(target, g->target, target_help)->required();
+  grant->add_option("--role", g->role, "Role")->required();
+  grant->add_option("--actions", g->actions, "produce,consume (comma separated)")->required()->delimiter(',');
+  auto r = std::make_shared<Grant>();
+  auto* revoke = add_verb(app, run, options, "revoke-permission", "Revoke every action of a role on a " + kind,
+                          [r, make_path]() -> Result<AdminRequest> {
+                            auto p = make_path(r->target, "permissions/" + escape_segment(r->role));
+                            if (!p.is_ok()) return p.status();
+                            return AdminRequest{"DELETE", *p, "", "Revoked " + r->role + " on " + r->target, nullptr};
+                          });
+  revoke->add_option(target, r->target, target_help)->required();
+  revoke->add_option("--role", r->role, "Role")->required();
+  verb("permissions", "Show the roles and their actions", "GET", "permissions", "");
+}
+
 namespace {
 
 void add_retention(PolicyVerbs& g) {

@@ -33,6 +33,9 @@ struct PolicyVerbs {
   // set/get/remove for a policy that is one integer given by `flag`.
   void int_policy(const std::string& name, const std::string& suffix, const std::string& flag,
                   const std::string& what);
+  // grant-permission (--role R --actions produce,consume), revoke-permission
+  // (--role R) and permissions.
+  void permissions();
 };
 
 // Names that differ between namespaces and topics (Pulsar's own split).

@@ -82,6 +82,7 @@ void add_topic_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOpti
                 [](const std::string& topic, const std::string& suffix) { return topic_path(topic, suffix); }, true};
   add_shared_policy_verbs(g, {"deduplicationEnabled", "max-producers", "maxProducers", "-p,--max-producers",
                               "max-consumers", "maxConsumers", "-c,--max-consumers"});
+  g.permissions();
 }
 
 }  // namespace magnetar::cli

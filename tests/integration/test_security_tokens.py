@@ -423,6 +423,43 @@ class AuthorizationTest(KeyedNodeTest):
         self.assertEqual(self.call("mallory", "POST", "/topics/persistent/acme/grants/events",
                                    {"messages": [{"payload": "x"}]})[0], 403)
 
+    def test_topic_grants_set_over_rest_and_the_cli_add_to_the_namespace(self):
+        self.call("alice", "PUT", "/admin/v2/namespaces/acme/pertopic", {}, expect=204)
+        self.call("alice", "PUT", "/admin/v2/persistent/acme/pertopic/open", expect=204)
+        self.call("alice", "PUT", "/admin/v2/persistent/acme/pertopic/closed", expect=204)
+        base = "/admin/v2/persistent/acme/pertopic/open/permissions"
+        self.call("alice", "POST", base + "/carol", ["produce"], expect=204)
+        self.assertEqual(self.call("alice", "GET", base), (200, {"carol": ["produce"]}))
+        for bad in (["fly"], {"produce": True}, "produce"):
+            self.assertEqual(self.call("alice", "POST", base + "/carol", bad)[0], 400, bad)
+        # Only the tenant's admins (and superusers) grant; not other roles.
+        self.assertEqual(self.call("carol", "POST", base + "/carol", ["consume"])[0], 403)
+
+        def carol_produces(topic):
+            with self.pulsar("carol") as w:
+                return w.create_producer(topic, 1).type == pb.BaseCommand.PRODUCER_SUCCESS
+
+        self.wait_for_grant(lambda: carol_produces("persistent://acme/pertopic/open"))
+        self.assertFalse(carol_produces("persistent://acme/pertopic/closed"))
+        with self.pulsar("carol") as w:
+            r = w.subscribe("persistent://acme/pertopic/open", "s", 2)
+            self.assertEqual(r.cmd.error.error, pb.AuthorizationError)
+        # The CLI grants and revokes the same way.
+        url = self.node.http_url
+        token = self.tokens["alice"]
+        r = magnetar("admin", "--url", url, "--token", token, "topics", "grant-permission",
+                     "persistent://acme/pertopic/closed", "--role", "carol", "--actions", "produce,consume")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.wait_for_grant(lambda: carol_produces("persistent://acme/pertopic/closed"))
+        r = magnetar("admin", "--url", url, "--token", token, "--json", "topics", "permissions",
+                     "persistent://acme/pertopic/closed")
+        self.assertEqual(json.loads(r.stdout), {"carol": ["consume", "produce"]})
+        r = magnetar("admin", "--url", url, "--token", token, "topics", "revoke-permission",
+                     "persistent://acme/pertopic/open", "--role", "carol")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.wait_for_grant(lambda: not carol_produces("persistent://acme/pertopic/open"))
+        self.assertEqual(self.call("alice", "DELETE", base + "/carol")[0], 404)
+
     def test_kafka_checks_the_same_grants(self):
         self.call("alice", "PUT", "/admin/v2/namespaces/acme/kafka", {}, expect=204)
         self.call("alice", "POST", "/admin/v2/namespaces/acme/kafka/permissions/bob", ["produce"], expect=204)

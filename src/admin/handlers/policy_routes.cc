@@ -124,4 +124,36 @@ void register_shared_policies(Router& router, broker::Tenancy& tenancy, const Po
   register_backlog_quota_routes(router, tenancy, scope);
 }
 
+void register_role_permission_routes(Router& router, broker::Tenancy& tenancy, const PolicyScope& scope) {
+  router.get(scope.base + "permissions", policy_handler(tenancy, [scope](broker::Tenancy& t, const PolicyRequest& r) {
+               auto p = scope.read(t, r);
+               if (!p.is_ok()) return error_response(p.status());
+               Json out = Json::object();
+               for (const auto& [role, actions] : p->permissions) out[role] = actions;
+               return HttpResponse::json(200, out);
+             }));
+  router.post(scope.base + "permissions/{role}",
+              policy_handler(tenancy, [scope](broker::Tenancy& t, const PolicyRequest& r) {
+                auto j = required_body(r.body);
+                if (!j.is_ok()) return error_response(j.status());
+                auto actions = json_string_set(*j, "permissions");
+                if (!actions.is_ok()) return error_response(actions.status());
+                const std::string& role = r.params.at("role");
+                return empty_or_error(scope.update(t, r, [&](NamespacePolicies& p) {
+                  p.permissions[role] = *actions;
+                  return Status::ok();
+                }));
+              }));
+  router.del(scope.base + "permissions/{role}",
+             policy_handler(tenancy, [scope](broker::Tenancy& t, const PolicyRequest& r) {
+               const std::string& role = r.params.at("role");
+               return empty_or_error(scope.update(t, r, [&](NamespacePolicies& p) {
+                 if (p.permissions.erase(role) == 0) {
+                   return Status::not_found("role '" + role + "' has no permissions here");
+                 }
+                 return Status::ok();
+               }));
+             }));
+}
+
 }  // namespace magnetar::admin

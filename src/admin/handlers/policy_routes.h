@@ -99,6 +99,12 @@ struct SharedPolicyPaths {
 // retention, messageTTL, persistence, deduplication, publishRate,
 // dispatchRate, subscriptionDispatchRate, the per-topic limits, backlogQuota
 // and backlogQuotaMap.
+// {base}permissions: GET the roles' granted actions; POST
+// permissions/{role} ["produce", "consume", ...] grants (replacing what the
+// role had); DELETE permissions/{role} revokes. A namespace's grants cover
+// its topics; a topic's add to them.
+void register_role_permission_routes(Router& router, broker::Tenancy& tenancy, const PolicyScope& scope);
+
 void register_shared_policies(Router& router, broker::Tenancy& tenancy, const PolicyScope& scope,
                               const SharedPolicyPaths& paths);
 

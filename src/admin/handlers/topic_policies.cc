@@ -3,7 +3,8 @@
 // retention, messageTTL, backlogQuota(Map), persistence,
 // deduplicationEnabled, publishRate, dispatchRate, subscriptionDispatchRate,
 // maxProducers, maxConsumers, maxConsumersPerSubscription,
-// maxSubscriptionsPerTopic. GET with ?applied=true answers what takes effect:
+// maxSubscriptionsPerTopic, and permissions (grants that add to the
+// namespace's). GET with ?applied=true answers what takes effect:
 // the topic's override, else the namespace's policy.
 #include "admin/handlers.h"
 #include "admin/handlers/policy_routes.h"
@@ -48,6 +49,7 @@ PolicyScope topic_scope(TopicDomain domain) {
 void register_topic_policy_routes(Router& router, broker::Tenancy& tenancy) {
   for (TopicDomain d : {TopicDomain::kPersistent, TopicDomain::kNonPersistent}) {
     register_shared_policies(router, tenancy, topic_scope(d), {"deduplicationEnabled", "maxProducers", "maxConsumers"});
+    register_role_permission_routes(router, tenancy, topic_scope(d));
   }
 }
 
