@@ -1,6 +1,7 @@
 #include "broker/storage_quotas.h"
 
 #include <future>
+#include <optional>
 #include <pthread.h>
 #include <unordered_map>
 
@@ -71,29 +72,23 @@ void StorageQuotas::run() {
 }
 
 Result<uint64_t> StorageQuotas::stored_bytes(const std::string& tenant) {
-  auto loaded = loaded_sizes(broker_);
-  auto namespaces = md::list_children(store_, "/admin/policies/" + tenant);
-  if (!namespaces.is_ok()) {
-    return namespaces.status().code() == common::ErrorCode::kNotFound ? Result<uint64_t>(0) : namespaces.status();
-  }
+  return stored_bytes(tenant, loaded_sizes(broker_));
+}
+
+Result<uint64_t> StorageQuotas::stored_bytes(const std::string& tenant,
+                                             const std::unordered_map<std::string, uint64_t>& loaded) {
+  auto topics = stored_topics_of_tenant(store_, tenant);
+  if (!topics.is_ok()) return topics.status();
   uint64_t total = 0;
-  for (const auto& ns : *namespaces) {
-    const std::string prefix = tenant + "/" + ns + "/persistent";
-    auto topics = md::list_children(store_, "/managed-ledgers/" + prefix);
-    if (!topics.is_ok()) {
-      if (topics.status().code() == common::ErrorCode::kNotFound) continue;
-      return topics.status();
+  for (const auto& t : *topics) {
+    if (auto it = loaded.find(t.name.to_string()); it != loaded.end()) {
+      total += it->second;
+      continue;
     }
-    for (const auto& local : *topics) {
-      if (auto it = loaded.find("persistent://" + tenant + "/" + ns + "/" + local); it != loaded.end()) {
-        total += it->second;
-        continue;
-      }
-      auto record = md::get(store_, "/managed-ledgers/" + prefix + "/" + local);
-      if (!record.is_ok()) continue;  // deleted meanwhile
-      auto size = ledger::ManagedLedger::stored_size(record->value);
-      if (size.is_ok()) total += *size;
-    }
+    auto record = md::get(store_, t.key);
+    if (!record.is_ok()) continue;  // deleted meanwhile
+    auto size = ledger::ManagedLedger::stored_size(record->value);
+    if (size.is_ok()) total += *size;
   }
   return total;
 }
@@ -102,12 +97,14 @@ void StorageQuotas::pass() {
   std::map<std::string, TenantStorage> found;
   auto limited = md::list_children(store_, "/admin/tenant-limits");
   if (limited.is_ok()) {
+    std::optional<std::unordered_map<std::string, uint64_t>> loaded;  // gathered once, when a quota needs it
     for (const auto& tenant : *limited) {
       auto record = md::get(store_, tenant_limits_key(tenant));
       if (!record.is_ok()) continue;
       auto limits = decode_tenant_limits(record->value);
       if (!limits.is_ok() || limits->storage_quota_bytes <= 0) continue;
-      auto stored = stored_bytes(tenant);
+      if (!loaded) loaded = loaded_sizes(broker_);
+      auto stored = stored_bytes(tenant, *loaded);
       if (!stored.is_ok()) {
         MLOG_WARN("storage of tenant {}: {}", tenant, stored.status().to_string());
         continue;

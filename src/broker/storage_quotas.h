@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "broker/broker_service.h"
 #include "metadata/store.h"
@@ -49,6 +50,10 @@ class StorageQuotas final : public runtime::Component {
   common::Result<uint64_t> stored_bytes(const std::string& tenant);
 
  private:
+  // The same, with the live sizes of the loaded topics (loaded_sizes())
+  // gathered once for all the tenants of a pass.
+  common::Result<uint64_t> stored_bytes(const std::string& tenant,
+                                        const std::unordered_map<std::string, uint64_t>& loaded);
   void run();
   void pass();
 

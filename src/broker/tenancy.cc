@@ -517,21 +517,30 @@ Status Tenancy::admit_topics(const TopicName& topic, int32_t new_topics, bool re
   return Status::ok();
 }
 
-Result<std::set<std::string>> Tenancy::stored_subscriptions(const std::string& tenant) {
-  std::set<std::string> all;
-  auto namespaces = list_namespaces(tenant);
+Result<std::vector<StoredTopic>> stored_topics_of_tenant(metadata::Store& store, const std::string& tenant) {
+  std::vector<StoredTopic> out;
+  auto namespaces = md::list_children(store, "/admin/policies/" + tenant);
   if (!namespaces.is_ok()) return namespaces.status();
-  for (const auto& full : *namespaces) {
-    auto ns = NamespaceName::parse(full);
-    if (!ns.is_ok()) continue;
-    const std::string base = "/managed-ledgers/" + ns->to_string() + "/persistent";
-    auto topics = md::list_children(store_, base);
+  for (const auto& ns : *namespaces) {
+    const std::string base = "/managed-ledgers/" + tenant + "/" + ns + "/persistent";
+    auto topics = md::list_children(store, base);
     if (!topics.is_ok()) return topics.status();
     for (const auto& local : *topics) {
-      auto cursors = md::list_children(store_, base + "/" + local + "/cursors");
-      if (!cursors.is_ok()) continue;  // none, or deleted meanwhile
-      for (const auto& c : *cursors) all.insert("persistent://" + ns->to_string() + "/" + local + "/" + c);
+      auto name = TopicName::parse("persistent://" + tenant + "/" + ns + "/" + local);
+      if (name.is_ok()) out.push_back(StoredTopic{std::move(name).value(), base + "/" + local});
     }
+  }
+  return out;
+}
+
+Result<std::set<std::string>> Tenancy::stored_subscriptions(const std::string& tenant) {
+  auto topics = stored_topics_of_tenant(store_, tenant);
+  if (!topics.is_ok()) return topics.status();
+  std::set<std::string> all;
+  for (const auto& t : *topics) {
+    auto cursors = md::list_children(store_, t.key + "/cursors");
+    if (!cursors.is_ok()) continue;  // deleted meanwhile
+    for (const auto& c : *cursors) all.insert(t.name.to_string() + "/" + c);
   }
   return all;
 }

@@ -48,6 +48,15 @@ std::string namespace_key(const NamespaceName& ns);
 std::string partitioned_topic_key(const TopicName& topic);
 std::string managed_ledger_key(const TopicName& topic);
 std::string topic_policies_key(const TopicName& topic);
+
+// Every persistent topic of `tenant` that has a managed ledger, over all its
+// namespaces, with its metadata key (blocking; for the threads that may
+// block, see below).
+struct StoredTopic {
+  TopicName name;
+  std::string key;  // managed_ledger_key(name)
+};
+common::Result<std::vector<StoredTopic>> stored_topics_of_tenant(metadata::Store& store, const std::string& tenant);
 // What every topic_policies_key of a topic in `ns` starts with.
 std::string topic_policies_prefix(const NamespaceName& ns);
 
