@@ -12,7 +12,7 @@ NonPersistentLog::NonPersistentLog(std::string name, size_t max_entries, size_t 
 }
 
 void NonPersistentLog::later(runtime::Task fn) {
-  if (home_ != nullptr && home_->post(std::move(fn)).is_ok()) return;
+  if (home_ != nullptr && home_->try_post(fn).is_ok()) return;
   if (fn) fn();
 }
 

@@ -134,7 +134,9 @@ void Reactor::flush_overflow(Reactor* target) {
   overflow_.erase(it);
 }
 
-common::Status Reactor::post(Task task) {
+common::Status Reactor::post(Task task) { return try_post(task); }
+
+common::Status Reactor::try_post(Task& task) {
   switch (push(task)) {
     case PushResult::kPushed: return common::Status::ok();
     case PushResult::kStopping: return common::Status::unavailable(name_ + " is stopping");

@@ -47,6 +47,9 @@ class Reactor {
   // ResourceExhausted when the mailbox is full (task not queued) and
   // Unavailable once the reactor is stopping.
   common::Status post(Task task);
+  // Any thread. Like post(), but a task that was not queued stays in `task`
+  // for the caller to run, hold or retry.
+  common::Status try_post(Task& task);
   // Off-reactor threads only (journal, metadata, main): like post(), but waits
   // for space instead of failing when the mailbox is full. Returns false only
   // when the reactor is stopping.
