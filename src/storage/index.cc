@@ -36,6 +36,7 @@ bool get_varint(const char** p, const char* end, uint64_t* v) {
 }
 
 constexpr char kCheckpointKey[] = "c";
+constexpr char kDurableKey[] = "d";
 constexpr char kLedgerTag = 'l';
 constexpr char kRunTag = 'e';
 constexpr char kSegmentRefTag = 's';
@@ -137,12 +138,20 @@ void Index::Batch::put_ledger(const LedgerMeta& meta) {
   batch_.Put(ledger_key(meta.id), value);
 }
 
-void Index::Batch::set_checkpoint(const Checkpoint& cp) {
+namespace {
+
+std::string encode_point(const Checkpoint& cp) {
   std::string value;
   put_be64(&value, cp.segment);
   put_be64(&value, cp.offset);
-  batch_.Put(kCheckpointKey, value);
+  return value;
 }
+
+}  // namespace
+
+void Index::Batch::set_checkpoint(const Checkpoint& cp) { batch_.Put(kCheckpointKey, encode_point(cp)); }
+
+void Index::Batch::set_durable(const Checkpoint& cp) { batch_.Put(kDurableKey, encode_point(cp)); }
 
 // ---- Index ----
 
@@ -225,6 +234,87 @@ Result<Checkpoint> Index::checkpoint() const {
   MAGNETAR_RETURN_IF_ERROR(from_leveldb(s, "read checkpoint"));
   if (value.size() != 16) return Status::corruption("index checkpoint is malformed");
   return Checkpoint{get_be64(value.data()), get_be64(value.data() + 8)};
+}
+
+Result<std::optional<Checkpoint>> Index::durable() const {
+  std::string value;
+  leveldb::Status s = db_->Get(leveldb::ReadOptions(), kDurableKey, &value);
+  if (s.IsNotFound()) return std::optional<Checkpoint>();
+  MAGNETAR_RETURN_IF_ERROR(from_leveldb(s, "read durable point"));
+  if (value.size() != 16) return Status::corruption("index durable point is malformed");
+  return std::optional<Checkpoint>(Checkpoint{get_be64(value.data()), get_be64(value.data() + 8)});
+}
+
+Result<uint64_t> Index::rewind(const Checkpoint& from) {
+  // The ledgers with entries in `from`'s segment or a later one.
+  std::set<LedgerId> ledgers;
+  {
+    std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+    const std::string prefix(1, kSegmentRefTag);
+    std::string start = prefix;
+    put_be64(&start, from.segment);
+    for (it->Seek(start); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      if (it->key().size() != 17) return Status::corruption("index segment reference is malformed");
+      ledgers.insert(get_be64(it->key().data() + 9));
+    }
+    MAGNETAR_RETURN_IF_ERROR(from_leveldb(it->status(), "list segment references"));
+  }
+  leveldb::WriteBatch batch;
+  uint64_t forgotten = 0;
+  DecodedRun run;
+  for (LedgerId ledger : ledgers) {
+    const std::string prefix = run_prefix(ledger);
+    std::set<uint64_t> kept_segments;
+    std::set<uint64_t> all_segments;
+    bool lost = false;
+    std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      if (!decode_run(it->value(), &run)) {
+        return Status::corruption("index run of ledger " + std::to_string(ledger) + " is malformed");
+      }
+      all_segments.insert(run.segment);
+      size_t keep = run.locations.size();
+      if (run.segment > from.segment) {
+        keep = 0;
+      } else if (run.segment == from.segment) {
+        keep = 0;
+        while (keep < run.locations.size() && run.locations[keep].offset < from.offset) ++keep;
+      }
+      if (keep == run.locations.size()) {
+        kept_segments.insert(run.segment);
+        continue;
+      }
+      lost = true;
+      forgotten += run.locations.size() - keep;
+      batch.Delete(it->key());
+      if (keep == 0) continue;
+      kept_segments.insert(run.segment);
+      Batch rewritten;
+      for (size_t i = 0; i < keep; ++i) {
+        rewritten.add_entry(ledger, run.first + static_cast<EntryId>(i), run.locations[i]);
+      }
+      for (const auto& [l, r] : rewritten.runs_) rewritten.flush_run(l, r);
+      batch.Append(rewritten.batch_);
+    }
+    MAGNETAR_RETURN_IF_ERROR(from_leveldb(it->status(), "scan ledger"));
+    for (uint64_t segment : all_segments) {
+      if (kept_segments.count(segment) == 0) batch.Delete(segment_ref_key(segment, ledger));
+    }
+    if (!lost) continue;
+    // Its close record came after its entries: it is replayed if it made it.
+    std::string value;
+    leveldb::Status s = db_->Get(leveldb::ReadOptions(), ledger_key(ledger), &value);
+    if (s.ok() && !value.empty() && value[0] != 0) {
+      Batch reopened;
+      reopened.put_ledger(LedgerMeta{ledger, false, kNoEntry});
+      batch.Append(reopened.batch_);
+    }
+  }
+  batch.Put(kCheckpointKey, encode_point(from));
+  leveldb::WriteOptions options;
+  options.sync = true;
+  MAGNETAR_RETURN_IF_ERROR(from_leveldb(db_->Write(options, &batch), "rewind"));
+  return forgotten;
 }
 
 Result<std::vector<LedgerMeta>> Index::ledgers() const {

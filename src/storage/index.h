@@ -4,6 +4,7 @@
 // is durable) and rebuilt at start-up from the segments past its checkpoint.
 // Keys (integers big-endian so that they sort):
 //   'c'                              -> checkpoint: segment (8), offset (8)
+//   'd'                              -> durable point: segment (8), offset (8)
 //   'l' ledger(8)                    -> ledger: closed (1), last entry (8)
 //   'e' ledger(8) last_entry(8)      -> run: first entry (8), segment (varint),
 //                                       count (varint), count x (gap, size) varints
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,10 +44,14 @@ struct LedgerMeta {
   EntryId last_entry = kNoEntry;  // meaningful when closed
 };
 
-// Everything in the segments before this point is in the index.
+// A point in the segments: the checkpoint (everything in the segments
+// before it is in the index) or the durable point (an fdatasync covered
+// everything before it).
 struct Checkpoint {
   uint64_t segment = 0;
   uint64_t offset = 0;
+  bool operator==(const Checkpoint&) const = default;
+  auto operator<=>(const Checkpoint&) const = default;
 };
 
 class Index {
@@ -63,6 +69,7 @@ class Index {
     void add_entry(LedgerId ledger, EntryId entry, const EntryLocation& loc);
     void put_ledger(const LedgerMeta& meta);
     void set_checkpoint(const Checkpoint& cp);
+    void set_durable(const Checkpoint& cp);
     bool empty() const { return runs_.empty() && batch_.ApproximateSize() <= kEmptyBatchSize; }
 
    private:
@@ -93,6 +100,14 @@ class Index {
   common::Result<EntryId> last_entry(LedgerId ledger) const;
 
   common::Result<Checkpoint> checkpoint() const;
+  // The durable point last written; nullopt when never written (a directory
+  // from before it was kept).
+  common::Result<std::optional<Checkpoint>> durable() const;
+  // Forgets every entry located at or after `from` (a ledger keeps the
+  // entries before it; one that lost entries is open again) and sets the
+  // checkpoint there, synced: what lies past `from` is replayed from the
+  // segments as they are on disk. Returns how many entries were forgotten.
+  common::Result<uint64_t> rewind(const Checkpoint& from);
   common::Result<std::vector<LedgerMeta>> ledgers() const;
   // segment -> ledgers with entries in it.
   common::Result<std::map<uint64_t, std::set<LedgerId>>> segment_refs() const;

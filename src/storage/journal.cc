@@ -3,6 +3,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "common/logging.h"
@@ -32,6 +33,7 @@ Journal::Journal(std::string segments_dir, const StorageOptions& options, Journa
                  std::unique_ptr<SegmentAppender> active)
     : segments_dir_(std::move(segments_dir)),
       options_(options),
+      ops_(options.file_ops ? options.file_ops : FileOps::posix()),
       listener_(listener),
       active_(std::move(active)),
       fsync_seconds_(MetricsRegistry::global().histogram(
@@ -44,11 +46,15 @@ Journal::Journal(std::string segments_dir, const StorageOptions& options, Journa
       appended_entries_(MetricsRegistry::global().counter("magnetar_storage_appended_entries_total",
                                                           "Entries appended to the journal")),
       errors_(MetricsRegistry::global().counter("magnetar_storage_journal_errors_total",
-                                                "Group commits that failed to write or sync")) {}
+                                                "Group commits that failed to write or sync")),
+      abandoned_segments_(MetricsRegistry::global().counter(
+          "magnetar_storage_abandoned_segments_total",
+          "Segments that lost writes to a failed sync or write and were left for a new one")) {}
 
 Journal::~Journal() { stop(); }
 
 void Journal::start() {
+  durable_ = Checkpoint{active_->id(), active_->size()};  // recovery leaves it synced
   next_interval_sync_ = steady_clock::now() + options_.fsync_interval;
   if (options_.fsync_mode == FsyncMode::kAlways) {
     sync_thread_ = std::thread([this]() {
@@ -110,6 +116,12 @@ bool Journal::take_batch(std::vector<JournalRequest>* batch) {
         maybe_interval_sync();
         lock.lock();
       }
+    } else if (!held_.empty() && options_.fsync_mode != FsyncMode::kAlways) {
+      idle_wait_ = false;
+      lock.unlock();
+      deliver_held(false);
+      lock.lock();
+      if (queue_.empty() && !stopping_ && !held_.empty()) cv_.wait_for(lock, kHeldRetry);
     } else {
       cv_.wait(lock);
       idle_wait_ = false;
@@ -145,8 +157,10 @@ void Journal::run() {
   }
   if (dirty_ && options_.fsync_mode != FsyncMode::kAlways && failure_.is_ok() && !active_->broken()) {
     Status st = sync_segment(*active_);
+    if (st.is_ok()) synced_active();
     if (!st.is_ok()) MLOG_ERROR("storage journal: final sync failed: {}", st.to_string());
   }
+  if (options_.fsync_mode != FsyncMode::kAlways) deliver_held(true);
 }
 
 void Journal::sync_run() {
@@ -154,11 +168,20 @@ void Journal::sync_run() {
   for (;;) {
     {
       std::unique_lock lock(sync_mu_);
-      sync_cv_.wait(lock, [this] { return sync_stopping_ || !written_.empty(); });
-      if (written_.empty()) return;  // stopping and drained
+      if (held_.empty()) {
+        sync_cv_.wait(lock, [this] { return sync_stopping_ || !written_.empty(); });
+      } else {
+        sync_cv_.wait_for(lock, kHeldRetry, [this] { return sync_stopping_ || !written_.empty(); });
+      }
+      if (written_.empty() && sync_stopping_) {
+        lock.unlock();
+        deliver_held(true);
+        return;  // stopping and drained
+      }
       batches.swap(written_);
     }
     sync_cv_.notify_all();  // the journal thread may be waiting for room
+    deliver_held(false);
     // Segments before the last one written were synced when they rolled
     // over: one fdatasync of the last covers every batch taken.
     std::shared_ptr<SegmentAppender> last;
@@ -167,19 +190,37 @@ void Journal::sync_run() {
     }
     Status st;
     if (last) st = sync_segment(*last);
+    if (last && st.is_ok()) {
+      for (const WrittenBatch& b : batches) {
+        if (b.segment == last) durable_ = b.end;
+      }
+    }
     if (!st.is_ok()) {
       errors_.inc();
-      MLOG_ERROR("storage journal: fdatasync failed: {}", st.to_string());
-      fail_journal(st);
+      MLOG_ERROR("storage journal: fdatasync of segment {} failed: {}; every add written to it since its last "
+                 "good sync fails",
+                 last->id(), st.to_string());
     }
     for (WrittenBatch& b : batches) {
-      if (!st.is_ok()) {
+      // A segment that lost writes to a failed sync (now or before) holds
+      // nothing durable past its last good sync.
+      Status lost;
+      if (b.segment && b.segment == last && !st.is_ok()) lost = st;
+      if (b.segment && lost.is_ok() && b.segment->broken()) {
+        lost = Status::io_error("segment " + std::to_string(b.segment->id()) + " lost writes to a failed sync");
+      }
+      if (!lost.is_ok()) {
         for (JournalRequest& r : b.requests) {
-          if (r.status.is_ok()) r.status = st;
+          if (r.status.is_ok()) r.status = lost;
         }
       }
       finish(b.requests, b.end);
     }
+    {
+      std::lock_guard lock(sync_mu_);
+      batches_finished_ += batches.size();
+    }
+    sync_cv_.notify_all();  // the journal thread may wait for every batch to settle
     batches.clear();
   }
 }
@@ -206,11 +247,18 @@ void Journal::maybe_interval_sync() {
   next_interval_sync_ = now + options_.fsync_interval;
   if (!dirty_ || active_->broken()) return;
   Status st = sync_segment(*active_);
-  if (st.is_ok()) dirty_ = false;
-  if (!st.is_ok()) {
-    errors_.inc();
-    fail_journal(st);
+  if (st.is_ok()) {
+    dirty_ = false;
+    synced_active();
+    return;
   }
+  // The adds written since the last good sync were acknowledged already
+  // (that is this mode's promise) and may be gone: the segment is
+  // abandoned before the next write.
+  errors_.inc();
+  MLOG_ERROR("storage journal: fdatasync of segment {} failed: {}; adds acknowledged since the last good sync "
+             "(fsync interval mode) may be lost",
+             active_->id(), st.to_string());
 }
 
 Status Journal::write_pending() {
@@ -234,16 +282,55 @@ Status Journal::roll_segment() {
   // collection rely on a rolled-over segment being complete on disk.
   if (dirty_) MAGNETAR_RETURN_IF_ERROR(sync_segment(*active_));
   dirty_ = false;
-  auto next = SegmentAppender::create(segments_dir_, active_->id() + 1);
+  auto next = SegmentAppender::create(segments_dir_, active_->id() + 1, *ops_);
   if (!next) return next.status();
   MLOG_INFO("storage journal: segment {} full at {} bytes, rolled over to {}", active_->id(), active_->size(),
             active_->id() + 1);
   active_ = std::shared_ptr<SegmentAppender>(std::move(next.value()));
+  segment_ledgers_.clear();
+  if (options_.fsync_mode != FsyncMode::kAlways) synced_active();  // the old one is whole on disk
   return Status::ok();
 }
 
+void Journal::synced_active() { durable_ = Checkpoint{active_->id(), active_->size()}; }
+
+void Journal::abandon_segment() {
+  const uint64_t lost = active_->id();
+  if (options_.fsync_mode == FsyncMode::kAlways) {
+    // Every batch written to it completes (or fails) first, so that each
+    // ledger's last confirmed entry is final below.
+    std::unique_lock lock(sync_mu_);
+    sync_cv_.wait(lock, [this] { return batches_finished_ == batches_handed_; });
+  }
+  for (const auto& ledger : segment_ledgers_) {
+    ledger->journal_broken = true;
+    ledger->journal_last = ledger->last_confirmed.load(std::memory_order_acquire);
+  }
+  const size_t broken = segment_ledgers_.size();
+  segment_ledgers_.clear();
+  dirty_ = false;
+  abandoned_segments_.inc();
+  auto next = SegmentAppender::create(segments_dir_, lost + 1, *ops_);
+  if (!next) {
+    Status st = Status::io_error("segment " + std::to_string(lost) + " lost writes and no new segment can be made: " +
+                                 next.status().message());
+    errors_.inc();
+    fail_journal(st);
+    return;
+  }
+  MLOG_ERROR("storage journal: segment {} lost writes; its {} ledgers end at their last durable entry and take no "
+             "more adds; writing goes on in segment {}",
+             lost, broken, lost + 1);
+  active_ = std::shared_ptr<SegmentAppender>(std::move(next.value()));
+}
+
 void Journal::process(std::vector<JournalRequest>& batch) {
+  if (active_->broken()) abandon_segment();
   Status failure;
+  {
+    std::lock_guard lock(mu_);
+    failure = failure_;  // a failed journal writes nothing more
+  }
   size_t written = 0;
   // Each ledger this batch writes to, with its journal_last before the batch.
   std::vector<std::pair<LedgerState*, EntryId>> touched;
@@ -265,6 +352,10 @@ void Journal::process(std::vector<JournalRequest>& batch) {
     }
     if (r.type == format::RecordType::kEntry) {
       if (touched.empty() || touched.back().first != &ledger) touched.emplace_back(&ledger, ledger.journal_last);
+      if (ledger.journal_segment != active_->id()) {
+        ledger.journal_segment = active_->id();
+        segment_ledgers_.push_back(r.ledger);
+      }
       ledger.journal_last = r.entry;
       payload_bytes += r.payload.size();
       ++entries;
@@ -310,7 +401,6 @@ void Journal::process(std::vector<JournalRequest>& batch) {
       it->first->journal_broken = true;
       it->first->journal_last = it->second;
     }
-    if (active_->broken()) fail_journal(failure);
   } else {
     appended_entries_.inc(entries);
     appended_bytes_.inc(payload_bytes);
@@ -326,12 +416,13 @@ void Journal::process(std::vector<JournalRequest>& batch) {
     std::unique_lock lock(sync_mu_);
     sync_cv_.wait(lock, [this] { return written_.size() < kMaxUnsyncedBatches; });
     written_.push_back(std::move(handed));
+    ++batches_handed_;
   }
   sync_cv_.notify_all();
 }
 
 void Journal::finish(std::vector<JournalRequest>& batch, const Checkpoint& end) {
-  Status st = listener_->on_written(batch, end);
+  Status st = listener_->on_written(batch, end, durable_);
   if (!st.is_ok()) {
     fail_journal(st);
     for (JournalRequest& r : batch) {
@@ -358,10 +449,43 @@ void Journal::complete(std::vector<JournalRequest>& batch) {
     it->second.push_back(Completion{std::move(r.done), std::move(r.status)});
   }
   for (auto& [reactor, completions] : groups) {
-    bool posted = reactor->post_or_wait([completions = std::move(completions)]() mutable {
+    runtime::Task task([completions = std::move(completions)]() mutable {
       for (Completion& c : completions) c.done(std::move(c.status));
     });
-    if (!posted) MLOG_DEBUG("storage journal: reactor {} stopped before its completions", reactor->name());
+    // Behind completions that already wait for this reactor, so that they
+    // keep their order.
+    auto held = std::find_if(held_.begin(), held_.end(), [&](const auto& h) { return h.first == reactor; });
+    if (held != held_.end()) {
+      held->second.push_back(std::move(task));
+      continue;
+    }
+    Status st = reactor->try_post(task);
+    if (st.is_ok()) continue;
+    if (st.code() != common::ErrorCode::kResourceExhausted) {
+      MLOG_DEBUG("storage journal: reactor {} stopped before its completions", reactor->name());
+      continue;
+    }
+    // A busy reactor's full mailbox must not hold back the others' acks:
+    // its completions wait here (bounded by the journal's own queue) and
+    // are tried again shortly.
+    held_.emplace_back(reactor, std::deque<runtime::Task>{});
+    held_.back().second.push_back(std::move(task));
+  }
+}
+
+void Journal::deliver_held(bool wait) {
+  for (auto it = held_.begin(); it != held_.end();) {
+    auto& [reactor, tasks] = *it;
+    while (!tasks.empty()) {
+      Status st = reactor->try_post(tasks.front());
+      if (st.is_ok() || st.code() != common::ErrorCode::kResourceExhausted) {
+        tasks.pop_front();  // posted, or the reactor is gone
+        continue;
+      }
+      if (!wait) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    it = tasks.empty() ? held_.erase(it) : std::next(it);
   }
 }
 

@@ -12,14 +12,20 @@
 // last confirmed) and the requests complete in order, each on its home
 // reactor. In the other modes the journal thread does that itself after the
 // write. A failed write fails the whole batch and breaks every ledger in it
-// (its later adds fail); a failed sync or index write fails the journal for
-// good (every later request fails); reads are unaffected.
+// (its later adds fail). A failed fdatasync loses what was written since the
+// last good one (the kernel reports the error once): every request written
+// to that segment since then fails, the segment takes no more writes, every
+// ledger that wrote to it is broken at its last durable entry (its writer
+// closes it there and moves on), and the journal goes on in a new segment.
+// A failed index write, or no new segment to go on in, fails the journal
+// for good (every later request fails); reads are unaffected.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,6 +36,7 @@
 #include "common/metrics.h"
 #include "common/status.h"
 #include "runtime/reactor.h"
+#include "storage/file_ops.h"
 #include "storage/index.h"
 #include "storage/ledger_state.h"
 #include "storage/record_format.h"
@@ -55,9 +62,12 @@ class JournalListener {
   virtual ~JournalListener() = default;
   // Journal thread, once per group commit, after the batch is durable per the
   // fsync mode and before any completion runs. Requests whose status is ok
-  // are on disk at their location; `end` is where the segments end now. An
-  // error fails the batch's requests and the journal.
-  virtual common::Status on_written(std::vector<JournalRequest>& batch, const Checkpoint& end) = 0;
+  // are written at their location; `end` is where the segments end now and
+  // `durable` how far an fdatasync has covered them (with FsyncMode::kAlways
+  // the same as `end` unless a sync failed). An error fails the batch's
+  // requests and the journal.
+  virtual common::Status on_written(std::vector<JournalRequest>& batch, const Checkpoint& end,
+                                    const Checkpoint& durable) = 0;
 };
 
 class Journal {
@@ -72,6 +82,10 @@ class Journal {
   void start();
   // Completes every queued request, syncs, joins the thread. Idempotent.
   void stop();
+
+  // How far an fdatasync has covered the segments. Meaningful once
+  // stopped (or from the completing thread).
+  Checkpoint durable() const { return durable_; }
 
   // Any thread. On error the request was not queued and `done` is not called:
   // kResourceExhausted when the queue is full, kUnavailable once stopping,
@@ -97,6 +111,8 @@ class Journal {
   };
   // Batches the journal thread may run ahead of the sync thread.
   static constexpr size_t kMaxUnsyncedBatches = 4;
+  // How soon completions held for a full mailbox are tried again.
+  static constexpr std::chrono::microseconds kHeldRetry{500};
 
   void run();
   // Waits for requests; false once stopping and drained.
@@ -104,16 +120,27 @@ class Journal {
   void process(std::vector<JournalRequest>& batch);
   common::Status write_pending();
   common::Status roll_segment();
+  // The active segment lost writes (a failed sync or a write it could not
+  // cut back): waits until every batch written to it has completed (or
+  // failed), breaks each ledger that wrote to it at its last durable entry
+  // and goes on in a new segment. Fails the journal when it cannot.
+  void abandon_segment();
   common::Status sync_segment(SegmentAppender& segment);
   void maybe_interval_sync();
   void fail_journal(const common::Status& st);
   // Listener, then completions; in batch order, on one thread at a time.
   void finish(std::vector<JournalRequest>& batch, const Checkpoint& end);
+  // A sync of the active segment (journal thread) succeeded.
+  void synced_active();
   void complete(std::vector<JournalRequest>& batch);
+  // Posts completions that found their reactor's mailbox full; with `wait`,
+  // until all are posted. On the completing thread.
+  void deliver_held(bool wait);
   void sync_run();
 
   const std::string segments_dir_;
   const StorageOptions options_;
+  const std::shared_ptr<FileOps> ops_;  // options_.file_ops, or the real calls
   JournalListener* const listener_;
 
   // Journal thread only (the sync thread holds its own references).
@@ -122,6 +149,15 @@ class Journal {
   std::vector<Piece> pieces_;
   size_t pending_bytes_ = 0;
   bool dirty_ = false;  // written since the last sync
+  // Ledgers with records in the active segment.
+  std::vector<std::shared_ptr<LedgerState>> segment_ledgers_;
+
+  // The completing thread's (the sync thread with FsyncMode::kAlways, the
+  // journal thread otherwise): completions waiting for room in a reactor's
+  // mailbox, per reactor, in order.
+  std::list<std::pair<runtime::Reactor*, std::deque<runtime::Task>>> held_;
+  // The completing thread's: how far an fdatasync has covered the segments.
+  Checkpoint durable_;
   std::chrono::steady_clock::time_point next_interval_sync_;
 
   std::mutex mu_;
@@ -137,6 +173,8 @@ class Journal {
   std::mutex sync_mu_;
   std::condition_variable sync_cv_;  // both ways: batches in, room out
   std::deque<WrittenBatch> written_;
+  uint64_t batches_handed_ = 0;    // to the sync thread, ever
+  uint64_t batches_finished_ = 0;  // by the sync thread, ever
   bool sync_stopping_ = false;
   std::thread sync_thread_;  // only with FsyncMode::kAlways
 
@@ -145,6 +183,7 @@ class Journal {
   common::Counter& appended_bytes_;
   common::Counter& appended_entries_;
   common::Counter& errors_;
+  common::Counter& abandoned_segments_;
 };
 
 }  // namespace magnetar::storage

@@ -38,9 +38,11 @@ struct LedgerState {
   std::atomic<EntryId> last_confirmed{kNoEntry};
 
   // Journal thread only: the last entry written to a segment in stream
-  // order, and whether a failed write has broken the ledger.
+  // order, whether a failed write or sync has broken the ledger, and the
+  // segment it last wrote to (0: none yet).
   EntryId journal_last = kNoEntry;
   bool journal_broken = false;
+  uint64_t journal_segment = 0;
 };
 
 }  // namespace magnetar::storage

@@ -58,7 +58,7 @@ Result<std::shared_ptr<SegmentReader>> StorageImpl::segment_reader(uint64_t segm
   std::lock_guard lock(readers_mu_);
   auto it = readers_.find(segment);
   if (it != readers_.end()) return it->second;
-  auto opened = SegmentReader::open(segments_dir_, segment);
+  auto opened = SegmentReader::open(segments_dir_, segment, *ops_);
   if (!opened) return opened.status();
   readers_.emplace(segment, *opened);
   return opened;

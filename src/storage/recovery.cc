@@ -1,5 +1,6 @@
 // Start-up: rebuild the index from the segments past its checkpoint, cut a
-// torn or corrupt tail, load the ledgers into memory.
+// torn tail of the last segment, keep every good record past a damaged one,
+// load the ledgers into memory.
 #include <unistd.h>
 
 #include "common/logging.h"
@@ -25,12 +26,29 @@ Status StorageImpl::recover() {
   index_ = std::move(index.value());
   auto cp = index_->checkpoint();
   if (!cp) return cp.status();
+  auto durable = index_->durable();
+  if (!durable) return durable.status();
+  if (durable->has_value() && **durable < *cp) {
+    // The index was told of records no fdatasync covered (fsync interval or
+    // never): after a power loss they may be gone. It forgets them and the
+    // segments are replayed from the durable point as they are on disk, so
+    // a ledger ends where its data does.
+    auto forgotten = index_->rewind(**durable);
+    if (!forgotten) return forgotten.status();
+    MLOG_WARN("storage: replaying from the last durable point (segment {} offset {}); {} entries indexed past it "
+              "are checked again",
+              (*durable)->segment, (*durable)->offset, *forgotten);
+    cp = **durable;
+  }
   auto segments = list_segments(segments_dir_);
   if (!segments) return segments.status();
+  auto known = index_->ledgers();
+  if (!known) return known.status();
+  for (const LedgerMeta& meta : *known) replay_ledgers_.insert(meta.id);
 
   std::unique_ptr<SegmentAppender> active;
   if (segments->empty()) {
-    auto created = SegmentAppender::create(segments_dir_, std::max<uint64_t>(cp->segment, 1));
+    auto created = SegmentAppender::create(segments_dir_, std::max<uint64_t>(cp->segment, 1), *ops_);
     if (!created) return created.status();
     active = std::move(created.value());
   } else {
@@ -48,24 +66,25 @@ Status StorageImpl::recover() {
     if (replayed == 0) {
       // The checkpoint points past every file: nothing to replay; append anew.
       MLOG_WARN("storage: index checkpoint (segment {}) is past the last segment {}", cp->segment, last);
-      auto created = SegmentAppender::create(segments_dir_, cp->segment + 1);
+      auto created = SegmentAppender::create(segments_dir_, cp->segment + 1, *ops_);
       if (!created) return created.status();
       active = std::move(created.value());
     } else if (last_valid_end < format::kFileHeaderSize) {
       // The last segment never got its header to disk: start it again.
       std::string path = segment_path(segments_dir_, last);
       MLOG_WARN("storage: segment {} has no valid header; recreating it", segment_file_name(last));
-      if (::unlink(path.c_str()) != 0) return Status::from_errno(errno, "remove " + path);
-      auto created = SegmentAppender::create(segments_dir_, last);
+      if (ops_->unlink(path) != 0) return Status::from_errno(errno, "remove " + path);
+      auto created = SegmentAppender::create(segments_dir_, last, *ops_);
       if (!created) return created.status();
       active = std::move(created.value());
     } else {
-      auto reopened = SegmentAppender::reopen(segments_dir_, last, last_valid_end);
+      auto reopened = SegmentAppender::reopen(segments_dir_, last, last_valid_end, *ops_);
       if (!reopened) return reopened.status();
       active = std::move(reopened.value());
     }
   }
   active_segment_ = active->id();
+  replay_ledgers_.clear();
   MAGNETAR_RETURN_IF_ERROR(load_ledgers());
   auto refs = index_->segment_refs();
   if (!refs) return refs.status();
@@ -96,6 +115,7 @@ Status StorageImpl::replay_segment(uint64_t segment, uint64_t start, bool is_las
         updates.add_entry(h.ledger, h.entry, EntryLocation{segment, rec.offset, rec.size});
         break;
       case format::RecordType::kLedgerCreated:
+        replay_ledgers_.insert(h.ledger);
         updates.put_ledger(LedgerMeta{h.ledger, false, kNoEntry});
         break;
       case format::RecordType::kLedgerClosed:
@@ -109,7 +129,11 @@ Status StorageImpl::replay_segment(uint64_t segment, uint64_t start, bool is_las
       }
     }
     if (++pending >= kReplayFlushRecords) flush(rec.offset + rec.size);
-  });
+  }, [this](const format::RecordHeader& h) {
+    // Past damage, a record starts only where a ledger we know of goes on
+    // (or a bookkeeping record, whose checksum is cheap to try).
+    return h.type != format::RecordType::kEntry || replay_ledgers_.count(h.ledger) != 0;
+  }, *ops_);
   if (!scanned) return scanned.status();
   MAGNETAR_RETURN_IF_ERROR(failure);
   const ScanResult& result = scanned.value();
@@ -120,18 +144,25 @@ Status StorageImpl::replay_segment(uint64_t segment, uint64_t start, bool is_las
     return Status::ok();
   }
   *valid_end = result.valid_end;
+  for (const DamagedRange& d : result.damaged) {
+    // The records after it are kept: reads of the entries it held answer
+    // kCorruption (the index has a hole there).
+    MLOG_ERROR("storage: segment {}: {} damaged bytes at offset {}; the records after them are kept",
+               segment_file_name(segment), d.size, d.offset);
+    damaged_bytes_.inc(d.size);
+  }
   if (result.valid_end < result.file_size) {
-    uint64_t cut = result.file_size - result.valid_end;
+    uint64_t tail = result.file_size - result.valid_end;
     if (is_last) {
-      MLOG_WARN("storage: segment {}: cut a torn tail of {} bytes at offset {}", segment_file_name(segment), cut,
+      // The unsynced end of the log: the journal cuts it when it reopens.
+      MLOG_WARN("storage: segment {}: cut a torn tail of {} bytes at offset {}", segment_file_name(segment), tail,
                 result.valid_end);
     } else {
-      MLOG_ERROR("storage: segment {}: {} corrupt bytes at offset {} before the end of the log; cut",
-                 segment_file_name(segment), cut, result.valid_end);
-      std::string path = segment_path(segments_dir_, segment);
-      if (::truncate(path.c_str(), static_cast<off_t>(result.valid_end)) != 0) {
-        return Status::from_errno(errno, "cut " + path);
-      }
+      // A rolled-over segment was synced whole: its end is damage, not a
+      // torn write. Left in place (nothing after it is appended).
+      MLOG_ERROR("storage: segment {}: {} damaged bytes at its end (offset {})", segment_file_name(segment), tail,
+                 result.valid_end);
+      damaged_bytes_.inc(tail);
     }
   }
   flush(result.valid_end);

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "common/logging.h"
 
@@ -24,10 +25,10 @@ namespace {
 constexpr const char* kSuffix = ".seg";
 constexpr size_t kScanChunk = 4u << 20;
 
-Status read_fully(int fd, uint8_t* out, size_t size, uint64_t offset, size_t* got) {
+Status read_fully(FileOps& ops, int fd, uint8_t* out, size_t size, uint64_t offset, size_t* got) {
   *got = 0;
   while (*got < size) {
-    ssize_t n = ::pread(fd, out + *got, size - *got, static_cast<off_t>(offset + *got));
+    ssize_t n = ops.pread(fd, out + *got, size - *got, static_cast<off_t>(offset + *got));
     if (n < 0) {
       if (errno == EINTR) continue;
       return Status::from_errno(errno, "read segment");
@@ -76,12 +77,12 @@ Status ensure_directory(const std::string& path) {
   return Status::ok();
 }
 
-Status sync_directory(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+Status sync_directory(const std::string& path, FileOps& ops) {
+  int fd = ops.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
   if (fd < 0) return Status::from_errno(errno, "open directory " + path);
-  int rc = ::fsync(fd);
+  int rc = ops.fsync(fd);
   int err = errno;
-  ::close(fd);
+  ops.close(fd);
   if (rc != 0) return Status::from_errno(err, "sync directory " + path);
   return Status::ok();
 }
@@ -89,48 +90,49 @@ Status sync_directory(const std::string& path) {
 // ---- SegmentAppender ----
 
 Result<std::unique_ptr<SegmentAppender>> SegmentAppender::create(const std::string& segments_dir,
-                                                                 uint64_t segment_id) {
+                                                                 uint64_t segment_id, FileOps& ops) {
   std::string path = segment_path(segments_dir, segment_id);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ops.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return Status::from_errno(errno, "create segment " + path);
-  std::unique_ptr<SegmentAppender> seg(new SegmentAppender(segment_id, fd, 0));
+  std::unique_ptr<SegmentAppender> seg(new SegmentAppender(ops, segment_id, fd, 0));
   uint8_t header[format::kFileHeaderSize];
   format::encode_file_header(header, segment_id);
   iovec iov{header, sizeof(header)};
   Status st = seg->append(&iov, 1, sizeof(header));
   if (st.is_ok()) st = seg->sync();
-  if (st.is_ok()) st = sync_directory(segments_dir);
+  if (st.is_ok()) st = sync_directory(segments_dir, ops);
   if (!st.is_ok()) {
     seg.reset();
-    ::unlink(path.c_str());
+    ops.unlink(path);
     return st;
   }
   return seg;
 }
 
 Result<std::unique_ptr<SegmentAppender>> SegmentAppender::reopen(const std::string& segments_dir,
-                                                                 uint64_t segment_id, uint64_t size) {
+                                                                 uint64_t segment_id, uint64_t size, FileOps& ops) {
   std::string path = segment_path(segments_dir, segment_id);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  int fd = ops.open(path, O_WRONLY | O_CLOEXEC, 0);
   if (fd < 0) return Status::from_errno(errno, "open segment " + path);
   struct stat sb {};
-  if (::fstat(fd, &sb) != 0) {
+  if (ops.fstat(fd, &sb) != 0) {
     int err = errno;
-    ::close(fd);
+    ops.close(fd);
     return Status::from_errno(err, "stat segment " + path);
   }
-  if (static_cast<uint64_t>(sb.st_size) != size) {
-    if (::ftruncate(fd, static_cast<off_t>(size)) != 0 || ::fdatasync(fd) != 0) {
-      int err = errno;
-      ::close(fd);
-      return Status::from_errno(err, "cut segment " + path);
-    }
+  // Synced even when nothing is cut: what an earlier process wrote may sit
+  // in the page cache only, and from here on it counts as durable.
+  if ((static_cast<uint64_t>(sb.st_size) != size && ops.ftruncate(fd, static_cast<off_t>(size)) != 0) ||
+      ops.fdatasync(fd) != 0) {
+    int err = errno;
+    ops.close(fd);
+    return Status::from_errno(err, "cut segment " + path);
   }
-  return std::unique_ptr<SegmentAppender>(new SegmentAppender(segment_id, fd, size));
+  return std::unique_ptr<SegmentAppender>(new SegmentAppender(ops, segment_id, fd, size));
 }
 
 SegmentAppender::~SegmentAppender() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) ops_.close(fd_);
 }
 
 Status SegmentAppender::append(const struct iovec* iov, size_t count, size_t total_bytes) {
@@ -151,8 +153,8 @@ Status SegmentAppender::append(const struct iovec* iov, size_t count, size_t tot
       }
       if (v.iov_len > 0) window.push_back(v);
     }
-    ssize_t n = ::pwritev(fd_, window.data(), static_cast<int>(window.size()),
-                          static_cast<off_t>(start + done));
+    ssize_t n = ops_.pwritev(fd_, window.data(), static_cast<int>(window.size()),
+                             static_cast<off_t>(start + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       failure = Status::from_errno(errno, "write segment " + segment_file_name(id_));
@@ -180,7 +182,7 @@ Status SegmentAppender::append(const struct iovec* iov, size_t count, size_t tot
     size_ = start + done;
     return failure;
   }
-  if (done > 0 && ::ftruncate(fd_, static_cast<off_t>(start)) != 0) {
+  if (done > 0 && ops_.ftruncate(fd_, static_cast<off_t>(start)) != 0) {
     broken_ = true;
     MLOG_ERROR("segment {}: cannot cut a failed write back: {}", segment_file_name(id_), std::strerror(errno));
   }
@@ -188,10 +190,16 @@ Status SegmentAppender::append(const struct iovec* iov, size_t count, size_t tot
 }
 
 Status SegmentAppender::sync() {
-  if (::fdatasync(fd_) != 0) {
+  if (broken()) {
+    // Linux reports a writeback error to one fdatasync only: a later one
+    // would succeed over pages that never reached the disk.
+    return Status::io_error("segment " + segment_file_name(id_) + " lost writes to an earlier failed sync");
+  }
+  if (ops_.fdatasync(fd_) != 0) {
     // After a failed fdatasync the page cache state is unknown: never retry.
+    int err = errno;
     broken_ = true;
-    return Status::from_errno(errno, "sync segment " + segment_file_name(id_));
+    return Status::from_errno(err, "sync segment " + segment_file_name(id_));
   }
   return Status::ok();
 }
@@ -199,21 +207,21 @@ Status SegmentAppender::sync() {
 // ---- SegmentReader ----
 
 Result<std::shared_ptr<SegmentReader>> SegmentReader::open(const std::string& segments_dir,
-                                                           uint64_t segment_id) {
+                                                           uint64_t segment_id, FileOps& ops) {
   std::string path = segment_path(segments_dir, segment_id);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ops.open(path, O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0) return Status::from_errno(errno, "open segment " + path);
-  return std::shared_ptr<SegmentReader>(new SegmentReader(segment_id, fd));
+  return std::shared_ptr<SegmentReader>(new SegmentReader(ops, segment_id, fd));
 }
 
 SegmentReader::~SegmentReader() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) ops_.close(fd_);
 }
 
 Result<Slice> SegmentReader::read(uint64_t offset, size_t size) const {
   Slice out = Slice::allocate(size);
   size_t got = 0;
-  MAGNETAR_RETURN_IF_ERROR(read_fully(fd_, out.mutable_data(), size, offset, &got));
+  MAGNETAR_RETURN_IF_ERROR(read_fully(ops_, fd_, out.mutable_data(), size, offset, &got));
   if (got < size) {
     return Status::corruption("segment " + segment_file_name(id_) + " ends before offset " +
                               std::to_string(offset + size));
@@ -237,55 +245,97 @@ Result<Slice> decode_entry_record(const Slice& bytes, uint64_t ledger, int64_t e
 
 // ---- scan ----
 
+namespace {
+
+// A sequential window over one segment file for the scan.
+class ScanWindow {
+ public:
+  ScanWindow(FileOps& ops, int fd, uint64_t file_size) : ops_(ops), fd_(fd), file_size_(file_size) {}
+  // The bytes [pos, pos + need), or null when the file ends before.
+  Result<const uint8_t*> at(uint64_t pos, size_t need) {
+    if (pos + need > file_size_) return static_cast<const uint8_t*>(nullptr);
+    if (pos < offset_ || pos + need > offset_ + buf_.size()) {
+      buf_.resize(std::max(need, kScanChunk));
+      size_t n = 0;
+      MAGNETAR_RETURN_IF_ERROR(read_fully(ops_, fd_, buf_.data(), buf_.size(), pos, &n));
+      buf_.resize(n);
+      offset_ = pos;
+      if (n < need) return static_cast<const uint8_t*>(nullptr);
+    }
+    return buf_.data() + (pos - offset_);
+  }
+
+ private:
+  FileOps& ops_;
+  const int fd_;
+  const uint64_t file_size_;
+  std::vector<uint8_t> buf_;
+  uint64_t offset_ = 0;
+};
+
+}  // namespace
+
 Result<ScanResult> scan_segment(const std::string& segments_dir, uint64_t segment_id, uint64_t start,
-                                const std::function<void(const ScannedRecord&)>& fn) {
+                                const std::function<void(const ScannedRecord&)>& fn, const ResyncFilter& resync,
+                                FileOps& ops) {
   std::string path = segment_path(segments_dir, segment_id);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ops.open(path, O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0) return Status::from_errno(errno, "open segment " + path);
   struct Closer {
+    FileOps& ops;
     int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+    ~Closer() { ops.close(fd); }
+  } closer{ops, fd};
   struct stat sb {};
-  if (::fstat(fd, &sb) != 0) return Status::from_errno(errno, "stat segment " + path);
+  if (ops.fstat(fd, &sb) != 0) return Status::from_errno(errno, "stat segment " + path);
   ScanResult result;
   result.file_size = static_cast<uint64_t>(sb.st_size);
   uint8_t header[format::kFileHeaderSize];
   size_t got = 0;
-  MAGNETAR_RETURN_IF_ERROR(read_fully(fd, header, sizeof(header), 0, &got));
+  MAGNETAR_RETURN_IF_ERROR(read_fully(ops, fd, header, sizeof(header), 0, &got));
   if (got < sizeof(header) || !format::file_header_matches(header, segment_id)) return result;
   result.header_ok = true;
   start = std::max<uint64_t>(start, format::kFileHeaderSize);
   result.valid_end = std::min(start, result.file_size);
   if (start > result.file_size) return result;
 
-  // A window of the file: [buf_offset, buf_offset + buf.size()).
-  std::vector<uint8_t> buf;
-  uint64_t buf_offset = start;
-  uint64_t pos = start;
-  auto ensure = [&](size_t need) -> Status {
-    if (pos + need <= buf_offset + buf.size()) return Status::ok();
-    std::vector<uint8_t> next(std::max(need, kScanChunk));
-    size_t n = 0;
-    MAGNETAR_RETURN_IF_ERROR(read_fully(fd, next.data(), next.size(), pos, &n));
-    next.resize(n);
-    buf.swap(next);
-    buf_offset = pos;
-    return Status::ok();
+  ScanWindow window(ops, fd, result.file_size);
+  // The good record at `pos`, if one starts there; `filter` first when set.
+  auto record_at = [&](uint64_t pos, const ResyncFilter* filter) -> Result<std::optional<ScannedRecord>> {
+    auto head = window.at(pos, format::kRecordHeaderSize);
+    if (!head) return head.status();
+    if (*head == nullptr) return std::optional<ScannedRecord>();
+    format::RecordHeader h = format::decode_record_header(*head);
+    if (!format::header_plausible(h) || pos + format::kRecordHeaderSize + h.length > result.file_size) {
+      return std::optional<ScannedRecord>();
+    }
+    if (filter != nullptr && *filter && !(*filter)(h)) return std::optional<ScannedRecord>();
+    const size_t size = format::kRecordHeaderSize + h.length;
+    auto whole = window.at(pos, size);
+    if (!whole) return whole.status();
+    if (*whole == nullptr || !format::record_checksum_ok(*whole, h)) return std::optional<ScannedRecord>();
+    return std::optional<ScannedRecord>(
+        ScannedRecord{h, pos, static_cast<uint32_t>(size), *whole + format::kRecordHeaderSize});
   };
+  uint64_t pos = start;
   while (pos < result.file_size) {
-    MAGNETAR_RETURN_IF_ERROR(ensure(format::kRecordHeaderSize));
-    if (pos + format::kRecordHeaderSize > buf_offset + buf.size()) break;  // torn header
-    const uint8_t* p = buf.data() + (pos - buf_offset);
-    format::RecordHeader h = format::decode_record_header(p);
-    if (!format::header_plausible(h)) break;
-    size_t size = format::kRecordHeaderSize + h.length;
-    MAGNETAR_RETURN_IF_ERROR(ensure(size));
-    if (pos + size > buf_offset + buf.size()) break;  // torn payload
-    p = buf.data() + (pos - buf_offset);
-    if (!format::record_checksum_ok(p, h)) break;
-    fn(ScannedRecord{h, pos, static_cast<uint32_t>(size), p + format::kRecordHeaderSize});
-    pos += size;
+    auto rec = record_at(pos, nullptr);
+    if (!rec) return rec.status();
+    if (!rec->has_value()) {
+      // Damage or the torn end: look for the next good record.
+      uint64_t next = pos + 1;
+      for (; next < result.file_size; ++next) {
+        rec = record_at(next, &resync);
+        if (!rec) return rec.status();
+        if (rec->has_value()) break;
+      }
+      if (!rec->has_value()) break;  // nothing good follows: a torn tail
+      result.damaged.push_back(DamagedRange{pos, next - pos});
+      pos = next;
+    }
+    const ScannedRecord& r = **rec;
+    fn(r);
+    pos += r.size;
     result.valid_end = pos;
   }
   return result;

@@ -19,6 +19,7 @@
 #include "common/bytes.h"
 #include "common/result.h"
 #include "common/status.h"
+#include "storage/file_ops.h"
 #include "storage/record_format.h"
 
 namespace magnetar::storage {
@@ -30,18 +31,20 @@ common::Result<std::vector<uint64_t>> list_segments(const std::string& segments_
 // Creates `path` and its parents if missing.
 common::Status ensure_directory(const std::string& path);
 // fsync of a directory, so that a created or removed name is durable.
-common::Status sync_directory(const std::string& path);
+common::Status sync_directory(const std::string& path, FileOps& ops = *FileOps::posix());
 
 class SegmentAppender {
  public:
   // Creates a new segment with its file header, synced, its name synced in
   // the directory. Fails if the file exists.
   static common::Result<std::unique_ptr<SegmentAppender>> create(const std::string& segments_dir,
-                                                                 uint64_t segment_id);
+                                                                 uint64_t segment_id,
+                                                                 FileOps& ops = *FileOps::posix());
   // Reopens an existing segment whose valid bytes end at `size` (anything
-  // past it is cut). Used after recovery.
+  // past it is cut), synced. Used after recovery.
   static common::Result<std::unique_ptr<SegmentAppender>> reopen(const std::string& segments_dir,
-                                                                 uint64_t segment_id, uint64_t size);
+                                                                 uint64_t segment_id, uint64_t size,
+                                                                 FileOps& ops = *FileOps::posix());
   ~SegmentAppender();
   SegmentAppender(const SegmentAppender&) = delete;
   SegmentAppender& operator=(const SegmentAppender&) = delete;
@@ -52,13 +55,17 @@ class SegmentAppender {
   // broken() for good.
   common::Status append(const struct iovec* iov, size_t count, size_t total_bytes);
   // fdatasync. May run on another thread than append(), concurrently.
+  // Once a sync failed the pages written since the last good one may be
+  // gone while the kernel reports the error only once: the appender is
+  // broken() for good and every later sync (and append) fails too.
   common::Status sync();
   uint64_t id() const { return id_; }
   uint64_t size() const { return size_; }
   bool broken() const { return broken_.load(std::memory_order_acquire); }
 
  private:
-  SegmentAppender(uint64_t id, int fd, uint64_t size) : id_(id), fd_(fd), size_(size) {}
+  SegmentAppender(FileOps& ops, uint64_t id, int fd, uint64_t size) : ops_(ops), id_(id), fd_(fd), size_(size) {}
+  FileOps& ops_;
   const uint64_t id_;
   int fd_;
   uint64_t size_;
@@ -69,7 +76,8 @@ class SegmentAppender {
 class SegmentReader {
  public:
   static common::Result<std::shared_ptr<SegmentReader>> open(const std::string& segments_dir,
-                                                             uint64_t segment_id);
+                                                             uint64_t segment_id,
+                                                             FileOps& ops = *FileOps::posix());
   ~SegmentReader();
   SegmentReader(const SegmentReader&) = delete;
   SegmentReader& operator=(const SegmentReader&) = delete;
@@ -80,7 +88,8 @@ class SegmentReader {
   uint64_t id() const { return id_; }
 
  private:
-  SegmentReader(uint64_t id, int fd) : id_(id), fd_(fd) {}
+  SegmentReader(FileOps& ops, uint64_t id, int fd) : ops_(ops), id_(id), fd_(fd) {}
+  FileOps& ops_;
   const uint64_t id_;
   int fd_;
 };
@@ -98,18 +107,37 @@ struct ScannedRecord {
   const uint8_t* payload;  // valid only during the callback
 };
 
+// Bytes between two good records that hold no good record: a damaged
+// stretch of the file (flipped bits, a torn page, overwritten bytes).
+struct DamagedRange {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
 struct ScanResult {
   uint64_t valid_end = 0;  // offset just past the last good record
   uint64_t file_size = 0;  // > valid_end when a torn or corrupt tail follows
   bool header_ok = false;  // false: the file header itself is missing or bad
+  std::vector<DamagedRange> damaged;  // in file order; none reaches valid_end
 };
 
+// Whether a record header found while looking for good records past a
+// damaged stretch may start one: a cheap filter (say, "its ledger is
+// known") applied before the checksum is computed.
+using ResyncFilter = std::function<bool(const format::RecordHeader&)>;
+
 // Reads the segment sequentially from `start` (>= the file header) and calls
-// `fn` for each good record, stopping at the first one that is short,
-// implausible or fails its checksum. Returns kIoError only when the file
-// cannot be read at all.
+// `fn` for each good record. A record that is short, implausible or fails
+// its checksum is damage, not the end: the scan looks for the next good
+// record past it (one whose header passes `resync` when given, and whose
+// checksum holds) and goes on from there, reporting the stretch in between
+// as damaged. Only when no good record follows does the scan end, at
+// valid_end (a torn tail). Returns kIoError only when the file cannot be
+// read at all.
 common::Result<ScanResult> scan_segment(const std::string& segments_dir, uint64_t segment_id,
                                         uint64_t start,
-                                        const std::function<void(const ScannedRecord&)>& fn);
+                                        const std::function<void(const ScannedRecord&)>& fn,
+                                        const ResyncFilter& resync = nullptr,
+                                        FileOps& ops = *FileOps::posix());
 
 }  // namespace magnetar::storage

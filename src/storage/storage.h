@@ -31,6 +31,8 @@
 
 namespace magnetar::storage {
 
+class FileOps;
+
 using LedgerId = uint64_t;
 using EntryId = int64_t;
 inline constexpr EntryId kNoEntry = -1;  // "no entry yet": an empty ledger's last entry
@@ -78,6 +80,8 @@ struct StorageOptions {
   size_t read_ahead_cache_bytes = 32u << 20;  // entries read from disk
   size_t read_ahead_entries = 256;           // extra entries read past a miss
   size_t max_read_bytes = 8u << 20;          // one read returns at most this (but >= 1 entry)
+  // The file system calls on segments (file_ops.h); null: the real ones.
+  std::shared_ptr<FileOps> file_ops;
 };
 
 template <typename T>

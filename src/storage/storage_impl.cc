@@ -19,8 +19,14 @@ std::unique_ptr<Storage> make_local_storage(StorageOptions options) {
   return std::make_unique<StorageImpl>(std::move(options));
 }
 
+StorageOptions StorageImpl::with_file_ops(StorageOptions options) {
+  if (!options.file_ops) options.file_ops = FileOps::posix();
+  return options;
+}
+
 StorageImpl::StorageImpl(StorageOptions options)
-    : options_(std::move(options)),
+    : options_(with_file_ops(std::move(options))),
+      ops_(options_.file_ops),
       segments_dir_(options_.directory + "/segments"),
       index_dir_(options_.directory + "/index"),
       tail_cache_(options_.tail_cache_bytes),
@@ -30,7 +36,10 @@ StorageImpl::StorageImpl(StorageOptions options)
       cache_misses_(MetricsRegistry::global().counter("magnetar_storage_cache_misses_total",
                                                       "Entries read from disk")),
       read_errors_(MetricsRegistry::global().counter("magnetar_storage_read_errors_total",
-                                                     "Entries that failed their checksum or could not be read")) {}
+                                                     "Entries that failed their checksum or could not be read")),
+      damaged_bytes_(MetricsRegistry::global().counter(
+          "magnetar_storage_damaged_bytes_total",
+          "Bytes of segment files found damaged at start-up (good records around them are kept)")) {}
 
 StorageImpl::~StorageImpl() { stop(); }
 
@@ -48,6 +57,11 @@ void StorageImpl::stop() {
   if (!started_) return;
   started_ = false;
   journal_->stop();
+  // The final sync is done: say how far the segments are on disk.
+  Index::Batch durable;
+  durable.set_durable(journal_->durable());
+  Status st = index_->write(durable, true);
+  if (!st.is_ok()) MLOG_WARN("storage: cannot record the durable point at stop: {}", st.to_string());
   reader_->stop();
   remover_->stop();  // removes what is queued first
   journal_.reset();
@@ -64,7 +78,7 @@ void StorageImpl::deliver(Reactor* home, runtime::Task fn) {
   if (home->is_on_thread()) {
     // A reactor never waits on its own mailbox; when it is full the answer
     // runs now rather than being lost.
-    Status st = home->post(std::move(fn));
+    Status st = home->try_post(fn);
     if (st.is_ok()) return;
     if (fn) fn();
     return;
@@ -289,7 +303,8 @@ std::vector<LedgerId> StorageImpl::list_ledgers() const {
 
 // ---- journal thread ----
 
-Status StorageImpl::on_written(std::vector<JournalRequest>& batch, const Checkpoint& end) {
+Status StorageImpl::on_written(std::vector<JournalRequest>& batch, const Checkpoint& end,
+                               const Checkpoint& durable) {
   Index::Batch updates;
   bool deleted_any = false;
   for (JournalRequest& r : batch) {
@@ -322,6 +337,7 @@ Status StorageImpl::on_written(std::vector<JournalRequest>& batch, const Checkpo
     }
   }
   updates.set_checkpoint(end);
+  updates.set_durable(durable);
   MAGNETAR_RETURN_IF_ERROR(index_->write(updates, false));
 
   // The index holds the batch: now readers may see it.
@@ -396,15 +412,15 @@ Status StorageImpl::collect_garbage(uint64_t active_segment) {
   // the journal's completion path, it would hold back every acknowledgement
   // behind it. The segments are dead already; a crash before they go only
   // leaves them for the next start to remove.
-  auto remove = [dir = segments_dir_, paths = std::move(paths)]() {
+  auto remove = [dir = segments_dir_, paths = std::move(paths), ops = ops_]() {
     for (const auto& path : paths) {
-      if (::unlink(path.c_str()) != 0) {
+      if (ops->unlink(path) != 0) {
         MLOG_WARN("storage: cannot remove segment {}: {}", path, std::strerror(errno));
         continue;
       }
       MLOG_INFO("storage: removed segment {}: every ledger in it was deleted", path);
     }
-    Status st = sync_directory(dir);
+    Status st = sync_directory(dir, *ops);
     if (!st.is_ok()) MLOG_WARN("storage: {}", st.to_string());
   };
   if (started_ && remover_ && remover_->post(remove).is_ok()) return Status::ok();

@@ -17,11 +17,13 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/metrics.h"
 #include "runtime/worker_thread.h"
 #include "storage/entry_cache.h"
+#include "storage/file_ops.h"
 #include "storage/index.h"
 #include "storage/journal.h"
 #include "storage/ledger_state.h"
@@ -51,6 +53,8 @@ class StorageImpl final : public Storage, private JournalListener {
   std::vector<LedgerId> list_ledgers() const override;
 
  private:
+  // Fills in the real file system calls when the options name none.
+  static StorageOptions with_file_ops(StorageOptions options);
   // recovery.cc
   common::Status recover();
   common::Status replay_segment(uint64_t segment, uint64_t start, bool is_last, uint64_t* valid_end);
@@ -63,7 +67,8 @@ class StorageImpl final : public Storage, private JournalListener {
   common::Result<std::shared_ptr<SegmentReader>> segment_reader(uint64_t segment);
 
   // JournalListener, journal thread.
-  common::Status on_written(std::vector<JournalRequest>& batch, const Checkpoint& end) override;
+  common::Status on_written(std::vector<JournalRequest>& batch, const Checkpoint& end,
+                            const Checkpoint& durable) override;
   common::Status collect_garbage(uint64_t active_segment);
 
   std::shared_ptr<LedgerState> find(LedgerId id) const;
@@ -72,6 +77,7 @@ class StorageImpl final : public Storage, private JournalListener {
   static void deliver(runtime::Reactor* home, runtime::Task fn);
 
   const StorageOptions options_;
+  const std::shared_ptr<FileOps> ops_;
   const std::string segments_dir_;
   const std::string index_dir_;
   std::unique_ptr<Index> index_;
@@ -92,10 +98,13 @@ class StorageImpl final : public Storage, private JournalListener {
   // Journal thread (and start-up before it runs).
   std::map<uint64_t, std::set<LedgerId>> segment_refs_;
   uint64_t active_segment_ = 0;
+  // Start-up only: ledgers the replay knows of, to find records past damage.
+  std::unordered_set<LedgerId> replay_ledgers_;
 
   common::Counter& cache_hits_;
   common::Counter& cache_misses_;
   common::Counter& read_errors_;
+  common::Counter& damaged_bytes_;
 };
 
 }  // namespace magnetar::storage

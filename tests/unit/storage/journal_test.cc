@@ -20,7 +20,7 @@ using testing::TempDir;
 // Records what the journal reports, in order.
 class RecordingListener : public JournalListener {
  public:
-  Status on_written(std::vector<JournalRequest>& batch, const Checkpoint& end) override {
+  Status on_written(std::vector<JournalRequest>& batch, const Checkpoint& end, const Checkpoint&) override {
     std::lock_guard lock(mu);
     batch_sizes.push_back(batch.size());
     for (auto& r : batch) {

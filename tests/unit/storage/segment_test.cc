@@ -104,11 +104,12 @@ TEST(SegmentTest, ScanStopsAtATornTail) {
   EXPECT_EQ(result.file_size, full - 30);
 }
 
-TEST(SegmentTest, ScanStopsAtACorruptRecord) {
+TEST(SegmentTest, ScanGoesOnPastACorruptRecord) {
   TempDir dir;
   auto seg = SegmentAppender::create(dir.path(), 1);
   ASSERT_TRUE(seg.is_ok());
   auto offsets = append_entries(**seg, 10);
+  const uint64_t full = (*seg)->size();
   std::string path = segment_path(dir.path(), 1);
   FILE* f = std::fopen(path.c_str(), "r+b");
   ASSERT_NE(f, nullptr);
@@ -117,8 +118,58 @@ TEST(SegmentTest, ScanStopsAtACorruptRecord) {
   std::fclose(f);
   ScanResult result;
   auto ids = scan_ids(dir.path(), 1, &result);
-  EXPECT_EQ(ids, (std::vector<int64_t>{0, 1, 2, 3}));
-  EXPECT_EQ(result.valid_end, offsets[4]);
+  // Damage is not the end: the good records after it are kept.
+  EXPECT_EQ(ids, (std::vector<int64_t>{0, 1, 2, 3, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(result.valid_end, full);
+  ASSERT_EQ(result.damaged.size(), 1u);
+  EXPECT_EQ(result.damaged[0].offset, offsets[4]);
+  EXPECT_EQ(result.damaged[0].size, offsets[5] - offsets[4]);
+}
+
+TEST(SegmentTest, ScanGoesOnPastOverwrittenBytesAcrossRecords) {
+  TempDir dir;
+  auto seg = SegmentAppender::create(dir.path(), 1);
+  ASSERT_TRUE(seg.is_ok());
+  auto offsets = append_entries(**seg, 30);
+  const uint64_t full = (*seg)->size();
+  // 16 bytes across the boundary of records 10 and 11 (headers included).
+  std::string path = segment_path(dir.path(), 1);
+  FILE* f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  std::fseek(f, static_cast<long>(offsets[11] - 8), SEEK_SET);
+  for (int i = 0; i < 16; ++i) std::fputc(0xa5, f);
+  std::fclose(f);
+  ScanResult result;
+  auto ids = scan_ids(dir.path(), 1, &result);
+  std::vector<int64_t> expected;
+  for (int64_t i = 0; i < 30; ++i) {
+    if (i != 10 && i != 11) expected.push_back(i);
+  }
+  EXPECT_EQ(ids, expected);
+  EXPECT_EQ(result.valid_end, full);
+  ASSERT_EQ(result.damaged.size(), 1u);
+  EXPECT_EQ(result.damaged[0].offset, offsets[10]);
+  EXPECT_EQ(result.damaged[0].size, offsets[12] - offsets[10]);
+}
+
+TEST(SegmentTest, ATornTailAfterDamageIsStillATornTail) {
+  TempDir dir;
+  auto seg = SegmentAppender::create(dir.path(), 1);
+  ASSERT_TRUE(seg.is_ok());
+  auto offsets = append_entries(**seg, 10);
+  const uint64_t full = (*seg)->size();
+  std::string path = segment_path(dir.path(), 1);
+  FILE* f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  std::fseek(f, static_cast<long>(offsets[3] + 5), SEEK_SET);
+  std::fputc(0x11, f);
+  std::fclose(f);
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(full - 30)), 0);
+  ScanResult result;
+  auto ids = scan_ids(dir.path(), 1, &result);
+  EXPECT_EQ(ids, (std::vector<int64_t>{0, 1, 2, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(result.valid_end, offsets[9]);
+  ASSERT_EQ(result.damaged.size(), 1u);
 }
 
 TEST(SegmentTest, ScanOfAFileWithoutHeaderFindsNothing) {
