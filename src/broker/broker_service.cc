@@ -56,7 +56,7 @@ struct TraceScan : std::enable_shared_from_this<TraceScan> {
 
 BrokerService::BrokerService(runtime::Runtime& runtime, storage::Storage& storage, metadata::Store& store,
                              BrokerOptions options)
-    : runtime_(runtime), storage_(storage), store_(store), options_(options) {
+    : runtime_(runtime), storage_(storage), store_(store), ledger_ids_(store), options_(options) {
   for (size_t i = 0; i < runtime.size(); ++i) {
     auto shard = std::make_unique<Shard>();
     shard->tracer = std::make_unique<TraceRecorder>(
@@ -228,7 +228,7 @@ void BrokerService::open(Shard& shard, const TopicName& topic, std::optional<Nam
     return;
   }
   ledger::ManagedLedger::open(
-      managed_ledger_name(topic), config, storage_, store_,
+      managed_ledger_name(topic), config, storage_, store_, ledger_ids_,
       [this, &shard, topic, key, finish](Result<std::shared_ptr<ledger::ManagedLedger>> ml) {
         if (!ml.is_ok()) {
           MLOG_WARN("cannot load topic {}: {}", key, ml.status().to_string());

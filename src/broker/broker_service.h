@@ -196,6 +196,7 @@ class BrokerService final : public runtime::Component {
   runtime::Runtime& runtime_;
   storage::Storage& storage_;
   metadata::Store& store_;
+  ledger::LedgerIdAllocator ledger_ids_;
   const BrokerOptions options_;
   const PolicyCache* policies_ = nullptr;
   // Per tenant, over every reactor: its counts and aggregate rate limits.

@@ -447,6 +447,7 @@ TopicStats Topic::stats() const {
   s.bytes_out = removed_bytes_out_;
   s.storage_size = log_->chain().total_size();
   s.entries = log_->chain().total_entries();
+  s.damaged_entries = log_->damaged_entries();
   if (publish_limits_) {
     s.publish_rate_limited_times = publish_limits_->limited_times();
     const RateBuckets& own = publish_limits_->own();

@@ -57,6 +57,7 @@ struct TopicStats {
   uint64_t bytes_out = 0;
   uint64_t storage_size = 0;     // bytes of entries the log holds
   uint64_t entries = 0;          // entries the log holds
+  uint64_t damaged_entries = 0;  // found damaged on disk and skipped (Log::damaged_entries)
   std::vector<PublisherStats> publishers;
   std::vector<SubscriptionStats> subscriptions;
   // Filled by Topic::stats_at, per second.

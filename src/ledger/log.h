@@ -73,6 +73,10 @@ class Log {
   virtual const LedgerChain& chain() const = 0;
   Position last_confirmed() const { return chain().empty() ? Position{} : chain().last_position(); }
   virtual int64_t next_message_index() const = 0;
+  // Entries found damaged on disk (failed their checksum, or lost) since the
+  // log was opened: each is skipped for every reader and acknowledged for
+  // every cursor, so that one bad record costs only itself.
+  virtual uint64_t damaged_entries() const { return 0; }
   // Adds after it fail.
   virtual void close(Callback<common::Status> done) = 0;
 };

@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "ledger/records_generated.h"
 
 namespace magnetar::ledger {
@@ -16,8 +17,6 @@ using common::Status;
 
 namespace {
 
-constexpr const char* kLedgerIdKey = "/managed-ledgers-next-id";
-constexpr int kMaxIdAttempts = 100;
 
 std::string encode_chain(const LedgerChain& chain) {
   flatbuffers::FlatBufferBuilder b(128);
@@ -75,23 +74,25 @@ Result<uint64_t> ManagedLedger::stored_size(const std::string& record) {
 }
 
 ManagedLedger::ManagedLedger(std::string name, ManagedLedgerConfig config, storage::Storage& storage,
-                             metadata::Store& store)
-    : name_(std::move(name)), config_(config), storage_(storage), store_(store) {}
+                             metadata::Store& store, LedgerIdAllocator& ids)
+    : name_(std::move(name)), config_(config), storage_(storage), store_(store), ids_(ids) {}
 
 void ManagedLedger::check_home() const {
   if (home_ != nullptr) home_->assert_on_thread();
 }
 
 void ManagedLedger::later(runtime::Task fn) {
-  Status st = home_->post(std::move(fn));
+  if (home_->is_on_thread()) return home_->defer(std::move(fn));
+  Status st = home_->try_post(fn);
   if (!st.is_ok() && fn) fn();
 }
 
 void ManagedLedger::open(std::string name, ManagedLedgerConfig config, storage::Storage& storage,
-                         metadata::Store& store, Callback<Result<std::shared_ptr<ManagedLedger>>> done) {
+                         metadata::Store& store, LedgerIdAllocator& ids,
+                         Callback<Result<std::shared_ptr<ManagedLedger>>> done) {
   runtime::Reactor* home = runtime::Reactor::current();
   if (home == nullptr) return done(Status::invalid_argument("a managed ledger is opened on its home reactor"));
-  std::shared_ptr<ManagedLedger> ml(new ManagedLedger(std::move(name), config, storage, store));
+  std::shared_ptr<ManagedLedger> ml(new ManagedLedger(std::move(name), config, storage, store, ids));
   ml->home_ = home;
   ml->recover([ml, done](Status st) {
     if (!st.is_ok()) return done(st);
@@ -141,25 +142,46 @@ void ManagedLedger::recover(Callback<Status> done) {
         l.messages = 0;
       }
       auto next = std::make_shared<EntryId>(rebuild ? 0 : l.entries - 1);
+      // A damaged entry leaves the message runs incomplete (seeks by index
+      // then read headers) and is skipped here; readers skip it later.
+      auto damaged = std::make_shared<bool>(false);
       auto step = std::make_shared<std::function<void()>>();
-      *step = [self, done, last, next, rebuild, step]() {
+      *step = [self, done, last, next, rebuild, damaged, step]() {
         const EntryId end = self->chain_.back().entries - 1;
         self->storage_.read_entries(
-            last, *next, end, [self, done, next, rebuild, step, end](Result<std::vector<storage::Entry>> entries) {
+            last, *next, end,
+            [self, done, next, rebuild, damaged, step, end](Result<std::vector<storage::Entry>> entries) {
               auto finish = [&](Status st) {
                 auto answer = done;
+                if (*damaged) {
+                  self->chain_.back().runs.clear();
+                  self->chain_.back().messages = 0;
+                }
                 *step = nullptr;
                 answer(std::move(st));
               };
-              if (!entries) return finish(entries.status());
-              for (const storage::Entry& e : *entries) {
-                auto decoded = decode_entry(e.data);
-                if (!decoded) return finish(decoded.status());
-                const MessageHeader& h = decoded->first;
-                if (rebuild) self->chain_.back().record_entry(h.messages);
-                self->next_index_ = h.first_index + h.messages;
+              auto skip = [&](EntryId e, const Status& why) {
+                MLOG_ERROR("managed ledger {}: entry {}:{} cannot be read back while opening: {}", self->name_,
+                           self->chain_.back().id, e, why.to_string());
+                *damaged = true;
+                *next = e + 1;
+              };
+              if (!entries) {
+                if (entries.status().code() != common::ErrorCode::kCorruption) return finish(entries.status());
+                skip(*next, entries.status());
+              } else {
+                for (const storage::Entry& e : *entries) {
+                  auto decoded = decode_entry(e.data);
+                  if (!decoded) {
+                    skip(e.id, decoded.status());
+                    break;
+                  }
+                  const MessageHeader& h = decoded->first;
+                  if (rebuild && !*damaged) self->chain_.back().record_entry(h.messages);
+                  self->next_index_ = h.first_index + h.messages;
+                  *next = e.id + 1;
+                }
               }
-              *next = entries->back().id + 1;
               if (*next > end) return finish(Status::ok());
               (*step)();
             });
@@ -167,44 +189,6 @@ void ManagedLedger::recover(Callback<Status> done) {
       (*step)();
     });
   });
-}
-
-void ManagedLedger::allocate_ledger_id(Callback<Result<LedgerId>> done) {
-  auto self = shared_from_this();
-  auto attempt = std::make_shared<std::function<void(int)>>();
-  *attempt = [self, done, attempt](int left) {
-    if (left == 0) {
-      auto answer = done;  // resetting *attempt destroys this lambda's captures
-      *attempt = nullptr;
-      return answer(Status::unavailable("ledger id allocation kept conflicting"));
-    }
-    self->store_.get(kLedgerIdKey, [self, done, attempt, left](Result<metadata::Record> rec) {
-      LedgerId id = 1;
-      int64_t expected = metadata::kMustNotExist;
-      if (rec) {
-        id = std::stoull(rec->value);
-        expected = rec->stat.version;
-      } else if (rec.status().code() != common::ErrorCode::kNotFound) {
-        *attempt = nullptr;
-        return done(rec.status());
-      }
-      self->store_.put(kLedgerIdKey, std::to_string(id + 1), metadata::PutOptions{expected, 0},
-                       [done, attempt, left, id](Result<metadata::Stat> st) {
-                         if (st) {
-                           *attempt = nullptr;
-                           return done(id);
-                         }
-                         auto code = st.status().code();
-                         if (code == common::ErrorCode::kFailedPrecondition ||
-                             code == common::ErrorCode::kAlreadyExists) {
-                           return (*attempt)(left - 1);
-                         }
-                         *attempt = nullptr;
-                         done(st.status());
-                       });
-    });
-  };
-  (*attempt)(kMaxIdAttempts);
 }
 
 void ManagedLedger::persist_chain(Callback<Status> done) {
@@ -219,7 +203,7 @@ void ManagedLedger::persist_chain(Callback<Status> done) {
 
 void ManagedLedger::start_new_ledger(Callback<Status> done) {
   auto self = shared_from_this();
-  allocate_ledger_id([self, done](Result<LedgerId> id) {
+  ids_.allocate([self, done](Result<LedgerId> id) {
     if (!id) return done(id.status());
     self->storage_.create_ledger(*id, [self, done, id = *id](Result<storage::LedgerWriter> w) {
       if (!w) return done(w.status());
@@ -342,17 +326,53 @@ void ManagedLedger::read_entries(Position after, size_t max_entries, Callback<Re
   if (!p || max_entries == 0) return later([done]() { done(std::vector<LedgerEntry>{}); });
   const ChainLedger* l = chain_.find(p->ledger);
   const EntryId last = std::min<EntryId>(l->entries - 1, p->entry + static_cast<EntryId>(max_entries) - 1);
-  storage_.read_entries(p->ledger, p->entry, last, [done](Result<std::vector<storage::Entry>> entries) {
-    if (!entries) return done(entries.status());
+  auto self = shared_from_this();
+  storage_.read_entries(p->ledger, p->entry, last,
+                        [self, first = *p, max_entries, done](Result<std::vector<storage::Entry>> entries) {
+    // A damaged first entry is skipped and the read goes on after it; a
+    // damaged later one ends this read before it (the next read starts there).
+    if (!entries) {
+      if (entries.status().code() != common::ErrorCode::kCorruption || self->state_ == State::kClosed) {
+        return done(entries.status());
+      }
+      self->skip_damaged(first, entries.status());
+      return self->read_entries(first, max_entries, done);
+    }
     std::vector<LedgerEntry> out;
     out.reserve(entries->size());
     for (const storage::Entry& e : *entries) {
       auto decoded = decode_entry(e.data);
-      if (!decoded) return done(decoded.status());
+      if (!decoded) {
+        const Position at{e.ledger, e.id};
+        if (!out.empty()) break;
+        if (self->state_ == State::kClosed) return done(decoded.status());
+        self->skip_damaged(at, decoded.status());
+        return self->read_entries(at, max_entries, done);
+      }
       out.push_back(LedgerEntry{Position{e.ledger, e.id}, std::move(decoded->first), std::move(decoded->second)});
     }
     done(std::move(out));
   });
+}
+
+void ManagedLedger::skip_damaged(Position p, const Status& why) {
+  static common::Counter& damaged = common::MetricsRegistry::global().counter(
+      "magnetar_ledger_damaged_entries_total",
+      "Entries found damaged on disk and skipped for every reader (each counted once per topic load)");
+  // Remembered so that each is counted and logged once; past the bound a
+  // re-read counts again, which only overstates the figure.
+  constexpr size_t kMaxDamagedRemembered = 4096;
+  if (damaged_.count(p) != 0) return;
+  if (damaged_.size() < kMaxDamagedRemembered) damaged_.insert(p);
+  ++damaged_entries_;
+  damaged.inc();
+  MLOG_ERROR("managed ledger {}: entry {} cannot be read back ({}); it is skipped and acknowledged for every "
+             "subscription",
+             name_, p.to_string(), why.to_string());
+  for (auto& [name, slot] : cursors_) {
+    if (slot.cursor.is_acknowledged(p)) continue;
+    if (slot.cursor.ack(p, chain_).is_ok()) persist_cursor(name);
+  }
 }
 
 void ManagedLedger::close(Callback<Status> done) {

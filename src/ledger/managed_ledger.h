@@ -29,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@
 #include "ledger/cursor.h"
 #include "ledger/entry_codec.h"
 #include "ledger/ledger_chain.h"
+#include "ledger/ledger_ids.h"
 #include "ledger/log.h"
 #include "ledger/position.h"
 #include "metadata/store.h"
@@ -66,8 +68,10 @@ struct LogObserver {
 
 class ManagedLedger final : public Log, public std::enable_shared_from_this<ManagedLedger> {
  public:
+  // `ids` hands out the ids of the ledgers it creates; all three outlive it.
   static void open(std::string name, ManagedLedgerConfig config, storage::Storage& storage,
-                   metadata::Store& store, Callback<common::Result<std::shared_ptr<ManagedLedger>>> done);
+                   metadata::Store& store, LedgerIdAllocator& ids,
+                   Callback<common::Result<std::shared_ptr<ManagedLedger>>> done);
   // Payload bytes of the ledgers a stored ledger list (the record at
   // chain_key()) names: the size of a log nobody has open. A ledger left
   // open by a crash counts once recovery has closed it.
@@ -75,7 +79,9 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   ManagedLedger(const ManagedLedger&) = delete;
   ManagedLedger& operator=(const ManagedLedger&) = delete;
 
-  // Log. Reads return entries of one ledger at a time.
+  // Log. Reads return entries of one ledger at a time. An entry storage
+  // cannot read back (kCorruption) is skipped: the read goes on after it,
+  // and every cursor acknowledges it.
   void add_entry(MessageHeader header, common::Slice payload, Callback<common::Result<Position>> done) override;
   void read_entries(Position after, size_t max_entries,
                     Callback<common::Result<std::vector<LedgerEntry>>> done) override;
@@ -129,11 +135,13 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   const std::string& name() const override { return name_; }
   const LedgerChain& chain() const override { return chain_; }
   int64_t next_message_index() const override { return next_index_; }
+  uint64_t damaged_entries() const override { return damaged_entries_; }
   // Seals the current ledger and flushes the cursors.
   void close(Callback<common::Status> done) override;
 
  private:
-  ManagedLedger(std::string name, ManagedLedgerConfig config, storage::Storage& storage, metadata::Store& store);
+  ManagedLedger(std::string name, ManagedLedgerConfig config, storage::Storage& storage, metadata::Store& store,
+                LedgerIdAllocator& ids);
   struct PendingAdd {
     MessageHeader header;
     common::Slice payload;
@@ -157,7 +165,6 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   // Completes once cursor `name`'s latest state has settled in the store.
   void when_persisted(const std::string& name, Callback<common::Status> done);
   void start_new_ledger(Callback<common::Status> done);
-  void allocate_ledger_id(Callback<common::Result<LedgerId>> done);
   void persist_chain(Callback<common::Status> done);
   void submit(PendingAdd add);
   void maybe_roll_over();
@@ -165,6 +172,8 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   // Runs once the current ledger has no add in flight: seals it, starts the next.
   void finish_roll_over();
   void fail_waiting(const common::Status& st);
+  // Entry p cannot be read back: counted once, acknowledged for every cursor.
+  void skip_damaged(Position p, const common::Status& why);
   // Runs `fn` on the home reactor after the current call returns.
   void later(runtime::Task fn);
   void persist_cursor(const std::string& name);
@@ -181,6 +190,7 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   const ManagedLedgerConfig config_;
   storage::Storage& storage_;
   metadata::Store& store_;
+  LedgerIdAllocator& ids_;
   runtime::Reactor* home_ = nullptr;
 
   State state_ = State::kOpening;
@@ -193,6 +203,8 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   bool sealing_ = false;     // finish_roll_over is under way
   int64_t next_index_ = 0;   // topic-wide index of the next message
   uint64_t entries_added_ = 0;
+  uint64_t damaged_entries_ = 0;
+  std::set<Position> damaged_;  // those found so far (bounded by kMaxDamagedRemembered)
   std::deque<PendingAdd> waiting_;  // adds held while rolling over
   std::map<std::string, CursorSlot> cursors_;
   LogObserver observer_;

@@ -378,14 +378,20 @@ void ManagedLedger::seek(std::function<bool(const MessageHeader&)> at_or_after, 
     const Position p = self->position_of(mid);
     self->storage_.read_entries(p.ledger, p.entry, p.entry,
                                 [search, at_or_after, done, step, mid](Result<std::vector<storage::Entry>> r) {
+                                  // A damaged probe counts as before the target: the answer is
+                                  // off by that one entry at most, which readers skip anyway.
+                                  if (!r && r.status().code() == common::ErrorCode::kCorruption) {
+                                    search->lo = mid + 1;
+                                    return (*step)();
+                                  }
                                   if (!r) {
                                     *step = nullptr;
                                     return done(r.status());
                                   }
                                   auto decoded = decode_entry(r->front().data);
                                   if (!decoded) {
-                                    *step = nullptr;
-                                    return done(decoded.status());
+                                    search->lo = mid + 1;
+                                    return (*step)();
                                   }
                                   if (at_or_after(decoded->first)) {
                                     search->hi = mid;

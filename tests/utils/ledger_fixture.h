@@ -27,13 +27,13 @@ class ManagedLedgerFixture : public ::testing::Test {
     std::string tmpl = (std::filesystem::temp_directory_path() / "magnetar-ledger-XXXXXX").string();
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
-    storage::StorageOptions so;
-    so.directory = dir_ + "/storage";
-    so.max_batch_delay = std::chrono::microseconds(0);
-    storage_ = storage::make_local_storage(so);
+    storage_options_.directory = dir_ + "/storage";
+    storage_options_.max_batch_delay = std::chrono::microseconds(0);
+    storage_ = storage::make_local_storage(storage_options_);
     ASSERT_TRUE(storage_->start().is_ok());
     store_ = std::make_unique<metadata::LevelDbStore>(metadata::LevelDbStore::Options{dir_ + "/metadata"});
     ASSERT_TRUE(store_->start().is_ok());
+    ids_ = std::make_unique<LedgerIdAllocator>(*store_);
     reactor_.start();
   }
   void TearDown() override {
@@ -43,6 +43,17 @@ class ManagedLedgerFixture : public ::testing::Test {
     storage_->stop();
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
+  }
+
+  // Forgets every open managed ledger, stops storage, runs `between` on its
+  // directory (to damage files, say) and starts storage again.
+  void restart_storage(const std::function<void(const std::string& dir)>& between) {
+    reactor_.run_sync([&] { ledgers_.clear(); });
+    storage_->stop();
+    storage_.reset();
+    between(storage_options_.directory);
+    storage_ = storage::make_local_storage(storage_options_);
+    ASSERT_TRUE(storage_->start().is_ok());
   }
 
   // Starts `op` on the reactor and waits (bounded) for the value it reports.
@@ -60,7 +71,7 @@ class ManagedLedgerFixture : public ::testing::Test {
 
   std::shared_ptr<ManagedLedger> open(const std::string& name, ManagedLedgerConfig config = {}) {
     auto ml = on_reactor<Result<std::shared_ptr<ManagedLedger>>>([&](auto done) {
-      ManagedLedger::open(name, config, *storage_, *store_, done);
+      ManagedLedger::open(name, config, *storage_, *store_, *ids_, done);
     });
     EXPECT_TRUE(ml.is_ok()) << ml.status().to_string();
     if (!ml.is_ok()) return nullptr;
@@ -88,8 +99,10 @@ class ManagedLedgerFixture : public ::testing::Test {
   }
 
   std::string dir_;
+  storage::StorageOptions storage_options_;
   std::unique_ptr<storage::Storage> storage_;
   std::unique_ptr<metadata::LevelDbStore> store_;
+  std::unique_ptr<LedgerIdAllocator> ids_;
   runtime::Reactor reactor_{0, "reactor-test"};
   std::vector<std::shared_ptr<ManagedLedger>> ledgers_;
 };

@@ -138,6 +138,7 @@ Json topic_stats_json(const broker::TopicStats& s) {
                 {"tenantPublishThrottlingRateInMsg", s.tenant_publish_rate_msgs},
                 {"tenantPublishThrottlingRateInByte", s.tenant_publish_rate_bytes}}},
               {"storageSize", s.storage_size},
+              {"damagedEntries", s.damaged_entries},
               {"backlogSize", estimated_bytes(s, backlog_entries)},
               {"earliestMsgPublishTimeInBacklogs", 0},
               {"offloadedStorageSize", 0},
