@@ -242,34 +242,88 @@ void ManagedLedger::add_entry(MessageHeader header, Slice payload, Callback<Resu
 void ManagedLedger::submit(PendingAdd add) {
   add.header.first_index = next_index_;
   next_index_ += add.header.messages;
-  Slice bytes = encode_entry(add.header, add.payload);
-  const EntryId e = next_entry_++;
-  const LedgerId lid = writer_.ledger;
-  const uint64_t size = add.payload.size();
-  current_bytes_ += bytes.size();
+  SubmittedAdd s;
+  s.bytes = encode_entry(add.header, add.payload);
+  s.entry = next_entry_;
+  s.size = add.payload.size();
+  s.messages = add.header.messages;
+  s.done = std::move(add.done);
+  send(std::move(s));
+  maybe_roll_over();
+}
+
+void ManagedLedger::send(SubmittedAdd add) {
+  next_entry_ = add.entry + 1;
+  current_bytes_ += add.bytes.size();
   ++in_flight_;
   auto self = shared_from_this();
-  const uint32_t messages = add.header.messages;
-  storage_.add_entry(writer_, e, std::move(bytes),
-                     [self, lid, e, size, messages, done = std::move(add.done)](Status st) {
-    --self->in_flight_;
-    if (st.is_ok()) {
-      ChainLedger& l = self->chain_.back();
-      if (l.id == lid && e == l.entries) {  // adds complete in order
-        ++self->entries_added_;
-        l.entries = e + 1;
-        l.size += size;
-        l.record_entry(messages);
-      }
-      done(Position{lid, e});
-    } else {
-      done(st);
-      // The ledger refuses every later add: move on to a new one.
-      if (self->state_ == State::kReady && lid == self->writer_.ledger) self->roll_over();
-    }
-    if (self->state_ == State::kRolling && self->in_flight_ == 0) self->finish_roll_over();
+  const LedgerId lid = writer_.ledger;
+  Slice bytes = add.bytes;
+  storage_.add_entry(writer_, add.entry, std::move(bytes), [self, lid, add = std::move(add)](Status st) mutable {
+    self->on_added(std::move(add), lid, std::move(st));
   });
-  maybe_roll_over();
+}
+
+void ManagedLedger::on_added(SubmittedAdd add, LedgerId lid, Status st) {
+  --in_flight_;
+  const bool current = lid == writer_.ledger;
+  // Storage's queue was full: it took neither this entry nor any after it
+  // (those come back refused as out of order). Held and handed again.
+  const bool refused = current && (state_ == State::kReady || state_ == State::kBackingOff) &&
+                       (st.code() == common::ErrorCode::kResourceExhausted ||
+                        (state_ == State::kBackingOff && st.code() == common::ErrorCode::kInvalidArgument &&
+                         !refused_.empty() && add.entry > refused_.front().entry));
+  if (refused) {
+    if (state_ == State::kReady) state_ = State::kBackingOff;
+    current_bytes_ -= add.bytes.size();
+    refused_.push_back(std::move(add));
+    if (in_flight_ == 0) back_off();
+    return;
+  }
+  if (st.is_ok()) {
+    back_off_ = std::chrono::milliseconds(0);
+    ChainLedger& l = chain_.back();
+    if (l.id == lid && add.entry == l.entries) {  // adds complete in order
+      ++entries_added_;
+      l.entries = add.entry + 1;
+      l.size += add.size;
+      l.record_entry(add.messages);
+    }
+    add.done(Position{lid, add.entry});
+  } else {
+    add.done(st);
+    // The ledger refuses every later add: move on to a new one.
+    if (state_ == State::kReady && current) roll_over();
+  }
+  if (state_ == State::kRolling && in_flight_ == 0) finish_roll_over();
+  if (state_ == State::kBackingOff && in_flight_ == 0) back_off();
+}
+
+void ManagedLedger::back_off() {
+  if (back_off_timer_ && back_off_timer_->active()) return;
+  back_off_ = std::min(std::chrono::milliseconds(50), std::max(std::chrono::milliseconds(1), back_off_ * 2));
+  if (!back_off_timer_) back_off_timer_ = std::make_unique<runtime::Timer>(*home_);
+  std::weak_ptr<ManagedLedger> weak = shared_from_this();
+  back_off_timer_->once(back_off_, [weak]() {
+    if (auto self = weak.lock()) self->resume_after_back_off();
+  });
+}
+
+void ManagedLedger::resume_after_back_off() {
+  if (state_ != State::kBackingOff) return;
+  state_ = State::kReady;
+  std::deque<SubmittedAdd> refused;
+  refused.swap(refused_);
+  for (SubmittedAdd& add : refused) send(std::move(add));
+  std::deque<PendingAdd> waiting;
+  waiting.swap(waiting_);
+  for (PendingAdd& add : waiting) {
+    if (state_ == State::kReady) {
+      submit(std::move(add));
+    } else {
+      waiting_.push_back(std::move(add));
+    }
+  }
 }
 
 void ManagedLedger::maybe_roll_over() {
@@ -287,6 +341,9 @@ void ManagedLedger::roll_over() {
 }
 
 void ManagedLedger::fail_waiting(const Status& st) {
+  std::deque<SubmittedAdd> refused;
+  refused.swap(refused_);
+  for (SubmittedAdd& add : refused) add.done(st);
   std::deque<PendingAdd> waiting;
   waiting.swap(waiting_);
   for (PendingAdd& add : waiting) add.done(st);

@@ -43,6 +43,7 @@
 #include "ledger/position.h"
 #include "metadata/store.h"
 #include "runtime/reactor.h"
+#include "runtime/timer.h"
 #include "storage/storage.h"
 
 namespace magnetar::ledger {
@@ -147,6 +148,15 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
     common::Slice payload;
     Callback<common::Result<Position>> done;
   };
+  // An add handed to storage: kept to hand it again when storage's queue
+  // was full (the entry is not taken then, nor any after it).
+  struct SubmittedAdd {
+    EntryId entry = 0;
+    common::Slice bytes;  // the encoded entry
+    uint64_t size = 0;    // payload bytes
+    uint32_t messages = 1;
+    Callback<common::Result<Position>> done;
+  };
   struct CursorSlot {
     Cursor cursor;
     int64_t version = metadata::kMustNotExist;
@@ -154,7 +164,9 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
     bool dirty = false;
     std::vector<Callback<common::Status>> flushed{};  // waiting for the writes to settle
   };
-  enum class State { kOpening, kReady, kRolling, kClosed };
+  // kBackingOff: storage's queue was full; adds wait and are handed again
+  // shortly, in order, to the same ledger.
+  enum class State { kOpening, kReady, kRolling, kBackingOff, kClosed };
 
   void recover(Callback<common::Status> done);
   // Loads every durable cursor persisted under the log.
@@ -167,6 +179,11 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   void start_new_ledger(Callback<common::Status> done);
   void persist_chain(Callback<common::Status> done);
   void submit(PendingAdd add);
+  void send(SubmittedAdd add);
+  void on_added(SubmittedAdd add, LedgerId ledger, common::Status st);
+  // Storage's queue is full: hands the held adds again after a back-off.
+  void back_off();
+  void resume_after_back_off();
   void maybe_roll_over();
   void roll_over();
   // Runs once the current ledger has no add in flight: seals it, starts the next.
@@ -205,7 +222,10 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   uint64_t entries_added_ = 0;
   uint64_t damaged_entries_ = 0;
   std::set<Position> damaged_;  // those found so far (bounded by kMaxDamagedRemembered)
-  std::deque<PendingAdd> waiting_;  // adds held while rolling over
+  std::deque<PendingAdd> waiting_;  // adds held while rolling over or backing off
+  std::deque<SubmittedAdd> refused_;  // adds storage refused for a full queue, in entry order
+  std::chrono::milliseconds back_off_{0};
+  std::unique_ptr<runtime::Timer> back_off_timer_;
   std::map<std::string, CursorSlot> cursors_;
   LogObserver observer_;
 };

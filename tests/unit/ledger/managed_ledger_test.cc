@@ -129,6 +129,41 @@ TEST_F(ManagedLedgerTest, ADamagedEntryIsSkippedAndAcknowledgedForEveryCursor) {
   EXPECT_EQ(ml->damaged_entries(), 1u);
 }
 
+// A full storage queue holds adds back; it neither fails them nor rolls the
+// topic over to a new ledger (which used to churn ledgers and metadata).
+TEST_F(ManagedLedgerTest, AFullStorageQueueHoldsAddsBackInOrder) {
+  restart_storage([&](const std::string&) { storage_options_.max_queued_entries = 8; });
+  auto ml = open("overload");
+  ASSERT_NE(ml, nullptr);
+  const size_t ledgers_before = ml->chain().ledgers().size();
+  constexpr int kAdds = 400;
+  std::vector<Result<Position>> results(kAdds, Status::internal("no answer"));
+  auto all_done = std::make_shared<std::promise<void>>();
+  auto left = std::make_shared<int>(kAdds);
+  reactor_.run_sync([&] {
+    for (int i = 0; i < kAdds; ++i) {
+      MessageHeader h;
+      h.producer = "p";
+      ml->add_entry(h, Slice::copy_of("m" + std::to_string(i)), [&, i, left, all_done](Result<Position> r) {
+        results[i] = std::move(r);
+        if (--*left == 0) all_done->set_value();
+      });
+    }
+  });
+  ASSERT_EQ(all_done->get_future().wait_for(kWait), std::future_status::ready);
+  for (int i = 0; i < kAdds; ++i) {
+    ASSERT_TRUE(results[i].is_ok()) << "add " << i << ": " << results[i].status().to_string();
+    if (i > 0) {
+      EXPECT_EQ(results[i]->entry, results[i - 1]->entry + 1);
+    }
+  }
+  EXPECT_EQ(ml->chain().ledgers().size(), ledgers_before);
+  auto all = read_all(*ml, Position{0, -1});
+  ASSERT_EQ(all.size(), static_cast<size_t>(kAdds));
+  for (int i = 0; i < kAdds; ++i) EXPECT_EQ(all[i].payload.to_string(), "m" + std::to_string(i));
+  EXPECT_EQ(ml->next_message_index(), kAdds);
+}
+
 TEST_F(ManagedLedgerTest, TrimDeletesLedgersEveryCursorPassed) {
   ManagedLedgerConfig config;
   config.max_entries_per_ledger = 5;
