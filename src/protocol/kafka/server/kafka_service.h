@@ -31,6 +31,9 @@
 
 namespace magnetar::protocol::kafka {
 
+inline constexpr size_t kDefaultMaxInflightRequests = 64;
+inline constexpr size_t kDefaultMaxInflightBytes = 64 << 20;
+
 struct KafkaServiceOptions {
   std::string bind = "127.0.0.1";
   uint16_t port = 9092;
@@ -44,6 +47,14 @@ struct KafkaServiceOptions {
   // Kafka topic `t` is persistent://<default_namespace>/t.
   std::string default_namespace = "public/default";
   size_t max_request_bytes = kDefaultMaxRequestBytes;
+  // Requests one connection may have awaiting their responses, and their
+  // bytes (as received; for a Fetch, the MaxBytes its response may carry):
+  // at either bound the connection stops decoding and reading
+  // (back-pressure: Kafka's own broker mutes a connection while it handles
+  // a request), and goes on once both are at half. A request over
+  // max_inflight_bytes is still handled, alone.
+  size_t max_inflight_requests = kDefaultMaxInflightRequests;
+  size_t max_inflight_bytes = kDefaultMaxInflightBytes;
 };
 
 class KafkaService final : public runtime::Component {
