@@ -13,7 +13,6 @@ The publishes are held unstored by a producer_request_hold backlog quota
 while the client sends, so nothing completes that the bound does not let
 in; the quota is lifted before the answers are read. The bounds asserted
 are memory, never time; every wait is bounded."""
-import select
 import struct
 import sys
 import time
@@ -23,7 +22,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 import pulsar_api_pb2 as pb
 from kafka_wire import RawKafkaConnection, kbytes, kstr, record_batch
-from magnetar_harness import Node
+from magnetar_harness import Node, push_until_stalled
 from memory_watch import MB, RssWatch, metric_value
 from pulsar_wire import PulsarWire, command, decode, encode
 
@@ -31,31 +30,7 @@ BUDGET = 300 * MB     # the node's peak resident memory while one client pipelin
 HARD_CAP = 1500 * MB  # past this the watch kills the node (the test fails, the machine lives)
 SETTLE_S = 1.0        # the node's memory has settled once it did not grow for this long
 SETTLE_MAX_S = 20.0
-STALL_S = 1.0         # a send that moved less than a MiB in this long met back-pressure
 TIMEOUT_S = 60
-
-
-def push_until_stalled(sock, data):
-    """Sends `data` without reading until all of it went or less than a MiB
-    went in STALL_S (the kernel lets a trickle into a full receive buffer
-    as it compacts it); returns how many bytes went."""
-    sock.setblocking(False)
-    view = memoryview(data)
-    sent = 0
-    mark, mark_at = 0, time.monotonic()
-    try:
-        while sent < len(data):
-            try:
-                sent += sock.send(view[sent:sent + (1 << 20)])
-            except BlockingIOError:
-                select.select([], [sock], [], 0.05)
-            if sent - mark >= MB:
-                mark, mark_at = sent, time.monotonic()
-            elif time.monotonic() - mark_at > STALL_S:
-                break
-    finally:
-        sock.settimeout(TIMEOUT_S)
-    return sent
 
 
 def recv_exact(sock, n):
