@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "protocol/amqp/convert.h"
+#include "protocol/pulsar/frame.h"
 
 namespace magnetar::protocol::amqp {
 
@@ -220,6 +221,14 @@ void AmqpConnection::handle_content_frame(Frame& frame) {
   if (frame.type == FrameType::kHeader) {
     auto header = decode_content_header(frame.payload);
     if (!header) return connection_error({kFrameError, header.status().message(), m::kBasicPublish});
+    if (header->body_size > pulsar::kDefaultMaxMessageSize) {
+      // Refused before its body arrives: the body frames that follow are
+      // dropped with the closed channel, never gathered.
+      return channel_error(ch, {kPreconditionFailed,
+                                fmt::format("message size {} is larger than the largest message {}",
+                                            header->body_size, pulsar::kDefaultMaxMessageSize),
+                                m::kBasicPublish});
+    }
     ch.header = std::move(*header);
     ch.body.clear();
     ch.body_received = 0;
