@@ -5,6 +5,7 @@ listener, so tests run in parallel. Every wait is bounded.
 """
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -173,3 +174,27 @@ def raw_exchange(port, payload, timeout=5.0, read=True):
         except socket.timeout:
             pass
         return b"".join(chunks)
+
+
+def push_until_stalled(sock, data, stall_s=1.0, timeout=60.0):
+    """Sends `data` without reading until all of it went or less than a MiB
+    went in `stall_s` seconds: the peer stopped reading (the kernel still
+    lets a trickle into a full receive buffer as it compacts it). Returns
+    how many bytes went; the socket is left blocking with `timeout`."""
+    sock.setblocking(False)
+    view = memoryview(data)
+    sent = 0
+    mark, mark_at = 0, time.monotonic()
+    try:
+        while sent < len(data):
+            try:
+                sent += sock.send(view[sent:sent + (1 << 20)])
+            except BlockingIOError:
+                select.select([], [sock], [], 0.05)
+            if sent - mark >= (1 << 20):
+                mark, mark_at = sent, time.monotonic()
+            elif time.monotonic() - mark_at > stall_s:
+                break
+    finally:
+        sock.settimeout(timeout)
+    return sent

@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "protocol/amqp/convert.h"
+#include "protocol/pulsar/frame.h"
 
 namespace magnetar::protocol::amqp {
 
@@ -15,8 +16,10 @@ using common::Status;
 
 namespace {
 
-// Publishes in flight on one connection before it stops reading.
+// Publishes in flight on one connection (and what waits behind them)
+// before it stops reading, and their bytes.
 constexpr size_t kMaxPublishesInFlight = 4096;
+constexpr size_t kMaxBytesInFlight = 64 << 20;
 // How long a connection waits for connection.close-ok after closing.
 constexpr std::chrono::milliseconds kCloseGrace{1000};
 
@@ -58,6 +61,7 @@ AmqpConnection::AmqpConnection(runtime::Reactor& reactor, AmqpService& service)
       id_(service.next_id()),
       producer_id_(service.next_id()),
       link_(std::make_shared<AmqpLink>(AmqpLink{this})),
+      held_(kMaxPublishesInFlight, kMaxBytesInFlight),
       throttle_(reactor, [this]() {
         if (conn_ == nullptr || paused_) return;  // publish_finished resumes
         conn_->resume_reading();
@@ -148,7 +152,7 @@ void AmqpConnection::on_data(runtime::Connection& conn, common::SliceChain& inpu
     send_start();
     state_ = State::kStartOk;
   }
-  while (!conn.closing() && !paused_ && !throttle_.holding() && state_ != State::kOpening) {
+  while (!conn.closing() && conn.writable() && !paused_ && !throttle_.holding() && state_ != State::kOpening) {
     if (state_ == State::kClosing) {
       // Only connection.close-ok (or close) still matters; a broken stream
       // is dropped whole.
@@ -220,6 +224,14 @@ void AmqpConnection::handle_content_frame(Frame& frame) {
   if (frame.type == FrameType::kHeader) {
     auto header = decode_content_header(frame.payload);
     if (!header) return connection_error({kFrameError, header.status().message(), m::kBasicPublish});
+    if (header->body_size > pulsar::kDefaultMaxMessageSize) {
+      // Refused before its body arrives: the body frames that follow are
+      // dropped with the closed channel, never gathered.
+      return channel_error(ch, {kPreconditionFailed,
+                                fmt::format("message size {} is larger than the largest message {}",
+                                            header->body_size, pulsar::kDefaultMaxMessageSize),
+                                m::kBasicPublish});
+    }
     ch.header = std::move(*header);
     ch.body.clear();
     ch.body_received = 0;
@@ -248,7 +260,7 @@ void AmqpConnection::handle_content_frame(Frame& frame) {
   ch.header.reset();
   ch.body.clear();
   if (!ch.deferred.empty()) {
-    ch.deferred.push_back({std::move(publish), std::move(header), std::move(body)});
+    defer(ch, {std::move(publish), std::move(header), std::move(body)});
     return;
   }
   handle_publish(*this, ch, publish, header, std::move(body));
@@ -321,7 +333,7 @@ void AmqpConnection::handle_channel_method(Channel& ch, Method& method) {
   }
   const bool settles = key == m::kBasicAck || key == m::kBasicNack || key == m::kBasicReject;
   if (!ch.deferred.empty() || (ch.publishes_in_flight > 0 && !settles)) {
-    ch.deferred.push_back({std::move(method), std::nullopt, {}});
+    defer(ch, {std::move(method), std::nullopt, {}});
     return;
   }
   run_channel_method(ch, method);
@@ -336,6 +348,7 @@ void AmqpConnection::replay(uint16_t id, uint64_t serial) {
     if (!publish && ch->publishes_in_flight > 0) return;
     Channel::Deferred d = std::move(front);
     ch->deferred.pop_front();
+    held_.remove(d.body.size());
     if (publish) {
       handle_publish(*this, *ch, d.method, *d.header, std::move(d.body));
     } else {
@@ -423,6 +436,10 @@ void AmqpConnection::channel_error(Channel& ch, const AmqpError& e) {
 
 void AmqpConnection::close_channel(Channel& ch) {
   release_consumers(*this, ch);
+  // What waited behind the channel's publishes never runs now.
+  for (const Channel::Deferred& d : ch.deferred) held_.remove(d.body.size());
+  ch.deferred.clear();
+  maybe_resume();
   ch.closing = true;
   ch.publishing.reset();
   ch.header.reset();
@@ -451,28 +468,48 @@ void AmqpConnection::finish_close() {
   if (conn_ != nullptr) conn_->close();
 }
 
-void AmqpConnection::publish_started(Channel& ch) {
-  ++ch.publishes_in_flight;
-  if (++publishes_in_flight_ >= kMaxPublishesInFlight && !paused_ && conn_ != nullptr) {
+void AmqpConnection::defer(Channel& ch, Channel::Deferred d) {
+  const size_t bytes = d.body.size();
+  ch.deferred.push_back(std::move(d));
+  if (held_.add(bytes) && conn_ != nullptr) {
     paused_ = true;
     conn_->pause_reading();
   }
 }
 
-void AmqpConnection::publish_finished(uint16_t id, uint64_t serial) {
+void AmqpConnection::publish_started(Channel& ch, size_t bytes) {
+  ++ch.publishes_in_flight;
+  ++publishes_in_flight_;
+  if (held_.add(bytes) && conn_ != nullptr) {
+    paused_ = true;
+    conn_->pause_reading();
+  }
+}
+
+void AmqpConnection::publish_finished(uint16_t id, uint64_t serial, size_t bytes) {
   --publishes_in_flight_;
+  held_.remove(bytes);
   if (Channel* ch = channel(id, serial); ch != nullptr && --ch->publishes_in_flight == 0) replay(id, serial);
   if (publishes_in_flight_ == 0 && close_after_publishes_) {
     close_after_publishes_ = false;
     send_method(0, Method::of(m::kConnectionCloseOk));
     return finish_close();
   }
-  if (paused_ && publishes_in_flight_ <= kMaxPublishesInFlight / 2 && conn_ != nullptr) {
-    paused_ = false;
-    if (throttle_.holding()) return;  // the throttle resumes
-    conn_->resume_reading();
-    if (input_ != nullptr) on_data(*conn_, *input_);
-  }
+  maybe_resume();
+}
+
+void AmqpConnection::maybe_resume() {
+  if (!paused_ || !held_.open() || conn_ == nullptr) return;
+  paused_ = false;
+  if (throttle_.holding()) return;  // the throttle resumes
+  conn_->resume_reading();
+  if (input_ == nullptr || input_->empty()) return;
+  reactor_.defer([link = std::weak_ptr<AmqpLink>(link_)]() {
+    auto l = link.lock();
+    if (!l || l->conn == nullptr) return;
+    AmqpConnection& c = *l->conn;
+    if (c.conn_ != nullptr && c.input_ != nullptr && !c.paused_) c.on_data(*c.conn_, *c.input_);
+  });
 }
 
 uint64_t AmqpConnection::producer_for_all(const std::vector<broker::TopicName>& topics) {

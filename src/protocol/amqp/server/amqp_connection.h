@@ -40,6 +40,7 @@
 #include "protocol/amqp/properties.h"
 #include "protocol/amqp/server/amqp_service.h"
 #include "protocol/amqp/server/queue_limits.h"
+#include "protocol/inflight_window.h"
 #include "runtime/connection.h"
 #include "runtime/replier.h"
 #include "runtime/timer.h"
@@ -206,10 +207,14 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   const std::string& producer_name() const { return producer_name_; }
   uint64_t next_sequence() { return sequence_++; }
 
-  // Publishes in flight: reading pauses past a bound and resumes below half;
-  // a channel's deferred methods run once its publishes are stored.
-  void publish_started(Channel& ch);
-  void publish_finished(uint16_t channel, uint64_t serial);
+  // Publishes in flight (of `bytes` each): reading pauses past a bound and
+  // resumes below half; a channel's deferred methods run once its
+  // publishes are stored.
+  void publish_started(Channel& ch, size_t bytes);
+  void publish_finished(uint16_t channel, uint64_t serial, size_t bytes);
+  // Queues `d` behind the channel's publishes in flight; what waits counts
+  // against the same bound as the publishes.
+  void defer(Channel& ch, Channel::Deferred d);
 
   // Called (on this reactor) with entries a consumer's sink received.
   void deliver(uint16_t channel, uint64_t serial, const std::shared_ptr<QueueConsumer>& consumer,
@@ -236,6 +241,9 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   void run_channel_method(Channel& ch, Method& method);
   // Runs the channel's deferred methods that may run now.
   void replay(uint16_t channel, uint64_t serial);
+  // Reads and decodes again once held_ is back at half (and no throttle
+  // holds the input); the decoding runs from a fresh stack.
+  void maybe_resume();
   void handle_content_frame(Frame& frame);
   // handlers/connection.cc: the connection class.
   void send_start();
@@ -273,6 +281,9 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   std::map<std::string, std::shared_ptr<broker::PublishLimits>, std::less<>> publish_limits_;
   uint64_t sequence_ = 0;
   size_t publishes_in_flight_ = 0;
+  // Publishes in flight and what channels deferred behind them, with their
+  // bodies' bytes: at the bound reading pauses (paused_) until half.
+  InflightWindow held_;
   bool paused_ = false;
   broker::PublishThrottle throttle_;
   bool close_after_publishes_ = false;  // connection.close-ok waits for publishes in flight

@@ -2,23 +2,48 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 
 namespace magnetar::protocol::kafka {
 
 using common::Slice;
 using common::Status;
 
+namespace {
+
+// What a request may make the connection hold until it is answered: its
+// own bytes, or for a Fetch the most its response may carry (MaxBytes;
+// Kafka lets it pass that by one batch).
+size_t window_charge(const Request& request, size_t bytes) {
+  if (request.header.api_key != kFetch) return bytes;
+  return std::max(bytes, static_cast<size_t>(std::max<int64_t>(0, request.body.i("MaxBytes"))));
+}
+
+common::Counter& pauses_metric() {
+  static common::Counter& pauses = common::MetricsRegistry::global().counter(
+      "magnetar_kafka_connection_pauses_total",
+      "Times a Kafka connection stopped reading because its requests awaiting responses reached their bound");
+  return pauses;
+}
+
+}  // namespace
+
 KafkaConnection::KafkaConnection(runtime::Reactor& reactor, KafkaService& service)
     : reactor_(reactor),
       service_(service),
       link_(std::make_shared<KafkaLink>(KafkaLink{this})),
-      throttle_(reactor, [this]() {
-        if (conn_ == nullptr) return;
-        conn_->resume_reading();
-        if (input_ != nullptr) on_data(*conn_, *input_);
-      }) {}
+      throttle_(reactor,
+                [this]() {
+                  if (conn_ == nullptr) return;
+                  update_reading();
+                  if (input_ != nullptr) on_data(*conn_, *input_);
+                }),
+      window_(std::max<size_t>(1, service.options().max_inflight_requests),
+              std::max<size_t>(1, service.options().max_inflight_bytes)) {}
 
 KafkaConnection::~KafkaConnection() { link_->conn = nullptr; }
 
@@ -26,7 +51,8 @@ void KafkaConnection::on_data(runtime::Connection& conn, common::SliceChain& inp
   if (conn_ == nullptr) connected_since_ms_ = common::wall_clock_ms();
   conn_ = &conn;
   input_ = &input;
-  while (!conn.closing() && !throttle_.holding() && input.size() >= kSizePrefixBytes) {
+  while (!conn.closing() && conn.writable() && !throttle_.holding() && window_.open() &&
+         input.size() >= kSizePrefixBytes) {
     uint8_t prefix[kSizePrefixBytes];
     input.copy_out(prefix, sizeof prefix);
     int32_t size = static_cast<int32_t>((uint32_t{prefix[0]} << 24) | (uint32_t{prefix[1]} << 16) |
@@ -49,6 +75,7 @@ void KafkaConnection::on_data(runtime::Connection& conn, common::SliceChain& inp
 }
 
 void KafkaConnection::handle_request(Slice message) {
+  const size_t bytes = kSizePrefixBytes + message.size();
   WireReader in(std::move(message));
   Request request;
   request.header = peek_request_header(in);
@@ -60,10 +87,9 @@ void KafkaConnection::handle_request(Slice message) {
     close(Status::unimplemented(fmt::format("API key {} is not served", request.header.api_key)));
     return;
   }
-  request.slot = next_slot_++;
-  pending_.emplace_back(request.slot, std::nullopt);
   if (!request.api->serves(request.version())) {
     if (request.header.api_key == kApiVersions) {
+      request.slot = open_slot(bytes);
       read_request_header_rest(in, &request.header, 1);
       answer_unsupported_api_versions(*this, request);
       return;
@@ -81,6 +107,7 @@ void KafkaConnection::handle_request(Slice message) {
     close(in.status());
     return;
   }
+  request.slot = open_slot(window_charge(request, bytes));
   dispatch(request);
 }
 
@@ -142,9 +169,9 @@ void KafkaConnection::respond(const Request& request, const Struct& response) {
   begin_response(out, request.header.correlation_id, request.api->response_header_version(v));
   encode_struct(out, response, v, request.api->flexible(v));
   Slice bytes = finish_response(out);
-  for (auto& [slot, body] : pending_) {
-    if (slot == request.slot) {
-      body = std::move(bytes);
+  for (Slot& slot : pending_) {
+    if (slot.id == request.slot) {
+      slot.response = std::move(bytes);
       break;
     }
   }
@@ -152,9 +179,9 @@ void KafkaConnection::respond(const Request& request, const Struct& response) {
 }
 
 void KafkaConnection::respond_none(const Request& request) {
-  for (auto& [slot, body] : pending_) {
-    if (slot == request.slot) {
-      body = Slice();
+  for (Slot& slot : pending_) {
+    if (slot.id == request.slot) {
+      slot.response = Slice();
       break;
     }
   }
@@ -162,16 +189,52 @@ void KafkaConnection::respond_none(const Request& request) {
 }
 
 void KafkaConnection::respond_raw(Slice bytes) {
-  pending_.emplace_back(next_slot_++, std::move(bytes));
+  open_slot(0);
+  pending_.back().response = std::move(bytes);
   flush();
 }
 
-void KafkaConnection::flush() {
-  while (!pending_.empty() && pending_.front().second.has_value()) {
-    Slice bytes = std::move(*pending_.front().second);
-    pending_.pop_front();
-    if (conn_ != nullptr && !bytes.empty()) conn_->write(std::move(bytes));
+uint64_t KafkaConnection::open_slot(size_t bytes) {
+  const uint64_t id = next_slot_++;
+  pending_.push_back(Slot{id, bytes, std::nullopt});
+  if (window_.add(bytes)) {
+    pauses_metric().inc();
+    update_reading();
   }
+  return id;
+}
+
+void KafkaConnection::flush() {
+  bool reopened = false;
+  while (!pending_.empty() && pending_.front().response.has_value()) {
+    Slot slot = std::move(pending_.front());
+    pending_.pop_front();
+    reopened = window_.remove(slot.bytes) || reopened;
+    if (conn_ != nullptr && !slot.response->empty()) conn_->write(std::move(*slot.response));
+  }
+  if (reopened) {
+    update_reading();
+    schedule_decode();
+  }
+}
+
+void KafkaConnection::update_reading() {
+  if (conn_ == nullptr) return;
+  if (throttle_.holding() || !window_.open()) {
+    conn_->pause_reading();
+  } else {
+    conn_->resume_reading();
+  }
+}
+
+void KafkaConnection::schedule_decode() {
+  if (input_ == nullptr || input_->empty()) return;
+  reactor_.defer([link = std::weak_ptr<KafkaLink>(link_)]() {
+    auto l = link.lock();
+    if (!l || l->conn == nullptr) return;
+    KafkaConnection& c = *l->conn;
+    if (c.conn_ != nullptr && c.input_ != nullptr) c.on_data(*c.conn_, *c.input_);
+  });
 }
 
 void KafkaConnection::set_fetch_group(const std::string& group, const RequestHeader& header) {
@@ -296,12 +359,12 @@ void KafkaConnection::remember_publish_limits(const std::string& topic, int32_t 
 }
 
 void KafkaConnection::charge_publish(broker::PublishLimits& limits, int64_t messages, int64_t bytes) {
-  if (throttle_.charge(limits, messages, bytes) && conn_ != nullptr) conn_->pause_reading();
+  if (throttle_.charge(limits, messages, bytes)) update_reading();
 }
 
 void KafkaConnection::hold_input(int64_t wait_ns) {
   throttle_.hold(wait_ns);
-  if (conn_ != nullptr) conn_->pause_reading();
+  update_reading();
 }
 
 void KafkaConnection::on_close(runtime::Connection&, const Status&) {

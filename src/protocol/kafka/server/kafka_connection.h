@@ -6,6 +6,13 @@
 // arrives and its response waits in its slot until the ones before it were
 // written. A request that cannot be decoded closes this connection only.
 //
+// Back-pressure: the slots not yet written are bounded (the service's
+// max_inflight_requests and max_inflight_bytes, an InflightWindow). At the
+// bound, while a publish rate limit holds the connection, and while the
+// connection is not writable, nothing more is decoded and the socket is not
+// read; the client's requests wait in the kernel and TCP holds the client
+// back. Decoding goes on when the window is back at half.
+//
 // Threads: lives on its connection's reactor. Handlers post topic work to
 // the topic's home reactor and answer through replier(), which finds this
 // connection again through a weak link (it may have closed meanwhile).
@@ -23,6 +30,7 @@
 #include "broker/client_info.h"
 #include "broker/publish_throttle.h"
 #include "broker/tenant_usage.h"
+#include "protocol/inflight_window.h"
 #include "protocol/kafka/header.h"
 #include "protocol/kafka/messages.h"
 #include "protocol/kafka/schema.h"
@@ -163,7 +171,16 @@ class KafkaConnection final : public runtime::ConnectionHandler {
  private:
   void handle_request(common::Slice message);
   void dispatch(Request& request);
+  // A slot for a request of `bytes` (0: bytes that answer none), counted
+  // in window_.
+  uint64_t open_slot(size_t bytes);
   void flush();
+  // Reads the socket unless the throttle holds the input or the window
+  // is closed.
+  void update_reading();
+  // Decodes the input left undecoded, from a fresh stack (after this
+  // loop iteration's work), once the window reopened.
+  void schedule_decode();
   void on_fetch_deadline();
   void arm_fetch_timer();
 
@@ -173,9 +190,14 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   common::SliceChain* input_ = nullptr;  // conn_'s input, decoded again after a throttle hold
   std::shared_ptr<KafkaLink> link_;
   broker::PublishThrottle throttle_;
-  // Responses not yet written, in request order; an empty optional is a
-  // response still being computed.
-  std::deque<std::pair<uint64_t, std::optional<common::Slice>>> pending_;
+  // Responses not yet written, in request order.
+  struct Slot {
+    uint64_t id;
+    size_t bytes;                            // the request's, as counted in window_
+    std::optional<common::Slice> response;  // empty: still being computed
+  };
+  std::deque<Slot> pending_;
+  InflightWindow window_;
   uint64_t next_slot_ = 0;
   std::map<std::string, std::pair<uint64_t, std::string>> producers_;  // by "<topic>/<partition>"
   std::map<uint64_t, broker::TopicName> producer_topics_;             // where each one is registered

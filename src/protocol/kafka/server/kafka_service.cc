@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/logging.h"
 #include "protocol/kafka/server/kafka_connection.h"
 
 namespace magnetar::protocol::kafka {
@@ -86,25 +87,83 @@ void KafkaService::with_partition(const broker::NamespaceName& ns, const std::st
       broker_.with_existing_topic(target, false, std::move(fn));
     }
   };
+  const std::string key = base->to_string();
+  runtime::Reactor* here = runtime::Reactor::current();
   {
     std::unique_lock lock(partitions_mu_);
-    auto it = partitions_.find(base->to_string());
-    if (it != partitions_.end()) {
-      int32_t known = it->second;
+    if (auto l = lookups_.find(key); l != lookups_.end()) {
+      PartitionsLookup& lookup = l->second;
+      auto mine = lookup.waiting.find(here);
+      if (mine == lookup.waiting.end() && lookup.done) {
+        // This reactor has nothing queued: its earlier calls went already.
+        const int32_t partitions = lookup.partitions;
+        lock.unlock();
+        return go(partitions);
+      }
+      // Behind this reactor's earlier calls, or the look-up under way.
+      lookup.waiting[here].push_back(std::move(go));
+      return;
+    }
+    if (auto it = partitions_.find(key); it != partitions_.end()) {
+      const int32_t known = it->second;
       lock.unlock();
       return go(known);
     }
+    if (tenancy_ == nullptr) {
+      lock.unlock();
+      return go(0);
+    }
+    lookups_[key].waiting[here].push_back(std::move(go));
   }
-  if (tenancy_ == nullptr) return go(0);
   // Ask metadata once; later requests use what it said.
-  auto shared = std::make_shared<decltype(go)>(std::move(go));
-  common::Status st = tenancy_->submit([this, base = *base, shared]() {
+  common::Status st = tenancy_->submit([this, base = *base, key]() {
     auto n = tenancy_->get_partitions(base);
     int32_t partitions = n.is_ok() ? *n : 0;
     remember_partitions(base, partitions);
-    (*shared)(partitions);
+    finish_lookup(key, partitions);
   });
-  if (!st.is_ok()) (*shared)(0);
+  if (!st.is_ok()) finish_lookup(key, 0);
+}
+
+void KafkaService::finish_lookup(const std::string& key, int32_t partitions) {
+  std::vector<runtime::Reactor*> reactors;
+  {
+    std::lock_guard lock(partitions_mu_);
+    PartitionsLookup& lookup = lookups_[key];
+    lookup.done = true;
+    lookup.partitions = partitions;
+    for (const auto& [reactor, waiters] : lookup.waiting) reactors.push_back(reactor);
+  }
+  for (runtime::Reactor* reactor : reactors) {
+    if (reactor == nullptr || reactor->is_on_thread()) {
+      run_waiters(key, reactor);
+    } else if (!reactor->post_reliably([this, key, reactor]() { run_waiters(key, reactor); })) {
+      MLOG_DEBUG("kafka: requests for {} dropped: their reactor is stopping", key);
+    }
+  }
+}
+
+void KafkaService::run_waiters(const std::string& key, runtime::Reactor* reactor) {
+  while (true) {
+    std::vector<std::function<void(int32_t)>> batch;
+    int32_t partitions = 0;
+    {
+      std::lock_guard lock(partitions_mu_);
+      auto l = lookups_.find(key);
+      if (l == lookups_.end()) return;
+      auto mine = l->second.waiting.find(reactor);
+      if (mine == l->second.waiting.end()) return;
+      if (mine->second.empty()) {
+        // Done here: this reactor's later calls go straight to the topic.
+        l->second.waiting.erase(mine);
+        if (l->second.waiting.empty()) lookups_.erase(l);
+        return;
+      }
+      batch.swap(mine->second);
+      partitions = l->second.partitions;
+    }
+    for (auto& fn : batch) fn(partitions);
+  }
 }
 
 }  // namespace magnetar::protocol::kafka

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,6 +31,9 @@
 
 namespace magnetar::protocol::kafka {
 
+inline constexpr size_t kDefaultMaxInflightRequests = 64;
+inline constexpr size_t kDefaultMaxInflightBytes = 64 << 20;
+
 struct KafkaServiceOptions {
   std::string bind = "127.0.0.1";
   uint16_t port = 9092;
@@ -43,6 +47,14 @@ struct KafkaServiceOptions {
   // Kafka topic `t` is persistent://<default_namespace>/t.
   std::string default_namespace = "public/default";
   size_t max_request_bytes = kDefaultMaxRequestBytes;
+  // Requests one connection may have awaiting their responses, and their
+  // bytes (as received; for a Fetch, the MaxBytes its response may carry):
+  // at either bound the connection stops decoding and reading
+  // (back-pressure: Kafka's own broker mutes a connection while it handles
+  // a request), and goes on once both are at half. A request over
+  // max_inflight_bytes is still handled, alone.
+  size_t max_inflight_requests = kDefaultMaxInflightRequests;
+  size_t max_inflight_bytes = kDefaultMaxInflightBytes;
 };
 
 class KafkaService final : public runtime::Component {
@@ -93,7 +105,10 @@ class KafkaService final : public runtime::Component {
   // kInvalidArgument for a bad name, kNotFound for a partition the topic
   // does not have; a missing topic is created when may_create() allows.
   // Any thread; `fn` may also run on the calling thread (with an error) or
-  // on the tenancy thread (with an error).
+  // on the tenancy thread (with an error). Calls from one reactor for one
+  // topic reach the topic in the order they were made, also while its
+  // partition count is being looked up (a connection's pipelined Produce
+  // requests are stored in order).
   void with_partition(const broker::NamespaceName& ns, const std::string& topic, int32_t partition,
                       ledger::Callback<common::Result<broker::Topic*>> fn);
   // The partition count metadata last gave for `topic` (0: not
@@ -135,8 +150,24 @@ class KafkaService final : public runtime::Component {
   std::unique_ptr<GroupCoordinator> groups_;
   FetchGroups fetch_groups_;
   std::atomic<uint64_t> next_id_{1};
+  // A look-up of a topic's partition count on the tenancy thread, and the
+  // calls waiting for it by the reactor they came from (null: not a
+  // reactor). A reactor's waiters run there, in order, before its later
+  // calls for the topic, which queue behind them until they ran.
+  struct PartitionsLookup {
+    bool done = false;
+    int32_t partitions = 0;  // once done
+    std::unordered_map<runtime::Reactor*, std::vector<std::function<void(int32_t)>>> waiting;
+  };
+  // The look-up of `key` is done: its waiters run on their reactors.
+  void finish_lookup(const std::string& key, int32_t partitions);
+  // On `reactor` (or any thread for null): runs its waiters for `key`,
+  // then forgets them.
+  void run_waiters(const std::string& key, runtime::Reactor* reactor);
+
   std::mutex partitions_mu_;
   std::unordered_map<std::string, int32_t> partitions_;  // guarded by partitions_mu_
+  std::unordered_map<std::string, PartitionsLookup> lookups_;  // guarded by partitions_mu_
   std::vector<std::unique_ptr<ProducerStates>> producer_states_;  // one per reactor, used only there
   ProducerIds producer_ids_;
   broker::AllowAllAuthenticator allow_all_;

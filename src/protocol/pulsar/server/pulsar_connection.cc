@@ -1,12 +1,40 @@
 #include "protocol/pulsar/server/pulsar_connection.h"
 
+#include <algorithm>
+
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "protocol/pulsar/commands.h"
 
 namespace magnetar::protocol::pulsar {
 
 using common::ErrorCode;
 using common::Status;
+
+namespace {
+
+common::Counter& pauses_metric() {
+  static common::Counter& pauses = common::MetricsRegistry::global().counter(
+      "magnetar_pulsar_connection_pauses_total",
+      "Times a Pulsar connection stopped reading because its publishes or requests awaiting an answer reached their "
+      "bound");
+  return pauses;
+}
+
+}  // namespace
+
+// Gives the request's place back when the last copy of its RequestReplier
+// is gone, on the connection's reactor (if the connection is still there).
+struct RequestReplier::Place {
+  Replier reply;
+  size_t bytes;
+  Place(Replier r, size_t b) : reply(std::move(r)), bytes(b) {}
+  Place(const Place&) = delete;
+  Place& operator=(const Place&) = delete;
+  ~Place() {
+    reply([bytes = bytes](PulsarConnection& conn) { conn.request_answered(bytes); });
+  }
+};
 
 proto::ServerError server_error(const Status& st) {
   switch (st.code()) {
@@ -47,11 +75,16 @@ PulsarConnection::PulsarConnection(runtime::Reactor& reactor, PulsarService& ser
       service_(service),
       decoder_(service.options().frame_limits),
       link_(std::make_shared<ConnectionLink>(ConnectionLink{this})),
-      throttle_(reactor, [this]() {
-        if (conn_ == nullptr) return;
-        conn_->resume_reading();
-        if (input_ != nullptr) on_data(*conn_, *input_);
-      }) {}
+      throttle_(reactor,
+                [this]() {
+                  if (conn_ == nullptr) return;
+                  update_reading();
+                  if (input_ != nullptr) on_data(*conn_, *input_);
+                }),
+      publishes_(std::max<size_t>(1, service.options().max_pending_publishes),
+                 std::max<size_t>(1, service.options().max_pending_publish_bytes)),
+      requests_(std::max<size_t>(1, service.options().max_pending_requests),
+                std::max<size_t>(1, service.options().max_pending_request_bytes)) {}
 
 PulsarConnection::~PulsarConnection() { link_->conn = nullptr; }
 
@@ -61,12 +94,15 @@ void PulsarConnection::on_data(runtime::Connection& conn, common::SliceChain& in
   heard_ = true;
   awaiting_pong_ = false;
   if (!keepalive_) start_keepalive();
-  while (!conn.closing() && !throttle_.holding()) {
+  while (!conn.closing() && conn.writable() && !input_held()) {
+    const size_t before = input.size();
     switch (decoder_.decode(input, &frame_)) {
       case DecodeResult::kNeedMore:
         return;
       case DecodeResult::kFrame:
+        frame_bytes_ = before - input.size();
         dispatch(frame_);
+        frame_bytes_ = 0;
         break;
       case DecodeResult::kChecksumMismatch:
         if (frame_.command.has_send()) {
@@ -145,7 +181,53 @@ void PulsarConnection::send_slices(common::Slice head, common::Slice entry) {
 }
 
 void PulsarConnection::charge_publish(broker::PublishLimits& limits, int64_t messages, int64_t bytes) {
-  if (throttle_.charge(limits, messages, bytes) && conn_ != nullptr) conn_->pause_reading();
+  if (throttle_.charge(limits, messages, bytes)) update_reading();
+}
+
+void PulsarConnection::publish_started(size_t bytes) {
+  if (!publishes_.add(bytes)) return;
+  pauses_metric().inc();
+  update_reading();
+}
+
+void PulsarConnection::publish_finished(size_t bytes) {
+  if (!publishes_.remove(bytes)) return;
+  update_reading();
+  schedule_decode();
+}
+
+RequestReplier PulsarConnection::request_replier(size_t answer_bytes) {
+  const size_t bytes = std::max(frame_bytes_, answer_bytes);
+  if (requests_.add(bytes)) {
+    pauses_metric().inc();
+    update_reading();
+  }
+  return RequestReplier(replier(), std::make_shared<RequestReplier::Place>(replier(), bytes));
+}
+
+void PulsarConnection::request_answered(size_t bytes) {
+  if (!requests_.remove(bytes)) return;
+  update_reading();
+  schedule_decode();
+}
+
+void PulsarConnection::update_reading() {
+  if (conn_ == nullptr) return;
+  if (input_held()) {
+    conn_->pause_reading();
+  } else {
+    conn_->resume_reading();
+  }
+}
+
+void PulsarConnection::schedule_decode() {
+  if (input_ == nullptr || input_->empty()) return;
+  reactor_.defer([link = std::weak_ptr<ConnectionLink>(link_)]() {
+    auto l = link.lock();
+    if (!l || l->conn == nullptr) return;
+    PulsarConnection& c = *l->conn;
+    if (c.conn_ != nullptr && c.input_ != nullptr) c.on_data(*c.conn_, *c.input_);
+  });
 }
 
 void PulsarConnection::start_keepalive() {
@@ -157,8 +239,9 @@ void PulsarConnection::start_keepalive() {
 
 void PulsarConnection::keepalive_tick() {
   if (conn_ == nullptr) return;
-  // While a publish limit holds the input, the client's answers wait unread.
-  if (throttle_.holding()) heard_ = true;
+  // While the input is held (a publish limit, a full window), the client's
+  // answers wait unread.
+  if (input_held()) heard_ = true;
   if (awaiting_pong_ && !heard_) {
     MLOG_INFO("pulsar client {}: no answer to PING; closing", conn_->peer());
     close(Status::timeout("no answer to the keep-alive PING"));

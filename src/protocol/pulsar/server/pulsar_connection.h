@@ -3,9 +3,16 @@
 // (handlers/*.cc) and keeps the connection's producers and consumers.
 //
 // Threads: lives on its connection's reactor. Work on a topic is posted to
-// the topic's home reactor; its results come back through post_home() /
-// reply(), which find this connection again through a weak Link (the
-// connection may have closed meanwhile).
+// the topic's home reactor; its results come back through a Replier, which
+// finds this connection again through a weak Link (the connection may have
+// closed meanwhile).
+//
+// Back-pressure, as Pulsar's broker does it: SENDs awaiting their receipt
+// and other requests awaiting their answer are bounded per connection (the
+// service's max_pending_* options, InflightWindows). At a bound, while a
+// publish rate limit holds the connection, and while the connection is not
+// writable, nothing more is decoded and the socket is not read; decoding
+// goes on once the connection is back at half.
 #pragma once
 
 #include <map>
@@ -17,6 +24,7 @@
 #include "broker/producer.h"
 #include "broker/publish_throttle.h"
 #include "broker/tenant_usage.h"
+#include "protocol/inflight_window.h"
 #include "protocol/pulsar/frame.h"
 #include "protocol/pulsar/server/pulsar_service.h"
 #include "runtime/connection.h"
@@ -30,6 +38,23 @@ class PulsarConnection;
 // Reaches a connection from any thread (runtime/replier.h).
 using ConnectionLink = runtime::HandlerLink<PulsarConnection>;
 using Replier = runtime::Replier<PulsarConnection>;
+
+// A Replier for the answer to one request: while any copy of it lives, the
+// request counts among the connection's requests awaiting an answer (made
+// by PulsarConnection::request_replier). Copies may be dropped on any
+// thread; the count is given back on the connection's reactor. Work that
+// outlives its request (a producer's on_closed) takes a plain Replier.
+class RequestReplier {
+ public:
+  void operator()(std::function<void(PulsarConnection&)> fn) const { reply_(std::move(fn)); }
+
+ private:
+  friend class PulsarConnection;
+  struct Place;
+  RequestReplier(Replier reply, std::shared_ptr<Place> place) : reply_(std::move(reply)), place_(std::move(place)) {}
+  Replier reply_;
+  std::shared_ptr<Place> place_;
+};
 
 // Delivers a consumer's entries as MESSAGE frames. Called by the broker on
 // the topic's home reactor; posts to the connection's reactor.
@@ -50,6 +75,18 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   void send_slices(common::Slice head, common::Slice entry);
   // For answers computed on other reactors.
   Replier replier() const { return Replier(link_, reactor_); }
+  // For the answer to the request being dispatched, computed on other
+  // reactors: counted against max_pending_requests, and against
+  // max_pending_request_bytes with the bytes of its frame or, when larger,
+  // `answer_bytes` (the most its answer may hold), until every copy is
+  // gone.
+  RequestReplier request_replier(size_t answer_bytes = 0);
+  // A SEND of `bytes` went to its topic / was answered (receipt or error):
+  // counted against max_pending_publishes and max_pending_publish_bytes.
+  // REQUIRES: every publish_started is matched by one publish_finished
+  // with the same bytes while the connection lives.
+  void publish_started(size_t bytes);
+  void publish_finished(size_t bytes);
   std::weak_ptr<ConnectionLink> link() const { return link_; }
   bool connected() const { return connected_; }
   void set_connected() { connected_ = true; }
@@ -94,8 +131,18 @@ class PulsarConnection final : public runtime::ConnectionHandler {
 
  private:
   void dispatch(Frame& frame);
+  friend struct RequestReplier::Place;
   // Answers a request this broker does not serve yet with NotAllowedError.
   void refuse(uint64_t request_id, std::string_view what);
+  // A RequestReplier's last copy is gone.
+  void request_answered(size_t bytes);
+  // Whether decoding and reading stop: a throttle hold or a full window.
+  bool input_held() const { return throttle_.holding() || !publishes_.open() || !requests_.open(); }
+  // Reads the socket unless the input is held.
+  void update_reading();
+  // Decodes the input left undecoded, from a fresh stack (after this loop
+  // iteration's work), once a window reopened.
+  void schedule_decode();
   void drop_all();
   // Keep-alive: a PING after an idle interval, closing the connection when
   // nothing (PONG or anything else) arrives within the next one.
@@ -110,6 +157,9 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   common::SliceChain* input_ = nullptr;  // conn_'s input, decoded again after a throttle hold
   std::shared_ptr<ConnectionLink> link_;
   broker::PublishThrottle throttle_;
+  InflightWindow publishes_;  // SENDs awaiting their receipt
+  InflightWindow requests_;   // other requests awaiting their answer (RequestReplier)
+  size_t frame_bytes_ = 0;    // of the frame being dispatched; 0 outside dispatch
   bool connected_ = false;  // CONNECT handled
   std::unique_ptr<runtime::Timer> keepalive_;
   bool heard_ = false;         // something arrived since the last tick

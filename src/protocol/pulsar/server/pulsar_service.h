@@ -25,6 +25,11 @@
 
 namespace magnetar::protocol::pulsar {
 
+inline constexpr size_t kDefaultMaxPendingPublishes = 1000;
+inline constexpr size_t kDefaultMaxPendingPublishBytes = 64 << 20;
+inline constexpr size_t kDefaultMaxPendingRequests = 100;
+inline constexpr size_t kDefaultMaxPendingRequestBytes = 64 << 20;
+
 struct PulsarServiceOptions {
   std::string bind = "127.0.0.1";
   uint16_t port = 6650;
@@ -40,6 +45,15 @@ struct PulsarServiceOptions {
   // A connection idle this long gets a PING, and is closed when nothing
   // arrives within as long again; 0 turns keep-alive off.
   std::chrono::seconds keepalive{30};
+  // Per connection: SENDs awaiting their receipt and their bytes (Pulsar's
+  // maxPendingPublishRequestsPerConnection), and other requests awaiting
+  // their answer and their bytes. At a bound the connection stops decoding
+  // and reading, as Pulsar's broker does, and goes on once it is back at
+  // half. A frame over a bytes bound is still handled, alone.
+  size_t max_pending_publishes = kDefaultMaxPendingPublishes;
+  size_t max_pending_publish_bytes = kDefaultMaxPendingPublishBytes;
+  size_t max_pending_requests = kDefaultMaxPendingRequests;
+  size_t max_pending_request_bytes = kDefaultMaxPendingRequestBytes;
 };
 
 class PulsarService final : public runtime::Component {

@@ -81,10 +81,11 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
   PublishedEntry entry = message_to_entry(exchange, routing_key, header, body.view(), common::wall_clock_ms(),
                                           c.producer_name(), c.next_sequence());
   AmqpMetrics::get().published.inc();
-  c.publish_started(ch);
-  c.charge_publish(topics, static_cast<int64_t>(body.size()));
-  auto done = [reply = c.replier(), seq, id = ch.id, serial = ch.serial, key = publish.key()](Status st) {
-    reply([st, seq, id, serial, key](AmqpConnection& conn) {
+  const size_t bytes = body.size();
+  c.publish_started(ch, bytes);
+  c.charge_publish(topics, static_cast<int64_t>(bytes));
+  auto done = [reply = c.replier(), seq, id = ch.id, serial = ch.serial, key = publish.key(), bytes](Status st) {
+    reply([st, seq, id, serial, key, bytes](AmqpConnection& conn) {
       Channel* chan = conn.channel(id, serial);
       if (chan != nullptr && st.code() == common::ErrorCode::kLimitReached) {
         // A queue refused another publisher: say so even without confirms,
@@ -93,7 +94,7 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
       } else if (chan != nullptr && seq != 0) {
         confirm(conn, *chan, seq, st.is_ok());
       }
-      conn.publish_finished(id, serial);
+      conn.publish_finished(id, serial, bytes);
     });
   };
   if (bounded.empty()) {
@@ -160,7 +161,7 @@ void handle_confirm_tx(AmqpConnection& c, Channel& ch, const Method& m) {
       // commit-ok once the publishes are stored: this commit, now with
       // nothing left to do, waits behind them.
       if (ch.publishes_in_flight > 0) {
-        ch.deferred.push_back({m, std::nullopt, {}});
+        c.defer(ch, {m, std::nullopt, {}});
         return;
       }
       return c.send_method(ch.id, Method::of(m::kTxCommitOk));

@@ -5,6 +5,8 @@
 // namespace's autoTopicCreation policy does, partitioned when it says so.
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <vector>
 
 #include "common/logging.h"
 #include "protocol/kafka/errors.h"
@@ -28,9 +30,20 @@ struct TopicAnswer {
 // Local topic name -> partitions (0: not partitioned).
 using TopicTable = std::map<std::string, int32_t>;
 
-void answer(KafkaConnection& c, const Request& request, const std::vector<TopicAnswer>& topics) {
+// One Metadata request being answered, shared by everything that works on
+// it: the listing on the tenancy thread and each topic it creates. Shared,
+// never copied per topic: the request names every topic, so a copy per
+// topic made a request for N new topics cost N copies of N names.
+struct MetadataState {
+  Request request;
+  bool all = false;                 // every topic of the namespace, not the ones named
+  std::vector<TopicAnswer> topics;  // the answer, in the order asked
+  size_t left = 0;                  // creations not yet done
+};
+
+void answer(KafkaConnection& c, const MetadataState& state) {
   const auto& options = c.service().options();
-  Struct resp = request.response();
+  Struct resp = state.request.response();
   resp.set("ThrottleTimeMs", int64_t{0});
   auto& broker = resp.add("Brokers");
   broker.set("NodeId", int64_t{kNodeId});
@@ -38,7 +51,7 @@ void answer(KafkaConnection& c, const Request& request, const std::vector<TopicA
   broker.set("Port", int64_t{c.advertised_port()});
   resp.set("ClusterId", options.cluster_id);
   resp.set("ControllerId", int64_t{kNodeId});
-  for (const TopicAnswer& t : topics) {
+  for (const TopicAnswer& t : state.topics) {
     auto& topic = resp.add("Topics");
     topic.set("ErrorCode", int64_t{t.error});
     topic.set("Name", t.name);
@@ -55,46 +68,46 @@ void answer(KafkaConnection& c, const Request& request, const std::vector<TopicA
       p.set("OfflineReplicas", std::vector<int64_t>{});
     }
   }
-  c.respond(request, resp);
+  c.respond(state.request, resp);
 }
 
 // On the connection's reactor, with the namespace's existing topics (local
 // names): creates what may be created, then answers.
-void resolve(KafkaConnection& c, const Request& request, bool all, std::vector<std::string> asked,
-             const TopicTable& existing) {
-  auto topics = std::make_shared<std::vector<TopicAnswer>>();
-  if (all) {
+void resolve(KafkaConnection& c, const std::shared_ptr<MetadataState>& state, const TopicTable& existing) {
+  auto& topics = state->topics;
+  if (state->all) {
     // Only the topics this role may look up.
     for (const auto& [name, partitions] : existing) {
-      if (c.authorize(name, broker::TopicAction::kLookup).is_ok()) topics->push_back({name, kNone, partitions});
+      if (c.authorize(name, broker::TopicAction::kLookup).is_ok()) topics.push_back({name, kNone, partitions});
     }
-    return answer(c, request, *topics);
+    return answer(c, *state);
   }
-  const bool client_allows = request.body.i("AllowAutoTopicCreation") != 0;
+  const bool client_allows = state->request.body.i("AllowAutoTopicCreation") != 0;
   std::vector<std::pair<size_t, broker::TopicName>> to_create;
-  for (auto& name : asked) {
+  for (const auto& asked : state->request.body.array("Topics")) {
+    std::string name = asked.str("Name");
     auto topic = c.topic_for(name);
     if (!topic) {
-      topics->push_back({name, kInvalidTopic, 0});
+      topics.push_back({std::move(name), kInvalidTopic, 0});
     } else if (!c.authorize(name, broker::TopicAction::kLookup).is_ok()) {
-      topics->push_back({name, kTopicAuthorizationFailed, 0});
+      topics.push_back({std::move(name), kTopicAuthorizationFailed, 0});
     } else if (auto it = existing.find(name); it != existing.end()) {
-      topics->push_back({name, kNone, it->second});
+      topics.push_back({std::move(name), kNone, it->second});
     } else if (client_allows && c.service().may_create(*topic)) {
-      to_create.emplace_back(topics->size(), *topic);
-      topics->push_back({name, kNone, 0});
+      to_create.emplace_back(topics.size(), *topic);
+      topics.push_back({std::move(name), kNone, 0});
     } else {
-      topics->push_back({name, kUnknownTopicOrPartition, 0});
+      topics.push_back({std::move(name), kUnknownTopicOrPartition, 0});
     }
   }
-  if (to_create.empty()) return answer(c, request, *topics);
-  auto left = std::make_shared<size_t>(to_create.size());
+  if (to_create.empty()) return answer(c, *state);
+  state->left = to_create.size();
   for (auto& [index, topic] : to_create) {
-    auto done = [reply = c.replier(), request, topics, left, index = index](ErrorCode error, int32_t partitions) {
-      reply([request, topics, left, index, error, partitions](KafkaConnection& conn) {
-        (*topics)[index].error = error;
-        (*topics)[index].partitions = partitions;
-        if (--*left == 0) answer(conn, request, *topics);
+    auto done = [reply = c.replier(), state, index = index](ErrorCode error, int32_t partitions) {
+      reply([state, index, error, partitions](KafkaConnection& conn) {
+        state->topics[index].error = error;
+        state->topics[index].partitions = partitions;
+        if (--state->left == 0) answer(conn, *state);
       });
     };
     const int32_t partitions = c.service().partitions_on_creation(topic);
@@ -124,16 +137,16 @@ void resolve(KafkaConnection& c, const Request& request, bool all, std::vector<s
 }  // namespace
 
 void handle_metadata(KafkaConnection& c, const Request& request) {
+  auto state = std::make_shared<MetadataState>();
+  state->request = request;
   const auto& asked_topics = request.body.array("Topics");
-  const bool all = request.body.is_null("Topics") || (request.version() == 0 && asked_topics.empty());
-  std::vector<std::string> asked;
-  for (const auto& t : asked_topics) asked.push_back(t.str("Name"));
+  state->all = request.body.is_null("Topics") || (request.version() == 0 && asked_topics.empty());
   broker::Tenancy* tenancy = c.service().tenancy();
-  if (tenancy == nullptr) return resolve(c, request, all, std::move(asked), {});
+  if (tenancy == nullptr) return resolve(c, state, {});
   const broker::NamespaceName ns = c.ns();
   const std::string prefix = "persistent://" + ns.to_string() + "/";
   KafkaService* service = &c.service();
-  Status st = tenancy->submit([service, tenancy, ns, prefix, all, asked, request, reply = c.replier()]() mutable {
+  Status st = tenancy->submit([service, tenancy, ns, prefix, state, reply = c.replier()]() {
     TopicTable existing;
     // Partitioned topics first: their partitions are Kafka partitions, not
     // topics of their own.
@@ -159,11 +172,9 @@ void handle_metadata(KafkaConnection& c, const Request& request) {
       auto topic = service->topic_for(ns, name);
       if (topic.is_ok()) service->remember_partitions(*topic, partitions);
     }
-    reply([request, all, asked = std::move(asked), existing = std::move(existing)](KafkaConnection& conn) mutable {
-      resolve(conn, request, all, std::move(asked), existing);
-    });
+    reply([state, existing = std::move(existing)](KafkaConnection& conn) { resolve(conn, state, existing); });
   });
-  if (!st.is_ok()) resolve(c, request, all, std::move(asked), {});
+  if (!st.is_ok()) resolve(c, state, {});
 }
 
 }  // namespace magnetar::protocol::kafka

@@ -79,7 +79,7 @@ Result<int32_t> partitions_after_auto_creation(broker::Tenancy& tenancy, const b
 void create_partitioned_if_policy_says(PulsarConnection& c, const broker::TopicName& topic, uint64_t request_id) {
   if (broker::is_trace_topic(topic)) return c.send(commands::partitioned_metadata_response(request_id, 0));
   broker::Tenancy* tenancy = c.service().tenancy();
-  Status queued = c.service().on_metadata_thread([tenancy, topic, request_id, reply = c.replier()]() {
+  Status queued = c.service().on_metadata_thread([tenancy, topic, request_id, reply = c.request_replier()]() {
     Result<int32_t> partitions = partitions_after_auto_creation(*tenancy, topic);
     reply([request_id, partitions = std::move(partitions)](PulsarConnection& conn) {
       if (partitions.is_ok()) {
@@ -112,8 +112,9 @@ void handle_partitioned_metadata(PulsarConnection& c, const proto::CommandPartit
   }
   const bool may_create = cmd.metadata_auto_creation_enabled();
   // The metadata store answers on this reactor, never blocking it.
-  c.service().store().get(broker::partitioned_topic_key(*topic), [reply = c.replier(), request_id, topic = *topic,
-                                                                  may_create](common::Result<metadata::Record> r) {
+  c.service().store().get(broker::partitioned_topic_key(*topic), [reply = c.request_replier(), request_id,
+                                                                  topic = *topic, may_create](
+                                                                     common::Result<metadata::Record> r) {
     reply([request_id, topic, may_create, r = std::move(r)](PulsarConnection& conn) {
       if (r.is_ok()) {
         auto partitions = broker::decode_partitions(r->value);

@@ -97,7 +97,7 @@ void attach_consumer(PulsarConnection& c, const proto::CommandSubscribe& cmd, co
   auto sink = std::make_shared<PulsarConsumerSink>(c.link(), c.reactor(), client_id);
   std::string subscription = options.subscription;
   c.service().broker().with_topic(
-      *topic, [reply = c.replier(), topic = *topic, broker_id, client_id, request_id, sink, subscription, type,
+      *topic, [reply = c.request_replier(), topic = *topic, broker_id, client_id, request_id, sink, subscription, type,
                options = std::move(options)](Result<broker::Topic*> t) mutable {
         if (!t.is_ok()) {
           reply([request_id, st = t.status()](PulsarConnection& conn) {
@@ -246,7 +246,8 @@ void handle_unsubscribe(PulsarConnection& c, const proto::CommandUnsubscribe& cm
   }
   auto state = it->second;
   c.consumers.erase(it);
-  c.service().broker().with_topic(state.topic, [reply = c.replier(), state, request_id](Result<broker::Topic*> t) {
+  c.service().broker().with_topic(state.topic, [reply = c.request_replier(), state,
+                                                request_id](Result<broker::Topic*> t) {
     Status st = t.is_ok() ? Status::ok() : t.status();
     if (st.is_ok()) {
       if (auto* s = (*t)->subscription(state.subscription)) s->remove_consumer(state.broker_id);
@@ -266,7 +267,8 @@ void handle_get_last_message_id(PulsarConnection& c, const proto::CommandGetLast
     c.send(commands::error(request_id, proto::ConsumerNotFound, "no consumer with this id on this connection"));
     return;
   }
-  c.service().broker().with_topic(it->second.topic, [reply = c.replier(), request_id](Result<broker::Topic*> t) {
+  c.service().broker().with_topic(it->second.topic, [reply = c.request_replier(),
+                                                     request_id](Result<broker::Topic*> t) {
     if (!t.is_ok()) {
       reply([request_id, st = t.status()](PulsarConnection& conn) {
         conn.send(commands::error(request_id, topic_load_error(st), st.message()));
@@ -298,7 +300,8 @@ void handle_consumer_stats(PulsarConnection& c, const proto::CommandConsumerStat
     c.send(out);
     return;
   }
-  c.service().broker().with_topic(it->second.topic, [reply = c.replier(), request_id, sub = it->second.subscription,
+  c.service().broker().with_topic(it->second.topic, [reply = c.request_replier(), request_id,
+                                                     sub = it->second.subscription,
                                                      broker_id = it->second.broker_id](Result<broker::Topic*> t) {
     proto::BaseCommand out;
     out.set_type(proto::BaseCommand::CONSUMER_STATS_RESPONSE);

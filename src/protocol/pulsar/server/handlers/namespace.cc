@@ -61,7 +61,7 @@ void handle_get_topics_of_namespace(PulsarConnection& c, const proto::CommandGet
   std::string client_hash = cmd.topics_hash();
   auto* tenancy = c.service().tenancy();
   Status st = c.service().on_metadata_thread([tenancy, ns = *ns, domains, pattern = std::move(pattern), client_hash,
-                                              request_id, reply = c.replier()]() {
+                                              request_id, reply = c.request_replier()]() {
     std::vector<std::string> topics;
     Status failed;
     for (auto d : domains) {

@@ -132,8 +132,9 @@ void admit_producer(PulsarConnection& c, const proto::CommandProducer& cmd, cons
     auto it = conn.producers.find(client_id);
     if (it != conn.producers.end() && it->second.broker_id == broker_id) conn.producers.erase(it);
   };
-  c.service().broker().with_topic(*topic, [reply = c.replier(), broker_id, client_id, request_id, name, schema_version,
-                                           options = std::move(options), forget](Result<broker::Topic*> t) mutable {
+  c.service().broker().with_topic(*topic, [reply = c.request_replier(), broker_id, client_id, request_id, name,
+                                           schema_version, options = std::move(options),
+                                           forget](Result<broker::Topic*> t) mutable {
     if (!t.is_ok()) {
       reply([forget, request_id, st = t.status()](PulsarConnection& conn) {
         forget(conn);
@@ -207,13 +208,17 @@ void handle_send(PulsarConnection& c, Frame& frame) {
     c.send(commands::send_error(producer_id, sequence_id, proto::NotAllowedError, "the producer is not ready yet"));
     return;
   }
-  if (it->second.limits) c.charge_publish(*it->second.limits, header.messages, static_cast<int64_t>(frame.entry.size()));
+  const size_t bytes = frame.entry.size();
+  if (it->second.limits) c.charge_publish(*it->second.limits, header.messages, static_cast<int64_t>(bytes));
+  // Counted until its receipt or error is sent: every path below answers.
+  c.publish_started(bytes);
   // The entry (checksum, metadata, payload) is stored as it came off the wire.
   c.service().broker().with_topic(
-      it->second.topic, [reply = c.replier(), broker_id, producer_id, sequence_id, highest, header = std::move(header),
-                         entry = std::move(frame.entry)](Result<broker::Topic*> t) mutable {
+      it->second.topic, [reply = c.replier(), broker_id, producer_id, sequence_id, highest, bytes,
+                         header = std::move(header), entry = std::move(frame.entry)](Result<broker::Topic*> t) mutable {
         if (!t.is_ok()) {
-          reply([producer_id, sequence_id, st = t.status()](PulsarConnection& conn) {
+          reply([producer_id, sequence_id, bytes, st = t.status()](PulsarConnection& conn) {
+            conn.publish_finished(bytes);
             conn.send(commands::send_error(producer_id, sequence_id, server_error(st), st.message()));
           });
           return;
@@ -222,12 +227,13 @@ void handle_send(PulsarConnection& c, Frame& frame) {
         int64_t highest_id = highest > sequence_id ? static_cast<int64_t>(highest) : -1;
         topic->publish(
             broker_id, std::move(header), std::move(entry),
-            [topic, reply, producer_id, sequence_id, highest](Result<ledger::Position> r) {
+            [topic, reply, producer_id, sequence_id, highest, bytes](Result<ledger::Position> r) {
               proto::ServerError code = proto::PersistenceError;
               if (!r.is_ok() && r.status().code() == common::ErrorCode::kResourceExhausted) {
                 code = producer_error(r.status(), topic->quota_block());
               }
-              reply([producer_id, sequence_id, highest, code, r = std::move(r)](PulsarConnection& conn) {
+              reply([producer_id, sequence_id, highest, bytes, code, r = std::move(r)](PulsarConnection& conn) {
+                conn.publish_finished(bytes);
                 if (!r.is_ok()) {
                   conn.send(commands::send_error(producer_id, sequence_id, code, r.status().message()));
                   return;

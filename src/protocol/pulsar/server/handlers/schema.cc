@@ -1,5 +1,6 @@
 // GET_SCHEMA, GET_OR_CREATE_SCHEMA: the versions of a topic's schema, kept by
 // broker::SchemaRegistry (blocking: its calls run on the tenancy thread).
+#include "broker/schema_registry.h"
 #include "common/logging.h"
 #include "protocol/pulsar/commands.h"
 #include "protocol/pulsar/server/pulsar_connection.h"
@@ -60,7 +61,7 @@ void register_schema(PulsarConnection& c, const broker::TopicName& topic, const 
   auto* schemas = c.service().schemas();
   on_metadata(
       c,
-      [schemas, topic, info = std::move(*info), reply = c.replier(), then]() {
+      [schemas, topic, info = std::move(*info), reply = c.request_replier(), then]() {
         auto version = schemas->get_or_create(topic, info);
         Result<std::string> out = version.is_ok() ? Result<std::string>(broker::encode_schema_version(*version))
                                                   : Result<std::string>(version.status());
@@ -95,7 +96,8 @@ void handle_get_schema(PulsarConnection& c, const proto::CommandGetSchema& cmd) 
   auto* schemas = c.service().schemas();
   on_metadata(
       c,
-      [schemas, topic = *topic, version, request_id, answer_error, reply = c.replier()]() {
+      [schemas, topic = *topic, version, request_id, answer_error,
+       reply = c.request_replier(broker::kMaxSchemaBytes)]() {
         auto found = schemas->get(topic, version);
         reply([found = std::move(found), request_id, answer_error](PulsarConnection& conn) {
           if (!found.is_ok()) {

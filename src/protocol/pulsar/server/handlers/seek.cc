@@ -35,7 +35,7 @@ void handle_seek(PulsarConnection& c, const proto::CommandSeek& cmd) {
   }
   auto time_ms = static_cast<int64_t>(cmd.message_publish_time());
   c.service().broker().with_topic(
-      it->second.topic, [reply = c.replier(), sub = it->second.subscription, to, time_ms,
+      it->second.topic, [reply = c.request_replier(), sub = it->second.subscription, to, time_ms,
                          request_id](Result<broker::Topic*> t) {
         auto answer = [reply, request_id](Status st) {
           reply([st, request_id](PulsarConnection& conn) {
