@@ -62,6 +62,8 @@ LevelDbStore::LevelDbStore(Options options) : options_(std::move(options)) {
   failed_writes_ = &reg.counter("magnetar_metadata_write_failures_total",
                                 "Metadata store writes refused (version mismatch, missing key, I/O)");
   reads_ = &reg.counter("magnetar_metadata_reads_total", "Metadata store reads (get and list)");
+  write_batches_ = &reg.counter("magnetar_metadata_write_batches_total",
+                                "LevelDB write batches (one fdatasync each when writes are synced)");
   write_latency_ = &reg.histogram("magnetar_metadata_write_latency_seconds",
                                   "Time to apply one metadata write, including its fsync",
                                   common::Histogram::latency_bounds());
@@ -144,9 +146,7 @@ Status LevelDbStore::remove_stale_ephemerals() {
   MAGNETAR_RETURN_IF_ERROR(from_leveldb(it->status(), "scan metadata"));
   if (removed == 0) return Status::ok();
   MLOG_INFO("metadata: removed {} ephemeral keys of earlier sessions", removed);
-  leveldb::WriteOptions wo;
-  wo.sync = options_.sync_writes;
-  return from_leveldb(db_->Write(wo, &batch), "remove ephemeral keys");
+  return write_batch(batch, "remove ephemeral keys");
 }
 
 Status LevelDbStore::write_info() {
@@ -154,11 +154,16 @@ Status LevelDbStore::write_info() {
   fb::StoreInfoBuilder info(b);
   info.add_last_session(last_session_);
   b.Finish(info.Finish());
+  leveldb::WriteBatch batch;
+  batch.Put(kInfoKey, leveldb::Slice(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()));
+  return write_batch(batch, "write metadata store info");
+}
+
+Status LevelDbStore::write_batch(leveldb::WriteBatch& batch, std::string_view what) {
   leveldb::WriteOptions wo;
   wo.sync = options_.sync_writes;
-  return from_leveldb(
-      db_->Put(wo, kInfoKey, leveldb::Slice(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize())),
-      "write metadata store info");
+  write_batches_->inc();
+  return from_leveldb(db_->Write(wo, &batch), what);
 }
 
 Status LevelDbStore::read_node(const std::string& key, Stat& stat, std::string* value) {
@@ -233,9 +238,7 @@ Result<Stat> LevelDbStore::apply_put(const WriteOp& op) {
   next.session = op.session;
   leveldb::WriteBatch batch;
   batch.Put(node_key(op.key), encode_node(next, op.value));
-  leveldb::WriteOptions wo;
-  wo.sync = options_.sync_writes;
-  MAGNETAR_RETURN_IF_ERROR(from_leveldb(db_->Write(wo, &batch), "write " + op.key));
+  MAGNETAR_RETURN_IF_ERROR(write_batch(batch, "write " + op.key));
 
   if (exists && current.session != 0 && current.session != op.session) {
     ephemeral_keys_[current.session].erase(op.key);
@@ -253,9 +256,7 @@ Result<Stat> LevelDbStore::apply_delete(const WriteOp& op) {
   if (op.expected_version == kMustNotExist) return Status::already_exists("'" + op.key + "' exists");
   leveldb::WriteBatch batch;
   batch.Delete(node_key(op.key));
-  leveldb::WriteOptions wo;
-  wo.sync = options_.sync_writes;
-  MAGNETAR_RETURN_IF_ERROR(from_leveldb(db_->Write(wo, &batch), "delete " + op.key));
+  MAGNETAR_RETURN_IF_ERROR(write_batch(batch, "delete " + op.key));
   if (current.session != 0) ephemeral_keys_[current.session].erase(op.key);
   pending_events_.push_back({EventType::kDeleted, op.key, 0});
   return current;
@@ -270,9 +271,7 @@ Status LevelDbStore::apply_close_session(const WriteOp& op) {
   if (owned != ephemeral_keys_.end()) {
     for (const auto& key : owned->second) batch.Delete(node_key(key));
   }
-  leveldb::WriteOptions wo;
-  wo.sync = options_.sync_writes;
-  MAGNETAR_RETURN_IF_ERROR(from_leveldb(db_->Write(wo, &batch), "close session"));
+  MAGNETAR_RETURN_IF_ERROR(write_batch(batch, "close session"));
   if (owned != ephemeral_keys_.end()) {
     for (const auto& key : owned->second) pending_events_.push_back({EventType::kDeleted, key, 0});
     ephemeral_keys_.erase(owned);

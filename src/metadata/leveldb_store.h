@@ -26,6 +26,7 @@
 
 namespace leveldb {
 class DB;
+class WriteBatch;
 }
 
 namespace magnetar::runtime {
@@ -83,6 +84,8 @@ class LevelDbStore final : public Store, public runtime::Component {
   // Reads the node at `key` (NotFound when absent). Metadata thread only.
   common::Status read_node(const std::string& key, Stat& stat, std::string* value);
   common::Status write_info();
+  // Writes `batch` (synced when options_.sync_writes). Metadata thread only.
+  common::Status write_batch(leveldb::WriteBatch& batch, std::string_view what);
   common::Status remove_stale_ephemerals();
   void notify(std::vector<Event> events);
 
@@ -110,6 +113,7 @@ class LevelDbStore final : public Store, public runtime::Component {
   common::Counter* writes_ = nullptr;
   common::Counter* reads_ = nullptr;
   common::Counter* failed_writes_ = nullptr;
+  common::Counter* write_batches_ = nullptr;
   common::Histogram* write_latency_ = nullptr;
 };
 
