@@ -118,12 +118,13 @@ void Cursor::skip_removed_ledgers(const LedgerChain& chain) {
   }
 }
 
-std::string Cursor::encode() const {
+std::string Cursor::encode(const CursorPersistLimits& limits) const {
   flatbuffers::FlatBufferBuilder b(256);
   std::vector<fb::AckRange> ranges;
-  for (const auto& r : acked_.ranges()) ranges.emplace_back(r.ledger, r.first, r.last);
+  for (const auto& r : acked_.ranges(limits.max_ranges)) ranges.emplace_back(r.ledger, r.first, r.last);
   std::vector<flatbuffers::Offset<fb::BatchAcks>> batches;
   for (const auto& [pos, batch] : batches_) {
+    if (batches.size() >= limits.max_batch_entries) break;
     batches.push_back(fb::CreateBatchAcks(b, pos.ledger, pos.entry, batch.size, b.CreateVector(batch.acked)));
   }
   auto acked = b.CreateVectorOfStructs(ranges);

@@ -8,6 +8,8 @@
 //
 // A durable cursor's state is persisted by the managed ledger (encode /
 // decode, records.fbs CursorState); a non-durable one (a reader) is not.
+// The persisted state is bounded (CursorPersistLimits): acknowledgements past
+// the bound live only in memory and are redelivered after a restart.
 // Not thread-safe: owned by the managed ledger's home reactor.
 #pragma once
 
@@ -24,6 +26,21 @@
 #include "ledger/range_set.h"
 
 namespace magnetar::ledger {
+
+// How much of a cursor's state encode() persists, as Pulsar's
+// managedLedgerMaxUnackedRangesToPersist and
+// managedLedgerMaxBatchDeletedIndexToPersist. A consumer that acknowledges
+// out of order leaves one range per hole; without a bound the record, which
+// is rewritten on every acknowledgement, grows with the backlog. What is left
+// out is unacknowledged once decoded: redelivered (at least once), never
+// taken for acknowledged.
+struct CursorPersistLimits {
+  // Acknowledged ranges kept: those nearest the mark-delete position.
+  size_t max_ranges = 10'000;
+  // Partly acknowledged batch entries kept, nearest first; the others lose
+  // their message bitmaps (their acknowledged messages come again).
+  size_t max_batch_entries = 10'000;
+};
 
 class Cursor {
  public:
@@ -61,7 +78,9 @@ class Cursor {
   // moves up to just before the new first ledger if it was behind it.
   void skip_removed_ledgers(const LedgerChain& chain);
 
-  std::string encode() const;
+  // The mark-delete position exactly, and the acknowledgements after it
+  // within `limits`. Costs O(limits), not O(holes).
+  std::string encode(const CursorPersistLimits& limits = {}) const;
   static common::Result<Cursor> decode(std::string name, std::string_view bytes);
 
  private:

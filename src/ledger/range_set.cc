@@ -135,19 +135,25 @@ void RangeSet::clear() {
   size_ = 0;
 }
 
-std::vector<RangeSet::Range> RangeSet::ranges() const {
+std::vector<RangeSet::Range> RangeSet::ranges(size_t max) const {
   std::vector<Range> out;
+  if (max == 0) return out;
+  // Adds a run, joined to the last one when adjacent (a run may cross
+  // chunks). False when it would start run max + 1: the last one kept is
+  // then complete.
   auto emit = [&](LedgerId ledger, EntryId first, EntryId last) {
     if (!out.empty() && out.back().ledger == ledger && out.back().last + 1 == first) {
       out.back().last = last;
-    } else {
-      out.push_back(Range{ledger, first, last});
+      return true;
     }
+    if (out.size() == max) return false;
+    out.push_back(Range{ledger, first, last});
+    return true;
   };
   for (const auto& [key, c] : chunks_) {
     const EntryId base = static_cast<EntryId>(key.second * kChunkEntries);
     if (c.full()) {
-      emit(key.first, base, base + static_cast<EntryId>(kChunkEntries) - 1);
+      if (!emit(key.first, base, base + static_cast<EntryId>(kChunkEntries) - 1)) return out;
       continue;
     }
     uint64_t i = 0;
@@ -163,7 +169,7 @@ std::vector<RangeSet::Range> RangeSet::ranges() const {
         uint64_t run = static_cast<uint64_t>(std::countr_one(c.bits[i / 64] >> (i % 64)));
         i += std::min(run, 64 - i % 64);
       }
-      emit(key.first, base + static_cast<EntryId>(start), base + static_cast<EntryId>(i) - 1);
+      if (!emit(key.first, base + static_cast<EntryId>(start), base + static_cast<EntryId>(i) - 1)) return out;
     }
   }
   return out;

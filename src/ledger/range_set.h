@@ -44,7 +44,9 @@ class RangeSet {
     EntryId last;
     bool operator==(const Range&) const = default;
   };
-  std::vector<Range> ranges() const;
+  // The first `max` runs (those of the lowest positions); the walk stops
+  // there, so its cost follows `max`, not the size of the set.
+  std::vector<Range> ranges(size_t max = SIZE_MAX) const;
   // Heap bytes held by bitmaps and map nodes (approximate).
   size_t memory_bytes() const;
 

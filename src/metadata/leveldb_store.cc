@@ -1,14 +1,13 @@
+// LevelDbStore: the calls, their queue and the group-commit loop. How a
+// WriteOp changes the state is in leveldb_store_apply.cc.
 #include "metadata/leveldb_store.h"
 
 #include <leveldb/db.h>
-#include <leveldb/write_batch.h>
 
-#include <chrono>
 #include <future>
 
 #include "common/clock.h"
 #include "common/logging.h"
-#include "metadata/records_generated.h"
 #include "runtime/reactor.h"
 
 namespace magnetar::metadata {
@@ -18,41 +17,7 @@ using common::Status;
 
 namespace {
 
-const std::string kInfoKey = "i";
-constexpr char kNodePrefix = 'd';
-
-std::string node_key(std::string_view key) {
-  std::string k;
-  k.reserve(key.size() + 1);
-  k += kNodePrefix;
-  k += key;
-  return k;
-}
-
-Status from_leveldb(const leveldb::Status& s, std::string_view what) {
-  if (s.ok()) return Status::ok();
-  std::string msg = std::string(what) + ": " + s.ToString();
-  if (s.IsNotFound()) return Status::not_found(msg);
-  if (s.IsCorruption()) return Status::corruption(msg);
-  if (s.IsIOError()) return Status::io_error(msg);
-  if (s.IsInvalidArgument()) return Status::invalid_argument(msg);
-  return Status::internal(msg);
-}
-
-Status check_expected(const std::string& key, bool exists, const Stat& current, int64_t expected) {
-  if (expected < kAnyVersion) {
-    return Status::invalid_argument("expected version " + std::to_string(expected) + " is not valid");
-  }
-  if (expected == kMustNotExist && exists) return Status::already_exists("'" + key + "' already exists");
-  if (expected > 0) {
-    if (!exists) return Status::not_found("'" + key + "' does not exist");
-    if (current.version != expected) {
-      return Status::failed_precondition("'" + key + "' is at version " + std::to_string(current.version) +
-                                         ", not the expected " + std::to_string(expected));
-    }
-  }
-  return Status::ok();
-}
+std::vector<double> group_bounds() { return {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}; }
 
 }  // namespace
 
@@ -62,29 +27,26 @@ LevelDbStore::LevelDbStore(Options options) : options_(std::move(options)) {
   failed_writes_ = &reg.counter("magnetar_metadata_write_failures_total",
                                 "Metadata store writes refused (version mismatch, missing key, I/O)");
   reads_ = &reg.counter("magnetar_metadata_reads_total", "Metadata store reads (get and list)");
+  write_batches_ = &reg.counter("magnetar_metadata_write_batches_total",
+                                "LevelDB write batches (one fdatasync each when writes are synced)");
   write_latency_ = &reg.histogram("magnetar_metadata_write_latency_seconds",
-                                  "Time to apply one metadata write, including its fsync",
+                                  "Time from a metadata write's call to its durable answer, queueing included",
                                   common::Histogram::latency_bounds());
+  group_calls_ = &reg.histogram("magnetar_metadata_group_calls", "Calls run together and committed as one batch",
+                                group_bounds());
 }
 
 LevelDbStore::~LevelDbStore() { stop(); }
 
+LevelDbStore::Call::Call(Kind kind, std::string arg)
+    : kind(kind), arg(std::move(arg)), home(runtime::Reactor::current()) {}
+
 Status LevelDbStore::start() {
   if (thread_) return Status::failed_precondition("the metadata store starts once");
-  thread_ = std::make_unique<runtime::WorkerThread>("metadata", options_.queue_capacity);
+  thread_ = std::make_unique<runtime::WorkerThread>("metadata", 16);
   std::promise<Status> opened;
   auto fut = opened.get_future();
-  Status posted = thread_->post([this, &opened]() {
-    leveldb::Options o;
-    o.create_if_missing = true;
-    leveldb::DB* raw = nullptr;
-    Status st = from_leveldb(leveldb::DB::Open(o, options_.path, &raw), "open metadata at " + options_.path);
-    if (st.is_ok()) {
-      db_.reset(raw);
-      st = remove_stale_ephemerals();
-    }
-    opened.set_value(std::move(st));
-  });
+  Status posted = thread_->post([this, &opened]() { opened.set_value(open_db()); });
   Status st = posted.is_ok() ? fut.get() : posted;
   if (!st.is_ok()) {
     thread_->stop();
@@ -99,15 +61,116 @@ Status LevelDbStore::start() {
 void LevelDbStore::stop() {
   if (!thread_) return;
   running_.store(false);
-  thread_->stop();  // runs every queued call first
+  thread_->stop();  // drains every queued call first
   db_.reset();
   open_sessions_.clear();
   ephemeral_keys_.clear();
+  group_ = Group{};
 }
 
-Status LevelDbStore::submit(std::function<void()> work) {
+Status LevelDbStore::submit(Call call) {
   if (!running_.load()) return Status::unavailable("the metadata store is not running");
-  return thread_->post(std::move(work));
+  call.queued = std::chrono::steady_clock::now();
+  std::lock_guard lock(queue_mu_);
+  if (queue_.size() >= options_.queue_capacity) {
+    return Status::resource_exhausted("the metadata store has " + std::to_string(queue_.size()) +
+                                      " calls waiting");
+  }
+  if (!draining_) {
+    // Posted under queue_mu_: drain() cannot have seen the queue empty and
+    // quit between this post and the push below. Fails once stop() began.
+    MAGNETAR_RETURN_IF_ERROR(thread_->post([this]() { drain(); }));
+    draining_ = true;
+  }
+  queue_.push_back(std::move(call));
+  return Status::ok();
+}
+
+void LevelDbStore::drain() {
+  for (;;) {
+    std::vector<Call> calls;
+    {
+      std::lock_guard lock(queue_mu_);
+      size_t bytes = 0;
+      while (!queue_.empty() && calls.size() < options_.max_group_calls) {
+        size_t size = queue_.front().arg.size();
+        if (!calls.empty() && bytes + size > options_.max_group_bytes) break;
+        bytes += size;
+        calls.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      if (calls.empty()) {
+        draining_ = false;
+        return;
+      }
+    }
+    run_group(calls);
+  }
+}
+
+void LevelDbStore::run_group(std::vector<Call>& calls) {
+  // What each call will be answered, filled in queue order.
+  struct Outcome {
+    Applied applied;
+    Result<Record> record = Status::internal("not read");
+    Result<std::vector<std::string>> children = Status::internal("not read");
+    bool saw_group = false;  // a read made while the group held changes
+  };
+  std::vector<Outcome> outcomes(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Call& call = calls[i];
+    Outcome& out = outcomes[i];
+    switch (call.kind) {
+      case Call::Kind::kWrite:
+        out.applied = apply(call.arg);
+        break;
+      case Call::Kind::kGet:
+        out.saw_group = !group_.empty();
+        out.record = read_record(call.arg);
+        break;
+      case Call::Kind::kList:
+        out.saw_group = !group_.empty();
+        out.children = read_children(call.arg);
+        break;
+    }
+  }
+
+  Status committed = commit();
+  if (!committed.is_ok()) {
+    MLOG_WARN("metadata: a group of {} calls was not written: {}", calls.size(), committed.to_string());
+    for (size_t i = 0; i < calls.size(); ++i) {
+      Outcome& out = outcomes[i];
+      if (calls[i].kind == Call::Kind::kWrite) {
+        out.applied.result = committed;
+        out.applied.session = 0;
+        out.applied.events.clear();
+      } else if (out.saw_group) {  // it saw changes that never happened
+        if (calls[i].kind == Call::Kind::kGet) out.record = read_record(calls[i].arg);
+        if (calls[i].kind == Call::Kind::kList) out.children = read_children(calls[i].arg);
+      }
+    }
+  }
+
+  group_calls_->observe(static_cast<double>(calls.size()));
+  auto now = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Call& call = calls[i];
+    Outcome& out = outcomes[i];
+    switch (call.kind) {
+      case Call::Kind::kWrite:
+        (out.applied.result.is_ok() ? writes_ : failed_writes_)->inc();
+        write_latency_->observe(std::chrono::duration<double>(now - call.queued).count());
+        notify(out.applied.events);
+        deliver(call.home, [fn = std::move(call.written), applied = std::move(out.applied)]() { fn(applied); });
+        break;
+      case Call::Kind::kGet:
+        deliver(call.home, [fn = std::move(call.got), r = std::move(out.record)]() { fn(r); });
+        break;
+      case Call::Kind::kList:
+        deliver(call.home, [fn = std::move(call.listed), r = std::move(out.children)]() { fn(r); });
+        break;
+    }
+  }
 }
 
 void LevelDbStore::deliver(runtime::Reactor* home, std::function<void()> fn) {
@@ -120,168 +183,7 @@ void LevelDbStore::deliver(runtime::Reactor* home, std::function<void()> fn) {
   home->post_or_wait(runtime::Task(std::move(fn)));
 }
 
-Status LevelDbStore::remove_stale_ephemerals() {
-  std::string info;
-  leveldb::Status s = db_->Get(leveldb::ReadOptions(), kInfoKey, &info);
-  if (s.ok()) {
-    flatbuffers::Verifier v(reinterpret_cast<const uint8_t*>(info.data()), info.size());
-    if (!v.VerifyBuffer<fb::StoreInfo>(nullptr)) return Status::corruption("metadata store info fails verification");
-    last_session_ = flatbuffers::GetRoot<fb::StoreInfo>(info.data())->last_session();
-  } else if (!s.IsNotFound()) {
-    return from_leveldb(s, "read metadata store info");
-  }
-  leveldb::WriteBatch batch;
-  size_t removed = 0;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
-  for (it->Seek(std::string(1, kNodePrefix)); it->Valid() && it->key()[0] == kNodePrefix; it->Next()) {
-    Stat stat;
-    MAGNETAR_RETURN_IF_ERROR(decode_node(std::string_view(it->value().data(), it->value().size()), stat, nullptr));
-    if (stat.ephemeral()) {
-      batch.Delete(it->key());
-      ++removed;
-    }
-  }
-  MAGNETAR_RETURN_IF_ERROR(from_leveldb(it->status(), "scan metadata"));
-  if (removed == 0) return Status::ok();
-  MLOG_INFO("metadata: removed {} ephemeral keys of earlier sessions", removed);
-  leveldb::WriteOptions wo;
-  wo.sync = options_.sync_writes;
-  return from_leveldb(db_->Write(wo, &batch), "remove ephemeral keys");
-}
-
-Status LevelDbStore::write_info() {
-  flatbuffers::FlatBufferBuilder b(64);
-  fb::StoreInfoBuilder info(b);
-  info.add_last_session(last_session_);
-  b.Finish(info.Finish());
-  leveldb::WriteOptions wo;
-  wo.sync = options_.sync_writes;
-  return from_leveldb(
-      db_->Put(wo, kInfoKey, leveldb::Slice(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize())),
-      "write metadata store info");
-}
-
-Status LevelDbStore::read_node(const std::string& key, Stat& stat, std::string* value) {
-  std::string raw;
-  leveldb::Status s = db_->Get(leveldb::ReadOptions(), node_key(key), &raw);
-  if (s.IsNotFound()) return Status::not_found("'" + key + "' does not exist");
-  MAGNETAR_RETURN_IF_ERROR(from_leveldb(s, "read " + key));
-  return decode_node(raw, stat, value);
-}
-
-LevelDbStore::Applied LevelDbStore::apply(std::string_view encoded_op) {
-  auto started = std::chrono::steady_clock::now();
-  Applied applied;
-  auto op = decode_write_op(encoded_op);
-  if (!op.is_ok()) {
-    applied.result = op.status();
-  } else {
-    switch (op->kind) {
-      case WriteOp::Kind::kPut:
-        applied.result = apply_put(*op);
-        break;
-      case WriteOp::Kind::kDelete:
-        applied.result = apply_delete(*op);
-        break;
-      case WriteOp::Kind::kOpenSession: {
-        ++last_session_;
-        Status st = write_info();
-        if (st.is_ok()) {
-          open_sessions_.insert(last_session_);
-          applied.session = last_session_;
-          applied.result = Stat{};
-        } else {
-          --last_session_;
-          applied.result = st;
-        }
-        break;
-      }
-      case WriteOp::Kind::kCloseSession: {
-        Status st = apply_close_session(*op);
-        applied.result = st.is_ok() ? Result<Stat>(Stat{}) : Result<Stat>(st);
-        break;
-      }
-    }
-  }
-  if (applied.result.is_ok()) {
-    writes_->inc();
-  } else {
-    failed_writes_->inc();
-  }
-  write_latency_->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  notify(std::move(pending_events_));
-  pending_events_.clear();
-  return applied;
-}
-
-Result<Stat> LevelDbStore::apply_put(const WriteOp& op) {
-  MAGNETAR_RETURN_IF_ERROR(validate_key(op.key));
-  if (op.key == "/") return Status::invalid_argument("the root '/' holds no value");
-  if (op.session != 0 && open_sessions_.count(op.session) == 0) {
-    return Status::failed_precondition("session " + std::to_string(op.session) + " is not open");
-  }
-  Stat current;
-  Status rs = read_node(op.key, current, nullptr);
-  bool exists = rs.is_ok();
-  if (!exists && rs.code() != common::ErrorCode::kNotFound) return rs;
-  MAGNETAR_RETURN_IF_ERROR(check_expected(op.key, exists, current, op.expected_version));
-
-  Stat next;
-  next.version = exists ? current.version + 1 : 1;
-  next.created_ms = exists ? current.created_ms : op.now_ms;
-  next.modified_ms = op.now_ms;
-  next.session = op.session;
-  leveldb::WriteBatch batch;
-  batch.Put(node_key(op.key), encode_node(next, op.value));
-  leveldb::WriteOptions wo;
-  wo.sync = options_.sync_writes;
-  MAGNETAR_RETURN_IF_ERROR(from_leveldb(db_->Write(wo, &batch), "write " + op.key));
-
-  if (exists && current.session != 0 && current.session != op.session) {
-    ephemeral_keys_[current.session].erase(op.key);
-  }
-  if (op.session != 0) ephemeral_keys_[op.session].insert(op.key);
-  pending_events_.push_back({exists ? EventType::kModified : EventType::kCreated, op.key, next.version});
-  return next;
-}
-
-Result<Stat> LevelDbStore::apply_delete(const WriteOp& op) {
-  MAGNETAR_RETURN_IF_ERROR(validate_key(op.key));
-  Stat current;
-  MAGNETAR_RETURN_IF_ERROR(read_node(op.key, current, nullptr));
-  MAGNETAR_RETURN_IF_ERROR(check_expected(op.key, true, current, op.expected_version));
-  if (op.expected_version == kMustNotExist) return Status::already_exists("'" + op.key + "' exists");
-  leveldb::WriteBatch batch;
-  batch.Delete(node_key(op.key));
-  leveldb::WriteOptions wo;
-  wo.sync = options_.sync_writes;
-  MAGNETAR_RETURN_IF_ERROR(from_leveldb(db_->Write(wo, &batch), "delete " + op.key));
-  if (current.session != 0) ephemeral_keys_[current.session].erase(op.key);
-  pending_events_.push_back({EventType::kDeleted, op.key, 0});
-  return current;
-}
-
-Status LevelDbStore::apply_close_session(const WriteOp& op) {
-  if (open_sessions_.count(op.session) == 0) {
-    return Status::not_found("session " + std::to_string(op.session) + " is not open");
-  }
-  leveldb::WriteBatch batch;
-  auto owned = ephemeral_keys_.find(op.session);
-  if (owned != ephemeral_keys_.end()) {
-    for (const auto& key : owned->second) batch.Delete(node_key(key));
-  }
-  leveldb::WriteOptions wo;
-  wo.sync = options_.sync_writes;
-  MAGNETAR_RETURN_IF_ERROR(from_leveldb(db_->Write(wo, &batch), "close session"));
-  if (owned != ephemeral_keys_.end()) {
-    for (const auto& key : owned->second) pending_events_.push_back({EventType::kDeleted, key, 0});
-    ephemeral_keys_.erase(owned);
-  }
-  open_sessions_.erase(op.session);
-  return Status::ok();
-}
-
-void LevelDbStore::notify(std::vector<Event> events) {
+void LevelDbStore::notify(const std::vector<Event>& events) {
   if (events.empty()) return;
   std::vector<std::pair<Watcher, Event>> due;
   {
@@ -298,77 +200,55 @@ void LevelDbStore::notify(std::vector<Event> events) {
 }
 
 void LevelDbStore::get(std::string key, Callback<Result<Record>> done) {
-  auto* home = runtime::Reactor::current();
-  Status st = submit([this, key, done, home]() {
-    reads_->inc();
-    Record r;
-    r.key = key;
-    Status s = validate_key(key);
-    if (s.is_ok()) s = read_node(key, r.stat, &r.value);
-    Result<Record> result = s.is_ok() ? Result<Record>(std::move(r)) : Result<Record>(s);
-    deliver(home, [done, result]() { done(result); });
-  });
-  if (!st.is_ok()) done(st);
-}
-
-void LevelDbStore::put(std::string key, std::string value, PutOptions options, Callback<Result<Stat>> done) {
-  auto* home = runtime::Reactor::current();
-  WriteOp op{WriteOp::Kind::kPut, std::move(key), std::move(value), options.expected_version, options.session,
-             common::wall_clock_ms()};
-  Status st = submit([this, encoded = encode_write_op(op), done, home]() {
-    Applied applied = apply(encoded);
-    deliver(home, [done, result = applied.result]() { done(result); });
-  });
-  if (!st.is_ok()) done(st);
-}
-
-void LevelDbStore::del(std::string key, int64_t expected_version, StatusCallback done) {
-  auto* home = runtime::Reactor::current();
-  WriteOp op{WriteOp::Kind::kDelete, std::move(key), {}, expected_version, 0, common::wall_clock_ms()};
-  Status st = submit([this, encoded = encode_write_op(op), done, home]() {
-    Applied applied = apply(encoded);
-    Status result = applied.result.is_ok() ? Status::ok() : applied.result.status();
-    deliver(home, [done, result]() { done(result); });
-  });
+  Call call(Call::Kind::kGet, std::move(key));
+  call.got = done;
+  Status st = submit(std::move(call));
   if (!st.is_ok()) done(st);
 }
 
 void LevelDbStore::list_children(std::string key, Callback<Result<std::vector<std::string>>> done) {
-  auto* home = runtime::Reactor::current();
-  Status st = submit([this, key, done, home]() {
-    reads_->inc();
-    Result<std::vector<std::string>> result = Status::internal("unset");
-    Status s = key == "/" ? Status::ok() : validate_key(key);
-    if (!s.is_ok()) {
-      result = s;
-    } else {
-      // Keys sort so that a child's own key and its subtree are contiguous
-      // apart from siblings that extend its name ("b" < "b-x" < "b/c"):
-      // collect into a set, and jump over each subtree once seen.
-      std::string start = node_key(key == "/" ? "/" : key + "/");
-      std::set<std::string> children;
-      std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
-      it->Seek(start);
-      while (it->Valid() && it->key().starts_with(start)) {
-        std::string_view rest(it->key().data() + start.size(), it->key().size() - start.size());
-        size_t slash = rest.find('/');
-        std::string child(rest.substr(0, slash));
-        children.insert(child);
-        if (slash == std::string_view::npos) {
-          it->Next();
-        } else {
-          it->Seek(start + child + "0");  // '0' sorts right after '/'
-        }
-      }
-      Status is = from_leveldb(it->status(), "list " + key);
-      if (is.is_ok()) {
-        result = std::vector<std::string>(children.begin(), children.end());
-      } else {
-        result = is;
-      }
-    }
-    deliver(home, [done, result]() { done(result); });
-  });
+  Call call(Call::Kind::kList, std::move(key));
+  call.listed = done;
+  Status st = submit(std::move(call));
+  if (!st.is_ok()) done(st);
+}
+
+void LevelDbStore::put(std::string key, std::string value, PutOptions options, Callback<Result<Stat>> done) {
+  WriteOp op{WriteOp::Kind::kPut, std::move(key), std::move(value), options.expected_version, options.session,
+             common::wall_clock_ms()};
+  Call call(Call::Kind::kWrite, encode_write_op(op));
+  call.written = [done](const Applied& applied) { done(applied.result); };
+  Status st = submit(std::move(call));
+  if (!st.is_ok()) done(st);
+}
+
+void LevelDbStore::del(std::string key, int64_t expected_version, StatusCallback done) {
+  WriteOp op{WriteOp::Kind::kDelete, std::move(key), {}, expected_version, 0, common::wall_clock_ms()};
+  Call call(Call::Kind::kWrite, encode_write_op(op));
+  call.written = [done](const Applied& applied) {
+    done(applied.result.is_ok() ? Status::ok() : applied.result.status());
+  };
+  Status st = submit(std::move(call));
+  if (!st.is_ok()) done(st);
+}
+
+void LevelDbStore::open_session(Callback<Result<SessionId>> done) {
+  WriteOp op{WriteOp::Kind::kOpenSession, {}, {}, kAnyVersion, 0, common::wall_clock_ms()};
+  Call call(Call::Kind::kWrite, encode_write_op(op));
+  call.written = [done](const Applied& applied) {
+    done(applied.result.is_ok() ? Result<SessionId>(applied.session) : Result<SessionId>(applied.result.status()));
+  };
+  Status st = submit(std::move(call));
+  if (!st.is_ok()) done(st);
+}
+
+void LevelDbStore::close_session(SessionId session, StatusCallback done) {
+  WriteOp op{WriteOp::Kind::kCloseSession, {}, {}, kAnyVersion, session, common::wall_clock_ms()};
+  Call call(Call::Kind::kWrite, encode_write_op(op));
+  call.written = [done](const Applied& applied) {
+    done(applied.result.is_ok() ? Status::ok() : applied.result.status());
+  };
+  Status st = submit(std::move(call));
   if (!st.is_ok()) done(st);
 }
 
@@ -385,29 +265,6 @@ Result<WatchId> LevelDbStore::watch(std::string prefix, WatchCallback fn) {
 void LevelDbStore::unwatch(WatchId id) {
   std::lock_guard lock(watch_mu_);
   watchers_.erase(id);
-}
-
-void LevelDbStore::open_session(Callback<Result<SessionId>> done) {
-  auto* home = runtime::Reactor::current();
-  WriteOp op{WriteOp::Kind::kOpenSession, {}, {}, kAnyVersion, 0, common::wall_clock_ms()};
-  Status st = submit([this, encoded = encode_write_op(op), done, home]() {
-    Applied applied = apply(encoded);
-    Result<SessionId> result =
-        applied.result.is_ok() ? Result<SessionId>(applied.session) : Result<SessionId>(applied.result.status());
-    deliver(home, [done, result]() { done(result); });
-  });
-  if (!st.is_ok()) done(st);
-}
-
-void LevelDbStore::close_session(SessionId session, StatusCallback done) {
-  auto* home = runtime::Reactor::current();
-  WriteOp op{WriteOp::Kind::kCloseSession, {}, {}, kAnyVersion, session, common::wall_clock_ms()};
-  Status st = submit([this, encoded = encode_write_op(op), done, home]() {
-    Applied applied = apply(encoded);
-    Status result = applied.result.is_ok() ? Status::ok() : applied.result.status();
-    deliver(home, [done, result]() { done(result); });
-  });
-  if (!st.is_ok()) done(st);
 }
 
 }  // namespace magnetar::metadata

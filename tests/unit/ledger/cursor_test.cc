@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace magnetar::ledger {
 namespace {
 
@@ -98,6 +100,86 @@ TEST(CursorTest, StateRoundTripsThroughItsEncoding) {
   EXPECT_EQ(back->batch_acks({10, 4}), cur.batch_acks({10, 4}));
   EXPECT_EQ(back->backlog_entries(c), cur.backlog_entries(c));
   EXPECT_EQ(Cursor::decode("sub", "garbage").status().code(), common::ErrorCode::kCorruption);
+}
+
+// A consumer that acknowledges every other entry of a long backlog leaves one
+// hole per entry. The record keeps the 10,000 ranges nearest the mark-delete
+// position; the acknowledgements after them are redelivered after a restart,
+// never taken for acknowledged.
+TEST(CursorTest, PersistedRangesAreBoundedAndTheRestIsRedelivered) {
+  constexpr EntryId kEntries = 100'001;
+  LedgerChain c;
+  c.append({30, kEntries});
+  Cursor cur("sub", {30, -1}, true);
+  for (EntryId e = 1; e < kEntries; e += 2) ASSERT_TRUE(cur.ack({30, e}, c).is_ok());
+  ASSERT_EQ(cur.individually_acknowledged().ranges().size(), 50'000u);
+
+  const std::string bytes = cur.encode();
+  EXPECT_LT(bytes.size(), 10'000u * 24 + 4096);  // an AckRange is 24 bytes
+  auto back = Cursor::decode("sub", bytes);
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->mark_delete_position(), (Position{30, -1}));
+  const auto persisted = back->individually_acknowledged().ranges();
+  const auto all = cur.individually_acknowledged().ranges();
+  ASSERT_EQ(persisted.size(), 10'000u);
+  EXPECT_TRUE(std::equal(persisted.begin(), persisted.end(), all.begin()));
+  const EntryId last_persisted = persisted.back().last;
+  EXPECT_EQ(last_persisted, 19'999);
+  for (EntryId e = 0; e < kEntries; ++e) {
+    ASSERT_EQ(back->is_acknowledged({30, e}), e % 2 == 1 && e <= last_persisted) << "entry " << e;
+  }
+  EXPECT_EQ(back->backlog_entries(c), static_cast<uint64_t>(kEntries) - 10'000);
+  EXPECT_EQ(back->next_unacknowledged({30, last_persisted - 1}, c), (Position{30, last_persisted + 1}));
+
+  // The restored cursor goes on from there: filling the first hole moves the
+  // mark-delete position over the persisted ranges only.
+  ASSERT_TRUE(back->ack({30, 0}, c).is_ok());
+  EXPECT_EQ(back->mark_delete_position(), (Position{30, 1}));
+}
+
+TEST(CursorTest, PersistLimitsCountRangesAcrossLedgersAndBatchEntries) {
+  LedgerChain c;
+  c.append({50, 10});
+  c.append({51, 10});
+  Cursor cur("sub", {50, -1}, true);
+  // Ranges 50:2-3, 50:9 + 51:0 (two ranges: ledgers differ), 51:4, 51:6.
+  for (Position p : {Position{50, 2}, {50, 3}, {50, 9}, {51, 0}, {51, 4}, {51, 6}}) ASSERT_TRUE(cur.ack(p, c).is_ok());
+  for (EntryId e : {5, 7}) ASSERT_TRUE(cur.ack_batch_index({50, e}, 1, 4, c).is_ok());
+  ASSERT_TRUE(cur.ack_batch_index({51, 8}, 0, 4, c).is_ok());
+
+  CursorPersistLimits limits;
+  limits.max_ranges = 3;
+  limits.max_batch_entries = 1;
+  auto back = Cursor::decode("sub", cur.encode(limits));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->individually_acknowledged().ranges(),
+            (std::vector<RangeSet::Range>{{50, 2, 3}, {50, 9, 9}, {51, 0, 0}}));
+  EXPECT_FALSE(back->is_acknowledged({51, 4}));
+  EXPECT_FALSE(back->is_acknowledged({51, 6}));
+  EXPECT_EQ(back->batch_acks({50, 5}), std::vector<uint64_t>{0b10});
+  EXPECT_TRUE(back->batch_acks({50, 7}).empty());  // its message 1 comes again
+  EXPECT_TRUE(back->batch_acks({51, 8}).empty());
+  EXPECT_EQ(back->backlog_entries(c), cur.backlog_entries(c) + 2);
+
+  // A range that crosses the set's internal chunks (4096 entries) is kept whole.
+  LedgerChain big;
+  big.append({60, 10'000});
+  Cursor wide("sub", {60, -1}, true);
+  for (EntryId e = 4000; e <= 8200; ++e) ASSERT_TRUE(wide.ack({60, e}, big).is_ok());
+  ASSERT_TRUE(wide.ack({60, 9000}, big).is_ok());
+  CursorPersistLimits one;
+  one.max_ranges = 1;
+  auto wide_back = Cursor::decode("sub", wide.encode(one));
+  ASSERT_TRUE(wide_back.is_ok());
+  EXPECT_EQ(wide_back->individually_acknowledged().ranges(), (std::vector<RangeSet::Range>{{60, 4000, 8200}}));
+
+  // Nothing persisted after the mark-delete position: exactly that.
+  limits.max_ranges = 0;
+  limits.max_batch_entries = 0;
+  back = Cursor::decode("sub", cur.encode(limits));
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_EQ(back->mark_delete_position(), (Position{50, -1}));
+  EXPECT_EQ(back->backlog_entries(c), c.total_entries());
 }
 
 TEST(CursorTest, SkipsLedgersRemovedFromTheChain) {
