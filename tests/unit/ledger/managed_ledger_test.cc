@@ -1,5 +1,6 @@
 #include <cstdio>
 #include <optional>
+#include <thread>
 
 #include "storage/segment.h"
 #include "utils/ledger_fixture.h"
@@ -285,6 +286,12 @@ TEST_F(ManagedLedgerTest, MaintenanceRollsAnAgedLedgerOverAndTrims) {
   auto p = add(*ml, "aged");  // rolls over right after (age 0)
   ASSERT_TRUE(p.is_ok());
   ASSERT_TRUE(add(*ml, "next").is_ok());
+  // "next" rolls its ledger over too: let the new, empty one settle first.
+  auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (reactor_.run_sync([&] { return ml->chain().back().entries; }) != 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   const size_t ledgers = ml->chain().ledgers().size();
   EXPECT_GE(ledgers, 2u);
   reactor_.run_sync([&] { ASSERT_TRUE(ml->ack_cumulative("sub", *p).is_ok()); });
