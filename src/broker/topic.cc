@@ -398,6 +398,11 @@ void Topic::reset_subscription(const std::string& name, Position mark_delete, le
   });
 }
 
+bool Topic::idle() const {
+  return !closed_ && producers_.empty() && waiting_producers_.empty() && held_.empty() && entry_waiters_.empty() &&
+         dedup_waiters_.empty() && !age_checking_ && consumer_count() == 0 && log_->idle();
+}
+
 size_t Topic::consumer_count() const {
   size_t n = 0;
   for (const auto& [name, sub] : subscriptions_) n += sub->consumer_count();
