@@ -249,13 +249,19 @@ void handle_send(PulsarConnection& c, Frame& frame) {
 
 void handle_close_producer(PulsarConnection& c, const proto::CommandCloseProducer& cmd) {
   auto it = c.producers.find(cmd.producer_id());
-  if (it != c.producers.end()) {
-    c.service().broker().with_topic(it->second.topic, [broker_id = it->second.broker_id](Result<broker::Topic*> t) {
-      if (t.is_ok()) (*t)->remove_producer(broker_id);
-    });
-    c.producers.erase(it);
+  if (it == c.producers.end()) {
+    c.send(commands::success(cmd.request_id()));
+    return;
   }
-  c.send(commands::success(cmd.request_id()));
+  // Answered once the topic has let the producer go, so that a producer the
+  // client opens next (an exclusive one, say) does not meet this one.
+  const uint64_t request_id = cmd.request_id();
+  c.service().broker().with_topic(it->second.topic, [broker_id = it->second.broker_id, request_id,
+                                                     reply = c.request_replier()](Result<broker::Topic*> t) {
+    if (t.is_ok()) (*t)->remove_producer(broker_id);
+    reply([request_id](PulsarConnection& conn) { conn.send(commands::success(request_id)); });
+  });
+  c.producers.erase(it);
 }
 
 }  // namespace magnetar::protocol::pulsar
