@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,16 @@ struct ConsumerOptions {
   int32_t priority = 0;  // failover: lower is preferred
   InitialPosition initial_position = InitialPosition::kLatest;
   bool durable = true;   // false: a reader; the cursor is not persisted
+  // A new non-durable subscription on a persistent topic starts right after
+  // this position instead of at initial_position (Pulsar's
+  // start_message_id): delivery begins with the entry after it. Before the
+  // log's first entry it means the earliest; past its last entry,
+  // initial_position decides. Ignored for a subscription that exists.
+  std::optional<ledger::Position> start_after;
+  // > 0: before the consumer attaches, the subscription moves back to the
+  // first message published at most this many ms ago (Pulsar's
+  // start_message_rollback_duration_sec). Persistent topics only.
+  int64_t rollback_ms = 0;
   // Key_Shared only. Every consumer of a subscription uses the same mode.
   KeySharedMode key_shared_mode = KeySharedMode::kAutoSplit;
   std::vector<HashRange> hash_ranges;  // kSticky: the slots this consumer owns

@@ -164,25 +164,15 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
     return;
   }
   refresh_policies();  // once: the limits below and the new subscription's room read them
-  auto attach = [this, consumer_id, sink](Subscription& sub, ConsumerOptions opts) -> Result<Subscription*> {
-    sub.set_unacked_limits(max_unacked_per_consumer_, max_unacked_per_subscription_);
-    sub.set_dispatch_limits(dispatch_limits_, tenant_dispatch_, sub_dispatch_msgs_, sub_dispatch_bytes_);
-    // Pulsar's words, so clients and operators recognise them.
-    if (max_consumers_ > 0 && consumer_count() >= max_consumers_) {
-      return Status::limit_reached("Topic reached max consumers limit");
-    }
-    if (max_consumers_per_subscription_ > 0 && sub.consumer_count() >= max_consumers_per_subscription_) {
-      return Status::limit_reached("Subscription reached max consumers limit");
-    }
-    auto slot = take_tenant_slot(&TenantCounters::consumers);
-    if (!slot.is_ok()) return slot.status();
-    auto c = sub.add_consumer(consumer_id, std::move(opts), sink);
-    if (!c) return c.status();
-    (*c)->hold(std::move(slot).value());
-    return &sub;
-  };
   if (auto it = subscriptions_.find(options.subscription); it != subscriptions_.end()) {
-    done(attach(*it->second, std::move(options)));
+    // Pulsar's words: a reader and a subscription never share a name. (A
+    // non-persistent topic's cursors are never durable, whatever was asked.)
+    if (name_.domain == TopicDomain::kPersistent && it->second->cursor().durable() != options.durable) {
+      done(Status::invalid_argument(options.durable ? "NonDurable subscription with the same name already exists."
+                                                    : "Durable subscription with the same name already exists."));
+      return;
+    }
+    attach_consumer(consumer_id, std::move(options), sink, std::move(done));
     return;
   }
   if (Status room = subscription_room(); !room.is_ok()) {
@@ -191,8 +181,8 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
   }
   const bool durable = options.durable;
   std::string name = options.subscription;
-  admit_subscription(std::move(name), durable, [this, attach, options = std::move(options),
-                                     done = std::move(done)](Status admitted) mutable {
+  admit_subscription(std::move(name), durable, [this, consumer_id, sink, options = std::move(options),
+                                                done = std::move(done)](Status admitted) mutable {
     if (!admitted.is_ok()) return done(admitted);
     auto start = options.initial_position == InitialPosition::kEarliest ? ledger::Log::CursorStart::kEarliest
                                                                         : ledger::Log::CursorStart::kLatest;
@@ -201,7 +191,7 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
     const std::string subscription = options.subscription;
     const bool keep = options.durable;
     log_->open_cursor(subscription, keep, start,
-                      [this, alive, attach, options = std::move(options),
+                      [this, alive, consumer_id, sink, options = std::move(options),
                        done = std::move(done)](Result<ledger::Cursor*> cursor) mutable {
                         if (alive.expired()) {
                           done(Status::unavailable("topic closed while subscribing"));
@@ -215,15 +205,64 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
                         auto it = subscriptions_.find(options.subscription);
                         if (it == subscriptions_.end()) {
                           ledger::Cursor& c = **cursor;
+                          if (!c.durable() && options.start_after && name_.domain == TopicDomain::kPersistent) {
+                            // A fresh reader's cursor: nothing is persisted, so
+                            // placing it is all there is to do.
+                            c.reset(reader_start(*options.start_after, options.initial_position));
+                          }
                           it = subscriptions_
                                    .emplace(options.subscription,
                                             std::make_unique<Subscription>(options.subscription, options.type, *log_, c))
                                    .first;
                           it->second->set_tracing(&tracing_);
                         }
-                        done(attach(*it->second, std::move(options)));
+                        attach_consumer(consumer_id, std::move(options), sink, std::move(done));
                       });
   });
+}
+
+void Topic::attach_consumer(uint64_t consumer_id, ConsumerOptions options, ConsumerSink* sink,
+                            ledger::Callback<Result<Subscription*>> done) {
+  auto attach = [this, consumer_id, sink](ConsumerOptions opts, ledger::Callback<Result<Subscription*>> done) {
+    Subscription* sub = subscription(opts.subscription);
+    if (sub == nullptr) {
+      done(Status::unavailable("subscription " + opts.subscription + " went away while the consumer attached"));
+      return;
+    }
+    sub->set_unacked_limits(max_unacked_per_consumer_, max_unacked_per_subscription_);
+    sub->set_dispatch_limits(dispatch_limits_, tenant_dispatch_, sub_dispatch_msgs_, sub_dispatch_bytes_);
+    // Pulsar's words, so clients and operators recognise them.
+    if (max_consumers_ > 0 && consumer_count() >= max_consumers_) {
+      return done(Status::limit_reached("Topic reached max consumers limit"));
+    }
+    if (max_consumers_per_subscription_ > 0 && sub->consumer_count() >= max_consumers_per_subscription_) {
+      return done(Status::limit_reached("Subscription reached max consumers limit"));
+    }
+    auto slot = take_tenant_slot(&TenantCounters::consumers);
+    if (!slot.is_ok()) return done(slot.status());
+    auto c = sub->add_consumer(consumer_id, std::move(opts), sink);
+    if (!c) return done(c.status());
+    (*c)->hold(std::move(slot).value());
+    done(sub);
+  };
+  if (options.rollback_ms <= 0 || name_.domain != TopicDomain::kPersistent) {
+    return attach(std::move(options), std::move(done));
+  }
+  // As Pulsar does: a failed move back is logged and the consumer attaches
+  // where the subscription is.
+  const std::string name = options.subscription;
+  const int64_t rollback_ms = options.rollback_ms;
+  std::weak_ptr<bool> alive = alive_;
+  seek_subscription_by_time(name, common::wall_clock_ms() - rollback_ms,
+                            [this, alive, name, rollback_ms, attach, options = std::move(options),
+                             done = std::move(done)](Status st) mutable {
+                              if (alive.expired()) return done(Status::unavailable("topic closed while subscribing"));
+                              if (!st.is_ok()) {
+                                MLOG_WARN("topic {}: subscription {} not moved back {} ms: {}", name_.to_string(), name,
+                                          rollback_ms, st.to_string());
+                              }
+                              attach(std::move(options), std::move(done));
+                            });
 }
 
 void Topic::admit_subscription(const std::string& name, bool durable, std::function<void(Status)> go) {
@@ -296,6 +335,17 @@ Status Topic::unsubscribe(const std::string& name) {
     if (!st.is_ok()) MLOG_WARN("topic {}: cursor of subscription {} not deleted: {}", topic, name, st.to_string());
   });
   return Status::ok();
+}
+
+void Topic::remove_consumer(const std::string& subscription, uint64_t consumer_id) {
+  auto it = subscriptions_.find(subscription);
+  if (it == subscriptions_.end()) return;
+  it->second->remove_consumer(consumer_id);
+  // A reader's subscription lives as long as its consumers, as in Pulsar.
+  if (name_.domain == TopicDomain::kPersistent && !it->second->cursor().durable() &&
+      it->second->consumer_count() == 0) {
+    (void)unsubscribe(subscription);
+  }
 }
 
 void Topic::remove_subscription(const std::string& name, bool force, ledger::Callback<Status> done) {

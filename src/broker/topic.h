@@ -208,12 +208,21 @@ class Topic {
 
   // Attaches a consumer to subscription options.subscription, creating the
   // subscription (and its cursor) on first use: at the end of the log, or at
-  // its beginning with InitialPosition::kEarliest. kLimitReached when the
-  // topic has maxConsumersPerTopic consumers, the subscription
+  // its beginning with InitialPosition::kEarliest, or for a reader after
+  // options.start_after (see ConsumerOptions); options.rollback_ms moves it
+  // back in time first. kLimitReached when the topic has
+  // maxConsumersPerTopic consumers, the subscription
   // maxConsumersPerSubscription or the tenant its maxConsumers already, or a
-  // new subscription would pass maxSubscriptionsPerTopic.
+  // new subscription would pass maxSubscriptionsPerTopic; kInvalidArgument
+  // when a reader and a durable subscription of a persistent topic would
+  // share the name.
   void subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSink* sink,
                  ledger::Callback<common::Result<Subscription*>> done);
+  // Detaches a consumer (Subscription::remove_consumer); a non-durable
+  // subscription (a reader's) of a persistent topic goes away with its last
+  // consumer, cursor and all. Nothing happens for an unknown subscription
+  // or consumer.
+  void remove_consumer(const std::string& subscription, uint64_t consumer_id);
   // Runs `fn` once, after the next entry is stored (readers waiting for
   // data: a Kafka Fetch at the end of the log). One waiter per `key`: a
   // second call with the same key replaces the first. Home reactor.
@@ -300,6 +309,13 @@ class Topic {
   static constexpr size_t kMaxHeldPublishes = 10000;
 
   common::Status name_in_use(const std::string& name) const;
+  // Attaches a consumer to its subscription, which exists, after moving the
+  // subscription back by options.rollback_ms when asked (subscribe()).
+  void attach_consumer(uint64_t consumer_id, ConsumerOptions options, ConsumerSink* sink,
+                       ledger::Callback<common::Result<Subscription*>> done);
+  // The mark-delete position of a new reader asked to start after
+  // `start_after` (ConsumerOptions::start_after), clamped to the log.
+  ledger::Position reader_start(ledger::Position start_after, InitialPosition initial) const;
   // Why clients may not produce to or subscribe to a trace topic.
   common::Status system_topic_refusal() const;
   void admit(ProducerOptions options, TenantSlot slot, ledger::Callback<common::Result<ProducerAdmission>> done);

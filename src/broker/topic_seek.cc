@@ -1,5 +1,5 @@
 // Topic: moving a subscription to a message or a point in time (Pulsar's
-// SEEK and the REST reset-cursor calls).
+// SEEK and the REST reset-cursor calls), and where a new reader starts.
 #include <cstdint>
 
 #include "broker/topic.h"
@@ -9,6 +9,17 @@ namespace magnetar::broker {
 
 using common::Status;
 using ledger::Position;
+
+Position Topic::reader_start(Position start_after, InitialPosition initial) const {
+  // Pulsar's non-durable cursor: past the last entry the initial position
+  // decides; before the first entry held, the earliest.
+  const auto& chain = log_->chain();
+  const Position last = log_->last_confirmed();
+  const Position before_first = chain.empty() ? last : Position{chain.ledgers().front().id, storage::kNoEntry};
+  if (start_after > last) return initial == InitialPosition::kEarliest ? before_first : last;
+  if (start_after < before_first) return before_first;
+  return start_after;
+}
 
 void Topic::seek_subscription(const std::string& name, Position first, ledger::Callback<Status> done) {
   const auto& chain = log_->chain();

@@ -28,15 +28,26 @@ def crc32c(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-def encode(cmd, metadata=None, payload=b""):
-    """One frame: a simple command, or a payload command when `metadata` is given."""
+def encode(cmd, metadata=None, payload=b"", checksum=True):
+    """One frame: a simple command, or a payload command when `metadata` is
+    given, with its CRC32C unless `checksum` is false (the protocol allows
+    frames without one; this pure-Python CRC is slow for megabytes)."""
     body = cmd.SerializeToString()
     if metadata is None:
         return struct.pack(">II", 4 + len(body), len(body)) + body
     md = metadata.SerializeToString()
     checked = struct.pack(">I", len(md)) + md + payload
-    tail = b"\x0e\x01" + struct.pack(">I", crc32c(checked)) + checked
+    tail = b"\x0e\x01" + struct.pack(">I", crc32c(checked)) + checked if checksum else checked
     return struct.pack(">II", 4 + len(body) + len(tail), len(body)) + body + tail
+
+
+def batch_payload(messages):
+    """A batch's payload from (payload bytes, SingleMessageMetadata fields) pairs."""
+    out = b""
+    for payload, fields in messages:
+        single = pb.SingleMessageMetadata(payload_size=len(payload), **fields).SerializeToString()
+        out += struct.pack(">I", len(single)) + single + payload
+    return out
 
 
 class Frame:
@@ -123,8 +134,8 @@ class PulsarWire:
     def __exit__(self, *exc):
         self.close()
 
-    def write(self, cmd, metadata=None, payload=b""):
-        self.sock.sendall(encode(cmd, metadata, payload))
+    def write(self, cmd, metadata=None, payload=b"", checksum=True):
+        self.sock.sendall(encode(cmd, metadata, payload, checksum))
 
     def _read_frame(self, deadline):
         while True:
@@ -183,7 +194,10 @@ class PulsarWire:
         return self.request("PRODUCER", ["PRODUCER_SUCCESS", "ERROR"], topic=topic, producer_id=producer_id,
                             **fields)
 
-    def send(self, producer_id, payload: bytes, sequence_id=None, wait=True, **metadata_fields):
+    def send(self, producer_id, payload: bytes, sequence_id=None, wait=True, checksum=True, send_fields=None,
+             **metadata_fields):
+        """SEND with MessageMetadata `metadata_fields`; `send_fields` go into
+        the CommandSend (num_messages, is_chunk, ...)."""
         seq = sequence_id if sequence_id is not None else self.sequence.get(producer_id, 0)
         self.sequence[producer_id] = max(self.sequence.get(producer_id, 0), seq + 1)
         md = pb.MessageMetadata(producer_name=metadata_fields.pop("producer_name", "wire"), sequence_id=seq,
@@ -193,9 +207,10 @@ class PulsarWire:
                 getattr(md, k).extend(v)  # repeated fields (properties, ...)
             else:
                 setattr(md, k, v)
+        send = {"num_messages": 1, **(send_fields or {})}
         cmd = pb.BaseCommand(type=pb.BaseCommand.SEND,
-                             send=pb.CommandSend(producer_id=producer_id, sequence_id=seq, num_messages=1))
-        self.write(cmd, md, payload)
+                             send=pb.CommandSend(producer_id=producer_id, sequence_id=seq, **send))
+        self.write(cmd, md, payload, checksum)
         if not wait:
             return seq
         return self.next(None, where=lambda f: f.type in (pb.BaseCommand.SEND_RECEIPT, pb.BaseCommand.SEND_ERROR)

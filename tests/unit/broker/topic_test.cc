@@ -10,7 +10,17 @@ using common::Slice;
 using common::Status;
 using ledger::Position;
 
-class TopicTest : public BrokerFixture {};
+class TopicTest : public BrokerFixture {
+ protected:
+  // A reader's options (a non-durable subscription, ConsumerOptions::start_after).
+  static ConsumerOptions reader(const std::string& sub, std::optional<Position> start_after,
+                                InitialPosition initial = InitialPosition::kLatest) {
+    ConsumerOptions o = options(sub, SubscriptionType::kExclusive, initial);
+    o.durable = false;
+    o.start_after = start_after;
+    return o;
+  }
+};
 
 const std::string kTopic = "persistent://public/default/orders";
 
@@ -175,6 +185,55 @@ TEST_F(TopicTest, LatestSubscriptionStartsAtTheEnd) {
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].payload.view(), "new0");
   EXPECT_EQ(sink.settle_count(), 2u);
+}
+
+TEST_F(TopicTest, AReaderStartsAfterItsStartPositionClampedToTheLog) {
+  ASSERT_TRUE(add_producer(kTopic, 1, "p").is_ok());
+  auto at = publish(kTopic, 1, 5);
+  ASSERT_EQ(at.size(), 5u);
+  struct Case {
+    std::string name;
+    std::optional<Position> start_after;
+    InitialPosition initial;
+    std::vector<std::string> expect;
+  };
+  const Position before_all{0, storage::kNoEntry};
+  const Position past_end{at.back().ledger, at.back().entry + 10};
+  for (const Case& c : std::vector<Case>{
+           {"after-m1", at[1], InitialPosition::kLatest, {"m2", "m3", "m4"}},
+           {"before-all", before_all, InitialPosition::kLatest, {"m0", "m1", "m2", "m3", "m4"}},
+           {"past-end-earliest", past_end, InitialPosition::kEarliest, {"m0", "m1", "m2", "m3", "m4"}},
+           {"after-last", at.back(), InitialPosition::kEarliest, {}},
+       }) {
+    RecordingSink& sink = new_sink();
+    ASSERT_TRUE(subscribe(kTopic, 10, reader(c.name, c.start_after, c.initial), &sink).is_ok()) << c.name;
+    flow(kTopic, c.name, 10, 100);
+    auto got = sink.wait_for(c.expect.size());
+    std::vector<std::string> payloads;
+    for (const auto& d : got) payloads.push_back(std::string(d.payload.view()));
+    EXPECT_EQ(payloads, c.expect) << c.name;
+  }
+}
+
+TEST_F(TopicTest, AReaderSubscriptionGoesWithItsLastConsumer) {
+  RecordingSink& a = new_sink();
+  RecordingSink& b = new_sink();
+  ASSERT_TRUE(subscribe(kTopic, 1, reader("r", std::nullopt), &a).is_ok());
+  EXPECT_EQ(subscribe(kTopic, 2, options("r", SubscriptionType::kExclusive), &b).code(),
+            common::ErrorCode::kInvalidArgument);  // a durable subscription never takes a reader's name
+  auto left = [&](uint64_t consumer) {
+    return on_topic<std::vector<std::string>>(kTopic, [consumer](Topic& t, auto done) {
+      t.remove_consumer("r", consumer);
+      done(t.subscription_names());
+    });
+  };
+  EXPECT_TRUE(left(1).empty());
+  ASSERT_TRUE(subscribe(kTopic, 3, options("d", SubscriptionType::kShared), &b).is_ok());
+  on_topic<bool>(kTopic, [](Topic& t, auto done) {
+    t.remove_consumer("d", 3);
+    done(true);
+  });
+  EXPECT_EQ(stats(kTopic).subscriptions.size(), 1u);  // a durable one stays
 }
 
 TEST_F(TopicTest, NonPersistentTopicsDeliverToConnectedConsumers) {

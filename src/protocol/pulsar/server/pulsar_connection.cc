@@ -285,8 +285,7 @@ void PulsarConnection::drop_all() {
     // The sink is kept alive until the consumer is gone from its subscription.
     broker.with_topic(c.topic, [sub = c.subscription, broker_id = c.broker_id,
                                 sink = c.sink](common::Result<broker::Topic*> t) {
-      if (!t.is_ok()) return;
-      if (auto* s = (*t)->subscription(sub)) s->remove_consumer(broker_id);
+      if (t.is_ok()) (*t)->remove_consumer(sub, broker_id);
     });
   }
   producers.clear();

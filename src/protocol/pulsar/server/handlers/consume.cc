@@ -1,5 +1,7 @@
 // SUBSCRIBE, FLOW, ACK, REDELIVER_UNACKNOWLEDGED_MESSAGES, CLOSE_CONSUMER,
 // UNSUBSCRIBE, GET_LAST_MESSAGE_ID: consuming from a subscription.
+#include <algorithm>
+
 #include "common/clock.h"
 #include "common/logging.h"
 #include "protocol/pulsar/commands.h"
@@ -23,6 +25,20 @@ broker::SubscriptionType sub_type(proto::CommandSubscribe::SubType t) {
 
 ledger::Position position_of(const proto::MessageIdData& id) {
   return ledger::Position{id.ledgerid(), static_cast<storage::EntryId>(id.entryid())};
+}
+
+// Where a reader asked to start at `id` (SUBSCRIBE's start_message_id)
+// starts, as Pulsar's broker reads it: MessageId.earliest (ledger -1) is
+// before everything and MessageId.latest lies past the end; any other id is
+// delivered itself, the cursor stepping back one entry, so that the client
+// can skip the messages of a batch before the id's batch index and drop the
+// start message itself unless its reader is inclusive. Pulsar's broker
+// always sees a batch id there, batch index or not.
+ledger::Position start_after(const proto::MessageIdData& id) {
+  const auto ledger = static_cast<int64_t>(id.ledgerid());
+  const auto entry = static_cast<int64_t>(id.entryid());
+  if (ledger < 0) return ledger::Position{0, storage::kNoEntry};
+  return ledger::Position{id.ledgerid(), entry >= 0 ? entry - 1 : storage::kNoEntry};
 }
 
 // Key_Shared options from SUBSCRIBE's keySharedMeta (none: AUTO_SPLIT).
@@ -91,6 +107,13 @@ void attach_consumer(PulsarConnection& c, const proto::CommandSubscribe& cmd, co
   options.initial_position = cmd.initialposition() == proto::CommandSubscribe::Earliest
                                  ? broker::InitialPosition::kEarliest
                                  : broker::InitialPosition::kLatest;
+  // A set start_message_id wins over the initial position (readers only,
+  // as in Pulsar: a durable subscription starts where initialPosition says).
+  if (!options.durable && cmd.has_start_message_id()) options.start_after = start_after(cmd.start_message_id());
+  constexpr uint64_t kMaxRollbackSec = uint64_t{1} << 40;  // past any publish time; no overflow in ms
+  if (cmd.start_message_rollback_duration_sec() > 0) {
+    options.rollback_ms = static_cast<int64_t>(std::min(cmd.start_message_rollback_duration_sec(), kMaxRollbackSec)) * 1000;
+  }
   if (options.type == broker::SubscriptionType::kKeyShared) key_shared_options(cmd, options);
   broker::SubscriptionType type = options.type;
   uint64_t broker_id = c.service().next_id();
@@ -230,8 +253,11 @@ void handle_redeliver(PulsarConnection& c, const proto::CommandRedeliverUnacknow
 void handle_close_consumer(PulsarConnection& c, const proto::CommandCloseConsumer& cmd) {
   auto it = c.consumers.find(cmd.consumer_id());
   if (it != c.consumers.end()) {
-    auto sink = it->second.sink;  // alive until the broker has let go of it
-    with_subscription(c, cmd.consumer_id(), [sink](broker::Subscription& s, uint64_t id) { s.remove_consumer(id); });
+    // The sink stays alive until the broker has let go of it.
+    c.service().broker().with_topic(it->second.topic, [sub = it->second.subscription, broker_id = it->second.broker_id,
+                                                       sink = it->second.sink](Result<broker::Topic*> t) {
+      if (t.is_ok()) (*t)->remove_consumer(sub, broker_id);
+    });
     c.consumers.erase(it);
   }
   c.send(commands::success(cmd.request_id()));
@@ -249,8 +275,11 @@ void handle_unsubscribe(PulsarConnection& c, const proto::CommandUnsubscribe& cm
   c.service().broker().with_topic(state.topic, [reply = c.request_replier(), state,
                                                 request_id](Result<broker::Topic*> t) {
     Status st = t.is_ok() ? Status::ok() : t.status();
-    if (st.is_ok()) {
-      if (auto* s = (*t)->subscription(state.subscription)) s->remove_consumer(state.broker_id);
+    if (st.is_ok() && (*t)->subscription(state.subscription) != nullptr) {
+      // A reader's subscription goes with its last consumer.
+      (*t)->remove_consumer(state.subscription, state.broker_id);
+      if ((*t)->subscription(state.subscription) != nullptr) st = (*t)->unsubscribe(state.subscription);
+    } else if (st.is_ok()) {
       st = (*t)->unsubscribe(state.subscription);
     }
     reply([request_id, st](PulsarConnection& conn) {
