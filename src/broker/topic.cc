@@ -427,6 +427,11 @@ void Topic::restore_subscriptions() {
 }
 
 void Topic::reset_subscription(const std::string& name, Position mark_delete, ledger::Callback<Status> done) {
+  move_subscription(name, mark_delete, nullptr, std::move(done));
+}
+
+void Topic::move_subscription(const std::string& name, Position mark_delete, std::function<void()> then,
+                              ledger::Callback<Status> done) {
   Subscription* sub = subscription(name);
   if (sub == nullptr) {
     done(Status::not_found("Subscription " + name + " not found on " + name_.to_string()));
@@ -435,8 +440,10 @@ void Topic::reset_subscription(const std::string& name, Position mark_delete, le
   sub->close_consumers(Status::unavailable("subscription " + name + " was reset"));
   std::weak_ptr<bool> alive = alive_;
   Position was = sub->cursor().mark_delete_position();
-  log_->reset_cursor(name, mark_delete, [this, alive, name, was, mark_delete, done = std::move(done)](Status st) {
+  log_->reset_cursor(name, mark_delete, [this, alive, name, was, mark_delete, then = std::move(then),
+                                         done = std::move(done)](Status st) {
     if (!alive.expired()) {
+      if (st.is_ok() && then) then();
       if (Subscription* s = subscription(name)) s->rewind();
       // Moving forward acknowledges what it passes (a Kafka offset commit).
       if (st.is_ok() && tracing_.on() && was < mark_delete) {

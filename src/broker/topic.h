@@ -252,9 +252,12 @@ class Topic {
                           ledger::Callback<common::Status> done);
   // Pulsar's seek (topic_seek.cc): subscription `name` delivers `first`
   // next, clamped to the log (before its start: the earliest; past its end:
-  // the latest);
-  // consumers are detached as by reset_subscription().
-  void seek_subscription(const std::string& name, ledger::Position first, ledger::Callback<common::Status> done);
+  // the latest); consumers are detached as by reset_subscription().
+  // `unacked`, when not empty, is Pulsar's ack_set for a position inside a
+  // batch: bit i set = message i of `first` is delivered again; the others
+  // count as acknowledged, so the client skips them.
+  void seek_subscription(const std::string& name, ledger::Position first, ledger::Callback<common::Status> done,
+                         std::vector<uint64_t> unacked = {});
   // The same, to the first message published at or after `time_ms`
   // (persistent topics only; FailedPrecondition otherwise).
   void seek_subscription_by_time(const std::string& name, int64_t time_ms, ledger::Callback<common::Status> done);
@@ -316,6 +319,13 @@ class Topic {
   // The mark-delete position of a new reader asked to start after
   // `start_after` (ConsumerOptions::start_after), clamped to the log.
   ledger::Position reader_start(ledger::Position start_after, InitialPosition initial) const;
+  // reset_subscription(), running `then` (may be empty) once the cursor
+  // moved and before the subscription reads from there.
+  void move_subscription(const std::string& name, ledger::Position mark_delete, std::function<void()> then,
+                         ledger::Callback<common::Status> done);
+  // The mark-delete position that makes `first` the next entry delivered,
+  // clamped to the log as seek_subscription() says.
+  ledger::Position position_before(ledger::Position first) const;
   // Why clients may not produce to or subscribe to a trace topic.
   common::Status system_topic_refusal() const;
   void admit(ProducerOptions options, TenantSlot slot, ledger::Callback<common::Result<ProducerAdmission>> done);

@@ -7,8 +7,19 @@
 
 namespace magnetar::broker {
 
+using common::Result;
 using common::Status;
 using ledger::Position;
+
+Position Topic::position_before(Position first) const {
+  const auto& chain = log_->chain();
+  Position last = log_->last_confirmed();
+  if (chain.empty() || first.ledger < chain.ledgers().front().id) {
+    return chain.empty() ? last : Position{chain.ledgers().front().id, storage::kNoEntry};
+  }
+  if (first > last) return last;
+  return Position{first.ledger, first.entry - 1};
+}
 
 Position Topic::reader_start(Position start_after, InitialPosition initial) const {
   // Pulsar's non-durable cursor: past the last entry the initial position
@@ -21,18 +32,30 @@ Position Topic::reader_start(Position start_after, InitialPosition initial) cons
   return start_after;
 }
 
-void Topic::seek_subscription(const std::string& name, Position first, ledger::Callback<Status> done) {
-  const auto& chain = log_->chain();
-  Position last = log_->last_confirmed();
-  Position mark_delete;
-  if (chain.empty() || first.ledger < chain.ledgers().front().id) {
-    mark_delete = chain.empty() ? last : Position{chain.ledgers().front().id, storage::kNoEntry};
-  } else if (first > last) {
-    mark_delete = last;
-  } else {
-    mark_delete = Position{first.ledger, first.entry - 1};
-  }
-  reset_subscription(name, mark_delete, std::move(done));
+void Topic::seek_subscription(const std::string& name, Position first, ledger::Callback<Status> done,
+                              std::vector<uint64_t> unacked) {
+  const Position mark_delete = position_before(first);
+  const bool at_first = mark_delete == Position{first.ledger, first.entry - 1} && log_->chain().contains(first);
+  if (unacked.empty() || !at_first) return move_subscription(name, mark_delete, nullptr, std::move(done));
+  // The messages the ack set leaves out are acknowledged with the batch's
+  // size, which its entry holds.
+  std::weak_ptr<bool> alive = alive_;
+  log_->read_entries(mark_delete, 1, [this, alive, name, first, mark_delete, unacked = std::move(unacked),
+                                      done = std::move(done)](Result<std::vector<ledger::LedgerEntry>> r) mutable {
+    if (alive.expired()) return done(Status::unavailable("the topic was closed meanwhile"));
+    uint32_t messages = 1;
+    if (r.is_ok() && !r->empty() && r->front().position == first) messages = r->front().header.messages;
+    std::function<void()> skip;
+    if (messages > 1) {
+      skip = [this, name, first, messages, unacked = std::move(unacked)]() {
+        for (uint32_t i = 0; i < messages; ++i) {
+          const bool again = i / 64 < unacked.size() && ((unacked[i / 64] >> (i % 64)) & 1) != 0;
+          if (!again) (void)log_->ack_batch_index(name, first, i, messages);
+        }
+      };
+    }
+    move_subscription(name, mark_delete, std::move(skip), std::move(done));
+  });
 }
 
 void Topic::seek_subscription_by_time(const std::string& name, int64_t time_ms, ledger::Callback<Status> done) {

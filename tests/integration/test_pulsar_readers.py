@@ -1,7 +1,8 @@
 """Readers over the real Pulsar wire, sent exactly as the official clients
 send them: a Reader subscribes with durable false, initialPosition Latest
 and start_message_id (MessageId.earliest, a message's id, or one inside a
-batch), or start_message_rollback_duration_sec."""
+batch), or start_message_rollback_duration_sec; and a SEEK inside a batch
+carries an ack_set."""
 import time
 import unittest
 
@@ -155,6 +156,27 @@ class ReaderStartTest(WireTestCase):
         self.assertEqual(answer.type, pb.BaseCommand.ERROR)
         self.assertEqual(answer.cmd.error.error, pb.NotAllowedError)
 
+
+class SeekInsideABatchTest(WireTestCase):
+    def test_the_ack_set_of_a_seek_skips_the_batchs_earlier_messages(self):
+        topic = "persistent://public/default/seek-in-batch"
+        batch = self.produce_batch(topic, ["b0", "b1", "b2", "b3", "b4"])
+        w = self.wire
+        self.assertEqual(w.subscribe(topic, "s", 1, initial="Earliest").type, pb.BaseCommand.SUCCESS)
+        w.flow(1, 100)
+        self.assertEqual(w.receive(1, 1)[0].metadata.num_messages_in_batch, 5)
+        # As the Java client seeks to (ledger, entry, batch index 2) of a
+        # batch of 5: bits 2..4 set, the messages to deliver again.
+        target = pb.MessageIdData(ledgerId=batch.ledgerId, entryId=batch.entryId, batch_index=2, ack_set=[0b11100])
+        answer = w.request("SEEK", ["SUCCESS", "ERROR"], consumer_id=1, message_id=target)
+        self.assertEqual(answer.type, pb.BaseCommand.SUCCESS, answer.cmd)
+        w.next("CLOSE_CONSUMER")
+        self.assertEqual(w.subscribe(topic, "s", 1, initial="Earliest").type, pb.BaseCommand.SUCCESS)
+        w.flow(1, 100)
+        again = w.receive(1, 1)[0]
+        self.assertEqual((again.cmd.message.message_id.ledgerId, again.cmd.message.message_id.entryId),
+                         (batch.ledgerId, batch.entryId))
+        self.assertEqual(list(again.cmd.message.ack_set), [0b11100])
 
 
 

@@ -1,8 +1,11 @@
 // SEEK: moves a consumer's subscription to a message id or a publish time.
 // As in Pulsar, the subscription's consumers are detached (CLOSE_CONSUMER)
 // and reconnect to read from the new position; the seek itself is answered
-// with SUCCESS once the cursor has moved.
+// with SUCCESS once the cursor has moved. An id inside a batch carries an
+// ack_set (bit set = a message delivered again), as Pulsar's Java client
+// sends it: the batch is delivered with the others marked acknowledged.
 #include <limits>
+#include <vector>
 
 #include "protocol/pulsar/commands.h"
 #include "protocol/pulsar/server/pulsar_connection.h"
@@ -24,7 +27,9 @@ void handle_seek(PulsarConnection& c, const proto::CommandSeek& cmd) {
     return;
   }
   std::optional<ledger::Position> to;
+  std::vector<uint64_t> unacked;
   if (cmd.has_message_id()) {
+    for (int64_t word : cmd.message_id().ack_set()) unacked.push_back(static_cast<uint64_t>(word));
     // Pulsar's MessageId.earliest is (-1, -1) on the unsigned wire field:
     // anything before the log's start is the earliest for the broker.
     // MessageId.latest, (INT64_MAX, INT64_MAX), is past the end as it is.
@@ -35,8 +40,8 @@ void handle_seek(PulsarConnection& c, const proto::CommandSeek& cmd) {
   }
   auto time_ms = static_cast<int64_t>(cmd.message_publish_time());
   c.service().broker().with_topic(
-      it->second.topic, [reply = c.request_replier(), sub = it->second.subscription, to, time_ms,
-                         request_id](Result<broker::Topic*> t) {
+      it->second.topic, [reply = c.request_replier(), sub = it->second.subscription, to, unacked = std::move(unacked),
+                         time_ms, request_id](Result<broker::Topic*> t) mutable {
         auto answer = [reply, request_id](Status st) {
           reply([st, request_id](PulsarConnection& conn) {
             conn.send(st.is_ok() ? commands::success(request_id)
@@ -45,7 +50,7 @@ void handle_seek(PulsarConnection& c, const proto::CommandSeek& cmd) {
         };
         if (!t.is_ok()) return answer(t.status());
         if (to) {
-          (*t)->seek_subscription(sub, *to, answer);
+          (*t)->seek_subscription(sub, *to, answer, std::move(unacked));
         } else {
           (*t)->seek_subscription_by_time(sub, time_ms, answer);
         }
