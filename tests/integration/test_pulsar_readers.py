@@ -1,8 +1,9 @@
-"""Readers over the real Pulsar wire, sent exactly as the official clients
-send them: a Reader subscribes with durable false, initialPosition Latest
-and start_message_id (MessageId.earliest, a message's id, or one inside a
-batch), or start_message_rollback_duration_sec; and a SEEK inside a batch
-carries an ack_set."""
+"""Readers and message ids over the real Pulsar wire, sent exactly as the
+official clients send them: a Reader subscribes with durable false,
+initialPosition Latest and start_message_id (MessageId.earliest, a message's
+id, or one inside a batch), or start_message_rollback_duration_sec; a SEEK
+inside a batch carries an ack_set; and every id a consumer of a partition
+sees names that partition."""
 import time
 import unittest
 
@@ -178,6 +179,70 @@ class SeekInsideABatchTest(WireTestCase):
                          (batch.ledgerId, batch.entryId))
         self.assertEqual(list(again.cmd.message.ack_set), [0b11100])
 
+
+class PartitionIdTest(WireTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        status, body = call_json(cls.node, "PUT", "/admin/v2/persistent/public/default/parts/partitions", 3)
+        assert status in (200, 204), (status, body)
+
+    def last_message_id(self, cid):
+        answer = self.wire.request("GET_LAST_MESSAGE_ID", ["GET_LAST_MESSAGE_ID_RESPONSE", "ERROR"], consumer_id=cid)
+        self.assertEqual(answer.type, pb.BaseCommand.GET_LAST_MESSAGE_ID_RESPONSE, answer.cmd)
+        return answer.cmd.getLastMessageIdResponse
+
+    def test_messages_and_the_last_id_name_the_partition(self):
+        for index in (0, 2):
+            topic = f"persistent://public/default/parts-partition-{index}"
+            ids = self.produce(topic, [f"p{index}-{i}" for i in range(3)])
+            cid = self.fresh_id()
+            self.assertEqual(self.wire.subscribe(topic, "by-partition", cid, initial="Earliest").type,
+                             pb.BaseCommand.SUCCESS)
+            self.wire.flow(cid, 100)
+            frames = self.wire.receive(cid, 3)
+            self.assertEqual(self.payloads(frames), [f"p{index}-{i}" for i in range(3)])
+            self.assertEqual([f.cmd.message.message_id.partition for f in frames], [index] * 3)
+            last = self.last_message_id(cid).last_message_id
+            self.assertEqual((last.ledgerId, last.entryId, last.partition),
+                             (ids[-1].ledgerId, ids[-1].entryId, index))
+
+    def test_a_topic_that_is_no_partition_names_none(self):
+        topic = "persistent://public/default/not-partitioned"
+        self.produce(topic, ["x"])
+        cid = self.reader(topic, EARLIEST)
+        frame = self.wire.receive(cid, 1)[0]
+        self.assertEqual(frame.cmd.message.message_id.partition, -1)
+        self.assertEqual(self.last_message_id(cid).last_message_id.partition, -1)
+
+    def test_readers_and_seeks_on_a_partition(self):
+        topic = "persistent://public/default/parts-partition-1"
+        ids = self.produce(topic, [f"r{i}" for i in range(5)])
+        start = pb.MessageIdData(ledgerId=ids[2].ledgerId, entryId=ids[2].entryId, partition=1, batch_index=-1)
+        cid = self.reader(topic, start)
+        frames = self.wire.receive(cid, 3)
+        self.assertEqual(self.payloads(frames), ["r2", "r3", "r4"])
+        self.assertEqual({f.cmd.message.message_id.partition for f in frames}, {1})
+        w = self.wire
+        self.assertEqual(w.subscribe(topic, "seeker", 7, initial="Earliest").type, pb.BaseCommand.SUCCESS)
+        w.flow(7, 100)
+        self.assertEqual(len(w.receive(7, 5)), 5)
+        answer = w.request("SEEK", ["SUCCESS", "ERROR"], consumer_id=7, message_id=ids[3])
+        self.assertEqual(answer.type, pb.BaseCommand.SUCCESS, answer.cmd)
+        w.next("CLOSE_CONSUMER", where=lambda f: f.cmd.close_consumer.consumer_id == 7)
+        self.assertEqual(w.subscribe(topic, "seeker", 7, initial="Earliest").type, pb.BaseCommand.SUCCESS)
+        w.flow(7, 100)
+        again = w.receive(7, 2)
+        self.assertEqual(self.payloads(again), ["r3", "r4"])
+        self.assertEqual({f.cmd.message.message_id.partition for f in again}, {1})
+
+    def test_the_last_id_of_a_batch_names_its_last_message(self):
+        topic = "persistent://public/default/parts-partition-0"
+        batch = self.produce_batch(topic, ["a", "b", "c", "d"])
+        cid = self.reader(topic, LATEST)
+        last = self.last_message_id(cid).last_message_id
+        self.assertEqual((last.ledgerId, last.entryId, last.batch_index, last.partition),
+                         (batch.ledgerId, batch.entryId, 3, 0))
 
 
 if __name__ == "__main__":

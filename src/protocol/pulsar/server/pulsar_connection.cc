@@ -298,9 +298,9 @@ void PulsarConsumerSink::to_connection(std::function<void(PulsarConnection&)> fn
 
 void PulsarConsumerSink::deliver(std::vector<broker::Delivery> entries) {
   uint64_t consumer_id = consumer_id_;
-  to_connection([consumer_id, entries = std::move(entries)](PulsarConnection& c) mutable {
+  to_connection([consumer_id, partition = partition_, entries = std::move(entries)](PulsarConnection& c) mutable {
     for (auto& d : entries) {
-      auto id = commands::message_id(d.position.ledger, static_cast<uint64_t>(d.position.entry));
+      auto id = commands::message_id(d.position.ledger, static_cast<uint64_t>(d.position.entry), partition);
       auto cmd = commands::message(consumer_id, id, d.redelivery_count);
       // A partly acknowledged batch: ack_set has a bit set for each message
       // still unacknowledged, so the client skips the others.

@@ -168,8 +168,11 @@ class PulsarConnection final : public runtime::ConnectionHandler {
 
 class PulsarConsumerSink final : public broker::ConsumerSink {
  public:
-  PulsarConsumerSink(std::weak_ptr<ConnectionLink> link, runtime::Reactor& conn_reactor, uint64_t client_consumer_id)
-      : link_(std::move(link)), conn_reactor_(conn_reactor), consumer_id_(client_consumer_id) {}
+  // `partition`: the partition index of the consumer's topic (-1: not a
+  // partition), which every MESSAGE's id carries, as Pulsar's do.
+  PulsarConsumerSink(std::weak_ptr<ConnectionLink> link, runtime::Reactor& conn_reactor, uint64_t client_consumer_id,
+                     int32_t partition)
+      : link_(std::move(link)), conn_reactor_(conn_reactor), consumer_id_(client_consumer_id), partition_(partition) {}
   void deliver(std::vector<broker::Delivery> entries) override;
   void closed(const common::Status& why) override;
   void active_changed(bool active) override;
@@ -179,6 +182,7 @@ class PulsarConsumerSink final : public broker::ConsumerSink {
   std::weak_ptr<ConnectionLink> link_;
   runtime::Reactor& conn_reactor_;
   uint64_t consumer_id_;
+  int32_t partition_;
 };
 
 // Maps a broker error to the protocol's ServerError: the one place that does.

@@ -117,7 +117,7 @@ void attach_consumer(PulsarConnection& c, const proto::CommandSubscribe& cmd, co
   if (options.type == broker::SubscriptionType::kKeyShared) key_shared_options(cmd, options);
   broker::SubscriptionType type = options.type;
   uint64_t broker_id = c.service().next_id();
-  auto sink = std::make_shared<PulsarConsumerSink>(c.link(), c.reactor(), client_id);
+  auto sink = std::make_shared<PulsarConsumerSink>(c.link(), c.reactor(), client_id, topic->partition);
   std::string subscription = options.subscription;
   c.service().broker().with_topic(
       *topic, [reply = c.request_replier(), topic = *topic, broker_id, client_id, request_id, sink, subscription, type,
@@ -289,6 +289,31 @@ void handle_unsubscribe(PulsarConnection& c, const proto::CommandUnsubscribe& cm
   });
 }
 
+namespace {
+
+// GET_LAST_MESSAGE_ID's answer, as Pulsar's broker gives it: the last
+// entry with the partition index of the consumer's topic and, for a batch,
+// the index of its last message (so that a reader that took part of it
+// knows more follow); the subscription's mark-delete position beside it.
+proto::BaseCommand last_message_id_response(uint64_t request_id, ledger::Position last, int32_t partition,
+                                            uint32_t last_entry_messages,
+                                            std::optional<ledger::Position> mark_delete) {
+  proto::BaseCommand out;
+  out.set_type(proto::BaseCommand::GET_LAST_MESSAGE_ID_RESPONSE);
+  auto* r = out.mutable_getlastmessageidresponse();
+  r->set_request_id(request_id);
+  const int32_t batch_index = last_entry_messages > 1 ? static_cast<int32_t>(last_entry_messages) - 1 : -1;
+  *r->mutable_last_message_id() =
+      commands::message_id(last.ledger, static_cast<uint64_t>(last.entry), partition, batch_index);
+  if (mark_delete) {
+    *r->mutable_consumer_mark_delete_position() =
+        commands::message_id(mark_delete->ledger, static_cast<uint64_t>(mark_delete->entry));
+  }
+  return out;
+}
+
+}  // namespace
+
 void handle_get_last_message_id(PulsarConnection& c, const proto::CommandGetLastMessageId& cmd) {
   uint64_t request_id = cmd.request_id();
   auto it = c.consumers.find(cmd.consumer_id());
@@ -296,23 +321,34 @@ void handle_get_last_message_id(PulsarConnection& c, const proto::CommandGetLast
     c.send(commands::error(request_id, proto::ConsumerNotFound, "no consumer with this id on this connection"));
     return;
   }
-  c.service().broker().with_topic(it->second.topic, [reply = c.request_replier(),
-                                                     request_id](Result<broker::Topic*> t) {
+  const int32_t partition = it->second.topic.partition;
+  c.service().broker().with_topic(it->second.topic, [reply = c.request_replier(), request_id, partition,
+                                                     sub = it->second.subscription](Result<broker::Topic*> t) {
     if (!t.is_ok()) {
       reply([request_id, st = t.status()](PulsarConnection& conn) {
         conn.send(commands::error(request_id, topic_load_error(st), st.message()));
       });
       return;
     }
-    ledger::Position last = (*t)->log().last_confirmed();
-    reply([request_id, last](PulsarConnection& conn) {
-      proto::BaseCommand out;
-      out.set_type(proto::BaseCommand::GET_LAST_MESSAGE_ID_RESPONSE);
-      auto* r = out.mutable_getlastmessageidresponse();
-      r->set_request_id(request_id);
-      *r->mutable_last_message_id() = commands::message_id(last.ledger, static_cast<uint64_t>(last.entry));
-      conn.send(out);
-    });
+    ledger::Log& log = (*t)->log();
+    const ledger::Position last = log.last_confirmed();
+    std::optional<ledger::Position> mark_delete;
+    if (auto* s = (*t)->subscription(sub)) mark_delete = s->cursor().mark_delete_position();
+    auto answer = [reply, request_id, partition, last, mark_delete](uint32_t messages) {
+      reply([out = last_message_id_response(request_id, last, partition, messages, mark_delete)](
+                PulsarConnection& conn) { conn.send(out); });
+    };
+    const auto& chain = log.chain();
+    if (last.entry < 0 || chain.empty()) return answer(1);
+    if (chain.back().id == last.ledger && chain.back().runs_complete() && !chain.back().runs.empty()) {
+      return answer(chain.back().runs.back().messages);
+    }
+    // The message count of the last entry is in its header.
+    log.read_entries(ledger::Position{last.ledger, last.entry - 1}, 1,
+                     [answer, last](Result<std::vector<ledger::LedgerEntry>> r) {
+                       const bool found = r.is_ok() && !r->empty() && r->front().position == last;
+                       answer(found ? r->front().header.messages : 1);
+                     });
   });
 }
 
