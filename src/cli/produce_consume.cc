@@ -4,7 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <mutex>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/token_flags.h"
@@ -38,8 +40,25 @@ struct ConsumeArgs {
   int count = 1;          // 0: until --timeout passes without a message
   double timeout_s = 10;  // how long to wait for a message
   bool reader = false;    // a non-durable reader instead of a subscription
+  std::string start_id;   // reader: "ledger:entry[:batch index]" to start after (or at, with `inclusive`)
+  bool inclusive = false;
   bool json = false;
 };
+
+// "ledger:entry" or "ledger:entry:batch index", as produce --json prints ids.
+common::Result<client::MessageId> parse_message_id(const std::string& text) {
+  client::MessageId id;
+  unsigned long long ledger = 0, entry = 0;
+  int batch = -1, used = 0;
+  const int n = std::sscanf(text.c_str(), "%llu:%llu%n:%d%n", &ledger, &entry, &used, &batch, &used);
+  if (n < 2 || static_cast<size_t>(used) != text.size() || (n == 3 && batch < 0)) {
+    return common::Status::invalid_argument("message id '" + text + "' is not ledger:entry or ledger:entry:batch-index");
+  }
+  id.ledger = ledger;
+  id.entry = entry;
+  id.batch_index = n == 3 ? batch : -1;
+  return id;
+}
 
 int fail(const common::Status& st) {
   fmt::print(stderr, "magnetar: {}\n", st.message());
@@ -133,7 +152,13 @@ int run_consume(const ConsumeArgs& a) {
   if (!client_options) return fail(client_options.status());
   auto client = client::PulsarClient::connect(a.url, *client_options);
   if (!client) return fail(client.status());
-  auto consumer = a.reader ? (*client)->create_reader(a.topic, std::nullopt, a.position == "Earliest")
+  std::optional<client::MessageId> start;
+  if (!a.start_id.empty()) {
+    auto id = parse_message_id(a.start_id);
+    if (!id) return fail(id.status());
+    start = *id;
+  }
+  auto consumer = a.reader ? (*client)->create_reader(a.topic, start, a.position == "Earliest", 1000, a.inclusive)
                           : (*client)->subscribe(a.topic, a.subscription, type, a.position == "Earliest");
   if (!consumer) return fail(consumer.status());
   auto wait = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
@@ -147,6 +172,7 @@ int run_consume(const ConsumeArgs& a) {
     ++got;
     if (a.json) {
       fmt::print("{}\n", nlohmann::json{{"messageId", m->id.to_string()},
+                                        {"partition", m->id.partition},
                                         {"payload", m->payload},
                                         {"properties", m->properties},
                                         {"key", m->key},
@@ -199,6 +225,11 @@ CLI::App* add_consume_command(CLI::App& app, Command& run) {
   cmd->add_flag("--reader", a->reader,
                 "Read with a non-durable reader from --position instead of a subscription (nothing is acknowledged)")
       ->excludes(sub);
+  auto* reader = cmd->get_option("--reader");
+  cmd->add_option("--start-message-id", a->start_id,
+                  "Reader: start after this message id (ledger:entry[:batch index], as --json prints them)")
+      ->needs(reader);
+  cmd->add_flag("--inclusive", a->inclusive, "Reader: start at --start-message-id itself")->needs(reader);
   cmd->add_option("-t,--subscription-type", a->type, "Exclusive, Shared, Failover or Key_Shared")
       ->capture_default_str()->check(CLI::IsMember({"Exclusive", "Shared", "Failover", "Key_Shared"}));
   cmd->add_option("-P,--position", a->position, "Where a new subscription starts: Latest or Earliest")

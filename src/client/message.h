@@ -17,6 +17,7 @@ struct MessageId {
   uint64_t entry = 0;
   int32_t batch_index = -1;
   int32_t batch_size = 0;  // messages in the batch when batch_index >= 0 (received messages)
+  int32_t partition = -1;  // received messages: the partition of the topic they came from; -1: none
   std::string to_string() const;
 };
 

@@ -112,10 +112,23 @@ void PulsarClient::queue_message(const pp::Frame& frame) {
   auto base = [&](ReceivedMessage& r) {
     r.id.ledger = m.message_id().ledgerid();
     r.id.entry = m.message_id().entryid();
+    r.id.partition = m.message_id().partition();
     r.producer = frame.metadata.producer_name();
     r.publish_time_ms = frame.metadata.publish_time();
     r.redelivery_count = m.redelivery_count();
   };
+  // A reader's start entry: the messages before its start are dropped (all
+  // of the entry when the start names no batch index), unless inclusive.
+  std::optional<int32_t> first_index;  // of the entry's messages, the first to keep
+  if (auto start = reader_starts_.find(consumer); start != reader_starts_.end()) {
+    const MessageId& s = start->second.id;
+    if (m.message_id().ledgerid() == s.ledger && m.message_id().entryid() == s.entry) {
+      const bool inclusive = start->second.inclusive;
+      const bool batched = frame.metadata.has_num_messages_in_batch();
+      if (!inclusive && (s.batch_index < 0 || !batched)) return;
+      first_index = s.batch_index < 0 ? 0 : (inclusive ? s.batch_index : s.batch_index + 1);
+    }
+  }
   // A payload the client cannot read is still delivered (empty, with the
   // reason), so the application sees it and can acknowledge it.
   Slice payload = frame.payload;
@@ -142,7 +155,7 @@ void PulsarClient::queue_message(const pp::Frame& frame) {
       int32_t index = 0;
       for (auto& single : *batch) {
         int32_t i = index++;
-        if (acked(i)) continue;
+        if (acked(i) || (first_index && i < *first_index)) continue;
         ReceivedMessage r;
         base(r);
         r.id.batch_index = i;
@@ -318,7 +331,7 @@ Result<uint64_t> PulsarClient::subscribe(const std::string& topic, const std::st
 }
 
 Result<uint64_t> PulsarClient::create_reader(const std::string& topic, std::optional<MessageId> start, bool earliest,
-                                             uint32_t permits) {
+                                             uint32_t permits, bool inclusive) {
   uint64_t id = next_consumer_++;
   proto::BaseCommand cmd;
   cmd.set_type(proto::BaseCommand::SUBSCRIBE);
@@ -335,8 +348,13 @@ Result<uint64_t> PulsarClient::create_reader(const std::string& topic, std::opti
     mid->set_ledgerid(start->ledger);
     mid->set_entryid(start->entry);
     if (start->batch_index >= 0) mid->set_batch_index(start->batch_index);
+    // What the broker sends before the start arrives once the reader
+    // exists, so the start is known by then.
+    reader_starts_[id] = ReaderStart{*start, inclusive};
   }
-  return subscribe_with(cmd, permits);
+  auto reader = subscribe_with(cmd, permits);
+  if (!reader) reader_starts_.erase(id);
+  return reader;
 }
 
 Result<uint64_t> PulsarClient::subscribe_with(proto::BaseCommand& cmd, uint32_t permits) {
@@ -446,6 +464,7 @@ Status PulsarClient::close_consumer(uint64_t consumer) {
   MAGNETAR_RETURN_IF_ERROR(request(cmd));
   auto answer = await_request(request_id);
   inbox_.erase(consumer);
+  reader_starts_.erase(consumer);
   return answer.is_ok() ? Status::ok() : answer.status();
 }
 

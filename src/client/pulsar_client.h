@@ -75,10 +75,13 @@ class PulsarClient {
                                      SubscriptionType type, bool earliest, uint32_t permits = 1000,
                                      const std::string& consumer_name = "");
   // A reader: a non-durable subscription that starts at `start` (the first
-  // message after it is delivered; nullopt: at the beginning when `earliest`,
-  // else at the end). Read it with receive(); close it with close_consumer().
+  // message after it is delivered, or `start` itself when `inclusive`;
+  // nullopt: at the beginning when `earliest`, else at the end). As Pulsar
+  // brokers do, the broker delivers from `start`'s entry on and the client
+  // drops what lies before the start. Read it with receive(); close it
+  // with close_consumer().
   common::Result<uint64_t> create_reader(const std::string& topic, std::optional<MessageId> start, bool earliest,
-                                         uint32_t permits = 1000);
+                                         uint32_t permits = 1000, bool inclusive = false);
   // The next message for `consumer`, or kTimeout after `wait`. Batches are
   // split into their messages. Grants more permits as messages are taken.
   common::Result<ReceivedMessage> receive(uint64_t consumer, std::chrono::milliseconds wait);
@@ -116,6 +119,11 @@ class PulsarClient {
   std::map<uint64_t, uint32_t> permits_;                   // consumer -> permits granted per FLOW
   // (consumer, ledger, entry) -> which messages of a batch were acked so far
   std::map<std::tuple<uint64_t, uint64_t, uint64_t>, std::vector<bool>> batch_acks_;
+  struct ReaderStart {
+    MessageId id;
+    bool inclusive = false;
+  };
+  std::map<uint64_t, ReaderStart> reader_starts_;          // reader -> where it starts (create_reader)
   std::deque<protocol::pulsar::Frame> pending_;            // frames read while waiting for another
 };
 

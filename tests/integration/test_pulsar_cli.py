@@ -71,6 +71,34 @@ class PulsarCliTest(NodeTestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("--subscription (or --reader)", r.stderr)
 
+    def test_a_reader_starts_after_a_message_id_or_at_it(self):
+        r = run("produce", "cli-start", *[a for i in range(5) for a in ("-m", f"m{i}")], "--json", "--url", self.url())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ids = json.loads(r.stdout)["messageIds"]
+        r = run("consume", "cli-start", "--reader", "--start-message-id", ids[1], "-n", "3", "--timeout", "5",
+                "--url", self.url())
+        self.assertEqual((r.returncode, r.stdout), (0, "m2\nm3\nm4\n"), r.stderr)
+        r = run("consume", "cli-start", "--reader", "--start-message-id", ids[1], "--inclusive", "-n", "4",
+                "--timeout", "5", "--url", self.url())
+        self.assertEqual((r.returncode, r.stdout), (0, "m1\nm2\nm3\nm4\n"), r.stderr)
+        r = run("consume", "cli-start", "--reader", "--start-message-id", "nine", "--url", self.url())
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("ledger:entry", r.stderr)
+
+    def test_a_partitions_messages_name_it(self):
+        status, _, _ = self.node.http("PUT", "/admin/v2/persistent/public/default/cli-parts/partitions", "2",
+                                      headers={"Content-Type": "application/json"})
+        self.assertIn(status, (200, 204))
+        topic = "persistent://public/default/cli-parts-partition-1"
+        self.assertEqual(run("produce", topic, "-m", "x", "--url", self.url()).returncode, 0)
+        r = run("consume", topic, "--reader", "-P", "Earliest", "--json", "--timeout", "5", "--url", self.url())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["partition"], 1)
+        self.assertEqual(run("produce", "cli-whole", "-m", "y", "--url", self.url()).returncode, 0)
+        r = run("consume", "cli-whole", "--reader", "-P", "Earliest", "--json", "--timeout", "5", "--url", self.url())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["partition"], -1)  # no partition
+
     def test_errors_are_clear(self):
         r = run("produce", "x", "-m", "m", "--url", "pulsar://127.0.0.1:1")
         self.assertEqual(r.returncode, 1)
