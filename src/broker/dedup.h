@@ -10,6 +10,11 @@
 // the log (every entry header names its producer and sequence id), so the
 // state survives a restart or a crash.
 //
+// A message sent in chunks has one sequence id on every chunk: chunks before
+// the last (MessageHeader::more_chunks) are stored without a look and
+// recorded nowhere, and the message is judged and recorded by its last
+// chunk, as Pulsar's MessageDeduplication does.
+//
 // Threads: both live on their topic's home reactor; callbacks run there.
 #pragma once
 

@@ -337,7 +337,10 @@ void Topic::store_entry(HeldPublish p) {
   // without it, no copy per entry.
   const std::string producer = dedup_ ? p.header.producer : std::string();
   int64_t highest = highest_sequence_id(p.header.sequence_id, p.highest_sequence_id, p.header.messages);
-  if (dedup_) {
+  // A chunk before a message's last is stored as it comes: the message's
+  // sequence id is judged and recorded with its last chunk (Pulsar's rule).
+  const bool judged = dedup_ != nullptr && !p.header.more_chunks;
+  if (judged) {
     switch (dedup_->state().check(producer, p.header.sequence_id)) {
       case DedupVerdict::kDuplicate:
         p.done(kDuplicatePosition);
@@ -355,7 +358,7 @@ void Topic::store_entry(HeldPublish p) {
   uint32_t messages = p.header.messages;
   size_t bytes = p.payload.size();
   std::weak_ptr<bool> alive = alive_;
-  Deduplication* dedup_at_push = dedup_.get();
+  Deduplication* dedup_at_push = judged ? dedup_.get() : nullptr;
   // Traced topics keep what the received event needs until the entry is stored.
   int64_t received_ms = p.received_ms;
   std::optional<std::pair<ledger::MessageHeader, common::Slice>> traced;

@@ -24,6 +24,7 @@ Slice encode_entry(const MessageHeader& header, const Slice& payload) {
   h.add_first_index(header.first_index);
   if (!header.key.empty()) h.add_key(key);
   if (header.deliver_at_ms != 0) h.add_deliver_at_ms(header.deliver_at_ms);
+  if (header.more_chunks) h.add_more_chunks(true);
   b.Finish(h.Finish());
   const uint32_t hsize = b.GetSize();
   Slice out = Slice::allocate(4 + hsize + payload.size());
@@ -50,6 +51,7 @@ common::Result<std::pair<MessageHeader, Slice>> decode_entry(const Slice& entry)
   header.first_index = h->first_index();
   if (h->key()) header.key = h->key()->str();
   header.deliver_at_ms = h->deliver_at_ms();
+  header.more_chunks = h->more_chunks();
   return std::make_pair(std::move(header), entry.sub(4 + hsize));
 }
 

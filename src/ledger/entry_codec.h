@@ -25,6 +25,10 @@ struct MessageHeader {
   std::string key;
   // Delayed delivery: not dispatched before this wall-clock time (ms); 0 = now.
   int64_t deliver_at_ms = 0;
+  // One chunk of a message sent in chunks (Pulsar's chunking), not its
+  // last: every chunk carries the message's sequence id, so deduplication
+  // judges and records the message by its last chunk alone.
+  bool more_chunks = false;
 };
 
 common::Slice encode_entry(const MessageHeader& header, const common::Slice& payload);

@@ -73,6 +73,15 @@ class DedupTopicTest : public BrokerFixture {
       t.publish(producer, h, Slice::copy_of(body), done);
     });
   }
+  // One chunk of a message sent in chunks: every chunk has the message's sequence id.
+  Result<Position> send_chunk(const std::string& topic, uint64_t producer, int64_t seq, bool last) {
+    return on_topic<Result<Position>>(topic, [=](Topic& t, auto done) {
+      ledger::MessageHeader h;
+      h.sequence_id = seq;
+      h.more_chunks = !last;
+      t.publish(producer, h, Slice::copy_of("chunk"), done);
+    });
+  }
   Result<ProducerAdmission> admit(const std::string& topic, uint64_t id, const std::string& name) {
     return on_topic<Result<ProducerAdmission>>(topic, [=](Topic& t, auto done) {
       t.add_producer(ProducerOptions{id, name}, nullptr, done);
@@ -111,6 +120,28 @@ TEST_F(DedupTopicTest, SequenceIdsSurviveAnUnloadAndAreGivenToTheReturningProduc
   EXPECT_EQ(*send(kTopic, 2, 3, "m3"), kDuplicatePosition);
   EXPECT_NE(*send(kTopic, 2, 5, "m5"), kDuplicatePosition);
   EXPECT_EQ(stats(kTopic).entries, 6u);
+}
+
+TEST_F(DedupTopicTest, AChunkedMessageIsJudgedByItsLastChunk) {
+  enable(kTopic);
+  ASSERT_TRUE(admit(kTopic, 1, "p").is_ok());
+  ASSERT_TRUE(send(kTopic, 1, 0, "whole").is_ok());
+  // Chunks before the last share its sequence id and are all stored.
+  for (int i = 0; i < 3; ++i) EXPECT_NE(*send_chunk(kTopic, 1, 1, false), kDuplicatePosition);
+  EXPECT_NE(*send_chunk(kTopic, 1, 1, true), kDuplicatePosition);
+  EXPECT_EQ(*send_chunk(kTopic, 1, 1, true), kDuplicatePosition);  // the last chunk resent
+  EXPECT_EQ(stats(kTopic).entries, 5u);
+  // A message whose last chunk never came does not take its sequence id,
+  // after a reload either.
+  EXPECT_NE(*send_chunk(kTopic, 1, 2, false), kDuplicatePosition);
+  unload(kTopic);
+  enable(kTopic);
+  auto a = admit(kTopic, 2, "p");
+  ASSERT_TRUE(a.is_ok());
+  EXPECT_EQ(a->last_sequence_id, 1);
+  EXPECT_NE(*send_chunk(kTopic, 2, 2, false), kDuplicatePosition);
+  EXPECT_NE(*send_chunk(kTopic, 2, 2, true), kDuplicatePosition);
+  EXPECT_EQ(*send(kTopic, 2, 2, "again"), kDuplicatePosition);
 }
 
 TEST_F(DedupTopicTest, TurningDeduplicationOnRebuildsTheStateFromTheLog) {

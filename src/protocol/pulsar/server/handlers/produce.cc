@@ -200,6 +200,9 @@ void handle_send(PulsarConnection& c, Frame& frame) {
     }
   }
   if (md.has_deliver_at_time()) header.deliver_at_ms = md.deliver_at_time();
+  // Every chunk of a chunked message carries the message's sequence id:
+  // deduplication judges the message by its last chunk, as Pulsar's does.
+  header.more_chunks = md.has_uuid() && md.num_chunks_from_msg() > 1 && md.chunk_id() < md.num_chunks_from_msg() - 1;
   uint64_t producer_id = send.producer_id();
   uint64_t sequence_id = send.sequence_id();
   uint64_t highest = send.highest_sequence_id();

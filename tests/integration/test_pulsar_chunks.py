@@ -1,0 +1,105 @@
+"""Chunked messages, sent over the real Pulsar wire as the official clients
+chunk them: every chunk a SEND with the message's sequence id, is_chunk,
+and uuid / chunk_id / num_chunks_from_msg / total_chunk_msg_size in its
+metadata. With deduplication on, an 8 MiB message is stored whole and its
+resent last chunk is not, and Pulsar consumers get every chunk."""
+import os
+import unittest
+
+import pulsar_api_pb2 as pb
+from magnetar_harness import NodeTestCase, call_json
+from pulsar_wire import PulsarWire
+
+DUPLICATE = 2**64 - 1  # the (-1, -1) id of a send that was stored before
+TIMEOUT_S = 20.0
+
+
+def send_chunked(wire, producer_id, producer_name, sequence_id, message: bytes, chunk_size):
+    """Sends `message` in chunks, without waiting; how many."""
+    chunks = [message[i:i + chunk_size] for i in range(0, len(message), chunk_size)]
+    for i, piece in enumerate(chunks):
+        wire.send(producer_id, piece, sequence_id=sequence_id, wait=False, checksum=False,
+                  send_fields={"is_chunk": True}, producer_name=producer_name,
+                  uuid=f"{producer_name}-{sequence_id}", chunk_id=i, num_chunks_from_msg=len(chunks),
+                  total_chunk_msg_size=len(message))
+    return len(chunks)
+
+
+def receipts(wire, count):
+    """The next `count` SEND_RECEIPT or SEND_ERROR frames, in order."""
+    return [wire.next(None, timeout=TIMEOUT_S, where=lambda f: f.type in (pb.BaseCommand.SEND_RECEIPT,
+                                                                          pb.BaseCommand.SEND_ERROR))
+            for _ in range(count)]
+
+
+class ChunksWithDeduplicationTest(NodeTestCase):
+    TOPIC = "persistent://public/chunked/big"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        for method, path, body in (("PUT", "/admin/v2/namespaces/public/chunked", {}),
+                                   ("POST", "/admin/v2/namespaces/public/chunked/deduplication", True)):
+            status, reply = call_json(cls.node, method, path, body)
+            assert status in (200, 204), (status, reply)
+
+    def test_an_8_mib_message_is_stored_whole_and_its_resent_last_chunk_is_not(self):
+        message = os.urandom(8 << 20)
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            self.assertEqual(w.subscribe(self.TOPIC, "all", 1, initial="Earliest").type, pb.BaseCommand.SUCCESS)
+            w.flow(1, 1000)
+            ok = w.create_producer(self.TOPIC, 1, producer_name="chunker")
+            self.assertEqual(ok.type, pb.BaseCommand.PRODUCER_SUCCESS, ok.cmd)
+            count = send_chunked(w, 1, "chunker", 0, message, 1 << 20)
+            self.assertEqual(count, 8)
+            answers = receipts(w, count)
+            self.assertEqual([a.type for a in answers], [pb.BaseCommand.SEND_RECEIPT] * count)
+            self.assertNotIn(DUPLICATE, [a.cmd.send_receipt.message_id.ledgerId for a in answers])
+            frames = w.receive(1, count, timeout=TIMEOUT_S)
+            self.assertEqual([f.metadata.chunk_id for f in frames], list(range(count)))
+            self.assertEqual({f.metadata.uuid for f in frames}, {"chunker-0"})
+            self.assertEqual(b"".join(f.payload for f in frames), message)
+            # The last chunk again (a client resending after a reconnect): a
+            # duplicate, answered with (-1, -1) and not stored.
+            last = message[7 << 20:]
+            w.send(1, last, sequence_id=0, wait=False, checksum=False, send_fields={"is_chunk": True},
+                   producer_name="chunker", uuid="chunker-0", chunk_id=7, num_chunks_from_msg=8,
+                   total_chunk_msg_size=len(message))
+            again = receipts(w, 1)[0]
+            self.assertEqual(again.type, pb.BaseCommand.SEND_RECEIPT)
+            self.assertEqual(again.cmd.send_receipt.message_id.ledgerId, DUPLICATE)
+            # The next message is new.
+            after = w.send(1, b"next", sequence_id=1, producer_name="chunker")
+            self.assertNotEqual(after.cmd.send_receipt.message_id.ledgerId, DUPLICATE)
+            self.assertEqual(w.receive(1, 1, timeout=TIMEOUT_S)[0].payload, b"next")
+
+    def test_the_sequence_id_of_a_chunked_message_counts_once_its_last_chunk_is_stored(self):
+        topic = "persistent://public/chunked/half"
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            self.assertEqual(w.create_producer(topic, 1, producer_name="halfway").type,
+                             pb.BaseCommand.PRODUCER_SUCCESS)
+            self.assertNotEqual(w.send(1, b"first", sequence_id=0, producer_name="halfway")
+                                .cmd.send_receipt.message_id.ledgerId, DUPLICATE)
+            # Two of three chunks: the message is not complete, so its
+            # sequence id is not taken yet...
+            for i in range(2):
+                r = w.send(1, b"c%d" % i, sequence_id=1, checksum=False, send_fields={"is_chunk": True},
+                           producer_name="halfway", uuid="halfway-1", chunk_id=i, num_chunks_from_msg=3,
+                           total_chunk_msg_size=6)
+                self.assertNotEqual(r.cmd.send_receipt.message_id.ledgerId, DUPLICATE)
+            w.request("CLOSE_PRODUCER", ["SUCCESS", "ERROR"], producer_id=1)
+            reopened = w.create_producer(topic, 2, producer_name="halfway")
+            self.assertEqual(reopened.cmd.producer_success.last_sequence_id, 0)
+            # ...and a client that sends the whole message again has it stored.
+            for i in range(3):
+                r = w.send(2, b"c%d" % i, sequence_id=1, checksum=False, send_fields={"is_chunk": True},
+                           producer_name="halfway", uuid="halfway-1", chunk_id=i, num_chunks_from_msg=3,
+                           total_chunk_msg_size=6)
+                self.assertNotEqual(r.cmd.send_receipt.message_id.ledgerId, DUPLICATE)
+            w.request("CLOSE_PRODUCER", ["SUCCESS", "ERROR"], producer_id=2)
+            self.assertEqual(w.create_producer(topic, 3, producer_name="halfway").cmd.producer_success
+                             .last_sequence_id, 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
