@@ -9,6 +9,7 @@
 #include <cctype>
 #include <limits>
 
+#include "protocol/pulsar/batch.h"
 #include "protocol/pulsar/frame.h"
 
 namespace magnetar::client {
@@ -135,7 +136,7 @@ Result<Slice> decompress(CompressionType type, const Slice& in, size_t size) {
 
 Status parse_plain_entry(const Slice& entry, proto::MessageMetadata* metadata, Slice* payload) {
   MAGNETAR_RETURN_IF_ERROR(protocol::pulsar::parse_entry(entry, false, metadata, payload));
-  if (metadata->compression() == proto::NONE) return Status::ok();
+  if (metadata->compression() == proto::NONE || protocol::pulsar::chunk_of(*metadata)) return Status::ok();
   auto plain = decompress(metadata->compression(), *payload, metadata->uncompressed_size());
   if (!plain) return plain.status();
   *payload = std::move(plain).value();

@@ -35,7 +35,8 @@ common::Result<common::Slice> decompress(CompressionType type, const common::Sli
 
 // Parses a stored entry (protocol/pulsar/frame.h, checksum not verified)
 // and decompresses its payload when its metadata says it is compressed: what
-// the protocols that convert messages (Kafka, AMQP) read.
+// the protocols that convert messages (Kafka, AMQP) read. A chunk's payload
+// (pulsar::chunk_of) is a piece of the message and stays as stored.
 common::Status parse_plain_entry(const common::Slice& entry, protocol::pulsar::proto::MessageMetadata* metadata,
                                  common::Slice* payload);
 

@@ -2,9 +2,16 @@
 chunk them: every chunk a SEND with the message's sequence id, is_chunk,
 and uuid / chunk_id / num_chunks_from_msg / total_chunk_msg_size in its
 metadata. With deduplication on, an 8 MiB message is stored whole and its
-resent last chunk is not, and Pulsar consumers get every chunk."""
+resent last chunk is not; Pulsar consumers get every chunk, while Kafka
+consumers, which take whole messages only, never see a raw chunk and still
+read on past them."""
+import json
 import os
+import re
+import time
 import unittest
+
+import confluent_kafka as ck
 
 import pulsar_api_pb2 as pb
 from magnetar_harness import NodeTestCase, call_json
@@ -99,6 +106,72 @@ class ChunksWithDeduplicationTest(NodeTestCase):
             w.request("CLOSE_PRODUCER", ["SUCCESS", "ERROR"], producer_id=2)
             self.assertEqual(w.create_producer(topic, 3, producer_name="halfway").cmd.producer_success
                              .last_sequence_id, 1)
+
+
+class ChunksOverOtherProtocolsTest(NodeTestCase):
+    CHUNKS = 3
+
+    def publish(self, topic, name):
+        """'before', a chunked message, then nothing: the chunks end the topic."""
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            self.assertEqual(w.create_producer(topic, 1, producer_name=name).type, pb.BaseCommand.PRODUCER_SUCCESS)
+            self.assertEqual(w.send(1, b"before", sequence_id=0, producer_name=name).type,
+                             pb.BaseCommand.SEND_RECEIPT)
+            count = send_chunked(w, 1, name, 1, b"C" * 3000, 1000)
+            self.assertEqual(count, self.CHUNKS)
+            self.assertEqual([r.type for r in receipts(w, count)], [pb.BaseCommand.SEND_RECEIPT] * count)
+
+    def publish_after(self, topic, name):
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            self.assertEqual(w.create_producer(topic, 1, producer_name=name + "-2").type,
+                             pb.BaseCommand.PRODUCER_SUCCESS)
+            self.assertEqual(w.send(1, b"after", producer_name=name + "-2").type, pb.BaseCommand.SEND_RECEIPT)
+
+    def metric(self, name):
+        status, body, _ = self.node.get("/metrics")
+        self.assertEqual(status, 200)
+        m = re.search(rf"^{name} (\d+)", body.decode(), re.M)
+        return int(m.group(1)) if m else 0
+
+    def test_kafka_skips_chunks_and_reads_on_past_them(self):
+        self.publish("persistent://public/default/chunky", "kafka-side")
+        skipped_before = self.metric("magnetar_kafka_chunks_skipped_total")
+        fetching = {}  # librdkafka's statistics: the offset it fetches next
+
+        def stats(raw):
+            partition = json.loads(raw)["topics"].get("chunky", {}).get("partitions", {}).get("0")
+            if partition:
+                fetching["next"] = partition["next_offset"]
+        c = ck.Consumer({"bootstrap.servers": f"127.0.0.1:{self.node.ports['kafka']}", "group.id": "chunk-readers",
+                         "enable.auto.commit": False, "statistics.interval.ms": 100, "stats_cb": stats})
+        try:
+            tp = ck.TopicPartition("chunky", 0, ck.OFFSET_BEGINNING)
+            c.assign([tp])
+            _, high = c.get_watermark_offsets(ck.TopicPartition("chunky", 0), timeout=TIMEOUT_S)
+            self.assertEqual(high, 1 + self.CHUNKS)
+            values = []
+            deadline = time.monotonic() + TIMEOUT_S
+            # The consumer fetches on past the chunks, though no record
+            # follows them (its application position stays after 'before').
+            while fetching.get("next") != high:
+                self.assertLess(time.monotonic(), deadline,
+                                f"the consumer stopped at the chunks ({fetching}); got {values}")
+                m = c.poll(0.2)
+                if m is not None and m.error() is None:
+                    values.append(m.value())
+            self.assertEqual(values, [b"before"])
+            self.assertGreaterEqual(self.metric("magnetar_kafka_chunks_skipped_total") - skipped_before, self.CHUNKS)
+            self.publish_after("persistent://public/default/chunky", "kafka-side")
+            deadline = time.monotonic() + TIMEOUT_S
+            while True:
+                self.assertLess(time.monotonic(), deadline, f"'after' never came; got {values}")
+                m = c.poll(0.2)
+                if m is not None and m.error() is None:
+                    values.append(m.value())
+                    break
+            self.assertEqual(values, [b"before", b"after"])
+        finally:
+            c.close()
 
 
 if __name__ == "__main__":

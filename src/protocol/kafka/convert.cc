@@ -70,10 +70,12 @@ ConvertedEntry batch_to_entry(const RecordBatch& batch, int64_t publish_time_ms,
   return out;
 }
 
-Status append_entry_as_batch(const ledger::MessageHeader& header, const Slice& entry, WireWriter& out) {
+common::Result<std::optional<pulsar::Chunk>> append_entry_as_batch(const ledger::MessageHeader& header,
+                                                                   const Slice& entry, WireWriter& out) {
   proto::MessageMetadata md;
   Slice payload;
   MAGNETAR_RETURN_IF_ERROR(client::parse_plain_entry(entry, &md, &payload));
+  if (auto chunk = pulsar::chunk_of(md)) return chunk;
   const auto publish_time = static_cast<int64_t>(md.publish_time());
   RecordBatch batch;
   batch.base_offset = header.first_index;
@@ -85,7 +87,7 @@ Status append_entry_as_batch(const ledger::MessageHeader& header, const Slice& e
   } else {
     batch.records.push_back(metadata_to_record(md, payload, publish_time, 0));
   }
-  if (batch.records.empty()) return Status::ok();
+  if (batch.records.empty()) return std::optional<pulsar::Chunk>();
   batch.base_timestamp = batch.records.front().timestamp;
   batch.max_timestamp = batch.base_timestamp;
   for (const Record& r : batch.records) {
@@ -93,7 +95,14 @@ Status append_entry_as_batch(const ledger::MessageHeader& header, const Slice& e
     batch.max_timestamp = std::max(batch.max_timestamp, r.timestamp);
   }
   write_record_batch(out, batch);
-  return Status::ok();
+  return std::optional<pulsar::Chunk>();
+}
+
+void append_skipped_offsets(int64_t first, int64_t last, WireWriter& out) {
+  RecordBatch batch;
+  batch.base_offset = first;
+  batch.last_offset_delta = static_cast<int32_t>(last - first);
+  write_record_batch(out, batch);
 }
 
 }  // namespace magnetar::protocol::kafka

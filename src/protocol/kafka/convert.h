@@ -12,15 +12,19 @@
 //                           first_index + the message's index in the batch
 //
 // A Kafka batch is stored as one Pulsar batch entry; a stored entry (batched
-// or not) is served to Kafka as one record batch.
+// or not) is served to Kafka as one record batch. An entry holding one chunk
+// of a message a Pulsar producer sent in chunks is not served: a Kafka
+// record carries whole messages only (see Fetch).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common/bytes.h"
 #include "common/status.h"
 #include "ledger/entry_codec.h"
+#include "protocol/pulsar/batch.h"
 #include "protocol/kafka/record_batch.h"
 #include "protocol/kafka/wire.h"
 
@@ -36,9 +40,15 @@ ConvertedEntry batch_to_entry(const RecordBatch& batch, int64_t publish_time_ms,
                               uint64_t sequence_id);
 
 // Appends a stored entry as one record batch whose base offset is
-// header.first_index; a compressed Pulsar entry is decompressed first.
+// header.first_index; a compressed Pulsar entry is decompressed first. A
+// chunk of a chunked Pulsar message appends nothing and is returned.
 // kInvalidArgument/kCorruption for one that does not parse or decompress.
-common::Status append_entry_as_batch(const ledger::MessageHeader& header, const common::Slice& entry,
-                                     WireWriter& out);
+common::Result<std::optional<pulsar::Chunk>> append_entry_as_batch(const ledger::MessageHeader& header,
+                                                                   const common::Slice& entry, WireWriter& out);
+
+// Appends a batch with no record that covers offsets [first, last]
+// (lastOffsetDelta), so that a consumer's next fetch starts after them, as
+// after a batch compaction emptied. REQUIRES: first <= last.
+void append_skipped_offsets(int64_t first, int64_t last, WireWriter& out);
 
 }  // namespace magnetar::protocol::kafka

@@ -79,7 +79,7 @@ Result<std::vector<RecordBatch>> parse_record_set(const Slice& records) {
     uint32_t actual = common::crc32c::value(body.data() + 9, body.size() - 9);
     if (crc != actual) return Status::invalid_argument("record batch CRC32C mismatch");
     b.attributes = r.i16();
-    r.i32();  // lastOffsetDelta
+    b.last_offset_delta = r.i32();
     b.base_timestamp = r.i64();
     b.max_timestamp = r.i64();
     b.producer_id = r.i64();
@@ -114,7 +114,8 @@ void write_record_batch(WireWriter& out, const RecordBatch& batch) {
   out.i8(kMagicV2);
   out.i32(0);  // crc, patched below
   out.i16(static_cast<int16_t>(batch.attributes & ~0x7));
-  out.i32(batch.records.empty() ? 0 : batch.records.back().offset_delta);
+  out.i32(batch.last_offset_delta >= 0 ? batch.last_offset_delta
+                                       : (batch.records.empty() ? 0 : batch.records.back().offset_delta));
   out.i64(batch.base_timestamp);
   out.i64(batch.max_timestamp);
   out.i64(batch.producer_id);

@@ -50,6 +50,9 @@ struct RecordBatch {
   int64_t producer_id = -1;
   int16_t producer_epoch = -1;
   int32_t base_sequence = -1;
+  // Offsets the batch covers past its first, when more than its records
+  // take (the offsets of messages left out); -1: the last record's delta.
+  int32_t last_offset_delta = -1;
   std::vector<Record> records;
 
   Compression compression() const { return static_cast<Compression>(attributes & 0x7); }
@@ -65,7 +68,8 @@ struct RecordBatch {
 common::Result<std::vector<RecordBatch>> parse_record_set(const common::Slice& records);
 
 // Appends one batch: batchLength and crc are computed, lastOffsetDelta is
-// the last record's offset delta. Always uncompressed.
+// last_offset_delta when set, else the last record's offset delta (0 for
+// none). Always uncompressed.
 void write_record_batch(WireWriter& out, const RecordBatch& batch);
 
 }  // namespace magnetar::protocol::kafka

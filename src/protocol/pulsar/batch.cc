@@ -87,4 +87,9 @@ common::Slice BatchBuilder::finish() {
   return writer_.finish();
 }
 
+std::optional<Chunk> chunk_of(const proto::MessageMetadata& md) {
+  if (!md.has_uuid() || !md.has_num_chunks_from_msg() || md.num_chunks_from_msg() <= 1) return std::nullopt;
+  return Chunk{md.uuid(), md.chunk_id(), md.num_chunks_from_msg()};
+}
+
 }  // namespace magnetar::protocol::pulsar

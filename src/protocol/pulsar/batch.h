@@ -6,10 +6,16 @@
 //
 // Pulsar dispatch passes batches through whole; these are for the
 // protocols that convert (Kafka, AMQP) and for tests.
+//
+// Chunks are the other way round: one message too big for an entry, sent as
+// several entries (MessageMetadata uuid, chunk_id, num_chunks_from_msg),
+// each holding a piece of the (compressed) message's payload.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -50,6 +56,17 @@ class BatchReader {
 
 // All messages of a batch, or why it is malformed.
 common::Result<std::vector<BatchMessage>> split_batch(const common::Slice& payload, int32_t count);
+
+// One chunk of a message its producer sent in chunks. Pulsar consumers put
+// the message together from its chunks; the protocols that convert deliver
+// whole messages only and leave chunks out.
+struct Chunk {
+  std::string uuid;      // the message's, shared by its chunks
+  int32_t id = 0;        // this chunk's index
+  int32_t count = 0;     // chunks in the message
+};
+// The chunk an entry with this metadata holds; nullopt for a whole message.
+std::optional<Chunk> chunk_of(const proto::MessageMetadata& md);
 
 // Builds a batch payload into one buffer. Set num_messages_in_batch to count()
 // in the entry's MessageMetadata.

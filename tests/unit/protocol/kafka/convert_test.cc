@@ -128,5 +128,37 @@ TEST(KafkaConvertTest, CompressedPulsarBatchesAreServedDecompressed) {
   EXPECT_FALSE(append_entry_as_batch(h, pulsar::encode_entry(md, packed->view()), bad).is_ok());
 }
 
+TEST(KafkaConvertTest, ChunksOfAChunkedPulsarMessageAreLeftOut) {
+  proto::MessageMetadata md;
+  md.set_producer_name("p");
+  md.set_sequence_id(3);
+  md.set_publish_time(1700000000000);
+  md.set_uuid("p-3");
+  md.set_chunk_id(1);
+  md.set_num_chunks_from_msg(4);
+  md.set_total_chunk_msg_size(4000);
+  ledger::MessageHeader h;
+  h.first_index = 7;
+  WireWriter w;
+  auto r = append_entry_as_batch(h, pulsar::encode_entry(md, std::string(1000, 'c')), w);
+  ASSERT_TRUE(r.is_ok());
+  ASSERT_TRUE(r->has_value());
+  EXPECT_EQ((*r)->uuid, "p-3");
+  EXPECT_EQ((*r)->id, 1);
+  EXPECT_EQ((*r)->count, 4);
+  EXPECT_EQ(w.size(), 0u);
+}
+
+TEST(KafkaConvertTest, SkippedOffsetsAreCoveredByABatchWithoutRecords) {
+  WireWriter w;
+  append_skipped_offsets(7, 10, w);
+  auto parsed = parse_record_set(w.finish());
+  ASSERT_TRUE(parsed.is_ok());
+  ASSERT_EQ(parsed->size(), 1u);
+  EXPECT_EQ(parsed->front().base_offset, 7);
+  EXPECT_EQ(parsed->front().last_offset_delta, 3);
+  EXPECT_TRUE(parsed->front().records.empty());
+}
+
 }  // namespace
 }  // namespace magnetar::protocol::kafka

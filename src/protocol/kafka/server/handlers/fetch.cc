@@ -21,11 +21,19 @@
 // looks again; that attempt reads at least one entry, so a fetch sharing a
 // budget with busier readers is never starved. No fetch sessions: SessionId is always 0, so clients
 // send full fetch requests.
+// Chunks: an entry holding one chunk of a message a Pulsar producer sent in
+// chunks is left out (a Kafka record carries a whole message), counted in
+// magnetar_kafka_chunks_skipped_total and logged once per message and
+// fetch; when the response would end on such entries, a batch without
+// records covers their offsets, so the consumer's next fetch starts after
+// them instead of asking for them again.
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <set>
 
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "ledger/managed_ledger.h"
 #include "protocol/kafka/convert.h"
 #include "protocol/kafka/errors.h"
@@ -159,17 +167,39 @@ void settle(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
   c.park_fetch(until, [conn = &c, state]() { attempt(*conn, state); });
 }
 
+common::Counter& chunks_skipped_metric() {
+  static common::Counter& skipped = common::MetricsRegistry::global().counter(
+      "magnetar_kafka_chunks_skipped_total",
+      "Entries holding one chunk of a chunked Pulsar message, left out of Kafka fetches");
+  return skipped;
+}
+
 // Converts entries to batches until `max_bytes` (the first batch always);
-// `sent` gets the positions of the entries that went in.
-Slice to_batches(const std::vector<ledger::LedgerEntry>& entries, size_t max_bytes,
+// `sent` gets the positions of the entries that went in. Chunks are left
+// out (see the top of this file); `topic` names them in the log.
+Slice to_batches(const std::string& topic, const std::vector<ledger::LedgerEntry>& entries, size_t max_bytes,
                  std::vector<ledger::Position>* sent, Taken& taken) {
   WireWriter out(4096);
+  std::optional<std::pair<int64_t, int64_t>> skipped;  // offsets of the chunks after the last batch
+  std::set<std::string> logged;                        // chunked messages named in the log already
   for (const auto& e : entries) {
     if (out.size() > 0 && out.size() >= max_bytes) break;
     size_t before = out.size();
-    Status st = append_entry_as_batch(e.header, e.payload, out);
-    if (!st.is_ok()) {
-      MLOG_DEBUG("kafka fetch: entry {}:{} skipped: {}", e.position.ledger, e.position.entry, st.to_string());
+    auto appended = append_entry_as_batch(e.header, e.payload, out);
+    if (!appended.is_ok()) {
+      MLOG_DEBUG("kafka fetch: entry {}:{} skipped: {}", e.position.ledger, e.position.entry,
+                 appended.status().to_string());
+      continue;
+    }
+    if (const auto& chunk = *appended) {
+      const int64_t last = e.header.first_index + std::max<int64_t>(e.header.messages, 1) - 1;
+      skipped = skipped ? std::make_pair(skipped->first, last) : std::make_pair(e.header.first_index, last);
+      chunks_skipped_metric().inc();
+      if (logged.insert(chunk->uuid).second) {
+        MLOG_WARN("kafka fetch: {} offset {} holds chunk {} of {} of Pulsar message {}; Kafka records carry whole "
+                  "messages only, so its chunks are skipped",
+                  topic, e.header.first_index, chunk->id, chunk->count, chunk->uuid);
+      }
       continue;
     }
     if (before > 0 && out.size() > max_bytes) {
@@ -177,10 +207,12 @@ Slice to_batches(const std::vector<ledger::LedgerEntry>& entries, size_t max_byt
       Slice all = out.finish();
       return all.sub(0, before);
     }
+    skipped.reset();
     if (sent != nullptr) sent->push_back(e.position);
     taken.messages += e.header.messages;
     taken.bytes += static_cast<int64_t>(e.payload.size());
   }
+  if (skipped) append_skipped_offsets(skipped->first, skipped->second, out);
   return out.finish();
 }
 
@@ -213,17 +245,18 @@ void read_partition(broker::Topic* topic, int64_t offset, size_t max_bytes, brok
   // The first batch goes out whole even past the bytes allowance.
   max_bytes = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(max_bytes), allow.bytes));
   const auto n = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(kMaxEntriesPerRead), allow.messages));
-  auto read_from = [max_bytes, n, limits, r, done, traced](ledger::Log& log, ledger::Position at) mutable {
+  auto read_from = [max_bytes, n, limits, r, done, traced, name = topic->name().to_string()](
+                       ledger::Log& log, ledger::Position at) mutable {
     ledger::Position after{at.ledger, at.entry - 1};
     log.read_entries(after, n,
-                     [r, max_bytes, limits, done, traced](Result<std::vector<ledger::LedgerEntry>> entries) mutable {
+                     [r, max_bytes, limits, done, traced, name](Result<std::vector<ledger::LedgerEntry>> entries) mutable {
                        if (!entries.is_ok()) {
                          r.error = kKafkaStorageError;
                          return done(r);
                        }
                        std::vector<ledger::Position> sent;
                        Taken taken;
-                       r.records = to_batches(*entries, max_bytes, traced ? &sent : nullptr, taken);
+                       r.records = to_batches(name, *entries, max_bytes, traced ? &sent : nullptr, taken);
                        if (taken.messages > 0) {
                          r.throttle_ns = limits.charge(taken.messages, taken.bytes, broker::limiter_now_ns());
                        }
