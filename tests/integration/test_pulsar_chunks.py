@@ -2,9 +2,9 @@
 chunk them: every chunk a SEND with the message's sequence id, is_chunk,
 and uuid / chunk_id / num_chunks_from_msg / total_chunk_msg_size in its
 metadata. With deduplication on, an 8 MiB message is stored whole and its
-resent last chunk is not; Pulsar consumers get every chunk, while Kafka
-consumers, which take whole messages only, never see a raw chunk and still
-read on past them."""
+resent last chunk is not; Pulsar consumers get every chunk, while Kafka and
+AMQP consumers, which take whole messages only, never see a raw chunk and
+still read on past them."""
 import json
 import os
 import re
@@ -12,6 +12,7 @@ import time
 import unittest
 
 import confluent_kafka as ck
+import pika
 
 import pulsar_api_pb2 as pb
 from magnetar_harness import NodeTestCase, call_json
@@ -172,6 +173,32 @@ class ChunksOverOtherProtocolsTest(NodeTestCase):
             self.assertEqual(values, [b"before", b"after"])
         finally:
             c.close()
+
+    def test_amqp_skips_chunks_and_delivers_on_past_them(self):
+        conn = pika.BlockingConnection(pika.ConnectionParameters(
+            "127.0.0.1", self.node.ports["amqp"], socket_timeout=TIMEOUT_S, blocked_connection_timeout=TIMEOUT_S))
+        try:
+            ch = conn.channel()
+            ch.queue_declare("chunky-q")
+            skipped_before = self.metric("magnetar_amqp_chunks_skipped_total")
+            self.publish("persistent://public/default/chunky-q", "amqp-side")
+            self.publish_after("persistent://public/default/chunky-q", "amqp-side")
+            # One message in flight at a time: a skipped chunk must give its
+            # place back, or nothing after it comes.
+            ch.basic_qos(prefetch_count=1)
+            bodies = []
+            for method_, _, body in ch.consume("chunky-q", inactivity_timeout=TIMEOUT_S):
+                if method_ is None:
+                    break
+                bodies.append(body)
+                ch.basic_ack(method_.delivery_tag)
+                if len(bodies) == 2:
+                    break
+            ch.cancel()
+            self.assertEqual(bodies, [b"before", b"after"])
+            self.assertEqual(self.metric("magnetar_amqp_chunks_skipped_total") - skipped_before, self.CHUNKS)
+        finally:
+            conn.close()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 #include "protocol/amqp/convert.h"
 
+#include <fmt/format.h>
+
 #include "common/base64.h"
 
 #include "client/compression.h"
@@ -96,6 +98,10 @@ Status entry_to_messages(const Slice& entry, std::vector<AmqpMessage>* out) {
   proto::MessageMetadata md;
   Slice payload;
   MAGNETAR_RETURN_IF_ERROR(client::parse_plain_entry(entry, &md, &payload));
+  if (auto chunk = pulsar::chunk_of(md)) {
+    return Status::unimplemented(fmt::format("chunk {} of {} of Pulsar message {}: AMQP delivers whole messages only",
+                                             chunk->id, chunk->count, chunk->uuid));
+  }
   if (!md.has_num_messages_in_batch()) {
     out->push_back(to_message(md, payload));
     return Status::ok();

@@ -49,7 +49,9 @@ PublishedEntry message_to_entry(std::string_view exchange, std::string_view rout
                                 uint64_t sequence_id);
 
 // Appends the messages of a stored entry's payload (Pulsar's format) to
-// `out`. kInvalidArgument/kCorruption when it does not parse or decompress.
+// `out`. kInvalidArgument/kCorruption when it does not parse or decompress;
+// kUnimplemented for one chunk of a message a Pulsar producer sent in
+// chunks: AMQP delivers whole messages only.
 common::Status entry_to_messages(const common::Slice& entry, std::vector<AmqpMessage>* out);
 
 }  // namespace magnetar::protocol::amqp

@@ -87,6 +87,9 @@ AmqpMetrics& AmqpMetrics::get() {
         reg.counter("magnetar_amqp_messages_published_total", "Messages published over AMQP and routed to a queue"),
         reg.counter("magnetar_amqp_messages_delivered_total", "Messages delivered over AMQP (basic.deliver, basic.get-ok)"),
         reg.counter("magnetar_amqp_messages_dead_lettered_total", "Messages dead-lettered (rejected, expired, over length)"),
+        reg.counter("magnetar_amqp_chunks_skipped_total",
+                    "Entries holding one chunk of a chunked Pulsar message, settled without delivery (AMQP delivers "
+                    "whole messages only)"),
     };
   }();
   return metrics;

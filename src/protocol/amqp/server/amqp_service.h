@@ -69,6 +69,7 @@ struct AmqpMetrics {
   common::Counter& published;
   common::Counter& delivered;
   common::Counter& dead_lettered;
+  common::Counter& chunks_skipped;  // entries holding a chunk of a chunked Pulsar message
   // Channel and connection exceptions raised, by reply code.
   void error(uint16_t code);
   static AmqpMetrics& get();

@@ -85,5 +85,21 @@ TEST(AmqpConvertTest, GarbageEntriesAreRefused) {
   EXPECT_TRUE(out.empty());
 }
 
+TEST(AmqpConvertTest, ChunksOfAChunkedPulsarMessageAreRefusedNotDeliveredRaw) {
+  proto::MessageMetadata md;
+  md.set_producer_name("p");
+  md.set_sequence_id(0);
+  md.set_publish_time(1);
+  md.set_uuid("p-0");
+  md.set_chunk_id(0);
+  md.set_num_chunks_from_msg(2);
+  md.set_total_chunk_msg_size(8);
+  std::vector<AmqpMessage> out;
+  common::Status st = entry_to_messages(pulsar::encode_entry(md, "half"), &out);
+  EXPECT_EQ(st.code(), common::ErrorCode::kUnimplemented);
+  EXPECT_NE(st.message().find("p-0"), std::string::npos);
+  EXPECT_TRUE(out.empty());
+}
+
 }  // namespace
 }  // namespace magnetar::protocol::amqp

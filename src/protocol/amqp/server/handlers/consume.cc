@@ -224,6 +224,7 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
   const int64_t now = common::wall_clock_ms();
   uint32_t delivered = 0;
   uint32_t expired_messages = 0;
+  uint32_t chunks = 0;  // entries holding a chunk of a chunked Pulsar message: settled, never delivered raw
   std::vector<ledger::Position> settled;   // acknowledged at once (no-ack, expired)
   std::vector<ledger::Position> returned;  // back to the queue (a puller nobody waits on)
   std::vector<AmqpMessage> dead;           // expired: dead-lettered before they are settled
@@ -231,6 +232,7 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
     std::vector<AmqpMessage> messages;
     Status st = entry_to_messages(d.payload, &messages);
     if (!st.is_ok()) {
+      if (st.code() == common::ErrorCode::kUnimplemented) ++chunks;
       MLOG_WARN("amqp: entry {}:{} of {} cannot be delivered and is skipped: {}", d.position.ledger,
                 d.position.entry, consumer->topic.to_string(), st.message());
       settled.push_back(d.position);
@@ -300,12 +302,14 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
     }
   }
   AmqpMetrics::get().delivered.inc(delivered);
+  AmqpMetrics::get().chunks_skipped.inc(chunks);
   // Without a prefetch limit the window refills as messages go out; expired
-  // ones always give their permits back.
-  uint32_t refill = expired_messages + (!puller && consumer->prefetch == 0 ? delivered : 0);
-  if (puller && expired_messages > 0 && !ch->gets.empty()) {
-    // The get that asked for the expired message asks again.
-    return grant(consumer, expired_messages);
+  // ones and skipped chunks always give their permits back.
+  const uint32_t given_back = expired_messages + chunks;
+  uint32_t refill = given_back + (!puller && consumer->prefetch == 0 ? delivered : 0);
+  if (puller && given_back > 0 && !ch->gets.empty()) {
+    // The get that asked for the expired message (or chunk) asks again.
+    return grant(consumer, given_back);
   }
   if (refill > 0 && !puller) grant(consumer, refill);
 }
