@@ -3,7 +3,8 @@ official clients send them: a Reader subscribes with durable false,
 initialPosition Latest and start_message_id (MessageId.earliest, a message's
 id, or one inside a batch), or start_message_rollback_duration_sec; a SEEK
 inside a batch carries an ack_set; and every id a consumer of a partition
-sees names that partition."""
+sees names that partition. And a message that is not a batch is never read
+as one, whatever its payload looks like."""
 import time
 import unittest
 
@@ -243,6 +244,34 @@ class PartitionIdTest(WireTestCase):
         last = self.last_message_id(cid).last_message_id
         self.assertEqual((last.ledgerId, last.entryId, last.batch_index, last.partition),
                          (batch.ledgerId, batch.entryId, 3, 0))
+
+
+class UnbatchedKeyTest(WireTestCase):
+    def test_a_single_message_is_not_read_as_a_batch_for_its_key(self):
+        # Key_Shared orders by an entry's key; an unkeyed single message has
+        # none, even when its payload happens to look like a keyed batch.
+        topic = "persistent://public/default/unbatched-key"
+        w = self.wire
+        halves = {1: pb.IntRange(start=0, end=32767), 2: pb.IntRange(start=32768, end=65535)}
+        for cid, r in halves.items():
+            meta = pb.KeySharedMeta(keySharedMode=pb.STICKY, hashRanges=[r])
+            answer = w.subscribe(topic, "ks", cid, sub_type="Key_Shared", keySharedMeta=meta)
+            self.assertEqual(answer.type, pb.BaseCommand.SUCCESS, answer.cmd)
+            w.flow(cid, 1000)
+        pid = self.fresh_id()
+        self.assertEqual(w.create_producer(topic, pid).type, pb.BaseCommand.PRODUCER_SUCCESS)
+
+        def owner(**metadata):
+            w.send(pid, b"probe", **metadata)
+            return w.next("MESSAGE").cmd.message.consumer_id
+        unkeyed = owner()
+        other = next(k for k in (f"k{i}" for i in range(64)) if owner(partition_key=k) != unkeyed)
+        disguised = batch_payload([(b"inner", {"partition_key": other})])
+        self.assertEqual(owner(), unkeyed)
+        w.send(pid, disguised)
+        got = w.next("MESSAGE")
+        self.assertEqual(got.payload, disguised)
+        self.assertEqual(got.cmd.message.consumer_id, unkeyed)
 
 
 if __name__ == "__main__":

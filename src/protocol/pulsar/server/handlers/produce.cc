@@ -191,7 +191,7 @@ void handle_send(PulsarConnection& c, Frame& frame) {
     header.key = md.ordering_key();
   } else if (md.has_partition_key()) {
     header.key = md.partition_key();
-  } else if (md.num_messages_in_batch() > 0 && md.compression() == proto::NONE) {
+  } else if (md.has_num_messages_in_batch() && md.compression() == proto::NONE) {
     // A batch without a key of its own is ordered by its first message's.
     BatchMessage first;
     if (BatchReader(frame.payload, md.num_messages_in_batch()).next(&first)) {
