@@ -252,6 +252,7 @@ void BrokerService::open(Shard& shard, const TopicName& topic, std::optional<Nam
         slot->restore_subscriptions();
         slot->set_metadata(&store_, dedup_snapshot_key(topic));
         slot->set_trace_recorder(shard.tracer.get());
+        slot->set_storage_durability(&options_.storage_durability);
         attach_policies(*slot);
         // Message TTL catches up on the time it spent unloaded (retention
         // trims at the next housekeeping run, as for any loaded topic).

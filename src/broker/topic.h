@@ -134,6 +134,9 @@ class Topic {
   // on. REQUIRES: before the first apply_policies; `recorder` (its home's)
   // outlives the topic.
   void set_trace_recorder(TraceRecorder* recorder) { trace_recorder_ = recorder; }
+  // How the storage keeps this topic's entries, for the persisted event of
+  // a trace (BrokerOptions::storage_durability). `durability` outlives the topic.
+  void set_storage_durability(const std::string* durability) { storage_durability_ = durability; }
   // The publish rate limits of this topic (publish_limiter.h), which the
   // connections producing to it charge. Kept while the topic is loaded.
   void set_publish_limits(std::shared_ptr<PublishLimits> limits) { publish_limits_ = std::move(limits); }
@@ -365,6 +368,7 @@ class Topic {
   int64_t last_used_ms_ = 0;
   std::map<std::string, RateMeter> meters_;  // "in", "out", "p/<id>", "s/<name>", "c/<name>/<id>"
   TraceRecorder* trace_recorder_ = nullptr;
+  const std::string* storage_durability_ = nullptr;
   std::shared_ptr<PublishLimits> publish_limits_;
   // dispatchRate (shared by the subscriptions; null: none) and
   // subscriptionDispatchRate (each subscription's own; -1: none), per second.
