@@ -36,6 +36,7 @@
 #include "common/bytes.h"
 #include "common/fifo.h"
 #include "common/result.h"
+#include "ledger/add_timing.h"
 #include "ledger/cursor.h"
 #include "ledger/entry_codec.h"
 #include "ledger/ledger_chain.h"
@@ -149,6 +150,7 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
     MessageHeader header;
     common::Slice payload;
     Callback<common::Result<Position>> done;
+    int64_t accepted_ns = 0;
   };
   // An add handed to storage: kept to hand it again when storage's queue
   // was full (the entry is not taken then, nor any after it).
@@ -158,6 +160,7 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
     uint64_t size = 0;    // payload bytes
     uint32_t messages = 1;
     Callback<common::Result<Position>> done;
+    AddTiming timing;  // for the callback (add_timing.h)
   };
   struct CursorSlot {
     Cursor cursor;
