@@ -222,6 +222,9 @@ class BrokerService final : public runtime::Component {
   std::vector<std::unique_ptr<Shard>> shards_;  // by reactor index
   std::shared_ptr<PolicyRefresh> policy_refresh_;
   bool stopping_ = false;
+  // Topics unloaded while idle since the allocator was last trimmed.
+  static constexpr uint64_t kTrimAfterUnloads = 1000;
+  std::atomic<uint64_t> unloaded_since_trim_{0};
 };
 
 }  // namespace magnetar::broker
