@@ -146,7 +146,7 @@ void Topic::append_traces(common::Slice batch) {
   ledger::MessageHeader header;
   header.publish_time_ms = common::wall_clock_ms();
   header.producer = "broker";
-  log_->add_entry(std::move(header), std::move(batch), [topic = name_.to_string()](Result<Position> r) {
+  log_->add_entry(std::move(header), std::move(batch), [topic = name_.to_string()](Result<ledger::AppendedEntry> r) {
     if (!r.is_ok()) MLOG_WARN("traces not stored in {}: {}", topic, r.status().to_string());
   });
 }

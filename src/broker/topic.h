@@ -120,6 +120,13 @@ class Topic {
   // kResourceExhausted.
   void publish(uint64_t producer_id, ledger::MessageHeader header, common::Slice payload,
                ledger::Callback<common::Result<ledger::Position>> done, int64_t highest_sequence_id = -1);
+  // As publish, completing with the topic-wide index of the entry's first
+  // message as well (Kafka's base offset): the index the log gave the entry
+  // when it took the add, which a publish that waits (held here, or in the
+  // log while it rolls over) learns only then. A duplicate completes with
+  // kDuplicatePosition and first index -1.
+  void publish_appended(uint64_t producer_id, ledger::MessageHeader header, common::Slice payload,
+                        ledger::Callback<common::Result<ledger::AppendedEntry>> done);
 
   // Where deduplication snapshots go; without it deduplication stays off.
   // REQUIRES: before the first apply_policies; `store` outlives the topic.
@@ -292,14 +299,23 @@ class Topic {
     TenantSlot tenant_slot;
     ledger::Callback<common::Result<ProducerAdmission>> done;
   };
+  // Who waits for a publish: publish's caller (the position) or
+  // publish_appended's (position and first index); one of the two is set.
+  struct PublishDone {
+    ledger::Callback<common::Result<ledger::Position>> position;
+    ledger::Callback<common::Result<ledger::AppendedEntry>> appended;
+    void operator()(common::Result<ledger::AppendedEntry> r) const;
+  };
   struct HeldPublish {
     uint64_t producer_id;
     ledger::MessageHeader header;
     common::Slice payload;
-    ledger::Callback<common::Result<ledger::Position>> done;
+    PublishDone done;
     int64_t highest_sequence_id;
     int64_t received_ms = 0;  // traced topics only: when it arrived
   };
+  void publish(uint64_t producer_id, ledger::MessageHeader header, common::Slice payload, PublishDone done,
+               int64_t highest_sequence_id);
   static constexpr size_t kMaxHeldPublishes = 10000;
 
   common::Status name_in_use(const std::string& name) const;

@@ -237,7 +237,7 @@ void ManagedLedger::start_new_ledger(Callback<Status> done) {
   });
 }
 
-void ManagedLedger::add_entry(MessageHeader header, Slice payload, Callback<Result<Position>> done) {
+void ManagedLedger::add_entry(MessageHeader header, Slice payload, Callback<Result<AppendedEntry>> done) {
   check_home();
   if (state_ == State::kClosed) {
     return later([done]() { done(Status::failed_precondition("managed ledger is closed")); });
@@ -258,6 +258,7 @@ void ManagedLedger::submit(PendingAdd add) {
   s.entry = next_entry_;
   s.size = add.payload.size();
   s.messages = add.header.messages;
+  s.first_index = add.header.first_index;
   s.done = std::move(add.done);
   s.timing.accepted_ns = add.accepted_ns;
   send(std::move(s));
@@ -304,7 +305,7 @@ void ManagedLedger::on_added(SubmittedAdd add, LedgerId lid, Status st) {
     }
     add.timing.stored_ns = common::monotonic_ns();
     ScopedAddTiming timing(&add.timing);
-    add.done(Position{lid, add.entry});
+    add.done(AppendedEntry{Position{lid, add.entry}, add.first_index});
   } else {
     add.done(st);
     // The ledger refuses every later add: move on to a new one.
