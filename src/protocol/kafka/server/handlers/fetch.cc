@@ -21,11 +21,18 @@
 // looks again; that attempt reads at least one entry, so a fetch sharing a
 // budget with busier readers is never starved. No fetch sessions: SessionId is always 0, so clients
 // send full fetch requests.
+// An entry that cannot be converted (it does not parse or decompress) is
+// answered as a control batch over its offsets (record_batch.h
+// write_skip_batch), which clients skip without handing the application
+// anything, with a warning and magnetar_kafka_fetch_skipped_entries_total:
+// left out instead, it would leave the consumer asking for the same offset
+// forever.
 #include <algorithm>
 #include <chrono>
 #include <optional>
 
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "ledger/managed_ledger.h"
 #include "protocol/kafka/convert.h"
 #include "protocol/kafka/errors.h"
@@ -43,6 +50,13 @@ namespace {
 
 // Entries read per partition and attempt.
 constexpr size_t kMaxEntriesPerRead = 128;
+
+common::Counter& skipped_entries_metric() {
+  static common::Counter& skipped = common::MetricsRegistry::global().counter(
+      "magnetar_kafka_fetch_skipped_entries_total",
+      "Stored entries a Kafka Fetch could not convert to records, answered as a marker consumers skip");
+  return skipped;
+}
 
 struct PartitionFetch {
   std::string topic;
@@ -160,8 +174,9 @@ void settle(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
 }
 
 // Converts entries to batches until `max_bytes` (the first batch always);
-// `sent` gets the positions of the entries that went in.
-Slice to_batches(const std::vector<ledger::LedgerEntry>& entries, size_t max_bytes,
+// `sent` gets the positions of the entries that went in. `topic` names the
+// partition in the warning about an entry that cannot be converted.
+Slice to_batches(const std::string& topic, const std::vector<ledger::LedgerEntry>& entries, size_t max_bytes,
                  std::vector<ledger::Position>* sent, Taken& taken) {
   WireWriter out(4096);
   for (const auto& e : entries) {
@@ -169,7 +184,13 @@ Slice to_batches(const std::vector<ledger::LedgerEntry>& entries, size_t max_byt
     size_t before = out.size();
     Status st = append_entry_as_batch(e.header, e.payload, out);
     if (!st.is_ok()) {
-      MLOG_DEBUG("kafka fetch: entry {}:{} skipped: {}", e.position.ledger, e.position.entry, st.to_string());
+      if (e.header.messages == 0) continue;  // it holds no offsets
+      const int64_t last = e.header.first_index + e.header.messages - 1;
+      MLOG_WARN("kafka fetch: {} entry {}:{} (offsets {}..{}) cannot be converted to records and is skipped: {}",
+                topic, e.position.ledger, e.position.entry, e.header.first_index, last, st.message());
+      skipped_entries_metric().inc();
+      write_skip_batch(out, e.header.first_index, last, e.header.publish_time_ms);
+      if (before > 0 && out.size() > max_bytes) return out.finish().sub(0, before);
       continue;
     }
     if (before > 0 && out.size() > max_bytes) {
@@ -213,17 +234,19 @@ void read_partition(broker::Topic* topic, int64_t offset, size_t max_bytes, brok
   // The first batch goes out whole even past the bytes allowance.
   max_bytes = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(max_bytes), allow.bytes));
   const auto n = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(kMaxEntriesPerRead), allow.messages));
-  auto read_from = [max_bytes, n, limits, r, done, traced](ledger::Log& log, ledger::Position at) mutable {
+  auto read_from = [topic_name = topic->name().to_string(), max_bytes, n, limits, r, done, traced](
+                       ledger::Log& log, ledger::Position at) mutable {
     ledger::Position after{at.ledger, at.entry - 1};
     log.read_entries(after, n,
-                     [r, max_bytes, limits, done, traced](Result<std::vector<ledger::LedgerEntry>> entries) mutable {
+                     [topic_name, r, max_bytes, limits, done, traced](
+                         Result<std::vector<ledger::LedgerEntry>> entries) mutable {
                        if (!entries.is_ok()) {
                          r.error = kKafkaStorageError;
                          return done(r);
                        }
                        std::vector<ledger::Position> sent;
                        Taken taken;
-                       r.records = to_batches(*entries, max_bytes, traced ? &sent : nullptr, taken);
+                       r.records = to_batches(topic_name, *entries, max_bytes, traced ? &sent : nullptr, taken);
                        if (taken.messages > 0) {
                          r.throttle_ns = limits.charge(taken.messages, taken.bytes, broker::limiter_now_ns());
                        }
