@@ -79,7 +79,7 @@ void fetch_all(KafkaConnection& c, const std::shared_ptr<OffsetsState>& state) {
       if (!t.is_ok()) return report(error_code(t.status()), -1);
       fetch_group_offset(*t, group, [&groups, key, p, report](ErrorCode e, int64_t aligned) {
         if (e != kNone || aligned < 0) return report(e, -1);
-        report(kNone, groups.exact_offset(group_offset_key(key, p.topic, p.partition), aligned));
+        report(kNone, groups.exact_offset(key, p.topic, p.partition, aligned));
       });
     };
     c.with_partition(p.topic, p.partition, broker::TopicAction::kConsume, std::move(run));
