@@ -498,6 +498,19 @@ void AmqpConnection::publish_finished(uint16_t id, uint64_t serial, size_t bytes
   maybe_resume();
 }
 
+void AmqpConnection::unconfirmed_publish_failed(const std::string& exchange, const std::string& routing_key,
+                                                const Status& why) {
+  AmqpMetrics::get().unconfirmed_publish_failures.inc();
+  ++failures_not_logged_;
+  const auto now = std::chrono::steady_clock::now();
+  if (last_failure_log_ && now - *last_failure_log_ < kFailureLogInterval) return;
+  last_failure_log_ = now;
+  MLOG_WARN("amqp client {}: a publish to exchange '{}' with routing key '{}' was not stored ({} without confirms "
+            "since the last such warning): {}",
+            conn_ != nullptr ? conn_->peer() : "", exchange, routing_key, failures_not_logged_, why.to_string());
+  failures_not_logged_ = 0;
+}
+
 void AmqpConnection::maybe_resume() {
   if (!paused_ || !held_.open() || conn_ == nullptr) return;
   paused_ = false;

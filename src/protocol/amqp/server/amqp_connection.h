@@ -22,6 +22,7 @@
 // that closed (or was reopened under the same number) is dropped.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
@@ -212,6 +213,13 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   // publishes are stored.
   void publish_started(Channel& ch, size_t bytes);
   void publish_finished(uint16_t channel, uint64_t serial, size_t bytes);
+  // A publish on a channel without confirms was not stored: counted
+  // (AmqpMetrics::unconfirmed_publish_failures) and logged at warn, at most
+  // once per kFailureLogInterval per connection with how many failed since,
+  // so a storage outage under a fast publisher does not flood the log.
+  void unconfirmed_publish_failed(const std::string& exchange, const std::string& routing_key,
+                                  const common::Status& why);
+  static constexpr std::chrono::seconds kFailureLogInterval{10};
   // Queues `d` behind the channel's publishes in flight; what waits counts
   // against the same bound as the publishes.
   void defer(Channel& ch, Channel::Deferred d);
@@ -290,6 +298,9 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   std::vector<std::pair<std::shared_ptr<QueueConsumer>, uint32_t>> held_grants_;  // while not writable
   std::set<std::string> exclusive_queues_;
   broker::TenantSlot tenant_slot_;  // among its vhost's tenant's connections
+  // Unconfirmed publishes that failed since the last warning, and when that was.
+  uint64_t failures_not_logged_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> last_failure_log_;
 };
 
 class AmqpConsumerSink final : public broker::ConsumerSink {

@@ -87,6 +87,12 @@ AmqpMetrics& AmqpMetrics::get() {
         reg.counter("magnetar_amqp_messages_published_total", "Messages published over AMQP and routed to a queue"),
         reg.counter("magnetar_amqp_messages_delivered_total", "Messages delivered over AMQP (basic.deliver, basic.get-ok)"),
         reg.counter("magnetar_amqp_messages_dead_lettered_total", "Messages dead-lettered (rejected, expired, over length)"),
+        reg.counter("magnetar_amqp_entries_undeliverable_total",
+                    "Stored entries an AMQP consumer could not be given (not convertible), acknowledged and skipped"),
+        reg.counter("magnetar_amqp_dead_letter_failures_total",
+                    "Dead-lettered copies that could not be stored (the original is settled all the same)"),
+        reg.counter("magnetar_amqp_unconfirmed_publish_failures_total",
+                    "Publishes on channels without confirms that could not be stored"),
     };
   }();
   return metrics;

@@ -69,6 +69,14 @@ struct AmqpMetrics {
   common::Counter& published;
   common::Counter& delivered;
   common::Counter& dead_lettered;
+  // What a client never sees, each with a warning: stored entries a
+  // consumer could not be given (acknowledged and skipped), dead-lettered
+  // copies that could not be stored (the original is settled all the same,
+  // as RabbitMQ's at-most-once dead-lettering drops it), and publishes
+  // without confirms that could not be stored.
+  common::Counter& undeliverable;
+  common::Counter& dead_letter_failures;
+  common::Counter& unconfirmed_publish_failures;
   // Channel and connection exceptions raised, by reply code.
   void error(uint16_t code);
   static AmqpMetrics& get();

@@ -29,8 +29,7 @@ void settle(AmqpConnection& c, std::vector<Unacked> taken, Settle how) {
       auto consumer = u.consumer;
       auto message = u.message;  // `u` moves into the callback below
       dead_letter(c.service(), *consumer->limits, *message, "rejected",
-                  [&service = c.service(), u = std::move(u)](common::Status st) {
-                    if (!st.is_ok()) MLOG_WARN("amqp: dead-lettering failed: {}", st.to_string());
+                  [&service = c.service(), u = std::move(u)](common::Status) {
                     on_subscription(service, u.consumer, [u](broker::Subscription& s, uint64_t id) {
                       if (u.batch_size > 1) {
                         (void)s.ack_batch_index(id, u.position, u.batch_index, u.batch_size);

@@ -233,6 +233,7 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
     if (!st.is_ok()) {
       MLOG_WARN("amqp: entry {}:{} of {} cannot be delivered and is skipped: {}", d.position.ledger,
                 d.position.entry, consumer->topic.to_string(), st.message());
+      AmqpMetrics::get().undeliverable.inc();
       settled.push_back(d.position);
       continue;
     }
@@ -293,8 +294,7 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
     auto left = std::make_shared<std::atomic<size_t>>(dead.size());
     auto once = std::make_shared<decltype(settle)>(std::move(settle));
     for (const auto& msg : dead) {
-      dead_letter(service_, *limits, msg, "expired", [left, once](Status st) {
-        if (!st.is_ok()) MLOG_WARN("amqp: dead-lettering failed: {}", st.to_string());
+      dead_letter(service_, *limits, msg, "expired", [left, once](Status) {
         if (left->fetch_sub(1) == 1) (*once)();
       });
     }
