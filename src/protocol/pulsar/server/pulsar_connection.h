@@ -12,7 +12,11 @@
 // service's max_pending_* options, InflightWindows). At a bound, while a
 // publish rate limit holds the connection, and while the connection is not
 // writable, nothing more is decoded and the socket is not read; decoding
-// goes on once the connection is back at half.
+// goes on once the connection is back at half. Outward, each consumer has
+// a delivery credit at the broker (protocol/delivery_credit.h), given back
+// as deliveries reach the connection and only while it is writable, so a
+// client that grants permits and does not read cannot have its messages
+// pile up in the connection's output.
 #pragma once
 
 #include <map>
@@ -24,6 +28,7 @@
 #include "broker/producer.h"
 #include "broker/publish_throttle.h"
 #include "broker/tenant_usage.h"
+#include "protocol/delivery_credit.h"
 #include "protocol/inflight_window.h"
 #include "protocol/pulsar/frame.h"
 #include "protocol/pulsar/server/pulsar_service.h"
@@ -66,6 +71,7 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   ~PulsarConnection() override;
 
   void on_data(runtime::Connection& conn, common::SliceChain& input) override;
+  void on_writable_changed(runtime::Connection& conn, bool writable) override;
   void on_close(runtime::Connection& conn, const common::Status& reason) override;
 
   // --- For handlers.
@@ -109,9 +115,18 @@ class PulsarConnection final : public runtime::ConnectionHandler {
     std::string subscription;
     uint64_t broker_id;
     std::shared_ptr<PulsarConsumerSink> sink;
+    DeliveryCredit credit;  // its delivery credit, as the connection counts it
   };
   std::map<uint64_t, ProducerState> producers;  // by the client's producer id
   std::map<uint64_t, ConsumerState> consumers;  // by the client's consumer id
+  // Gives `consumer` back the delivery credit its deliveries used, if the
+  // connection is writable (else on_writable_changed does, once it is).
+  void hand_credit(ConsumerState& consumer);
+  // Writes a consumer's entries as MESSAGE frames (whether or not the
+  // connection is writable: what the broker sent is bounded by the credit
+  // it was given) and counts what they cost against the credit of the
+  // consumer `consumer_id`, if it is still the one with `broker_id`.
+  void deliver(uint64_t consumer_id, uint64_t broker_id, std::vector<broker::Delivery>& entries);
   int32_t protocol_version = 0;
   std::string role;  // who CONNECT proved the client is (broker::Authenticator)
   // This connection counts among the connections of each tenant it has
@@ -168,8 +183,12 @@ class PulsarConnection final : public runtime::ConnectionHandler {
 
 class PulsarConsumerSink final : public broker::ConsumerSink {
  public:
-  PulsarConsumerSink(std::weak_ptr<ConnectionLink> link, runtime::Reactor& conn_reactor, uint64_t client_consumer_id)
-      : link_(std::move(link)), conn_reactor_(conn_reactor), consumer_id_(client_consumer_id) {}
+  // `broker_id`: the broker's id of the consumer this sink feeds, unique
+  // per node, which tells its deliveries from those of an earlier consumer
+  // with the same client id.
+  PulsarConsumerSink(std::weak_ptr<ConnectionLink> link, runtime::Reactor& conn_reactor, uint64_t client_consumer_id,
+                     uint64_t broker_id)
+      : link_(std::move(link)), conn_reactor_(conn_reactor), consumer_id_(client_consumer_id), broker_id_(broker_id) {}
   void deliver(std::vector<broker::Delivery> entries) override;
   void closed(const common::Status& why) override;
   void active_changed(bool active) override;
@@ -179,6 +198,7 @@ class PulsarConsumerSink final : public broker::ConsumerSink {
   std::weak_ptr<ConnectionLink> link_;
   runtime::Reactor& conn_reactor_;
   uint64_t consumer_id_;
+  uint64_t broker_id_;
 };
 
 // Maps a broker error to the protocol's ServerError: the one place that does.
