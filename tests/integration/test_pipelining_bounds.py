@@ -7,8 +7,9 @@ client reads, every answer is there, in order, the node still serves a new
 client and what was stored is intact.
 
 Raw sockets, per protocol: Kafka Produce requests (responses in
-correlation-id order) and Fetch requests whose responses are large; Pulsar
-SENDs (receipts in sequence order) and GET_SCHEMAs whose answers are large;
+correlation-id order), Fetch requests whose responses are large and
+Metadata requests for a namespace of 200,000 partitions; Pulsar SENDs
+(receipts in sequence order) and GET_SCHEMAs whose answers are large;
 HTTP keep-alive requests answered on the metadata thread and at once, and
 requests for the console's largest file (answers in request order).
 The publishes are held unstored by a producer_request_hold backlog quota
@@ -32,6 +33,7 @@ from pulsar_wire import PulsarWire, command, decode, encode
 
 BUDGET = 300 * MB     # the node's peak resident memory while one client pipelines
 HTTP_BUDGET = 100 * MB  # the same for HTTP clients
+METADATA_BUDGET = 150 * MB  # the same for Kafka clients asking for every topic
 HARD_CAP = 1500 * MB  # past this the watch kills the node (the test fails, the machine lives)
 SETTLE_S = 1.0        # the node's memory has settled once it did not grow for this long
 SETTLE_MAX_S = 20.0
@@ -104,6 +106,54 @@ def fetch_request(correlation, topic, max_bytes):
     body += struct.pack(">i", 1) + struct.pack(">iqi", 0, 0, max_bytes)
     header = struct.pack(">hhi", 1, 4, correlation) + kstr("pipeliner")
     return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def metadata_request(correlation):
+    """Metadata v1 for every topic (a null topic array)."""
+    header = struct.pack(">hhi", 3, 1, correlation) + kstr("pipeliner")
+    body = struct.pack(">i", -1)
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def parse_metadata_response(response):
+    """(correlation id, {topic: partitions}) of a Metadata v1 response, each
+    topic's partitions without error."""
+    correlation, brokers = struct.unpack_from(">ii", response, 0)
+    pos = 8
+
+    def string():
+        nonlocal pos
+        size = struct.unpack_from(">h", response, pos)[0]
+        pos += 2
+        value = response[pos:pos + max(0, size)].decode()
+        pos += max(0, size)
+        return value
+
+    for _ in range(brokers):
+        pos += 4  # node id
+        string()  # host
+        pos += 4  # port
+        string()  # rack
+    pos += 4  # controller id
+    topics = {}
+    count = struct.unpack_from(">i", response, pos)[0]
+    pos += 4
+    for _ in range(count):
+        error = struct.unpack_from(">h", response, pos)[0]
+        pos += 2
+        name = string()
+        pos += 1  # is internal
+        partitions = struct.unpack_from(">i", response, pos)[0]
+        pos += 4
+        good = 0
+        for _ in range(partitions):
+            perror, _index, _leader = struct.unpack_from(">hii", response, pos)
+            pos += 10
+            for _ in range(2):  # replicas, isr
+                pos += 4 + 4 * struct.unpack_from(">i", response, pos)[0]
+            good += perror == 0
+        topics[name] = good if error == 0 else -1
+    return correlation, topics
 
 
 def parse_fetch_response(response):
@@ -359,6 +409,38 @@ class PipeliningBoundsTest(unittest.TestCase):
         with PulsarWire(self.node.ports["pulsar"]) as fresh:
             self.assertEqual(fresh.request("GET_SCHEMA", ["GET_SCHEMA_RESPONSE"], topic=topic)
                              .cmd.getSchemaResponse.schema.schema_data, definition)
+
+    def wide_namespace(self, topics=20, partitions=10000):
+        """Makes public/default hold `topics` partitioned topics of
+        `partitions` partitions each (metadata only: a partition gets its
+        log on first use); returns {local name: partitions}."""
+        for i in range(topics):
+            status, body, _ = self.node.http("PUT", f"/admin/v2/persistent/public/default/wide-{i}/partitions",
+                                             str(partitions), headers={"Content-Type": "application/json"})
+            self.assertEqual(status, 204, body)
+        return {f"wide-{i}": partitions for i in range(topics)}
+
+    def test_kafka_metadata_requests_for_a_large_namespace_pipelined_without_reading(self):
+        """Metadata for every topic is a small request whose response grows
+        with the namespace: 200,000 partitions make each one about 5 MB."""
+        expected = self.wide_namespace()
+        clients, count = 2, 40
+        conns = [RawKafkaConnection(self.node.ports["kafka"], "pipeliner", timeout=TIMEOUT_S) for _ in range(clients)]
+        try:
+            data = b"".join(metadata_request(1000 + i) for i in range(count))
+            self.all_held_back([(c.sock, data) for c in conns], budget=METADATA_BUDGET)
+            for k, c in enumerate(conns):
+                first = None
+                for i in range(count):
+                    response = kafka_response(c.sock)
+                    if first is None:
+                        self.assertEqual(parse_metadata_response(response), (1000, expected), f"client {k}")
+                        first = response[4:]
+                    self.assertEqual(struct.unpack_from(">i", response)[0], 1000 + i, f"client {k}, response {i}")
+                    self.assertEqual(response[4:], first, f"client {k}, response {i}")
+        finally:
+            for c in conns:
+                c.close()
 
     def http_clients(self, count):
         return [socket.create_connection(("127.0.0.1", self.node.ports["http"]), timeout=TIMEOUT_S)
