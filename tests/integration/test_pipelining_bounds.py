@@ -9,7 +9,8 @@ client and what was stored is intact.
 Raw sockets, per protocol: Kafka Produce requests (responses in
 correlation-id order), Fetch requests whose responses are large and
 Metadata requests for a namespace of 200,000 partitions; Pulsar SENDs
-(receipts in sequence order) and GET_SCHEMAs whose answers are large;
+(receipts in sequence order), GET_SCHEMAs whose answers are large and
+GET_TOPICS_OF_NAMESPACE for that namespace;
 HTTP keep-alive requests answered on the metadata thread and at once, and
 requests for the console's largest file (answers in request order).
 The publishes are held unstored by a producer_request_hold backlog quota
@@ -441,6 +442,37 @@ class PipeliningBoundsTest(unittest.TestCase):
         finally:
             for c in conns:
                 c.close()
+
+    def test_pulsar_topic_lists_of_a_large_namespace_pipelined_without_reading(self):
+        """GET_TOPICS_OF_NAMESPACE is a small request whose answer grows
+        with the namespace: 200,000 partitions make each one about 9 MB."""
+        wide = self.wide_namespace()
+        expected = sorted(f"persistent://public/default/{name}-partition-{k}"
+                          for name, partitions in wide.items() for k in range(partitions))
+        clients, count = 2, 40
+        wires = [PulsarWire(self.node.ports["pulsar"]) for _ in range(clients)]
+        try:
+            for w in wires:
+                self.assertEqual((w.buf, w.pending), (b"", []))
+                w.sock.settimeout(TIMEOUT_S)
+            data = b"".join(encode(command("GET_TOPICS_OF_NAMESPACE", request_id=1000 + i, namespace="public/default",
+                                           mode=pb.CommandGetTopicsOfNamespace.PERSISTENT)) for i in range(count))
+            self.all_held_back([(w.sock, data) for w in wires])
+            for k, w in enumerate(wires):
+                answered = set()
+                while len(answered) < count:
+                    f = pulsar_frame(w.sock)
+                    if f.type == pb.BaseCommand.PING:
+                        w.write(pb.BaseCommand(type=pb.BaseCommand.PONG, pong=pb.CommandPong()))
+                        continue
+                    self.assertEqual(f.type, pb.BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE, f"client {k}: {f.cmd}")
+                    answer = f.cmd.getTopicsOfNamespaceResponse
+                    self.assertEqual(sorted(answer.topics), expected, f"client {k}, request {answer.request_id}")
+                    answered.add(answer.request_id)
+                self.assertEqual(answered, set(range(1000, 1000 + count)), f"client {k}")
+        finally:
+            for w in wires:
+                w.close()
 
     def http_clients(self, count):
         return [socket.create_connection(("127.0.0.1", self.node.ports["http"]), timeout=TIMEOUT_S)

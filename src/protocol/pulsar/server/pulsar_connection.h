@@ -19,6 +19,7 @@
 // pile up in the connection's output.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -87,6 +88,13 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   // `answer_bytes` (the most its answer may hold), until every copy is
   // gone.
   RequestReplier request_replier(size_t answer_bytes = 0);
+  // A namespace's topic list (GET_TOPICS_OF_NAMESPACE) grows with the
+  // namespace, not with its request: its answer_bytes are those of the
+  // largest list this connection was sent, or before the first (whose
+  // size nothing tells) the whole max_pending_request_bytes, so that one
+  // is handled alone. remember_topic_list records a list's bytes.
+  size_t topic_list_bytes() const { return topic_list_bytes_ > 0 ? topic_list_bytes_ : requests_.max_bytes(); }
+  void remember_topic_list(size_t bytes) { topic_list_bytes_ = std::max(topic_list_bytes_, bytes); }
   // A SEND of `bytes` went to its topic / was answered (receipt or error):
   // counted against max_pending_publishes and max_pending_publish_bytes.
   // REQUIRES: every publish_started is matched by one publish_finished
@@ -175,6 +183,7 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   InflightWindow publishes_;  // SENDs awaiting their receipt
   InflightWindow requests_;   // other requests awaiting their answer (RequestReplier)
   size_t frame_bytes_ = 0;    // of the frame being dispatched; 0 outside dispatch
+  size_t topic_list_bytes_ = 0;  // the largest topic list sent; 0 before the first
   bool connected_ = false;  // CONNECT handled
   std::unique_ptr<runtime::Timer> keepalive_;
   bool heard_ = false;         // something arrived since the last tick
