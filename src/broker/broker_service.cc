@@ -1,5 +1,7 @@
 #include "broker/broker_service.h"
 
+#include <malloc.h>
+
 #include <chrono>
 #include <future>
 #include <mutex>
@@ -7,6 +9,7 @@
 
 #include "broker/tenancy.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "ledger/non_persistent_log.h"
 
 namespace magnetar::broker {
@@ -99,6 +102,15 @@ void BrokerService::with_topic(const TopicName& topic, ledger::Callback<Result<T
     }
     std::string key = topic.to_string();
     if (auto it = shard.topics.find(key); it != shard.topics.end()) {
+      if (it->second->closed()) {
+        // Closing (unloaded, or deleted): asked again once it is gone, when
+        // it loads anew (or the deletion answers).
+        shard.after_close[key].push_back([this, topic, how, fn = std::move(fn)]() mutable {
+          with_topic(topic, std::move(fn), how);
+        });
+        return;
+      }
+      it->second->touch(steady_ms());
       fn(it->second.get());
       return;
     }
@@ -236,11 +248,19 @@ void BrokerService::open(Shard& shard, const TopicName& topic, std::optional<Nam
           return;
         }
         auto& slot = shard.topics[key];
-        slot = std::make_unique<Topic>(topic, std::move(ml).value());
+        auto log = std::move(ml).value();
+        slot = std::make_unique<Topic>(topic, log);
+        slot->touch(steady_ms());
         slot->restore_subscriptions();
         slot->set_metadata(&store_, dedup_snapshot_key(topic));
         slot->set_trace_recorder(shard.tracer.get());
+        slot->set_storage_durability(&options_.storage_durability);
         attach_policies(*slot);
+        // Message TTL catches up on the time it spent unloaded (retention
+        // trims at the next housekeeping run, as for any loaded topic).
+        log->expire_messages([key](Status st) {
+          if (!st.is_ok()) MLOG_WARN("housekeeping of {}: {}", key, st.to_string());
+        });
         arm_maintenance(home_of(topic).index());
         if (stopping_) {
           finish(Status::unavailable("the broker is shutting down"));
@@ -314,13 +334,60 @@ void BrokerService::refresh_loaded_topics() {
   }
 }
 
+int64_t BrokerService::steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 void BrokerService::maintain(size_t reactor) {
+  unload_idle(reactor);
+  // Topics that left memory leave freed pages in the allocator's arenas;
+  // once many have gone, give those pages back (one pass, from one reactor).
+  if (reactor == 0 && unloaded_since_trim_.load(std::memory_order_relaxed) >= kTrimAfterUnloads) {
+    unloaded_since_trim_.store(0, std::memory_order_relaxed);
+    const auto start = std::chrono::steady_clock::now();
+    malloc_trim(0);
+    MLOG_DEBUG("returned freed memory to the system after idle topics left, in {} us",
+               std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count());
+  }
   for (auto& [name, topic] : shards_[reactor]->topics) {
     if (!topic->closed()) topic->maintain_producers();
     auto* ml = dynamic_cast<ledger::ManagedLedger*>(&topic->log());
     if (ml == nullptr || topic->closed()) continue;
     ml->maintain([name = name](Status st) {
       if (!st.is_ok()) MLOG_WARN("housekeeping of {}: {}", name, st.to_string());
+    });
+  }
+}
+
+void BrokerService::unload_idle(size_t reactor) {
+  static common::Counter& unloaded = common::MetricsRegistry::global().counter(
+      "magnetar_topics_unloaded_idle_total", "Topics that left memory after a time unused (loaded again on use)");
+  if (options_.topic_idle_unload.count() <= 0 || stopping_) return;
+  Shard& shard = *shards_[reactor];
+  const int64_t before = steady_ms() - options_.topic_idle_unload.count();
+  std::vector<std::pair<std::string, Topic*>> idle;
+  for (auto& [name, topic] : shard.topics) {
+    if (topic->name().domain != TopicDomain::kPersistent || topic->last_used_ms() > before || !topic->idle()) continue;
+    idle.emplace_back(name, topic.get());
+  }
+  for (auto& [name, topic] : idle) {
+    auto* ml = dynamic_cast<ledger::ManagedLedger*>(&topic->log());
+    if (ml == nullptr) continue;
+    // Retention and TTL apply once more before it leaves, and again when it
+    // is next loaded.
+    auto keep = ml->shared_from_this();
+    ml->maintain([this, &shard, key = name, topic = topic, keep](Status st) {
+      if (!st.is_ok()) MLOG_WARN("housekeeping of {}: {}", key, st.to_string());
+      auto it = shard.topics.find(key);
+      if (it == shard.topics.end() || it->second.get() != topic || !topic->idle() || stopping_) return;
+      unloaded.inc();
+      unloaded_since_trim_.fetch_add(1, std::memory_order_relaxed);
+      MLOG_DEBUG("topic {} unused for {} ms: unloading it", key, options_.topic_idle_unload.count());
+      close_and_forget(shard, key, topic, Status::unavailable("topic " + key + " was unloaded while idle"),
+                       [key](Status closed) {
+                         if (!closed.is_ok()) MLOG_WARN("unloading idle topic {}: {}", key, closed.to_string());
+                       });
     });
   }
 }
@@ -383,6 +450,11 @@ void BrokerService::close_and_forget(Shard& shard, const std::string& key, Topic
       runtime::Reactor::current()->defer([gone]() {});
     }
     done(st);
+    if (auto waiting = shard.after_close.find(key); waiting != shard.after_close.end()) {
+      auto again = std::move(waiting->second);
+      shard.after_close.erase(waiting);
+      for (auto& fn : again) fn();
+    }
   });
 }
 

@@ -44,6 +44,14 @@ struct BrokerOptions {
   // How often each reactor runs housekeeping (rollover by age, retention,
   // TTL) over the topics it has loaded.
   std::chrono::milliseconds maintenance_interval{std::chrono::seconds(60)};
+  // A persistent topic nobody has used for this long, with nothing attached
+  // (Topic::idle), leaves memory at the next housekeeping pass; its next use
+  // loads it again. Zero keeps topics loaded.
+  std::chrono::milliseconds topic_idle_unload{std::chrono::minutes(5)};
+  // How this node's storage keeps an entry, as message traces say it
+  // ("1 copy on this node, fsync always"): what the storage does, not what
+  // a namespace's persistence policy asks for.
+  std::string storage_durability = "1 copy on this node";
   // Non-persistent topics keep at most this much in memory each.
   size_t non_persistent_max_entries = 10000;
   size_t non_persistent_max_bytes = 64u << 20;
@@ -168,6 +176,8 @@ class BrokerService final : public runtime::Component {
     std::unordered_map<std::string, std::vector<ledger::Callback<common::Result<Topic*>>>> loading;
     std::unordered_map<std::string, int> creating;  // create_topic under way
     std::unordered_map<std::string, int> deleting;  // delete_topic under way: not loaded meanwhile
+    // Requests that found their topic closing (unloaded): run again once it is gone.
+    std::unordered_map<std::string, std::vector<std::function<void()>>> after_close;
     std::unique_ptr<TraceRecorder> tracer;
   };
   // On the home reactor: close the loaded `topic`, then forget it.
@@ -181,8 +191,12 @@ class BrokerService final : public runtime::Component {
   void check_new_topic(const TopicName& topic, bool auto_allowed, std::function<void(common::Status)> done);
   // Gives a freshly loaded topic its policy source and applies it.
   void attach_policies(Topic& topic);
+  static int64_t steady_ms();
   void arm_maintenance(size_t reactor);
   void maintain(size_t reactor);
+  // Housekeeping, then unloading, of the topics of `reactor` idle past
+  // options_.topic_idle_unload.
+  void unload_idle(size_t reactor);
   // Posts one refresh_policies pass over each reactor's topics (policy_change_listener).
   void refresh_loaded_topics();
 
@@ -208,6 +222,9 @@ class BrokerService final : public runtime::Component {
   std::vector<std::unique_ptr<Shard>> shards_;  // by reactor index
   std::shared_ptr<PolicyRefresh> policy_refresh_;
   bool stopping_ = false;
+  // Topics unloaded while idle since the allocator was last trimmed.
+  static constexpr uint64_t kTrimAfterUnloads = 1000;
+  std::atomic<uint64_t> unloaded_since_trim_{0};
 };
 
 }  // namespace magnetar::broker

@@ -117,9 +117,11 @@ void Topic::apply_tracing(const NamespacePolicies& policies) {
     }
     return;
   }
-  const PersistencePolicy durability = policies.persistence.value_or(PersistencePolicy{});
-  tracing_.durability = fmt::format("{} of {} copies, fsync {}", durability.ack_quorum, durability.write_quorum,
-                                    fsync_mode_name(durability.fsync_mode));
+  // What the storage did, not what the persistence policy asks for: one
+  // node keeps one copy, synced as the node is configured.
+  tracing_.durability = name_.domain == TopicDomain::kNonPersistent ? std::string("in memory only (non-persistent)")
+                        : storage_durability_ != nullptr              ? *storage_durability_
+                                                                      : std::string("1 copy on this node");
   if (was_on) return;
   auto* ml = dynamic_cast<ledger::ManagedLedger*>(log_.get());
   if (ml == nullptr) return;
@@ -396,6 +398,11 @@ void Topic::reset_subscription(const std::string& name, Position mark_delete, le
     }
     done(st);
   });
+}
+
+bool Topic::idle() const {
+  return !closed_ && producers_.empty() && waiting_producers_.empty() && held_.empty() && entry_waiters_.empty() &&
+         dedup_waiters_.empty() && !age_checking_ && consumer_count() == 0 && log_->idle();
 }
 
 size_t Topic::consumer_count() const {

@@ -25,6 +25,7 @@
 #include "broker/rate_meter.h"
 #include "broker/subscription.h"
 #include "broker/tracing.h"
+#include "common/fifo.h"
 #include "common/result.h"
 #include "ledger/log.h"
 #include "metadata/store.h"
@@ -133,6 +134,9 @@ class Topic {
   // on. REQUIRES: before the first apply_policies; `recorder` (its home's)
   // outlives the topic.
   void set_trace_recorder(TraceRecorder* recorder) { trace_recorder_ = recorder; }
+  // How the storage keeps this topic's entries, for the persisted event of
+  // a trace (BrokerOptions::storage_durability). `durability` outlives the topic.
+  void set_storage_durability(const std::string* durability) { storage_durability_ = durability; }
   // The publish rate limits of this topic (publish_limiter.h), which the
   // connections producing to it charge. Kept while the topic is loaded.
   void set_publish_limits(std::shared_ptr<PublishLimits> limits) { publish_limits_ = std::move(limits); }
@@ -253,6 +257,15 @@ class Topic {
   // continues after an asynchronous step checks it before using the topic.
   std::weak_ptr<bool> liveness() const { return alive_; }
 
+  // When the topic was last used (steady clock, ms): BrokerService::with_topic
+  // touches it for every request that reaches it.
+  void touch(int64_t now_ms) { last_used_ms_ = now_ms; }
+  int64_t last_used_ms() const { return last_used_ms_; }
+  // Nobody is attached and nothing is under way: no producer (admitted or
+  // waiting), no consumer, no held publish, no waiter for entries, and an
+  // idle log. Such a topic may leave memory; the next use loads it again.
+  bool idle() const;
+
   TopicStats stats() const;
   // stats() plus message and byte rates per second (see RateMeter).
   TopicStats stats_at(RateMeter::Clock::time_point now);
@@ -338,7 +351,7 @@ class Topic {
   uint64_t max_unacked_per_consumer_ = Subscription::kDefaultMaxUnackedPerConsumer;
   uint64_t max_unacked_per_subscription_ = Subscription::kDefaultMaxUnackedPerSubscription;
   QuotaBlock quota_block_ = QuotaBlock::kNone;
-  std::deque<HeldPublish> held_;  // publishes waiting for deduplication or the quota
+  common::Fifo<HeldPublish> held_;  // publishes waiting for deduplication or the quota
   std::unique_ptr<runtime::Timer> hold_timer_;
   ProducerAccess access_;
   std::map<uint64_t, WaitingProducer> waiting_producers_;
@@ -352,8 +365,10 @@ class Topic {
   uint64_t removed_messages_out_ = 0;  // from subscriptions since removed
   uint64_t removed_bytes_out_ = 0;
   bool closed_ = false;
+  int64_t last_used_ms_ = 0;
   std::map<std::string, RateMeter> meters_;  // "in", "out", "p/<id>", "s/<name>", "c/<name>/<id>"
   TraceRecorder* trace_recorder_ = nullptr;
+  const std::string* storage_durability_ = nullptr;
   std::shared_ptr<PublishLimits> publish_limits_;
   // dispatchRate (shared by the subscriptions; null: none) and
   // subscriptionDispatchRate (each subscription's own; -1: none), per second.

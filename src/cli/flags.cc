@@ -60,6 +60,10 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
   cmd.add_option("--housekeeping-secs", c.housekeeping_secs,
                  "How often topics roll ledgers over by age, apply retention and expire messages past their TTL")
       ->capture_default_str()->check(CLI::Range(1, 3600));
+  cmd.add_option("--topic-idle-unload-secs", c.topic_idle_unload_secs,
+                 "Unload a persistent topic with no producer or consumer unused this long (it loads again on use; "
+                 "0: never)")
+      ->capture_default_str()->check(CLI::Range(0, 86400 * 365));
   cmd.add_option("--storage-quota-check-secs", c.storage_quota_check_secs,
                  "How often tenants with a storage quota have their stored bytes summed (publishing is refused while "
                  "at or over it)")

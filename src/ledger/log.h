@@ -77,6 +77,9 @@ class Log {
   // log was opened: each is skipped for every reader and acknowledged for
   // every cursor, so that one bad record costs only itself.
   virtual uint64_t damaged_entries() const { return 0; }
+  // True when nothing is under way: no add or cursor write in flight, no
+  // add waiting. A log that is idle may be closed without making anyone wait.
+  virtual bool idle() const { return true; }
   // Adds after it fail.
   virtual void close(Callback<common::Status> done) = 0;
 };

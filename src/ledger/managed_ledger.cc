@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "common/stage_timing.h"
 #include "ledger/records_generated.h"
 
 namespace magnetar::ledger {
@@ -192,12 +193,22 @@ void ManagedLedger::recover(Callback<Status> done) {
 }
 
 void ManagedLedger::persist_chain(Callback<Status> done) {
+  chain_waiters_.push_back(std::move(done));
+  if (!chain_writing_) write_chain();
+}
+
+void ManagedLedger::write_chain() {
+  chain_writing_ = true;
+  std::vector<Callback<Status>> waiters;
+  waiters.swap(chain_waiters_);
   auto self = shared_from_this();
   store_.put(chain_key(), encode_chain(chain_), metadata::PutOptions{chain_version_, 0},
-             [self, done](Result<metadata::Stat> st) {
-               if (!st) return done(st.status());
-               self->chain_version_ = st->version;
-               done(Status::ok());
+             [self, waiters = std::move(waiters)](Result<metadata::Stat> st) {
+               self->chain_writing_ = false;
+               if (st) self->chain_version_ = st->version;
+               for (const auto& w : waiters) w(st ? Status::ok() : st.status());
+               // Changes made meanwhile go in one more write of the latest chain.
+               if (!self->chain_waiters_.empty() && !self->chain_writing_) self->write_chain();
              });
 }
 
@@ -231,7 +242,7 @@ void ManagedLedger::add_entry(MessageHeader header, Slice payload, Callback<Resu
   if (state_ == State::kClosed) {
     return later([done]() { done(Status::failed_precondition("managed ledger is closed")); });
   }
-  PendingAdd add{std::move(header), std::move(payload), std::move(done)};
+  PendingAdd add{std::move(header), std::move(payload), std::move(done), common::monotonic_ns()};
   if (state_ != State::kReady) {
     waiting_.push_back(std::move(add));
     return;
@@ -248,6 +259,7 @@ void ManagedLedger::submit(PendingAdd add) {
   s.size = add.payload.size();
   s.messages = add.header.messages;
   s.done = std::move(add.done);
+  s.timing.accepted_ns = add.accepted_ns;
   send(std::move(s));
   maybe_roll_over();
 }
@@ -256,6 +268,7 @@ void ManagedLedger::send(SubmittedAdd add) {
   next_entry_ = add.entry + 1;
   current_bytes_ += add.bytes.size();
   ++in_flight_;
+  add.timing.sent_ns = common::monotonic_ns();
   auto self = shared_from_this();
   const LedgerId lid = writer_.ledger;
   Slice bytes = add.bytes;
@@ -289,6 +302,8 @@ void ManagedLedger::on_added(SubmittedAdd add, LedgerId lid, Status st) {
       l.size += add.size;
       l.record_entry(add.messages);
     }
+    add.timing.stored_ns = common::monotonic_ns();
+    ScopedAddTiming timing(&add.timing);
     add.done(Position{lid, add.entry});
   } else {
     add.done(st);
@@ -312,10 +327,10 @@ void ManagedLedger::back_off() {
 void ManagedLedger::resume_after_back_off() {
   if (state_ != State::kBackingOff) return;
   state_ = State::kReady;
-  std::deque<SubmittedAdd> refused;
+  common::Fifo<SubmittedAdd> refused;
   refused.swap(refused_);
   for (SubmittedAdd& add : refused) send(std::move(add));
-  std::deque<PendingAdd> waiting;
+  common::Fifo<PendingAdd> waiting;
   waiting.swap(waiting_);
   for (PendingAdd& add : waiting) {
     if (state_ == State::kReady) {
@@ -324,6 +339,14 @@ void ManagedLedger::resume_after_back_off() {
       waiting_.push_back(std::move(add));
     }
   }
+}
+
+bool ManagedLedger::idle() const {
+  if (state_ != State::kReady || in_flight_ > 0 || !waiting_.empty() || !refused_.empty()) return false;
+  for (const auto& [name, slot] : cursors_) {
+    if (slot.writing) return false;
+  }
+  return true;
 }
 
 void ManagedLedger::maybe_roll_over() {
@@ -341,10 +364,10 @@ void ManagedLedger::roll_over() {
 }
 
 void ManagedLedger::fail_waiting(const Status& st) {
-  std::deque<SubmittedAdd> refused;
+  common::Fifo<SubmittedAdd> refused;
   refused.swap(refused_);
   for (SubmittedAdd& add : refused) add.done(st);
-  std::deque<PendingAdd> waiting;
+  common::Fifo<PendingAdd> waiting;
   waiting.swap(waiting_);
   for (PendingAdd& add : waiting) add.done(st);
 }
@@ -364,7 +387,7 @@ void ManagedLedger::finish_roll_over() {
         self->fail_waiting(st);
         return;
       }
-      std::deque<PendingAdd> waiting;
+      common::Fifo<PendingAdd> waiting;
       waiting.swap(self->waiting_);
       for (PendingAdd& add : waiting) {
         if (self->state_ == State::kReady) {

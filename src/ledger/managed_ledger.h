@@ -34,7 +34,9 @@
 #include <vector>
 
 #include "common/bytes.h"
+#include "common/fifo.h"
 #include "common/result.h"
+#include "ledger/add_timing.h"
 #include "ledger/cursor.h"
 #include "ledger/entry_codec.h"
 #include "ledger/ledger_chain.h"
@@ -137,6 +139,7 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   const LedgerChain& chain() const override { return chain_; }
   int64_t next_message_index() const override { return next_index_; }
   uint64_t damaged_entries() const override { return damaged_entries_; }
+  bool idle() const override;
   // Seals the current ledger and flushes the cursors.
   void close(Callback<common::Status> done) override;
 
@@ -147,6 +150,7 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
     MessageHeader header;
     common::Slice payload;
     Callback<common::Result<Position>> done;
+    int64_t accepted_ns = 0;
   };
   // An add handed to storage: kept to hand it again when storage's queue
   // was full (the entry is not taken then, nor any after it).
@@ -156,6 +160,7 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
     uint64_t size = 0;    // payload bytes
     uint32_t messages = 1;
     Callback<common::Result<Position>> done;
+    AddTiming timing;  // for the callback (add_timing.h)
   };
   struct CursorSlot {
     Cursor cursor;
@@ -177,7 +182,11 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   // Completes once cursor `name`'s latest state has settled in the store.
   void when_persisted(const std::string& name, Callback<common::Status> done);
   void start_new_ledger(Callback<common::Status> done);
+  // Writes the chain as it stands. One write at a time (a rollover and a
+  // trim may both change it): calls made during a write are answered by
+  // the next one, which carries every change so far.
   void persist_chain(Callback<common::Status> done);
+  void write_chain();
   void submit(PendingAdd add);
   void send(SubmittedAdd add);
   void on_added(SubmittedAdd add, LedgerId ledger, common::Status st);
@@ -213,6 +222,8 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   State state_ = State::kOpening;
   LedgerChain chain_;
   int64_t chain_version_ = metadata::kMustNotExist;
+  bool chain_writing_ = false;
+  std::vector<Callback<common::Status>> chain_waiters_;  // for the next chain write
   storage::LedgerWriter writer_;
   EntryId next_entry_ = 0;   // next id to add in the current ledger
   uint64_t current_bytes_ = 0;  // bytes submitted to the current ledger
@@ -222,8 +233,8 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   uint64_t entries_added_ = 0;
   uint64_t damaged_entries_ = 0;
   std::set<Position> damaged_;  // those found so far (bounded by kMaxDamagedRemembered)
-  std::deque<PendingAdd> waiting_;  // adds held while rolling over or backing off
-  std::deque<SubmittedAdd> refused_;  // adds storage refused for a full queue, in entry order
+  common::Fifo<PendingAdd> waiting_;  // adds held while rolling over or backing off
+  common::Fifo<SubmittedAdd> refused_;  // adds storage refused for a full queue, in entry order
   std::chrono::milliseconds back_off_{0};
   std::unique_ptr<runtime::Timer> back_off_timer_;
   std::map<std::string, CursorSlot> cursors_;

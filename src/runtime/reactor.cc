@@ -94,6 +94,12 @@ Reactor::PushResult Reactor::push(Task& task) {
   } else if (!mailbox_.try_push(task)) {
     r = PushResult::kFull;
   } else {
+    // uv_async_send first reads the handle's pending flag and sends nothing
+    // when it is set. Without a full fence that read can pass the store that
+    // published the task (x86 reorders a store with a later load), see a
+    // flag the loop has just cleared, and leave the task asleep in the
+    // mailbox until something else wakes the loop: a lost wakeup.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     uv_async_send(&wakeup_);
   }
   posters_.fetch_sub(1);

@@ -47,6 +47,10 @@ struct Config {
   // How often each reactor runs topic housekeeping: rollover by age,
   // retention, message TTL.
   uint32_t housekeeping_secs = 60;
+  // A persistent topic with nothing attached and unused this long leaves
+  // memory at the next housekeeping run; its next use loads it again.
+  // 0: topics stay loaded.
+  uint32_t topic_idle_unload_secs = 300;
   // How often tenants' stored bytes are summed against their storage
   // quotas (only tenants that have one).
   uint32_t storage_quota_check_secs = 30;

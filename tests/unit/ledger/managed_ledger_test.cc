@@ -1,6 +1,11 @@
 #include <cstdio>
+#include <future>
 #include <optional>
+#include <thread>
 
+#include "common/metrics.h"
+#include "common/stage_timing.h"
+#include "ledger/add_timing.h"
 #include "storage/segment.h"
 #include "utils/ledger_fixture.h"
 
@@ -164,6 +169,41 @@ TEST_F(ManagedLedgerTest, AFullStorageQueueHoldsAddsBackInOrder) {
   EXPECT_EQ(ml->next_message_index(), kAdds);
 }
 
+TEST_F(ManagedLedgerTest, AnAddsCallbackSeesWhereItsTimeWent) {
+  auto& queued = common::MetricsRegistry::global().histogram(
+      "magnetar_storage_journal_stage_seconds", "", common::stage_latency_bounds(), {{"stage", "queue"}});
+  auto& completed = common::MetricsRegistry::global().histogram(
+      "magnetar_storage_journal_stage_seconds", "", common::stage_latency_bounds(), {{"stage", "complete"}});
+  const uint64_t queued_before = queued.count();
+  const uint64_t completed_before = completed.count();
+  auto ml = open("timed");
+  ASSERT_NE(ml, nullptr);
+  std::promise<std::optional<AddTiming>> seen;
+  const int64_t before = common::monotonic_ns();
+  reactor_.run_sync([&] {
+    EXPECT_EQ(current_add_timing(), nullptr);
+    MessageHeader h;
+    h.producer = "p";
+    ml->add_entry(h, Slice::copy_of("m"), [&](Result<Position> r) {
+      EXPECT_TRUE(r.is_ok());
+      const AddTiming* t = current_add_timing();
+      seen.set_value(t != nullptr ? std::optional<AddTiming>(*t) : std::nullopt);
+    });
+  });
+  auto future = seen.get_future();
+  ASSERT_EQ(future.wait_for(kWait), std::future_status::ready);
+  std::optional<AddTiming> t = future.get();
+  ASSERT_TRUE(t.has_value());
+  EXPECT_LE(before, t->accepted_ns);
+  EXPECT_LE(t->accepted_ns, t->sent_ns);
+  EXPECT_LE(t->sent_ns, t->stored_ns);
+  EXPECT_LE(t->stored_ns, common::monotonic_ns());
+  reactor_.run_sync([&] { EXPECT_EQ(current_add_timing(), nullptr); });
+  // The journal measured the same add (and the ledger's own records).
+  EXPECT_GT(queued.count(), queued_before);
+  EXPECT_GT(completed.count(), completed_before);
+}
+
 TEST_F(ManagedLedgerTest, TrimDeletesLedgersEveryCursorPassed) {
   ManagedLedgerConfig config;
   config.max_entries_per_ledger = 5;
@@ -285,6 +325,12 @@ TEST_F(ManagedLedgerTest, MaintenanceRollsAnAgedLedgerOverAndTrims) {
   auto p = add(*ml, "aged");  // rolls over right after (age 0)
   ASSERT_TRUE(p.is_ok());
   ASSERT_TRUE(add(*ml, "next").is_ok());
+  // "next" rolls its ledger over too: let the new, empty one settle first.
+  auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (reactor_.run_sync([&] { return ml->chain().back().entries; }) != 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   const size_t ledgers = ml->chain().ledgers().size();
   EXPECT_GE(ledgers, 2u);
   reactor_.run_sync([&] { ASSERT_TRUE(ml->ack_cumulative("sub", *p).is_ok()); });

@@ -377,6 +377,44 @@ TEST_F(StorageImplTest, CallbacksRunOnTheCallingReactor) {
   reactor.stop();
 }
 
+// One reactor too busy to take its acknowledgements (its mailbox is full)
+// must not hold back another reactor's: the journal used to wait for room.
+TEST_F(StorageImplTest, ABusyReactorDoesNotHoldBackAnotherOnesAcknowledgements) {
+  start();
+  auto w1 = create(1);
+  auto w2 = create(2);
+  runtime::Reactor busy(0, "reactor-busy", 2);
+  runtime::Reactor free(1, "reactor-free");
+  busy.start();
+  free.start();
+  std::promise<void> gate, started;
+  std::promise<bool> busy_added, free_added;
+  auto gate_open = gate.get_future().share();
+  ASSERT_TRUE(busy.post([&, gate_open]() {
+                    storage_->add_entry(w1, 0, Slice::copy_of("x"),
+                                        [&](common::Status st) { busy_added.set_value(st.is_ok()); });
+                    started.set_value();
+                    gate_open.wait();
+                  })
+                  .is_ok());
+  started.get_future().wait();
+  while (busy.post([] {}).is_ok()) {
+  }
+  free.run_sync([&] {
+    storage_->add_entry(w2, 0, Slice::copy_of("y"), [&](common::Status st) { free_added.set_value(st.is_ok()); });
+  });
+  auto f = free_added.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready)
+      << "an add on one reactor waited for another reactor's full mailbox";
+  EXPECT_TRUE(f.get());
+  gate.set_value();
+  auto b = busy_added.get_future();
+  ASSERT_EQ(b.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  EXPECT_TRUE(b.get());
+  busy.stop();
+  free.stop();
+}
+
 TEST_F(StorageImplTest, OversizedEntriesAreRefused) {
   start();
   auto w = create(1);
