@@ -436,6 +436,7 @@ void AmqpConnection::channel_error(Channel& ch, const AmqpError& e) {
 
 void AmqpConnection::close_channel(Channel& ch) {
   release_consumers(*this, ch);
+  take_tx(ch);  // an open transaction is rolled back
   // What waited behind the channel's publishes never runs now.
   for (const Channel::Deferred& d : ch.deferred) held_.remove(d.body.size());
   ch.deferred.clear();
@@ -447,6 +448,40 @@ void AmqpConnection::close_channel(Channel& ch) {
   ch.unacked.clear();
   // A channel closed by the client is gone now; one we closed waits for
   // close-ok (handle_method).
+}
+
+bool AmqpConnection::hold_in_tx(Channel& ch, size_t bytes, uint32_t key) {
+  const auto& options = service_.options();
+  if (tx_held_ + 1 > options.max_tx_messages) {
+    channel_error(ch, {kPreconditionFailed,
+                       fmt::format("transaction limit: a connection's transactions hold at most {} publishes and "
+                                   "acknowledgements until tx.commit",
+                                   options.max_tx_messages),
+                       key});
+    return false;
+  }
+  if (tx_held_bytes_ + bytes > options.max_tx_bytes) {
+    channel_error(ch, {kPreconditionFailed,
+                       fmt::format("transaction limit: a connection's transactions hold at most {} bytes of message "
+                                   "bodies until tx.commit",
+                                   options.max_tx_bytes),
+                       key});
+    return false;
+  }
+  ++tx_held_;
+  tx_held_bytes_ += bytes;
+  ch.tx_bytes += bytes;
+  return true;
+}
+
+std::pair<std::vector<Channel::Deferred>, std::vector<Method>> AmqpConnection::take_tx(Channel& ch) {
+  std::pair<std::vector<Channel::Deferred>, std::vector<Method>> held;
+  held.first.swap(ch.tx_publishes);
+  held.second.swap(ch.tx_settles);
+  tx_held_ -= held.first.size() + held.second.size();
+  tx_held_bytes_ -= ch.tx_bytes;
+  ch.tx_bytes = 0;
+  return held;
 }
 
 void AmqpConnection::connection_error(const AmqpError& e) {

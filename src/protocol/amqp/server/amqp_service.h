@@ -45,6 +45,9 @@
 
 namespace magnetar::protocol::amqp {
 
+inline constexpr size_t kDefaultMaxTxMessages = 10000;
+inline constexpr size_t kDefaultMaxTxBytes = 64 << 20;
+
 struct AmqpServiceOptions {
   std::string bind = "127.0.0.1";
   uint16_t port = 5672;
@@ -59,6 +62,13 @@ struct AmqpServiceOptions {
   uint16_t channel_max = 2047;
   uint32_t frame_max = kDefaultFrameMax;
   uint16_t heartbeat_secs = 60;
+  // Per connection, over its channels: the publishes and acknowledgements
+  // transactions (tx.select) hold until tx.commit, and the publishes' body
+  // bytes. The channel whose publish or acknowledgement would pass either
+  // is closed with 406 PRECONDITION_FAILED naming the limit: holding the
+  // client back instead would deadlock one that waits to commit.
+  size_t max_tx_messages = kDefaultMaxTxMessages;
+  size_t max_tx_bytes = kDefaultMaxTxBytes;
 };
 
 // What /metrics shows of AMQP (magnetar_amqp_*). Updated with relaxed

@@ -102,7 +102,7 @@ void handle_ack(AmqpConnection& c, Channel& ch, const Method& m) {
     return;
   }
   if (ch.tx) {
-    ch.tx_settles.push_back(m);  // applied at tx.commit
+    if (c.hold_in_tx(ch, 0, key)) ch.tx_settles.push_back(m);  // applied at tx.commit
     return;
   }
   const uint64_t tag = m.u("delivery-tag");

@@ -40,7 +40,7 @@ void confirm(AmqpConnection& c, Channel& ch, uint64_t seq, bool ok) {
 
 void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const ContentHeader& header, Slice body) {
   if (ch.tx) {
-    ch.tx_publishes.push_back({publish, header, std::move(body)});
+    if (c.hold_in_tx(ch, body.size(), publish.key())) ch.tx_publishes.push_back({publish, header, std::move(body)});
     return;
   }
   const std::string& exchange = publish.str("exchange");
@@ -147,15 +147,11 @@ void handle_confirm_tx(AmqpConnection& c, Channel& ch, const Method& m) {
       return c.send_method(ch.id, Method::of(m::kTxSelectOk));
     case m::kTxRollback:
       if (!ch.tx) return c.channel_error(ch, {kPreconditionFailed, "channel is not transactional", m.key()});
-      ch.tx_publishes.clear();
-      ch.tx_settles.clear();
+      c.take_tx(ch);
       return c.send_method(ch.id, Method::of(m::kTxRollbackOk));
     case m::kTxCommit: {
       if (!ch.tx) return c.channel_error(ch, {kPreconditionFailed, "channel is not transactional", m.key()});
-      auto publishes = std::move(ch.tx_publishes);
-      auto settles = std::move(ch.tx_settles);
-      ch.tx_publishes.clear();
-      ch.tx_settles.clear();
+      auto [publishes, settles] = c.take_tx(ch);
       if (publishes.empty() && settles.empty()) return c.send_method(ch.id, Method::of(m::kTxCommitOk));
       const uint16_t id = ch.id;
       const uint64_t serial = ch.serial;

@@ -1,7 +1,11 @@
 // GET_TOPICS_OF_NAMESPACE: the topics a pattern or multi-topic consumer
 // subscribes to. The list comes from metadata (partitions of partitioned
 // topics and topics with a log), filtered by the client's pattern, with a
-// hash so a client polling an unchanged namespace gets no list back.
+// hash so a client polling an unchanged namespace gets no list back. The
+// answer grows with the namespace, not with the request: it counts among
+// the connection's requests awaiting an answer for the size of the largest
+// list the connection was sent (its first, whose size nothing tells, for
+// the whole bytes bound, so it is handled alone).
 //
 // The pattern is compiled (topics_pattern.h: RE2, linear time, bounded
 // size) and matched on the connection's reactor: the metadata thread, which
@@ -27,6 +31,14 @@ std::string topics_hash(const std::vector<std::string>& topics) {
     crc = common::crc32c::extend(crc, "\n", 1);
   }
   return fmt::format("{:08x}", crc);
+}
+
+// The bytes `topics` take in an answer (each name with its field's tag and
+// length), and what the answer around them costs.
+size_t list_bytes(const std::vector<std::string>& topics) {
+  size_t bytes = 64;
+  for (const auto& t : topics) bytes += t.size() + 4;
+  return bytes;
 }
 
 }  // namespace
@@ -66,7 +78,7 @@ void handle_get_topics_of_namespace(PulsarConnection& c, const proto::CommandGet
   std::string client_hash = cmd.topics_hash();
   auto* tenancy = c.service().tenancy();
   Status st = c.service().on_metadata_thread([tenancy, ns = *ns, domains, pattern = std::move(pattern), client_hash,
-                                              request_id, reply = c.request_replier()]() {
+                                              request_id, reply = c.request_replier(c.topic_list_bytes())]() {
     std::vector<std::string> listed_topics;
     Status failed;
     for (auto d : domains) {
@@ -93,6 +105,7 @@ void handle_get_topics_of_namespace(PulsarConnection& c, const proto::CommandGet
       r->set_filtered(filtered);
       std::string hash = topics_hash(topics);
       r->set_topics_hash(hash);
+      conn.remember_topic_list(list_bytes(topics));
       if (!client_hash.empty() && client_hash == hash) {
         r->set_changed(false);
       } else {
