@@ -94,26 +94,32 @@ def make_topics(node, n, progress):
     def sample(done):
         samples.append((done, rss_bytes(node.proc.pid)))
         progress(done)
-    sent = done = 0
+    sent = done = closes = 0
+
+    def answer():
+        """Reads one answer; counts it as a subscribe or a close."""
+        nonlocal done, closes
+        f = wire.next(None, timeout=60)
+        if f.type == pb.BaseCommand.ERROR:
+            raise SystemExit("subscribe refused: %s" % f.cmd.error.message)
+        if f.type != pb.BaseCommand.SUCCESS:
+            return
+        if f.cmd.success.request_id > n:
+            closes += 1
+            return
+        done += 1
+        # Closed at once: the topic stays with its subscription and no consumer.
+        wire.write(command("CLOSE_CONSUMER", consumer_id=f.cmd.success.request_id,
+                           request_id=n + f.cmd.success.request_id))
+        if done % max(1, n // 10) == 0:
+            sample(done)
     while done < n:
         while sent < n and sent - done < WINDOW:
             wire.write(subs[sent])
             sent += 1
-        f = wire.next(None, timeout=60)
-        if f.type == pb.BaseCommand.ERROR:
-            raise SystemExit("subscribe refused: %s" % f.cmd.error.message)
-        if f.type == pb.BaseCommand.SUCCESS:
-            done += 1
-            # Closed at once: the topic stays with its subscription and no consumer.
-            wire.write(command("CLOSE_CONSUMER", consumer_id=f.cmd.success.request_id,
-                               request_id=n + f.cmd.success.request_id))
-            if done % max(1, n // 10) == 0:
-                sample(done)
-    closes = 0
+        answer()
     while closes < n:
-        f = wire.next(None, timeout=60)
-        if f.type == pb.BaseCommand.SUCCESS and f.cmd.success.request_id > n:
-            closes += 1
+        answer()
     elapsed = time.monotonic() - started
     wire.close()
     time.sleep(2)

@@ -33,6 +33,7 @@ packages=(
   librdkafka-dev        # bench/kafka: kafka_perf, the Kafka produce path through librdkafka
   librabbitmq-dev rabbitmq-server  # bench/amqp: amqp_perf (librabbitmq) and the broker it is compared with
   libssl-dev            # security/: JWT signatures with libcrypto; runtime/, client/: TLS listeners and clients with libssl
+  libre2-dev            # protocol/pulsar/: clients' topic patterns matched in linear time
 )
 
 missing=()

@@ -23,11 +23,25 @@ void HttpSession::on_data(runtime::Connection& conn, common::SliceChain& input) 
   conn_ = &conn;
   input_ = &input;
   if (!waiting_) parse(conn, input);
+  update_reading(conn, input);
 }
 
+void HttpSession::update_reading(runtime::Connection& conn, const common::SliceChain& input) {
+  const bool hold = waiting_ && input.size() > kMaxHeldInput;
+  if (hold == paused_) return;
+  paused_ = hold;
+  if (hold) {
+    conn.pause_reading();
+  } else {
+    conn.resume_reading();
+  }
+}
+
+// Stops at a request with its handler and while the connection is not
+// writable; the connection calls on_data again once it is.
 void HttpSession::parse(runtime::Connection& conn, common::SliceChain& input) {
   parsing_ = true;
-  while (!waiting_ && !conn.closing() && !input.empty()) {
+  while (!waiting_ && !conn.closing() && conn.writable() && !input.empty()) {
     auto result = parser_.parse(input);
     if (result == HttpRequestParser::Result::kNeedMore) break;
     if (result == HttpRequestParser::Result::kError) {
@@ -86,8 +100,12 @@ void HttpSession::send(runtime::Connection& conn, HttpResponse response, bool cl
       auto link = weak.lock();
       if (!link || link->session == nullptr) return;
       HttpSession* s = link->session;
-      if (s->conn_ != nullptr && !s->waiting_ && !s->parsing_) s->parse(*s->conn_, *s->input_);
+      if (s->conn_ == nullptr || s->waiting_ || s->parsing_) return;
+      s->parse(*s->conn_, *s->input_);
+      s->update_reading(*s->conn_, *s->input_);
     });
+  } else if (!parsing_ && input_ != nullptr) {
+    update_reading(conn, *input_);
   }
 }
 

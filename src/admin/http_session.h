@@ -1,6 +1,14 @@
 // HttpSession: the ConnectionHandler behind HttpServer (one per connection).
 // Decodes requests with HttpRequestParser, routes them, and writes answers in
 // request order.
+//
+// Back-pressure: one request is with its handler at a time. Meanwhile the
+// session stops reading its socket once more than kMaxHeldInput bytes of
+// input wait undecoded, and reads again after the answer, so a client that
+// pipelines requests is held back by TCP instead of filling the
+// connection's input. Decoding also stops while the connection is not
+// writable (its output over the high watermark): a client that does not
+// read its answers gets no more of them.
 #pragma once
 
 #include <memory>
@@ -27,7 +35,14 @@ class HttpSession final : public runtime::ConnectionHandler {
     HttpSession* session;
   };
 
+  // Undecoded input past which the session stops reading while a request
+  // is being answered.
+  static constexpr size_t kMaxHeldInput = 64 << 10;
+
   void parse(runtime::Connection& conn, common::SliceChain& input);
+  // Stops reading while a request is with its handler and more than
+  // kMaxHeldInput bytes wait undecoded; reads again otherwise.
+  void update_reading(runtime::Connection& conn, const common::SliceChain& input);
   void dispatch(std::unique_ptr<HttpRequest> request);
   void send(runtime::Connection& conn, HttpResponse response, bool close_after);
 
@@ -39,6 +54,7 @@ class HttpSession final : public runtime::ConnectionHandler {
   common::SliceChain* input_ = nullptr;     // the connection's input chain
   bool waiting_ = false;  // a request is with its handler
   bool parsing_ = false;  // inside parse(): a synchronous answer continues its loop
+  bool paused_ = false;   // reading stopped by update_reading
   bool keep_alive_ = true;
   bool head_request_ = false;
 };

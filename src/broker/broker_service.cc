@@ -1,5 +1,7 @@
 #include "broker/broker_service.h"
 
+#include <malloc.h>
+
 #include <chrono>
 #include <future>
 #include <mutex>
@@ -252,6 +254,7 @@ void BrokerService::open(Shard& shard, const TopicName& topic, std::optional<Nam
         slot->restore_subscriptions();
         slot->set_metadata(&store_, dedup_snapshot_key(topic));
         slot->set_trace_recorder(shard.tracer.get());
+        slot->set_storage_durability(&options_.storage_durability);
         attach_policies(*slot);
         // Message TTL catches up on the time it spent unloaded (retention
         // trims at the next housekeeping run, as for any loaded topic).
@@ -338,6 +341,15 @@ int64_t BrokerService::steady_ms() {
 
 void BrokerService::maintain(size_t reactor) {
   unload_idle(reactor);
+  // Topics that left memory leave freed pages in the allocator's arenas;
+  // once many have gone, give those pages back (one pass, from one reactor).
+  if (reactor == 0 && unloaded_since_trim_.load(std::memory_order_relaxed) >= kTrimAfterUnloads) {
+    unloaded_since_trim_.store(0, std::memory_order_relaxed);
+    const auto start = std::chrono::steady_clock::now();
+    malloc_trim(0);
+    MLOG_DEBUG("returned freed memory to the system after idle topics left, in {} us",
+               std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count());
+  }
   for (auto& [name, topic] : shards_[reactor]->topics) {
     if (!topic->closed()) topic->maintain_producers();
     auto* ml = dynamic_cast<ledger::ManagedLedger*>(&topic->log());
@@ -370,6 +382,7 @@ void BrokerService::unload_idle(size_t reactor) {
       auto it = shard.topics.find(key);
       if (it == shard.topics.end() || it->second.get() != topic || !topic->idle() || stopping_) return;
       unloaded.inc();
+      unloaded_since_trim_.fetch_add(1, std::memory_order_relaxed);
       MLOG_DEBUG("topic {} unused for {} ms: unloading it", key, options_.topic_idle_unload.count());
       close_and_forget(shard, key, topic, Status::unavailable("topic " + key + " was unloaded while idle"),
                        [key](Status closed) {

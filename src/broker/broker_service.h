@@ -48,6 +48,10 @@ struct BrokerOptions {
   // (Topic::idle), leaves memory at the next housekeeping pass; its next use
   // loads it again. Zero keeps topics loaded.
   std::chrono::milliseconds topic_idle_unload{std::chrono::minutes(5)};
+  // How this node's storage keeps an entry, as message traces say it
+  // ("1 copy on this node, fsync always"): what the storage does, not what
+  // a namespace's persistence policy asks for.
+  std::string storage_durability = "1 copy on this node";
   // Non-persistent topics keep at most this much in memory each.
   size_t non_persistent_max_entries = 10000;
   size_t non_persistent_max_bytes = 64u << 20;
@@ -218,6 +222,9 @@ class BrokerService final : public runtime::Component {
   std::vector<std::unique_ptr<Shard>> shards_;  // by reactor index
   std::shared_ptr<PolicyRefresh> policy_refresh_;
   bool stopping_ = false;
+  // Topics unloaded while idle since the allocator was last trimmed.
+  static constexpr uint64_t kTrimAfterUnloads = 1000;
+  std::atomic<uint64_t> unloaded_since_trim_{0};
 };
 
 }  // namespace magnetar::broker

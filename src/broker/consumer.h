@@ -5,11 +5,20 @@
 // subscription's dispatcher hands it entries while it has permits. Kafka and
 // AMQP handlers do the same through their own flow control.
 //
+// Permits are the client's word, not proof that it reads. A handler whose
+// connection buffers what it is handed can also give the consumer a
+// delivery credit (ConsumerOptions::delivery_credit): bytes of entries,
+// each costing delivery_cost(), that it may be handed before the handler
+// gives more (Subscription::add_credit), which it does as what it was
+// handed leaves for the client. A client that stops reading then holds
+// the node to that credit, plus one entry, whatever permits it granted.
+//
 // Threads: a Consumer and its Subscription live on the topic's home reactor.
 // ConsumerSink methods are called there; a sink whose connection lives on
 // another reactor posts to it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -51,11 +60,21 @@ struct Delivery {
   std::vector<uint64_t> batch_acks;
 };
 
+// What an entry handed to a consumer costs against its delivery credit:
+// its payload and a fixed amount for what its delivery holds besides (the
+// Delivery, a protocol's frame head), so that small entries count too.
+inline constexpr int64_t kDeliveryOverheadBytes = 256;
+inline int64_t delivery_cost(size_t payload_bytes) {
+  return static_cast<int64_t>(payload_bytes) + kDeliveryOverheadBytes;
+}
+
 class ConsumerSink {
  public:
   virtual ~ConsumerSink() = default;
   // Entries for this consumer, in order. Never more messages than the
-  // permits given, except that one batch entry may overshoot them.
+  // permits given, except that one batch entry may overshoot them; with a
+  // delivery credit, never more delivery_cost() than the credit given,
+  // except that one entry may overshoot it.
   virtual void deliver(std::vector<Delivery> entries) = 0;
   // The broker detached this consumer (topic closed or deleted, subscription
   // removed). The sink must not call its Consumer after this.
@@ -88,12 +107,20 @@ struct ConsumerOptions {
   // consumer still holds earlier entries of that key unacknowledged.
   bool allow_out_of_order = false;
   ClientInfo client{};
+  // Bytes of entries (delivery_cost) the consumer may be handed before
+  // its handler adds credit (Subscription::add_credit); -1: no credit
+  // bound, permits alone decide.
+  int64_t delivery_credit = -1;
 };
 
 class Consumer {
  public:
   Consumer(uint64_t id, ConsumerOptions options, ConsumerSink* sink)
-      : id_(id), options_(std::move(options)), sink_(sink) {}
+      : id_(id),
+        options_(std::move(options)),
+        sink_(sink),
+        credit_bound_(options_.delivery_credit >= 0),
+        credit_(std::max<int64_t>(0, options_.delivery_credit)) {}
 
   uint64_t id() const { return id_; }
   const ConsumerOptions& options() const { return options_; }
@@ -102,6 +129,9 @@ class Consumer {
   const std::string& name() const { return options_.consumer_name; }
   ConsumerSink* sink() const { return sink_; }
   int64_t permits() const { return permits_; }
+  // The delivery credit left (below zero after an entry overshot it);
+  // meaningful only with a delivery_credit.
+  int64_t credit() const { return credit_; }
 
   // Counters for stats.
   uint64_t messages_out() const { return messages_out_; }
@@ -121,6 +151,8 @@ class Consumer {
   ConsumerOptions options_;
   ConsumerSink* sink_;
   int64_t permits_ = 0;
+  bool credit_bound_;
+  int64_t credit_;
   struct Pending {
     uint32_t deliveries = 0;  // how many times the entry was delivered
     uint32_t messages = 1;    // messages it still counts as unacknowledged

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstdint>
 
 #include "common/clock.h"
 #include "common/logging.h"
@@ -146,8 +147,31 @@ Consumer* Subscription::active_consumer() {
 }
 
 bool Subscription::can_take(const Consumer& c) const {
-  if (c.permits_ <= 0) return false;
+  if (c.permits_ <= 0 || !has_credit(c)) return false;
   return !(limits_apply() && c.blocked_on_unacked_);
+}
+
+void Subscription::charge(Consumer& c, const LedgerEntry& e, uint32_t messages) {
+  c.permits_ -= messages;
+  const int64_t cost = delivery_cost(e.payload.size());
+  if (c.credit_bound_) c.credit_ -= cost;
+  entry_cost_ = cost >= entry_cost_ ? cost : entry_cost_ - (entry_cost_ - cost) / 8;
+}
+
+size_t Subscription::credit_entries(const Consumer* active) const {
+  int64_t credit = 0;
+  if (type_ == SubscriptionType::kShared || type_ == SubscriptionType::kKeyShared) {
+    for (const auto& c : consumers_) {
+      if (!can_take(*c)) continue;
+      if (!c->credit_bound_) return SIZE_MAX;
+      credit += c->credit_;
+    }
+  } else {
+    if (active == nullptr || !active->credit_bound_) return SIZE_MAX;
+    credit = active->credit_;
+  }
+  if (entry_cost_ == 0) return 1;
+  return static_cast<size_t>(std::max<int64_t>(1, (credit + entry_cost_ - 1) / entry_cost_));
 }
 
 int64_t Subscription::total_permits() const {
@@ -162,6 +186,13 @@ void Subscription::flow(uint64_t consumer_id, uint32_t messages) {
   Consumer* c = consumer(consumer_id);
   if (c == nullptr) return;
   c->permits_ += messages;
+  schedule_dispatch();
+}
+
+void Subscription::add_credit(uint64_t consumer_id, int64_t bytes) {
+  Consumer* c = consumer(consumer_id);
+  if (c == nullptr || !c->credit_bound_) return;
+  c->credit_ += bytes;
   schedule_dispatch();
 }
 
@@ -462,7 +493,8 @@ void Subscription::dispatch() {
   }
   Consumer* active = active_consumer();
   int64_t permits = type_ == SubscriptionType::kShared ? total_permits()
-                                                       : (active != nullptr ? active->permits_ : 0);
+                     : active != nullptr && has_credit(*active) ? active->permits_
+                                                                : 0;
   if (permits <= 0) return;
   if (!redeliver_.empty()) {
     Position wanted = redeliver_.begin()->first;
@@ -477,6 +509,7 @@ void Subscription::dispatch() {
   reading_ = true;
   size_t n = static_cast<size_t>(
       std::min<int64_t>({permits, static_cast<int64_t>(kMaxReadEntries), allowance}));
+  n = std::min(n, credit_entries(active));
   std::weak_ptr<bool> alive = alive_;
   log_.read_entries(read_position_, n, [this, alive, gen = generation_](Result<std::vector<LedgerEntry>> r) {
     if (alive.expired() || gen != generation_) return;
@@ -557,9 +590,9 @@ std::vector<LedgerEntry> Subscription::hand_out(std::vector<LedgerEntry> entries
     if (!can_take(c)) return;
     uint64_t room = std::min(consumer_room(c), sub_room);
     std::vector<LedgerEntry> batch;
-    while (next < entries.size() && c.permits_ > 0 && room > 0) {
+    while (next < entries.size() && c.permits_ > 0 && has_credit(c) && room > 0) {
       uint32_t messages = unacked_messages_of(entries[next]);
-      c.permits_ -= messages;
+      charge(c, entries[next], messages);
       room -= std::min<uint64_t>(room, messages);
       if (sub_room != UINT64_MAX) sub_room -= std::min<uint64_t>(sub_room, messages);
       batch.push_back(std::move(entries[next++]));

@@ -9,9 +9,10 @@
 // key_shared_selector.h).
 //
 // Dispatch reads from the log after the read position, at most as many
-// entries as the consumers have permits (and at most kMaxReadEntries), skips
-// entries the cursor already acknowledged, and goes on reading while permits
-// last. When it reaches the end of the log it waits for the topic to call
+// entries as the consumers have permits (and at most kMaxReadEntries, and
+// for consumers with a delivery credit as many as it covers at the recent
+// entries' cost), skips entries the cursor already acknowledged, and goes
+// on reading while permits and credit last. When it reaches the end of the log it waits for the topic to call
 // on_entries_added(). Entries to send again (a consumer left, or asked for
 // redelivery) are read again before new ones.
 //
@@ -129,6 +130,9 @@ class Subscription {
 
   // The client can take `messages` more.
   void flow(uint64_t consumer_id, uint32_t messages);
+  // The consumer's handler can be handed `bytes` more of entries
+  // (delivery_cost); ignored for a consumer without a delivery_credit.
+  void add_credit(uint64_t consumer_id, int64_t bytes);
   // Acknowledgements (individual, cumulative, one message of a batch).
   common::Status ack(uint64_t consumer_id, ledger::Position p);
   common::Status ack_cumulative(uint64_t consumer_id, ledger::Position p);
@@ -184,8 +188,17 @@ class Subscription {
     return type_ == SubscriptionType::kShared || type_ == SubscriptionType::kKeyShared;
   }
   bool limits_apply() const { return holds_back_delayed(); }
-  // Whether consumer c may be given more now (permits, unacked limit).
+  // Whether consumer c may be given more now (permits, delivery credit,
+  // unacked limit).
   bool can_take(const Consumer& c) const;
+  static bool has_credit(const Consumer& c) { return !c.credit_bound_ || c.credit_ > 0; }
+  // Charges c for being handed e, `messages` of whose messages it will see.
+  void charge(Consumer& c, const ledger::LedgerEntry& e, uint32_t messages);
+  // Entries worth reading for the delivery credit of `active` (Exclusive,
+  // Failover) or of the consumers that may take now (Shared, Key_Shared),
+  // at the recent entries' cost; one until an entry showed what they cost;
+  // SIZE_MAX when one of them has no credit bound.
+  size_t credit_entries(const Consumer* active) const;
   // Unacked messages c (or the subscription) may still be given before its
   // limit; UINT64_MAX without one.
   uint64_t consumer_room(const Consumer& c) const;
@@ -265,6 +278,9 @@ class Subscription {
   std::unique_ptr<runtime::Timer> dispatch_timer_;
   uint64_t dispatch_limited_times_ = 0;
   std::function<int64_t()> now_ms_;
+  // What the entries handed out recently cost (delivery_cost): a larger one
+  // at once, smaller ones an eighth of the way each; 0 before the first.
+  int64_t entry_cost_ = 0;
   uint64_t max_unacked_per_consumer_ = kDefaultMaxUnackedPerConsumer;
   uint64_t max_unacked_per_subscription_ = kDefaultMaxUnackedPerSubscription;
   uint64_t unacked_messages_ = 0;            // over every consumer

@@ -75,7 +75,7 @@ void Subscription::dispatch_key_shared(int64_t allowance) {
     }
     uint32_t messages = unacked_messages_of(h->second.entry);
     allowance -= h->second.entry.header.messages;
-    c->permits_ -= messages;
+    charge(*c, h->second.entry, messages);
     room[c] -= std::min<uint64_t>(room[c], messages);
     if (sub_room != UINT64_MAX) sub_room -= std::min<uint64_t>(sub_room, messages);
     auto batch = std::find_if(out.begin(), out.end(), [c](const auto& b) { return b.first == c; });
@@ -105,6 +105,7 @@ void Subscription::dispatch_key_shared(int64_t allowance) {
   size_t n = static_cast<size_t>(std::min<int64_t>(
       {permits, static_cast<int64_t>(kMaxReadEntries), static_cast<int64_t>(kMaxHeldEntries - held_.size()),
        allowance}));
+  n = std::min(n, credit_entries(nullptr));
   reading_ = true;
   log_.read_entries(read_position_, n, [this, alive, gen = generation_](Result<std::vector<LedgerEntry>> r) {
     if (alive.expired() || gen != generation_) return;

@@ -422,6 +422,25 @@ Result<std::vector<std::string>> Tenancy::list_topics(const NamespaceName& ns, T
   return std::vector<std::string>(topics.begin(), topics.end());
 }
 
+Result<std::vector<TopicName>> Tenancy::topics_with_subscription(const NamespaceName& ns,
+                                                                 const std::string& subscription) {
+  const std::string base = "/managed-ledgers/" + ns.to_string() + "/" + std::string(domain_name(TopicDomain::kPersistent));
+  auto ledgers = md::list_children(store_, base);
+  if (!ledgers.is_ok()) return ledgers.status();
+  std::vector<TopicName> out;
+  for (const auto& l : *ledgers) {
+    if (l == kTraceTopicLocal) continue;
+    auto cursor = md::get(store_, base + "/" + l + "/cursors/" + subscription);
+    if (!cursor.is_ok()) {
+      if (cursor.status().code() == ErrorCode::kNotFound) continue;
+      return cursor.status();
+    }
+    auto name = TopicName::of(TopicDomain::kPersistent, ns.tenant, ns.local, l);
+    if (name.is_ok()) out.push_back(std::move(name).value());
+  }
+  return out;
+}
+
 Result<std::vector<std::string>> Tenancy::known_topics(const NamespaceName& ns, TopicDomain domain) {
   auto stored = list_topics(ns, domain);
   if (!stored.is_ok()) return stored.status();

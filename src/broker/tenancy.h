@@ -132,6 +132,10 @@ class Tenancy final : public runtime::Component {
   // Every topic of the namespace in `domain` that metadata knows: partitions
   // of partitioned topics and topics with a managed ledger.
   common::Result<std::vector<std::string>> list_topics(const NamespaceName& ns, TopicDomain domain);
+  // The persistent topics (partitions included) of `ns` that have a stored
+  // durable subscription named `subscription`.
+  common::Result<std::vector<TopicName>> topics_with_subscription(const NamespaceName& ns,
+                                                                  const std::string& subscription);
   // list_topics and the namespace's topics loaded in `domain` (a
   // non-persistent topic lives only in its broker; see set_loaded_topics),
   // sorted, the namespace's trace topic left out.

@@ -117,9 +117,11 @@ void Topic::apply_tracing(const NamespacePolicies& policies) {
     }
     return;
   }
-  const PersistencePolicy durability = policies.persistence.value_or(PersistencePolicy{});
-  tracing_.durability = fmt::format("{} of {} copies, fsync {}", durability.ack_quorum, durability.write_quorum,
-                                    fsync_mode_name(durability.fsync_mode));
+  // What the storage did, not what the persistence policy asks for: one
+  // node keeps one copy, synced as the node is configured.
+  tracing_.durability = name_.domain == TopicDomain::kNonPersistent ? std::string("in memory only (non-persistent)")
+                        : storage_durability_ != nullptr              ? *storage_durability_
+                                                                      : std::string("1 copy on this node");
   if (was_on) return;
   auto* ml = dynamic_cast<ledger::ManagedLedger*>(log_.get());
   if (ml == nullptr) return;
@@ -144,7 +146,7 @@ void Topic::append_traces(common::Slice batch) {
   ledger::MessageHeader header;
   header.publish_time_ms = common::wall_clock_ms();
   header.producer = "broker";
-  log_->add_entry(std::move(header), std::move(batch), [topic = name_.to_string()](Result<Position> r) {
+  log_->add_entry(std::move(header), std::move(batch), [topic = name_.to_string()](Result<ledger::AppendedEntry> r) {
     if (!r.is_ok()) MLOG_WARN("traces not stored in {}: {}", topic, r.status().to_string());
   });
 }

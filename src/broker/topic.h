@@ -120,6 +120,13 @@ class Topic {
   // kResourceExhausted.
   void publish(uint64_t producer_id, ledger::MessageHeader header, common::Slice payload,
                ledger::Callback<common::Result<ledger::Position>> done, int64_t highest_sequence_id = -1);
+  // As publish, completing with the topic-wide index of the entry's first
+  // message as well (Kafka's base offset): the index the log gave the entry
+  // when it took the add, which a publish that waits (held here, or in the
+  // log while it rolls over) learns only then. A duplicate completes with
+  // kDuplicatePosition and first index -1.
+  void publish_appended(uint64_t producer_id, ledger::MessageHeader header, common::Slice payload,
+                        ledger::Callback<common::Result<ledger::AppendedEntry>> done);
 
   // Where deduplication snapshots go; without it deduplication stays off.
   // REQUIRES: before the first apply_policies; `store` outlives the topic.
@@ -134,6 +141,9 @@ class Topic {
   // on. REQUIRES: before the first apply_policies; `recorder` (its home's)
   // outlives the topic.
   void set_trace_recorder(TraceRecorder* recorder) { trace_recorder_ = recorder; }
+  // How the storage keeps this topic's entries, for the persisted event of
+  // a trace (BrokerOptions::storage_durability). `durability` outlives the topic.
+  void set_storage_durability(const std::string* durability) { storage_durability_ = durability; }
   // The publish rate limits of this topic (publish_limiter.h), which the
   // connections producing to it charge. Kept while the topic is loaded.
   void set_publish_limits(std::shared_ptr<PublishLimits> limits) { publish_limits_ = std::move(limits); }
@@ -301,14 +311,23 @@ class Topic {
     TenantSlot tenant_slot;
     ledger::Callback<common::Result<ProducerAdmission>> done;
   };
+  // Who waits for a publish: publish's caller (the position) or
+  // publish_appended's (position and first index); one of the two is set.
+  struct PublishDone {
+    ledger::Callback<common::Result<ledger::Position>> position;
+    ledger::Callback<common::Result<ledger::AppendedEntry>> appended;
+    void operator()(common::Result<ledger::AppendedEntry> r) const;
+  };
   struct HeldPublish {
     uint64_t producer_id;
     ledger::MessageHeader header;
     common::Slice payload;
-    ledger::Callback<common::Result<ledger::Position>> done;
+    PublishDone done;
     int64_t highest_sequence_id;
     int64_t received_ms = 0;  // traced topics only: when it arrived
   };
+  void publish(uint64_t producer_id, ledger::MessageHeader header, common::Slice payload, PublishDone done,
+               int64_t highest_sequence_id);
   static constexpr size_t kMaxHeldPublishes = 10000;
 
   common::Status name_in_use(const std::string& name) const;
@@ -391,6 +410,7 @@ class Topic {
   int64_t last_used_ms_ = 0;
   std::map<std::string, RateMeter> meters_;  // "in", "out", "p/<id>", "s/<name>", "c/<name>/<id>"
   TraceRecorder* trace_recorder_ = nullptr;
+  const std::string* storage_durability_ = nullptr;
   std::shared_ptr<PublishLimits> publish_limits_;
   // dispatchRate (shared by the subscriptions; null: none) and
   // subscriptionDispatchRate (each subscription's own; -1: none), per second.

@@ -290,8 +290,25 @@ void Topic::hold_retry_timer() {
   });
 }
 
+void Topic::PublishDone::operator()(Result<ledger::AppendedEntry> r) const {
+  if (appended) return appended(std::move(r));
+  if (r.is_ok()) return position(r->position);
+  position(r.status());
+}
+
 void Topic::publish(uint64_t producer_id, ledger::MessageHeader header, common::Slice payload,
                     ledger::Callback<Result<Position>> done, int64_t highest_sequence_id) {
+  publish(producer_id, std::move(header), std::move(payload), PublishDone{std::move(done), nullptr},
+          highest_sequence_id);
+}
+
+void Topic::publish_appended(uint64_t producer_id, ledger::MessageHeader header, common::Slice payload,
+                             ledger::Callback<Result<ledger::AppendedEntry>> done) {
+  publish(producer_id, std::move(header), std::move(payload), PublishDone{nullptr, std::move(done)}, -1);
+}
+
+void Topic::publish(uint64_t producer_id, ledger::MessageHeader header, common::Slice payload, PublishDone done,
+                    int64_t highest_sequence_id) {
   auto it = producers_.find(producer_id);
   if (it == producers_.end()) {
     done(Status::not_found("no producer " + std::to_string(producer_id) + " on " + name_.to_string()));
@@ -343,7 +360,7 @@ void Topic::store_entry(HeldPublish p) {
   if (judged) {
     switch (dedup_->state().check(producer, p.header.sequence_id)) {
       case DedupVerdict::kDuplicate:
-        p.done(kDuplicatePosition);
+        p.done(ledger::AppendedEntry{kDuplicatePosition, -1});
         return;
       case DedupVerdict::kMaybeDuplicate:
         p.done(Status::failed_precondition("sequence id " + std::to_string(p.header.sequence_id) +
@@ -365,11 +382,11 @@ void Topic::store_entry(HeldPublish p) {
   if (received_ms != 0) traced.emplace(p.header, p.payload);
   log_->add_entry(std::move(p.header), std::move(p.payload),
                   [this, alive, producer_id, producer, highest, dedup_at_push, messages, bytes, received_ms,
-                   traced = std::move(traced), done = std::move(p.done)](Result<Position> r) {
+                   traced = std::move(traced), done = std::move(p.done)](Result<ledger::AppendedEntry> r) {
                     if (!alive.expired()) {
                       if (dedup_ && dedup_.get() == dedup_at_push) {
                         if (r.is_ok()) {
-                          dedup_->state().persisted(producer, highest, *r);
+                          dedup_->state().persisted(producer, highest, r->position);
                           dedup_->on_persisted();
                         } else {
                           dedup_->state().forget_pushed(producer);
@@ -384,7 +401,7 @@ void Topic::store_entry(HeldPublish p) {
                           p->second.bytes_in += bytes;
                         }
                         if (traced && tracing_.on()) {
-                          trace_stored(*r, received_ms, producer_id, traced->first, traced->second);
+                          trace_stored(r->position, received_ms, producer_id, traced->first, traced->second);
                         }
                         for (auto& [name, sub] : subscriptions_) sub->on_entries_added();
                         if (!entry_waiters_.empty()) {

@@ -75,7 +75,7 @@ void add_namespace_commands(CLI::App& admin, Command& run, std::shared_ptr<Admin
                             [mode]() -> Result<Json> { return Json(*mode); });
     set_mode->add_option("-m,--subscription-auth-mode", *mode, "None or Prefix")
         ->required()
-        ->check(CLI::IsMember({"None", "Prefix"}));
+        ->transform(CLI::IsMember({"None", "Prefix"}, CLI::ignore_case));
     g.get_remove("subscription-auth-mode", "subscriptionAuthMode", "subscription auth mode");
   }
 

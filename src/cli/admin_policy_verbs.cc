@@ -124,8 +124,12 @@ void add_backlog_quota(PolicyVerbs& g) {
   set->add_option("-l,--limit", q->limit, "Size limit, e.g. 10G (-1: none)")->capture_default_str();
   set->add_option("--limit-time", q->limit_time, "Age limit, e.g. 3h (-1: none)")->capture_default_str();
   set->add_option("-p,--policy", q->policy, "producer_request_hold, producer_exception or consumer_backlog_eviction")
-      ->capture_default_str();
-  set->add_option("--type", q->type, "destination_storage (size) or message_age (time)")->capture_default_str();
+      ->capture_default_str()
+      ->transform(CLI::IsMember({"producer_request_hold", "producer_exception", "consumer_backlog_eviction"},
+                                CLI::ignore_case));
+  set->add_option("--type", q->type, "destination_storage (size) or message_age (time)")
+      ->capture_default_str()
+      ->transform(CLI::IsMember({"destination_storage", "message_age"}, CLI::ignore_case));
 
   auto applied = std::make_shared<bool>(false);
   auto* get = g.verb("get-backlog-quotas", "Show the backlog quotas", "GET", "backlogQuotaMap", "", nullptr,
@@ -136,7 +140,8 @@ void add_backlog_quota(PolicyVerbs& g) {
   g.verb("remove-backlog-quota", "Remove a backlog quota", "DELETE", "backlogQuota", "Removed the backlog quota of",
          nullptr, [type]() { return "?backlogQuotaType=" + escape_segment(*type); })
       ->add_option("--type", *type, "destination_storage or message_age")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(CLI::IsMember({"destination_storage", "message_age"}, CLI::ignore_case));
 }
 
 void add_persistence(PolicyVerbs& g) {
@@ -161,7 +166,9 @@ void add_persistence(PolicyVerbs& g) {
       ->capture_default_str();
   set->add_option("-r,--ml-mark-delete-max-rate", p->mark_delete_rate,
                   "Cursor position writes per second (0: unlimited)")->capture_default_str();
-  set->add_option("--fsync-mode", p->fsync_mode, "always, interval or never")->capture_default_str();
+  set->add_option("--fsync-mode", p->fsync_mode, "always, interval or never")
+      ->capture_default_str()
+      ->transform(CLI::IsMember({"always", "interval", "never"}, CLI::ignore_case));
   set->add_option("--fsync-interval-ms", p->fsync_interval_ms, "For --fsync-mode interval")->capture_default_str();
   g.get_remove("persistence", "persistence", "persistence policy");
 }

@@ -51,7 +51,7 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
   cmd.add_option("--fsync", c.fsync,
                  "When a write is acknowledged: always (after fdatasync), interval (fdatasync every --fsync-interval-ms), never")
       ->capture_default_str()
-      ->check(CLI::IsMember({"always", "interval", "never"}));
+      ->transform(CLI::IsMember({"always", "interval", "never"}, CLI::ignore_case));
   cmd.add_option("--fsync-interval-ms", c.fsync_interval_ms, "fdatasync period with --fsync interval")
       ->capture_default_str()->check(CLI::Range(1, 60000));
   cmd.add_option("--keepalive-secs", c.keepalive_secs,
@@ -81,7 +81,7 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
   cmd.add_option("--reactors", c.reactors, "Event-loop threads (0: one per core)")->capture_default_str();
   cmd.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str()
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+      ->transform(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}, CLI::ignore_case));
 }
 
 }  // namespace magnetar::cli

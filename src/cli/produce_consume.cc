@@ -231,9 +231,11 @@ CLI::App* add_consume_command(CLI::App& app, Command& run) {
       ->needs(reader);
   cmd->add_flag("--inclusive", a->inclusive, "Reader: start at --start-message-id itself")->needs(reader);
   cmd->add_option("-t,--subscription-type", a->type, "Exclusive, Shared, Failover or Key_Shared")
-      ->capture_default_str()->check(CLI::IsMember({"Exclusive", "Shared", "Failover", "Key_Shared"}));
+      ->capture_default_str()
+      ->transform(CLI::IsMember({"Exclusive", "Shared", "Failover", "Key_Shared"}, CLI::ignore_case));
   cmd->add_option("-P,--position", a->position, "Where a new subscription starts: Latest or Earliest")
-      ->capture_default_str()->check(CLI::IsMember({"Latest", "Earliest"}));
+      ->capture_default_str()
+      ->transform(CLI::IsMember({"Latest", "Earliest"}, CLI::ignore_case));
   cmd->add_option("-n,--count", a->count, "Messages to receive (0: until the timeout passes with none)")
       ->capture_default_str()->check(CLI::Range(0, 100000000));
   cmd->add_option("--timeout", a->timeout_s, "Seconds to wait for a message")->capture_default_str()->check(CLI::Range(0.1, 86400.0));

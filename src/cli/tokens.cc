@@ -130,7 +130,7 @@ CLI::App* add_tokens_command(CLI::App& app, Command& run) {
 
   auto* pair = cmd->add_subcommand("create-key-pair", "A new key pair for RS256 or ES256 tokens (DER files)");
   pair->add_option("-a,--signature-algorithm", a->algorithm, "RS256 or ES256")->capture_default_str()
-      ->check(CLI::IsMember({"RS256", "ES256"}));
+      ->transform(CLI::IsMember({"RS256", "ES256"}, CLI::ignore_case));
   pair->add_option("--output-private-key", a->private_out, "File for the private key (signs tokens)")->required();
   pair->add_option("--output-public-key", a->public_out, "File for the public key (the broker's --token-public-key)")
       ->required();

@@ -30,14 +30,23 @@ struct LedgerEntry {
 template <typename T>
 using Callback = std::function<void(T)>;
 
+// Where an added entry was stored, and the topic-wide index of its first
+// message (the header.first_index the log gave it when the add was taken,
+// which may be after add_entry returned: adds wait while a ledger rolls over).
+struct AppendedEntry {
+  Position position;
+  int64_t first_index = -1;
+};
+
 class Log {
  public:
   virtual ~Log() = default;
   virtual const std::string& name() const = 0;
 
   // Appends one entry; header.first_index is assigned. Completes with the
-  // entry's position once stored. Adds complete in order.
-  virtual void add_entry(MessageHeader header, common::Slice payload, Callback<common::Result<Position>> done) = 0;
+  // entry's position and first index once stored. Adds complete in order.
+  virtual void add_entry(MessageHeader header, common::Slice payload,
+                         Callback<common::Result<AppendedEntry>> done) = 0;
   // Up to max_entries entries after `after` (fewer at a ledger's end or
   // when older ones are gone). An empty result when nothing follows yet.
   virtual void read_entries(Position after, size_t max_entries,

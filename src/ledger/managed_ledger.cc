@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "common/stage_timing.h"
 #include "ledger/records_generated.h"
 
 namespace magnetar::ledger {
@@ -236,12 +237,12 @@ void ManagedLedger::start_new_ledger(Callback<Status> done) {
   });
 }
 
-void ManagedLedger::add_entry(MessageHeader header, Slice payload, Callback<Result<Position>> done) {
+void ManagedLedger::add_entry(MessageHeader header, Slice payload, Callback<Result<AppendedEntry>> done) {
   check_home();
   if (state_ == State::kClosed) {
     return later([done]() { done(Status::failed_precondition("managed ledger is closed")); });
   }
-  PendingAdd add{std::move(header), std::move(payload), std::move(done)};
+  PendingAdd add{std::move(header), std::move(payload), std::move(done), common::monotonic_ns()};
   if (state_ != State::kReady) {
     waiting_.push_back(std::move(add));
     return;
@@ -257,7 +258,9 @@ void ManagedLedger::submit(PendingAdd add) {
   s.entry = next_entry_;
   s.size = add.payload.size();
   s.messages = add.header.messages;
+  s.first_index = add.header.first_index;
   s.done = std::move(add.done);
+  s.timing.accepted_ns = add.accepted_ns;
   send(std::move(s));
   maybe_roll_over();
 }
@@ -266,6 +269,7 @@ void ManagedLedger::send(SubmittedAdd add) {
   next_entry_ = add.entry + 1;
   current_bytes_ += add.bytes.size();
   ++in_flight_;
+  add.timing.sent_ns = common::monotonic_ns();
   auto self = shared_from_this();
   const LedgerId lid = writer_.ledger;
   Slice bytes = add.bytes;
@@ -299,7 +303,9 @@ void ManagedLedger::on_added(SubmittedAdd add, LedgerId lid, Status st) {
       l.size += add.size;
       l.record_entry(add.messages);
     }
-    add.done(Position{lid, add.entry});
+    add.timing.stored_ns = common::monotonic_ns();
+    ScopedAddTiming timing(&add.timing);
+    add.done(AppendedEntry{Position{lid, add.entry}, add.first_index});
   } else {
     add.done(st);
     // The ledger refuses every later add: move on to a new one.

@@ -36,6 +36,7 @@
 #include "common/bytes.h"
 #include "common/fifo.h"
 #include "common/result.h"
+#include "ledger/add_timing.h"
 #include "ledger/cursor.h"
 #include "ledger/entry_codec.h"
 #include "ledger/ledger_chain.h"
@@ -84,7 +85,7 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   // Log. Reads return entries of one ledger at a time. An entry storage
   // cannot read back (kCorruption) is skipped: the read goes on after it,
   // and every cursor acknowledges it.
-  void add_entry(MessageHeader header, common::Slice payload, Callback<common::Result<Position>> done) override;
+  void add_entry(MessageHeader header, common::Slice payload, Callback<common::Result<AppendedEntry>> done) override;
   void read_entries(Position after, size_t max_entries,
                     Callback<common::Result<std::vector<LedgerEntry>>> done) override;
   // A new durable cursor is persisted; a non-durable one lives in memory only.
@@ -148,7 +149,8 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   struct PendingAdd {
     MessageHeader header;
     common::Slice payload;
-    Callback<common::Result<Position>> done;
+    Callback<common::Result<AppendedEntry>> done;
+    int64_t accepted_ns = 0;
   };
   // An add handed to storage: kept to hand it again when storage's queue
   // was full (the entry is not taken then, nor any after it).
@@ -157,7 +159,9 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
     common::Slice bytes;  // the encoded entry
     uint64_t size = 0;    // payload bytes
     uint32_t messages = 1;
-    Callback<common::Result<Position>> done;
+    int64_t first_index = 0;
+    Callback<common::Result<AppendedEntry>> done;
+    AddTiming timing;  // for the callback (add_timing.h)
   };
   struct CursorSlot {
     Cursor cursor;

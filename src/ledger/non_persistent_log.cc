@@ -16,8 +16,9 @@ void NonPersistentLog::later(runtime::Task fn) {
   if (fn) fn();
 }
 
-void NonPersistentLog::add_entry(MessageHeader header, Slice payload, Callback<Result<Position>> done) {
+void NonPersistentLog::add_entry(MessageHeader header, Slice payload, Callback<Result<AppendedEntry>> done) {
   if (closed_) return later([done]() { done(Status::failed_precondition("log is closed")); });
+  const int64_t first_index = next_index_;
   header.first_index = next_index_;
   next_index_ += header.messages;
   ChainLedger& ledger = chain_.back();
@@ -28,7 +29,7 @@ void NonPersistentLog::add_entry(MessageHeader header, Slice payload, Callback<R
   bytes_ += payload.size();
   ring_.push_back(LedgerEntry{p, std::move(header), std::move(payload)});
   evict();
-  later([done, p]() { done(p); });
+  later([done, p, first_index]() { done(AppendedEntry{p, first_index}); });
 }
 
 void NonPersistentLog::evict() {

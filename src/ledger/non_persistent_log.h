@@ -27,7 +27,7 @@ class NonPersistentLog final : public Log {
   NonPersistentLog(std::string name, size_t max_entries, size_t max_bytes);
 
   const std::string& name() const override { return name_; }
-  void add_entry(MessageHeader header, common::Slice payload, Callback<common::Result<Position>> done) override;
+  void add_entry(MessageHeader header, common::Slice payload, Callback<common::Result<AppendedEntry>> done) override;
   void read_entries(Position after, size_t max_entries,
                     Callback<common::Result<std::vector<LedgerEntry>>> done) override;
   using Log::open_cursor;

@@ -32,9 +32,19 @@ class InflightWindow {
     return true;
   }
 
-  // One request of `bytes` (as given to add) was answered. True when this
-  // reopened the window: both the count and the bytes are at half their
-  // bound or below.
+  // A request already counted turned out to hold `bytes` more (its answer
+  // is larger than it was counted for). True when this closed the window.
+  // REQUIRES: the request's remove() gives back these bytes too.
+  bool add_bytes(size_t bytes) {
+    bytes_ += bytes;
+    if (!open_ || bytes_ < max_bytes_) return false;
+    open_ = false;
+    return true;
+  }
+
+  // One request of `bytes` (as given to add, with what add_bytes added
+  // for it) was answered. True when this reopened the window: both the
+  // count and the bytes are at half their bound or below.
   bool remove(size_t bytes) {
     --count_;
     bytes_ -= bytes;

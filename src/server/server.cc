@@ -216,6 +216,10 @@ Status Server::start() {
   broker::BrokerOptions broker_options;
   broker_options.maintenance_interval = std::chrono::seconds(config_.housekeeping_secs);
   broker_options.topic_idle_unload = std::chrono::seconds(config_.topic_idle_unload_secs);
+  broker_options.storage_durability =
+      "1 copy on this node, fsync " + (config_.fsync == "interval"
+                                           ? "every " + std::to_string(config_.fsync_interval_ms) + " ms"
+                                           : config_.fsync);
   auto broker = std::make_unique<broker::BrokerService>(*runtime_, *storage, *store, broker_options);
   broker->set_policies(policies.get());
   policies->on_change(broker->policy_listener());

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/logging.h"
+#include "common/stage_timing.h"
 
 namespace magnetar::storage {
 
@@ -27,6 +28,15 @@ std::vector<double> batch_bounds() {
   return b;
 }
 
+common::Histogram& stage_histogram(const char* stage) {
+  return MetricsRegistry::global().histogram(
+      "magnetar_storage_journal_stage_seconds",
+      "Where an append's time goes in the journal: queue (until a group commit takes it), write, sync (written "
+      "until an fdatasync covered it), index (the batch's index update) and complete (posted until its "
+      "completion ran on its reactor)",
+      common::stage_latency_bounds(), {{"stage", stage}});
+}
+
 }  // namespace
 
 Journal::Journal(std::string segments_dir, const StorageOptions& options, JournalListener* listener,
@@ -39,6 +49,8 @@ Journal::Journal(std::string segments_dir, const StorageOptions& options, Journa
       fsync_seconds_(MetricsRegistry::global().histogram(
           "magnetar_storage_journal_fsync_seconds", "Time one journal fdatasync took",
           common::Histogram::latency_bounds())),
+      stages_{stage_histogram("queue"), stage_histogram("write"), stage_histogram("sync"), stage_histogram("index"),
+              stage_histogram("complete")},
       batch_entries_(MetricsRegistry::global().histogram(
           "magnetar_storage_journal_batch_entries", "Records written per group commit", batch_bounds())),
       appended_bytes_(MetricsRegistry::global().counter("magnetar_storage_appended_bytes_total",
@@ -94,6 +106,7 @@ Status Journal::submit(JournalRequest&& request) {
       return Status::resource_exhausted("storage journal queue is full");
     }
     queued_bytes_ += request.payload.size();
+    request.submitted_ns = common::monotonic_ns();
     queue_.push_back(std::move(request));
     wake = idle_wait_ || (batch_wait_ && (queue_.size() >= options_.max_batch_entries ||
                                           queued_bytes_ >= options_.max_batch_bytes));
@@ -145,6 +158,9 @@ bool Journal::take_batch(std::vector<JournalRequest>* batch) {
     queue_.pop_front();
   }
   queued_bytes_ -= bytes;
+  lock.unlock();
+  const int64_t now = common::monotonic_ns();
+  for (const JournalRequest& r : *batch) stages_.queue.observe(common::seconds_between(r.submitted_ns, now));
   return true;
 }
 
@@ -195,6 +211,8 @@ void Journal::sync_run() {
         if (b.segment == last) durable_ = b.end;
       }
     }
+    const int64_t synced_at = common::monotonic_ns();
+    for (const WrittenBatch& b : batches) stages_.sync.observe(common::seconds_between(b.written_ns, synced_at));
     if (!st.is_ok()) {
       errors_.inc();
       MLOG_ERROR("storage journal: fdatasync of segment {} failed: {}; every add written to it since its last "
@@ -332,6 +350,7 @@ void Journal::process(std::vector<JournalRequest>& batch) {
     failure = failure_;  // a failed journal writes nothing more
   }
   size_t written = 0;
+  const int64_t write_start = common::monotonic_ns();
   // Each ledger this batch writes to, with its journal_last before the batch.
   std::vector<std::pair<LedgerState*, EntryId>> touched;
   uint64_t payload_bytes = 0;
@@ -389,6 +408,8 @@ void Journal::process(std::vector<JournalRequest>& batch) {
   pieces_.clear();
   arena_.clear();
   pending_bytes_ = 0;
+  const int64_t written_at = common::monotonic_ns();
+  stages_.write.observe(common::seconds_between(write_start, written_at));
 
   if (!failure.is_ok()) {
     errors_.inc();
@@ -411,7 +432,7 @@ void Journal::process(std::vector<JournalRequest>& batch) {
     finish(batch, end);
     return;
   }
-  WrittenBatch handed{std::move(batch), failure.is_ok() && written > 0 ? active_ : nullptr, end};
+  WrittenBatch handed{std::move(batch), failure.is_ok() && written > 0 ? active_ : nullptr, end, written_at};
   {
     std::unique_lock lock(sync_mu_);
     sync_cv_.wait(lock, [this] { return written_.size() < kMaxUnsyncedBatches; });
@@ -422,7 +443,9 @@ void Journal::process(std::vector<JournalRequest>& batch) {
 }
 
 void Journal::finish(std::vector<JournalRequest>& batch, const Checkpoint& end) {
+  const int64_t start = common::monotonic_ns();
   Status st = listener_->on_written(batch, end, durable_);
+  stages_.index.observe(common::seconds_between(start, common::monotonic_ns()));
   if (!st.is_ok()) {
     fail_journal(st);
     for (JournalRequest& r : batch) {
@@ -448,8 +471,10 @@ void Journal::complete(std::vector<JournalRequest>& batch) {
     }
     it->second.push_back(Completion{std::move(r.done), std::move(r.status)});
   }
+  const int64_t posted_at = common::monotonic_ns();
   for (auto& [reactor, completions] : groups) {
-    runtime::Task task([completions = std::move(completions)]() mutable {
+    runtime::Task task([completions = std::move(completions), posted_at, &complete = stages_.complete]() mutable {
+      complete.observe(common::seconds_between(posted_at, common::monotonic_ns()));
       for (Completion& c : completions) c.done(std::move(c.status));
     });
     // Behind completions that already wait for this reactor, so that they

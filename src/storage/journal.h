@@ -52,6 +52,8 @@ struct JournalRequest {
   common::Slice payload;
   runtime::Reactor* home = nullptr;  // where `done` runs; null: on the journal thread
   Callback<common::Status> done;
+  // Filled in by the journal: when it was queued (common::monotonic_ns()).
+  int64_t submitted_ns = 0;
   // Filled in by the journal thread.
   EntryLocation location;
   common::Status status;
@@ -102,12 +104,24 @@ class Journal {
     Callback<common::Status> done;
     common::Status status;
   };
+  // Where a request's time went (magnetar_storage_journal_stage_seconds):
+  // queued until taken into a batch, the batch's write, its written -> synced
+  // (an fdatasync, and waiting for the one before), the listener's index
+  // update, and its completion posted -> run on the home reactor.
+  struct Stages {
+    common::Histogram& queue;
+    common::Histogram& write;
+    common::Histogram& sync;
+    common::Histogram& index;
+    common::Histogram& complete;
+  };
 
   // A batch written by the journal thread, waiting for the sync thread.
   struct WrittenBatch {
     std::vector<JournalRequest> requests;
     std::shared_ptr<SegmentAppender> segment;  // to sync; null when nothing was written
     Checkpoint end;
+    int64_t written_ns = 0;
   };
   // Batches the journal thread may run ahead of the sync thread.
   static constexpr size_t kMaxUnsyncedBatches = 4;
@@ -179,6 +193,7 @@ class Journal {
   std::thread sync_thread_;  // only with FsyncMode::kAlways
 
   common::Histogram& fsync_seconds_;
+  Stages stages_;
   common::Histogram& batch_entries_;
   common::Counter& appended_bytes_;
   common::Counter& appended_entries_;

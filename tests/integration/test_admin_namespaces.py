@@ -102,7 +102,7 @@ class AdminNamespacesTest(NodeTestCase):
     def test_namespace_errors(self):
         self.assert_error(404, "PUT", f"{NS}/ghost/ns")
         self.assert_error(404, "GET", f"{NS}/ghost")
-        self.assert_error(400, "PUT", f"{NS}/acme/bad%20name")
+        self.assert_error(412, "PUT", f"{NS}/acme/bad%20name")  # as Pulsar: the name is not valid
         self.assert_error(400, "PUT", f"{NS}/acme/x", "{broken")
         self.assert_error(400, "PUT", f"{NS}/acme/x", {"retention_policies": {"retentionTimeInMinutes": -9}})
         self.assert_error(412, "PUT", f"{NS}/acme/x", {"replication_clusters": ["elsewhere"]})

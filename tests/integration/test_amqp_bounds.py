@@ -8,6 +8,11 @@
   client that pipelines thousands of publishes behind one that a backlog
   quota holds is stopped (the node stops reading), and everything it sent
   is stored, in order, once the quota is lifted.
+- Publishes and acknowledgements a transaction holds until tx.commit are
+  bounded per connection, in count and in body bytes: past either the
+  channel is closed (406 PRECONDITION_FAILED, the limit in its text),
+  having held no more than the bound; the connection goes on, and a
+  transaction within the bounds commits as before.
 
 Raw frames (tests/utils/amqp_wire.py); a node of its own per test. The
 bounds asserted are memory, never time; every wait is bounded."""
@@ -122,6 +127,67 @@ class AmqpBoundsTest(unittest.TestCase):
             self.assertEqual((cls, mth), (50, 11))
             self.assertEqual(struct.unpack(">I", args[1 + args[0]:5 + args[0]])[0], 5)
             self.assertEqual(declare_passive(w, "q"), 5 + count)
+
+    def tx_channel(self, w, channel):
+        """Opens `channel` and makes it transactional."""
+        w.open_channel(channel)
+        w.send(method(channel, 90, 10))  # tx.select
+        self.assertEqual(w.read_method(timeout=TIMEOUT_S)[:3], (channel, 90, 11))
+
+    def test_publishes_held_by_a_transaction_are_bounded(self):
+        count, body = 20000, b"t" * (16 * 1024)  # 312 MiB, never committed
+        with AmqpWire(self.port) as w:
+            w.handshake()
+            w.open_channel(1)
+            w.send(method(1, 50, 10, struct.pack(">H", 0) + shortstr("tx") + b"\x00" + table()))
+            self.assertEqual(w.read_method(timeout=TIMEOUT_S)[1:3], (50, 11))
+            self.tx_channel(w, 2)
+            data = b"".join(publish_frames(2, "tx", body) for _ in range(count))
+            with RssWatch(self.node, HARD_CAP) as watch:
+                start = watch.peak
+                sent = push_until_stalled(w.sock, data, timeout=TIMEOUT_S)
+                time.sleep(1.0)
+            print(f"{self.id()}: {watch.describe()}, from {start / MB:.0f} MB", file=sys.stderr)
+            self.assertFalse(watch.killed, watch.describe())
+            self.assertLess(watch.peak - start, GROWTH_BUDGET, watch.describe())
+            channel, cls, code, text = w.read_close(timeout=TIMEOUT_S)
+            self.assertEqual((channel, cls, code), (2, 20, 406), text)
+            self.assertIn("transaction limit", text)
+            self.assertIn(str(64 << 20), text)
+            w.sock.sendall(memoryview(data)[sent:])
+            w.send(method(2, 20, 41))  # channel.close-ok
+            # Nothing of the closed transaction was stored; one within the
+            # bounds commits.
+            self.tx_channel(w, 3)
+            w.send(b"".join(publish_frames(3, "tx", body) for _ in range(10)))
+            w.send(method(3, 90, 20))  # tx.commit
+            self.assertEqual(w.read_method(timeout=TIMEOUT_S)[:3], (3, 90, 21))
+            self.assertEqual(declare_passive(w, "tx"), 10)
+
+    def test_transaction_publish_count_is_bounded(self):
+        limit = 10000
+        with AmqpWire(self.port) as w:
+            w.handshake()
+            w.open_channel(1)
+            w.send(method(1, 50, 10, struct.pack(">H", 0) + shortstr("txn") + b"\x00" + table()))
+            self.assertEqual(w.read_method(timeout=TIMEOUT_S)[1:3], (50, 11))
+            self.tx_channel(w, 2)
+            # The whole bound, held by one channel's transaction and rolled
+            # back: the room is there again.
+            w.send(b"".join(publish_frames(2, "txn", b"") for _ in range(limit)))
+            w.send(method(2, 90, 30))  # tx.rollback
+            self.assertEqual(w.read_method(timeout=TIMEOUT_S)[:3], (2, 90, 31))
+            w.send(b"".join(publish_frames(2, "txn", b"") for _ in range(limit)))
+            self.tx_channel(w, 3)
+            w.send(publish_frames(3, "txn", b"one too many"))
+            channel, cls, code, text = w.read_close(timeout=TIMEOUT_S)
+            self.assertEqual((channel, cls, code), (3, 20, 406), text)
+            self.assertIn(f"at most {limit} publishes and acknowledgements", text)
+            w.send(method(3, 20, 41))  # channel.close-ok
+            # Channel 2's transaction is intact and commits.
+            w.send(method(2, 90, 20))
+            self.assertEqual(w.read_method(timeout=TIMEOUT_S)[:3], (2, 90, 21))
+            self.assertEqual(declare_passive(w, "txn"), limit)
 
 
 if __name__ == "__main__":

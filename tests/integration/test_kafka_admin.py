@@ -185,6 +185,28 @@ class KafkaIdempotenceTest(KafkaNodeTestCase):
         status, stats = call_json(self.node, "GET", "/admin/v2/persistent/public/default/idem-raw/stats")
         self.assertEqual(stats["msgInCounter"], 4)
 
+    def test_a_producer_naming_the_id_it_had_gets_a_new_id_at_epoch_zero(self):
+        conn = RawKafkaConnection(self.node.ports["kafka"], "idem-reset")
+        try:
+            conn.send(22, 1, kstr(None) + (60000).to_bytes(4, "big"))  # InitProducerId v1
+            resp = conn.receive()
+            self.assertEqual(int.from_bytes(resp[8:10], "big", signed=True), 0)
+            pid = int.from_bytes(resp[10:18], "big", signed=True)
+            # v3 (flexible, KIP-360): a producer resetting after an error
+            # names its id and epoch. Without a transactional id Kafka hands
+            # out a new id at epoch 0 instead of bumping the old one's epoch.
+            body = b"\x00" + (60000).to_bytes(4, "big") + pid.to_bytes(8, "big") + (0).to_bytes(2, "big") + b"\x00"
+            conn.send(22, 3, body, flexible=True)
+            resp = conn.receive()
+            # correlation id, header tags, throttle time, error, producer id, epoch
+            self.assertEqual(int.from_bytes(resp[9:11], "big", signed=True), 0)
+            new_pid = int.from_bytes(resp[11:19], "big", signed=True)
+            self.assertEqual(int.from_bytes(resp[19:21], "big", signed=True), 0)
+            self.assertGreater(new_pid, 0)
+            self.assertNotEqual(new_pid, pid)
+        finally:
+            conn.close()
+
     def test_transactional_producers_are_refused_clearly(self):
         conn = RawKafkaConnection(self.node.ports["kafka"], "txn")
         try:

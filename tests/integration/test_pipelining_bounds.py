@@ -7,12 +7,18 @@ client reads, every answer is there, in order, the node still serves a new
 client and what was stored is intact.
 
 Raw sockets, per protocol: Kafka Produce requests (responses in
-correlation-id order) and Fetch requests whose responses are large; Pulsar
-SENDs (receipts in sequence order) and GET_SCHEMAs whose answers are large.
+correlation-id order), Fetch requests whose responses are large and
+Metadata requests for a namespace of 200,000 partitions; Pulsar SENDs
+(receipts in sequence order), GET_SCHEMAs whose answers are large and
+GET_TOPICS_OF_NAMESPACE for that namespace;
+HTTP keep-alive requests answered on the metadata thread and at once, and
+requests for the console's largest file (answers in request order).
 The publishes are held unstored by a producer_request_hold backlog quota
 while the client sends, so nothing completes that the bound does not let
 in; the quota is lifted before the answers are read. The bounds asserted
 are memory, never time; every wait is bounded."""
+import re
+import socket
 import struct
 import sys
 import time
@@ -27,6 +33,8 @@ from memory_watch import MB, RssWatch, metric_value
 from pulsar_wire import PulsarWire, command, decode, encode
 
 BUDGET = 300 * MB     # the node's peak resident memory while one client pipelines
+HTTP_BUDGET = 100 * MB  # the same for HTTP clients
+METADATA_BUDGET = 150 * MB  # the same for Kafka clients asking for every topic
 HARD_CAP = 1500 * MB  # past this the watch kills the node (the test fails, the machine lives)
 SETTLE_S = 1.0        # the node's memory has settled once it did not grow for this long
 SETTLE_MAX_S = 20.0
@@ -44,6 +52,21 @@ def recv_exact(sock, n):
             raise ConnectionError("the node closed the connection")
         got += k
     return bytes(buf)
+
+
+def http_answer(reader):
+    """(status, headers with lower-case names, body) of one HTTP/1.1 answer
+    from `reader`, a socket's buffered file."""
+    status = int(reader.readline().split()[1])
+    headers = {}
+    while (line := reader.readline().decode()) not in ("\r\n", ""):
+        name, value = line.split(":", 1)
+        headers[name.strip().lower()] = value.strip()
+    size = int(headers.get("content-length", "0"))
+    body = reader.read(size)
+    if len(body) != size:
+        raise ConnectionError("the node closed the connection")
+    return status, headers, body
 
 
 def kafka_response(sock):
@@ -86,6 +109,54 @@ def fetch_request(correlation, topic, max_bytes):
     return struct.pack(">i", len(header) + len(body)) + header + body
 
 
+def metadata_request(correlation):
+    """Metadata v1 for every topic (a null topic array)."""
+    header = struct.pack(">hhi", 3, 1, correlation) + kstr("pipeliner")
+    body = struct.pack(">i", -1)
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def parse_metadata_response(response):
+    """(correlation id, {topic: partitions}) of a Metadata v1 response, each
+    topic's partitions without error."""
+    correlation, brokers = struct.unpack_from(">ii", response, 0)
+    pos = 8
+
+    def string():
+        nonlocal pos
+        size = struct.unpack_from(">h", response, pos)[0]
+        pos += 2
+        value = response[pos:pos + max(0, size)].decode()
+        pos += max(0, size)
+        return value
+
+    for _ in range(brokers):
+        pos += 4  # node id
+        string()  # host
+        pos += 4  # port
+        string()  # rack
+    pos += 4  # controller id
+    topics = {}
+    count = struct.unpack_from(">i", response, pos)[0]
+    pos += 4
+    for _ in range(count):
+        error = struct.unpack_from(">h", response, pos)[0]
+        pos += 2
+        name = string()
+        pos += 1  # is internal
+        partitions = struct.unpack_from(">i", response, pos)[0]
+        pos += 4
+        good = 0
+        for _ in range(partitions):
+            perror, _index, _leader = struct.unpack_from(">hii", response, pos)
+            pos += 10
+            for _ in range(2):  # replicas, isr
+                pos += 4 + 4 * struct.unpack_from(">i", response, pos)[0]
+            good += perror == 0
+        topics[name] = good if error == 0 else -1
+    return correlation, topics
+
+
 def parse_fetch_response(response):
     """(correlation id, error, high watermark, records bytes) of a one-partition Fetch v4 response."""
     correlation, _throttle, _topics = struct.unpack_from(">iii", response, 0)
@@ -112,13 +183,18 @@ class PipeliningBoundsTest(unittest.TestCase):
         if not self.killed:
             self.assertEqual(code, 0, "the node's exit code")
 
-    def held_back(self, sock, data, metric=None):
+    def held_back(self, sock, data, metric=None, budget=BUDGET):
         """Sends `data` without reading anything until all of it went or the
         node stopped reading, lets the node work on what it read, and checks
         its memory stayed within the budget meanwhile (and, given `metric`,
         that the connection paused). Returns how many bytes went."""
+        return self.all_held_back([(sock, data)], metric, budget)[0]
+
+    def all_held_back(self, pushes, metric=None, budget=BUDGET):
+        """held_back for several (socket, data) pairs, one after the other,
+        all unread; returns how many bytes went on each."""
         with RssWatch(self.node, HARD_CAP) as watch:
-            sent = push_until_stalled(sock, data)
+            sent = [push_until_stalled(sock, data) for sock, data in pushes]
             # Until the node's memory stopped growing (it did what it will
             # do with what it read), within SETTLE_MAX_S.
             deadline = time.monotonic() + SETTLE_MAX_S
@@ -130,7 +206,7 @@ class PipeliningBoundsTest(unittest.TestCase):
         print(f"{self.id()}: {watch.describe()}", file=sys.stderr)
         self.killed = watch.killed
         self.assertFalse(watch.killed, watch.describe())
-        self.assertLess(watch.peak, BUDGET, watch.describe())
+        self.assertLess(watch.peak, budget, watch.describe())
         if metric is not None:
             self.assertGreater(metric_value(self.node, metric), 0, f"{metric} did not move")
         return sent
@@ -334,6 +410,122 @@ class PipeliningBoundsTest(unittest.TestCase):
         with PulsarWire(self.node.ports["pulsar"]) as fresh:
             self.assertEqual(fresh.request("GET_SCHEMA", ["GET_SCHEMA_RESPONSE"], topic=topic)
                              .cmd.getSchemaResponse.schema.schema_data, definition)
+
+    def wide_namespace(self, topics=20, partitions=10000):
+        """Makes public/default hold `topics` partitioned topics of
+        `partitions` partitions each (metadata only: a partition gets its
+        log on first use); returns {local name: partitions}."""
+        for i in range(topics):
+            status, body, _ = self.node.http("PUT", f"/admin/v2/persistent/public/default/wide-{i}/partitions",
+                                             str(partitions), headers={"Content-Type": "application/json"})
+            self.assertEqual(status, 204, body)
+        return {f"wide-{i}": partitions for i in range(topics)}
+
+    def test_kafka_metadata_requests_for_a_large_namespace_pipelined_without_reading(self):
+        """Metadata for every topic is a small request whose response grows
+        with the namespace: 200,000 partitions make each one about 5 MB."""
+        expected = self.wide_namespace()
+        clients, count = 2, 40
+        conns = [RawKafkaConnection(self.node.ports["kafka"], "pipeliner", timeout=TIMEOUT_S) for _ in range(clients)]
+        try:
+            data = b"".join(metadata_request(1000 + i) for i in range(count))
+            self.all_held_back([(c.sock, data) for c in conns], budget=METADATA_BUDGET)
+            for k, c in enumerate(conns):
+                first = None
+                for i in range(count):
+                    response = kafka_response(c.sock)
+                    if first is None:
+                        self.assertEqual(parse_metadata_response(response), (1000, expected), f"client {k}")
+                        first = response[4:]
+                    self.assertEqual(struct.unpack_from(">i", response)[0], 1000 + i, f"client {k}, response {i}")
+                    self.assertEqual(response[4:], first, f"client {k}, response {i}")
+        finally:
+            for c in conns:
+                c.close()
+
+    def test_pulsar_topic_lists_of_a_large_namespace_pipelined_without_reading(self):
+        """GET_TOPICS_OF_NAMESPACE is a small request whose answer grows
+        with the namespace: 200,000 partitions make each one about 9 MB."""
+        wide = self.wide_namespace()
+        expected = sorted(f"persistent://public/default/{name}-partition-{k}"
+                          for name, partitions in wide.items() for k in range(partitions))
+        clients, count = 2, 40
+        wires = [PulsarWire(self.node.ports["pulsar"]) for _ in range(clients)]
+        try:
+            for w in wires:
+                self.assertEqual((w.buf, w.pending), (b"", []))
+                w.sock.settimeout(TIMEOUT_S)
+            data = b"".join(encode(command("GET_TOPICS_OF_NAMESPACE", request_id=1000 + i, namespace="public/default",
+                                           mode=pb.CommandGetTopicsOfNamespace.PERSISTENT)) for i in range(count))
+            self.all_held_back([(w.sock, data) for w in wires])
+            for k, w in enumerate(wires):
+                answered = set()
+                while len(answered) < count:
+                    f = pulsar_frame(w.sock)
+                    if f.type == pb.BaseCommand.PING:
+                        w.write(pb.BaseCommand(type=pb.BaseCommand.PONG, pong=pb.CommandPong()))
+                        continue
+                    self.assertEqual(f.type, pb.BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE, f"client {k}: {f.cmd}")
+                    answer = f.cmd.getTopicsOfNamespaceResponse
+                    self.assertEqual(sorted(answer.topics), expected, f"client {k}, request {answer.request_id}")
+                    answered.add(answer.request_id)
+                self.assertEqual(answered, set(range(1000, 1000 + count)), f"client {k}")
+        finally:
+            for w in wires:
+                w.close()
+
+    def http_clients(self, count):
+        return [socket.create_connection(("127.0.0.1", self.node.ports["http"]), timeout=TIMEOUT_S)
+                for _ in range(count)]
+
+    def test_http_requests_pipelined_without_reading(self):
+        """Keep-alive requests, each waiting for the metadata thread
+        (/admin/v2/tenants) or answered at once (health), 4 KiB of headers
+        each: the session stops reading while one is being answered."""
+        clients, count = 8, 8000
+        padding = "X-Padding: " + "p" * 4096 + "\r\n"
+        paths = ["/admin/v2/tenants", "/admin/v2/brokers/health"]
+        data = "".join(f"GET {paths[i % 2]} HTTP/1.1\r\nHost: node\r\n{padding}\r\n" for i in range(count)).encode()
+        expected = [self.node.get(path)[1] for path in paths]
+        socks = self.http_clients(clients)
+        try:
+            sent = self.all_held_back([(sock, data) for sock in socks], budget=HTTP_BUDGET)
+            for sock, went in zip(socks, sent):
+                sock.sendall(memoryview(data)[went:])
+                reader = sock.makefile("rb")
+                for i in range(count):
+                    status, _, body = http_answer(reader)
+                    self.assertEqual((status, body), (200, expected[i % 2]), f"answer {i}")
+        finally:
+            for sock in socks:
+                sock.close()
+        self.assertEqual(self.node.get("/admin/v2/brokers/health")[:2], (200, b"ok"))
+
+    def test_http_large_answers_pipelined_without_reading(self):
+        """Requests for the console's script, each answered at once with
+        about 100 KiB: the session stops decoding while its output is over
+        the connection's high watermark."""
+        clients, count = 4, 2000
+        status, index, _ = self.node.get("/")
+        self.assertEqual(status, 200)
+        script = re.search(rb'src="(/assets/[^"]+\.js)"', index).group(1).decode()
+        status, expected, _ = self.node.get(script)
+        self.assertEqual(status, 200)
+        self.assertGreater(len(expected), 32 * 1024)
+        data = f"GET {script} HTTP/1.1\r\nHost: node\r\n\r\n".encode() * count
+        socks = self.http_clients(clients)
+        try:
+            sent = self.all_held_back([(sock, data) for sock in socks], budget=HTTP_BUDGET)
+            for sock, went in zip(socks, sent):
+                sock.sendall(memoryview(data)[went:])
+                reader = sock.makefile("rb")
+                for i in range(count):
+                    status, _, body = http_answer(reader)
+                    self.assertEqual(status, 200, f"answer {i}")
+                    self.assertEqual(body, expected, f"answer {i}")
+        finally:
+            for sock in socks:
+                sock.close()
 
 
 if __name__ == "__main__":

@@ -174,6 +174,55 @@ class ChunksOverOtherProtocolsTest(NodeTestCase):
         finally:
             c.close()
 
+    def test_kafka_skips_an_unreadable_entry_and_chunks_each_as_its_own(self):
+        topic = "chunky-unreadable"
+        chunks_before = self.metric("magnetar_kafka_chunks_skipped_total")
+        unreadable_before = self.metric("magnetar_kafka_fetch_skipped_entries_total")
+        with PulsarWire(self.node.ports["pulsar"]) as w:
+            self.assertEqual(w.create_producer(f"persistent://public/default/{topic}", 1, producer_name="mixed").type,
+                             pb.BaseCommand.PRODUCER_SUCCESS)
+            self.assertEqual(w.send(1, b"before", sequence_id=0, producer_name="mixed").type,
+                             pb.BaseCommand.SEND_RECEIPT)
+            # Offsets 1 and 2: a batch of two that says it is zlib-compressed
+            # but is not; then the chunks of a message end the topic.
+            md = pb.MessageMetadata(producer_name="mixed", sequence_id=1, publish_time=int(time.time() * 1000),
+                                    num_messages_in_batch=2, compression=pb.ZLIB, uncompressed_size=100)
+            w.write(pb.BaseCommand(type=pb.BaseCommand.SEND,
+                                   send=pb.CommandSend(producer_id=1, sequence_id=1, num_messages=2)),
+                    md, b"these bytes are not zlib")
+            self.assertEqual(w.next("SEND_RECEIPT").type, pb.BaseCommand.SEND_RECEIPT)
+            count = send_chunked(w, 1, "mixed", 2, b"C" * 3000, 1000)
+            self.assertEqual([r.type for r in receipts(w, count)], [pb.BaseCommand.SEND_RECEIPT] * count)
+        fetching = {}
+
+        def stats(raw):
+            partition = json.loads(raw)["topics"].get(topic, {}).get("partitions", {}).get("0")
+            if partition:
+                fetching["next"] = partition["next_offset"]
+        c = ck.Consumer({"bootstrap.servers": f"127.0.0.1:{self.node.ports['kafka']}", "group.id": "mixed-readers",
+                         "enable.auto.commit": False, "statistics.interval.ms": 100, "stats_cb": stats})
+        try:
+            c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+            _, high = c.get_watermark_offsets(ck.TopicPartition(topic, 0), timeout=TIMEOUT_S)
+            self.assertEqual(high, 3 + self.CHUNKS)
+            values = []
+            deadline = time.monotonic() + TIMEOUT_S
+            # Past the marker of the unreadable entry and the batch without
+            # records that covers the chunks after it.
+            while fetching.get("next") != high:
+                self.assertLess(time.monotonic(), deadline, f"the consumer stopped ({fetching}); got {values}")
+                m = c.poll(0.2)
+                if m is not None and m.error() is None:
+                    values.append(m.value())
+            self.assertEqual(values, [b"before"])
+        finally:
+            c.close()
+        self.assertGreaterEqual(self.metric("magnetar_kafka_chunks_skipped_total") - chunks_before, self.CHUNKS)
+        self.assertGreaterEqual(self.metric("magnetar_kafka_fetch_skipped_entries_total") - unreadable_before, 1)
+        log = self.node.read_log()
+        self.assertIn("(offsets 1..2) cannot be converted to records and is skipped", log)
+        self.assertIn("of Pulsar message mixed-2", log)
+
     def test_amqp_skips_chunks_and_delivers_on_past_them(self):
         conn = pika.BlockingConnection(pika.ConnectionParameters(
             "127.0.0.1", self.node.ports["amqp"], socket_timeout=TIMEOUT_S, blocked_connection_timeout=TIMEOUT_S))
@@ -181,6 +230,7 @@ class ChunksOverOtherProtocolsTest(NodeTestCase):
             ch = conn.channel()
             ch.queue_declare("chunky-q")
             skipped_before = self.metric("magnetar_amqp_chunks_skipped_total")
+            undeliverable_before = self.metric("magnetar_amqp_entries_undeliverable_total")
             self.publish("persistent://public/default/chunky-q", "amqp-side")
             self.publish_after("persistent://public/default/chunky-q", "amqp-side")
             # One message in flight at a time: a skipped chunk must give its
@@ -197,6 +247,8 @@ class ChunksOverOtherProtocolsTest(NodeTestCase):
             ch.cancel()
             self.assertEqual(bodies, [b"before", b"after"])
             self.assertEqual(self.metric("magnetar_amqp_chunks_skipped_total") - skipped_before, self.CHUNKS)
+            # A chunk is skipped on purpose, not an entry no message can be made of.
+            self.assertEqual(self.metric("magnetar_amqp_entries_undeliverable_total"), undeliverable_before)
         finally:
             conn.close()
 

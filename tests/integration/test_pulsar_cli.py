@@ -35,6 +35,18 @@ class PulsarCliTest(NodeTestCase):
         r = run("consume", "cli-orders", "-s", "reader", "-n", "0", "--timeout", "0.5", "--url", self.url())
         self.assertEqual((r.returncode, r.stdout), (0, ""))
 
+    def test_choices_are_taken_in_any_case(self):
+        r = run("produce", "cli-any-case", "-m", "hello", "--url", self.url())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = run("consume", "cli-any-case", "-s", "lower", "-P", "earliest", "-t", "key_shared", "-n", "1",
+                "--timeout", "10", "--url", self.url())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines(), ["hello"])
+        # Anything else is still refused, naming what is allowed.
+        r = run("consume", "cli-any-case", "-s", "lower", "-P", "oldest", "--url", self.url())
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("Earliest", r.stderr)
+
     def test_shared_subscription_from_two_processes(self):
         r = run("produce", "cli-jobs", "-m", "job", "-n", "20", "--url", self.url())
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -308,6 +308,33 @@ class TopicsOfNamespaceTest(NodeTestCase):
             self.assertEqual(partitions(f"persistent://{NS}/orders-eu"), 0)
             self.assertEqual(partitions(f"persistent://{NS}/never-used"), 0)
 
+    def test_a_hostile_pattern_is_answered_at_once_and_holds_no_one_up(self):
+        # "(a*)*b" against a long run of a's: a backtracking engine tries
+        # every way to split the run before it gives up, 2^64 of them here.
+        ns = "public/patterns"
+        self.assertEqual(call_json(self.node, "PUT", f"/admin/v2/namespaces/{ns}")[0], 204)
+        with PulsarWire(self.node.ports["pulsar"]) as w, PulsarWire(self.node.ports["pulsar"]) as other:
+            self.assertEqual(w.create_producer(f"persistent://{ns}/{'a' * 64}", 1).type,
+                             pb.BaseCommand.PRODUCER_SUCCESS)
+            hostile_id = w.request_id()
+            w.write(command("GET_TOPICS_OF_NAMESPACE", request_id=hostile_id, namespace=ns,
+                            topics_pattern=f"persistent://{ns}/(a*)*b"))
+            # Another client's metadata request goes through.
+            listed = other.request("GET_TOPICS_OF_NAMESPACE", ["GET_TOPICS_OF_NAMESPACE_RESPONSE", "ERROR"],
+                                   namespace=ns)
+            self.assertEqual(list(listed.cmd.getTopicsOfNamespaceResponse.topics), [f"persistent://{ns}/{'a' * 64}"])
+            # And the hostile one is answered: nothing matches.
+            hostile = w.next("GET_TOPICS_OF_NAMESPACE_RESPONSE",
+                             where=lambda f: f.cmd.getTopicsOfNamespaceResponse.request_id == hostile_id)
+            self.assertEqual(list(hostile.cmd.getTopicsOfNamespaceResponse.topics), [])
+            self.assertTrue(hostile.cmd.getTopicsOfNamespaceResponse.filtered)
+            # A pattern over the largest is refused, as is what RE2 cannot
+            # match in linear time (a backreference).
+            too_long = self.topics(w, topics_pattern="a" * 5000)
+            self.assertEqual(too_long.type, pb.BaseCommand.ERROR)
+            self.assertIn("over the largest", too_long.cmd.error.message)
+            self.assertEqual(self.topics(w, topics_pattern=r"(a)\1").type, pb.BaseCommand.ERROR)
+
     def test_bad_input_is_an_error(self):
         with PulsarWire(self.node.ports["pulsar"]) as w:
             self.assertEqual(self.topics(w, topics_pattern="(unclosed").type, pb.BaseCommand.ERROR)

@@ -58,6 +58,8 @@ class TracingTest(NodeTestCase):
         times = [s["time"] for s in message["stages"]]
         self.assertEqual(times, sorted(times), message)
         self.assertEqual(self.stages(message)[:2], ["received", "persisted"])
+        # What the storage did, as the node is configured (--fsync always).
+        self.assertEqual(message["stages"][1].get("detail"), "1 copy on this node, fsync always", message)
         for s in message["stages"]:
             self.assertEqual(s["latencyMs"], s["time"] - message["stages"][0]["time"])
 

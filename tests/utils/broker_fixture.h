@@ -95,7 +95,7 @@ class BrokerFixture : public ::testing::Test {
     ASSERT_TRUE(store_->start().is_ok());
     runtime_ = std::make_unique<runtime::Runtime>(2, mailbox_capacity_);
     runtime_->start();
-    broker_ = std::make_unique<BrokerService>(*runtime_, *storage_, *store_);
+    broker_ = std::make_unique<BrokerService>(*runtime_, *storage_, *store_, broker_options_);
     ASSERT_TRUE(broker_->start().is_ok());
   }
   void close_node() {
@@ -181,6 +181,7 @@ class BrokerFixture : public ::testing::Test {
   std::vector<std::unique_ptr<RecordingSink>> sinks_;
   std::string dir_;
   size_t mailbox_capacity_ = runtime::Reactor::kDefaultMailboxCapacity;  // set before SetUp()
+  BrokerOptions broker_options_;                                          // set before SetUp()
   std::unique_ptr<storage::Storage> storage_;
   std::unique_ptr<metadata::LevelDbStore> store_;
   std::unique_ptr<runtime::Runtime> runtime_;

@@ -79,13 +79,15 @@ class ManagedLedgerFixture : public ::testing::Test {
     return *ml;
   }
   Result<Position> add(ManagedLedger& ml, const std::string& payload, uint32_t messages = 1, int64_t time = 0) {
-    return on_reactor<Result<Position>>([&](auto done) {
+    auto r = on_reactor<Result<AppendedEntry>>([&](auto done) {
       MessageHeader h;
       h.producer = "p";
       h.messages = messages;
       h.publish_time_ms = time;
       ml.add_entry(h, Slice::copy_of(payload), done);
     });
+    if (!r.is_ok()) return r.status();
+    return r->position;
   }
   std::vector<LedgerEntry> read_all(ManagedLedger& ml, Position after) {
     std::vector<LedgerEntry> all;

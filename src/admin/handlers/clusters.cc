@@ -21,6 +21,9 @@ void register_cluster_routes(Router& router, broker::Tenancy& tenancy) {
   auto write = [&tenancy](bool create) {
     return [&tenancy, create](HttpRequest& req, Responder respond) {
       run_blocking(tenancy, std::move(respond), [&tenancy, create, name = req.param("cluster"), body = req.body]() {
+        if (common::Status valid = broker::validate_entity_name(name, "cluster"); create && !valid.is_ok()) {
+          return invalid_name_response(valid);
+        }
         auto j = parse_json_body(body);
         if (!j.is_ok()) return error_response(j.status());
         auto info = cluster_from_json(*j);

@@ -17,7 +17,7 @@ void register_namespace_routes(Router& router, broker::Tenancy& tenancy) {
     run_blocking(tenancy, std::move(respond),
                  [&tenancy, t = req.param("tenant"), n = req.param("namespace"), body = req.body]() {
                    auto ns = broker::NamespaceName::of(t, n);
-                   if (!ns.is_ok()) return error_response(ns.status());
+                   if (!ns.is_ok()) return invalid_name_response(ns.status());
                    auto j = parse_json_body(body);
                    if (!j.is_ok()) return error_response(j.status());
                    auto policies = policies_from_json(*j);

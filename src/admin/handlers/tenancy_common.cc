@@ -30,6 +30,8 @@ int http_status(const Status& status) {
 
 HttpResponse error_response(const Status& status) { return HttpResponse::error(http_status(status), status.message()); }
 
+HttpResponse invalid_name_response(const Status& status) { return HttpResponse::error(412, status.message()); }
+
 HttpResponse empty_or_error(const Status& status) {
   return status.is_ok() ? HttpResponse::no_content() : error_response(status);
 }

@@ -26,4 +26,9 @@ void run_blocking(broker::Tenancy& tenancy, Responder respond, std::function<Htt
 // 204 when ok, the error otherwise.
 HttpResponse empty_or_error(const common::Status& status);
 
+// What a create of a cluster, tenant or namespace with a name that is not
+// allowed answers: 412, as Pulsar (PRECONDITION_FAILED "... name is not
+// valid"), with the reason.
+HttpResponse invalid_name_response(const common::Status& status);
+
 }  // namespace magnetar::admin

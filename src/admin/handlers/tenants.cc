@@ -54,6 +54,9 @@ void register_tenant_routes(Router& router, broker::Tenancy& tenancy) {
   auto write = [&tenancy](bool create) {
     return [&tenancy, create](HttpRequest& req, Responder respond) {
       run_blocking(tenancy, std::move(respond), [&tenancy, create, name = req.param("tenant"), body = req.body]() {
+        if (common::Status valid = broker::validate_entity_name(name, "tenant"); create && !valid.is_ok()) {
+          return invalid_name_response(valid);
+        }
         auto j = parse_json_body(body);
         if (!j.is_ok()) return error_response(j.status());
         if (j->is_null() && !create) return HttpResponse::error(400, "updating a tenant needs a TenantInfo body");

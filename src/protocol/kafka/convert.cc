@@ -87,7 +87,12 @@ common::Result<std::optional<pulsar::Chunk>> append_entry_as_batch(const ledger:
   } else {
     batch.records.push_back(metadata_to_record(md, payload, publish_time, 0));
   }
-  if (batch.records.empty()) return std::optional<pulsar::Chunk>();
+  if (batch.records.empty()) {
+    // An entry that counts messages must show them, or their offsets would
+    // hold nothing at all.
+    if (header.messages == 0) return std::optional<pulsar::Chunk>();
+    return Status::invalid_argument(fmt::format("a batch entry of {} messages holds none", header.messages));
+  }
   batch.base_timestamp = batch.records.front().timestamp;
   batch.max_timestamp = batch.base_timestamp;
   for (const Record& r : batch.records) {

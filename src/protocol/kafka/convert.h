@@ -42,7 +42,8 @@ ConvertedEntry batch_to_entry(const RecordBatch& batch, int64_t publish_time_ms,
 // Appends a stored entry as one record batch whose base offset is
 // header.first_index; a compressed Pulsar entry is decompressed first. A
 // chunk of a chunked Pulsar message appends nothing and is returned.
-// kInvalidArgument/kCorruption for one that does not parse or decompress.
+// kInvalidArgument/kCorruption for one that does not parse or decompress
+// (nothing is appended then).
 common::Result<std::optional<pulsar::Chunk>> append_entry_as_batch(const ledger::MessageHeader& header,
                                                                    const common::Slice& entry, WireWriter& out);
 

@@ -53,6 +53,7 @@ enum ErrorCode : int16_t {
   kNonEmptyGroup = 68,
   kGroupIdNotFound = 69,
   kUnsupportedCompressionType = 76,
+  kGroupMaxSizeReached = 81,
   kInvalidRecord = 87,
   kThrottlingQuotaExceeded = 89,
 };

@@ -106,6 +106,23 @@ Result<std::vector<RecordBatch>> parse_record_set(const Slice& records) {
   return batches;
 }
 
+void write_skip_batch(WireWriter& out, int64_t base_offset, int64_t last_offset, int64_t timestamp_ms) {
+  static constexpr char kCommitKey[] = {0, 0, 0, 1};           // version 0, COMMIT
+  static constexpr char kMarkerValue[] = {0, 0, 0, 0, 0, 0};  // version 0, coordinator epoch 0
+  RecordBatch batch;
+  batch.base_offset = base_offset;
+  batch.attributes = 0x20;  // control
+  batch.base_timestamp = timestamp_ms;
+  batch.max_timestamp = timestamp_ms;
+  Record marker;
+  marker.timestamp = timestamp_ms;
+  marker.offset_delta = static_cast<int32_t>(last_offset - base_offset);
+  marker.key = common::Slice::copy_of(std::string_view(kCommitKey, sizeof kCommitKey));
+  marker.value = common::Slice::copy_of(std::string_view(kMarkerValue, sizeof kMarkerValue));
+  batch.records.push_back(std::move(marker));
+  write_record_batch(out, batch);
+}
+
 void write_record_batch(WireWriter& out, const RecordBatch& batch) {
   const size_t start = out.size();
   out.i64(batch.base_offset);

@@ -72,4 +72,13 @@ common::Result<std::vector<RecordBatch>> parse_record_set(const common::Slice& r
 // none). Always uncompressed.
 void write_record_batch(WireWriter& out, const RecordBatch& batch);
 
+// Appends a control batch spanning offsets [base_offset, last_offset] that
+// holds one COMMIT marker (control record key: version 0, type 1; value:
+// version 0, coordinator epoch 0) at last_offset, producer id -1.
+// Consumers hand no record of it to the application and fetch on after
+// last_offset, as past a transaction marker: how offsets that hold nothing
+// a Kafka client can read are skipped without the client asking for them
+// again. REQUIRES: base_offset <= last_offset.
+void write_skip_batch(WireWriter& out, int64_t base_offset, int64_t last_offset, int64_t timestamp_ms);
+
 }  // namespace magnetar::protocol::kafka

@@ -153,6 +153,11 @@ void encode_struct(WireWriter& out, const Struct& s, int16_t version, bool flexi
           out.array_length(f.nullable_in(version) ? -1 : 0, flexible);
           break;
         }
+        if (const auto* generator = std::get_if<StructGenerator>(&v)) {
+          out.array_length(static_cast<int32_t>(generator->count), flexible);
+          for (size_t i = 0; i < generator->count; ++i) encode_struct(out, generator->make(i), version, flexible);
+          break;
+        }
         const auto& items = std::get<std::vector<Struct>>(v);
         out.array_length(static_cast<int32_t>(items.size()), flexible);
         for (const Struct& item : items) encode_struct(out, item, version, flexible);
@@ -256,6 +261,13 @@ Struct& Struct::add(std::string_view name) {
   items.emplace_back(*schema->fields[k].element);
   return items.back();
 }
+
+Struct& Struct::set(std::string_view name, StructGenerator v) {
+  values[schema->index_of(name)] = std::move(v);
+  return *this;
+}
+
+Struct Struct::element(std::string_view name) const { return Struct(*schema->fields[schema->index_of(name)].element); }
 
 Struct& Struct::set_null(std::string_view name) {
   values[schema->index_of(name)] = std::monostate{};

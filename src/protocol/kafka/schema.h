@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,9 +62,20 @@ struct Schema {
 };
 
 struct Struct;
+
+// A struct array made while it is encoded: element i is make(i), encoded
+// and dropped before element i + 1 is made, so a response with a large
+// array (Metadata's topics and their partitions) is never held whole as
+// Structs, only as its encoded bytes. Encoding only: decoding never makes
+// one, and array() does not look into it.
+struct StructGenerator {
+  size_t count = 0;
+  std::function<Struct(size_t)> make;
+};
+
 // A field's value. monostate: unset, or null on the wire.
 using Value = std::variant<std::monostate, int64_t, std::string, common::Slice, std::vector<Struct>,
-                           std::vector<int64_t>, std::vector<std::string>>;
+                           std::vector<int64_t>, std::vector<std::string>, StructGenerator>;
 
 // One decoded (or to-be-encoded) struct: a value per schema field, by index.
 // Accessors name fields; naming a field the schema lacks is a programming
@@ -91,6 +103,11 @@ struct Struct {
   Struct& set(std::string_view name, std::vector<std::string> v);
   // Appends an element to struct array `name` and returns it.
   Struct& add(std::string_view name);
+  // Struct array `name` made element by element as it is encoded.
+  Struct& set(std::string_view name, StructGenerator v);
+  // An empty element of struct array `name`, to fill in (for a
+  // StructGenerator).
+  Struct element(std::string_view name) const;
   Struct& set_null(std::string_view name);
 };
 

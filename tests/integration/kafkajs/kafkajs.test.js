@@ -1,5 +1,6 @@
 // KafkaJS (npm) against the real binary: admin create/grow/delete topics,
-// an idempotent producer, and a consumer group of two members that
+// a group's committed offsets listed without naming topics, an idempotent
+// producer, and a consumer group of two members that
 // rebalances when one leaves.
 'use strict';
 const test = require('node:test');
@@ -46,6 +47,28 @@ test('KafkaJS', async (t) => {
     assert.ok(!(await admin.listTopics()).includes('js-orders'));
     const after = await httpJson(node, 'GET', '/admin/v2/persistent/public/default/js-orders/partitions');
     assert.deepEqual(after.body, { partitions: 0 });
+  });
+
+  await t.test('admin.fetchOffsets without topics lists every partition the group committed', async () => {
+    await admin.createTopics({ topics: [{ topic: 'js-offsets-a', numPartitions: 2 }, { topic: 'js-offsets-b' }] });
+    const producer = kafka.producer();
+    await producer.connect();
+    for (const [topic, partition] of [['js-offsets-a', 0], ['js-offsets-a', 1], ['js-offsets-b', 0]]) {
+      await producer.send({ topic, messages: Array.from({ length: 5 }, (_, i) => ({ partition, value: `m${i}` })) });
+    }
+    await producer.disconnect();
+    await admin.setOffsets({ groupId: 'js-offsets', topic: 'js-offsets-a',
+      partitions: [{ partition: 0, offset: '3' }, { partition: 1, offset: '5' }] });
+    await admin.setOffsets({ groupId: 'js-offsets', topic: 'js-offsets-b', partitions: [{ partition: 0, offset: '2' }] });
+
+    const all = await admin.fetchOffsets({ groupId: 'js-offsets' });
+    const flat = all.flatMap(({ topic, partitions }) => partitions.map((p) => [topic, p.partition, p.offset])).sort();
+    assert.deepEqual(flat, [['js-offsets-a', 0, '3'], ['js-offsets-a', 1, '5'], ['js-offsets-b', 0, '2']]);
+    // Naming the topic still answers every partition of it.
+    const named = await admin.fetchOffsets({ groupId: 'js-offsets', topics: ['js-offsets-b'] });
+    assert.deepEqual(named, [{ topic: 'js-offsets-b', partitions: [{ partition: 0, offset: '2', metadata: null }] }]);
+    // A group that committed nothing has nothing to list.
+    assert.deepEqual(await admin.fetchOffsets({ groupId: 'js-never-committed' }), []);
   });
 
   await t.test('an idempotent producer writes every message once, in order', async () => {

@@ -1,7 +1,11 @@
 #include <cstdio>
+#include <future>
 #include <optional>
 #include <thread>
 
+#include "common/metrics.h"
+#include "common/stage_timing.h"
+#include "ledger/add_timing.h"
 #include "storage/segment.h"
 #include "utils/ledger_fixture.h"
 
@@ -138,14 +142,14 @@ TEST_F(ManagedLedgerTest, AFullStorageQueueHoldsAddsBackInOrder) {
   ASSERT_NE(ml, nullptr);
   const size_t ledgers_before = ml->chain().ledgers().size();
   constexpr int kAdds = 400;
-  std::vector<Result<Position>> results(kAdds, Status::internal("no answer"));
+  std::vector<Result<AppendedEntry>> results(kAdds, Status::internal("no answer"));
   auto all_done = std::make_shared<std::promise<void>>();
   auto left = std::make_shared<int>(kAdds);
   reactor_.run_sync([&] {
     for (int i = 0; i < kAdds; ++i) {
       MessageHeader h;
       h.producer = "p";
-      ml->add_entry(h, Slice::copy_of("m" + std::to_string(i)), [&, i, left, all_done](Result<Position> r) {
+      ml->add_entry(h, Slice::copy_of("m" + std::to_string(i)), [&, i, left, all_done](Result<AppendedEntry> r) {
         results[i] = std::move(r);
         if (--*left == 0) all_done->set_value();
       });
@@ -155,14 +159,90 @@ TEST_F(ManagedLedgerTest, AFullStorageQueueHoldsAddsBackInOrder) {
   for (int i = 0; i < kAdds; ++i) {
     ASSERT_TRUE(results[i].is_ok()) << "add " << i << ": " << results[i].status().to_string();
     if (i > 0) {
-      EXPECT_EQ(results[i]->entry, results[i - 1]->entry + 1);
+      EXPECT_EQ(results[i]->position.entry, results[i - 1]->position.entry + 1);
     }
+    EXPECT_EQ(results[i]->first_index, i);
   }
   EXPECT_EQ(ml->chain().ledgers().size(), ledgers_before);
   auto all = read_all(*ml, Position{0, -1});
   ASSERT_EQ(all.size(), static_cast<size_t>(kAdds));
   for (int i = 0; i < kAdds; ++i) EXPECT_EQ(all[i].payload.to_string(), "m" + std::to_string(i));
   EXPECT_EQ(ml->next_message_index(), kAdds);
+}
+
+TEST_F(ManagedLedgerTest, AnAddsCallbackSeesWhereItsTimeWent) {
+  auto& queued = common::MetricsRegistry::global().histogram(
+      "magnetar_storage_journal_stage_seconds", "", common::stage_latency_bounds(), {{"stage", "queue"}});
+  auto& completed = common::MetricsRegistry::global().histogram(
+      "magnetar_storage_journal_stage_seconds", "", common::stage_latency_bounds(), {{"stage", "complete"}});
+  const uint64_t queued_before = queued.count();
+  const uint64_t completed_before = completed.count();
+  auto ml = open("timed");
+  ASSERT_NE(ml, nullptr);
+  std::promise<std::optional<AddTiming>> seen;
+  const int64_t before = common::monotonic_ns();
+  reactor_.run_sync([&] {
+    EXPECT_EQ(current_add_timing(), nullptr);
+    MessageHeader h;
+    h.producer = "p";
+    ml->add_entry(h, Slice::copy_of("m"), [&](Result<AppendedEntry> r) {
+      EXPECT_TRUE(r.is_ok());
+      const AddTiming* t = current_add_timing();
+      seen.set_value(t != nullptr ? std::optional<AddTiming>(*t) : std::nullopt);
+    });
+  });
+  auto future = seen.get_future();
+  ASSERT_EQ(future.wait_for(kWait), std::future_status::ready);
+  std::optional<AddTiming> t = future.get();
+  ASSERT_TRUE(t.has_value());
+  EXPECT_LE(before, t->accepted_ns);
+  EXPECT_LE(t->accepted_ns, t->sent_ns);
+  EXPECT_LE(t->sent_ns, t->stored_ns);
+  EXPECT_LE(t->stored_ns, common::monotonic_ns());
+  reactor_.run_sync([&] { EXPECT_EQ(current_add_timing(), nullptr); });
+  // The journal measured the same add (and the ledger's own records).
+  EXPECT_GT(queued.count(), queued_before);
+  EXPECT_GT(completed.count(), completed_before);
+}
+
+// Adds taken while the ledger rolls over wait for the next ledger; each
+// completes with the first index it was given then, not the one the log
+// showed when it was called.
+TEST_F(ManagedLedgerTest, AddsWaitingThroughRolloversReportTheIndexTheyWereGiven) {
+  ManagedLedgerConfig config;
+  config.max_entries_per_ledger = 1;  // every add rolls the ledger over
+  auto ml = open("waiting-adds", config);
+  ASSERT_NE(ml, nullptr);
+  constexpr int kAdds = 20;
+  std::vector<Result<AppendedEntry>> results(kAdds, Status::internal("no answer"));
+  std::vector<int64_t> index_when_called(kAdds, -1);
+  auto all_done = std::make_shared<std::promise<void>>();
+  auto left = std::make_shared<int>(kAdds);
+  reactor_.run_sync([&] {
+    for (int i = 0; i < kAdds; ++i) {
+      MessageHeader h;
+      h.producer = "p";
+      h.messages = 3;
+      index_when_called[i] = ml->next_message_index();
+      ml->add_entry(h, Slice::copy_of("m" + std::to_string(i)), [&, i, left, all_done](Result<AppendedEntry> r) {
+        results[i] = std::move(r);
+        if (--*left == 0) all_done->set_value();
+      });
+    }
+  });
+  ASSERT_EQ(all_done->get_future().wait_for(kWait), std::future_status::ready);
+  // The adds after the first waited: the index the log showed then was stale.
+  EXPECT_EQ(index_when_called[kAdds - 1], 3);
+  for (int i = 0; i < kAdds; ++i) {
+    ASSERT_TRUE(results[i].is_ok()) << "add " << i << ": " << results[i].status().to_string();
+    EXPECT_EQ(results[i]->first_index, 3 * i) << "add " << i;
+  }
+  auto all = read_all(*ml, Position{0, -1});
+  ASSERT_EQ(all.size(), static_cast<size_t>(kAdds));
+  for (int i = 0; i < kAdds; ++i) {
+    EXPECT_EQ(all[i].position, results[i]->position);
+    EXPECT_EQ(all[i].header.first_index, results[i]->first_index);
+  }
 }
 
 TEST_F(ManagedLedgerTest, TrimDeletesLedgersEveryCursorPassed) {

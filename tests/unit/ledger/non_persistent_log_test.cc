@@ -13,9 +13,9 @@ Position add(Log& log, const std::string& payload, uint32_t messages = 1) {
   Position p;
   MessageHeader h;
   h.messages = messages;
-  log.add_entry(h, Slice::copy_of(payload), [&](Result<Position> r) {
+  log.add_entry(h, Slice::copy_of(payload), [&](Result<AppendedEntry> r) {
     ASSERT_TRUE(r.is_ok());
-    p = *r;
+    p = r->position;
   });
   return p;
 }
@@ -76,7 +76,7 @@ TEST(NonPersistentLogTest, ClosedLogRefusesAdds) {
   NonPersistentLog log("np", 3, 1 << 20);
   log.close([](common::Status st) { EXPECT_TRUE(st.is_ok()); });
   bool refused = false;
-  log.add_entry(MessageHeader{}, Slice::copy_of("z"), [&](Result<Position> r) { refused = !r.is_ok(); });
+  log.add_entry(MessageHeader{}, Slice::copy_of("z"), [&](Result<AppendedEntry> r) { refused = !r.is_ok(); });
   EXPECT_TRUE(refused);
 }
 

@@ -40,6 +40,20 @@ TEST(InflightWindowTest, ClosesAtTheBytesAndReopensWhenBothAreAtHalf) {
   EXPECT_TRUE(w.open());
 }
 
+TEST(InflightWindowTest, AnAnswerLargerThanCountedClosesTheWindow) {
+  InflightWindow w(10, 1000);
+  EXPECT_FALSE(w.add(10));
+  EXPECT_FALSE(w.add(10));
+  EXPECT_FALSE(w.add_bytes(500));  // 520
+  EXPECT_TRUE(w.add_bytes(480));   // 1000: closed
+  EXPECT_FALSE(w.add_bytes(1));    // already closed
+  EXPECT_EQ(w.bytes(), 1001u);
+  EXPECT_FALSE(w.remove(10));      // 991: still over half
+  EXPECT_TRUE(w.remove(991));
+  EXPECT_TRUE(w.open());
+  EXPECT_EQ(w.bytes(), 0u);
+}
+
 TEST(InflightWindowTest, AnOversizedRequestIsTakenAlone) {
   InflightWindow w(10, 100);
   EXPECT_TRUE(w.add(5000));  // taken, and it closes the window

@@ -436,6 +436,7 @@ void AmqpConnection::channel_error(Channel& ch, const AmqpError& e) {
 
 void AmqpConnection::close_channel(Channel& ch) {
   release_consumers(*this, ch);
+  take_tx(ch);  // an open transaction is rolled back
   // What waited behind the channel's publishes never runs now.
   for (const Channel::Deferred& d : ch.deferred) held_.remove(d.body.size());
   ch.deferred.clear();
@@ -447,6 +448,40 @@ void AmqpConnection::close_channel(Channel& ch) {
   ch.unacked.clear();
   // A channel closed by the client is gone now; one we closed waits for
   // close-ok (handle_method).
+}
+
+bool AmqpConnection::hold_in_tx(Channel& ch, size_t bytes, uint32_t key) {
+  const auto& options = service_.options();
+  if (tx_held_ + 1 > options.max_tx_messages) {
+    channel_error(ch, {kPreconditionFailed,
+                       fmt::format("transaction limit: a connection's transactions hold at most {} publishes and "
+                                   "acknowledgements until tx.commit",
+                                   options.max_tx_messages),
+                       key});
+    return false;
+  }
+  if (tx_held_bytes_ + bytes > options.max_tx_bytes) {
+    channel_error(ch, {kPreconditionFailed,
+                       fmt::format("transaction limit: a connection's transactions hold at most {} bytes of message "
+                                   "bodies until tx.commit",
+                                   options.max_tx_bytes),
+                       key});
+    return false;
+  }
+  ++tx_held_;
+  tx_held_bytes_ += bytes;
+  ch.tx_bytes += bytes;
+  return true;
+}
+
+std::pair<std::vector<Channel::Deferred>, std::vector<Method>> AmqpConnection::take_tx(Channel& ch) {
+  std::pair<std::vector<Channel::Deferred>, std::vector<Method>> held;
+  held.first.swap(ch.tx_publishes);
+  held.second.swap(ch.tx_settles);
+  tx_held_ -= held.first.size() + held.second.size();
+  tx_held_bytes_ -= ch.tx_bytes;
+  ch.tx_bytes = 0;
+  return held;
 }
 
 void AmqpConnection::connection_error(const AmqpError& e) {
@@ -496,6 +531,19 @@ void AmqpConnection::publish_finished(uint16_t id, uint64_t serial, size_t bytes
     return finish_close();
   }
   maybe_resume();
+}
+
+void AmqpConnection::unconfirmed_publish_failed(const std::string& exchange, const std::string& routing_key,
+                                                const Status& why) {
+  AmqpMetrics::get().unconfirmed_publish_failures.inc();
+  ++failures_not_logged_;
+  const auto now = std::chrono::steady_clock::now();
+  if (last_failure_log_ && now - *last_failure_log_ < kFailureLogInterval) return;
+  last_failure_log_ = now;
+  MLOG_WARN("amqp client {}: a publish to exchange '{}' with routing key '{}' was not stored ({} without confirms "
+            "since the last such warning): {}",
+            conn_ != nullptr ? conn_->peer() : "", exchange, routing_key, failures_not_logged_, why.to_string());
+  failures_not_logged_ = 0;
 }
 
 void AmqpConnection::maybe_resume() {

@@ -22,12 +22,14 @@
 // that closed (or was reopened under the same number) is dropped.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "broker/client_info.h"
@@ -107,9 +109,11 @@ struct Channel {
   uint64_t publish_seq = 0;
   bool tx = false;
   // tx.select: publishes and settlements wait here for tx.commit (or are
-  // dropped by tx.rollback).
+  // dropped by tx.rollback), counted against the connection's bounds on
+  // what transactions hold (AmqpConnection::hold_in_tx).
   std::vector<Deferred> tx_publishes;
   std::vector<Method> tx_settles;
+  size_t tx_bytes = 0;  // tx_publishes' bodies
   uint16_t prefetch = 0;   // basic.qos prefetch-count for new consumers
   std::string last_queue;  // the queue last declared: what "" names
   uint64_t next_delivery_tag = 1;
@@ -212,9 +216,25 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   // publishes are stored.
   void publish_started(Channel& ch, size_t bytes);
   void publish_finished(uint16_t channel, uint64_t serial, size_t bytes);
+  // A publish on a channel without confirms was not stored: counted
+  // (AmqpMetrics::unconfirmed_publish_failures) and logged at warn, at most
+  // once per kFailureLogInterval per connection with how many failed since,
+  // so a storage outage under a fast publisher does not flood the log.
+  void unconfirmed_publish_failed(const std::string& exchange, const std::string& routing_key,
+                                  const common::Status& why);
+  static constexpr std::chrono::seconds kFailureLogInterval{10};
   // Queues `d` behind the channel's publishes in flight; what waits counts
   // against the same bound as the publishes.
   void defer(Channel& ch, Channel::Deferred d);
+  // Room in the channel's transaction for one more publish of `bytes` (or
+  // acknowledgement, 0 bytes) within the connection's bounds on what its
+  // transactions hold (the service's max_tx_messages and max_tx_bytes).
+  // True: counted, and the caller adds it to the channel's tx_publishes or
+  // tx_settles. False: the channel was closed (406, method `key`).
+  bool hold_in_tx(Channel& ch, size_t bytes, uint32_t key);
+  // What the channel's transaction held, taken out of it and out of the
+  // connection's count (tx.commit, tx.rollback, the channel closing).
+  std::pair<std::vector<Channel::Deferred>, std::vector<Method>> take_tx(Channel& ch);
 
   // Called (on this reactor) with entries a consumer's sink received.
   void deliver(uint16_t channel, uint64_t serial, const std::shared_ptr<QueueConsumer>& consumer,
@@ -281,6 +301,10 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   std::map<std::string, std::shared_ptr<broker::PublishLimits>, std::less<>> publish_limits_;
   uint64_t sequence_ = 0;
   size_t publishes_in_flight_ = 0;
+  // What the channels' transactions hold: publishes and acknowledgements,
+  // and the publishes' body bytes (hold_in_tx, take_tx).
+  size_t tx_held_ = 0;
+  size_t tx_held_bytes_ = 0;
   // Publishes in flight and what channels deferred behind them, with their
   // bodies' bytes: at the bound reading pauses (paused_) until half.
   InflightWindow held_;
@@ -290,6 +314,9 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   std::vector<std::pair<std::shared_ptr<QueueConsumer>, uint32_t>> held_grants_;  // while not writable
   std::set<std::string> exclusive_queues_;
   broker::TenantSlot tenant_slot_;  // among its vhost's tenant's connections
+  // Unconfirmed publishes that failed since the last warning, and when that was.
+  uint64_t failures_not_logged_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> last_failure_log_;
 };
 
 class AmqpConsumerSink final : public broker::ConsumerSink {

@@ -90,6 +90,12 @@ AmqpMetrics& AmqpMetrics::get() {
         reg.counter("magnetar_amqp_chunks_skipped_total",
                     "Entries holding one chunk of a chunked Pulsar message, settled without delivery (AMQP delivers "
                     "whole messages only)"),
+        reg.counter("magnetar_amqp_entries_undeliverable_total",
+                    "Stored entries an AMQP consumer could not be given (not convertible), acknowledged and skipped"),
+        reg.counter("magnetar_amqp_dead_letter_failures_total",
+                    "Dead-lettered copies that could not be stored (the original is settled all the same)"),
+        reg.counter("magnetar_amqp_unconfirmed_publish_failures_total",
+                    "Publishes on channels without confirms that could not be stored"),
     };
   }();
   return metrics;

@@ -45,6 +45,9 @@
 
 namespace magnetar::protocol::amqp {
 
+inline constexpr size_t kDefaultMaxTxMessages = 10000;
+inline constexpr size_t kDefaultMaxTxBytes = 64 << 20;
+
 struct AmqpServiceOptions {
   std::string bind = "127.0.0.1";
   uint16_t port = 5672;
@@ -59,6 +62,13 @@ struct AmqpServiceOptions {
   uint16_t channel_max = 2047;
   uint32_t frame_max = kDefaultFrameMax;
   uint16_t heartbeat_secs = 60;
+  // Per connection, over its channels: the publishes and acknowledgements
+  // transactions (tx.select) hold until tx.commit, and the publishes' body
+  // bytes. The channel whose publish or acknowledgement would pass either
+  // is closed with 406 PRECONDITION_FAILED naming the limit: holding the
+  // client back instead would deadlock one that waits to commit.
+  size_t max_tx_messages = kDefaultMaxTxMessages;
+  size_t max_tx_bytes = kDefaultMaxTxBytes;
 };
 
 // What /metrics shows of AMQP (magnetar_amqp_*). Updated with relaxed
@@ -70,6 +80,14 @@ struct AmqpMetrics {
   common::Counter& delivered;
   common::Counter& dead_lettered;
   common::Counter& chunks_skipped;  // entries holding a chunk of a chunked Pulsar message
+  // What a client never sees, each with a warning: stored entries a
+  // consumer could not be given (acknowledged and skipped), dead-lettered
+  // copies that could not be stored (the original is settled all the same,
+  // as RabbitMQ's at-most-once dead-lettering drops it), and publishes
+  // without confirms that could not be stored.
+  common::Counter& undeliverable;
+  common::Counter& dead_letter_failures;
+  common::Counter& unconfirmed_publish_failures;
   // Channel and connection exceptions raised, by reply code.
   void error(uint16_t code);
   static AmqpMetrics& get();

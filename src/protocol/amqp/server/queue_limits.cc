@@ -142,7 +142,15 @@ void dead_letter(AmqpService& service, const QueueRef& queue, const AmqpMessage&
                                           service.dead_letter_producer(), service.next_sequence());
   static const broker::ClientInfo kDeadLetters{"amqp", "", "dead-lettering", 0};
   append_copies(service.broker(), topics, entry, service.dead_letter_producer_id(), service.dead_letter_producer(),
-                kDeadLetters, std::move(done));
+                kDeadLetters,
+                [queue = queue.name, exchange, reason = std::string(reason), done = std::move(done)](Status st) {
+                  if (!st.is_ok()) {
+                    MLOG_WARN("amqp: a message {} from queue '{}' was not dead-lettered to exchange '{}': {}", reason,
+                              queue, exchange, st.to_string());
+                    AmqpMetrics::get().dead_letter_failures.inc();
+                  }
+                  done(st);
+                });
 }
 
 void sweep(AmqpService& service, broker::Topic& topic, QueueRef queue, std::function<void()> done) {
@@ -209,8 +217,7 @@ void sweep(AmqpService& service, broker::Topic& topic, QueueRef queue, std::func
         };
         for (const auto& d : dropped) {
           for (const auto& m : d.messages) {
-            dead_letter(service, queue, m, d.reason, [left, home, all_stored](Status st) {
-              if (!st.is_ok()) MLOG_WARN("amqp: dead-lettering failed: {}", st.to_string());
+            dead_letter(service, queue, m, d.reason, [left, home, all_stored](Status) {
               if (left->fetch_sub(1) != 1) return;
               if (home->is_on_thread()) return all_stored();
               if (!home->post_reliably(all_stored)) MLOG_DEBUG("amqp: a sweep ended while its reactor stopped");

@@ -60,7 +60,8 @@ bool expired(const QueueArguments& args, const AmqpMessage& m, int64_t publish_m
 
 // Republishes `m` through the queue's dead-letter exchange; `done` runs once
 // every copy is stored (or at once when there is none to make), on any
-// reactor.
+// reactor. A copy that could not be stored is logged and counted here
+// (AmqpMetrics::dead_letter_failures); callers settle the original anyway.
 void dead_letter(AmqpService& service, const QueueRef& queue, const AmqpMessage& m, std::string_view reason,
                  std::function<void(common::Status)> done);
 

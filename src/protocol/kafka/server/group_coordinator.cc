@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "common/logging.h"
+#include "common/metrics.h"
 
 namespace magnetar::protocol::kafka {
 
@@ -23,6 +24,14 @@ constexpr int32_t kMaxSessionTimeoutMs = 30 * 60 * 1000;
 enum class GroupState { kEmpty, kPreparingRebalance, kCompletingRebalance, kStable };
 
 std::atomic<uint64_t> next_member{1};
+
+common::Counter& exact_offsets_evicted_metric() {
+  static common::Counter& evicted = common::MetricsRegistry::global().counter(
+      "magnetar_kafka_exact_offsets_evicted_total",
+      "Exact committed offsets (commits inside a batch) forgotten at their bound; the group resumes those "
+      "partitions at the batch's first offset");
+  return evicted;
+}
 
 }  // namespace
 
@@ -135,7 +144,10 @@ struct GroupCoordinator::Shard {
   std::unique_ptr<runtime::Timer> timer;  // created on first use, on the reactor
 };
 
-GroupCoordinator::GroupCoordinator(runtime::Runtime& runtime) : runtime_(runtime) {
+GroupCoordinator::GroupCoordinator(runtime::Runtime& runtime, GroupCoordinatorOptions options)
+    : runtime_(runtime),
+      options_(options),
+      offsets_(options.max_exact_offsets_per_group, options.max_exact_offsets) {
   for (size_t i = 0; i < runtime.size(); ++i) {
     auto shard = std::make_unique<Shard>();
     shard->reactor = &runtime.reactor(i);
@@ -219,7 +231,8 @@ void GroupCoordinator::join(JoinArgs args, std::function<void(JoinResult)> done)
     return done(std::move(r));
   }
   std::string group = args.group;
-  with_group(group, [args = std::move(args), done = std::move(done)](Group& g) mutable {
+  with_group(group, [args = std::move(args), done = std::move(done), max_members = options_.max_members](
+                        Group& g) mutable {
     auto fail = [&](ErrorCode e) {
       JoinResult r;
       r.error = e;
@@ -232,6 +245,10 @@ void GroupCoordinator::join(JoinArgs args, std::function<void(JoinResult)> done)
     if (args.protocol_type.empty() || args.protocols.empty()) return fail(kInconsistentGroupProtocol);
     if (!g.members.empty() && args.protocol_type != g.protocol_type) return fail(kInconsistentGroupProtocol);
     if (!args.member_id.empty() && !g.members.count(args.member_id)) return fail(kUnknownMemberId);
+    if (args.member_id.empty() && g.members.size() >= max_members) {
+      MLOG_INFO("kafka group {}: a new member is refused, the group has {} members (its bound)", g.name, max_members);
+      return fail(kGroupMaxSizeReached);
+    }
     if (!g.members.empty()) {
       // Some protocol must stay common to everyone.
       bool shared = false;
@@ -404,16 +421,31 @@ void GroupCoordinator::list(std::function<void(std::vector<GroupListing>)> done)
   }
 }
 
-void GroupCoordinator::remember_offset(const std::string& key, int64_t exact, int64_t aligned) {
-  std::lock_guard lock(offsets_mu_);
-  offsets_[key] = {exact, aligned};
+namespace {
+
+std::string partition_key(const std::string& topic, int32_t partition) {
+  return fmt::format("{}\n{}", topic, partition);
 }
 
-int64_t GroupCoordinator::exact_offset(const std::string& key, int64_t aligned) const {
+}  // namespace
+
+void GroupCoordinator::remember_offset(const std::string& group, const std::string& topic, int32_t partition,
+                                       int64_t exact, int64_t aligned) {
   std::lock_guard lock(offsets_mu_);
-  auto it = offsets_.find(key);
-  if (it == offsets_.end() || it->second.second != aligned) return aligned;
-  return it->second.first;
+  const uint64_t evicted = offsets_.evicted();
+  offsets_.remember(group, partition_key(topic, partition), exact, aligned);
+  if (offsets_.evicted() > evicted) exact_offsets_evicted_metric().inc(offsets_.evicted() - evicted);
+}
+
+int64_t GroupCoordinator::exact_offset(const std::string& group, const std::string& topic, int32_t partition,
+                                       int64_t aligned) const {
+  std::lock_guard lock(offsets_mu_);
+  return offsets_.exact(group, partition_key(topic, partition), aligned);
+}
+
+void GroupCoordinator::forget_offsets(const std::string& group) {
+  std::lock_guard lock(offsets_mu_);
+  offsets_.forget_group(group);
 }
 
 }  // namespace magnetar::protocol::kafka

@@ -10,6 +10,11 @@
 // SyncGroup, and the coordinator hands each member its part. The broker
 // never reads assignments.
 //
+// A group holds at most max_members members: a new member past that is
+// answered GROUP_MAX_SIZE_REACHED (Kafka's group.max.size, unlimited by
+// default there; bounded here so one client cannot grow a group without
+// end).
+//
 // Threads: a group lives on the home reactor of its name's hash, like a
 // topic. Every method may be called from any thread; its callback runs on
 // the group's reactor (callers route answers back to their connection).
@@ -26,6 +31,7 @@
 #include <vector>
 
 #include "protocol/kafka/errors.h"
+#include "protocol/kafka/server/exact_offsets.h"
 #include "runtime/runtime.h"
 #include "runtime/timer.h"
 
@@ -75,9 +81,16 @@ struct GroupListing {
   std::string protocol_type;
 };
 
+struct GroupCoordinatorOptions {
+  size_t max_members = 1000;  // per group
+  // The exact offsets remembered (exact_offsets.h): per group, and over all.
+  size_t max_exact_offsets_per_group = 10000;
+  size_t max_exact_offsets = 100000;
+};
+
 class GroupCoordinator {
  public:
-  explicit GroupCoordinator(runtime::Runtime& runtime);
+  explicit GroupCoordinator(runtime::Runtime& runtime, GroupCoordinatorOptions options = {});
   ~GroupCoordinator();
   // Cancels the deadline timers, on their reactors. Main thread, before the
   // reactors stop.
@@ -99,12 +112,17 @@ class GroupCoordinator {
 
   // Committed offsets as the client sent them. The cursor keeps whole
   // entries only, so a commit inside a batch entry is remembered here
-  // (memory only) together with the entry-aligned offset the cursor
-  // holds; OffsetFetch returns the exact offset while the cursor still
-  // says the same. Any thread.
-  void remember_offset(const std::string& key, int64_t exact, int64_t aligned);
-  // The exact offset remembered for `key` whose aligned offset is `aligned`, else `aligned`.
-  int64_t exact_offset(const std::string& key, int64_t aligned) const;
+  // (memory only, bounded: exact_offsets.h) together with the entry-aligned
+  // offset the cursor holds; OffsetFetch returns the exact offset while the
+  // cursor still says the same. `group` is the coordinator's key. Any thread.
+  void remember_offset(const std::string& group, const std::string& topic, int32_t partition, int64_t exact,
+                       int64_t aligned);
+  // The exact offset remembered for the partition whose aligned offset is
+  // `aligned`, else `aligned`.
+  int64_t exact_offset(const std::string& group, const std::string& topic, int32_t partition,
+                       int64_t aligned) const;
+  // The group's offsets were deleted: forgets its exact offsets.
+  void forget_offsets(const std::string& group);
 
  private:
   struct Group;
@@ -115,9 +133,10 @@ class GroupCoordinator {
   void tick(Shard& shard);
 
   runtime::Runtime& runtime_;
+  const GroupCoordinatorOptions options_;
   std::vector<std::unique_ptr<Shard>> shards_;  // one per reactor, touched only there
   mutable std::mutex offsets_mu_;
-  std::unordered_map<std::string, std::pair<int64_t, int64_t>> offsets_;  // guarded by offsets_mu_
+  ExactOffsets offsets_;  // guarded by offsets_mu_
 };
 
 }  // namespace magnetar::protocol::kafka

@@ -1,7 +1,5 @@
 #include "protocol/kafka/server/group_offsets.h"
 
-#include <fmt/format.h>
-
 #include "ledger/managed_ledger.h"
 #include "protocol/kafka/server/offsets.h"
 
@@ -85,10 +83,6 @@ void fetch_group_offset(broker::Topic* topic, const std::string& group,
   broker::Subscription* sub = topic->subscription(group);
   if (sub == nullptr) return done(kNone, -1);
   index_after(topic->log(), sub->cursor().mark_delete_position(), std::move(done));
-}
-
-std::string group_offset_key(const std::string& group, const std::string& topic, int32_t partition) {
-  return fmt::format("{}\n{}\n{}", group, topic, partition);
 }
 
 }  // namespace magnetar::protocol::kafka

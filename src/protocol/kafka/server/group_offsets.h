@@ -29,7 +29,5 @@ void commit_group_offset(broker::Topic* topic, const std::string& group, int64_t
 // topic has no such subscription.
 void fetch_group_offset(broker::Topic* topic, const std::string& group,
                         std::function<void(ErrorCode, int64_t aligned)> done);
-// The key GroupCoordinator::remember_offset files an exact offset under.
-std::string group_offset_key(const std::string& group, const std::string& topic, int32_t partition);
 
 }  // namespace magnetar::protocol::kafka

@@ -15,14 +15,6 @@ using common::Status;
 
 namespace {
 
-// What a request may make the connection hold until it is answered: its
-// own bytes, or for a Fetch the most its response may carry (MaxBytes;
-// Kafka lets it pass that by one batch).
-size_t window_charge(const Request& request, size_t bytes) {
-  if (request.header.api_key != kFetch) return bytes;
-  return std::max(bytes, static_cast<size_t>(std::max<int64_t>(0, request.body.i("MaxBytes"))));
-}
-
 common::Counter& pauses_metric() {
   static common::Counter& pauses = common::MetricsRegistry::global().counter(
       "magnetar_kafka_connection_pauses_total",
@@ -46,6 +38,19 @@ KafkaConnection::KafkaConnection(runtime::Reactor& reactor, KafkaService& servic
               std::max<size_t>(1, service.options().max_inflight_bytes)) {}
 
 KafkaConnection::~KafkaConnection() { link_->conn = nullptr; }
+
+// Its own bytes; for a Fetch the most its response may carry (MaxBytes;
+// Kafka lets it pass that by one batch); for a Metadata request as much as
+// the largest Metadata response so far, or before the first (whose size
+// nothing tells) the whole bytes bound.
+size_t KafkaConnection::window_charge(const Request& request, size_t bytes) const {
+  switch (request.header.api_key) {
+    case kFetch: return std::max(bytes, static_cast<size_t>(std::max<int64_t>(0, request.body.i("MaxBytes"))));
+    case kMetadata:
+      return std::max(bytes, metadata_response_bytes_ > 0 ? metadata_response_bytes_ : window_.max_bytes());
+    default: return bytes;
+  }
+}
 
 void KafkaConnection::on_data(runtime::Connection& conn, common::SliceChain& input) {
   if (conn_ == nullptr) connected_since_ms_ = common::wall_clock_ms();
@@ -169,11 +174,19 @@ void KafkaConnection::respond(const Request& request, const Struct& response) {
   begin_response(out, request.header.correlation_id, request.api->response_header_version(v));
   encode_struct(out, response, v, request.api->flexible(v));
   Slice bytes = finish_response(out);
+  if (request.header.api_key == kMetadata) metadata_response_bytes_ = std::max(metadata_response_bytes_, bytes.size());
   for (Slot& slot : pending_) {
-    if (slot.id == request.slot) {
-      slot.response = std::move(bytes);
-      break;
+    if (slot.id != request.slot) continue;
+    // A response that waits behind an earlier one counts what it holds.
+    if (slot.id != pending_.front().id && bytes.size() > slot.bytes) {
+      if (window_.add_bytes(bytes.size() - slot.bytes)) {
+        pauses_metric().inc();
+        update_reading();
+      }
+      slot.bytes = bytes.size();
     }
+    slot.response = std::move(bytes);
+    break;
   }
   flush();
 }

@@ -11,7 +11,12 @@
 // bound, while a publish rate limit holds the connection, and while the
 // connection is not writable, nothing more is decoded and the socket is not
 // read; the client's requests wait in the kernel and TCP holds the client
-// back. Decoding goes on when the window is back at half.
+// back. Decoding goes on when the window is back at half. A slot counts
+// the most its response may hold where that is known up front (a Fetch's
+// MaxBytes, a Metadata response as large as this connection's largest so
+// far; the first counts as the whole bytes bound, so it is handled alone),
+// and a response that waits behind an earlier one counts its actual size
+// when that is larger.
 //
 // Threads: lives on its connection's reactor. Handlers post topic work to
 // the topic's home reactor and answer through replier(), which finds this
@@ -198,6 +203,13 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   };
   std::deque<Slot> pending_;
   InflightWindow window_;
+  // What a request may make the connection hold until it is answered
+  // (counted in window_ for its slot).
+  size_t window_charge(const Request& request, size_t bytes) const;
+  // The largest Metadata response this connection sent; 0 before the
+  // first. A namespace's topic list makes Metadata's the one response
+  // that grows with what the node holds rather than with the request.
+  size_t metadata_response_bytes_ = 0;
   uint64_t next_slot_ = 0;
   std::map<std::string, std::pair<uint64_t, std::string>> producers_;  // by "<topic>/<partition>"
   std::map<uint64_t, broker::TopicName> producer_topics_;             // where each one is registered

@@ -11,7 +11,7 @@ KafkaService::KafkaService(runtime::Runtime& runtime, broker::BrokerService& bro
     : runtime_(runtime),
       broker_(broker),
       options_(std::move(options)),
-      groups_(std::make_unique<GroupCoordinator>(runtime)) {
+      groups_(std::make_unique<GroupCoordinator>(runtime, options_.groups)) {
   for (size_t i = 0; i < runtime.size(); ++i) producer_states_.push_back(std::make_unique<ProducerStates>());
 }
 

@@ -55,6 +55,8 @@ struct KafkaServiceOptions {
   // max_inflight_bytes is still handled, alone.
   size_t max_inflight_requests = kDefaultMaxInflightRequests;
   size_t max_inflight_bytes = kDefaultMaxInflightBytes;
+  // Members per consumer group and the exact offsets kept (group_coordinator.h).
+  GroupCoordinatorOptions groups;
 };
 
 class KafkaService final : public runtime::Component {

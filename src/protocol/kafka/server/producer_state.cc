@@ -18,9 +18,8 @@ std::string ProducerStates::key(const std::string& partition, int64_t producer_i
 }
 
 SequenceCheck ProducerStates::check_and_record(const std::string& partition, const SequencedBatch& batch,
-                                               int64_t base_offset, int64_t now_ms) {
+                                               int64_t now_ms) {
   SequenceCheck out;
-  out.base_offset = base_offset;
   if (batch.producer_id < 0) return out;  // not an idempotent producer
   if (batch.first_sequence < 0 || batch.epoch < 0) {
     out.error = kInvalidRecord;
@@ -55,18 +54,61 @@ SequenceCheck ProducerStates::check_and_record(const std::string& partition, con
     }
   }
   if (fresh || batch.epoch > s.epoch) {
+    fail_waiting(s.recent);
     s.recent.clear();
     s.epoch = batch.epoch;
   }
   s.last_sequence = batch.last_sequence;
   s.last_used_ms = now_ms;
-  s.recent.push_back(Written{batch.first_sequence, batch.last_sequence, base_offset});
-  if (s.recent.size() > kRememberedBatches) s.recent.pop_front();
+  s.recent.push_back(Written{batch.first_sequence, batch.last_sequence, -1, {}});
+  if (s.recent.size() > kRememberedBatches) {
+    std::deque<Written> oldest;
+    oldest.push_back(std::move(s.recent.front()));
+    s.recent.pop_front();
+    fail_waiting(oldest);
+  }
   return out;
 }
 
+ProducerStates::Written* ProducerStates::find(const std::string& partition, const SequencedBatch& batch) {
+  auto it = states_.find(key(partition, batch.producer_id));
+  if (it == states_.end() || it->second.epoch != batch.epoch) return nullptr;
+  for (Written& w : it->second.recent) {
+    if (w.first == batch.first_sequence && w.last == batch.last_sequence) return &w;
+  }
+  return nullptr;
+}
+
+void ProducerStates::written(const std::string& partition, const SequencedBatch& batch, int64_t base_offset) {
+  Written* w = find(partition, batch);
+  if (w == nullptr || w->base_offset >= 0) return;  // forgotten or superseded meanwhile
+  w->base_offset = base_offset;
+  auto waiting = std::move(w->waiting);
+  w->waiting.clear();
+  for (auto& done : waiting) done(kNone, base_offset);
+}
+
+bool ProducerStates::when_written(const std::string& partition, const SequencedBatch& batch, WrittenCallback done) {
+  Written* w = find(partition, batch);
+  if (w == nullptr || w->base_offset >= 0) return false;
+  w->waiting.push_back(std::move(done));
+  return true;
+}
+
 void ProducerStates::forget(const std::string& partition, int64_t producer_id) {
-  states_.erase(key(partition, producer_id));
+  auto it = states_.find(key(partition, producer_id));
+  if (it == states_.end()) return;
+  std::deque<Written> recent = std::move(it->second.recent);
+  states_.erase(it);
+  fail_waiting(recent);
+}
+
+void ProducerStates::fail_waiting(std::deque<Written>& batches) {
+  for (Written& w : batches) {
+    auto waiting = std::move(w.waiting);
+    w.waiting.clear();
+    for (auto& done : waiting) done(kKafkaStorageError, -1);
+  }
 }
 
 int64_t ProducerIds::next(int64_t now_ms) {

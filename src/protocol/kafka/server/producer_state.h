@@ -9,7 +9,9 @@
 // appended and the last five batches with the offset each was written at,
 // the window Kafka's clients keep in flight. A batch that matches one of
 // them is a duplicate: answered with its original offset, not written
-// again. A batch that does not start right after the last sequence is out
+// again. A batch's offset is known once it is stored (an append may wait
+// in the topic or the log first): a duplicate of a batch still being
+// written waits for it. A batch that does not start right after the last sequence is out
 // of order; an older epoch is fenced. The first batch of a producer on a
 // partition is taken at any sequence (after a broker restart the state is
 // gone, and Kafka's brokers accept then too).
@@ -20,16 +22,18 @@
 // producer.id.expiration.ms.
 //
 // Threads: a partition's state is read and written only on its topic's
-// home reactor, right before the append, so each reactor keeps its own
+// home reactor, around the append, so each reactor keeps its own
 // ProducerStates (KafkaService::producer_states()) and no lock is taken.
 // ProducerIds hands out ids from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
-#include <atomic>
+#include <functional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "protocol/kafka/errors.h"
 
@@ -44,19 +48,31 @@ struct SequencedBatch {
 
 struct SequenceCheck {
   ErrorCode error = kNone;   // kNone: append (or duplicate when `duplicate`)
-  bool duplicate = false;    // already written at `base_offset`
-  int64_t base_offset = -1;
+  bool duplicate = false;    // already taken: written at `base_offset`, or
+  int64_t base_offset = -1;  // -1 while still being written (when_written)
   std::string why;
 };
+
+// How a retry of a batch still being written learns the batch's offset.
+using WrittenCallback = std::function<void(ErrorCode, int64_t base_offset)>;
 
 class ProducerStates {
  public:
   // Checks `batch` from `partition` (a Pulsar topic or partition name) and,
-  // when it is to be appended, records it as written at `base_offset`.
-  SequenceCheck check_and_record(const std::string& partition, const SequencedBatch& batch, int64_t base_offset,
-                                 int64_t now_ms);
+  // when it is to be appended, records it as being written: the caller
+  // reports the outcome with written() or forget().
+  SequenceCheck check_and_record(const std::string& partition, const SequencedBatch& batch, int64_t now_ms);
+  // The batch check_and_record took was stored at `base_offset`: retries
+  // of it are answered with that offset, those waiting too.
+  void written(const std::string& partition, const SequencedBatch& batch, int64_t base_offset);
+  // A duplicate of a batch still being written (check_and_record said so):
+  // `done` runs with the batch's offset once it is written, or with
+  // KAFKA_STORAGE_ERROR (retriable) if its append fails. False when no such
+  // batch is being written (`done` is not kept).
+  bool when_written(const std::string& partition, const SequencedBatch& batch, WrittenCallback done);
   // The append recorded for (partition, producer id) failed: its state is
-  // dropped so that the producer's retry is taken.
+  // dropped so that the producer's retry is taken; retries waiting for
+  // its batches are answered KAFKA_STORAGE_ERROR.
   void forget(const std::string& partition, int64_t producer_id);
   size_t size() const { return states_.size(); }
 
@@ -67,7 +83,8 @@ class ProducerStates {
   struct Written {
     int32_t first;
     int32_t last;
-    int64_t base_offset;
+    int64_t base_offset;                // -1 while being written
+    std::vector<WrittenCallback> waiting;  // retries that came meanwhile
   };
   struct State {
     int16_t epoch = 0;
@@ -76,6 +93,10 @@ class ProducerStates {
     std::deque<Written> recent;
   };
   static std::string key(const std::string& partition, int64_t producer_id);
+  Written* find(const std::string& partition, const SequencedBatch& batch);
+  // Answers the retries waiting for `batches` (no longer remembered) with
+  // a retriable error.
+  static void fail_waiting(std::deque<Written>& batches);
   void expire_idle(int64_t now_ms);
 
   std::unordered_map<std::string, State> states_;

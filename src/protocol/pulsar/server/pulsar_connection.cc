@@ -180,6 +180,45 @@ void PulsarConnection::send_slices(common::Slice head, common::Slice entry) {
   conn_->write(std::move(entry));
 }
 
+void PulsarConnection::deliver(uint64_t consumer_id, uint64_t broker_id, int32_t partition,
+                               std::vector<broker::Delivery>& entries) {
+  int64_t cost = 0;
+  for (auto& d : entries) {
+    cost += broker::delivery_cost(d.payload.size());
+    auto id = commands::message_id(d.position.ledger, static_cast<uint64_t>(d.position.entry), partition);
+    auto cmd = commands::message(consumer_id, id, d.redelivery_count);
+    // A partly acknowledged batch: ack_set has a bit set for each message
+    // still unacknowledged, so the client skips the others.
+    for (uint32_t i = 0; !d.batch_acks.empty() && i < d.header.messages; i += 64) {
+      uint64_t word = i / 64 < d.batch_acks.size() ? ~d.batch_acks[i / 64] : ~uint64_t{0};
+      if (d.header.messages - i < 64) word &= (uint64_t{1} << (d.header.messages - i)) - 1;
+      cmd.mutable_message()->add_ack_set(static_cast<int64_t>(word));
+    }
+    common::Slice head = encode_payload_head(cmd, d.payload.size());
+    send_slices(std::move(head), std::move(d.payload));
+  }
+  auto it = consumers.find(consumer_id);
+  if (it == consumers.end() || it->second.broker_id != broker_id) return;
+  it->second.credit.delivered(cost);
+  hand_credit(it->second);
+}
+
+void PulsarConnection::hand_credit(ConsumerState& consumer) {
+  if (conn_ == nullptr || !conn_->writable()) return;
+  const int64_t credit = consumer.credit.take();
+  if (credit == 0) return;
+  service_.broker().with_topic(consumer.topic, [sub = consumer.subscription, broker_id = consumer.broker_id,
+                                                credit](common::Result<broker::Topic*> t) {
+    if (!t.is_ok()) return;
+    if (auto* s = (*t)->subscription(sub)) s->add_credit(broker_id, credit);
+  });
+}
+
+void PulsarConnection::on_writable_changed(runtime::Connection&, bool writable) {
+  if (!writable) return;
+  for (auto& [id, consumer] : consumers) hand_credit(consumer);
+}
+
 void PulsarConnection::charge_publish(broker::PublishLimits& limits, int64_t messages, int64_t bytes) {
   if (throttle_.charge(limits, messages, bytes)) update_reading();
 }
@@ -297,33 +336,25 @@ void PulsarConsumerSink::to_connection(std::function<void(PulsarConnection&)> fn
 }
 
 void PulsarConsumerSink::deliver(std::vector<broker::Delivery> entries) {
-  uint64_t consumer_id = consumer_id_;
-  to_connection([consumer_id, partition = partition_, entries = std::move(entries)](PulsarConnection& c) mutable {
-    for (auto& d : entries) {
-      auto id = commands::message_id(d.position.ledger, static_cast<uint64_t>(d.position.entry), partition);
-      auto cmd = commands::message(consumer_id, id, d.redelivery_count);
-      // A partly acknowledged batch: ack_set has a bit set for each message
-      // still unacknowledged, so the client skips the others.
-      for (uint32_t i = 0; !d.batch_acks.empty() && i < d.header.messages; i += 64) {
-        uint64_t word = i / 64 < d.batch_acks.size() ? ~d.batch_acks[i / 64] : ~uint64_t{0};
-        if (d.header.messages - i < 64) word &= (uint64_t{1} << (d.header.messages - i)) - 1;
-        cmd.mutable_message()->add_ack_set(static_cast<int64_t>(word));
-      }
-      common::Slice head = encode_payload_head(cmd, d.payload.size());
-      c.send_slices(std::move(head), std::move(d.payload));
-    }
+  to_connection([consumer_id = consumer_id_, broker_id = broker_id_, partition = partition_,
+                 entries = std::move(entries)](PulsarConnection& c) mutable {
+    c.deliver(consumer_id, broker_id, partition, entries);
   });
 }
 
 void PulsarConsumerSink::closed(const Status& why) {
-  uint64_t consumer_id = consumer_id_;
-  to_connection([consumer_id](PulsarConnection& c) {
+  to_connection([consumer_id = consumer_id_, broker_id = broker_id_](PulsarConnection& c) {
+    // A consumer the client attached since under the same id is not this one.
+    auto it = c.consumers.find(consumer_id);
+    if (it != c.consumers.end()) {
+      if (it->second.broker_id != broker_id) return;
+      c.consumers.erase(it);
+    }
     // Tells the client to reconnect (and look the topic up again).
     proto::BaseCommand cmd;
     cmd.set_type(proto::BaseCommand::CLOSE_CONSUMER);
     cmd.mutable_close_consumer()->set_consumer_id(consumer_id);
     cmd.mutable_close_consumer()->set_request_id(0);
-    c.consumers.erase(consumer_id);
     c.send(cmd);
   });
 }

@@ -12,9 +12,14 @@
 // service's max_pending_* options, InflightWindows). At a bound, while a
 // publish rate limit holds the connection, and while the connection is not
 // writable, nothing more is decoded and the socket is not read; decoding
-// goes on once the connection is back at half.
+// goes on once the connection is back at half. Outward, each consumer has
+// a delivery credit at the broker (protocol/delivery_credit.h), given back
+// as deliveries reach the connection and only while it is writable, so a
+// client that grants permits and does not read cannot have its messages
+// pile up in the connection's output.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,6 +29,7 @@
 #include "broker/producer.h"
 #include "broker/publish_throttle.h"
 #include "broker/tenant_usage.h"
+#include "protocol/delivery_credit.h"
 #include "protocol/inflight_window.h"
 #include "protocol/pulsar/frame.h"
 #include "protocol/pulsar/server/pulsar_service.h"
@@ -66,6 +72,7 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   ~PulsarConnection() override;
 
   void on_data(runtime::Connection& conn, common::SliceChain& input) override;
+  void on_writable_changed(runtime::Connection& conn, bool writable) override;
   void on_close(runtime::Connection& conn, const common::Status& reason) override;
 
   // --- For handlers.
@@ -81,6 +88,13 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   // `answer_bytes` (the most its answer may hold), until every copy is
   // gone.
   RequestReplier request_replier(size_t answer_bytes = 0);
+  // A namespace's topic list (GET_TOPICS_OF_NAMESPACE) grows with the
+  // namespace, not with its request: its answer_bytes are those of the
+  // largest list this connection was sent, or before the first (whose
+  // size nothing tells) the whole max_pending_request_bytes, so that one
+  // is handled alone. remember_topic_list records a list's bytes.
+  size_t topic_list_bytes() const { return topic_list_bytes_ > 0 ? topic_list_bytes_ : requests_.max_bytes(); }
+  void remember_topic_list(size_t bytes) { topic_list_bytes_ = std::max(topic_list_bytes_, bytes); }
   // A SEND of `bytes` went to its topic / was answered (receipt or error):
   // counted against max_pending_publishes and max_pending_publish_bytes.
   // REQUIRES: every publish_started is matched by one publish_finished
@@ -109,9 +123,19 @@ class PulsarConnection final : public runtime::ConnectionHandler {
     std::string subscription;
     uint64_t broker_id;
     std::shared_ptr<PulsarConsumerSink> sink;
+    DeliveryCredit credit;  // its delivery credit, as the connection counts it
   };
   std::map<uint64_t, ProducerState> producers;  // by the client's producer id
   std::map<uint64_t, ConsumerState> consumers;  // by the client's consumer id
+  // Gives `consumer` back the delivery credit its deliveries used, if the
+  // connection is writable (else on_writable_changed does, once it is).
+  void hand_credit(ConsumerState& consumer);
+  // Writes a consumer's entries as MESSAGE frames (whether or not the
+  // connection is writable: what the broker sent is bounded by the credit
+  // it was given) and counts what they cost against the credit of the
+  // consumer `consumer_id`, if it is still the one with `broker_id`. The
+  // message ids carry `partition` (-1: the topic is not a partition).
+  void deliver(uint64_t consumer_id, uint64_t broker_id, int32_t partition, std::vector<broker::Delivery>& entries);
   int32_t protocol_version = 0;
   std::string role;  // who CONNECT proved the client is (broker::Authenticator)
   // This connection counts among the connections of each tenant it has
@@ -160,6 +184,7 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   InflightWindow publishes_;  // SENDs awaiting their receipt
   InflightWindow requests_;   // other requests awaiting their answer (RequestReplier)
   size_t frame_bytes_ = 0;    // of the frame being dispatched; 0 outside dispatch
+  size_t topic_list_bytes_ = 0;  // the largest topic list sent; 0 before the first
   bool connected_ = false;  // CONNECT handled
   std::unique_ptr<runtime::Timer> keepalive_;
   bool heard_ = false;         // something arrived since the last tick
@@ -168,11 +193,18 @@ class PulsarConnection final : public runtime::ConnectionHandler {
 
 class PulsarConsumerSink final : public broker::ConsumerSink {
  public:
-  // `partition`: the partition index of the consumer's topic (-1: not a
-  // partition), which every MESSAGE's id carries, as Pulsar's do.
+  // `broker_id`: the broker's id of the consumer this sink feeds, unique
+  // per node, which tells its deliveries from those of an earlier consumer
+  // with the same client id. `partition`: the partition index of the
+  // consumer's topic (-1: not a partition), which every MESSAGE's id
+  // carries, as Pulsar's do.
   PulsarConsumerSink(std::weak_ptr<ConnectionLink> link, runtime::Reactor& conn_reactor, uint64_t client_consumer_id,
-                     int32_t partition)
-      : link_(std::move(link)), conn_reactor_(conn_reactor), consumer_id_(client_consumer_id), partition_(partition) {}
+                     uint64_t broker_id, int32_t partition)
+      : link_(std::move(link)),
+        conn_reactor_(conn_reactor),
+        consumer_id_(client_consumer_id),
+        broker_id_(broker_id),
+        partition_(partition) {}
   void deliver(std::vector<broker::Delivery> entries) override;
   void closed(const common::Status& why) override;
   void active_changed(bool active) override;
@@ -182,6 +214,7 @@ class PulsarConsumerSink final : public broker::ConsumerSink {
   std::weak_ptr<ConnectionLink> link_;
   runtime::Reactor& conn_reactor_;
   uint64_t consumer_id_;
+  uint64_t broker_id_;
   int32_t partition_;
 };
 

@@ -29,6 +29,7 @@ inline constexpr size_t kDefaultMaxPendingPublishes = 1000;
 inline constexpr size_t kDefaultMaxPendingPublishBytes = 64 << 20;
 inline constexpr size_t kDefaultMaxPendingRequests = 100;
 inline constexpr size_t kDefaultMaxPendingRequestBytes = 64 << 20;
+inline constexpr uint64_t kDefaultConsumerCreditBytes = 16 << 20;
 
 struct PulsarServiceOptions {
   std::string bind = "127.0.0.1";
@@ -54,6 +55,15 @@ struct PulsarServiceOptions {
   size_t max_pending_publish_bytes = kDefaultMaxPendingPublishBytes;
   size_t max_pending_requests = kDefaultMaxPendingRequests;
   size_t max_pending_request_bytes = kDefaultMaxPendingRequestBytes;
+  // Per consumer: the bytes of entries (payload and 256 per entry, as
+  // broker::delivery_cost counts them) the broker may hand the consumer
+  // beyond what reached the connection. The connection gives the credit
+  // back as deliveries reach it and only while it is writable
+  // (protocol/delivery_credit.h), so a client that grants permits and
+  // does not read holds the node to this plus one entry per consumer,
+  // past the output's high watermark. Permits go to the broker as the
+  // client grants them.
+  uint64_t consumer_credit_bytes = kDefaultConsumerCreditBytes;
 };
 
 class PulsarService final : public runtime::Component {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <vector>
 
 namespace magnetar::protocol::kafka {
 namespace {
@@ -23,7 +24,7 @@ class GroupCoordinatorTest : public ::testing::Test {
   void SetUp() override {
     runtime_ = std::make_unique<runtime::Runtime>(2);
     runtime_->start();
-    groups_ = std::make_unique<GroupCoordinator>(*runtime_);
+    groups_ = std::make_unique<GroupCoordinator>(*runtime_, options_);
   }
   void TearDown() override {
     groups_->stop();
@@ -63,6 +64,7 @@ class GroupCoordinatorTest : public ::testing::Test {
     return wait(f);
   }
 
+  GroupCoordinatorOptions options_;  // set before SetUp()
   std::unique_ptr<runtime::Runtime> runtime_;
   std::unique_ptr<GroupCoordinator> groups_;
 };
@@ -122,10 +124,56 @@ TEST_F(GroupCoordinatorTest, UnknownMembersAndEmptyGroupIdsAreRefused) {
 }
 
 TEST_F(GroupCoordinatorTest, ExactOffsetIsReturnedWhileTheCursorAgrees) {
-  groups_->remember_offset("g\nt\n0", 8, 6);
-  EXPECT_EQ(groups_->exact_offset("g\nt\n0", 6), 8);
-  EXPECT_EQ(groups_->exact_offset("g\nt\n0", 10), 10);  // the cursor moved since
-  EXPECT_EQ(groups_->exact_offset("g\nt\n1", 3), 3);
+  groups_->remember_offset("g", "t", 0, 8, 6);
+  EXPECT_EQ(groups_->exact_offset("g", "t", 0, 6), 8);
+  EXPECT_EQ(groups_->exact_offset("g", "t", 0, 10), 10);  // the cursor moved since
+  EXPECT_EQ(groups_->exact_offset("g", "t", 1, 3), 3);
+  EXPECT_EQ(groups_->exact_offset("other", "t", 0, 6), 6);
+  groups_->forget_offsets("g");
+  EXPECT_EQ(groups_->exact_offset("g", "t", 0, 6), 6);
+}
+
+class BoundedGroupTest : public GroupCoordinatorTest {
+ protected:
+  void SetUp() override {
+    options_.max_members = 3;
+    GroupCoordinatorTest::SetUp();
+  }
+};
+
+TEST_F(BoundedGroupTest, ANewMemberPastTheBoundIsRefusedAndMembersAlreadyInStay) {
+  // The first member joins alone; two more start a rebalance the first
+  // joins again: three members in one generation.
+  auto first = join("");
+  std::vector<JoinResult> in{wait(first)};
+  ASSERT_EQ(in[0].error, kNone);
+  auto second = join("");
+  auto third = join("");
+  auto again = join(in[0].member_id);
+  in.push_back(wait(second));
+  in.push_back(wait(third));
+  in[0] = wait(again);
+  for (const auto& r : in) ASSERT_EQ(r.error, kNone);
+  EXPECT_EQ(in[0].generation, in[2].generation);
+
+  auto fourth = join("");
+  JoinResult refused = wait(fourth);
+  EXPECT_EQ(refused.error, kGroupMaxSizeReached);
+  // A member already in may join again.
+  auto rejoin = join(in[1].member_id);
+  auto rejoin0 = join(in[0].member_id);
+  auto rejoin2 = join(in[2].member_id);
+  EXPECT_EQ(wait(rejoin).error, kNone);
+  EXPECT_EQ(wait(rejoin0).error, kNone);
+  EXPECT_EQ(wait(rejoin2).error, kNone);
+  // Once one leaves, a new member fits.
+  EXPECT_EQ(leave(in[2].member_id), kNone);
+  auto fifth = join("");
+  auto r0 = join(in[0].member_id);
+  auto r1 = join(in[1].member_id);
+  EXPECT_EQ(wait(fifth).error, kNone);
+  EXPECT_EQ(wait(r0).error, kNone);
+  EXPECT_EQ(wait(r1).error, kNone);
 }
 
 }  // namespace

@@ -77,14 +77,28 @@ class Client {
   bool ok_ = false;
 };
 
-// A Produce v8 request (acks=1) of one record `value` to partition 0 of `topic`.
-std::string produce_request(int32_t correlation_id, const std::string& topic, const std::string& value) {
+// Idempotence fields of a record batch (none by default).
+struct Sequencing {
+  int64_t producer_id = -1;
+  int16_t epoch = -1;
+  int32_t base_sequence = -1;
+};
+
+// A Produce v8 request (acks=1) of `count` records `value` to partition 0 of `topic`.
+std::string produce_request(int32_t correlation_id, const std::string& topic, const std::string& value,
+                            Sequencing seq = {}, int count = 1) {
   constexpr int16_t kVersion = 8;
   const ApiSpec* api = find_api(kProduce);
   RecordBatch batch;
-  Record record;
-  record.value = common::Slice::copy_of(value);
-  batch.records.push_back(std::move(record));
+  batch.producer_id = seq.producer_id;
+  batch.producer_epoch = seq.epoch;
+  batch.base_sequence = seq.base_sequence;
+  for (int k = 0; k < count; ++k) {
+    Record record;
+    record.offset_delta = k;
+    record.value = common::Slice::copy_of(value);
+    batch.records.push_back(std::move(record));
+  }
   WireWriter records;
   write_record_batch(records, batch);
   Struct body(*api->request);
@@ -182,6 +196,64 @@ TEST_F(KafkaConnectionTest, PipelinedRequestsPastTheBytesBoundAreAllAnsweredInOr
   const uint64_t before = pauses();
   pipeline_and_check("bounded-bytes", 100, std::string(1500, 'x'));
   EXPECT_GT(pauses(), before);
+}
+
+// Every entry rolls the ledger over, so the Produce requests pipelined
+// behind one wait in the log for the next ledger: each is still answered
+// with the offset its records were stored at.
+class KafkaProduceOffsetsTest : public KafkaConnectionTest {
+ protected:
+  void SetUp() override {
+    broker_options_.managed_ledger.max_entries_per_ledger = 1;
+    KafkaConnectionTest::SetUp();
+  }
+};
+
+TEST_F(KafkaProduceOffsetsTest, BaseOffsetsAreWhereTheRecordsWereStoredWhileTheLedgerRollsOver) {
+  start_service(KafkaServiceOptions{});
+  constexpr int kRequests = 30;
+  Client client(service_->port());
+  ASSERT_TRUE(client.ok());
+  std::string all;
+  for (int k = 1; k <= kRequests; ++k) all += produce_request(k, "rolling", "v", {}, 2);
+  ASSERT_TRUE(client.write_all(all));
+  for (int k = 1; k <= kRequests; ++k) {
+    ProduceAnswer a = parse_produce_response(client.read_response());
+    ASSERT_EQ(a.correlation_id, k);
+    ASSERT_EQ(a.error, 0) << "response " << k;
+    EXPECT_EQ(a.base_offset, 2 * (k - 1)) << "response " << k;
+  }
+}
+
+TEST_F(KafkaProduceOffsetsTest, ARetriedIdempotentBatchIsAnsweredWithTheOffsetItWasStoredAt) {
+  start_service(KafkaServiceOptions{});
+  constexpr int kBatches = 5;  // the window an idempotent producer keeps in flight
+  constexpr int64_t kProducerId = 4242;
+  Client client(service_->port());
+  ASSERT_TRUE(client.ok());
+  std::string all;
+  for (int k = 0; k < kBatches; ++k) {
+    all += produce_request(k + 1, "rolling-idempotent", "v", Sequencing{kProducerId, 0, 2 * k}, 2);
+  }
+  ASSERT_TRUE(client.write_all(all));
+  for (int k = 0; k < kBatches; ++k) {
+    ProduceAnswer a = parse_produce_response(client.read_response());
+    ASSERT_EQ(a.correlation_id, k + 1);
+    ASSERT_EQ(a.error, 0) << "batch " << k;
+    EXPECT_EQ(a.base_offset, 2 * k) << "batch " << k;
+  }
+  // Retries of every batch: duplicates, answered with where each is stored.
+  all.clear();
+  for (int k = 0; k < kBatches; ++k) {
+    all += produce_request(100 + k, "rolling-idempotent", "v", Sequencing{kProducerId, 0, 2 * k}, 2);
+  }
+  ASSERT_TRUE(client.write_all(all));
+  for (int k = 0; k < kBatches; ++k) {
+    ProduceAnswer a = parse_produce_response(client.read_response());
+    ASSERT_EQ(a.correlation_id, 100 + k);
+    ASSERT_EQ(a.error, 0) << "retry of batch " << k;
+    EXPECT_EQ(a.base_offset, 2 * k) << "retry of batch " << k;
+  }
 }
 
 TEST_F(KafkaConnectionTest, ARequestLargerThanTheBytesBoundIsServedAlone) {

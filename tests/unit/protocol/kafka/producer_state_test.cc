@@ -1,6 +1,9 @@
 #include "protocol/kafka/server/producer_state.h"
 
 #include <climits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -13,70 +16,102 @@ SequencedBatch batch(int64_t pid, int16_t epoch, int32_t first, int32_t last) {
   return SequencedBatch{pid, epoch, first, last};
 }
 
+// Checks `b` and, when it is to be appended, reports it written at `offset`.
+SequenceCheck record(ProducerStates& s, const std::string& partition, const SequencedBatch& b, int64_t offset,
+                     int64_t now) {
+  SequenceCheck c = s.check_and_record(partition, b, now);
+  if (c.error == kNone && !c.duplicate) s.written(partition, b, offset);
+  return c;
+}
+
 TEST(ProducerStatesTest, InOrderBatchesAppendAndRetriesAreDuplicatesWithTheirOffset) {
   ProducerStates s;
-  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 0, 4), 100, kNow).error, kNone);
-  auto second = s.check_and_record("t", batch(7, 0, 5, 9), 105, kNow);
+  EXPECT_EQ(record(s, "t", batch(7, 0, 0, 4), 100, kNow).error, kNone);
+  auto second = record(s, "t", batch(7, 0, 5, 9), 105, kNow);
   EXPECT_EQ(second.error, kNone);
   EXPECT_FALSE(second.duplicate);
-  auto retry = s.check_and_record("t", batch(7, 0, 0, 4), 110, kNow);
+  auto retry = record(s, "t", batch(7, 0, 0, 4), 110, kNow);
   EXPECT_EQ(retry.error, kNone);
   EXPECT_TRUE(retry.duplicate);
   EXPECT_EQ(retry.base_offset, 100);
   // The retry changed nothing: the next batch still follows 9.
-  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 10, 10), 110, kNow).error, kNone);
+  EXPECT_EQ(record(s, "t", batch(7, 0, 10, 10), 110, kNow).error, kNone);
 }
 
 TEST(ProducerStatesTest, GapsAreOutOfOrderAndOldSequencesDuplicates) {
   ProducerStates s;
-  s.check_and_record("t", batch(7, 0, 0, 9), 0, kNow);
-  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 12, 12), 10, kNow).error, kOutOfOrderSequenceNumber);
-  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 3, 5), 10, kNow).error, kDuplicateSequenceNumber);
-  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 10, 10), 10, kNow).error, kNone);
+  record(s, "t", batch(7, 0, 0, 9), 0, kNow);
+  EXPECT_EQ(record(s, "t", batch(7, 0, 12, 12), 10, kNow).error, kOutOfOrderSequenceNumber);
+  EXPECT_EQ(record(s, "t", batch(7, 0, 3, 5), 10, kNow).error, kDuplicateSequenceNumber);
+  EXPECT_EQ(record(s, "t", batch(7, 0, 10, 10), 10, kNow).error, kNone);
 }
 
 TEST(ProducerStatesTest, OnlyTheLastFiveBatchesAreRemembered) {
   ProducerStates s;
-  for (int32_t k = 0; k < 7; ++k) s.check_and_record("t", batch(1, 0, k, k), k, kNow);
-  EXPECT_TRUE(s.check_and_record("t", batch(1, 0, 2, 2), 9, kNow).duplicate);
-  EXPECT_EQ(s.check_and_record("t", batch(1, 0, 1, 1), 9, kNow).error, kDuplicateSequenceNumber);
+  for (int32_t k = 0; k < 7; ++k) record(s, "t", batch(1, 0, k, k), k, kNow);
+  EXPECT_TRUE(record(s, "t", batch(1, 0, 2, 2), 9, kNow).duplicate);
+  EXPECT_EQ(record(s, "t", batch(1, 0, 1, 1), 9, kNow).error, kDuplicateSequenceNumber);
 }
 
 TEST(ProducerStatesTest, EpochsFenceOlderOnesAndANewEpochStartsOver) {
   ProducerStates s;
-  s.check_and_record("t", batch(1, 0, 0, 3), 0, kNow);
-  EXPECT_EQ(s.check_and_record("t", batch(1, 1, 0, 0), 4, kNow).error, kNone);
-  EXPECT_EQ(s.check_and_record("t", batch(1, 0, 4, 4), 5, kNow).error, kInvalidProducerEpoch);
+  record(s, "t", batch(1, 0, 0, 3), 0, kNow);
+  EXPECT_EQ(record(s, "t", batch(1, 1, 0, 0), 4, kNow).error, kNone);
+  EXPECT_EQ(record(s, "t", batch(1, 0, 4, 4), 5, kNow).error, kInvalidProducerEpoch);
 }
 
 TEST(ProducerStatesTest, PartitionsAndProducersAreIndependent) {
   ProducerStates s;
-  s.check_and_record("t-0", batch(1, 0, 0, 9), 0, kNow);
-  EXPECT_EQ(s.check_and_record("t-1", batch(1, 0, 0, 0), 0, kNow).error, kNone);
-  EXPECT_EQ(s.check_and_record("t-0", batch(2, 0, 0, 0), 10, kNow).error, kNone);
+  record(s, "t-0", batch(1, 0, 0, 9), 0, kNow);
+  EXPECT_EQ(record(s, "t-1", batch(1, 0, 0, 0), 0, kNow).error, kNone);
+  EXPECT_EQ(record(s, "t-0", batch(2, 0, 0, 0), 10, kNow).error, kNone);
   EXPECT_EQ(s.size(), 3u);
 }
 
 TEST(ProducerStatesTest, SequencesWrapAtInt32Max) {
   ProducerStates s;
-  s.check_and_record("t", batch(1, 0, INT32_MAX - 1, INT32_MAX), 0, kNow);
-  EXPECT_EQ(s.check_and_record("t", batch(1, 0, 0, 3), 2, kNow).error, kNone);
+  record(s, "t", batch(1, 0, INT32_MAX - 1, INT32_MAX), 0, kNow);
+  EXPECT_EQ(record(s, "t", batch(1, 0, 0, 3), 2, kNow).error, kNone);
 }
 
 TEST(ProducerStatesTest, AForgottenProducerIsTakenAtAnySequenceAndIdleOnesExpire) {
   ProducerStates s;
-  s.check_and_record("t", batch(1, 0, 0, 9), 0, kNow);
+  record(s, "t", batch(1, 0, 0, 9), 0, kNow);
   s.forget("t", 1);
-  EXPECT_EQ(s.check_and_record("t", batch(1, 0, 5, 9), 0, kNow).error, kNone);
-  s.check_and_record("u", batch(2, 0, 0, 0), 0, kNow + ProducerStates::kExpiryMs + 120'000);
+  EXPECT_EQ(record(s, "t", batch(1, 0, 5, 9), 0, kNow).error, kNone);
+  record(s, "u", batch(2, 0, 0, 0), 0, kNow + ProducerStates::kExpiryMs + 120'000);
   EXPECT_EQ(s.size(), 1u);  // producer 1 on t idled out
+}
+
+TEST(ProducerStatesTest, ARetryOfABatchBeingWrittenWaitsForItsOffset) {
+  ProducerStates s;
+  ASSERT_EQ(s.check_and_record("t", batch(7, 0, 0, 4), kNow).error, kNone);
+  auto retry = s.check_and_record("t", batch(7, 0, 0, 4), kNow);
+  EXPECT_TRUE(retry.duplicate);
+  EXPECT_EQ(retry.base_offset, -1);
+  std::vector<std::pair<ErrorCode, int64_t>> answers;
+  ASSERT_TRUE(s.when_written("t", batch(7, 0, 0, 4), [&](ErrorCode e, int64_t o) { answers.emplace_back(e, o); }));
+  EXPECT_TRUE(answers.empty());
+  s.written("t", batch(7, 0, 0, 4), 42);
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0], std::make_pair(kNone, int64_t{42}));
+  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 0, 4), kNow).base_offset, 42);
+  // Nothing is being written for a batch already written.
+  EXPECT_FALSE(s.when_written("t", batch(7, 0, 0, 4), [](ErrorCode, int64_t) {}));
+
+  // When the append fails, the retry waiting for it hears a retriable error.
+  ASSERT_EQ(s.check_and_record("t", batch(7, 0, 5, 9), kNow).error, kNone);
+  ASSERT_TRUE(s.when_written("t", batch(7, 0, 5, 9), [&](ErrorCode e, int64_t o) { answers.emplace_back(e, o); }));
+  s.forget("t", 7);
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[1], std::make_pair(kKafkaStorageError, int64_t{-1}));
 }
 
 TEST(ProducerStatesTest, NonIdempotentBatchesPassAndIdsNeverRepeat) {
   ProducerStates s;
-  EXPECT_EQ(s.check_and_record("t", batch(-1, -1, -1, -1), 0, kNow).error, kNone);
+  EXPECT_EQ(record(s, "t", batch(-1, -1, -1, -1), 0, kNow).error, kNone);
   EXPECT_EQ(s.size(), 0u);
-  EXPECT_EQ(s.check_and_record("t", batch(4, -1, -1, -1), 0, kNow).error, kInvalidRecord);
+  EXPECT_EQ(record(s, "t", batch(4, -1, -1, -1), 0, kNow).error, kInvalidRecord);
   ProducerIds ids;
   int64_t a = ids.next(kNow);
   int64_t b = ids.next(kNow);

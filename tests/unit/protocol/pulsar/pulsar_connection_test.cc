@@ -135,6 +135,35 @@ std::string partitioned_metadata_frame(uint64_t request_id) {
   return frame(cmd);
 }
 
+std::string subscribe_frame(uint64_t consumer_id, uint64_t request_id) {
+  proto::BaseCommand cmd;
+  cmd.set_type(proto::BaseCommand::SUBSCRIBE);
+  auto* sub = cmd.mutable_subscribe();
+  sub->set_topic(kTopic);
+  sub->set_subscription("windowed");
+  sub->set_subtype(proto::CommandSubscribe::Exclusive);
+  sub->set_consumer_id(consumer_id);
+  sub->set_request_id(request_id);
+  sub->set_initialposition(proto::CommandSubscribe::Earliest);
+  return frame(cmd);
+}
+
+std::string flow_frame(uint64_t consumer_id, uint32_t permits) {
+  proto::BaseCommand cmd;
+  cmd.set_type(proto::BaseCommand::FLOW);
+  cmd.mutable_flow()->set_consumer_id(consumer_id);
+  cmd.mutable_flow()->set_messagepermits(permits);
+  return frame(cmd);
+}
+
+std::string consumer_stats_frame(uint64_t consumer_id, uint64_t request_id) {
+  proto::BaseCommand cmd;
+  cmd.set_type(proto::BaseCommand::CONSUMER_STATS);
+  cmd.mutable_consumerstats()->set_consumer_id(consumer_id);
+  cmd.mutable_consumerstats()->set_request_id(request_id);
+  return frame(cmd);
+}
+
 class PulsarConnectionTest : public broker::BrokerFixture {
  protected:
   void start_service(PulsarServiceOptions options) {
@@ -212,6 +241,35 @@ TEST_F(PulsarConnectionTest, RequestsPastTheirBoundAreAllAnswered) {
   }
   EXPECT_EQ(answered.size(), kRequests);
   EXPECT_GT(pauses(), before);
+}
+
+// A delivery credit of a few messages is given back as deliveries reach
+// the connection: every message arrives once, in order, and the broker
+// holds exactly the permits the client granted less those it used.
+TEST_F(PulsarConnectionTest, TheDeliveryCreditIsGivenBackAsMessagesGo) {
+  PulsarServiceOptions options;
+  options.consumer_credit_bytes = 2048;  // about seven messages
+  start_service(options);
+  constexpr int kMessages = 300;
+  pipeline_sends(kMessages, "m");
+  ASSERT_TRUE(client_->write_all(subscribe_frame(1, 2)));
+  Frame f;
+  ASSERT_TRUE(client_->next(&f));
+  ASSERT_EQ(f.command.type(), proto::BaseCommand::SUCCESS);
+  ASSERT_TRUE(client_->write_all(flow_frame(1, 1000)));
+  std::pair<uint64_t, int64_t> previous{0, -1};
+  for (int k = 0; k < kMessages; ++k) {
+    ASSERT_TRUE(client_->next(&f)) << "message " << k;
+    ASSERT_EQ(f.command.type(), proto::BaseCommand::MESSAGE) << "message " << k;
+    const auto& id = f.command.message().message_id();
+    std::pair<uint64_t, int64_t> position{id.ledgerid(), static_cast<int64_t>(id.entryid())};
+    ASSERT_GT(position, previous) << "message " << k;
+    previous = position;
+  }
+  ASSERT_TRUE(client_->write_all(consumer_stats_frame(1, 3)));
+  ASSERT_TRUE(client_->next(&f));
+  ASSERT_EQ(f.command.type(), proto::BaseCommand::CONSUMER_STATS_RESPONSE);
+  EXPECT_EQ(f.command.consumerstatsresponse().availablepermits(), 1000u - kMessages);
 }
 
 }  // namespace

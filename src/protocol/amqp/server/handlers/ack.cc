@@ -29,8 +29,7 @@ void settle(AmqpConnection& c, std::vector<Unacked> taken, Settle how) {
       auto consumer = u.consumer;
       auto message = u.message;  // `u` moves into the callback below
       dead_letter(c.service(), *consumer->limits, *message, "rejected",
-                  [&service = c.service(), u = std::move(u)](common::Status st) {
-                    if (!st.is_ok()) MLOG_WARN("amqp: dead-lettering failed: {}", st.to_string());
+                  [&service = c.service(), u = std::move(u)](common::Status) {
                     on_subscription(service, u.consumer, [u](broker::Subscription& s, uint64_t id) {
                       if (u.batch_size > 1) {
                         (void)s.ack_batch_index(id, u.position, u.batch_index, u.batch_size);
@@ -103,7 +102,7 @@ void handle_ack(AmqpConnection& c, Channel& ch, const Method& m) {
     return;
   }
   if (ch.tx) {
-    ch.tx_settles.push_back(m);  // applied at tx.commit
+    if (c.hold_in_tx(ch, 0, key)) ch.tx_settles.push_back(m);  // applied at tx.commit
     return;
   }
   const uint64_t tag = m.u("delivery-tag");

@@ -232,7 +232,13 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
     std::vector<AmqpMessage> messages;
     Status st = entry_to_messages(d.payload, &messages);
     if (!st.is_ok()) {
-      if (st.code() == common::ErrorCode::kUnimplemented) ++chunks;
+      // A chunk is counted as one (chunks_skipped), anything else as an
+      // entry no message can be made of (undeliverable).
+      if (st.code() == common::ErrorCode::kUnimplemented) {
+        ++chunks;
+      } else {
+        AmqpMetrics::get().undeliverable.inc();
+      }
       MLOG_WARN("amqp: entry {}:{} of {} cannot be delivered and is skipped: {}", d.position.ledger,
                 d.position.entry, consumer->topic.to_string(), st.message());
       settled.push_back(d.position);
@@ -295,8 +301,7 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
     auto left = std::make_shared<std::atomic<size_t>>(dead.size());
     auto once = std::make_shared<decltype(settle)>(std::move(settle));
     for (const auto& msg : dead) {
-      dead_letter(service_, *limits, msg, "expired", [left, once](Status st) {
-        if (!st.is_ok()) MLOG_WARN("amqp: dead-lettering failed: {}", st.to_string());
+      dead_letter(service_, *limits, msg, "expired", [left, once](Status) {
         if (left->fetch_sub(1) == 1) (*once)();
       });
     }

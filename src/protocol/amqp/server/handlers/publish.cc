@@ -5,9 +5,18 @@
 // producer count limit closes the channel with 403); a message that
 // reaches no queue is confirmed at once, and with `mandatory` it comes back
 // first as basic.return NO_ROUTE.
+//
+// Without confirms a publish that cannot be stored (a backlog quota that
+// refuses producers, storage refusing writes, a topic closing) is logged at
+// warn and counted (magnetar_amqp_unconfirmed_publish_failures_total); the
+// channel stays open, as RabbitMQ keeps it when a queue cannot take a
+// message: a publisher without confirms chose at-most-once and has no way
+// to hear of one message, and closing its channel would fail every publish
+// after it as well. Publishers that must know use confirms (basic.nack).
 #include <fmt/format.h>
 
 #include "common/clock.h"
+#include "common/logging.h"
 #include "protocol/amqp/convert.h"
 #include "protocol/amqp/errors.h"
 #include "protocol/amqp/server/amqp_connection.h"
@@ -31,7 +40,7 @@ void confirm(AmqpConnection& c, Channel& ch, uint64_t seq, bool ok) {
 
 void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const ContentHeader& header, Slice body) {
   if (ch.tx) {
-    ch.tx_publishes.push_back({publish, header, std::move(body)});
+    if (c.hold_in_tx(ch, body.size(), publish.key())) ch.tx_publishes.push_back({publish, header, std::move(body)});
     return;
   }
   const std::string& exchange = publish.str("exchange");
@@ -84,15 +93,18 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
   const size_t bytes = body.size();
   c.publish_started(ch, bytes);
   c.charge_publish(topics, static_cast<int64_t>(bytes));
-  auto done = [reply = c.replier(), seq, id = ch.id, serial = ch.serial, key = publish.key(), bytes](Status st) {
-    reply([st, seq, id, serial, key, bytes](AmqpConnection& conn) {
+  auto done = [reply = c.replier(), seq, id = ch.id, serial = ch.serial, key = publish.key(), bytes, exchange,
+               routing_key](Status st) {
+    reply([st, seq, id, serial, key, bytes, exchange, routing_key](AmqpConnection& conn) {
       Channel* chan = conn.channel(id, serial);
       if (chan != nullptr && st.code() == common::ErrorCode::kLimitReached) {
         // A queue refused another publisher: say so even without confirms,
         // as a publish without permission is refused.
         conn.channel_error(*chan, {reply_code(st), st.message(), key});
-      } else if (chan != nullptr && seq != 0) {
-        confirm(conn, *chan, seq, st.is_ok());
+      } else if (seq != 0) {
+        if (chan != nullptr) confirm(conn, *chan, seq, st.is_ok());
+      } else if (!st.is_ok()) {
+        conn.unconfirmed_publish_failed(exchange, routing_key, st);
       }
       conn.publish_finished(id, serial, bytes);
     });
@@ -135,15 +147,11 @@ void handle_confirm_tx(AmqpConnection& c, Channel& ch, const Method& m) {
       return c.send_method(ch.id, Method::of(m::kTxSelectOk));
     case m::kTxRollback:
       if (!ch.tx) return c.channel_error(ch, {kPreconditionFailed, "channel is not transactional", m.key()});
-      ch.tx_publishes.clear();
-      ch.tx_settles.clear();
+      c.take_tx(ch);
       return c.send_method(ch.id, Method::of(m::kTxRollbackOk));
     case m::kTxCommit: {
       if (!ch.tx) return c.channel_error(ch, {kPreconditionFailed, "channel is not transactional", m.key()});
-      auto publishes = std::move(ch.tx_publishes);
-      auto settles = std::move(ch.tx_settles);
-      ch.tx_publishes.clear();
-      ch.tx_settles.clear();
+      auto [publishes, settles] = c.take_tx(ch);
       if (publishes.empty() && settles.empty()) return c.send_method(ch.id, Method::of(m::kTxCommitOk));
       const uint16_t id = ch.id;
       const uint64_t serial = ch.serial;

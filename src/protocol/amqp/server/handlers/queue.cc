@@ -147,8 +147,15 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
   ch.last_queue = def.name;
   if (fresh && def.exclusive) c.exclusive_queues().insert(def.name);
   if (fresh && has_limits(def.parsed)) c.service().keeper().changed();
-  prepare_topic(c.service(), *topic, fresh, [reply = c.replier(ch), m, name = def.name, fresh](Result<QueueCounts> r) {
-    reply([m, name, r, fresh](AmqpConnection& conn, Channel& chan) {
+  prepare_topic(c.service(), *topic, fresh,
+                [reply = c.replier(ch), m, name = def.name, fresh, passive](Result<QueueCounts> r) {
+    reply([m, name, r, fresh, passive](AmqpConnection& conn, Channel& chan) {
+      if (!r.is_ok() && passive && r.status().code() == common::ErrorCode::kUnavailable) {
+        // The queue went (an auto-delete or x-expires) while this looked:
+        // it is not there, as RabbitMQ answers.
+        return conn.channel_error(
+            chan, {kNotFound, fmt::format("no queue '{}' in vhost '{}'", name, conn.vhost_name()), m.key()});
+      }
       if (!r.is_ok()) {
         // A queue whose topic may not be created (a topic count reached) is
         // not declared at all: RabbitMQ's queue limit refuses it with 406.

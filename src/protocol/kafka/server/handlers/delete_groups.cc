@@ -103,9 +103,13 @@ void handle_delete_groups(KafkaConnection& c, const Request& request) {
       continue;
     }
     c.service().groups().describe(c.group_key(group), [service = &c.service(), tenancy, ns = c.ns(), group,
-                                          report](GroupDescription d) {
+                                                       key = c.group_key(group), report](GroupDescription d) {
       if (!d.members.empty()) return report(kNonEmptyGroup);
-      Status st = tenancy->submit([service, tenancy, ns, group, report]() { sweep(*service, *tenancy, ns, group, report); });
+      auto forget = [service, key, report](ErrorCode e) {
+        if (e == kNone) service->groups().forget_offsets(key);
+        report(e);
+      };
+      Status st = tenancy->submit([service, tenancy, ns, group, forget]() { sweep(*service, *tenancy, ns, group, forget); });
       if (!st.is_ok()) report(error_code(st));
     });
   }

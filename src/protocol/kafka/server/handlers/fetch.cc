@@ -25,8 +25,14 @@
 // chunks is left out (a Kafka record carries a whole message), counted in
 // magnetar_kafka_chunks_skipped_total and logged once per message and
 // fetch; when the response would end on such entries, a batch without
-// records covers their offsets, so the consumer's next fetch starts after
-// them instead of asking for them again.
+// records covers their offsets (convert.h append_skipped_offsets), so the
+// consumer's next fetch starts after them instead of asking for them again.
+// An entry that cannot be converted (it does not parse or decompress) is
+// answered as a control batch over its offsets (record_batch.h
+// write_skip_batch), which clients skip without handing the application
+// anything, with a warning and magnetar_kafka_fetch_skipped_entries_total:
+// left out instead, it would leave the consumer asking for the same offset
+// forever.
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -51,6 +57,13 @@ namespace {
 
 // Entries read per partition and attempt.
 constexpr size_t kMaxEntriesPerRead = 128;
+
+common::Counter& skipped_entries_metric() {
+  static common::Counter& skipped = common::MetricsRegistry::global().counter(
+      "magnetar_kafka_fetch_skipped_entries_total",
+      "Stored entries a Kafka Fetch could not convert to records, answered as a marker consumers skip");
+  return skipped;
+}
 
 struct PartitionFetch {
   std::string topic;
@@ -174,9 +187,22 @@ common::Counter& chunks_skipped_metric() {
   return skipped;
 }
 
+// What `out` holds before `end`: a batch that went over the limit is cut off
+// again. Chunks skipped between the last batch kept and the one cut off are
+// still covered, so the next fetch does not read them again.
+Slice cut_off(WireWriter& out, size_t end, const std::optional<std::pair<int64_t, int64_t>>& skipped) {
+  Slice all = out.finish();
+  if (!skipped) return all.sub(0, end);
+  WireWriter kept(end + 128);
+  kept.raw(all.data(), end);
+  append_skipped_offsets(skipped->first, skipped->second, kept);
+  return kept.finish();
+}
+
 // Converts entries to batches until `max_bytes` (the first batch always);
 // `sent` gets the positions of the entries that went in. Chunks are left
-// out (see the top of this file); `topic` names them in the log.
+// out and an entry that cannot be converted goes as a marker (see the top of
+// this file); `topic` names the partition in the log.
 Slice to_batches(const std::string& topic, const std::vector<ledger::LedgerEntry>& entries, size_t max_bytes,
                  std::vector<ledger::Position>* sent, Taken& taken) {
   WireWriter out(4096);
@@ -187,8 +213,15 @@ Slice to_batches(const std::string& topic, const std::vector<ledger::LedgerEntry
     size_t before = out.size();
     auto appended = append_entry_as_batch(e.header, e.payload, out);
     if (!appended.is_ok()) {
-      MLOG_DEBUG("kafka fetch: entry {}:{} skipped: {}", e.position.ledger, e.position.entry,
-                 appended.status().to_string());
+      if (e.header.messages == 0) continue;  // it holds no offsets
+      const int64_t last = e.header.first_index + e.header.messages - 1;
+      MLOG_WARN("kafka fetch: {} entry {}:{} (offsets {}..{}) cannot be converted to records and is skipped: {}",
+                topic, e.position.ledger, e.position.entry, e.header.first_index, last,
+                appended.status().message());
+      skipped_entries_metric().inc();
+      write_skip_batch(out, e.header.first_index, last, e.header.publish_time_ms);
+      if (before > 0 && out.size() > max_bytes) return cut_off(out, before, skipped);
+      skipped.reset();  // the marker is past the chunks before it
       continue;
     }
     if (const auto& chunk = *appended) {
@@ -202,11 +235,8 @@ Slice to_batches(const std::string& topic, const std::vector<ledger::LedgerEntry
       }
       continue;
     }
-    if (before > 0 && out.size() > max_bytes) {
-      // Over the limit with a later batch: cut it off again.
-      Slice all = out.finish();
-      return all.sub(0, before);
-    }
+    // Over the limit with a later batch: cut it off again.
+    if (before > 0 && out.size() > max_bytes) return cut_off(out, before, skipped);
     skipped.reset();
     if (sent != nullptr) sent->push_back(e.position);
     taken.messages += e.header.messages;
@@ -245,18 +275,19 @@ void read_partition(broker::Topic* topic, int64_t offset, size_t max_bytes, brok
   // The first batch goes out whole even past the bytes allowance.
   max_bytes = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(max_bytes), allow.bytes));
   const auto n = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(kMaxEntriesPerRead), allow.messages));
-  auto read_from = [max_bytes, n, limits, r, done, traced, name = topic->name().to_string()](
+  auto read_from = [topic_name = topic->name().to_string(), max_bytes, n, limits, r, done, traced](
                        ledger::Log& log, ledger::Position at) mutable {
     ledger::Position after{at.ledger, at.entry - 1};
     log.read_entries(after, n,
-                     [r, max_bytes, limits, done, traced, name](Result<std::vector<ledger::LedgerEntry>> entries) mutable {
+                     [topic_name, r, max_bytes, limits, done, traced](
+                         Result<std::vector<ledger::LedgerEntry>> entries) mutable {
                        if (!entries.is_ok()) {
                          r.error = kKafkaStorageError;
                          return done(r);
                        }
                        std::vector<ledger::Position> sent;
                        Taken taken;
-                       r.records = to_batches(name, *entries, max_bytes, traced ? &sent : nullptr, taken);
+                       r.records = to_batches(topic_name, *entries, max_bytes, traced ? &sent : nullptr, taken);
                        if (taken.messages > 0) {
                          r.throttle_ns = limits.charge(taken.messages, taken.bytes, broker::limiter_now_ns());
                        }

@@ -41,6 +41,9 @@ struct MetadataState {
   size_t left = 0;                  // creations not yet done
 };
 
+// The topics and their partitions are made one at a time while the
+// response is encoded (StructGenerator): a namespace of many topics costs
+// the response's bytes, not a Struct per partition.
 void answer(KafkaConnection& c, const MetadataState& state) {
   const auto& options = c.service().options();
   Struct resp = state.request.response();
@@ -51,23 +54,29 @@ void answer(KafkaConnection& c, const MetadataState& state) {
   broker.set("Port", int64_t{c.advertised_port()});
   resp.set("ClusterId", options.cluster_id);
   resp.set("ControllerId", int64_t{kNodeId});
-  for (const TopicAnswer& t : state.topics) {
-    auto& topic = resp.add("Topics");
-    topic.set("ErrorCode", int64_t{t.error});
-    topic.set("Name", t.name);
-    topic.set("IsInternal", int64_t{0});
-    if (t.error != kNone) continue;  // no partitions
-    for (int32_t k = 0; k < std::max(1, t.partitions); ++k) {
-      auto& p = topic.add("Partitions");
-      p.set("ErrorCode", int64_t{kNone});
-      p.set("PartitionIndex", int64_t{k});
-      p.set("LeaderId", int64_t{kNodeId});
-      p.set("LeaderEpoch", int64_t{0});
-      p.set("ReplicaNodes", std::vector<int64_t>{kNodeId});
-      p.set("IsrNodes", std::vector<int64_t>{kNodeId});
-      p.set("OfflineReplicas", std::vector<int64_t>{});
-    }
-  }
+  const Struct topic_shape = resp.element("Topics");
+  const Struct partition_shape = topic_shape.element("Partitions");
+  resp.set("Topics", StructGenerator{state.topics.size(), [&](size_t i) {
+                                       const TopicAnswer& t = state.topics[i];
+                                       Struct topic = topic_shape;
+                                       topic.set("ErrorCode", int64_t{t.error});
+                                       topic.set("Name", t.name);
+                                       topic.set("IsInternal", int64_t{0});
+                                       if (t.error != kNone) return topic;  // no partitions
+                                       const auto count = static_cast<size_t>(std::max(1, t.partitions));
+                                       topic.set("Partitions", StructGenerator{count, [&](size_t k) {
+                                                   Struct p = partition_shape;
+                                                   p.set("ErrorCode", int64_t{kNone});
+                                                   p.set("PartitionIndex", static_cast<int64_t>(k));
+                                                   p.set("LeaderId", int64_t{kNodeId});
+                                                   p.set("LeaderEpoch", int64_t{0});
+                                                   p.set("ReplicaNodes", std::vector<int64_t>{kNodeId});
+                                                   p.set("IsrNodes", std::vector<int64_t>{kNodeId});
+                                                   p.set("OfflineReplicas", std::vector<int64_t>{});
+                                                   return p;
+                                                 }});
+                                       return topic;
+                                     }});
   c.respond(state.request, resp);
 }
 

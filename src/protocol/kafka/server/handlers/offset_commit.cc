@@ -63,7 +63,7 @@ void commit_all(KafkaConnection& c, const std::shared_ptr<CommitState>& state) {
     auto run = [&groups, group = state->group, key = state->group_key, p, report](Result<broker::Topic*> t) {
       if (!t.is_ok()) return report(error_code(t.status()));
       commit_group_offset(*t, group, p.offset, [&groups, key, p, report](ErrorCode e, int64_t aligned) {
-        if (e == kNone) groups.remember_offset(group_offset_key(key, p.topic, p.partition), p.offset, aligned);
+        if (e == kNone) groups.remember_offset(key, p.topic, p.partition, p.offset, aligned);
         report(e);
       });
     };

@@ -9,7 +9,9 @@
 #include <chrono>
 #include <climits>
 
+#include "broker/publish_stages.h"
 #include "common/clock.h"
+#include "common/stage_timing.h"
 #include "protocol/kafka/convert.h"
 #include "protocol/pulsar/frame.h"
 #include "protocol/kafka/errors.h"
@@ -69,27 +71,43 @@ void finish_one(KafkaConnection& c, const std::shared_ptr<ProduceState>& state) 
 }
 
 // On the topic's home reactor: publishes `entries` in order and reports the
-// first one's offset (or the first error) to the connection.
+// first one's offset (or the first error) to the connection. The offset is
+// the one the log gave the first entry when it took it: an entry may wait
+// (held by the topic, or in the log while it rolls a ledger over) behind
+// others, so the log's next index when publishing says nothing.
+// `marks` goes on to `done` with the storage figures of the last entry.
 void publish_all(broker::Topic* topic, uint64_t producer_id, std::vector<ConvertedEntry> entries,
-                 std::function<void(Result<int64_t>, int64_t)> done) {
-  int64_t base = topic->log().next_message_index();
+                 broker::PublishStages::Marks marks,
+                 std::function<void(Result<int64_t>, int64_t, const broker::PublishStages::Marks&)> done) {
   int64_t log_start = log_start_offset(topic->log());
-  auto left = std::make_shared<size_t>(entries.size());
-  auto failed = std::make_shared<Status>();
-  for (auto& e : entries) {
-    topic->publish(producer_id, std::move(e.header), std::move(e.entry),
-                   [left, failed, base, log_start, done](Result<ledger::Position> r) {
-                     if (!r.is_ok() && failed->is_ok()) *failed = r.status();
-                     if (--*left > 0) return;
-                     if (!failed->is_ok()) return done(*failed, log_start);
-                     done(base, log_start);
-                   });
+  struct Outcome {
+    size_t left = 0;
+    int64_t base = -1;
+    Status failed;
+    broker::PublishStages::Marks marks;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  outcome->left = entries.size();
+  outcome->marks = marks;
+  for (size_t k = 0; k < entries.size(); ++k) {
+    ConvertedEntry& e = entries[k];
+    topic->publish_appended(producer_id, std::move(e.header), std::move(e.entry),
+                            [outcome, first = k == 0, log_start, done](Result<ledger::AppendedEntry> r) {
+                              if (!r.is_ok() && outcome->failed.is_ok()) outcome->failed = r.status();
+                              if (r.is_ok() && first) outcome->base = r->first_index;
+                              if (--outcome->left > 0) return;
+                              outcome->marks.take_add_timing();
+                              if (!outcome->failed.is_ok()) return done(outcome->failed, log_start, outcome->marks);
+                              done(outcome->base, log_start, outcome->marks);
+                            });
   }
 }
 
 }  // namespace
 
 void handle_produce(KafkaConnection& c, const Request& request) {
+  broker::PublishStages::Marks marks;
+  marks.received_ns = common::monotonic_ns();
   auto state = std::make_shared<ProduceState>();
   state->request = request;
   const int64_t acks = request.body.i("Acks");
@@ -184,19 +202,22 @@ void handle_produce(KafkaConnection& c, const Request& request) {
       if (known != nullptr) c.charge_publish(*known, messages, bytes);
       auto run = [reply = c.replier(), state, slot, producer_id = producer_id, producer_name = producer_name,
                   client = c.client_info(request.header), charged = known != nullptr, messages, bytes, name,
-                  partition = result.partition, entries = std::move(entries), sequenced,
+                  partition = result.partition, entries = std::move(entries), sequenced, marks,
                   &service = c.service()](Result<broker::Topic*> t) mutable {
-        auto report = [reply, state, slot](ErrorCode e, std::string why, int64_t base, int64_t start) {
-          reply([state, slot, e, why = std::move(why), base, start](KafkaConnection& conn) {
+        auto report = [reply, state, slot](ErrorCode e, std::string why, int64_t base, int64_t start,
+                                           const broker::PublishStages::Marks& marks = {}) {
+          reply([state, slot, e, why = std::move(why), base, start, marks](KafkaConnection& conn) {
             PartitionResult& r = state->results[slot];
             r.error = e;
             r.message = why;
             r.base_offset = base;
             r.log_start = start;
             finish_one(conn, state);
+            broker::PublishStages::of(broker::PublishProtocol::kKafka).record(marks);
           });
         };
         if (!t.is_ok()) return report(error_code(t.status()), t.status().message(), -1, -1);
+        marks.at_topic_ns = common::monotonic_ns();
         broker::Topic* topic = *t;
         Status added = topic->add_producer(producer_id, producer_name, client);
         if (!added.is_ok() && added.code() != common::ErrorCode::kAlreadyExists) {
@@ -208,10 +229,22 @@ void handle_produce(KafkaConnection& c, const Request& request) {
           // On the topic's home reactor, so no publish to it comes between
           // the check and the append.
           partition_name = topic->name().to_string();
-          SequenceCheck seq = service.producer_states().check_and_record(
-              partition_name, sequenced, topic->log().next_message_index(), common::wall_clock_ms());
-          if (seq.error != kNone) return report(seq.error, seq.why, -1, log_start_offset(topic->log()));
-          if (seq.duplicate) return report(kNone, "", seq.base_offset, log_start_offset(topic->log()));
+          ProducerStates& states = service.producer_states();
+          const int64_t start = log_start_offset(topic->log());
+          SequenceCheck seq = states.check_and_record(partition_name, sequenced, common::wall_clock_ms());
+          if (seq.error != kNone) return report(seq.error, seq.why, -1, start);
+          if (seq.duplicate && seq.base_offset >= 0) return report(kNone, "", seq.base_offset, start);
+          if (seq.duplicate) {
+            // A retry of a batch still being written: answered with its
+            // offset once it is stored.
+            auto answer = [report, start](ErrorCode e, int64_t base) {
+              report(e, e == kNone ? "" : "the batch this retries was not stored", base, start);
+            };
+            if (!states.when_written(partition_name, sequenced, answer)) {
+              report(kKafkaStorageError, "the batch this retries was not stored", -1, start);
+            }
+            return;
+          }
         }
         if (!charged && topic->publish_limits() != nullptr) {
           int64_t wait_ns = topic->publish_limits()->charge(messages, bytes);
@@ -221,13 +254,17 @@ void handle_produce(KafkaConnection& c, const Request& request) {
             if (wait_ns > 0) conn.hold_input(wait_ns);
           });
         }
-        publish_all(topic, producer_id, std::move(entries),
-                    [report, &service, partition_name, pid = sequenced.producer_id](Result<int64_t> base, int64_t start) {
+        publish_all(topic, producer_id, std::move(entries), marks,
+                    [report, &service, partition_name, sequenced](Result<int64_t> base, int64_t start,
+                                                                  const broker::PublishStages::Marks& marks) {
                       if (!base.is_ok()) {
-                        if (pid >= 0) service.producer_states().forget(partition_name, pid);
+                        if (sequenced.producer_id >= 0) {
+                          service.producer_states().forget(partition_name, sequenced.producer_id);
+                        }
                         return report(kKafkaStorageError, base.status().message(), -1, start);
                       }
-                      report(kNone, "", *base, start);
+                      if (sequenced.producer_id >= 0) service.producer_states().written(partition_name, sequenced, *base);
+                      report(kNone, "", *base, start, marks);
                     });
       };
       c.with_partition(name, result.partition, broker::TopicAction::kProduce, std::move(run));

@@ -115,13 +115,17 @@ void attach_consumer(PulsarConnection& c, const proto::CommandSubscribe& cmd, co
     options.rollback_ms = static_cast<int64_t>(std::min(cmd.start_message_rollback_duration_sec(), kMaxRollbackSec)) * 1000;
   }
   if (options.type == broker::SubscriptionType::kKeyShared) key_shared_options(cmd, options);
+  // What the broker may hand the consumer beyond what reached the
+  // connection (PulsarConnection::hand_credit gives it back).
+  const int64_t credit = static_cast<int64_t>(std::max<uint64_t>(1, c.service().options().consumer_credit_bytes));
+  options.delivery_credit = credit;
   broker::SubscriptionType type = options.type;
   uint64_t broker_id = c.service().next_id();
-  auto sink = std::make_shared<PulsarConsumerSink>(c.link(), c.reactor(), client_id, topic->partition);
+  auto sink = std::make_shared<PulsarConsumerSink>(c.link(), c.reactor(), client_id, broker_id, topic->partition);
   std::string subscription = options.subscription;
   c.service().broker().with_topic(
       *topic, [reply = c.request_replier(), topic = *topic, broker_id, client_id, request_id, sink, subscription, type,
-               options = std::move(options)](Result<broker::Topic*> t) mutable {
+               credit, options = std::move(options)](Result<broker::Topic*> t) mutable {
         if (!t.is_ok()) {
           reply([request_id, st = t.status()](PulsarConnection& conn) {
             conn.send(commands::error(request_id, topic_load_error(st), st.message()));
@@ -129,16 +133,18 @@ void attach_consumer(PulsarConnection& c, const proto::CommandSubscribe& cmd, co
           return;
         }
         (*t)->subscribe(broker_id, std::move(options), sink.get(),
-                        [reply, topic, broker_id, client_id, request_id, sink, subscription,
-                         type](Result<broker::Subscription*> s) {
+                        [reply, topic, broker_id, client_id, request_id, sink, subscription, type,
+                         credit](Result<broker::Subscription*> s) {
                           reply([s_status = s.is_ok() ? Status::ok() : s.status(), topic, broker_id, client_id,
-                                 request_id, sink, subscription, type](PulsarConnection& conn) {
+                                 request_id, sink, subscription, type, credit](PulsarConnection& conn) {
                             if (!s_status.is_ok()) {
                               conn.send(
                                   commands::error(request_id, subscribe_error(s_status, type), s_status.message()));
                               return;
                             }
-                            conn.consumers[client_id] = {topic, subscription, broker_id, sink};
+                            conn.consumers.insert_or_assign(
+                                client_id, PulsarConnection::ConsumerState{topic, subscription, broker_id, sink,
+                                                                           DeliveryCredit(credit)});
                             conn.send(commands::success(request_id));
                           });
                         });

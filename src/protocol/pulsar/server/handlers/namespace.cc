@@ -1,14 +1,21 @@
 // GET_TOPICS_OF_NAMESPACE: the topics a pattern or multi-topic consumer
 // subscribes to. The list comes from metadata (partitions of partitioned
 // topics and topics with a log), filtered by the client's pattern, with a
-// hash so a client polling an unchanged namespace gets no list back.
+// hash so a client polling an unchanged namespace gets no list back. The
+// answer grows with the namespace, not with the request: it counts among
+// the connection's requests awaiting an answer for the size of the largest
+// list the connection was sent (its first, whose size nothing tells, for
+// the whole bytes bound, so it is handled alone).
+//
+// The pattern is compiled (topics_pattern.h: RE2, linear time, bounded
+// size) and matched on the connection's reactor: the metadata thread, which
+// every connection's metadata calls share, only lists the namespace.
 #include <fmt/format.h>
-
-#include <regex>
 
 #include "common/crc32c.h"
 #include "protocol/pulsar/commands.h"
 #include "protocol/pulsar/server/pulsar_connection.h"
+#include "protocol/pulsar/server/topics_pattern.h"
 
 namespace magnetar::protocol::pulsar {
 
@@ -26,6 +33,14 @@ std::string topics_hash(const std::vector<std::string>& topics) {
   return fmt::format("{:08x}", crc);
 }
 
+// The bytes `topics` take in an answer (each name with its field's tag and
+// length), and what the answer around them costs.
+size_t list_bytes(const std::vector<std::string>& topics) {
+  size_t bytes = 64;
+  for (const auto& t : topics) bytes += t.size() + 4;
+  return bytes;
+}
+
 }  // namespace
 
 void handle_get_topics_of_namespace(PulsarConnection& c, const proto::CommandGetTopicsOfNamespace& cmd) {
@@ -41,15 +56,17 @@ void handle_get_topics_of_namespace(PulsarConnection& c, const proto::CommandGet
     c.send(commands::error(request_id, proto::AuthorizationError, allowed.message()));
     return;
   }
-  std::optional<std::regex> pattern;
+  std::shared_ptr<const TopicsPattern> pattern;
   if (cmd.has_topics_pattern() && !cmd.topics_pattern().empty()) {
-    try {
-      pattern.emplace(cmd.topics_pattern(), std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
+    auto compiled = TopicsPattern::compile(cmd.topics_pattern());
+    if (!compiled.is_ok()) {
+      const std::string& p = cmd.topics_pattern();
+      const std::string shown = p.size() > 200 ? p.substr(0, 200) + "..." : p;
       c.send(commands::error(request_id, proto::MetadataError,
-                             "invalid topics pattern '" + cmd.topics_pattern() + "': " + e.what()));
+                             "invalid topics pattern '" + shown + "': " + compiled.status().message()));
       return;
     }
+    pattern = std::move(compiled).value();
   }
   std::vector<broker::TopicDomain> domains;
   if (cmd.mode() != proto::CommandGetTopicsOfNamespace::NON_PERSISTENT) {
@@ -61,8 +78,8 @@ void handle_get_topics_of_namespace(PulsarConnection& c, const proto::CommandGet
   std::string client_hash = cmd.topics_hash();
   auto* tenancy = c.service().tenancy();
   Status st = c.service().on_metadata_thread([tenancy, ns = *ns, domains, pattern = std::move(pattern), client_hash,
-                                              request_id, reply = c.request_replier()]() {
-    std::vector<std::string> topics;
+                                              request_id, reply = c.request_replier(c.topic_list_bytes())]() {
+    std::vector<std::string> listed_topics;
     Status failed;
     for (auto d : domains) {
       auto listed = tenancy->list_topics(ns, d);
@@ -70,18 +87,17 @@ void handle_get_topics_of_namespace(PulsarConnection& c, const proto::CommandGet
         failed = listed.status();
         break;
       }
-      for (auto& t : *listed) {
-        if (!pattern || std::regex_match(t, *pattern)) topics.push_back(std::move(t));
-      }
+      for (auto& t : *listed) listed_topics.push_back(std::move(t));
     }
-    reply([failed, topics = std::move(topics), filtered = pattern.has_value(), client_hash,
-           request_id](PulsarConnection& conn) {
+    reply([failed, topics = std::move(listed_topics), pattern, client_hash, request_id](PulsarConnection& conn) mutable {
       if (!failed.is_ok()) {
         conn.send(commands::error(request_id, failed.code() == common::ErrorCode::kNotFound ? proto::MetadataError
                                                                                             : server_error(failed),
                                   failed.message()));
         return;
       }
+      const bool filtered = pattern != nullptr;
+      if (filtered) std::erase_if(topics, [&pattern](const std::string& t) { return !pattern->matches(t); });
       proto::BaseCommand out;
       out.set_type(proto::BaseCommand::GET_TOPICS_OF_NAMESPACE_RESPONSE);
       auto* r = out.mutable_gettopicsofnamespaceresponse();
@@ -89,6 +105,7 @@ void handle_get_topics_of_namespace(PulsarConnection& c, const proto::CommandGet
       r->set_filtered(filtered);
       std::string hash = topics_hash(topics);
       r->set_topics_hash(hash);
+      conn.remember_topic_list(list_bytes(topics));
       if (!client_hash.empty() && client_hash == hash) {
         r->set_changed(false);
       } else {

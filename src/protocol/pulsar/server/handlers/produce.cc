@@ -1,6 +1,8 @@
 // PRODUCER, SEND, CLOSE_PRODUCER: publishing onto a topic's log.
 #include <fmt/format.h>
 
+#include "broker/publish_stages.h"
+#include "common/stage_timing.h"
 #include "protocol/pulsar/batch.h"
 #include "protocol/pulsar/commands.h"
 #include "protocol/pulsar/server/pulsar_connection.h"
@@ -215,9 +217,11 @@ void handle_send(PulsarConnection& c, Frame& frame) {
   if (it->second.limits) c.charge_publish(*it->second.limits, header.messages, static_cast<int64_t>(bytes));
   // Counted until its receipt or error is sent: every path below answers.
   c.publish_started(bytes);
+  broker::PublishStages::Marks marks;
+  marks.received_ns = common::monotonic_ns();
   // The entry (checksum, metadata, payload) is stored as it came off the wire.
   c.service().broker().with_topic(
-      it->second.topic, [reply = c.replier(), broker_id, producer_id, sequence_id, highest, bytes,
+      it->second.topic, [reply = c.replier(), broker_id, producer_id, sequence_id, highest, bytes, marks,
                          header = std::move(header), entry = std::move(frame.entry)](Result<broker::Topic*> t) mutable {
         if (!t.is_ok()) {
           reply([producer_id, sequence_id, bytes, st = t.status()](PulsarConnection& conn) {
@@ -228,14 +232,16 @@ void handle_send(PulsarConnection& c, Frame& frame) {
         }
         broker::Topic* topic = *t;
         int64_t highest_id = highest > sequence_id ? static_cast<int64_t>(highest) : -1;
+        marks.at_topic_ns = common::monotonic_ns();
         topic->publish(
             broker_id, std::move(header), std::move(entry),
-            [topic, reply, producer_id, sequence_id, highest, bytes](Result<ledger::Position> r) {
+            [topic, reply, producer_id, sequence_id, highest, bytes, marks](Result<ledger::Position> r) mutable {
+              marks.take_add_timing();
               proto::ServerError code = proto::PersistenceError;
               if (!r.is_ok() && r.status().code() == common::ErrorCode::kResourceExhausted) {
                 code = producer_error(r.status(), topic->quota_block());
               }
-              reply([producer_id, sequence_id, highest, bytes, code, r = std::move(r)](PulsarConnection& conn) {
+              reply([producer_id, sequence_id, highest, bytes, code, marks, r = std::move(r)](PulsarConnection& conn) {
                 conn.publish_finished(bytes);
                 if (!r.is_ok()) {
                   conn.send(commands::send_error(producer_id, sequence_id, code, r.status().message()));
@@ -244,6 +250,7 @@ void handle_send(PulsarConnection& c, Frame& frame) {
                 // A duplicate is answered with (-1, -1), as Pulsar does.
                 auto id = commands::message_id(r->ledger, static_cast<uint64_t>(r->entry));
                 conn.send(commands::send_receipt(producer_id, sequence_id, id, highest));
+                broker::PublishStages::of(broker::PublishProtocol::kPulsar).record(marks);
               });
             },
             highest_id);
