@@ -8,7 +8,7 @@ import time
 import unittest
 
 import confluent_kafka as ck
-from kafka_wire import RawKafkaConnection, kstr
+from kafka_wire import RawKafkaConnection, kbytes, kstr, record_batch
 from magnetar_harness import Node, NodeTestCase, call_json, raw_exchange
 
 TIMEOUT_S = 10.0
@@ -99,6 +99,17 @@ class KafkaWire(RawKafkaConnection):
         r.take(">q")
         return error, r.take(">q")
 
+    def produce_batch(self, topic, values):
+        """`values` as one record batch (a client may split them), acks all;
+        returns the base offset the broker answers."""
+        body = kstr(None) + struct.pack(">hi", -1, int(TIMEOUT_S * 1000)) + struct.pack(">i", 1) + kstr(topic)
+        body += struct.pack(">ii", 1, 0) + kbytes(record_batch(values))
+        r = self.call(0, 3, body)
+        assert r.take(">i") == 1 and r.string() == topic and r.take(">i") == 1
+        partition, error, base = r.take(">i"), r.take(">h"), r.take(">q")
+        assert (partition, error) == (0, 0), error
+        return base
+
 
 def framed(message):
     return struct.pack(">i", len(message)) + message
@@ -123,17 +134,14 @@ class KafkaWireTest(NodeTestCase):
     def tearDown(self):
         self.wire.close()
 
-    def produce(self, topic, values, separate_batches=True, port=None):
+    def produce(self, topic, values, port=None):
+        """Each value in its own batch, through a real client."""
         port = port or self.port
-        # One batch for all of them needs the client to hold them until the
-        # flush: with linger.ms 0 it may send the first one on its own.
-        p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{port}", "acks": "all",
-                         "linger.ms": 0 if separate_batches else 1000})
+        p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{port}", "acks": "all", "linger.ms": 0})
         errors = []
         for v in values:
             p.produce(topic, value=v, on_delivery=lambda e, m: errors.append(e))
-            if separate_batches:
-                self.assertEqual(p.flush(TIMEOUT_S), 0)
+            self.assertEqual(p.flush(TIMEOUT_S), 0)
         self.assertEqual(p.flush(TIMEOUT_S), 0)
         self.assertEqual(errors, [None] * len(values))
 
@@ -218,7 +226,7 @@ class KafkaWireTest(NodeTestCase):
     def test_a_batch_keeps_its_offsets_and_fetch_inside_it_returns_it_whole(self):
         topic = "wire-batch"
         self.produce(topic, [b"one"])
-        self.produce(topic, [b"b%d" % i for i in range(5)], separate_batches=False)
+        self.assertEqual(self.wire.produce_batch(topic, [b"b%d" % i for i in range(5)]), 1)
         error, hw, got = self.wire.fetch(topic, 3)
         self.assertEqual(hw, 6)
         self.assertEqual(got[0][0] + got[0][1], 6)  # the batch holding offset 3 ends at 6
@@ -307,8 +315,11 @@ class KafkaOffsetsAcrossRestartTest(unittest.TestCase):
             node.keep_data = True
             data_dir = node.data_dir
             KafkaWireTest.produce(self, "restart", [b"a", b"b"], port=node.ports["kafka"])
-            KafkaWireTest.produce(self, "restart", [b"c%d" % i for i in range(3)], separate_batches=False,
-                                  port=node.ports["kafka"])
+            wire = KafkaWire(node.ports["kafka"])
+            try:
+                self.assertEqual(wire.produce_batch("restart", [b"c%d" % i for i in range(3)]), 2)
+            finally:
+                wire.close()
             self.assertEqual(node.stop(), 0)
         with Node(data_dir=data_dir) as node:
             node.owns_dir = True  # removed when this one closes
