@@ -1,7 +1,8 @@
 #include "broker/token_bucket.h"
 
 #include <algorithm>
-#include <chrono>
+
+#include "common/stage_timing.h"
 
 namespace magnetar::broker {
 
@@ -13,10 +14,7 @@ int64_t capacity_of(int64_t rate) { return std::max<int64_t>(1, rate / TokenBuck
 
 }  // namespace
 
-int64_t limiter_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t limiter_now_ns() { return common::monotonic_ns(); }
 
 void TokenBucket::set_rate(int64_t per_second, int64_t now_ns) {
   int64_t rate = per_second > 0 ? per_second : 0;

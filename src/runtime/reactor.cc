@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "common/logging.h"
+#include "common/stage_timing.h"
 
 namespace magnetar::runtime {
 
@@ -167,20 +168,13 @@ bool Reactor::post_or_wait(Task task) {
   }
 }
 
-namespace {
-int64_t steady_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
 
 void Reactor::probe_lag() {
   int64_t expected = 0;
-  int64_t now = steady_now_ns();
+  int64_t now = common::monotonic_ns();
   if (!probe_posted_ns_.compare_exchange_strong(expected, now)) return;
   Status st = post([this, now]() {
-    last_lag_ns_.store(steady_now_ns() - now);
+    last_lag_ns_.store(common::monotonic_ns() - now);
     probe_posted_ns_.store(0);
   });
   if (!st.is_ok()) probe_posted_ns_.store(0);
@@ -189,7 +183,7 @@ void Reactor::probe_lag() {
 std::chrono::nanoseconds Reactor::loop_lag() const {
   int64_t lag = last_lag_ns_.load();
   int64_t posted = probe_posted_ns_.load();
-  if (posted != 0) lag = std::max(lag, steady_now_ns() - posted);
+  if (posted != 0) lag = std::max(lag, common::monotonic_ns() - posted);
   return std::chrono::nanoseconds(lag);
 }
 

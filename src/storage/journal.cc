@@ -96,6 +96,7 @@ void Journal::stop() {
 }
 
 Status Journal::submit(JournalRequest&& request) {
+  request.submitted_ns = common::monotonic_ns();
   bool wake = false;
   {
     std::lock_guard lock(mu_);
@@ -106,7 +107,6 @@ Status Journal::submit(JournalRequest&& request) {
       return Status::resource_exhausted("storage journal queue is full");
     }
     queued_bytes_ += request.payload.size();
-    request.submitted_ns = common::monotonic_ns();
     queue_.push_back(std::move(request));
     wake = idle_wait_ || (batch_wait_ && (queue_.size() >= options_.max_batch_entries ||
                                           queued_bytes_ >= options_.max_batch_bytes));
