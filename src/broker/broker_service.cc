@@ -10,6 +10,7 @@
 #include "broker/tenancy.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "common/stage_timing.h"
 #include "ledger/non_persistent_log.h"
 
 namespace magnetar::broker {
@@ -334,13 +335,9 @@ void BrokerService::refresh_loaded_topics() {
   }
 }
 
-int64_t BrokerService::steady_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t BrokerService::steady_ms() { return common::monotonic_ns() / 1'000'000; }
 
 void BrokerService::maintain(size_t reactor) {
-  unload_idle(reactor);
   // Topics that left memory leave freed pages in the allocator's arenas;
   // once many have gone, give those pages back (one pass, from one reactor).
   if (reactor == 0 && unloaded_since_trim_.load(std::memory_order_relaxed) >= kTrimAfterUnloads) {
@@ -350,46 +347,47 @@ void BrokerService::maintain(size_t reactor) {
     MLOG_DEBUG("returned freed memory to the system after idle topics left, in {} us",
                std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count());
   }
-  for (auto& [name, topic] : shards_[reactor]->topics) {
+  Shard& shard = *shards_[reactor];
+  const bool unloading = options_.topic_idle_unload.count() > 0 && !stopping_;
+  const int64_t unused_before = steady_ms() - options_.topic_idle_unload.count();
+  // Gathered first: a topic that leaves memory leaves shard.topics.
+  struct Due {
+    std::string key;
+    Topic* topic;
+    ledger::ManagedLedger* ml;
+    bool unload;
+  };
+  std::vector<Due> due;
+  for (auto& [name, topic] : shard.topics) {
     if (!topic->closed()) topic->maintain_producers();
     auto* ml = dynamic_cast<ledger::ManagedLedger*>(&topic->log());
     if (ml == nullptr || topic->closed()) continue;
-    ml->maintain([name = name](Status st) {
-      if (!st.is_ok()) MLOG_WARN("housekeeping of {}: {}", name, st.to_string());
+    const bool unload = unloading && topic->name().domain == TopicDomain::kPersistent &&
+                        topic->last_used_ms() <= unused_before && topic->idle();
+    due.push_back(Due{name, topic.get(), ml, unload});
+  }
+  // Retention and TTL apply to every topic, once more before an idle one
+  // leaves (and again when it is next loaded).
+  for (Due& d : due) {
+    d.ml->maintain([this, &shard, key = std::move(d.key), topic = d.topic, unload = d.unload](Status st) {
+      if (!st.is_ok()) MLOG_WARN("housekeeping of {}: {}", key, st.to_string());
+      if (unload) unload_if_idle(shard, key, topic);
     });
   }
 }
 
-void BrokerService::unload_idle(size_t reactor) {
+void BrokerService::unload_if_idle(Shard& shard, const std::string& key, Topic* topic) {
   static common::Counter& unloaded = common::MetricsRegistry::global().counter(
       "magnetar_topics_unloaded_idle_total", "Topics that left memory after a time unused (loaded again on use)");
-  if (options_.topic_idle_unload.count() <= 0 || stopping_) return;
-  Shard& shard = *shards_[reactor];
-  const int64_t before = steady_ms() - options_.topic_idle_unload.count();
-  std::vector<std::pair<std::string, Topic*>> idle;
-  for (auto& [name, topic] : shard.topics) {
-    if (topic->name().domain != TopicDomain::kPersistent || topic->last_used_ms() > before || !topic->idle()) continue;
-    idle.emplace_back(name, topic.get());
-  }
-  for (auto& [name, topic] : idle) {
-    auto* ml = dynamic_cast<ledger::ManagedLedger*>(&topic->log());
-    if (ml == nullptr) continue;
-    // Retention and TTL apply once more before it leaves, and again when it
-    // is next loaded.
-    auto keep = ml->shared_from_this();
-    ml->maintain([this, &shard, key = name, topic = topic, keep](Status st) {
-      if (!st.is_ok()) MLOG_WARN("housekeeping of {}: {}", key, st.to_string());
-      auto it = shard.topics.find(key);
-      if (it == shard.topics.end() || it->second.get() != topic || !topic->idle() || stopping_) return;
-      unloaded.inc();
-      unloaded_since_trim_.fetch_add(1, std::memory_order_relaxed);
-      MLOG_DEBUG("topic {} unused for {} ms: unloading it", key, options_.topic_idle_unload.count());
-      close_and_forget(shard, key, topic, Status::unavailable("topic " + key + " was unloaded while idle"),
-                       [key](Status closed) {
-                         if (!closed.is_ok()) MLOG_WARN("unloading idle topic {}: {}", key, closed.to_string());
-                       });
-    });
-  }
+  auto it = shard.topics.find(key);
+  if (it == shard.topics.end() || it->second.get() != topic || !topic->idle() || stopping_) return;
+  unloaded.inc();
+  unloaded_since_trim_.fetch_add(1, std::memory_order_relaxed);
+  MLOG_DEBUG("topic {} unused for {} ms: unloading it", key, options_.topic_idle_unload.count());
+  close_and_forget(shard, key, topic, Status::unavailable("topic " + key + " was unloaded while idle"),
+                   [key](Status closed) {
+                     if (!closed.is_ok()) MLOG_WARN("unloading idle topic {}: {}", key, closed.to_string());
+                   });
 }
 
 void BrokerService::with_existing_topic(const TopicName& topic, bool exists, ledger::Callback<Result<Topic*>> fn) {

@@ -193,10 +193,13 @@ class BrokerService final : public runtime::Component {
   void attach_policies(Topic& topic);
   static int64_t steady_ms();
   void arm_maintenance(size_t reactor);
+  // Housekeeping of the topics of `reactor`: producers, then rollover by
+  // age, retention and TTL; a persistent topic idle past
+  // options_.topic_idle_unload leaves memory once that is done.
   void maintain(size_t reactor);
-  // Housekeeping, then unloading, of the topics of `reactor` idle past
-  // options_.topic_idle_unload.
-  void unload_idle(size_t reactor);
+  // After its housekeeping: unloads `topic` (at `key`) if it is still
+  // loaded and idle.
+  void unload_if_idle(Shard& shard, const std::string& key, Topic* topic);
   // Posts one refresh_policies pass over each reactor's topics (policy_change_listener).
   void refresh_loaded_topics();
 
