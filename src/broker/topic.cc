@@ -350,6 +350,24 @@ void Topic::remove_consumer(const std::string& subscription, uint64_t consumer_i
   }
 }
 
+void Topic::drop_abandoned_readers() {
+  if (name_.domain != TopicDomain::kPersistent) return;
+  std::vector<std::string> without_consumers;
+  for (const auto& [name, sub] : subscriptions_) {
+    if (sub->cursor().durable() || sub->consumer_count() > 0) continue;
+    const bool before = std::find(readers_without_consumers_.begin(), readers_without_consumers_.end(), name) !=
+                        readers_without_consumers_.end();
+    if (!before) without_consumers.push_back(name);
+  }
+  for (const std::string& name : readers_without_consumers_) {
+    auto it = subscriptions_.find(name);
+    if (it != subscriptions_.end() && !it->second->cursor().durable() && it->second->consumer_count() == 0) {
+      (void)unsubscribe(name);
+    }
+  }
+  readers_without_consumers_.swap(without_consumers);
+}
+
 void Topic::remove_subscription(const std::string& name, bool force, ledger::Callback<Status> done) {
   auto it = subscriptions_.find(name);
   if (it == subscriptions_.end()) {

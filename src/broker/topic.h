@@ -195,9 +195,15 @@ class Topic {
   // on recovers the sequence ids from the snapshot and the log first
   // (publishes wait meanwhile).
   void apply_policies(const NamespacePolicies& policies);
-  // Re-reads the policy source and enforces the backlog quota (the
-  // broker's maintenance timer calls this).
+  // Re-reads the policy source, enforces the backlog quota and drops
+  // abandoned reader subscriptions (the broker's maintenance timer calls
+  // this).
   void maintain_producers();
+  // A reader's subscription goes with its last consumer (remove_consumer),
+  // but one whose consumers the broker detached (a seek) waits for its
+  // reader to come back: dropped once it was still without a consumer at
+  // the housekeeping pass before this one.
+  void drop_abandoned_readers();
   // Re-reads the policy source and applies it (apply_policies): on every
   // producer or consumer arrival and when the policy cache changes.
   void refresh_policies();
@@ -408,6 +414,9 @@ class Topic {
   uint64_t removed_bytes_out_ = 0;
   bool closed_ = false;
   int64_t last_used_ms_ = 0;
+  // Reader (non-durable) subscriptions without a consumer at the last
+  // housekeeping pass (drop_abandoned_readers).
+  std::vector<std::string> readers_without_consumers_;
   std::map<std::string, RateMeter> meters_;  // "in", "out", "p/<id>", "s/<name>", "c/<name>/<id>"
   TraceRecorder* trace_recorder_ = nullptr;
   const std::string* storage_durability_ = nullptr;

@@ -164,6 +164,7 @@ void Topic::maintain_producers() {
   check_backlog_quota();
   check_backlog_age();
   if (dedup_) dedup_->snapshot_if_behind();
+  drop_abandoned_readers();
 }
 
 uint64_t Topic::backlog_bytes() const {

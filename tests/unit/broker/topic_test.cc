@@ -236,6 +236,26 @@ TEST_F(TopicTest, AReaderSubscriptionGoesWithItsLastConsumer) {
   EXPECT_EQ(stats(kTopic).subscriptions.size(), 1u);  // a durable one stays
 }
 
+TEST_F(TopicTest, AReaderSubscriptionLeftWithoutItsConsumersBySeekGoesAtHousekeeping) {
+  ASSERT_TRUE(add_producer(kTopic, 1, "producer-a").is_ok());
+  auto positions = publish(kTopic, 1, 3);
+  RecordingSink& a = new_sink();
+  ASSERT_TRUE(subscribe(kTopic, 1, reader("r", std::nullopt, InitialPosition::kEarliest), &a).is_ok());
+  // A seek detaches the reader's consumers (its client comes back to the
+  // new position); this one never does.
+  EXPECT_TRUE(on_topic<Status>(kTopic, [&](Topic& t, auto done) {
+                t.seek_subscription("r", positions.front(), done);
+              }).is_ok());
+  auto housekeeping = [&]() {
+    return on_topic<std::vector<std::string>>(kTopic, [](Topic& t, auto done) {
+      t.maintain_producers();
+      done(t.subscription_names());
+    });
+  };
+  EXPECT_EQ(housekeeping(), std::vector<std::string>{"r"});  // its reader may still come back
+  EXPECT_TRUE(housekeeping().empty());                        // it did not
+}
+
 TEST_F(TopicTest, NonPersistentTopicsDeliverToConnectedConsumers) {
   const std::string np = "non-persistent://public/default/ticks";
   ASSERT_TRUE(add_producer(np, 1, "p").is_ok());
