@@ -119,13 +119,19 @@ void PulsarClient::queue_message(const pp::Frame& frame) {
   };
   // A reader's start entry: the messages before its start are dropped (all
   // of the entry when the start names no batch index), unless inclusive.
+  // Messages dropped here took permits all the same: they count as taken,
+  // or the broker runs out of permits before the client asks for more.
   std::optional<int32_t> first_index;  // of the entry's messages, the first to keep
   if (auto start = reader_starts_.find(consumer); start != reader_starts_.end()) {
-    const MessageId& s = start->second.id;
+    const MessageId s = start->second.id;
     if (m.message_id().ledgerid() == s.ledger && m.message_id().entryid() == s.entry) {
       const bool inclusive = start->second.inclusive;
       const bool batched = frame.metadata.has_num_messages_in_batch();
-      if (!inclusive && (s.batch_index < 0 || !batched)) return;
+      reader_starts_.erase(start);  // passed: later entries need no check
+      if (!inclusive && (s.batch_index < 0 || !batched)) {
+        taken_[consumer] += batched ? static_cast<uint32_t>(frame.metadata.num_messages_in_batch()) : 1;
+        return;
+      }
       first_index = s.batch_index < 0 ? 0 : (inclusive ? s.batch_index : s.batch_index + 1);
     }
   }
@@ -155,7 +161,10 @@ void PulsarClient::queue_message(const pp::Frame& frame) {
       int32_t index = 0;
       for (auto& single : *batch) {
         int32_t i = index++;
-        if (acked(i) || (first_index && i < *first_index)) continue;
+        if (acked(i) || (first_index && i < *first_index)) {
+          ++taken_[consumer];
+          continue;
+        }
         ReceivedMessage r;
         base(r);
         r.id.batch_index = i;
@@ -377,6 +386,7 @@ Result<ReceivedMessage> PulsarClient::receive(uint64_t consumer, std::chrono::mi
   auto deadline = Clock::now() + wait;
   auto& box = inbox_[consumer];
   while (box.empty()) {
+    MAGNETAR_RETURN_IF_ERROR(maybe_flow(consumer));  // messages dropped on arrival gave permits back
     pp::Frame frame;
     MAGNETAR_RETURN_IF_ERROR(read_frame(deadline, &frame));
     if (frame.command.type() == proto::BaseCommand::MESSAGE) {
@@ -390,17 +400,23 @@ Result<ReceivedMessage> PulsarClient::receive(uint64_t consumer, std::chrono::mi
   }
   ReceivedMessage m = std::move(box.front());
   box.pop_front();
+  ++taken_[consumer];
+  MAGNETAR_RETURN_IF_ERROR(maybe_flow(consumer));
+  return m;
+}
+
+Status PulsarClient::maybe_flow(uint64_t consumer) {
   // Permits count messages (a batch takes as many as it holds); ask for more
   // once half the window is used.
-  if (++taken_[consumer] >= std::max<uint32_t>(1, permits_[consumer] / 2)) {
-    proto::BaseCommand flow;
-    flow.set_type(proto::BaseCommand::FLOW);
-    flow.mutable_flow()->set_consumer_id(consumer);
-    flow.mutable_flow()->set_messagepermits(taken_[consumer]);
-    MAGNETAR_RETURN_IF_ERROR(request(flow));
-    taken_[consumer] = 0;
-  }
-  return m;
+  auto taken = taken_.find(consumer);
+  if (taken == taken_.end() || taken->second < std::max<uint32_t>(1, permits_[consumer] / 2)) return Status::ok();
+  proto::BaseCommand flow;
+  flow.set_type(proto::BaseCommand::FLOW);
+  flow.mutable_flow()->set_consumer_id(consumer);
+  flow.mutable_flow()->set_messagepermits(taken->second);
+  MAGNETAR_RETURN_IF_ERROR(request(flow));
+  taken->second = 0;
+  return Status::ok();
 }
 
 Status PulsarClient::ack(uint64_t consumer, const MessageId& id) {

@@ -101,6 +101,9 @@ class PulsarClient {
   // Waits for the answer to request `request_id` (SUCCESS, ERROR, ...).
   common::Result<protocol::pulsar::proto::BaseCommand> await_request(uint64_t request_id);
   void queue_message(const protocol::pulsar::Frame& frame);
+  // FLOW for what `consumer` took (received or dropped) once that is half
+  // its window.
+  common::Status maybe_flow(uint64_t consumer);
   common::Status request(protocol::pulsar::proto::BaseCommand& command);
   common::Result<uint64_t> subscribe_with(protocol::pulsar::proto::BaseCommand& command, uint32_t permits);
 

@@ -97,6 +97,20 @@ class PulsarCliTest(NodeTestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("ledger:entry", r.stderr)
 
+    def test_a_reader_starting_deep_in_a_batch_reads_on_past_it(self):
+        """The messages a reader drops before its start took permits too: it
+        asks for more, or it would wait forever once the broker has none left."""
+        msgs = [a for i in range(1000) for a in ("-m", f"m{i}")]
+        r = run("produce", "cli-deep", *msgs, "--batch", "--json", "--url", self.url())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ids = json.loads(r.stdout)["messageIds"]
+        self.assertEqual(ids[700].rsplit(":", 1)[0], ids[0].rsplit(":", 1)[0], "one batch of 1000")
+        self.assertEqual(run("produce", "cli-deep", "-m", "after", "--url", self.url()).returncode, 0)
+        r = run("consume", "cli-deep", "--reader", "--start-message-id", ids[700], "-n", "300", "--timeout", "5",
+                "--url", self.url())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), [f"m{i}" for i in range(701, 1000)] + ["after"])
+
     def test_a_partitions_messages_name_it(self):
         status, _, _ = self.node.http("PUT", "/admin/v2/persistent/public/default/cli-parts/partitions", "2",
                                       headers={"Content-Type": "application/json"})
