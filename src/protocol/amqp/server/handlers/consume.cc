@@ -234,13 +234,17 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
     if (!st.is_ok()) {
       // A chunk is counted as one (chunks_skipped), anything else as an
       // entry no message can be made of (undeliverable).
-      if (st.code() == common::ErrorCode::kUnimplemented) {
+      // A chunked message warns once, at its last chunk.
+      const bool chunk = st.code() == common::ErrorCode::kUnimplemented;
+      if (chunk) {
         ++chunks;
       } else {
         AmqpMetrics::get().undeliverable.inc();
       }
-      MLOG_WARN("amqp: entry {}:{} of {} cannot be delivered and is skipped: {}", d.position.ledger,
-                d.position.entry, consumer->topic.to_string(), st.message());
+      if (!chunk || !d.header.more_chunks) {
+        MLOG_WARN("amqp: entry {}:{} of {} cannot be delivered and is skipped: {}", d.position.ledger,
+                  d.position.entry, consumer->topic.to_string(), st.message());
+      }
       settled.push_back(d.position);
       continue;
     }

@@ -13,6 +13,10 @@
 // message: a publisher without confirms chose at-most-once and has no way
 // to hear of one message, and closing its channel would fail every publish
 // after it as well. Publishers that must know use confirms (basic.nack).
+#include <memory>
+#include <string>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "common/clock.h"
@@ -93,9 +97,13 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
   const size_t bytes = body.size();
   c.publish_started(ch, bytes);
   c.charge_publish(topics, static_cast<int64_t>(bytes));
-  auto done = [reply = c.replier(), seq, id = ch.id, serial = ch.serial, key = publish.key(), bytes, exchange,
-               routing_key](Status st) {
-    reply([st, seq, id, serial, key, bytes, exchange, routing_key](AmqpConnection& conn) {
+  // Where it went, for the warning about a publish without confirms that
+  // was not stored; made only for those (the callback is copied per queue).
+  using Route = std::pair<std::string, std::string>;
+  auto route = seq == 0 ? std::make_shared<const Route>(exchange, routing_key) : nullptr;
+  auto done = [reply = c.replier(), seq, id = ch.id, serial = ch.serial, key = publish.key(), bytes,
+               route](Status st) {
+    reply([st, seq, id, serial, key, bytes, route](AmqpConnection& conn) {
       Channel* chan = conn.channel(id, serial);
       if (chan != nullptr && st.code() == common::ErrorCode::kLimitReached) {
         // A queue refused another publisher: say so even without confirms,
@@ -104,7 +112,7 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
       } else if (seq != 0) {
         if (chan != nullptr) confirm(conn, *chan, seq, st.is_ok());
       } else if (!st.is_ok()) {
-        conn.unconfirmed_publish_failed(exchange, routing_key, st);
+        conn.unconfirmed_publish_failed(route->first, route->second, st);
       }
       conn.publish_finished(id, serial, bytes);
     });
