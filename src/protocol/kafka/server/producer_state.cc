@@ -62,10 +62,8 @@ SequenceCheck ProducerStates::check_and_record(const std::string& partition, con
   s.last_used_ms = now_ms;
   s.recent.push_back(Written{batch.first_sequence, batch.last_sequence, -1, {}});
   if (s.recent.size() > kRememberedBatches) {
-    std::deque<Written> oldest;
-    oldest.push_back(std::move(s.recent.front()));
+    fail_waiting(s.recent.front());
     s.recent.pop_front();
-    fail_waiting(oldest);
   }
   return out;
 }
@@ -103,12 +101,14 @@ void ProducerStates::forget(const std::string& partition, int64_t producer_id) {
   fail_waiting(recent);
 }
 
+void ProducerStates::fail_waiting(Written& batch) {
+  auto waiting = std::move(batch.waiting);
+  batch.waiting.clear();
+  for (auto& done : waiting) done(kKafkaStorageError, -1);
+}
+
 void ProducerStates::fail_waiting(std::deque<Written>& batches) {
-  for (Written& w : batches) {
-    auto waiting = std::move(w.waiting);
-    w.waiting.clear();
-    for (auto& done : waiting) done(kKafkaStorageError, -1);
-  }
+  for (Written& w : batches) fail_waiting(w);
 }
 
 int64_t ProducerIds::next(int64_t now_ms) {
@@ -123,7 +123,14 @@ void ProducerStates::expire_idle(int64_t now_ms) {
   if (now_ms < next_expiry_ms_) return;
   next_expiry_ms_ = now_ms + 60 * 1000;
   for (auto it = states_.begin(); it != states_.end();) {
-    it = now_ms - it->second.last_used_ms > kExpiryMs ? states_.erase(it) : std::next(it);
+    if (now_ms - it->second.last_used_ms <= kExpiryMs) {
+      ++it;
+      continue;
+    }
+    // Retries still waiting for their batch are answered, never left hanging.
+    std::deque<Written> recent = std::move(it->second.recent);
+    it = states_.erase(it);
+    fail_waiting(recent);
   }
 }
 

@@ -96,6 +96,9 @@ class ProducerStates {
   Written* find(const std::string& partition, const SequencedBatch& batch);
   // Answers the retries waiting for `batches` (no longer remembered) with
   // a retriable error.
+  // Answers the retries waiting for `batch` (or each of `batches`) with
+  // KAFKA_STORAGE_ERROR, which clients retry.
+  static void fail_waiting(Written& batch);
   static void fail_waiting(std::deque<Written>& batches);
   void expire_idle(int64_t now_ms);
 
