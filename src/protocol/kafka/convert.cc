@@ -103,11 +103,4 @@ common::Result<std::optional<pulsar::Chunk>> append_entry_as_batch(const ledger:
   return std::optional<pulsar::Chunk>();
 }
 
-void append_skipped_offsets(int64_t first, int64_t last, WireWriter& out) {
-  RecordBatch batch;
-  batch.base_offset = first;
-  batch.last_offset_delta = static_cast<int32_t>(last - first);
-  write_record_batch(out, batch);
-}
-
 }  // namespace magnetar::protocol::kafka

@@ -47,9 +47,4 @@ ConvertedEntry batch_to_entry(const RecordBatch& batch, int64_t publish_time_ms,
 common::Result<std::optional<pulsar::Chunk>> append_entry_as_batch(const ledger::MessageHeader& header,
                                                                    const common::Slice& entry, WireWriter& out);
 
-// Appends a batch with no record that covers offsets [first, last]
-// (lastOffsetDelta), so that a consumer's next fetch starts after them, as
-// after a batch compaction emptied. REQUIRES: first <= last.
-void append_skipped_offsets(int64_t first, int64_t last, WireWriter& out);
-
 }  // namespace magnetar::protocol::kafka

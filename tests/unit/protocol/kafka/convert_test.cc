@@ -149,15 +149,18 @@ TEST(KafkaConvertTest, ChunksOfAChunkedPulsarMessageAreLeftOut) {
   EXPECT_EQ(w.size(), 0u);
 }
 
-TEST(KafkaConvertTest, SkippedOffsetsAreCoveredByABatchWithoutRecords) {
+TEST(KafkaConvertTest, SkippedOffsetsAreCoveredByOneControlBatch) {
   WireWriter w;
-  append_skipped_offsets(7, 10, w);
+  write_skip_batch(w, 7, 10, 1700000000000);
   auto parsed = parse_record_set(w.finish());
   ASSERT_TRUE(parsed.is_ok());
   ASSERT_EQ(parsed->size(), 1u);
   EXPECT_EQ(parsed->front().base_offset, 7);
   EXPECT_EQ(parsed->front().last_offset_delta, 3);
-  EXPECT_TRUE(parsed->front().records.empty());
+  // A control batch: one marker that clients step over, no record for the application.
+  EXPECT_EQ(parsed->front().attributes & 0x20, 0x20);
+  ASSERT_EQ(parsed->front().records.size(), 1u);
+  EXPECT_EQ(parsed->front().records.front().offset_delta, 3);
 }
 
 }  // namespace

@@ -21,18 +21,17 @@
 // looks again; that attempt reads at least one entry, so a fetch sharing a
 // budget with busier readers is never starved. No fetch sessions: SessionId is always 0, so clients
 // send full fetch requests.
-// Chunks: an entry holding one chunk of a message a Pulsar producer sent in
-// chunks is left out (a Kafka record carries a whole message), counted in
+// Skipped entries: one holding a chunk of a message a Pulsar producer sent in
+// chunks (a Kafka record carries a whole message; counted in
 // magnetar_kafka_chunks_skipped_total and logged once per message and
-// fetch; when the response would end on such entries, a batch without
-// records covers their offsets (convert.h append_skipped_offsets), so the
-// consumer's next fetch starts after them instead of asking for them again.
-// An entry that cannot be converted (it does not parse or decompress) is
-// answered as a control batch over its offsets (record_batch.h
-// write_skip_batch), which clients skip without handing the application
-// anything, with a warning and magnetar_kafka_fetch_skipped_entries_total:
-// left out instead, it would leave the consumer asking for the same offset
-// forever.
+// fetch), and one that cannot be converted (it does not parse or
+// decompress; a warning and magnetar_kafka_fetch_skipped_entries_total).
+// A batch after them takes the consumer past their offsets; when the
+// response would end on them, one control batch covers their offsets
+// (record_batch.h write_skip_batch), which clients step over without handing
+// the application anything. Left out instead, they would leave the consumer
+// asking for the same offset forever (KafkaJS also takes a batch without
+// records for nothing read, and asks again).
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -187,62 +186,78 @@ common::Counter& chunks_skipped_metric() {
   return skipped;
 }
 
+// Offsets a fetch skips (chunks, entries that cannot be converted): covered
+// by one control batch (record_batch.h write_skip_batch) once the next batch
+// or the end of the response comes, which clients step over without handing
+// the application anything.
+struct Skipped {
+  int64_t first = 0;
+  int64_t last = 0;
+  int64_t time_ms = 0;
+};
+
+void cover(WireWriter& out, const std::optional<Skipped>& skipped) {
+  if (skipped) write_skip_batch(out, skipped->first, skipped->last, skipped->time_ms);
+}
+
 // What `out` holds before `end`: a batch that went over the limit is cut off
-// again. Chunks skipped between the last batch kept and the one cut off are
+// again. Offsets skipped between the last batch kept and the one cut off are
 // still covered, so the next fetch does not read them again.
-Slice cut_off(WireWriter& out, size_t end, const std::optional<std::pair<int64_t, int64_t>>& skipped) {
+Slice cut_off(WireWriter& out, size_t end, const std::optional<Skipped>& skipped) {
   Slice all = out.finish();
   if (!skipped) return all.sub(0, end);
   WireWriter kept(end + 128);
   kept.raw(all.data(), end);
-  append_skipped_offsets(skipped->first, skipped->second, kept);
+  cover(kept, skipped);
   return kept.finish();
 }
 
 // Converts entries to batches until `max_bytes` (the first batch always);
-// `sent` gets the positions of the entries that went in. Chunks are left
-// out and an entry that cannot be converted goes as a marker (see the top of
-// this file); `topic` names the partition in the log.
+// `sent` gets the positions of the entries that went in. Chunks and entries
+// that cannot be converted are skipped (see the top of this file); `topic`
+// names the partition in the log.
 Slice to_batches(const std::string& topic, const std::vector<ledger::LedgerEntry>& entries, size_t max_bytes,
                  std::vector<ledger::Position>* sent, Taken& taken) {
   WireWriter out(4096);
-  std::optional<std::pair<int64_t, int64_t>> skipped;  // offsets of the chunks after the last batch
-  std::set<std::string> logged;                        // chunked messages named in the log already
+  std::optional<Skipped> skipped;  // offsets skipped after the last batch
+  std::set<std::string> logged;    // chunked messages named in the log already
+  auto skip = [&](const ledger::LedgerEntry& e) {
+    const int64_t last = e.header.first_index + std::max<int64_t>(e.header.messages, 1) - 1;
+    if (!skipped) skipped = Skipped{e.header.first_index, last, e.header.publish_time_ms};
+    skipped->last = last;
+    skipped->time_ms = e.header.publish_time_ms;
+  };
   for (const auto& e : entries) {
     if (out.size() > 0 && out.size() >= max_bytes) break;
     size_t before = out.size();
     auto appended = append_entry_as_batch(e.header, e.payload, out);
     if (!appended.is_ok()) {
       if (e.header.messages == 0) continue;  // it holds no offsets
-      const int64_t last = e.header.first_index + e.header.messages - 1;
       MLOG_WARN("kafka fetch: {} entry {}:{} (offsets {}..{}) cannot be converted to records and is skipped: {}",
-                topic, e.position.ledger, e.position.entry, e.header.first_index, last,
-                appended.status().message());
+                topic, e.position.ledger, e.position.entry, e.header.first_index,
+                e.header.first_index + e.header.messages - 1, appended.status().message());
       skipped_entries_metric().inc();
-      write_skip_batch(out, e.header.first_index, last, e.header.publish_time_ms);
-      if (before > 0 && out.size() > max_bytes) return cut_off(out, before, skipped);
-      skipped.reset();  // the marker is past the chunks before it
+      skip(e);
       continue;
     }
     if (const auto& chunk = *appended) {
-      const int64_t last = e.header.first_index + std::max<int64_t>(e.header.messages, 1) - 1;
-      skipped = skipped ? std::make_pair(skipped->first, last) : std::make_pair(e.header.first_index, last);
       chunks_skipped_metric().inc();
       if (logged.insert(chunk->uuid).second) {
         MLOG_WARN("kafka fetch: {} offset {} holds chunk {} of {} of Pulsar message {}; Kafka records carry whole "
                   "messages only, so its chunks are skipped",
                   topic, e.header.first_index, chunk->id, chunk->count, chunk->uuid);
       }
+      skip(e);
       continue;
     }
     // Over the limit with a later batch: cut it off again.
     if (before > 0 && out.size() > max_bytes) return cut_off(out, before, skipped);
-    skipped.reset();
+    skipped.reset();  // a batch after skipped offsets takes the consumer past them
     if (sent != nullptr) sent->push_back(e.position);
     taken.messages += e.header.messages;
     taken.bytes += static_cast<int64_t>(e.payload.size());
   }
-  if (skipped) append_skipped_offsets(skipped->first, skipped->second, out);
+  cover(out, skipped);
   return out.finish();
 }
 
@@ -279,8 +294,8 @@ void read_partition(broker::Topic* topic, int64_t offset, size_t max_bytes, brok
                        ledger::Log& log, ledger::Position at) mutable {
     ledger::Position after{at.ledger, at.entry - 1};
     log.read_entries(after, n,
-                     [topic_name, r, max_bytes, limits, done, traced](
-                         Result<std::vector<ledger::LedgerEntry>> entries) mutable {
+                     [topic_name = std::move(topic_name), r, max_bytes, limits, done = std::move(done),
+                      traced = std::move(traced)](Result<std::vector<ledger::LedgerEntry>> entries) mutable {
                        if (!entries.is_ok()) {
                          r.error = kKafkaStorageError;
                          return done(r);
