@@ -424,19 +424,19 @@ Result<std::vector<std::string>> Tenancy::list_topics(const NamespaceName& ns, T
 
 Result<std::vector<TopicName>> Tenancy::topics_with_subscription(const NamespaceName& ns,
                                                                  const std::string& subscription) {
-  const std::string base = "/managed-ledgers/" + ns.to_string() + "/" + std::string(domain_name(TopicDomain::kPersistent));
-  auto ledgers = md::list_children(store_, base);
+  auto ledgers = md::list_children(
+      store_, "/managed-ledgers/" + ns.to_string() + "/" + std::string(domain_name(TopicDomain::kPersistent)));
   if (!ledgers.is_ok()) return ledgers.status();
   std::vector<TopicName> out;
   for (const auto& l : *ledgers) {
-    if (l == kTraceTopicLocal) continue;
-    auto cursor = md::get(store_, base + "/" + l + "/cursors/" + subscription);
+    auto name = TopicName::of(TopicDomain::kPersistent, ns.tenant, ns.local, l);
+    if (!name.is_ok() || is_trace_topic(*name)) continue;
+    auto cursor = md::get(store_, managed_ledger_key(*name) + "/cursors/" + subscription);
     if (!cursor.is_ok()) {
       if (cursor.status().code() == ErrorCode::kNotFound) continue;
       return cursor.status();
     }
-    auto name = TopicName::of(TopicDomain::kPersistent, ns.tenant, ns.local, l);
-    if (name.is_ok()) out.push_back(std::move(name).value());
+    out.push_back(std::move(name).value());
   }
   return out;
 }
