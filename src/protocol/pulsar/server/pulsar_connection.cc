@@ -207,10 +207,22 @@ void PulsarConnection::hand_credit(ConsumerState& consumer) {
   if (conn_ == nullptr || !conn_->writable()) return;
   const int64_t credit = consumer.credit.take();
   if (credit == 0) return;
+  with_subscription(consumer, [credit](broker::Subscription& s, uint64_t broker_id) { s.add_credit(broker_id, credit); });
+}
+
+void PulsarConnection::with_subscription(const ConsumerState& consumer,
+                                         std::function<void(broker::Subscription&, uint64_t)> fn) {
   service_.broker().with_topic(consumer.topic, [sub = consumer.subscription, broker_id = consumer.broker_id,
-                                                credit](common::Result<broker::Topic*> t) {
+                                                fn = std::move(fn)](common::Result<broker::Topic*> t) {
     if (!t.is_ok()) return;
-    if (auto* s = (*t)->subscription(sub)) s->add_credit(broker_id, credit);
+    if (auto* s = (*t)->subscription(sub)) fn(*s, broker_id);
+  });
+}
+
+void PulsarConnection::detach(const ConsumerState& consumer) {
+  service_.broker().with_topic(consumer.topic, [sub = consumer.subscription, broker_id = consumer.broker_id,
+                                                sink = consumer.sink](common::Result<broker::Topic*> t) {
+    if (t.is_ok()) (*t)->remove_consumer(sub, broker_id);
   });
 }
 
@@ -320,13 +332,7 @@ void PulsarConnection::drop_all() {
       if (t.is_ok()) (*t)->remove_producer(broker_id);
     });
   }
-  for (auto& [id, c] : consumers) {
-    // The sink is kept alive until the consumer is gone from its subscription.
-    broker.with_topic(c.topic, [sub = c.subscription, broker_id = c.broker_id,
-                                sink = c.sink](common::Result<broker::Topic*> t) {
-      if (t.is_ok()) (*t)->remove_consumer(sub, broker_id);
-    });
-  }
+  for (auto& [id, c] : consumers) detach(c);
   producers.clear();
   consumers.clear();
 }

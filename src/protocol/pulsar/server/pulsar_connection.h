@@ -20,6 +20,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -36,6 +37,10 @@
 #include "runtime/connection.h"
 #include "runtime/replier.h"
 #include "runtime/timer.h"
+
+namespace magnetar::broker {
+class Subscription;
+}  // namespace magnetar::broker
 
 namespace magnetar::protocol::pulsar {
 
@@ -130,6 +135,12 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   // Gives `consumer` back the delivery credit its deliveries used, if the
   // connection is writable (else on_writable_changed does, once it is).
   void hand_credit(ConsumerState& consumer);
+  // Runs `fn(subscription, broker consumer id)` on the home reactor of
+  // `consumer`'s topic, if its subscription is still there.
+  void with_subscription(const ConsumerState& consumer, std::function<void(broker::Subscription&, uint64_t)> fn);
+  // Detaches `consumer` from its subscription on the topic's home reactor;
+  // its sink lives until then.
+  void detach(const ConsumerState& consumer);
   // Writes a consumer's entries as MESSAGE frames (whether or not the
   // connection is writable: what the broker sent is bounded by the credit
   // it was given) and counts what they cost against the credit of the

@@ -81,11 +81,7 @@ void with_subscription(PulsarConnection& c, uint64_t consumer_id,
     MLOG_DEBUG("pulsar: no consumer {} on this connection", consumer_id);
     return;
   }
-  c.service().broker().with_topic(it->second.topic, [sub = it->second.subscription, broker_id = it->second.broker_id,
-                                                     fn = std::move(fn)](Result<broker::Topic*> t) {
-    if (!t.is_ok()) return;
-    if (auto* s = (*t)->subscription(sub)) fn(*s, broker_id);
-  });
+  c.with_subscription(it->second, std::move(fn));
 }
 
 }  // namespace
@@ -259,11 +255,7 @@ void handle_redeliver(PulsarConnection& c, const proto::CommandRedeliverUnacknow
 void handle_close_consumer(PulsarConnection& c, const proto::CommandCloseConsumer& cmd) {
   auto it = c.consumers.find(cmd.consumer_id());
   if (it != c.consumers.end()) {
-    // The sink stays alive until the broker has let go of it.
-    c.service().broker().with_topic(it->second.topic, [sub = it->second.subscription, broker_id = it->second.broker_id,
-                                                       sink = it->second.sink](Result<broker::Topic*> t) {
-      if (t.is_ok()) (*t)->remove_consumer(sub, broker_id);
-    });
+    c.detach(it->second);
     c.consumers.erase(it);
   }
   c.send(commands::success(cmd.request_id()));
