@@ -29,45 +29,38 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "utils"))
+
+import magnetar_harness  # noqa: E402
+from magnetar_harness import Node  # noqa: E402
 
 
-class BenchNode:
-    def __init__(self, build, parent):
-        self.dir = tempfile.mkdtemp(prefix="magnetar-latency-", dir=parent)
-        cmd = [os.path.join(build, "magnetar"), "standalone", "--data-dir", self.dir, "--http-port", "0",
-               "--pulsar-port", "0", "--kafka-port", "0", "--amqp-port", "0", "--fsync", "always",
-               "--log-level", "warn"]
-        self.log = open(self.dir + ".log", "wb")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with open(os.path.join(self.dir, "ports.json")) as f:
-                    self.ports = json.load(f)
-                return
-            except (FileNotFoundError, json.JSONDecodeError):
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("node did not start")
+def start_node(parent):
+    """A fresh node (fsync always) whose data directory is under `parent`
+    (None: the system's temporary directory)."""
+    data_dir = tempfile.mkdtemp(prefix="magnetar-latency-", dir=parent)
+    return Node("--fsync", "always", "--log-level", "warn", data_dir=data_dir).start()
 
-    def url(self):
-        return f"pulsar://127.0.0.1:{self.ports['pulsar']}"
 
-    def metrics(self):
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['http']}/metrics", timeout=10) as r:
-            return r.read().decode()
+def stop_node(node):
+    try:
+        node.stop(timeout=30)
+    finally:
+        node.close()
+        shutil.rmtree(node.data_dir, ignore_errors=True)
 
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        os.unlink(self.dir + ".log")
+
+def pulsar_url(node):
+    return f"pulsar://127.0.0.1:{node.ports['pulsar']}"
+
+
+def metrics_text(node):
+    status, body, _ = node.get("/metrics", timeout=10)
+    if status != 200:
+        raise RuntimeError(f"/metrics answered {status}")
+    return body.decode()
 
 
 SAMPLE = re.compile(r'^(\w+)_bucket\{(.*)\} (\S+)$')
@@ -156,7 +149,7 @@ def raw_disk(directory, write_bytes, syncs_per_s, secs):
 
 
 def perf(build, node, secs, rate=0):
-    cmd = [os.path.join(build, "magnetar"), "perf", "produce", "sweep", "--url", node.url(), "-s", "1024",
+    cmd = [os.path.join(build, "magnetar"), "perf", "produce", "sweep", "--url", pulsar_url(node), "-s", "1024",
            "-t", str(secs), "-w", "10000", "--disk-dir", "", "--json"]
     if rate:
         cmd += ["--rate", str(int(rate))]
@@ -178,12 +171,13 @@ def main():
     ap.add_argument("--data-parent", default=None, help="where the nodes' data directories go (default: $TMPDIR)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    magnetar_harness.BIN = os.path.join(args.build, "magnetar")
 
-    node = BenchNode(args.build, args.data_parent)
+    node = start_node(args.data_parent)
     try:
         top = perf(args.build, node, args.secs)
     finally:
-        node.stop()
+        stop_node(node)
     max_rate = top["produce_msgs_per_s"]
     if not args.json:
         print(f"maximum: {max_rate:,.0f} msg/s of 1 KiB, fsync always "
@@ -191,21 +185,21 @@ def main():
     rows = []
     for fraction in [float(f) for f in args.fractions.split(",")]:
         subprocess.run(["sync"], check=False)
-        node = BenchNode(args.build, args.data_parent)
+        node = start_node(args.data_parent)
         try:
             rate = max(1, int(max_rate * fraction))
-            before = node.metrics()
+            before = metrics_text(node)
             client = perf(args.build, node, args.secs, rate)
-            after = node.metrics()
+            after = metrics_text(node)
             stages = stage_figures(after)
             syncs = counter(after, "magnetar_storage_journal_fsync_seconds_count") - \
                 counter(before, "magnetar_storage_journal_fsync_seconds_count")
             written = counter(after, "magnetar_storage_appended_bytes_total") - \
                 counter(before, "magnetar_storage_appended_bytes_total")
-            disk = raw_disk(node.dir, written / syncs if syncs else 1024, syncs / args.secs if syncs else 100,
+            disk = raw_disk(node.data_dir, written / syncs if syncs else 1024, syncs / args.secs if syncs else 100,
                             args.secs)
         finally:
-            node.stop()
+            stop_node(node)
         row = {"fraction": fraction, "rate": rate, "achieved": client["produce_msgs_per_s"],
                "client_ms": client["publish_latency_ms"], "stages_ms": stages, "disk_fsync_ms": disk}
         rows.append(row)

@@ -19,61 +19,28 @@ fixed size, fall out of it).
 import argparse
 import json
 import os
-import re
-import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "utils"))
 
+import magnetar_harness  # noqa: E402
+from magnetar_harness import Node  # noqa: E402
+from memory_watch import rss_bytes  # noqa: E402
+
 WINDOW = 64
 
 
-def rss_bytes(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+def start_node(*args):
+    """A node on kernel-chosen ports with its own data directory, quiet logs
+    and no fsync (the memory of idle topics is what is measured)."""
+    return Node("--fsync", "never", "--log-level", "warn", *args).start()
 
 
-class BenchNode:
-    def __init__(self, build, *args):
-        self.dir = tempfile.mkdtemp(prefix="magnetar-many-topics-")
-        cmd = [os.path.join(build, "magnetar"), "standalone", "--data-dir", self.dir, "--http-port", "0",
-               "--pulsar-port", "0", "--kafka-port", "0", "--amqp-port", "0", "--fsync", "never",
-               "--log-level", "warn", *args]
-        self.log = open(os.path.join(self.dir, "node.log"), "wb")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with open(os.path.join(self.dir, "ports.json")) as f:
-                    self.ports = json.load(f)
-                return
-            except (FileNotFoundError, json.JSONDecodeError):
-                time.sleep(0.01)
-        raise SystemExit("the node did not start")
-
-    def metric(self, name):
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['http']}/metrics", timeout=30) as r:
-            m = re.search(r"^%s (\d+)" % re.escape(name), r.read().decode(), re.M)
-        return int(m.group(1)) if m else 0
-
-    def close(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+def stop_node(node):
+    node.stop(timeout=120)  # 100,000 topics take a while to close
+    node.close()
 
 
 def make_topics(node, n, progress):
@@ -140,6 +107,7 @@ def main():
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(os.path.abspath(args.build), "python"))
+    magnetar_harness.BIN = os.path.join(args.build, "magnetar")
     n = args.topics
     out = {"topics": n}
 
@@ -147,16 +115,16 @@ def main():
         return lambda done: None if args.json else print(f"  {phase}: {done}/{n} topics", file=sys.stderr,
                                                           flush=True)
 
-    node = BenchNode(args.build, "--topic-idle-unload-secs", "0")
+    node = start_node("--topic-idle-unload-secs", "0")
     try:
         base = rss_bytes(node.proc.pid)
         secs, samples = make_topics(node, n, progress("loaded"))
         out["loaded"] = {"seconds": round(secs, 1), "topics_per_s": round(n / secs), "rss_start": base,
                          "rss_end": samples[-1][1], "bytes_per_topic": round(per_topic(samples, n))}
     finally:
-        node.close()
+        stop_node(node)
 
-    node = BenchNode(args.build, "--topic-idle-unload-secs", "5", "--housekeeping-secs", "1")
+    node = start_node("--topic-idle-unload-secs", "5", "--housekeeping-secs", "1")
     try:
         base = rss_bytes(node.proc.pid)
         secs, samples = make_topics(node, n, progress("unloaded"))
@@ -166,11 +134,11 @@ def main():
             time.sleep(1)
         time.sleep(2)
         after = rss_bytes(node.proc.pid)
-        out["unloaded"] = {"unloaded": node.metric("magnetar_topics_unloaded_idle_total"), "rss_start": base,
+        out["unloaded"] = {"unloaded": int(node.metric("magnetar_topics_unloaded_idle_total")), "rss_start": base,
                            "rss_all_loaded": peak, "rss_after_unload": after,
                            "bytes_per_topic_after_unload": round((after - base) / n)}
     finally:
-        node.close()
+        stop_node(node)
     out["unloaded_to_loaded"] = round(out["unloaded"]["rss_after_unload"] / out["loaded"]["rss_end"], 3)
 
     if args.json:

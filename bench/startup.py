@@ -19,11 +19,16 @@ import signal
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "utils"))
+
+from memory_watch import rss_bytes  # noqa: E402
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -49,14 +54,6 @@ def wait_port(port, deadline):
         except OSError:
             time.sleep(0.0002)
     return False
-
-
-def rss_bytes(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def cpu_seconds(pid):

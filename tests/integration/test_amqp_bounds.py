@@ -23,7 +23,7 @@ import unittest
 
 import pulsar_api_pb2 as pb
 from amqp_wire import AmqpWire, frame, method, shortstr, table
-from magnetar_harness import Node, push_until_stalled
+from magnetar_harness import NodePerTestCase, push_until_stalled
 from memory_watch import MB, RssWatch
 from pulsar_wire import PulsarWire
 
@@ -50,15 +50,23 @@ def declare_passive(w, queue):
     return struct.unpack(">I", args[1 + args[0]:5 + args[0]])[0]
 
 
-class AmqpBoundsTest(unittest.TestCase):
+class AmqpBoundsTest(NodePerTestCase):
     def setUp(self):
-        self.node = Node().start()
+        super().setUp()
         self.port = self.node.ports["amqp"]
 
-    def tearDown(self):
-        code = self.node.stop()
-        self.node.close()
-        self.assertEqual(code, 0, "the node's exit code")
+    def pushed_while_watched(self, w, data):
+        """Sends `data` until all of it went or the node stopped reading,
+        lets the node work on it for a second, all under a memory watch that
+        must not have killed the node: (bytes sent, the watch, the node's
+        memory before)."""
+        with RssWatch(self.node, HARD_CAP) as watch:
+            start = watch.peak
+            sent = push_until_stalled(w.sock, data, timeout=TIMEOUT_S)
+            time.sleep(1.0)
+        print(f"{self.id()}: {watch.describe()}, from {start / MB:.0f} MB", file=sys.stderr)
+        self.assertFalse(watch.killed, watch.describe())
+        return sent, watch, start
 
     def test_a_body_over_the_largest_message_is_refused_at_its_header(self):
         chunk = frame(3, 1, b"b" * (131072 - 8))
@@ -111,12 +119,7 @@ class AmqpBoundsTest(unittest.TestCase):
             w.send(publish_frames(1, "q", body))
             w.send(method(1, 50, 10, struct.pack(">H", 0) + shortstr("q") + b"\x01" + table()))
             data = b"".join(publish_frames(1, "q", body) for _ in range(count))
-            with RssWatch(self.node, HARD_CAP) as watch:
-                start = watch.peak
-                sent = push_until_stalled(w.sock, data, timeout=TIMEOUT_S)
-                time.sleep(1.0)
-            print(f"{self.id()}: {watch.describe()}, from {start / MB:.0f} MB", file=sys.stderr)
-            self.assertFalse(watch.killed, watch.describe())
+            sent, watch, start = self.pushed_while_watched(w, data)
             self.assertLess(sent, len(data), "the node read everything the client pipelined")
             self.assertLess(watch.peak - start, GROWTH_BUDGET, watch.describe())
             # Lifted: the held publish is stored, then the declare that
@@ -143,12 +146,7 @@ class AmqpBoundsTest(unittest.TestCase):
             self.assertEqual(w.read_method(timeout=TIMEOUT_S)[1:3], (50, 11))
             self.tx_channel(w, 2)
             data = b"".join(publish_frames(2, "tx", body) for _ in range(count))
-            with RssWatch(self.node, HARD_CAP) as watch:
-                start = watch.peak
-                sent = push_until_stalled(w.sock, data, timeout=TIMEOUT_S)
-                time.sleep(1.0)
-            print(f"{self.id()}: {watch.describe()}, from {start / MB:.0f} MB", file=sys.stderr)
-            self.assertFalse(watch.killed, watch.describe())
+            sent, watch, start = self.pushed_while_watched(w, data)
             self.assertLess(watch.peak - start, GROWTH_BUDGET, watch.describe())
             channel, cls, code, text = w.read_close(timeout=TIMEOUT_S)
             self.assertEqual((channel, cls, code), (2, 20, 406), text)

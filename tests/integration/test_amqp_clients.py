@@ -11,8 +11,7 @@ import unittest
 import pika
 
 from amqp_wire import AmqpWire, method, shortstr, table
-from amqp_pika import TIMEOUT_S, connect, queue_exists, restartable_node, wait_for
-from magnetar_harness import NodeTestCase
+from amqp_pika import PikaTestCase, TIMEOUT_S, connect, queue_exists, restartable_node, wait_for
 
 
 def drain(channel, queue, count, auto_ack=True):
@@ -37,15 +36,7 @@ def bodies(messages):
     return sorted(body for _, _, body in messages)
 
 
-class AmqpPikaTest(NodeTestCase):
-    def setUp(self):
-        self.conn = connect(self.node)
-        self.ch = self.conn.channel()
-
-    def tearDown(self):
-        if self.conn.is_open:
-            self.conn.close()
-
+class AmqpPikaTest(PikaTestCase):
     def test_default_exchange_carries_properties_and_headers_intact(self):
         self.ch.queue_declare("props")
         props = pika.BasicProperties(

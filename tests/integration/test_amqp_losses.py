@@ -6,33 +6,15 @@ channel goes on serving."""
 import time
 import unittest
 
-import pika
 
 import pulsar_api_pb2 as pb
-from amqp_pika import connect, wait_for
-from magnetar_harness import NodeTestCase
+from amqp_pika import PikaTestCase, connect, wait_for
 from pulsar_wire import PulsarWire
 
 TIMEOUT_S = 10.0
 
 
-class AmqpLossesTest(NodeTestCase):
-    def setUp(self):
-        self.conn = connect(self.node)
-        self.ch = self.conn.channel()
-
-    def tearDown(self):
-        if self.conn.is_open:
-            self.conn.close()
-
-    def metric(self, name):
-        status, body, _ = self.node.get("/metrics")
-        self.assertEqual(status, 200)
-        for line in body.decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.rsplit(" ", 1)[1])
-        return None
-
+class AmqpLossesTest(PikaTestCase):
     def count(self, queue):
         return self.ch.queue_declare(queue, passive=True).method.message_count
 
@@ -45,17 +27,14 @@ class AmqpLossesTest(NodeTestCase):
 
     def test_an_entry_a_consumer_cannot_be_given_is_skipped_with_a_warning_and_counted(self):
         self.ch.queue_declare("unreadable")
-        before = self.metric("magnetar_amqp_entries_undeliverable_total") or 0
+        before = self.node.metric("magnetar_amqp_entries_undeliverable_total") or 0
         # A Pulsar client stores an entry that says it is zlib-compressed
         # but is not: no AMQP message can be made of it.
         with PulsarWire(self.node.ports["pulsar"]) as w:
             self.assertEqual(w.create_producer("persistent://public/default/unreadable", 1).type,
                              pb.BaseCommand.PRODUCER_SUCCESS)
-            md = pb.MessageMetadata(producer_name="pulsar-side", sequence_id=0, publish_time=int(time.time() * 1000),
-                                    compression=pb.ZLIB, uncompressed_size=100)
-            w.write(pb.BaseCommand(type=pb.BaseCommand.SEND, send=pb.CommandSend(producer_id=1, sequence_id=0)),
-                    md, b"these bytes are not zlib")
-            self.assertEqual(w.next("SEND_RECEIPT").type, pb.BaseCommand.SEND_RECEIPT)
+            self.assertEqual(w.send_unreadable(1, sequence_id=0, producer_name="pulsar-side").type,
+                             pb.BaseCommand.SEND_RECEIPT)
         self.ch.basic_publish("", "unreadable", b"readable")
         got = []
         self.ch.basic_consume("unreadable", lambda ch, m, p, body: got.append(body), auto_ack=True)
@@ -63,7 +42,7 @@ class AmqpLossesTest(NodeTestCase):
         while not got and time.monotonic() < deadline:
             self.conn.process_data_events(time_limit=0.1)
         self.assertEqual(got, [b"readable"])
-        self.assertEqual(self.metric("magnetar_amqp_entries_undeliverable_total"), before + 1)
+        self.assertEqual(self.node.metric("magnetar_amqp_entries_undeliverable_total"), before + 1)
         self.assertIn("cannot be delivered and is skipped", self.node.read_log())
 
     def test_a_dead_letter_that_cannot_be_stored_is_counted_and_the_original_settled(self):
@@ -87,11 +66,11 @@ class AmqpLossesTest(NodeTestCase):
                 time.sleep(0.05)
         ch.queue_declare("rejects", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "full-dead"})
         ch.basic_publish("", "rejects", b"turned down")
-        before = self.metric("magnetar_amqp_dead_letter_failures_total") or 0
+        before = self.node.metric("magnetar_amqp_dead_letter_failures_total") or 0
         method, _, body = ch.basic_get("rejects")
         self.assertEqual(body, b"turned down")
         ch.basic_reject(method.delivery_tag, requeue=False)
-        wait_for(lambda: (self.metric("magnetar_amqp_dead_letter_failures_total") or 0) > before,
+        wait_for(lambda: (self.node.metric("magnetar_amqp_dead_letter_failures_total") or 0) > before,
                  "the failed dead letter counted")
         self.assertIn("was not dead-lettered to exchange ''", self.node.read_log())
         # The original is settled all the same, and nothing was added.
@@ -104,12 +83,12 @@ class AmqpLossesTest(NodeTestCase):
         self.addCleanup(lambda: conn.is_open and conn.close())
         ch = conn.channel()  # no confirms
         ch.queue_declare("over")
-        before = self.metric("magnetar_amqp_unconfirmed_publish_failures_total") or 0
+        before = self.node.metric("magnetar_amqp_unconfirmed_publish_failures_total") or 0
         # Past 1 KiB of backlog the topic refuses this publisher: later
         # publishes are not stored.
         deadline = time.monotonic() + TIMEOUT_S
         sent = 0
-        while (self.metric("magnetar_amqp_unconfirmed_publish_failures_total") or 0) <= before:
+        while (self.node.metric("magnetar_amqp_unconfirmed_publish_failures_total") or 0) <= before:
             self.assertLess(time.monotonic(), deadline, "no failed publish was counted")
             ch.basic_publish("", "over", b"o" * 600)
             sent += 1

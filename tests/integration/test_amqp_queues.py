@@ -7,23 +7,17 @@ import unittest
 
 import pika
 
-from amqp_pika import connect, queue_exists, restartable_node, wait_for
-from magnetar_harness import NodeTestCase
+from amqp_pika import PikaTestCase, connect, queue_exists, restartable_node, wait_for
 
 
 def death(props):
     return props.headers["x-death"][0]
 
 
-class AmqpQueueArgumentsTest(NodeTestCase):
+class AmqpQueueArgumentsTest(PikaTestCase):
     def setUp(self):
-        self.conn = connect(self.node)
-        self.ch = self.conn.channel()
+        super().setUp()
         self.ch.confirm_delivery()
-
-    def tearDown(self):
-        if self.conn.is_open:
-            self.conn.close()
 
     def count(self, queue):
         return self.ch.queue_declare(queue, passive=True).method.message_count

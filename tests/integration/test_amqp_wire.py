@@ -186,7 +186,7 @@ class AmqpWireTest(NodeTestCase):
         quota = {"limitSize": 1024, "limitTime": -1, "policy": "producer_request_hold"}
         self.assertEqual(self.node.http("POST", ns + "/backlogQuota", quota)[0], 204)
         topic = "persistent://public/hb-hold/held"
-        connections = self.metric("magnetar_amqp_connections")
+        connections = self.node.metric("magnetar_amqp_connections")
 
         def declare_passive(w):
             """The message count of a passive queue.declare of "held"."""
@@ -237,7 +237,7 @@ class AmqpWireTest(NodeTestCase):
                 time.sleep(0.2)
         # And it goes away when the client does (the metrics test counts them).
         deadline = time.monotonic() + TIMEOUT_S
-        while self.metric("magnetar_amqp_connections") != connections:
+        while self.node.metric("magnetar_amqp_connections") != connections:
             self.assertLess(time.monotonic(), deadline, "the connection outlived its client")
             time.sleep(0.05)
 
@@ -291,25 +291,17 @@ class AmqpWireTest(NodeTestCase):
         self.assertEqual((method_.routing_key, body), ("k-1", b"from kafka"))
         self.assertEqual(props.headers, {"origin": "kafka"})
 
-    def metric(self, name):
-        status, body, _ = self.node.get("/metrics")
-        self.assertEqual(status, 200)
-        for line in body.decode().splitlines():
-            if line.startswith(name + " ") or line.startswith(name + "{"):
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
-
     def test_metrics_count_connections_channels_messages_and_errors(self):
-        before = {m: self.metric(m) for m in ("magnetar_amqp_connections", "magnetar_amqp_channels",
-                                              "magnetar_amqp_messages_published_total",
-                                              "magnetar_amqp_messages_delivered_total",
-                                              'magnetar_amqp_errors_total{code="404"}')}
+        before = {m: self.node.metric(m) for m in ("magnetar_amqp_connections", "magnetar_amqp_channels",
+                                                   "magnetar_amqp_messages_published_total",
+                                                   "magnetar_amqp_messages_delivered_total",
+                                                   'magnetar_amqp_errors_total{code="404"}')}
         with AmqpWire(self.port) as w:
             w.handshake()
             w.open_channel(1)
             w.open_channel(2)
-            self.assertEqual(self.metric("magnetar_amqp_connections"), before["magnetar_amqp_connections"] + 1)
-            self.assertEqual(self.metric("magnetar_amqp_channels"), before["magnetar_amqp_channels"] + 2)
+            self.assertEqual(self.node.metric("magnetar_amqp_connections"), before["magnetar_amqp_connections"] + 1)
+            self.assertEqual(self.node.metric("magnetar_amqp_channels"), before["magnetar_amqp_channels"] + 2)
         ch = self.pika_channel()
         ch.confirm_delivery()
         ch.queue_declare("metered")
@@ -318,11 +310,11 @@ class AmqpWireTest(NodeTestCase):
         ch.basic_get("metered", auto_ack=True)
         with self.assertRaises(pika.exceptions.ChannelClosedByBroker):
             self.pika_channel().queue_declare("not-there", passive=True)
-        self.assertEqual(self.metric("magnetar_amqp_messages_published_total"),
+        self.assertEqual(self.node.metric("magnetar_amqp_messages_published_total"),
                          before["magnetar_amqp_messages_published_total"] + 3)
-        self.assertEqual(self.metric("magnetar_amqp_messages_delivered_total"),
+        self.assertEqual(self.node.metric("magnetar_amqp_messages_delivered_total"),
                          before["magnetar_amqp_messages_delivered_total"] + 1)
-        self.assertEqual(self.metric('magnetar_amqp_errors_total{code="404"}'),
+        self.assertEqual(self.node.metric('magnetar_amqp_errors_total{code="404"}'),
                          before['magnetar_amqp_errors_total{code="404"}'] + 1)
 
     def test_queue_shows_in_the_admin_stats(self):

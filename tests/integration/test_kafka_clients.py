@@ -195,29 +195,16 @@ class KafkaClientsTest(KafkaNodeTestCase):
         out = self.kcat("-C", "-t", topic, "-o", "0", "-c", "1", "-e", "-q", "-f", "%T\n")
         self.assertEqual(out.strip(), "1700000000042")
 
-    def metric(self, name):
-        status, body, _ = self.node.get("/metrics")
-        self.assertEqual(status, 200)
-        for line in body.decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.rsplit(" ", 1)[1])
-        return None
-
     def test_an_entry_kafka_cannot_read_is_skipped_and_consumers_go_on(self):
         topic = "cross-unreadable"
-        before = self.metric("magnetar_kafka_fetch_skipped_entries_total") or 0
+        before = self.node.metric("magnetar_kafka_fetch_skipped_entries_total") or 0
         with PulsarWire(self.node.ports["pulsar"]) as w:
             self.assertEqual(w.create_producer(f"persistent://public/default/{topic}", 1).type,
                              pb.BaseCommand.PRODUCER_SUCCESS)
             self.assertEqual(w.send(1, b"before").type, pb.BaseCommand.SEND_RECEIPT)
             # A batch of two that says it is zlib-compressed but is not:
             # offsets 1 and 2 hold nothing a Kafka client can read.
-            md = pb.MessageMetadata(producer_name="wire", sequence_id=1, publish_time=int(time.time() * 1000),
-                                    num_messages_in_batch=2, compression=pb.ZLIB, uncompressed_size=100)
-            w.write(pb.BaseCommand(type=pb.BaseCommand.SEND,
-                                   send=pb.CommandSend(producer_id=1, sequence_id=1, num_messages=2)),
-                    md, b"these bytes are not zlib")
-            self.assertEqual(w.next("SEND_RECEIPT").type, pb.BaseCommand.SEND_RECEIPT)
+            self.assertEqual(w.send_unreadable(1, messages=2, sequence_id=1).type, pb.BaseCommand.SEND_RECEIPT)
             # kcat reads to the end of the partition (offset 3) past the
             # offsets it cannot be given: left out, they would keep it asking
             # for offset 1 forever.
@@ -236,7 +223,7 @@ class KafkaClientsTest(KafkaNodeTestCase):
             self.assertEqual(got, [(3, b"after")])
         finally:
             c.close()
-        self.assertGreater(self.metric("magnetar_kafka_fetch_skipped_entries_total") or 0, before)
+        self.assertGreater(self.node.metric("magnetar_kafka_fetch_skipped_entries_total") or 0, before)
         self.assertIn("(offsets 1..2) cannot be converted to records and is skipped", self.node.read_log())
 
 if __name__ == "__main__":

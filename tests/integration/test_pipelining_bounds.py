@@ -28,7 +28,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 import pulsar_api_pb2 as pb
 from kafka_wire import RawKafkaConnection, kbytes, kstr, record_batch
-from magnetar_harness import Node, push_until_stalled
+from magnetar_harness import NodePerTestCase, push_until_stalled
 from memory_watch import MB, RssWatch, metric_value
 from pulsar_wire import PulsarWire, command, decode, encode
 
@@ -170,19 +170,7 @@ def parse_fetch_response(response):
     return correlation, error, high_watermark, response[pos + 4:pos + 4 + max(0, size)]
 
 
-class PipeliningBoundsTest(unittest.TestCase):
-    """A node of its own per test: the memory each test sees is its own."""
-
-    def setUp(self):
-        self.node = Node().start()
-        self.killed = False
-
-    def tearDown(self):
-        code = self.node.stop()
-        self.node.close()
-        if not self.killed:
-            self.assertEqual(code, 0, "the node's exit code")
-
+class PipeliningBoundsTest(NodePerTestCase):
     def held_back(self, sock, data, metric=None, budget=BUDGET):
         """Sends `data` without reading anything until all of it went or the
         node stopped reading, lets the node work on what it read, and checks
@@ -478,6 +466,24 @@ class PipeliningBoundsTest(unittest.TestCase):
         return [socket.create_connection(("127.0.0.1", self.node.ports["http"]), timeout=TIMEOUT_S)
                 for _ in range(count)]
 
+    def pipelined_http(self, clients, data, count):
+        """`clients` keep-alive connections each send `data` (`count`
+        requests) without reading until the node stops reading them, within
+        the HTTP budget; then each sends the rest and reads its answers in
+        order. Yields (request index, status, body) for every answer."""
+        socks = self.http_clients(clients)
+        try:
+            sent = self.all_held_back([(sock, data) for sock in socks], budget=HTTP_BUDGET)
+            for sock, went in zip(socks, sent):
+                sock.sendall(memoryview(data)[went:])
+                reader = sock.makefile("rb")
+                for i in range(count):
+                    status, _, body = http_answer(reader)
+                    yield i, status, body
+        finally:
+            for sock in socks:
+                sock.close()
+
     def test_http_requests_pipelined_without_reading(self):
         """Keep-alive requests, each waiting for the metadata thread
         (/admin/v2/tenants) or answered at once (health), 4 KiB of headers
@@ -487,18 +493,8 @@ class PipeliningBoundsTest(unittest.TestCase):
         paths = ["/admin/v2/tenants", "/admin/v2/brokers/health"]
         data = "".join(f"GET {paths[i % 2]} HTTP/1.1\r\nHost: node\r\n{padding}\r\n" for i in range(count)).encode()
         expected = [self.node.get(path)[1] for path in paths]
-        socks = self.http_clients(clients)
-        try:
-            sent = self.all_held_back([(sock, data) for sock in socks], budget=HTTP_BUDGET)
-            for sock, went in zip(socks, sent):
-                sock.sendall(memoryview(data)[went:])
-                reader = sock.makefile("rb")
-                for i in range(count):
-                    status, _, body = http_answer(reader)
-                    self.assertEqual((status, body), (200, expected[i % 2]), f"answer {i}")
-        finally:
-            for sock in socks:
-                sock.close()
+        for i, status, body in self.pipelined_http(clients, data, count):
+            self.assertEqual((status, body), (200, expected[i % 2]), f"answer {i}")
         self.assertEqual(self.node.get("/admin/v2/brokers/health")[:2], (200, b"ok"))
 
     def test_http_large_answers_pipelined_without_reading(self):
@@ -513,19 +509,9 @@ class PipeliningBoundsTest(unittest.TestCase):
         self.assertEqual(status, 200)
         self.assertGreater(len(expected), 32 * 1024)
         data = f"GET {script} HTTP/1.1\r\nHost: node\r\n\r\n".encode() * count
-        socks = self.http_clients(clients)
-        try:
-            sent = self.all_held_back([(sock, data) for sock in socks], budget=HTTP_BUDGET)
-            for sock, went in zip(socks, sent):
-                sock.sendall(memoryview(data)[went:])
-                reader = sock.makefile("rb")
-                for i in range(count):
-                    status, _, body = http_answer(reader)
-                    self.assertEqual(status, 200, f"answer {i}")
-                    self.assertEqual(body, expected, f"answer {i}")
-        finally:
-            for sock in socks:
-                sock.close()
+        for i, status, body in self.pipelined_http(clients, data, count):
+            self.assertEqual(status, 200, f"answer {i}")
+            self.assertEqual(body, expected, f"answer {i}")
 
 
 if __name__ == "__main__":

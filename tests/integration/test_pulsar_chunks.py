@@ -7,7 +7,6 @@ AMQP consumers, which take whole messages only, never see a raw chunk and
 still read on past them."""
 import json
 import os
-import re
 import time
 import unittest
 
@@ -128,15 +127,9 @@ class ChunksOverOtherProtocolsTest(NodeTestCase):
                              pb.BaseCommand.PRODUCER_SUCCESS)
             self.assertEqual(w.send(1, b"after", producer_name=name + "-2").type, pb.BaseCommand.SEND_RECEIPT)
 
-    def metric(self, name):
-        status, body, _ = self.node.get("/metrics")
-        self.assertEqual(status, 200)
-        m = re.search(rf"^{name} (\d+)", body.decode(), re.M)
-        return int(m.group(1)) if m else 0
-
     def test_kafka_skips_chunks_and_reads_on_past_them(self):
         self.publish("persistent://public/default/chunky", "kafka-side")
-        skipped_before = self.metric("magnetar_kafka_chunks_skipped_total")
+        skipped_before = self.node.metric("magnetar_kafka_chunks_skipped_total")
         fetching = {}  # librdkafka's statistics: the offset it fetches next
 
         def stats(raw):
@@ -161,7 +154,7 @@ class ChunksOverOtherProtocolsTest(NodeTestCase):
                 if m is not None and m.error() is None:
                     values.append(m.value())
             self.assertEqual(values, [b"before"])
-            self.assertGreaterEqual(self.metric("magnetar_kafka_chunks_skipped_total") - skipped_before, self.CHUNKS)
+            self.assertGreaterEqual(self.node.metric("magnetar_kafka_chunks_skipped_total") - skipped_before, self.CHUNKS)
             self.publish_after("persistent://public/default/chunky", "kafka-side")
             deadline = time.monotonic() + TIMEOUT_S
             while True:
@@ -176,8 +169,8 @@ class ChunksOverOtherProtocolsTest(NodeTestCase):
 
     def test_kafka_skips_an_unreadable_entry_and_chunks_each_as_its_own(self):
         topic = "chunky-unreadable"
-        chunks_before = self.metric("magnetar_kafka_chunks_skipped_total")
-        unreadable_before = self.metric("magnetar_kafka_fetch_skipped_entries_total")
+        chunks_before = self.node.metric("magnetar_kafka_chunks_skipped_total")
+        unreadable_before = self.node.metric("magnetar_kafka_fetch_skipped_entries_total")
         with PulsarWire(self.node.ports["pulsar"]) as w:
             self.assertEqual(w.create_producer(f"persistent://public/default/{topic}", 1, producer_name="mixed").type,
                              pb.BaseCommand.PRODUCER_SUCCESS)
@@ -185,12 +178,8 @@ class ChunksOverOtherProtocolsTest(NodeTestCase):
                              pb.BaseCommand.SEND_RECEIPT)
             # Offsets 1 and 2: a batch of two that says it is zlib-compressed
             # but is not; then the chunks of a message end the topic.
-            md = pb.MessageMetadata(producer_name="mixed", sequence_id=1, publish_time=int(time.time() * 1000),
-                                    num_messages_in_batch=2, compression=pb.ZLIB, uncompressed_size=100)
-            w.write(pb.BaseCommand(type=pb.BaseCommand.SEND,
-                                   send=pb.CommandSend(producer_id=1, sequence_id=1, num_messages=2)),
-                    md, b"these bytes are not zlib")
-            self.assertEqual(w.next("SEND_RECEIPT").type, pb.BaseCommand.SEND_RECEIPT)
+            self.assertEqual(w.send_unreadable(1, messages=2, sequence_id=1, producer_name="mixed").type,
+                             pb.BaseCommand.SEND_RECEIPT)
             count = send_chunked(w, 1, "mixed", 2, b"C" * 3000, 1000)
             self.assertEqual([r.type for r in receipts(w, count)], [pb.BaseCommand.SEND_RECEIPT] * count)
         fetching = {}
@@ -217,8 +206,8 @@ class ChunksOverOtherProtocolsTest(NodeTestCase):
             self.assertEqual(values, [b"before"])
         finally:
             c.close()
-        self.assertGreaterEqual(self.metric("magnetar_kafka_chunks_skipped_total") - chunks_before, self.CHUNKS)
-        self.assertGreaterEqual(self.metric("magnetar_kafka_fetch_skipped_entries_total") - unreadable_before, 1)
+        self.assertGreaterEqual(self.node.metric("magnetar_kafka_chunks_skipped_total") - chunks_before, self.CHUNKS)
+        self.assertGreaterEqual(self.node.metric("magnetar_kafka_fetch_skipped_entries_total") - unreadable_before, 1)
         log = self.node.read_log()
         self.assertIn("(offsets 1..2) cannot be converted to records and is skipped", log)
         self.assertIn("of Pulsar message mixed-2", log)
@@ -229,8 +218,8 @@ class ChunksOverOtherProtocolsTest(NodeTestCase):
         try:
             ch = conn.channel()
             ch.queue_declare("chunky-q")
-            skipped_before = self.metric("magnetar_amqp_chunks_skipped_total")
-            undeliverable_before = self.metric("magnetar_amqp_entries_undeliverable_total")
+            skipped_before = self.node.metric("magnetar_amqp_chunks_skipped_total")
+            undeliverable_before = self.node.metric("magnetar_amqp_entries_undeliverable_total")
             self.publish("persistent://public/default/chunky-q", "amqp-side")
             self.publish_after("persistent://public/default/chunky-q", "amqp-side")
             # One message in flight at a time: a skipped chunk must give its
@@ -246,9 +235,9 @@ class ChunksOverOtherProtocolsTest(NodeTestCase):
                     break
             ch.cancel()
             self.assertEqual(bodies, [b"before", b"after"])
-            self.assertEqual(self.metric("magnetar_amqp_chunks_skipped_total") - skipped_before, self.CHUNKS)
+            self.assertEqual(self.node.metric("magnetar_amqp_chunks_skipped_total") - skipped_before, self.CHUNKS)
             # A chunk is skipped on purpose, not an entry no message can be made of.
-            self.assertEqual(self.metric("magnetar_amqp_entries_undeliverable_total"), undeliverable_before)
+            self.assertEqual(self.node.metric("magnetar_amqp_entries_undeliverable_total"), undeliverable_before)
         finally:
             conn.close()
 

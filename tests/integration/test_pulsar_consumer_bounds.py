@@ -18,7 +18,7 @@ import time
 import unittest
 
 import pulsar_api_pb2 as pb
-from magnetar_harness import BIN, Node
+from magnetar_harness import BIN, NodePerTestCase
 from memory_watch import MB, RssWatch
 from pulsar_wire import PulsarWire, command
 
@@ -29,19 +29,7 @@ SETTLE_MAX_S = 20.0
 TIMEOUT_S = 120
 
 
-class PulsarConsumerBoundsTest(unittest.TestCase):
-    """A node of its own per test: the memory each test sees is its own."""
-
-    def setUp(self):
-        self.node = Node().start()
-        self.killed = False
-
-    def tearDown(self):
-        code = self.node.stop()
-        self.node.close()
-        if not self.killed:
-            self.assertEqual(code, 0, "the node's exit code")
-
+class PulsarConsumerBoundsTest(NodePerTestCase):
     def produce(self, topic, count, size, batch=False):
         r = subprocess.run([BIN, "perf", "produce", topic, "--url", f"pulsar://127.0.0.1:{self.node.ports['pulsar']}",
                             "-n", str(count), "-s", str(size), "--batch", "true" if batch else "false", "--json"],
@@ -54,6 +42,15 @@ class PulsarConsumerBoundsTest(unittest.TestCase):
         backlog left behind."""
         self.assertEqual(self.node.stop(), 0, "the node's exit code")
         self.node.start()
+
+    def grant_and_stop_reading(self, wire, topic, permits):
+        """Subscribes consumer 1 ("slow", from the earliest message) to
+        `topic`, grants it `permits` and lets the node run while nothing is
+        read (not_reading)."""
+        answer = wire.subscribe(f"persistent://public/default/{topic}", "slow", 1, initial="Earliest")
+        self.assertEqual(answer.type, pb.BaseCommand.SUCCESS, answer.cmd)
+        wire.flow(1, permits)
+        self.not_reading()
 
     def subscription_stats(self, topic, subscription):
         status, body, _ = self.node.get(f"/admin/v2/persistent/public/default/{topic}/stats")
@@ -101,10 +98,7 @@ class PulsarConsumerBoundsTest(unittest.TestCase):
         self.produce(topic, count, size)
         self.restart()
         with PulsarWire(self.node.ports["pulsar"]) as wire:
-            answer = wire.subscribe(f"persistent://public/default/{topic}", "slow", 1, initial="Earliest")
-            self.assertEqual(answer.type, pb.BaseCommand.SUCCESS, answer.cmd)
-            wire.flow(1, 10_000_000)
-            self.not_reading()
+            self.grant_and_stop_reading(wire, topic, 10_000_000)
             # The broker handed out a window's worth (and what the sockets
             # took), not the backlog.
             sent = self.subscription_stats(topic, "slow")["msgOutCounter"]
@@ -134,10 +128,7 @@ class PulsarConsumerBoundsTest(unittest.TestCase):
         self.produce(topic, count, size)
         self.restart()
         with PulsarWire(self.node.ports["pulsar"]) as wire:
-            answer = wire.subscribe(f"persistent://public/default/{topic}", "slow", 1, initial="Earliest")
-            self.assertEqual(answer.type, pb.BaseCommand.SUCCESS, answer.cmd)
-            wire.flow(1, 1000)  # a Pulsar client's default receiver queue
-            self.not_reading()
+            self.grant_and_stop_reading(wire, topic, 1000)  # a Pulsar client's default receiver queue
             self.receive_in_order(wire, count, size)
             self.assert_nothing_more(wire)
             # A consumer closed while its permits were banked and
@@ -158,10 +149,7 @@ class PulsarConsumerBoundsTest(unittest.TestCase):
         self.produce(topic, large, size)
         self.restart()
         with PulsarWire(self.node.ports["pulsar"]) as wire:
-            answer = wire.subscribe(f"persistent://public/default/{topic}", "slow", 1, initial="Earliest")
-            self.assertEqual(answer.type, pb.BaseCommand.SUCCESS, answer.cmd)
-            wire.flow(1, 10_000_000)
-            self.not_reading()
+            self.grant_and_stop_reading(wire, topic, 10_000_000)
             frames, messages = [], 0
             while messages < small + large:
                 f = wire.next("MESSAGE", timeout=TIMEOUT_S)

@@ -5,7 +5,7 @@ import time
 
 import pika
 
-from magnetar_harness import Node
+from magnetar_harness import Node, NodeTestCase
 
 TIMEOUT_S = 10.0
 
@@ -15,6 +15,19 @@ def connect(node, **params):
     return pika.BlockingConnection(pika.ConnectionParameters(
         "127.0.0.1", node.ports["amqp"], socket_timeout=TIMEOUT_S, blocked_connection_timeout=TIMEOUT_S,
         **params))
+
+
+class PikaTestCase(NodeTestCase):
+    """Tests sharing one node, each with its own pika connection and channel
+    (self.conn, self.ch)."""
+
+    def setUp(self):
+        self.conn = connect(self.node)
+        self.ch = self.conn.channel()
+
+    def tearDown(self):
+        if self.conn.is_open:
+            self.conn.close()
 
 
 def wait_for(check, what, timeout=TIMEOUT_S):

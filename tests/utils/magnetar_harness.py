@@ -83,6 +83,17 @@ class Node:
     def get(self, path, **kw):
         return self.http("GET", path, **kw)
 
+    def metric(self, name, default=0.0):
+        """The value of the first /metrics sample named `name` (with or
+        without labels); `default` when the node has none."""
+        status, body, _ = self.get("/metrics", timeout=30)
+        if status != 200:
+            raise RuntimeError(f"/metrics answered {status}")
+        for line in body.decode().splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                return float(line.rsplit(" ", 1)[1])
+        return default
+
     def stop(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT_S):
         """Sends `sig` and returns the exit code (raises if it did not exit in time)."""
         if self.proc is None or self.proc.poll() is not None:
@@ -155,6 +166,24 @@ class NodeTestCase(unittest.TestCase):
         code = cls.node.stop()
         cls.node.close()
         assert code == 0, f"exit code {code}"
+
+
+class NodePerTestCase(unittest.TestCase):
+    """A node of its own per test, so that what a test measures of the node
+    (its memory, say) is its own; the node must exit 0 unless the test set
+    `self.killed` (a memory watch killed it past its hard cap)."""
+
+    node_args = ()
+
+    def setUp(self):
+        self.node = Node(*self.node_args).start()
+        self.killed = False
+
+    def tearDown(self):
+        code = self.node.stop()
+        self.node.close()
+        if not self.killed:
+            self.assertEqual(code, 0, "the node's exit code")
 
 
 def raw_exchange(port, payload, timeout=5.0, read=True):

@@ -217,6 +217,14 @@ class PulsarWire:
                          and (f.cmd.send_receipt.sequence_id == seq if f.type == pb.BaseCommand.SEND_RECEIPT
                               else f.cmd.send_error.sequence_id == seq))
 
+    def send_unreadable(self, producer_id, messages=1, **fields):
+        """SEND of an entry that says it is zlib-compressed but is not (a
+        batch of `messages` when more than one): stored as it came, but no
+        Kafka record or AMQP message can be made of it. Its answer."""
+        batch = {"num_messages_in_batch": messages} if messages > 1 else {}
+        return self.send(producer_id, b"these bytes are not zlib", send_fields={"num_messages": messages},
+                         compression=pb.ZLIB, uncompressed_size=100, **batch, **fields)
+
     # --- consumers
     def subscribe(self, topic, subscription, consumer_id, sub_type="Exclusive", initial="Latest", **fields):
         return self.request("SUBSCRIBE", ["SUCCESS", "ERROR"], topic=topic, subscription=subscription,
