@@ -95,9 +95,10 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   RequestReplier request_replier(size_t answer_bytes = 0);
   // A namespace's topic list (GET_TOPICS_OF_NAMESPACE) grows with the
   // namespace, not with its request: its answer_bytes are those of the
-  // largest list this connection was sent, or before the first (whose
-  // size nothing tells) the whole max_pending_request_bytes, so that one
-  // is handled alone. remember_topic_list records a list's bytes.
+  // largest list this connection asked for (as listed, before a pattern
+  // filters it), or before the first (whose size nothing tells) the whole
+  // max_pending_request_bytes, so that one is handled alone.
+  // remember_topic_list records a list's bytes.
   size_t topic_list_bytes() const { return topic_list_bytes_ > 0 ? topic_list_bytes_ : requests_.max_bytes(); }
   void remember_topic_list(size_t bytes) { topic_list_bytes_ = std::max(topic_list_bytes_, bytes); }
   // A SEND of `bytes` went to its topic / was answered (receipt or error):
@@ -195,7 +196,7 @@ class PulsarConnection final : public runtime::ConnectionHandler {
   InflightWindow publishes_;  // SENDs awaiting their receipt
   InflightWindow requests_;   // other requests awaiting their answer (RequestReplier)
   size_t frame_bytes_ = 0;    // of the frame being dispatched; 0 outside dispatch
-  size_t topic_list_bytes_ = 0;  // the largest topic list sent; 0 before the first
+  size_t topic_list_bytes_ = 0;  // the largest topic list listed; 0 before the first
   bool connected_ = false;  // CONNECT handled
   std::unique_ptr<runtime::Timer> keepalive_;
   bool heard_ = false;         // something arrived since the last tick

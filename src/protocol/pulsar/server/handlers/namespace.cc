@@ -4,8 +4,9 @@
 // hash so a client polling an unchanged namespace gets no list back. The
 // answer grows with the namespace, not with the request: it counts among
 // the connection's requests awaiting an answer for the size of the largest
-// list the connection was sent (its first, whose size nothing tells, for
-// the whole bytes bound, so it is handled alone).
+// namespace list the connection asked for, before any pattern filtered it
+// (its first, whose size nothing tells, for the whole bytes bound, so it
+// is handled alone).
 //
 // The pattern is compiled (topics_pattern.h: RE2, linear time, bounded
 // size) and matched on the connection's reactor: the metadata thread, which
@@ -96,6 +97,9 @@ void handle_get_topics_of_namespace(PulsarConnection& c, const proto::CommandGet
                                   failed.message()));
         return;
       }
+      // What the request held until here is the list as the namespace has
+      // it, whatever the pattern keeps of it.
+      conn.remember_topic_list(list_bytes(topics));
       const bool filtered = pattern != nullptr;
       if (filtered) std::erase_if(topics, [&pattern](const std::string& t) { return !pattern->matches(t); });
       proto::BaseCommand out;
@@ -105,7 +109,6 @@ void handle_get_topics_of_namespace(PulsarConnection& c, const proto::CommandGet
       r->set_filtered(filtered);
       std::string hash = topics_hash(topics);
       r->set_topics_hash(hash);
-      conn.remember_topic_list(list_bytes(topics));
       if (!client_hash.empty() && client_hash == hash) {
         r->set_changed(false);
       } else {
