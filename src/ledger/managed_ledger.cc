@@ -19,7 +19,7 @@ using common::Status;
 namespace {
 
 
-std::string encode_chain(const LedgerChain& chain) {
+std::string encode_chain(const LedgerChain& chain, uint8_t origin) {
   flatbuffers::FlatBufferBuilder b(128);
   std::vector<fb::LedgerRecord> records;
   for (const ChainLedger& l : chain.ledgers()) {
@@ -37,15 +37,22 @@ std::string encode_chain(const LedgerChain& chain) {
   fb::LedgerListBuilder list(b);
   list.add_ledgers(vec);
   list.add_messages(messages_vec);
+  list.add_origin(origin);
   b.Finish(list.Finish());
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
 }
 
-Result<LedgerChain> decode_chain(const std::string& bytes) {
+Result<const fb::LedgerList*> verified_list(const std::string& bytes) {
   flatbuffers::Verifier v(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   if (!v.VerifyBuffer<fb::LedgerList>(nullptr)) return Status::corruption("ledger list fails verification");
+  return flatbuffers::GetRoot<fb::LedgerList>(bytes.data());
+}
+
+Result<LedgerChain> decode_chain(const std::string& bytes) {
+  auto verified = verified_list(bytes);
+  if (!verified.is_ok()) return verified.status();
+  const fb::LedgerList* list = *verified;
   LedgerChain chain;
-  auto* list = flatbuffers::GetRoot<fb::LedgerList>(bytes.data());
   if (list->ledgers()) {
     for (const fb::LedgerRecord* r : *list->ledgers()) {
       chain.append(ChainLedger{r->id(), r->entries(), r->size(), r->created_ms(), r->first_index(), {}, 0});
@@ -74,9 +81,21 @@ Result<uint64_t> ManagedLedger::stored_size(const std::string& record) {
   return chain->total_size();
 }
 
+Result<uint8_t> ManagedLedger::stored_origin(const std::string& record) {
+  auto list = verified_list(record);
+  if (!list.is_ok()) return list.status();
+  return (*list)->origin();
+}
+
+void ManagedLedger::set_retention(std::chrono::milliseconds time, int64_t size, std::chrono::milliseconds ttl) {
+  config_.retention_time = time;
+  config_.retention_size = size;
+  config_.ttl = ttl;
+}
+
 ManagedLedger::ManagedLedger(std::string name, ManagedLedgerConfig config, storage::Storage& storage,
                              metadata::Store& store, LedgerIdAllocator& ids)
-    : name_(std::move(name)), config_(config), storage_(storage), store_(store), ids_(ids) {}
+    : name_(std::move(name)), config_(config), storage_(storage), store_(store), ids_(ids), origin_(config.origin) {}
 
 void ManagedLedger::check_home() const {
   if (home_ != nullptr) home_->assert_on_thread();
@@ -118,6 +137,7 @@ void ManagedLedger::recover(Callback<Status> done) {
     if (!chain) return done(chain.status());
     self->chain_ = std::move(chain.value());
     self->chain_version_ = rec->stat.version;
+    self->origin_ = ManagedLedger::stored_origin(rec->value).value_or(0);
     if (self->chain_.empty()) return done(Status::ok());
     // Seal the previous owner's ledger: its writer is fenced from now on.
     const LedgerId last = self->chain_.back().id;
@@ -202,7 +222,7 @@ void ManagedLedger::write_chain() {
   std::vector<Callback<Status>> waiters;
   waiters.swap(chain_waiters_);
   auto self = shared_from_this();
-  store_.put(chain_key(), encode_chain(chain_), metadata::PutOptions{chain_version_, 0},
+  store_.put(chain_key(), encode_chain(chain_, origin_), metadata::PutOptions{chain_version_, 0},
              [self, waiters = std::move(waiters)](Result<metadata::Stat> st) {
                self->chain_writing_ = false;
                if (st) self->chain_version_ = st->version;

@@ -57,6 +57,10 @@ struct ManagedLedgerConfig {
   std::chrono::milliseconds retention_time{0};  // -1: forever
   int64_t retention_size = 0;                   // bytes; -1: unlimited
   std::chrono::milliseconds ttl{0};             // 0: messages never expire
+  // Recorded with a log this open creates and kept for its life; an
+  // existing log keeps what it was made with (origin()). Its meaning is the
+  // owner's (the broker: which protocol made the topic).
+  uint8_t origin = 0;
 };
 
 // What housekeeping took away, for whoever keeps a record of it (message
@@ -79,6 +83,8 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   // chain_key()) names: the size of a log nobody has open. A ledger left
   // open by a crash counts once recovery has closed it.
   static common::Result<uint64_t> stored_size(const std::string& record);
+  // The origin a stored ledger list records (ManagedLedgerConfig.origin).
+  static common::Result<uint8_t> stored_origin(const std::string& record);
   ManagedLedger(const ManagedLedger&) = delete;
   ManagedLedger& operator=(const ManagedLedger&) = delete;
 
@@ -118,6 +124,14 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   uint64_t entries_added() const { return entries_added_; }
   // Wall clock (ms) at which the current ledger was created; 0 when none.
   int64_t current_ledger_created_ms() const { return chain_.empty() ? 0 : chain_.back().created_ms; }
+
+  // What the log was made with (ManagedLedgerConfig.origin).
+  uint8_t origin() const { return origin_; }
+  // Retention and TTL for the housekeeping runs from now on (policies
+  // changed while the log is open).
+  void set_retention(std::chrono::milliseconds time, int64_t size, std::chrono::milliseconds ttl);
+  std::chrono::milliseconds retention_time() const { return config_.retention_time; }
+  int64_t retention_size() const { return config_.retention_size; }
 
   // Replaces the observer; an empty one stops the reports.
   void set_observer(LogObserver observer) { observer_ = std::move(observer); }
@@ -214,7 +228,7 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   void check_home() const;
 
   const std::string name_;
-  const ManagedLedgerConfig config_;
+  ManagedLedgerConfig config_;
   storage::Storage& storage_;
   metadata::Store& store_;
   LedgerIdAllocator& ids_;
@@ -223,6 +237,7 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   State state_ = State::kOpening;
   LedgerChain chain_;
   int64_t chain_version_ = metadata::kMustNotExist;
+  uint8_t origin_ = 0;
   bool chain_writing_ = false;
   std::vector<Callback<common::Status>> chain_waiters_;  // for the next chain write
   storage::LedgerWriter writer_;

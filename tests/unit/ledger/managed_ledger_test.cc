@@ -277,6 +277,43 @@ TEST_F(ManagedLedgerTest, RetentionKeepsConsumedLedgers) {
   EXPECT_EQ(ml->chain().ledgers().size(), before);
 }
 
+// The origin a log was made with stays with it: a later open with another
+// origin (another protocol using the topic first after a restart) keeps it.
+TEST_F(ManagedLedgerTest, TheOriginALogWasMadeWithIsKeptAcrossReopens) {
+  ManagedLedgerConfig made;
+  made.origin = 1;
+  auto ml = open("origin", made);
+  ASSERT_NE(ml, nullptr);
+  EXPECT_EQ(ml->origin(), 1);
+  ASSERT_TRUE(add(*ml, "o").is_ok());
+  ASSERT_TRUE(on_reactor<Status>([&](auto done) { ml->close(done); }).is_ok());
+  ml.reset();
+  auto again = open("origin", ManagedLedgerConfig{});
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->origin(), 1);
+  auto fresh = open("origin-none", ManagedLedgerConfig{});
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_EQ(fresh->origin(), 0);
+}
+
+// Retention set on an open log applies at the next trim.
+TEST_F(ManagedLedgerTest, RetentionSetOnAnOpenLogAppliesAtTheNextTrim) {
+  ManagedLedgerConfig config;
+  config.max_entries_per_ledger = 5;
+  config.retention_time = std::chrono::milliseconds(-1);
+  config.retention_size = -1;
+  auto ml = open("live-retention", config);
+  ASSERT_NE(ml, nullptr);
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE(add(*ml, "r").is_ok());
+  const size_t before = ml->chain().ledgers().size();
+  ASSERT_GE(before, 3u);
+  ASSERT_TRUE(on_reactor<Status>([&](auto done) { ml->trim(done); }).is_ok());
+  EXPECT_EQ(ml->chain().ledgers().size(), before);
+  reactor_.run_sync([&] { ml->set_retention(std::chrono::milliseconds(0), 0, std::chrono::milliseconds(0)); });
+  ASSERT_TRUE(on_reactor<Status>([&](auto done) { ml->trim(done); }).is_ok());
+  EXPECT_EQ(ml->chain().ledgers().size(), 1u);  // no cursor holds them: all but the current one go
+}
+
 TEST_F(ManagedLedgerTest, SeeksByMessageIndexAndPublishTime) {
   ManagedLedgerConfig config;
   config.max_entries_per_ledger = 4;
