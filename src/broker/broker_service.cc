@@ -93,9 +93,10 @@ runtime::Reactor& BrokerService::home_of(const TopicName& topic) {
   return runtime_.home_for(std::hash<std::string>{}(topic.to_string()));
 }
 
-void BrokerService::with_topic(const TopicName& topic, ledger::Callback<Result<Topic*>> fn, TopicCreation how) {
+void BrokerService::with_topic(const TopicName& topic, ledger::Callback<Result<Topic*>> fn, TopicCreation how,
+                               TopicOrigin origin) {
   runtime::Reactor& home = home_of(topic);
-  auto run = [this, &home, topic, how, fn = std::move(fn)]() mutable {
+  auto run = [this, &home, topic, how, origin, fn = std::move(fn)]() mutable {
     Shard& shard = *shards_[home.index()];
     if (stopping_) {
       fn(Status::unavailable("the broker is shutting down"));
@@ -106,8 +107,8 @@ void BrokerService::with_topic(const TopicName& topic, ledger::Callback<Result<T
       if (it->second->closed()) {
         // Closing (unloaded, or deleted): asked again once it is gone, when
         // it loads anew (or the deletion answers).
-        shard.after_close[key].push_back([this, topic, how, fn = std::move(fn)]() mutable {
-          with_topic(topic, std::move(fn), how);
+        shard.after_close[key].push_back([this, topic, how, origin, fn = std::move(fn)]() mutable {
+          with_topic(topic, std::move(fn), how, origin);
         });
         return;
       }
@@ -121,7 +122,9 @@ void BrokerService::with_topic(const TopicName& topic, ledger::Callback<Result<T
     }
     auto& waiting = shard.loading[key];
     waiting.push_back(std::move(fn));
-    if (waiting.size() == 1) load(shard, topic, shard.creating.count(key) > 0 ? TopicCreation::kAdmitted : how);
+    if (waiting.size() == 1) {
+      load(shard, topic, shard.creating.count(key) > 0 ? TopicCreation::kAdmitted : how, origin);
+    }
   };
   if (home.is_on_thread()) {
     run();
@@ -146,7 +149,7 @@ auto load_finisher(std::unordered_map<std::string, std::vector<ledger::Callback<
 
 }  // namespace
 
-void BrokerService::load(Shard& shard, const TopicName& topic, TopicCreation how) {
+void BrokerService::load(Shard& shard, const TopicName& topic, TopicCreation how, TopicOrigin origin) {
   std::optional<NamespacePolicies> policies;
   if (policies_ != nullptr) {
     policies = policies_->effective(topic);
@@ -167,12 +170,13 @@ void BrokerService::load(Shard& shard, const TopicName& topic, TopicCreation how
     gated = !auto_allowed || policies->max_topics_per_namespace.value_or(0) > 0 ||
             (limits != nullptr && limits->max_topics > 0);
   }
-  if (!gated) return open(shard, topic, std::move(policies));
+  if (!gated) return open(shard, topic, std::move(policies), origin);
   runtime::Reactor& home = home_of(topic);
-  check_new_topic(topic, auto_allowed, [this, &shard, &home, topic, policies = std::move(policies)](Status st) mutable {
-    auto back = [this, &shard, topic, st, policies = std::move(policies)]() mutable {
+  check_new_topic(topic, auto_allowed,
+                  [this, &shard, &home, topic, origin, policies = std::move(policies)](Status st) mutable {
+    auto back = [this, &shard, topic, origin, st, policies = std::move(policies)]() mutable {
       if (!st.is_ok()) return load_finisher(shard.loading, topic.to_string())(st);
-      open(shard, topic, std::move(policies));
+      open(shard, topic, std::move(policies), origin);
     };
     if (home.is_on_thread()) return back();
     if (!home.post_reliably(std::move(back))) MLOG_WARN("cannot reach the home of {}: it is stopping", topic.to_string());
@@ -209,26 +213,20 @@ void BrokerService::check_new_topic(const TopicName& topic, bool auto_allowed, s
   });
 }
 
-void BrokerService::open(Shard& shard, const TopicName& topic, std::optional<NamespacePolicies> policies) {
+void BrokerService::open(Shard& shard, const TopicName& topic, std::optional<NamespacePolicies> policies,
+                         TopicOrigin origin) {
   std::string key = topic.to_string();
   auto finish = load_finisher(shard.loading, key);
   ledger::ManagedLedgerConfig config = options_.managed_ledger;
+  config.origin = static_cast<uint8_t>(origin);
   if (policies) {
-    if (policies->retention) {
-      const auto& r = *policies->retention;
-      config.retention_time = std::chrono::milliseconds(r.time_minutes < 0 ? -1 : r.time_minutes * 60'000);
-      config.retention_size = r.size_mb < 0 ? -1 : r.size_mb * (int64_t{1} << 20);
-    }
-    if (policies->message_ttl_seconds) {
-      config.ttl = std::chrono::milliseconds(int64_t{*policies->message_ttl_seconds} * 1000);
-    }
-    if (is_trace_topic(topic)) {
-      // Traces have a retention of their own and nobody acknowledges them.
-      TracingPolicy t = policies->tracing.value_or(TracingPolicy{});
-      config.retention_time = std::chrono::milliseconds(t.retention_minutes < 0 ? -1 : t.retention_minutes * 60'000);
-      config.retention_size = t.retention_size_mb < 0 ? -1 : t.retention_size_mb * (int64_t{1} << 20);
-      config.ttl = std::chrono::milliseconds(0);
-    }
+    // As for a log this open creates; Topic::apply_policies sets what an
+    // existing log's recorded origin gives once it is open.
+    RetentionInEffect r = retention_in_effect(topic, *policies, false, origin, options_.retention_defaults);
+    config.retention_time = std::chrono::milliseconds(r.time_ms);
+    config.retention_size = r.size_bytes;
+    config.ttl = std::chrono::milliseconds(
+        policies->message_ttl_seconds && !is_trace_topic(topic) ? int64_t{*policies->message_ttl_seconds} * 1000 : 0);
   }
   if (topic.domain == TopicDomain::kNonPersistent) {
     auto log = std::make_shared<ledger::NonPersistentLog>(key, options_.non_persistent_max_entries,
@@ -256,6 +254,7 @@ void BrokerService::open(Shard& shard, const TopicName& topic, std::optional<Nam
         slot->set_metadata(&store_, dedup_snapshot_key(topic));
         slot->set_trace_recorder(shard.tracer.get());
         slot->set_storage_durability(&options_.storage_durability);
+        slot->set_retention_defaults(&options_.retention_defaults);
         attach_policies(*slot);
         // Message TTL catches up on the time it spent unloaded (retention
         // trims at the next housekeeping run, as for any loaded topic).

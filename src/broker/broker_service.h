@@ -55,6 +55,9 @@ struct BrokerOptions {
   // Non-persistent topics keep at most this much in memory each.
   size_t non_persistent_max_entries = 10000;
   size_t non_persistent_max_bytes = 64u << 20;
+  // Retention of topics without a policy of their own or their namespace's,
+  // by the protocol that made them (retention.h).
+  RetentionDefaults retention_defaults;
 };
 
 class BrokerService final : public runtime::Component {
@@ -65,8 +68,9 @@ class BrokerService final : public runtime::Component {
 
   // Namespace policies for topics loaded from now on: a topic of a namespace
   // that does not exist is refused (kNotFound), and retention and message
-  // TTL come from the namespace (or topic) policy. A change applies when the
-  // topic is next loaded. REQUIRES: before start(); `policies` outlives this.
+  // TTL come from the namespace (or topic) policy (retention.h); a change
+  // applies to loaded topics at their next housekeeping. REQUIRES: before
+  // start(); `policies` outlives this.
   void set_policies(const PolicyCache* policies) {
     policies_ = policies;
     tenants_ = std::make_shared<TenantRegistry>(policies);
@@ -134,8 +138,10 @@ class BrokerService final : public runtime::Component {
   // (kNotFound when not allowed), its maxTopicsPerNamespace and its
   // tenant's maxTopics (kFailedPrecondition when over); kUnavailable while
   // the topic is being deleted.
+  // `origin` is recorded with a topic this call creates (retention.h).
   void with_topic(const TopicName& topic, ledger::Callback<common::Result<Topic*>> fn,
-                  TopicCreation how = TopicCreation::kAutomatic);
+                  TopicCreation how = TopicCreation::kAutomatic, TopicOrigin origin = TopicOrigin::kPulsar);
+  const RetentionDefaults& retention_defaults() const { return options_.retention_defaults; }
   // Runs `fn` on the topic's home reactor with the topic if it is loaded,
   // or after loading it when `exists` says it exists (the caller asked the
   // metadata); kNotFound otherwise. Never creates a topic.
@@ -183,9 +189,9 @@ class BrokerService final : public runtime::Component {
   // On the home reactor: close the loaded `topic`, then forget it.
   void close_and_forget(Shard& shard, const std::string& key, Topic* topic, const common::Status& why,
                         ledger::Callback<common::Status> done);
-  void load(Shard& shard, const TopicName& topic, TopicCreation how);
+  void load(Shard& shard, const TopicName& topic, TopicCreation how, TopicOrigin origin);
   // Opens (or creates) the topic's log and makes it loaded.
-  void open(Shard& shard, const TopicName& topic, std::optional<NamespacePolicies> policies);
+  void open(Shard& shard, const TopicName& topic, std::optional<NamespacePolicies> policies, TopicOrigin origin);
   // Any thread: ok when `topic` exists (its log or its partitioned topic),
   // else whether it may be created; `done` on any thread.
   void check_new_topic(const TopicName& topic, bool auto_allowed, std::function<void(common::Status)> done);

@@ -8,6 +8,7 @@
 #include "broker/trace_record.h"
 #include "broker/tracing.h"
 #include "common/logging.h"
+#include "ledger/managed_ledger.h"
 #include "metadata/blocking.h"
 
 namespace magnetar::broker {
@@ -600,6 +601,33 @@ Status Tenancy::require_topic(const TopicName& topic) {
   if (ledger.is_ok()) return Status::ok();
   if (ledger.status().code() != ErrorCode::kNotFound) return ledger.status();
   return Status::not_found("topic '" + topic.to_string() + "' does not exist");
+}
+
+Result<TopicOrigin> Tenancy::topic_origin(const TopicName& topic) {
+  auto n = get_partitions(topic.base());
+  if (!n.is_ok()) return n.status();
+  const TopicName log_of = !topic.is_partition() && *n > 0 ? topic.partition_of(0) : topic;
+  auto record = md::get(store_, managed_ledger_key(log_of));
+  if (!record.is_ok()) {
+    if (record.status().code() == ErrorCode::kNotFound) return TopicOrigin::kPulsar;
+    return record.status();
+  }
+  auto origin = ledger::ManagedLedger::stored_origin(record->value);
+  if (!origin.is_ok()) return origin.status();
+  return origin_from_byte(*origin);
+}
+
+Result<RetentionInEffect> Tenancy::retention_of(const TopicName& topic) {
+  auto own = get_topic_policies(topic);
+  if (!own.is_ok()) return own.status();
+  auto ns = get_policies(topic.ns);
+  if (!ns.is_ok()) return ns.status();
+  auto origin = topic_origin(topic);
+  if (!origin.is_ok()) return origin.status();
+  NamespacePolicies effective = *ns;
+  const bool from_topic = own->retention.has_value();
+  if (from_topic) effective.retention = own->retention;
+  return retention_in_effect(topic, effective, from_topic, *origin, defaults_.retention);
 }
 
 Status Tenancy::delete_topic_policies(const TopicName& topic) {

@@ -32,6 +32,7 @@
 
 #include "broker/naming.h"
 #include "broker/policies.h"
+#include "broker/retention.h"
 #include "common/result.h"
 #include "metadata/store.h"
 #include "runtime/component.h"
@@ -65,6 +66,7 @@ std::string topic_policies_prefix(const NamespaceName& ns);
 struct BootstrapDefaults {
   std::string cluster = "standalone";
   ClusterInfo cluster_info;
+  RetentionDefaults retention;  // the node's, for retention_in_effect
 };
 
 inline constexpr std::string_view kPublicTenant = "public";
@@ -172,6 +174,13 @@ class Tenancy final : public runtime::Component {
   // update_policies. Deleting a partitioned topic deletes its overrides and
   // those of its partitions.
   common::Status require_topic(const TopicName& topic);
+  // Which protocol made `topic` (retention.h), as its log records it; for
+  // a partitioned topic, as its first partition's does. kPulsar for a
+  // topic whose log was never made.
+  common::Result<TopicOrigin> topic_origin(const TopicName& topic);
+  // The retention `topic` has (retention.h): its override, else its
+  // namespace's policy, else the node's default for its origin.
+  common::Result<RetentionInEffect> retention_of(const TopicName& topic);
   common::Result<NamespacePolicies> get_topic_policies(const TopicName& topic);
   common::Status update_topic_policies(const TopicName& topic,
                                        const std::function<common::Status(NamespacePolicies&)>& change);

@@ -40,6 +40,7 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
     sub->set_dispatch_limits(dispatch_limits_, tenant_dispatch_, sub_dispatch_msgs_, sub_dispatch_bytes_);
   }
   apply_tracing(policies);
+  apply_retention(policies);
   bool want_dedup = policies.deduplication.value_or(false) && store_ != nullptr &&
                     name_.domain == TopicDomain::kPersistent && !closed_;
   if (!want_dedup) {
@@ -60,6 +61,16 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
     for (auto& fn : waiters) fn();
     release_held();
   });
+}
+
+void Topic::apply_retention(const NamespacePolicies& policies) {
+  if (retention_defaults_ == nullptr) return;
+  auto* ml = dynamic_cast<ledger::ManagedLedger*>(log_.get());
+  if (ml == nullptr) return;
+  RetentionInEffect r = retention_in_effect(name_, policies, false, origin_from_byte(ml->origin()), *retention_defaults_);
+  const int64_t ttl_ms =
+      policies.message_ttl_seconds && !is_trace_topic(name_) ? int64_t{*policies.message_ttl_seconds} * 1000 : 0;
+  ml->set_retention(std::chrono::milliseconds(r.time_ms), r.size_bytes, std::chrono::milliseconds(ttl_ms));
 }
 
 namespace {

@@ -23,6 +23,7 @@
 #include "broker/producer.h"
 #include "broker/publish_limiter.h"
 #include "broker/rate_meter.h"
+#include "broker/retention.h"
 #include "broker/subscription.h"
 #include "broker/tracing.h"
 #include "common/fifo.h"
@@ -144,6 +145,11 @@ class Topic {
   // How the storage keeps this topic's entries, for the persisted event of
   // a trace (BrokerOptions::storage_durability). `durability` outlives the topic.
   void set_storage_durability(const std::string* durability) { storage_durability_ = durability; }
+  // The node's retention defaults (retention.h): with them, every
+  // apply_policies sets the log's retention and TTL, so a policy changed
+  // while the topic is loaded applies at its next housekeeping. `defaults`
+  // outlives the topic.
+  void set_retention_defaults(const RetentionDefaults* defaults) { retention_defaults_ = defaults; }
   // The publish rate limits of this topic (publish_limiter.h), which the
   // connections producing to it charge. Kept while the topic is loaded.
   void set_publish_limits(std::shared_ptr<PublishLimits> limits) { publish_limits_ = std::move(limits); }
@@ -380,6 +386,7 @@ class Topic {
   void act_on_quota(const BacklogQuota& quota, bool by_age);
   void when_dedup_ready(std::function<void()> fn);
   void apply_tracing(const NamespacePolicies& policies);
+  void apply_retention(const NamespacePolicies& policies);
   void apply_dispatch_rates(const NamespacePolicies& policies);
   // The received and persisted events of an entry stored at `at`.
   void trace_stored(ledger::Position at, int64_t received_ms, uint64_t producer_id, const ledger::MessageHeader& header,
@@ -420,6 +427,7 @@ class Topic {
   std::map<std::string, RateMeter> meters_;  // "in", "out", "p/<id>", "s/<name>", "c/<name>/<id>"
   TraceRecorder* trace_recorder_ = nullptr;
   const std::string* storage_durability_ = nullptr;
+  const RetentionDefaults* retention_defaults_ = nullptr;
   std::shared_ptr<PublishLimits> publish_limits_;
   // dispatchRate (shared by the subscriptions; null: none) and
   // subscriptionDispatchRate (each subscription's own; -1: none), per second.

@@ -1,3 +1,5 @@
+#include <cstdint>
+
 #include "cli/commands.h"
 
 namespace magnetar::cli {
@@ -64,6 +66,18 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
                  "Unload a persistent topic with no producer or consumer unused this long (it loads again on use; "
                  "0: never)")
       ->capture_default_str()->check(CLI::Range(0, 86400 * 365));
+  cmd.add_option("--kafka-default-retention-ms", c.kafka_default_retention_ms,
+                 "How long topics made through Kafka keep data when neither the topic nor its namespace sets a "
+                 "retention (Kafka's retention.ms; -1: forever)")
+      ->capture_default_str()->check(CLI::Range(int64_t{-1}, INT64_MAX / 2));
+  cmd.add_option("--kafka-default-retention-bytes", c.kafka_default_retention_bytes,
+                 "How much each topic made through Kafka keeps when neither the topic nor its namespace sets a "
+                 "retention (Kafka's retention.bytes; -1: no limit)")
+      ->capture_default_str()->check(CLI::Range(int64_t{-1}, INT64_MAX / 2));
+  cmd.add_option("--managed-ledger-max-entries-per-ledger", c.managed_ledger_max_entries_per_ledger,
+                 "Entries after which a topic's ledger is closed and a new one started (retention deletes whole "
+                 "closed ledgers)")
+      ->capture_default_str()->check(CLI::Range(10u, 10'000'000u));
   cmd.add_option("--storage-quota-check-secs", c.storage_quota_check_secs,
                  "How often tenants with a storage quota have their stored bytes summed (publishing is refused while "
                  "at or over it)")

@@ -51,6 +51,15 @@ struct Config {
   // memory at the next housekeeping run; its next use loads it again.
   // 0: topics stay loaded.
   uint32_t topic_idle_unload_secs = 300;
+  // Retention of topics made through Kafka when neither the topic nor its
+  // namespace sets one (broker/retention.h). -1: no limit.
+  static constexpr int64_t kKafkaDefaultRetentionMs = 7LL * 24 * 3600 * 1000;
+  int64_t kafka_default_retention_ms = kKafkaDefaultRetentionMs;
+  int64_t kafka_default_retention_bytes = -1;
+  // A topic's ledger is closed and a new one started after this many
+  // entries (Pulsar's managedLedgerMaxEntriesPerLedger); retention deletes
+  // whole closed ledgers.
+  uint32_t managed_ledger_max_entries_per_ledger = 50000;
   // How often tenants' stored bytes are summed against their storage
   // quotas (only tenants that have one).
   uint32_t storage_quota_check_secs = 30;

@@ -170,6 +170,12 @@ Status Server::start() {
   std::string host = config_.effective_advertised_address();
   broker::BootstrapDefaults defaults;
   defaults.cluster = config_.cluster_name;
+  broker::RetentionDefaults defaults_retention;
+  defaults_retention.kafka_time_ms = config_.kafka_default_retention_ms;
+  defaults_retention.kafka_size_bytes = config_.kafka_default_retention_bytes;
+  defaults_retention.kafka_configured =
+      config_.kafka_default_retention_ms != Config::kKafkaDefaultRetentionMs || config_.kafka_default_retention_bytes != -1;
+  defaults.retention = defaults_retention;
   // A port chosen at start-up (0) or off names no stable address: leave it out.
   auto fixed = [](int32_t port) { return port > 0; };
   if (fixed(config_.http_port)) defaults.cluster_info.service_url = fmt::format("http://{}:{}", host, config_.http_port);
@@ -216,6 +222,8 @@ Status Server::start() {
   broker::BrokerOptions broker_options;
   broker_options.maintenance_interval = std::chrono::seconds(config_.housekeeping_secs);
   broker_options.topic_idle_unload = std::chrono::seconds(config_.topic_idle_unload_secs);
+  broker_options.managed_ledger.max_entries_per_ledger = config_.managed_ledger_max_entries_per_ledger;
+  broker_options.retention_defaults = defaults_retention;
   broker_options.storage_durability =
       "1 copy on this node, fsync " + (config_.fsync == "interval"
                                            ? "every " + std::to_string(config_.fsync_interval_ms) + " ms"

@@ -145,6 +145,8 @@ test('produced messages show in the live stats and the message browser', async (
   await textOf('backlog-audit', (t) => t === '4', 'backlog of audit = 4');
   await textOf('topic-backlog', (t) => t === '4 msgs', 'topic backlog 4 msgs');
   await textOf('topic-storage', (t) => t !== '0 B' && t !== '—', 'storage above zero');
+  // A topic Pulsar made, with no retention policy: kept until acknowledged.
+  await textOf('topic-retention', (t) => t === "until acknowledged (Pulsar's default)", 'the retention in effect');
   // The live chart drew a non-zero rate in (it keeps the last two minutes).
   await waitFor(async () => Number(await page.getByTestId('chart-topic-messages').getAttribute('data-max')) > 0,
     UI_TIMEOUT, 'a non-zero rate in the chart');

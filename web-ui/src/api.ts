@@ -100,6 +100,7 @@ export interface TopicStats {
 export interface Retention {
   retentionTimeInMinutes: number;
   retentionSizeInMB: number;
+  source?: string;  // ?applied=true on a topic: topic, namespace, kafka-default, pulsar-default
 }
 export interface BacklogQuota {
   limitSize?: number;
@@ -323,6 +324,8 @@ export const api = {
       : empty('PUT', topicPath(domain, t, ns, topic)),
   deleteTopic: (domain: Domain, t: string, ns: string, topic: string, partitioned: boolean) =>
     empty('DELETE', topicPath(domain, t, ns, topic) + (partitioned ? '/partitions' : '?force=true')),
+  retentionInEffect: (domain: Domain, t: string, ns: string, topic: string) =>
+    json<Retention>('GET', topicPath(domain, t, ns, topic) + '/retention?applied=true'),
   partitions: (domain: Domain, t: string, ns: string, topic: string) =>
     json<{ partitions: number }>('GET', topicPath(domain, t, ns, topic) + '/partitions'),
   stats: (domain: Domain, t: string, ns: string, topic: string) =>

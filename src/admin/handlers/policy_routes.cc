@@ -100,7 +100,7 @@ void register_shared_policies(Router& router, broker::Tenancy& tenancy, const Po
   using broker::RetentionPolicy;
   optional_policy<RetentionPolicy>(
       router, tenancy, scope, "retention", &NamespacePolicies::retention,
-      [](const RetentionPolicy& v) { return to_json(v); }, retention_from_json);
+      [](const RetentionPolicy& v) { return to_json(v); }, retention_from_json, scope.applied_retention);
   optional_policy<PersistencePolicy>(
       router, tenancy, scope, "persistence", &NamespacePolicies::persistence,
       [](const PersistencePolicy& v) { return to_json(v); }, persistence_from_json);

@@ -37,6 +37,9 @@ struct PolicyScope {
   // inherited.
   std::function<common::Result<broker::NamespacePolicies>(broker::Tenancy&, const PolicyRequest&)> inherited;
   std::function<common::Status(broker::Tenancy&, const PolicyRequest&, const PolicyChange&)> update;
+  // ?applied=true of retention: what is in effect, with where it comes
+  // from (broker/retention.h); null: the policy set, else `inherited`'s.
+  std::function<common::Result<Json>(broker::Tenancy&, const PolicyRequest&)> applied_retention;
 };
 
 using PolicyWork = std::function<HttpResponse(broker::Tenancy&, const PolicyRequest&)>;
@@ -54,9 +57,14 @@ common::Result<Json> value_to_set(const PolicyRequest& r, const std::string& suf
 template <typename T>
 void optional_policy(Router& router, broker::Tenancy& tenancy, const PolicyScope& scope, const std::string& suffix,
                      std::optional<T> broker::NamespacePolicies::*member, std::function<Json(const T&)> to,
-                     std::function<common::Result<T>(const Json&)> from) {
+                     std::function<common::Result<T>(const Json&)> from,
+                     std::function<common::Result<Json>(broker::Tenancy&, const PolicyRequest&)> applied = nullptr) {
   std::string path = scope.base + suffix;
-  router.get(path, policy_handler(tenancy, [scope, member, to](broker::Tenancy& t, const PolicyRequest& r) {
+  router.get(path, policy_handler(tenancy, [scope, member, to, applied](broker::Tenancy& t, const PolicyRequest& r) {
+               if (r.applied() && applied) {
+                 auto v = applied(t, r);
+                 return v.is_ok() ? HttpResponse::json(200, *v) : error_response(v.status());
+               }
                auto p = scope.read(t, r);
                if (!p.is_ok()) return error_response(p.status());
                std::optional<T> v = (*p).*member;

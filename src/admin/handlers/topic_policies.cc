@@ -5,7 +5,9 @@
 // maxProducers, maxConsumers, maxConsumersPerSubscription,
 // maxSubscriptionsPerTopic, and permissions (grants that add to the
 // namespace's). GET with ?applied=true answers what takes effect:
-// the topic's override, else the namespace's policy.
+// the topic's override, else the namespace's policy; for retention, else
+// the node's default for the protocol that made the topic, with a
+// "source" field saying which (broker/retention.h).
 #include "admin/handlers.h"
 #include "admin/handlers/policy_routes.h"
 #include "admin/handlers/tenancy_common.h"
@@ -40,6 +42,18 @@ PolicyScope topic_scope(TopicDomain domain) {
     auto topic = topic_of(r);
     if (!topic.is_ok()) return topic.status();
     return t.update_topic_policies(*topic, change);
+  };
+  scope.applied_retention = [topic_of](broker::Tenancy& t, const PolicyRequest& r) -> Result<Json> {
+    auto topic = topic_of(r);
+    if (!topic.is_ok()) return topic.status();
+    auto in_effect = t.retention_of(*topic);
+    if (!in_effect.is_ok()) return in_effect.status();
+    // Pulsar's units, rounded up; -1 stays unlimited.
+    auto minutes = [](int64_t ms) { return ms < 0 ? -1 : (ms + 59'999) / 60'000; };
+    auto mb = [](int64_t bytes) { return bytes < 0 ? -1 : (bytes + (1 << 20) - 1) >> 20; };
+    return Json{{"retentionTimeInMinutes", minutes(in_effect->time_ms)},
+                {"retentionSizeInMB", mb(in_effect->size_bytes)},
+                {"source", std::string(broker::retention_source_name(in_effect->source))}};
   };
   return scope;
 }

@@ -2,7 +2,7 @@
 // actions, partitions, and the message browser (pages/messages.ts).
 import { ComponentChildren, Fragment, h } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, Domain, TopicStats } from '../api';
+import { api, Domain, Retention, TopicStats } from '../api';
 import { LiveChart, record } from '../chart';
 import {
   ActionButton, busy, card, changed, dangerButton, every, fmtBytes, fmtNumber, fmtRate, inlineForm, link, navigate,
@@ -126,6 +126,18 @@ function num(value: ComponentChildren, attrs: Record<string, string> = {}) {
   return h('td', { class: 'num', ...attrs }, value);
 }
 
+// "7 d, no size limit (Kafka's default)": what keeps this topic's data.
+function fmtRetention(r: Retention): string {
+  const time = r.retentionTimeInMinutes < 0 ? 'forever'
+    : r.retentionTimeInMinutes === 0 ? 'until acknowledged'
+    : r.retentionTimeInMinutes % 1440 === 0 ? `${r.retentionTimeInMinutes / 1440} d`
+    : r.retentionTimeInMinutes % 60 === 0 ? `${r.retentionTimeInMinutes / 60} h` : `${r.retentionTimeInMinutes} min`;
+  const size = r.retentionSizeInMB < 0 ? 'no size limit' : r.retentionSizeInMB === 0 ? '' : `${r.retentionSizeInMB} MB`;
+  const from: Record<string, string> = { topic: 'topic policy', namespace: 'namespace policy',
+    'kafka-default': "Kafka's default", 'pulsar-default': "Pulsar's default" };
+  return [time, size].filter((x) => x).join(', ') + (r.source ? ` (${from[r.source] ?? r.source})` : '');
+}
+
 export function TopicPage({ params: [tenant, ns, domainName, topic] }: PageProps) {
   const domain = domainName as Domain;
   const where: Where = { domain, tenant, ns, topic };
@@ -138,6 +150,7 @@ export function TopicPage({ params: [tenant, ns, domainName, topic] }: PageProps
   const bytes = useRef<number[][]>([[], []]);
   const partitioned = useRef(0);
   const [unloading, setUnloading] = useState(false);
+  const [retention, setRetention] = useState<Retention | null>(null);
 
   async function refresh() {
     try {
@@ -164,6 +177,14 @@ export function TopicPage({ params: [tenant, ns, domainName, topic] }: PageProps
         partitioned.current = 0;
       }
       if (!left) stop = every(REFRESH_MS, refresh);
+      if (domain === 'persistent') {
+        try {
+          const r = await api.retentionInEffect(domain, tenant, ns, topic);
+          if (!left) setRetention(r);
+        } catch {
+          // Shown as unknown.
+        }
+      }
     })();
     return () => {
       left = true;
@@ -203,6 +224,7 @@ export function TopicPage({ params: [tenant, ns, domainName, topic] }: PageProps
       card('Backlog', `${fmtNumber(backlog)} msgs`, 'topic-backlog'),
       card('Storage', fmtBytes(s.storageSize), 'topic-storage'),
       card('Producers', String(s.publishers?.length ?? 0)),
+      retention ? card('Retention', fmtRetention(retention), 'topic-retention') : null,
     ] : null),
     h('div', { class: 'charts' },
       h(LiveChart, { title: 'Messages per second', series: SERIES, format: fmtNumber, capacity: CHART_SAMPLES,

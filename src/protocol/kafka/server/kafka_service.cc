@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <mutex>
+
 #include "common/logging.h"
 #include "protocol/kafka/server/kafka_connection.h"
 
@@ -60,6 +62,33 @@ int32_t KafkaService::partitions_on_creation(const broker::TopicName& topic) con
   return rule && rule->allow && rule->partitioned && rule->default_partitions > 0 ? rule->default_partitions : 0;
 }
 
+void KafkaService::make_partitions(const broker::TopicName& topic, int32_t from, int32_t to,
+                                   std::function<void(common::Status)> done) {
+  if (from >= to) return done(common::Status::ok());
+  struct Making {
+    std::mutex mu;
+    int32_t left = 0;
+    common::Status first_failure;
+    std::function<void(common::Status)> done;
+  };
+  auto making = std::make_shared<Making>();
+  making->left = to - from;
+  making->done = std::move(done);
+  for (int32_t i = from; i < to; ++i) {
+    broker_.with_topic(
+        topic.partition_of(i),
+        [making](common::Result<broker::Topic*> t) {
+          std::unique_lock lock(making->mu);
+          if (!t.is_ok() && making->first_failure.is_ok()) making->first_failure = t.status();
+          if (--making->left > 0) return;
+          common::Status st = making->first_failure;
+          lock.unlock();
+          making->done(st);
+        },
+        broker::TopicCreation::kAdmitted, broker::TopicOrigin::kKafka);
+  }
+}
+
 void KafkaService::remember_partitions(const broker::TopicName& topic, int32_t partitions) {
   std::lock_guard lock(partitions_mu_);
   partitions_[topic.to_string()] = partitions;
@@ -82,7 +111,10 @@ void KafkaService::with_partition(const broker::NamespaceName& ns, const std::st
       return fn(common::Status::not_found(fmt::format("topic '{}' has no partition {}", base.local, partition)));
     }
     if (may_create(target)) {
-      broker_.with_topic(target, std::move(fn));
+      // A topic Kafka makes here keeps Kafka's retention; the partitions of
+      // a partitioned topic were made with it (make_partitions).
+      broker_.with_topic(target, std::move(fn), broker::TopicCreation::kAutomatic,
+                         partitions == 0 ? broker::TopicOrigin::kKafka : broker::TopicOrigin::kPulsar);
     } else {
       broker_.with_existing_topic(target, false, std::move(fn));
     }

@@ -113,6 +113,11 @@ class KafkaService final : public runtime::Component {
   // requests are stored in order).
   void with_partition(const broker::NamespaceName& ns, const std::string& topic, int32_t partition,
                       ledger::Callback<common::Result<broker::Topic*>> fn);
+  // Makes partitions [from, to) of partitioned topic `topic` now, recorded
+  // as made through Kafka (broker/retention.h), so they keep Kafka's
+  // retention whichever protocol uses them first. `done` (any thread) with
+  // the first failure, else ok.
+  void make_partitions(const broker::TopicName& topic, int32_t from, int32_t to, std::function<void(common::Status)> done);
   // The partition count metadata last gave for `topic` (0: not
   // partitioned); forgotten when the topic is deleted. Any thread.
   void remember_partitions(const broker::TopicName& topic, int32_t partitions);

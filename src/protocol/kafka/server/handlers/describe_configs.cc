@@ -3,8 +3,18 @@
 // few broker settings. Resource types: 2 (topic) and 4 (broker); others are
 // answered INVALID_REQUEST.
 //
-//   retention.ms / retention.bytes   the retention policy (minutes and MB
-//                                    in Pulsar's units; -1 = unlimited)
+//   retention.ms / retention.bytes   the retention in effect (broker/retention.h;
+//                                    Pulsar's policy is in minutes and MB; -1 =
+//                                    unlimited). Its source: the topic's policy
+//                                    DYNAMIC_TOPIC_CONFIG, the namespace's
+//                                    DYNAMIC_DEFAULT_BROKER_CONFIG, the node's
+//                                    Kafka default DEFAULT_CONFIG (or
+//                                    STATIC_BROKER_CONFIG when set by flag).
+//                                    A topic Pulsar made without a retention
+//                                    policy says 0: its data goes once every
+//                                    subscription has acknowledged it
+//   magnetar.retention.source        where the retention comes from: topic,
+//                                    namespace, kafka-default, pulsar-default
 //   cleanup.policy                   delete (no compaction)
 //   max.message.bytes                5 MiB, Pulsar's largest message
 //   message.timestamp.type           CreateTime
@@ -14,6 +24,8 @@
 
 #include <fmt/format.h>
 
+#include "broker/policy_cache.h"
+#include "broker/retention.h"
 #include "protocol/kafka/server/kafka_connection.h"
 #include "protocol/pulsar/frame.h"
 
@@ -25,6 +37,7 @@ constexpr int8_t kTopicResource = 2;
 constexpr int8_t kBrokerResource = 4;
 // ConfigSource values (KIP-226).
 constexpr int8_t kDynamicTopicConfig = 1;
+constexpr int8_t kDynamicDefaultBrokerConfig = 3;
 constexpr int8_t kStaticBrokerConfig = 4;
 constexpr int8_t kDefaultConfig = 5;
 
@@ -43,12 +56,23 @@ struct ResourceResult {
   std::vector<ConfigEntry> configs;
 };
 
-std::vector<ConfigEntry> topic_configs(const broker::NamespacePolicies& policies) {
+int8_t config_source(broker::RetentionSource s, bool kafka_configured) {
+  switch (s) {
+    case broker::RetentionSource::kTopic: return kDynamicTopicConfig;
+    case broker::RetentionSource::kNamespace: return kDynamicDefaultBrokerConfig;
+    case broker::RetentionSource::kKafkaDefault: return kafka_configured ? kStaticBrokerConfig : kDefaultConfig;
+    default: return kDefaultConfig;
+  }
+}
+
+std::vector<ConfigEntry> topic_configs(const broker::NamespacePolicies& policies, const broker::RetentionInEffect& r,
+                                       bool kafka_configured) {
   std::vector<ConfigEntry> out;
-  const int8_t retention_source = policies.retention ? kDynamicTopicConfig : kDefaultConfig;
-  broker::RetentionPolicy r = policies.retention.value_or(broker::RetentionPolicy{});
-  out.push_back({"retention.ms", std::to_string(r.time_minutes < 0 ? -1 : r.time_minutes * 60000), retention_source, false});
-  out.push_back({"retention.bytes", std::to_string(r.size_mb < 0 ? -1 : r.size_mb * 1024 * 1024), retention_source, false});
+  const int8_t retention_source = config_source(r.source, kafka_configured);
+  out.push_back({"retention.ms", std::to_string(r.time_ms), retention_source, false});
+  out.push_back({"retention.bytes", std::to_string(r.size_bytes), retention_source, false});
+  out.push_back({"magnetar.retention.source", std::string(broker::retention_source_name(r.source)), retention_source,
+                 true});
   out.push_back({"cleanup.policy", "delete", kDefaultConfig, true});
   out.push_back({"max.message.bytes", std::to_string(pulsar::kDefaultMaxMessageSize), kStaticBrokerConfig, true});
   out.push_back({"message.timestamp.type", "CreateTime", kDefaultConfig, true});
@@ -153,8 +177,15 @@ void handle_describe_configs(KafkaConnection& c, const Request& request) {
         r.message = fmt::format("topic '{}' does not exist", r.name);
         continue;
       }
-      auto effective = service->policies() ? service->policies()->effective(*topic) : std::nullopt;
-      r.configs = topic_configs(effective.value_or(broker::NamespacePolicies{}));
+      const broker::PolicyCache* cache = service->policies();
+      auto effective = cache != nullptr ? cache->effective(*topic) : std::nullopt;
+      const broker::NamespacePolicies policies = effective.value_or(broker::NamespacePolicies{});
+      auto own = cache != nullptr ? cache->topic_policies(*topic) : nullptr;
+      const broker::RetentionDefaults& defaults = service->broker().retention_defaults();
+      const broker::RetentionInEffect retention = broker::retention_in_effect(
+          *topic, policies, own != nullptr && own->retention.has_value(),
+          tenancy->topic_origin(*topic).value_or(broker::TopicOrigin::kPulsar), defaults);
+      r.configs = topic_configs(policies, retention, defaults.kafka_configured);
     }
     reply([request, results = std::move(results)](KafkaConnection& conn) { answer(conn, request, results); });
   });

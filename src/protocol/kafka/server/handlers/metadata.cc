@@ -132,14 +132,17 @@ void resolve(KafkaConnection& c, const std::shared_ptr<MetadataState>& state, co
         auto n = tenancy->get_partitions(topic);
         int32_t count = n.is_ok() ? *n : partitions;
         service->remember_partitions(topic, count);
-        done(kNone, count);
+        if (!created.is_ok()) return done(kNone, count);  // made by someone else meanwhile
+        service->make_partitions(topic, 0, count, [done, count](Status made) {
+          done(made.is_ok() ? kNone : error_code(made), count);
+        });
       });
       if (!st.is_ok()) done(error_code(st), 0);
       continue;
     }
-    c.service().broker().with_topic(topic, [done](Result<broker::Topic*> t) {
-      done(t.is_ok() ? kNone : error_code(t.status()), 0);
-    });
+    c.service().broker().with_topic(
+        topic, [done](Result<broker::Topic*> t) { done(t.is_ok() ? kNone : error_code(t.status()), 0); },
+        broker::TopicCreation::kAutomatic, broker::TopicOrigin::kKafka);
   }
 }
 

@@ -18,9 +18,12 @@
 // The work runs on the tenancy thread (metadata reads and writes block).
 #include <fmt/format.h>
 
+#include <atomic>
+#include <memory>
 #include <set>
 
 #include "broker/topic_lifecycle.h"
+#include "common/logging.h"
 #include "protocol/kafka/server/kafka_connection.h"
 
 namespace magnetar::protocol::kafka {
@@ -102,8 +105,29 @@ void answer_create(KafkaConnection& c, const Request& request, const std::vector
 }
 
 // Tenancy thread: creates (or validates) one topic of a CreateTopics request.
+// Topics whose partitions are to be made once metadata has them: the
+// partitioned topic, and partitions [from, to).
+struct PartitionsToMake {
+  broker::TopicName topic;
+  int32_t from = 0;
+  int32_t to = 0;
+};
+
+// Makes the partitions (KafkaService::make_partitions), then runs `then`
+// (any thread). A partition that cannot be made now is made on first use.
+void make_then(KafkaService& service, std::vector<PartitionsToMake> made, std::function<void()> then) {
+  if (made.empty()) return then();
+  auto left = std::make_shared<std::atomic<size_t>>(made.size());
+  for (const PartitionsToMake& m : made) {
+    service.make_partitions(m.topic, m.from, m.to, [left, then, name = m.topic.to_string()](Status st) {
+      if (!st.is_ok()) MLOG_WARN("kafka: partitions of {} not made yet: {}", name, st.to_string());
+      if (left->fetch_sub(1) == 1) then();
+    });
+  }
+}
+
 TopicOutcome create_one(broker::Tenancy& tenancy, KafkaService& service, const broker::NamespaceName& ns,
-                        const Struct& t, bool validate_only) {
+                        const Struct& t, bool validate_only, std::vector<PartitionsToMake>& made) {
   TopicOutcome out{t.str("Name"), kNone, {}};
   auto fail = [&](ErrorCode e, std::string why) {
     out.error = e;
@@ -155,6 +179,7 @@ TopicOutcome create_one(broker::Tenancy& tenancy, KafkaService& service, const b
     if (!st.is_ok()) return fail(kInvalidConfig, st.message());
   }
   service.remember_partitions(*topic, static_cast<int32_t>(partitions));
+  made.push_back({*topic, 0, static_cast<int32_t>(partitions)});
   return out;
 }
 
@@ -177,15 +202,18 @@ void handle_create_topics(KafkaConnection& c, const Request& request) {
   bool queued = on_tenancy(c, [reply = c.replier(), request, validate_only, service = &c.service(),
                                ns = c.ns()](broker::Tenancy& tenancy) {
     std::vector<TopicOutcome> outcomes;
+    std::vector<PartitionsToMake> made;
     std::set<std::string> seen;
     for (const Struct& t : request.body.array("Topics")) {
       if (!seen.insert(t.str("Name")).second) {
         outcomes.push_back({t.str("Name"), kInvalidRequest, "the topic is named twice in the request"});
         continue;
       }
-      outcomes.push_back(create_one(tenancy, *service, ns, t, validate_only));
+      outcomes.push_back(create_one(tenancy, *service, ns, t, validate_only, made));
     }
-    reply([request, outcomes = std::move(outcomes)](KafkaConnection& conn) { answer_create(conn, request, outcomes); });
+    make_then(*service, std::move(made), [reply, request, outcomes = std::move(outcomes)]() {
+      reply([request, outcomes](KafkaConnection& conn) { answer_create(conn, request, outcomes); });
+    });
   });
   if (queued) return;
   std::vector<TopicOutcome> outcomes;
@@ -283,6 +311,7 @@ void handle_create_partitions(KafkaConnection& c, const Request& request) {
   bool queued = on_tenancy(c, [reply = c.replier(), request, validate_only, answer, service = &c.service(),
                                ns = c.ns()](broker::Tenancy& tenancy) {
     std::vector<TopicOutcome> outcomes;
+    std::vector<PartitionsToMake> made;
     for (const Struct& t : request.body.array("Topics")) {
       TopicOutcome& out = outcomes.emplace_back(TopicOutcome{t.str("Name"), kNone, {}});
       auto fail = [&](ErrorCode e, std::string why) {
@@ -327,8 +356,15 @@ void handle_create_partitions(KafkaConnection& c, const Request& request) {
         continue;
       }
       service->remember_partitions(*topic, static_cast<int32_t>(count));
+      // The new partitions keep what the topic was made with.
+      auto origin = tenancy.topic_origin(*topic);
+      if (origin.is_ok() && *origin == broker::TopicOrigin::kKafka) {
+        made.push_back({*topic, *current, static_cast<int32_t>(count)});
+      }
     }
-    reply([request, answer, outcomes = std::move(outcomes)](KafkaConnection& conn) { answer(conn, request, outcomes); });
+    make_then(*service, std::move(made), [reply, request, answer, outcomes = std::move(outcomes)]() {
+      reply([request, answer, outcomes](KafkaConnection& conn) { answer(conn, request, outcomes); });
+    });
   });
   if (queued) return;
   std::vector<TopicOutcome> outcomes;
