@@ -70,6 +70,13 @@ def ledger_count(node, topic):
     return len(stats["ledgers"])
 
 
+def watermarks_once_trimmed(consumer, topic):
+    """Partition 0's (low, high) watermarks once retention moved the low one."""
+    tp = ck.TopicPartition(topic, 0)
+    wait_for(lambda: consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S)[0] > 0, "the low watermark moves")
+    return consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S)
+
+
 def wait_for(predicate, what):
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
@@ -183,9 +190,7 @@ class KafkaRetentionByTimeTest(NodeTestCase):
         c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "time", "auto.offset.reset": "error",
                          "enable.auto.commit": False})
         try:
-            tp = ck.TopicPartition("kret-time", 0)
-            wait_for(lambda: c.get_watermark_offsets(tp, timeout=TIMEOUT_S)[0] > 0, "the low watermark moves")
-            low, high = c.get_watermark_offsets(tp, timeout=TIMEOUT_S)
+            low, high = watermarks_once_trimmed(c, "kret-time")
             self.assertEqual(high, count)
             self.assertLessEqual(low, high)
             # Asking for a deleted offset is OFFSET_OUT_OF_RANGE, never a silent jump.
@@ -215,9 +220,7 @@ class KafkaRetentionBySizeTest(NodeTestCase):
         produce(bootstrap, "kret-size", count)
         c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "size"})
         try:
-            tp = ck.TopicPartition("kret-size", 0)
-            wait_for(lambda: c.get_watermark_offsets(tp, timeout=TIMEOUT_S)[0] > 0, "the low watermark moves")
-            low, high = c.get_watermark_offsets(tp, timeout=TIMEOUT_S)
+            low, high = watermarks_once_trimmed(c, "kret-size")
             self.assertEqual(high, count)
             # At least retention.bytes of the newest data stays: 100-byte
             # values, under 200 bytes each as stored.
