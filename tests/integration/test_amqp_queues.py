@@ -1,13 +1,15 @@
 """What AMQP queue arguments and flags do, with pika against the real
 binary: dead-lettering (reject, nack, expiry, length) with x-death, message
-TTL per queue and per message, x-max-length, x-expires, auto-delete queues,
-and transient queues that do not survive a restart while durable ones do."""
+TTL per queue and per message, x-max-length and x-max-length-bytes with
+each x-overflow, x-queue-type, x-single-active-consumer, x-expires,
+auto-delete queues, and transient queues that do not survive a restart
+while durable ones do."""
 import time
 import unittest
 
 import pika
 
-from amqp_pika import PikaTestCase, connect, queue_exists, restartable_node, wait_for
+from amqp_pika import PikaTestCase, channel_refusal, connect, queue_exists, restartable_node, wait_for
 
 
 def death(props):
@@ -109,6 +111,84 @@ class AmqpQueueArgumentsTest(PikaTestCase):
             self.ch.basic_publish("", "capped-plain", b"p%d" % i)
         self.assertEqual(self.count("capped-plain"), 1)
         self.assertEqual(self.ch.basic_get("capped-plain", auto_ack=True)[2], b"p2")
+
+    def test_max_length_bytes_drops_the_oldest_past_the_bytes(self):
+        self.ch.queue_declare("capped-bytes", arguments={"x-max-length-bytes": 1000})
+        for i in range(10):
+            self.ch.basic_publish("", "capped-bytes", b"%d" % i + b"." * 299)
+        kept = self.count("capped-bytes")
+        self.assertTrue(1 <= kept <= 3, kept)  # 300-byte bodies, counted with their properties as stored
+        got = [self.ch.basic_get("capped-bytes", auto_ack=True)[2][:1] for _ in range(kept)]
+        self.assertEqual(got, [b"%d" % i for i in range(10 - kept, 10)])
+
+    def test_reject_publish_nacks_what_does_not_fit_and_keeps_what_does(self):
+        self.ch.queue_declare("full", arguments={"x-max-length": 2, "x-overflow": "reject-publish"})
+        before = self.node.metric("magnetar_amqp_overflow_rejected_total")
+        self.ch.basic_publish("", "full", b"f1")
+        self.ch.basic_publish("", "full", b"f2")
+        with self.assertRaises(pika.exceptions.NackError):
+            self.ch.basic_publish("", "full", b"f3")
+        self.assertEqual(self.node.metric("magnetar_amqp_overflow_rejected_total"), before + 1)
+        self.assertEqual(self.count("full"), 2)
+        self.assertEqual(self.ch.basic_get("full", auto_ack=True)[2], b"f1")
+        self.ch.basic_publish("", "full", b"f4")  # room again
+        self.assertEqual([self.ch.basic_get("full", auto_ack=True)[2] for _ in range(2)], [b"f2", b"f4"])
+
+    def test_reject_publish_dlx_dead_letters_what_it_refuses(self):
+        self.dead_letter_pair("full-dlx", **{"x-max-length": 1, "x-overflow": "reject-publish-dlx"})
+        self.ch.basic_publish("", "full-dlx", b"kept")
+        with self.assertRaises(pika.exceptions.NackError):
+            self.ch.basic_publish("", "full-dlx", b"refused")
+        wait_for(lambda: self.count("full-dlx-dead") == 1, "the refused message dead-lettered")
+        _, props, body = self.ch.basic_get("full-dlx-dead", auto_ack=True)
+        self.assertEqual((body, death(props)["reason"]), (b"refused", "maxlen"))
+        self.assertEqual(self.ch.basic_get("full-dlx", auto_ack=True)[2], b"kept")
+
+    def test_queue_types_and_overflow_modes_that_are_not_served_are_refused(self):
+        for name, args in (("typed-classic", {"x-queue-type": "classic"}), ("typed-quorum", {"x-queue-type": "quorum"})):
+            self.ch.queue_declare(name, durable=True, arguments=args)
+            self.ch.basic_publish("", name, b"x")
+            self.assertEqual(self.count(name), 1)
+        for args in ({"x-queue-type": "stream"}, {"x-queue-type": "lazy-ish"}, {"x-overflow": "drop-tail"},
+                     {"x-single-active-consumer": "yes"}, {"x-max-length-bytes": -1}):
+            refusal = channel_refusal(connect(self.node), lambda ch: ch.queue_declare("typed-bad", arguments=args))
+            self.assertIsNotNone(refusal, args)
+            self.assertEqual(refusal.reply_code, 406, args)
+        # The broker still serves, and the queues it took are intact.
+        self.assertEqual(self.count("typed-quorum"), 1)
+
+    def test_a_single_active_consumer_gets_everything_until_it_goes(self):
+        self.ch.queue_declare("sac", arguments={"x-single-active-consumer": True})
+        conns = [connect(self.node) for _ in range(2)]
+        got = [[], []]
+        tags = []
+        try:
+            for k, conn in enumerate(conns):
+                ch = conn.channel()
+                ch.basic_qos(prefetch_count=100)
+                tags.append((ch, ch.basic_consume("sac", lambda c, m, p, b, k=k: got[k].append(b), auto_ack=True)))
+
+            def pump(until):
+                def step():
+                    for conn in conns:
+                        conn.process_data_events(time_limit=0.05)
+                    return until()
+                return step
+
+            for i in range(5):
+                self.ch.basic_publish("", "sac", b"a%d" % i)
+            wait_for(pump(lambda: len(got[0]) == 5), "the first consumer takes all five")
+            self.assertEqual(got[1], [])
+            ch, tag = tags[0]
+            ch.basic_cancel(tag)
+            for i in range(5):
+                self.ch.basic_publish("", "sac", b"b%d" % i)
+            wait_for(pump(lambda: len(got[1]) == 5), "the second consumer takes over")
+            self.assertEqual(got, [[b"a%d" % i for i in range(5)], [b"b%d" % i for i in range(5)]])
+        finally:
+            for conn in conns:
+                if conn.is_open:
+                    conn.close()
 
     def test_x_expires_deletes_an_unused_queue(self):
         self.ch.queue_declare("short-lived", arguments={"x-expires": 300})

@@ -71,6 +71,9 @@ struct QueueConsumer {
   uint64_t broker_id = 0;
   bool no_ack = false;
   bool cancelled = false;
+  // x-single-active-consumer: the queue's subscription is Failover, so the
+  // first consumer attached gets everything until it leaves.
+  bool single_active = false;
   // Deliveries the client holds unacknowledged (ack mode) and permits the
   // broker still has for it.
   uint32_t prefetch = 0;  // 0: unlimited

@@ -96,6 +96,8 @@ AmqpMetrics& AmqpMetrics::get() {
                     "Dead-lettered copies that could not be stored (the original is settled all the same)"),
         reg.counter("magnetar_amqp_unconfirmed_publish_failures_total",
                     "Publishes on channels without confirms that could not be stored"),
+        reg.counter("magnetar_amqp_overflow_rejected_total",
+                    "Messages a queue at its x-max-length or x-max-length-bytes refused (x-overflow reject-publish)"),
     };
   }();
   return metrics;

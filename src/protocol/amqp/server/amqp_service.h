@@ -88,6 +88,10 @@ struct AmqpMetrics {
   common::Counter& undeliverable;
   common::Counter& dead_letter_failures;
   common::Counter& unconfirmed_publish_failures;
+  // Copies a queue at its x-max-length(-bytes) refused (x-overflow
+  // reject-publish, reject-publish-dlx): nacked to publishers with
+  // confirms, dead-lettered with -dlx, else dropped as RabbitMQ drops them.
+  common::Counter& overflow_rejected;
   // Channel and connection exceptions raised, by reply code.
   void error(uint16_t code);
   static AmqpMetrics& get();

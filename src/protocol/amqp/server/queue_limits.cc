@@ -1,9 +1,11 @@
 #include "protocol/amqp/server/queue_limits.h"
 
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "broker/backlog_quota.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "protocol/amqp/server/amqp_connection.h"
@@ -115,6 +117,49 @@ void append_copies(broker::BrokerService& broker, const std::vector<broker::Topi
   }
 }
 
+void admit_or_reject(AmqpService& service, broker::Topic& topic, const QueueRef& queue, const PublishedEntry& entry,
+                     const AmqpMessage& m, uint64_t producer_id, const std::string& producer_name,
+                     const broker::ClientInfo& client, std::function<void(Status, bool)> done) {
+  // Messages and bytes admitted to each queue of this (home) reactor and
+  // not stored yet: they count toward the length of the next admission.
+  struct InFlight {
+    uint64_t messages = 0;
+    uint64_t bytes = 0;
+  };
+  static thread_local std::unordered_map<std::string, InFlight> in_flight;
+  const std::string key = topic.name().to_string();
+  broker::Subscription* sub = topic.subscription(queue_subscription());
+  const ledger::LedgerChain& chain = topic.log().chain();
+  const uint64_t size = entry.entry.size();
+  InFlight& pending = in_flight[key];
+  const uint64_t ready = (sub != nullptr ? sub->cursor().backlog_messages(chain) : 0) + pending.messages;
+  const uint64_t bytes =
+      (sub != nullptr ? broker::backlog_bytes_after(chain, sub->cursor().mark_delete_position()) : 0) + pending.bytes;
+  const bool full = (queue.args.max_length && ready >= static_cast<uint64_t>(*queue.args.max_length)) ||
+                    (queue.args.max_length_bytes && bytes + size > static_cast<uint64_t>(*queue.args.max_length_bytes));
+  if (full) {
+    if (pending.messages == 0) in_flight.erase(key);
+    AmqpMetrics::get().overflow_rejected.inc();
+    if (queue.args.overflow != Overflow::kRejectPublishDlx) return done(Status::ok(), true);
+    return dead_letter(service, queue, m, "maxlen", [done](Status) { done(Status::ok(), true); });
+  }
+  pending.messages += 1;
+  pending.bytes += size;
+  auto settle = [key, size, done](Status st) {
+    auto it = in_flight.find(key);
+    if (it != in_flight.end()) {
+      it->second.messages -= 1;
+      it->second.bytes -= size;
+      if (it->second.messages == 0) in_flight.erase(it);
+    }
+    done(st, false);
+  };
+  Status added = topic.add_producer(producer_id, producer_name, client);
+  if (!added.is_ok() && added.code() != common::ErrorCode::kAlreadyExists) return settle(added);
+  topic.publish(producer_id, entry.header, entry.entry,
+                [settle](Result<ledger::Position> p) { settle(p.is_ok() ? Status::ok() : p.status()); });
+}
+
 void dead_letter(AmqpService& service, const QueueRef& queue, const AmqpMessage& m, std::string_view reason,
                  std::function<void(Status)> done) {
   if (!queue.args.dead_letter_exchange) return done(Status::ok());
@@ -165,7 +210,7 @@ void sweep(AmqpService& service, broker::Topic& topic, QueueRef queue, std::func
   auto alive = topic.liveness();
   // Without a queue TTL or length only messages' own expirations apply,
   // at the head: a few entries are enough.
-  const size_t entries = queue.args.message_ttl_ms || queue.args.max_length ? kSweepEntries : kHeadEntries;
+  const size_t entries = queue.args.message_ttl_ms || queue.args.bounded() ? kSweepEntries : kHeadEntries;
   topic.log().read_entries(
       sub->cursor().mark_delete_position(), entries,
       [&service, &topic, queue, ready, alive, key, done](Result<std::vector<ledger::LedgerEntry>> read) {
@@ -177,9 +222,18 @@ void sweep(AmqpService& service, broker::Topic& topic, QueueRef queue, std::func
         broker::Subscription* sub = topic.subscription(queue_subscription());
         if (sub == nullptr) return finish();
         const int64_t now = common::wall_clock_ms();
-        uint64_t over = queue.args.max_length && ready > static_cast<uint64_t>(*queue.args.max_length)
+        // Over the length: dropped at the head (x-overflow drop-head only;
+        // the other modes refuse publishes instead).
+        const bool drop_head = queue.args.overflow == Overflow::kDropHead;
+        uint64_t over = drop_head && queue.args.max_length && ready > static_cast<uint64_t>(*queue.args.max_length)
                             ? ready - static_cast<uint64_t>(*queue.args.max_length)
                             : 0;
+        uint64_t over_bytes = 0;
+        if (drop_head && queue.args.max_length_bytes) {
+          const uint64_t bytes = broker::backlog_bytes_after(topic.log().chain(), sub->cursor().mark_delete_position());
+          const auto limit = static_cast<uint64_t>(*queue.args.max_length_bytes);
+          over_bytes = bytes > limit ? bytes - limit : 0;
+        }
         struct Dropped {
           ledger::Position position;
           std::vector<AmqpMessage> messages;
@@ -191,9 +245,10 @@ void sweep(AmqpService& service, broker::Topic& topic, QueueRef queue, std::func
           std::vector<AmqpMessage> messages;
           if (!entry_to_messages(e.payload, &messages).is_ok() || messages.empty()) break;
           const char* reason = nullptr;
-          if (over > 0) {
+          if (over > 0 || over_bytes > 0) {
             reason = "maxlen";
             over = over > messages.size() ? over - messages.size() : 0;
+            over_bytes = over_bytes > e.payload.size() ? over_bytes - e.payload.size() : 0;
           } else if (expired(queue.args, messages.front(), e.header.publish_time_ms, now)) {
             reason = "expired";
           } else {

@@ -7,7 +7,11 @@
 //     own expiration moved into x-death; without one it is dropped;
 //   - x-message-ttl and per-message `expiration`: a message older than
 //     either is not delivered;
-//   - x-max-length: the oldest ready messages beyond it are dropped;
+//   - x-max-length, x-max-length-bytes (the ready messages as stored:
+//     body, properties and routing): with x-overflow drop-head (the
+//     default) the oldest ready messages beyond them are dropped; with
+//     reject-publish a message that would go past them is refused
+//     (admit_or_reject), with reject-publish-dlx also dead-lettered;
 //   - x-expires: a queue without consumers that nobody used for that long
 //     is deleted.
 //
@@ -40,7 +44,7 @@ class AmqpService;
 // Whether anything here applies to a queue with these arguments
 // (dead-lettering, expiry, length, x-expires).
 inline bool has_limits(const QueueArguments& a) {
-  return a.message_ttl_ms || a.max_length || a.dead_letter_exchange || a.expires_ms;
+  return a.message_ttl_ms || a.bounded() || a.dead_letter_exchange || a.expires_ms;
 }
 
 // A queue as the limits need it.
@@ -69,6 +73,15 @@ void dead_letter(AmqpService& service, const QueueRef& queue, const AmqpMessage&
 // (dead-letters) expired messages at its head and the oldest beyond its
 // length. `done` runs there afterwards.
 void sweep(AmqpService& service, broker::Topic& topic, QueueRef queue, std::function<void()> done);
+
+// On `topic`'s home reactor: appends `entry` (message `m`) to queue
+// `queue`'s topic unless the queue is at its length (x-overflow
+// reject-publish): then it is refused, counted, dead-lettered with
+// reject-publish-dlx, and `done` gets `rejected` true. `done` on the home
+// reactor once stored or refused, with the store's error.
+void admit_or_reject(AmqpService& service, broker::Topic& topic, const QueueRef& queue, const PublishedEntry& entry,
+                     const AmqpMessage& m, uint64_t producer_id, const std::string& producer_name,
+                     const broker::ClientInfo& client, std::function<void(common::Status, bool rejected)> done);
 
 // Appends `entry` to every topic as producer (`producer_id`,
 // `producer_name`), registering it on first use; `done` runs once every

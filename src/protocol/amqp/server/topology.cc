@@ -49,6 +49,36 @@ common::Result<QueueArguments> parse_queue_arguments(const FieldTable& args) {
   };
   MAGNETAR_RETURN_IF_ERROR(non_negative("x-message-ttl", &q.message_ttl_ms, false));
   MAGNETAR_RETURN_IF_ERROR(non_negative("x-max-length", &q.max_length, false));
+  MAGNETAR_RETURN_IF_ERROR(non_negative("x-max-length-bytes", &q.max_length_bytes, false));
+  std::optional<std::string> overflow;
+  MAGNETAR_RETURN_IF_ERROR(text("x-overflow", &overflow));
+  if (overflow) {
+    if (*overflow == "drop-head") {
+      q.overflow = Overflow::kDropHead;
+    } else if (*overflow == "reject-publish") {
+      q.overflow = Overflow::kRejectPublish;
+    } else if (*overflow == "reject-publish-dlx") {
+      q.overflow = Overflow::kRejectPublishDlx;
+    } else {
+      return Status::invalid_argument(fmt::format(
+          "invalid arg 'x-overflow' for queue: '{}' is not drop-head, reject-publish or reject-publish-dlx", *overflow));
+    }
+  }
+  std::optional<std::string> type;
+  MAGNETAR_RETURN_IF_ERROR(text("x-queue-type", &type));
+  if (type && *type != "classic" && *type != "quorum") {
+    return Status::invalid_argument(
+        *type == "stream" ? std::string("invalid arg 'x-queue-type' for queue: stream queues are not served yet; "
+                                        "read the log with a Kafka or Pulsar consumer instead")
+                          : fmt::format("invalid arg 'x-queue-type' for queue: unknown type '{}' (classic or quorum)",
+                                        *type));
+  }
+  if (const FieldValue* v = find_field(args, "x-single-active-consumer")) {
+    if (v->type != 't') {
+      return Status::invalid_argument("invalid arg 'x-single-active-consumer' for queue: a boolean expected");
+    }
+    q.single_active_consumer = v->i != 0;
+  }
   MAGNETAR_RETURN_IF_ERROR(non_negative("x-expires", &q.expires_ms, true));
   MAGNETAR_RETURN_IF_ERROR(text("x-dead-letter-exchange", &q.dead_letter_exchange));
   MAGNETAR_RETURN_IF_ERROR(text("x-dead-letter-routing-key", &q.dead_letter_routing_key));

@@ -40,17 +40,31 @@ struct ExchangeDef {
   bool builtin = false;  // "" and amq.*: cannot be declared differently or deleted
 };
 
+// What a queue at its x-max-length or x-max-length-bytes does with one
+// more message (x-overflow): drop its oldest, or refuse the new one
+// (basic.nack to a publisher with confirms), dead-lettering it with -dlx.
+enum class Overflow { kDropHead, kRejectPublish, kRejectPublishDlx };
+
 // Queue arguments Magnetar acts on, read from the declare's table.
 struct QueueArguments {
   std::optional<int64_t> message_ttl_ms;   // x-message-ttl
   std::optional<int64_t> max_length;       // x-max-length
+  std::optional<int64_t> max_length_bytes;  // x-max-length-bytes: bodies of the ready messages
+  Overflow overflow = Overflow::kDropHead;  // x-overflow
   std::optional<int64_t> expires_ms;       // x-expires
   std::optional<std::string> dead_letter_exchange;     // x-dead-letter-exchange
   std::optional<std::string> dead_letter_routing_key;  // x-dead-letter-routing-key
+  bool single_active_consumer = false;     // x-single-active-consumer
+  bool bounded() const { return max_length.has_value() || max_length_bytes.has_value(); }
+  bool rejects_overflow() const { return bounded() && overflow != Overflow::kDropHead; }
 };
 
 // Reads and checks the x- arguments (406 PRECONDITION_FAILED text when one
-// has the wrong type or range).
+// has the wrong type or range). x-queue-type: classic and quorum are a
+// queue on the log (durable or not as declared; a quorum queue's
+// replication is its namespace's persistence policy); stream and any other
+// value are refused. Other x- arguments are ignored, as RabbitMQ ignores
+// them.
 common::Result<QueueArguments> parse_queue_arguments(const FieldTable& args);
 
 struct QueueDef {

@@ -1,6 +1,9 @@
 // basic.qos, basic.consume, basic.cancel, basic.get, and deliveries.
 //
-// A consumer is a broker consumer on the queue's Shared subscription "amqp".
+// A consumer is a broker consumer on the queue's Shared subscription "amqp"
+// (Failover with x-single-active-consumer: the first consumer attached gets
+// every message until it is cancelled or goes, then the next, as RabbitMQ's
+// single active consumer).
 // Flow control maps onto the broker's permits: with a prefetch count (and
 // manual acks) the consumer starts with that many permits and gets one back
 // per message acknowledged, rejected or nacked; without one (or with
@@ -11,6 +14,8 @@
 // permits that gets one per get. When the queue has no ready message the
 // answer is get-empty; a message that reaches a puller with no get waiting
 // goes back to the queue.
+#include <cstdint>
+
 #include <fmt/format.h>
 
 #include "common/clock.h"
@@ -39,7 +44,10 @@ void attach(AmqpConnection& c, Channel& ch, const std::shared_ptr<QueueConsumer>
             std::function<void(AmqpConnection&, Channel&, Status)> then) {
   broker::ConsumerOptions options;
   options.subscription = queue_subscription();
-  options.type = broker::SubscriptionType::kShared;
+  options.type = consumer->single_active ? broker::SubscriptionType::kFailover : broker::SubscriptionType::kShared;
+  // A puller of a single-active-consumer queue never takes the place of a
+  // consumer: it is active only while no consumer is attached.
+  if (consumer->single_active && consumer->tag.empty()) options.priority = INT32_MAX;
   options.consumer_name = consumer->tag.empty() ? "basic.get" : consumer->tag;
   options.initial_position = broker::InitialPosition::kLatest;
   options.client = c.client_info();
@@ -106,6 +114,7 @@ void consume(AmqpConnection& c, Channel& ch, const Method& m) {
   consumer->sink = std::make_shared<AmqpConsumerSink>(c.link(), c.reactor(), ch.id, ch.serial);
   consumer->sink->attach(consumer);
   consumer->limits = limits_of(c, q);
+  consumer->single_active = q.parsed.single_active_consumer;
   if (!count_consumer(c, ch, m, *consumer, m.flag("exclusive"))) return;
   ch.consumers[tag] = consumer;
   const uint32_t permits = consumer->prefetch > 0 ? consumer->prefetch : kUnlimitedWindow;
@@ -174,6 +183,7 @@ void get(AmqpConnection& c, Channel& ch, const Method& m) {
   puller->sink = std::make_shared<AmqpConsumerSink>(c.link(), c.reactor(), ch.id, ch.serial);
   puller->sink->attach(puller);
   puller->limits = limits_of(c, q);
+  puller->single_active = q.parsed.single_active_consumer;
   attach(c, ch, puller, 0, [m, puller, pull](AmqpConnection& conn, Channel& chan, Status st) {
     if (!st.is_ok()) {
       chan.pullers.erase(puller->queue);

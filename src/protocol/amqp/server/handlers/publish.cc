@@ -1,7 +1,8 @@
 // basic.publish (with its content), confirm.select, tx.*: a message is routed
 // by its exchange to queues, converted once to a Pulsar entry (convert.h)
 // and appended to each queue's topic. With confirms on, basic.ack goes out
-// once every copy is stored (basic.nack when one failed; a queue over its
+// once every copy is stored (basic.nack when one failed or a queue at its
+// length refused it, x-overflow reject-publish; a queue over its
 // producer count limit closes the channel with 403); a message that
 // reaches no queue is confirmed at once, and with `mandatory` it comes back
 // first as basic.return NO_ROUTE.
@@ -13,7 +14,9 @@
 // message: a publisher without confirms chose at-most-once and has no way
 // to hear of one message, and closing its channel would fail every publish
 // after it as well. Publishers that must know use confirms (basic.nack).
+#include <algorithm>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -56,7 +59,8 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
   }
   AmqpError error;
   std::vector<std::string> queues;
-  std::vector<QueueRef> bounded;  // routed queues with x-max-length: trimmed before the confirm
+  std::vector<QueueRef> bounded;  // routed queues that drop their oldest past their length: trimmed before the confirm
+  std::vector<QueueRef> gated;    // routed queues that refuse a message past their length (x-overflow reject-publish)
   c.service().read(c.vhost(), [&](const Topology& t) {
     const ExchangeDef* e = t.exchange(exchange);
     if (e == nullptr) {
@@ -67,7 +71,8 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
       queues = t.route(exchange, routing_key, header.properties.headers ? &*header.properties.headers : nullptr);
       for (const auto& name : queues) {
         const QueueDef* q = t.queue(name);
-        if (q != nullptr && q->parsed.max_length) bounded.push_back({c.vhost(), name, q->parsed, q->auto_delete});
+        if (q == nullptr || !q->parsed.bounded()) continue;
+        (q->parsed.rejects_overflow() ? gated : bounded).push_back({c.vhost(), name, q->parsed, q->auto_delete});
       }
     }
   });
@@ -91,6 +96,12 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
   for (const auto& topic : topics) {
     if (!c.authorized(ch, topic, broker::TopicAction::kProduce, publish.key())) return;
   }
+  const uint64_t producer_id = c.producer_for_all(topics);
+  // Gated queues take the message only when it fits: not in `topics`.
+  for (const QueueRef& q : gated) {
+    auto topic = AmqpService::queue_topic(q.vhost, q.name);
+    topics.erase(std::remove(topics.begin(), topics.end(), *topic), topics.end());
+  }
   PublishedEntry entry = message_to_entry(exchange, routing_key, header, body.view(), common::wall_clock_ms(),
                                           c.producer_name(), c.next_sequence());
   AmqpMetrics::get().published.inc();
@@ -101,29 +112,62 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
   // was not stored; made only for those (the callback is copied per queue).
   using Route = std::pair<std::string, std::string>;
   auto route = seq == 0 ? std::make_shared<const Route>(exchange, routing_key) : nullptr;
-  auto done = [reply = c.replier(), seq, id = ch.id, serial = ch.serial, key = publish.key(), bytes,
-               route](Status st) {
-    reply([st, seq, id, serial, key, bytes, route](AmqpConnection& conn) {
+  // `rejected`: a gated queue refused it (nacked with confirms; without,
+  // counted and dropped as RabbitMQ drops it).
+  auto settled = [reply = c.replier(), seq, id = ch.id, serial = ch.serial, key = publish.key(), bytes,
+                  route](Status st, bool rejected) {
+    reply([st, rejected, seq, id, serial, key, bytes, route](AmqpConnection& conn) {
       Channel* chan = conn.channel(id, serial);
       if (chan != nullptr && st.code() == common::ErrorCode::kLimitReached) {
         // A queue refused another publisher: say so even without confirms,
         // as a publish without permission is refused.
         conn.channel_error(*chan, {reply_code(st), st.message(), key});
       } else if (seq != 0) {
-        if (chan != nullptr) confirm(conn, *chan, seq, st.is_ok());
+        if (chan != nullptr) confirm(conn, *chan, seq, st.is_ok() && !rejected);
       } else if (!st.is_ok()) {
         conn.unconfirmed_publish_failed(route->first, route->second, st);
       }
       conn.publish_finished(id, serial, bytes);
     });
   };
+  std::function<void(Status)> done = [settled](Status st) { settled(st, false); };
+  if (!gated.empty()) {
+    // The copies to gated queues and the rest, settled together.
+    struct Outcome {
+      std::mutex mu;
+      size_t left = 0;
+      Status failed;
+      bool rejected = false;
+    };
+    auto outcome = std::make_shared<Outcome>();
+    outcome->left = gated.size() + 1;
+    auto part = [outcome, settled](Status st, bool rejected) {
+      std::unique_lock lock(outcome->mu);
+      if (!st.is_ok() && outcome->failed.is_ok()) outcome->failed = st;
+      outcome->rejected = outcome->rejected || rejected;
+      if (--outcome->left > 0) return;
+      lock.unlock();
+      settled(outcome->failed, outcome->rejected);
+    };
+    done = [part](Status st) { part(st, false); };
+    auto message = std::make_shared<AmqpMessage>(AmqpMessage{exchange, routing_key, header.raw_properties, body});
+    for (const QueueRef& q : gated) {
+      c.service().broker().with_topic(
+          *AmqpService::queue_topic(q.vhost, q.name),
+          [&service = c.service(), q, entry, message, producer_id, name = c.producer_name(), client = c.client_info(),
+           part](Result<broker::Topic*> t) {
+            if (!t.is_ok()) return part(t.status(), false);
+            admit_or_reject(service, **t, q, entry, *message, producer_id, name, client, part);
+          });
+    }
+  }
   if (bounded.empty()) {
-    return append_copies(c.service().broker(), topics, entry, c.producer_for_all(topics), c.producer_name(),
-                         c.client_info(), std::move(done));
+    return append_copies(c.service().broker(), topics, entry, producer_id, c.producer_name(), c.client_info(),
+                         std::move(done));
   }
   // Queues over their length drop their oldest messages before the
   // publisher hears the message is stored.
-  append_copies(c.service().broker(), topics, entry, c.producer_for_all(topics), c.producer_name(), c.client_info(),
+  append_copies(c.service().broker(), topics, entry, producer_id, c.producer_name(), c.client_info(),
                 [&service = c.service(), bounded = std::move(bounded), done](Status st) {
                   auto left = std::make_shared<std::atomic<size_t>>(bounded.size());
                   for (const QueueRef& q : bounded) {
