@@ -291,6 +291,37 @@ class AmqpWireTest(NodeTestCase):
         self.assertEqual((method_.routing_key, body), ("k-1", b"from kafka"))
         self.assertEqual(props.headers, {"origin": "kafka"})
 
+    def test_pipelined_confirms_cover_every_publish_once_in_order(self):
+        # Queues declared over pika: one that takes everything, one that
+        # refuses every publish (x-max-length 0, reject-publish).
+        ch = self.pika_channel()
+        ch.queue_declare("conf-all")
+        ch.queue_declare("conf-none", arguments={"x-max-length": 0, "x-overflow": "reject-publish"})
+        count, refused = 300, {100, 200, 201}
+        with AmqpWire(self.port) as w:
+            w.handshake()
+            w.open_channel(1)
+            w.send(method(1, 85, 10, b"\x00"))  # confirm.select
+            self.assertEqual(w.read_method()[1:3], (85, 11))
+            w.send(b"".join(publish_frames(1, "", "conf-none" if n in refused else "conf-all", b"c%d" % n)
+                            for n in range(1, count + 1)))
+            acked, nacked, frames, last = set(), set(), 0, 0
+            while len(acked) + len(nacked) < count:
+                _, cls, mth, args = w.read_method()
+                self.assertEqual(cls, 60)
+                tag, bits = struct.unpack(">QB", args[:9])
+                self.assertGreater(tag, last, "confirms go out in publish order")
+                covered = set(range(last + 1, tag + 1)) if bits & 1 else {tag}
+                self.assertEqual(covered & (acked | nacked), set(), "a publish confirmed twice")
+                (acked if mth == 80 else nacked).update(covered)
+                self.assertIn(mth, (80, 120))
+                frames += 1
+                last = tag
+            self.assertEqual(nacked, refused)
+            self.assertEqual(acked, set(range(1, count + 1)) - refused)
+            self.assertLessEqual(frames, count)
+        self.assertEqual(ch.queue_declare("conf-all", passive=True).method.message_count, count - len(refused))
+
     def test_metrics_count_connections_channels_messages_and_errors(self):
         before = {m: self.node.metric(m) for m in ("magnetar_amqp_connections", "magnetar_amqp_channels",
                                                    "magnetar_amqp_messages_published_total",

@@ -521,6 +521,44 @@ void AmqpConnection::publish_started(Channel& ch, size_t bytes) {
   }
 }
 
+uint64_t AmqpConnection::next_confirm(Channel& ch) {
+  ch.confirms.push_back(Channel::Confirm::kPending);
+  return ++ch.publish_seq;
+}
+
+void AmqpConnection::settle_confirm(Channel& ch, uint64_t seq, bool ok) {
+  if (seq < ch.confirm_base || seq - ch.confirm_base >= ch.confirms.size()) return;
+  ch.confirms[seq - ch.confirm_base] = ok ? Channel::Confirm::kAck : Channel::Confirm::kNack;
+  if (ch.confirms_flush_queued) return;
+  ch.confirms_flush_queued = true;
+  reactor_.defer([reply = replier(ch)]() { reply([](AmqpConnection& c, Channel& chan) { c.flush_confirms(chan); }); });
+}
+
+void AmqpConnection::flush_confirms(Channel& ch) {
+  ch.confirms_flush_queued = false;
+  uint64_t acks = 0;  // consecutive acks through ch.confirm_base - 1
+  auto send_acks = [&]() {
+    if (acks == 0) return;
+    Method m = Method::of(m::kBasicAck);
+    m.set("delivery-tag", ch.confirm_base - 1).set("multiple", uint64_t{acks > 1 ? 1u : 0u});
+    send_method(ch.id, m);
+    acks = 0;
+  };
+  while (!ch.confirms.empty() && ch.confirms.front() != Channel::Confirm::kPending) {
+    const bool ok = ch.confirms.front() == Channel::Confirm::kAck;
+    ch.confirms.pop_front();
+    if (!ok) {
+      send_acks();
+      Method m = Method::of(m::kBasicNack);
+      m.set("delivery-tag", ch.confirm_base).set("multiple", uint64_t{0}).set("requeue", uint64_t{0});
+      send_method(ch.id, m);
+    }
+    ++ch.confirm_base;
+    if (ok) ++acks;
+  }
+  send_acks();
+}
+
 void AmqpConnection::publish_finished(uint16_t id, uint64_t serial, size_t bytes) {
   --publishes_in_flight_;
   held_.remove(bytes);

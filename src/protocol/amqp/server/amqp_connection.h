@@ -107,9 +107,16 @@ struct Channel {
     std::optional<ContentHeader> header;  // set for a basic.publish with its content
     common::Slice body;
   };
-  // Publisher confirms: the sequence number of the last publish.
+  // Publisher confirms: the sequence number of the last publish, and the
+  // outcome of each from confirm_base on not yet sent (AmqpConnection::
+  // settle_confirm); bounded by the publishes a connection may have in
+  // flight.
+  enum class Confirm : uint8_t { kPending, kAck, kNack };
   bool confirm = false;
   uint64_t publish_seq = 0;
+  uint64_t confirm_base = 1;
+  std::deque<Confirm> confirms;
+  bool confirms_flush_queued = false;
   bool tx = false;
   // tx.select: publishes and settlements wait here for tx.commit (or are
   // dropped by tx.rollback), counted against the connection's bounds on
@@ -218,6 +225,13 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   // resumes below half; a channel's deferred methods run once its
   // publishes are stored.
   void publish_started(Channel& ch, size_t bytes);
+  // Publisher confirms: the next publish's sequence number (its outcome
+  // pending), and one publish settled. Outcomes go out once per loop
+  // iteration in publish order, consecutive acks as one basic.ack with
+  // `multiple`, as RabbitMQ coalesces them; one settled ahead of an earlier
+  // one still pending waits for it.
+  uint64_t next_confirm(Channel& ch);
+  void settle_confirm(Channel& ch, uint64_t seq, bool ok);
   void publish_finished(uint16_t channel, uint64_t serial, size_t bytes);
   // A publish on a channel without confirms was not stored: counted
   // (AmqpMetrics::unconfirmed_publish_failures) and logged at warn, at most
@@ -255,6 +269,7 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   std::set<std::string>& exclusive_queues() { return exclusive_queues_; }
 
  private:
+  void flush_confirms(Channel& ch);
   enum class State { kHeader, kStartOk, kTuneOk, kOpen, kOpening, kOpened, kClosing };
 
   bool refused_unless(Channel& ch, const common::Status& allowed, uint32_t key);

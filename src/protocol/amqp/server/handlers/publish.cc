@@ -35,16 +35,6 @@ using common::Result;
 using common::Slice;
 using common::Status;
 
-namespace {
-
-void confirm(AmqpConnection& c, Channel& ch, uint64_t seq, bool ok) {
-  Method m = Method::of(ok ? m::kBasicAck : m::kBasicNack);
-  m.set("delivery-tag", seq);
-  c.send_method(ch.id, m);
-}
-
-}  // namespace
-
 void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const ContentHeader& header, Slice body) {
   if (ch.tx) {
     if (c.hold_in_tx(ch, body.size(), publish.key())) ch.tx_publishes.push_back({publish, header, std::move(body)});
@@ -77,7 +67,7 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
     }
   });
   if (error.code != 0) return c.channel_error(ch, error);
-  const uint64_t seq = ch.confirm ? ++ch.publish_seq : 0;
+  const uint64_t seq = ch.confirm ? c.next_confirm(ch) : 0;
   if (queues.empty()) {
     if (publish.flag("mandatory")) {
       Method ret = Method::of(m::kBasicReturn);
@@ -85,7 +75,7 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
       ret.set("exchange", exchange).set("routing-key", routing_key);
       c.send_with_content(ch.id, ret, header.raw_properties, body);
     }
-    if (seq != 0) confirm(c, ch, seq, true);
+    if (seq != 0) c.settle_confirm(ch, seq, true);
     return;
   }
   std::vector<broker::TopicName> topics;
@@ -123,7 +113,7 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
         // as a publish without permission is refused.
         conn.channel_error(*chan, {reply_code(st), st.message(), key});
       } else if (seq != 0) {
-        if (chan != nullptr) confirm(conn, *chan, seq, st.is_ok() && !rejected);
+        if (chan != nullptr) conn.settle_confirm(*chan, seq, st.is_ok() && !rejected);
       } else if (!st.is_ok()) {
         conn.unconfirmed_publish_failed(route->first, route->second, st);
       }
