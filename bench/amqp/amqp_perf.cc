@@ -2,8 +2,9 @@
 // published with publisher confirms for --time seconds (at most --window
 // unconfirmed at a time) while a second connection consumes them with
 // manual acknowledgements (prefetch --prefetch). Reports confirmed
-// publishes per second, consumed messages per second and the publish
-// latency from send to confirm. --json prints the summary as one JSON line.
+// publishes per second, consumed messages per second, the publish latency
+// from send to confirm and the end-to-end latency from send to delivery
+// (each message carries its send time in its first 8 bytes). --json prints the summary as one JSON line.
 //
 //   amqp_perf --port 5672 --queue bench --size 1024 --time 20 [--window 1000] [--json]
 #include <amqp.h>
@@ -15,6 +16,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <string>
 #include <thread>
@@ -81,9 +83,13 @@ int main(int argc, char** argv) {
   amqp_confirm_select(pub, 1);
   check_rpc(amqp_get_rpc_reply(pub), "confirm.select");
 
-  // The consumer: acknowledges every 100 messages at once (multiple).
+  // The consumer: acknowledges every 100 messages at once (multiple), and
+  // times each message from its publish (stamped in its first 8 bytes) to
+  // its delivery.
   std::atomic<uint64_t> consumed{0};
   std::atomic<bool> stop{false};
+  magnetar::client::Histogram end_to_end_us;
+  const auto stamp_origin = Clock::now();
   std::thread consumer([&]() {
     amqp_connection_state_t con = open(host, port);
     amqp_basic_qos(con, 1, 0, prefetch, 0);
@@ -98,6 +104,13 @@ int main(int argc, char** argv) {
       amqp_rpc_reply_t r = amqp_consume_message(con, &envelope, &tv, 0);
       if (r.reply_type != AMQP_RESPONSE_NORMAL) continue;
       consumed.fetch_add(1);
+      if (envelope.message.body.len >= sizeof(int64_t)) {
+        int64_t sent_ns = 0;
+        std::memcpy(&sent_ns, envelope.message.body.bytes, sizeof(sent_ns));
+        const int64_t now_ns =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - stamp_origin).count();
+        if (now_ns >= sent_ns) end_to_end_us.record(static_cast<uint64_t>((now_ns - sent_ns) / 1000));
+      }
       if (++unacked >= 100) {
         amqp_basic_ack(con, 1, envelope.delivery_tag, 1);
         unacked = 0;
@@ -153,6 +166,11 @@ int main(int argc, char** argv) {
   };
   while (Clock::now() < end) {
     while (outstanding.size() < window && Clock::now() < end) {
+      if (payload.size() >= sizeof(int64_t)) {
+        const int64_t now_ns =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - stamp_origin).count();
+        std::memcpy(payload.data(), &now_ns, sizeof(now_ns));
+      }
       if (amqp_basic_publish(pub, 1, amqp_empty_bytes, amqp_cstring_bytes(queue.c_str()), 0, 0, &props, body) !=
           AMQP_STATUS_OK) {
         fmt::print(stderr, "amqp_perf: publish failed\n");
@@ -179,14 +197,17 @@ int main(int argc, char** argv) {
   if (json) {
     fmt::print("{{\"sent\":{},\"confirmed\":{},\"nacked\":{},\"consumed\":{},\"size\":{},\"window\":{},"
                "\"publish_msgs_per_s\":{:.1f},\"consume_msgs_per_s\":{:.1f},\"confirm_latency_ms\":{{\"p50\":{:.3f},"
-               "\"p99\":{:.3f},\"max\":{:.3f}}}}}\n",
+               "\"p99\":{:.3f},\"max\":{:.3f}}},\"end_to_end_latency_ms\":{{\"p50\":{:.3f},\"p99\":{:.3f},"
+               "\"max\":{:.3f}}}}}\n",
                sent, confirmed, nacked, consumed.load(), size, window, pub_rate, con_rate,
-               ms(latency_us.percentile(50)), ms(latency_us.percentile(99)), ms(latency_us.max()));
+               ms(latency_us.percentile(50)), ms(latency_us.percentile(99)), ms(latency_us.max()),
+               ms(end_to_end_us.percentile(50)), ms(end_to_end_us.percentile(99)), ms(end_to_end_us.max()));
   } else {
     fmt::print("sent {} confirmed {} nacked {} consumed {}\n", sent, confirmed, nacked, consumed.load());
-    fmt::print("publish {:.0f} msg/s ({:.1f} MiB/s), consume {:.0f} msg/s, confirm p50 {:.2f} ms p99 {:.2f} ms\n",
+    fmt::print("publish {:.0f} msg/s ({:.1f} MiB/s), consume {:.0f} msg/s, confirm p50 {:.2f} ms p99 {:.2f} ms, "
+               "end to end p50 {:.2f} ms p99 {:.2f} ms\n",
                pub_rate, pub_rate * static_cast<double>(size) / (1 << 20), con_rate, ms(latency_us.percentile(50)),
-               ms(latency_us.percentile(99)));
+               ms(latency_us.percentile(99)), ms(end_to_end_us.percentile(50)), ms(end_to_end_us.percentile(99)));
   }
   return nacked == 0 ? 0 : 1;
 }

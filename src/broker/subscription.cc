@@ -50,7 +50,40 @@ Subscription::Subscription(std::string name, ledger::Log& log, ledger::Cursor& c
     : name_(std::move(name)), type_(SubscriptionType::kExclusive), typed_(false), log_(log), cursor_(cursor),
       read_position_(cursor.mark_delete_position()), now_ms_(common::wall_clock_ms) {}
 
-Subscription::~Subscription() { *alive_ = false; }
+Subscription::~Subscription() {
+  *alive_ = false;
+  release_caught_up(true);
+}
+
+void Subscription::when_caught_up(std::function<void()> fn) {
+  if (!caught_up_waiters_ && !behind_by_more_than(kLagEntries)) return fn();
+  if (!caught_up_waiters_) caught_up_waiters_ = std::make_unique<std::vector<std::function<void()>>>();
+  caught_up_waiters_->push_back(std::move(fn));
+  schedule_dispatch();  // dispatch releases them once it is close enough
+}
+
+bool Subscription::behind_by_more_than(uint64_t entries) {
+  if (consumers_.empty() || (limits_apply() && blocked_on_unacked_) || dispatch_rate_limited()) return false;
+  Consumer* active = active_consumer();
+  const int64_t permits = type_ == SubscriptionType::kShared || type_ == SubscriptionType::kKeyShared
+                              ? total_permits()
+                          : active != nullptr && has_credit(*active) ? active->permits_
+                                                                     : 0;
+  if (permits <= 0) return false;
+  return log_.chain().entries_after(read_position_) > entries;
+}
+
+void Subscription::release_caught_up(bool all) {
+  if (!caught_up_waiters_ || (!all && behind_by_more_than(kLagEntries / 2))) return;
+  auto waiters = std::move(caught_up_waiters_);
+  // After the current call: a callback may publish again, or close things.
+  runtime::Reactor* home = runtime::Reactor::current();
+  auto run = [waiters = std::shared_ptr<std::vector<std::function<void()>>>(std::move(waiters))]() {
+    for (auto& fn : *waiters) fn();
+  };
+  if (home != nullptr) return home->defer(std::move(run));
+  run();
+}
 
 Result<Consumer*> Subscription::add_consumer(uint64_t id, ConsumerOptions options, ConsumerSink* sink) {
   if (consumers_.empty()) {
@@ -483,6 +516,7 @@ void Subscription::schedule_dispatch() {
 }
 
 void Subscription::dispatch() {
+  release_caught_up(false);
   if (consumers_.empty() || reading_) return;
   if (limits_apply() && blocked_on_unacked_) return;
   int64_t allowance = dispatch_rate_limited() ? dispatch_allowance() : INT64_MAX;

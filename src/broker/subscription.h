@@ -95,7 +95,7 @@ struct SubscriptionStats {
 
 class Subscription {
  public:
-  static constexpr size_t kMaxReadEntries = 100;
+  static constexpr size_t kMaxReadEntries = 500;
   static constexpr size_t kMaxHeldEntries = 1000;
   // Pulsar's defaults for maxUnackedMessagesPerConsumer / PerSubscription.
   static constexpr uint64_t kDefaultMaxUnackedPerConsumer = 50000;
@@ -127,6 +127,17 @@ class Subscription {
   void close_consumers(const common::Status& why);
   Consumer* consumer(uint64_t id);
   size_t consumer_count() const { return consumers_.size(); }
+
+  // Flow control for publishers that must not outrun this subscription's
+  // consumers (AMQP's, as RabbitMQ's credit flow holds publishers): runs
+  // `fn` at once unless dispatch is more than kLagEntries behind the stored
+  // entries while its consumers could take more; then once it is back
+  // within half of that, or its consumers cannot take more (no permits or
+  // credit, unacked limits, dispatch rate limits: they set the pace, and a
+  // stuck consumer must not stall publishers), or the subscription goes.
+  // Callbacks run in the order given, deferred on this reactor.
+  void when_caught_up(std::function<void()> fn);
+  static constexpr uint64_t kLagEntries = 1000;
 
   // The client can take `messages` more.
   void flow(uint64_t consumer_id, uint32_t messages);
@@ -240,6 +251,12 @@ class Subscription {
   void forget_pending(ledger::Position p);
   void forget_pending_through(ledger::Position p);
   int64_t total_permits() const;
+  // Whether more than `entries` stored entries wait for dispatch while the
+  // consumers could take them (when_caught_up).
+  bool behind_by_more_than(uint64_t entries);
+  // Runs the when_caught_up callbacks once dispatch is within half of
+  // kLagEntries (every one when `all`).
+  void release_caught_up(bool all);
 
   const std::string name_;
   SubscriptionType type_;
@@ -288,6 +305,7 @@ class Subscription {
   bool reading_ = false;
   bool dispatch_scheduled_ = false;
   bool waiting_for_entries_ = false;
+  std::unique_ptr<std::vector<std::function<void()>>> caught_up_waiters_;  // when_caught_up; null: none
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   uint64_t messages_out_ = 0;
   uint64_t bytes_out_ = 0;

@@ -2,8 +2,11 @@
 // consumers join and leave, sticky range conflicts, delayed delivery,
 // unacked-message limits, batch-index acknowledgements, redelivery counts
 // and delivery credit.
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <map>
+#include <memory>
 
 #include "utils/broker_fixture.h"
 
@@ -454,6 +457,39 @@ TEST_F(DispatchTest, SharedGivesWhatOneConsumersCreditCannotTakeToAnother) {
   EXPECT_EQ(wait_total(a, b, 12), 12u);
   EXPECT_EQ(a.settle_count(), 2u);
   EXPECT_EQ(b.settle_count(), 10u);
+}
+
+// Publishers that must not outrun consumers (when_caught_up) wait while
+// dispatch is more than kLagEntries behind consumers that could take more,
+// and go on once it caught up to half of that; a consumer without permits
+// sets the pace itself and holds nobody.
+TEST_F(DispatchTest, PublishersWaitWhileDispatchIsBehindConsumersThatCouldTakeMore) {
+  RecordingSink& sink = new_sink();
+  ASSERT_TRUE(subscribe(kTopic, 1, options("flow", SubscriptionType::kShared), &sink).is_ok());
+  const size_t stored = Subscription::kLagEntries + 500;
+  for (size_t i = 0; i < stored; ++i) publish_one("m" + std::to_string(i));
+  // No permits: nothing waits on this consumer.
+  EXPECT_TRUE(on_sub<bool>("flow", [](Subscription& s) {
+    bool ran = false;
+    s.when_caught_up([&ran]() { ran = true; });
+    return ran;
+  }));
+  // Permits, and every stored entry still to dispatch: the publisher waits.
+  auto released = std::make_shared<std::atomic<size_t>>(SIZE_MAX);
+  auto delivered_then = std::make_shared<std::atomic<size_t>>(0);
+  EXPECT_FALSE(on_sub<bool>("flow", [&](Subscription& s) {
+    s.flow(1, static_cast<uint32_t>(stored));
+    s.when_caught_up([released, delivered_then, &sink]() {
+      delivered_then->store(sink.wait_for(0).size());
+      released->store(1);
+    });
+    return released->load() != SIZE_MAX;
+  }));
+  ASSERT_EQ(sink.wait_for(stored).size(), stored);
+  for (int i = 0; i < 500 && released->load() == SIZE_MAX; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(released->load(), 1u);
+  // Released once no more than half the lag was left to dispatch.
+  EXPECT_GE(delivered_then->load(), stored - Subscription::kLagEntries / 2);
 }
 
 }  // namespace

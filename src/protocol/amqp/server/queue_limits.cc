@@ -80,6 +80,12 @@ bool expired(const QueueArguments& args, const AmqpMessage& m, int64_t publish_m
   return publish_ms + ttl <= now_ms;
 }
 
+void when_consumers_keep_up(broker::Topic* topic, const std::weak_ptr<bool>& alive, std::function<void()> fn) {
+  broker::Subscription* sub = alive.expired() ? nullptr : topic->subscription(queue_subscription());
+  if (sub == nullptr) return fn();
+  sub->when_caught_up(std::move(fn));
+}
+
 void append_copies(broker::BrokerService& broker, const std::vector<broker::TopicName>& topics,
                    const PublishedEntry& entry, uint64_t producer_id, const std::string& producer_name,
                    const broker::ClientInfo& client, std::function<void(Status)> done) {
@@ -112,7 +118,10 @@ void append_copies(broker::BrokerService& broker, const std::vector<broker::Topi
       Status added = topic->add_producer(producer_id, producer_name, client);
       if (!added.is_ok() && added.code() != common::ErrorCode::kAlreadyExists) return one(added);
       topic->publish(producer_id, std::move(header), std::move(payload),
-                     [one](Result<ledger::Position> p) { one(p.is_ok() ? Status::ok() : p.status()); });
+                     [one, topic, alive = topic->liveness()](Result<ledger::Position> p) {
+                       if (!p.is_ok()) return one(p.status());
+                       when_consumers_keep_up(topic, alive, [one]() { one(Status::ok()); });
+                     });
     });
   }
 }
@@ -157,7 +166,10 @@ void admit_or_reject(AmqpService& service, broker::Topic& topic, const QueueRef&
   Status added = topic.add_producer(producer_id, producer_name, client);
   if (!added.is_ok() && added.code() != common::ErrorCode::kAlreadyExists) return settle(added);
   topic.publish(producer_id, entry.header, entry.entry,
-                [settle](Result<ledger::Position> p) { settle(p.is_ok() ? Status::ok() : p.status()); });
+                [settle, topic = &topic, alive = topic.liveness()](Result<ledger::Position> p) {
+                  if (!p.is_ok()) return settle(p.status());
+                  when_consumers_keep_up(topic, alive, [settle]() { settle(Status::ok()); });
+                });
 }
 
 void dead_letter(AmqpService& service, const QueueRef& queue, const AmqpMessage& m, std::string_view reason,

@@ -83,6 +83,14 @@ void admit_or_reject(AmqpService& service, broker::Topic& topic, const QueueRef&
                      const AmqpMessage& m, uint64_t producer_id, const std::string& producer_name,
                      const broker::ClientInfo& client, std::function<void(common::Status, bool rejected)> done);
 
+// On `topic`'s home reactor, once a copy is stored: runs `fn` when the
+// queue's consumers keep up (broker::Subscription::when_caught_up), so a
+// publisher faster than the consumers waits for its confirm (and, past its
+// connection's in-flight bound, stops being read) instead of growing the
+// queue and every message's time in it without bound, as RabbitMQ's credit
+// flow holds publishers. At once for a topic that is gone.
+void when_consumers_keep_up(broker::Topic* topic, const std::weak_ptr<bool>& alive, std::function<void()> fn);
+
 // Appends `entry` to every topic as producer (`producer_id`,
 // `producer_name`), registering it on first use; `done` runs once every
 // copy is stored, with the first error, on the reactor of the last.
