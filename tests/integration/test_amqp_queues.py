@@ -156,6 +156,12 @@ class AmqpQueueArgumentsTest(PikaTestCase):
             self.assertEqual(refusal.reply_code, 406, args)
         # The broker still serves, and the queues it took are intact.
         self.assertEqual(self.count("typed-quorum"), 1)
+        # Priorities are taken but not served: said in the log, delivered in publish order.
+        self.ch.queue_declare("prioritized", arguments={"x-max-priority": 10})
+        for priority in (1, 9):
+            self.ch.basic_publish("", "prioritized", b"p%d" % priority, pika.BasicProperties(priority=priority))
+        self.assertEqual([self.ch.basic_get("prioritized", auto_ack=True)[2] for _ in range(2)], [b"p1", b"p9"])
+        wait_for(lambda: "x-max-priority; priorities are not served" in self.node.read_log(), "the warning")
 
     def test_a_single_active_consumer_gets_everything_until_it_goes(self):
         self.ch.queue_declare("sac", arguments={"x-single-active-consumer": True})

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/clock.h"
+#include "common/logging.h"
 #include "protocol/amqp/server/amqp_connection.h"
 
 namespace magnetar::protocol::amqp {
@@ -147,6 +148,13 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
   ch.last_queue = def.name;
   if (fresh && def.exclusive) c.exclusive_queues().insert(def.name);
   if (fresh && has_limits(def.parsed)) c.service().keeper().changed();
+  if (fresh && find_field(def.arguments, "x-max-priority") != nullptr) {
+    // Taken, as clients that set it still work in publish order; said once
+    // per queue so that nobody relies on priorities unknowingly.
+    MLOG_WARN("amqp: queue '{}' in vhost '{}' asks for x-max-priority; priorities are not served: its messages are "
+              "delivered in publish order",
+              def.name, c.vhost_name());
+  }
   prepare_topic(c.service(), *topic, fresh,
                 [reply = c.replier(ch), m, name = def.name, fresh, passive](Result<QueueCounts> r) {
     reply([m, name, r, fresh, passive](AmqpConnection& conn, Channel& chan) {
