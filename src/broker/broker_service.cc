@@ -170,13 +170,12 @@ void BrokerService::load(Shard& shard, const TopicName& topic, TopicCreation how
     gated = !auto_allowed || policies->max_topics_per_namespace.value_or(0) > 0 ||
             (limits != nullptr && limits->max_topics > 0);
   }
-  if (!gated) return open(shard, topic, std::move(policies), origin);
+  if (!gated) return open(shard, topic, origin);
   runtime::Reactor& home = home_of(topic);
-  check_new_topic(topic, auto_allowed,
-                  [this, &shard, &home, topic, origin, policies = std::move(policies)](Status st) mutable {
-    auto back = [this, &shard, topic, origin, st, policies = std::move(policies)]() mutable {
+  check_new_topic(topic, auto_allowed, [this, &shard, &home, topic, origin](Status st) {
+    auto back = [this, &shard, topic, origin, st]() {
       if (!st.is_ok()) return load_finisher(shard.loading, topic.to_string())(st);
-      open(shard, topic, std::move(policies), origin);
+      open(shard, topic, origin);
     };
     if (home.is_on_thread()) return back();
     if (!home.post_reliably(std::move(back))) MLOG_WARN("cannot reach the home of {}: it is stopping", topic.to_string());
@@ -213,21 +212,13 @@ void BrokerService::check_new_topic(const TopicName& topic, bool auto_allowed, s
   });
 }
 
-void BrokerService::open(Shard& shard, const TopicName& topic, std::optional<NamespacePolicies> policies,
-                         TopicOrigin origin) {
+void BrokerService::open(Shard& shard, const TopicName& topic, TopicOrigin origin) {
   std::string key = topic.to_string();
   auto finish = load_finisher(shard.loading, key);
   ledger::ManagedLedgerConfig config = options_.managed_ledger;
+  // Retention and TTL come from the policies once the log is open and its
+  // recorded origin known (attach_policies -> Topic::apply_retention).
   config.origin = static_cast<uint8_t>(origin);
-  if (policies) {
-    // As for a log this open creates; Topic::apply_policies sets what an
-    // existing log's recorded origin gives once it is open.
-    RetentionInEffect r = retention_in_effect(topic, *policies, false, origin, options_.retention_defaults);
-    config.retention_time = std::chrono::milliseconds(r.time_ms);
-    config.retention_size = r.size_bytes;
-    config.ttl = std::chrono::milliseconds(
-        policies->message_ttl_seconds && !is_trace_topic(topic) ? int64_t{*policies->message_ttl_seconds} * 1000 : 0);
-  }
   if (topic.domain == TopicDomain::kNonPersistent) {
     auto log = std::make_shared<ledger::NonPersistentLog>(key, options_.non_persistent_max_entries,
                                                           options_.non_persistent_max_bytes);

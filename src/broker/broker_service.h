@@ -141,7 +141,6 @@ class BrokerService final : public runtime::Component {
   // `origin` is recorded with a topic this call creates (retention.h).
   void with_topic(const TopicName& topic, ledger::Callback<common::Result<Topic*>> fn,
                   TopicCreation how = TopicCreation::kAutomatic, TopicOrigin origin = TopicOrigin::kPulsar);
-  const RetentionDefaults& retention_defaults() const { return options_.retention_defaults; }
   // Runs `fn` on the topic's home reactor with the topic if it is loaded,
   // or after loading it when `exists` says it exists (the caller asked the
   // metadata); kNotFound otherwise. Never creates a topic.
@@ -191,7 +190,7 @@ class BrokerService final : public runtime::Component {
                         ledger::Callback<common::Status> done);
   void load(Shard& shard, const TopicName& topic, TopicCreation how, TopicOrigin origin);
   // Opens (or creates) the topic's log and makes it loaded.
-  void open(Shard& shard, const TopicName& topic, std::optional<NamespacePolicies> policies, TopicOrigin origin);
+  void open(Shard& shard, const TopicName& topic, TopicOrigin origin);
   // Any thread: ok when `topic` exists (its log or its partitioned topic),
   // else whether it may be created; `done` on any thread.
   void check_new_topic(const TopicName& topic, bool auto_allowed, std::function<void(common::Status)> done);

@@ -181,6 +181,7 @@ class Tenancy final : public runtime::Component {
   // The retention `topic` has (retention.h): its override, else its
   // namespace's policy, else the node's default for its origin.
   common::Result<RetentionInEffect> retention_of(const TopicName& topic);
+  const RetentionDefaults& retention_defaults() const { return defaults_.retention; }
   common::Result<NamespacePolicies> get_topic_policies(const TopicName& topic);
   common::Status update_topic_policies(const TopicName& topic,
                                        const std::function<common::Status(NamespacePolicies&)>& change);

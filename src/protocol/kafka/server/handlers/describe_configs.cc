@@ -26,6 +26,7 @@
 
 #include "broker/policy_cache.h"
 #include "broker/retention.h"
+#include "broker/tenancy.h"
 #include "protocol/kafka/server/kafka_connection.h"
 #include "protocol/pulsar/frame.h"
 
@@ -177,15 +178,15 @@ void handle_describe_configs(KafkaConnection& c, const Request& request) {
         r.message = fmt::format("topic '{}' does not exist", r.name);
         continue;
       }
-      const broker::PolicyCache* cache = service->policies();
-      auto effective = cache != nullptr ? cache->effective(*topic) : std::nullopt;
-      const broker::NamespacePolicies policies = effective.value_or(broker::NamespacePolicies{});
-      auto own = cache != nullptr ? cache->topic_policies(*topic) : nullptr;
-      const broker::RetentionDefaults& defaults = service->broker().retention_defaults();
-      const broker::RetentionInEffect retention = broker::retention_in_effect(
-          *topic, policies, own != nullptr && own->retention.has_value(),
-          tenancy->topic_origin(*topic).value_or(broker::TopicOrigin::kPulsar), defaults);
-      r.configs = topic_configs(policies, retention, defaults.kafka_configured);
+      auto retention = tenancy->retention_of(*topic);
+      if (!retention.is_ok()) {
+        r.error = error_code(retention.status());
+        r.message = retention.status().message();
+        continue;
+      }
+      auto effective = service->policies() ? service->policies()->effective(*topic) : std::nullopt;
+      r.configs = topic_configs(effective.value_or(broker::NamespacePolicies{}), *retention,
+                                tenancy->retention_defaults().kafka_configured);
     }
     reply([request, results = std::move(results)](KafkaConnection& conn) { answer(conn, request, results); });
   });
