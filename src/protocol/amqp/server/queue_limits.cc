@@ -86,6 +86,31 @@ void when_consumers_keep_up(broker::Topic* topic, const std::weak_ptr<bool>& ali
   sub->when_caught_up(std::move(fn));
 }
 
+namespace {
+
+// On `topic`'s home reactor: stores one copy as producer `producer_id`
+// (added to the topic on first use). `stored` (may be empty) runs when the
+// store answers; `done` with its outcome, once the queue's consumers keep up
+// (when_consumers_keep_up) when it was stored.
+void store_copy(broker::Topic& topic, uint64_t producer_id, const std::string& producer_name,
+                const broker::ClientInfo& client, ledger::MessageHeader header, common::Slice payload,
+                std::function<void()> stored, std::function<void(Status)> done) {
+  Status added = topic.add_producer(producer_id, producer_name, client);
+  if (!added.is_ok() && added.code() != common::ErrorCode::kAlreadyExists) {
+    if (stored) stored();
+    return done(added);
+  }
+  topic.publish(producer_id, std::move(header), std::move(payload),
+                [stored = std::move(stored), done = std::move(done), topic = &topic,
+                 alive = topic.liveness()](Result<ledger::Position> p) {
+                  if (stored) stored();
+                  if (!p.is_ok()) return done(p.status());
+                  when_consumers_keep_up(topic, alive, [done]() { done(Status::ok()); });
+                });
+}
+
+}  // namespace
+
 void append_copies(broker::BrokerService& broker, const std::vector<broker::TopicName>& topics,
                    const PublishedEntry& entry, uint64_t producer_id, const std::string& producer_name,
                    const broker::ClientInfo& client, std::function<void(Status)> done) {
@@ -114,14 +139,7 @@ void append_copies(broker::BrokerService& broker, const std::vector<broker::Topi
     broker.with_topic(topic, [producer_id, producer_name, client, header = entry.header, payload = entry.entry,
                               one](Result<broker::Topic*> t) mutable {
       if (!t.is_ok()) return one(t.status());
-      broker::Topic* topic = *t;
-      Status added = topic->add_producer(producer_id, producer_name, client);
-      if (!added.is_ok() && added.code() != common::ErrorCode::kAlreadyExists) return one(added);
-      topic->publish(producer_id, std::move(header), std::move(payload),
-                     [one, topic, alive = topic->liveness()](Result<ledger::Position> p) {
-                       if (!p.is_ok()) return one(p.status());
-                       when_consumers_keep_up(topic, alive, [one]() { one(Status::ok()); });
-                     });
+      store_copy(**t, producer_id, producer_name, client, std::move(header), std::move(payload), nullptr, one);
     });
   }
 }
@@ -154,22 +172,16 @@ void admit_or_reject(AmqpService& service, broker::Topic& topic, const QueueRef&
   }
   pending.messages += 1;
   pending.bytes += size;
-  auto settle = [key, size, done](Status st) {
+  // Once stored it counts in the queue's backlog instead.
+  auto stored = [key, size]() {
     auto it = in_flight.find(key);
-    if (it != in_flight.end()) {
-      it->second.messages -= 1;
-      it->second.bytes -= size;
-      if (it->second.messages == 0) in_flight.erase(it);
-    }
-    done(st, false);
+    if (it == in_flight.end()) return;
+    it->second.messages -= 1;
+    it->second.bytes -= size;
+    if (it->second.messages == 0) in_flight.erase(it);
   };
-  Status added = topic.add_producer(producer_id, producer_name, client);
-  if (!added.is_ok() && added.code() != common::ErrorCode::kAlreadyExists) return settle(added);
-  topic.publish(producer_id, entry.header, entry.entry,
-                [settle, topic = &topic, alive = topic.liveness()](Result<ledger::Position> p) {
-                  if (!p.is_ok()) return settle(p.status());
-                  when_consumers_keep_up(topic, alive, [settle]() { settle(Status::ok()); });
-                });
+  store_copy(topic, producer_id, producer_name, client, entry.header, entry.entry, std::move(stored),
+             [done](Status st) { done(st, false); });
 }
 
 void dead_letter(AmqpService& service, const QueueRef& queue, const AmqpMessage& m, std::string_view reason,
