@@ -131,6 +131,13 @@ class AmqpBoundsTest(NodePerTestCase):
             self.assertEqual(struct.unpack(">I", args[1 + args[0]:5 + args[0]])[0], 5)
             self.assertEqual(declare_passive(w, "q"), 5 + count)
 
+    def declared(self, w, queue):
+        """Handshakes and declares `queue` on channel 1."""
+        w.handshake()
+        w.open_channel(1)
+        w.send(method(1, 50, 10, struct.pack(">H", 0) + shortstr(queue) + b"\x00" + table()))
+        self.assertEqual(w.read_method(timeout=TIMEOUT_S)[1:3], (50, 11))
+
     def tx_channel(self, w, channel):
         """Opens `channel` and makes it transactional."""
         w.open_channel(channel)
@@ -140,10 +147,7 @@ class AmqpBoundsTest(NodePerTestCase):
     def test_publishes_held_by_a_transaction_are_bounded(self):
         count, body = 20000, b"t" * (16 * 1024)  # 312 MiB, never committed
         with AmqpWire(self.port) as w:
-            w.handshake()
-            w.open_channel(1)
-            w.send(method(1, 50, 10, struct.pack(">H", 0) + shortstr("tx") + b"\x00" + table()))
-            self.assertEqual(w.read_method(timeout=TIMEOUT_S)[1:3], (50, 11))
+            self.declared(w, "tx")
             self.tx_channel(w, 2)
             data = b"".join(publish_frames(2, "tx", body) for _ in range(count))
             sent, watch, start = self.pushed_while_watched(w, data)
@@ -165,10 +169,7 @@ class AmqpBoundsTest(NodePerTestCase):
     def test_transaction_publish_count_is_bounded(self):
         limit = 10000
         with AmqpWire(self.port) as w:
-            w.handshake()
-            w.open_channel(1)
-            w.send(method(1, 50, 10, struct.pack(">H", 0) + shortstr("txn") + b"\x00" + table()))
-            self.assertEqual(w.read_method(timeout=TIMEOUT_S)[1:3], (50, 11))
+            self.declared(w, "txn")
             self.tx_channel(w, 2)
             # The whole bound, held by one channel's transaction and rolled
             # back: the room is there again.

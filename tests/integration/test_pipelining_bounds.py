@@ -82,6 +82,16 @@ def pulsar_frame(sock):
     return frame
 
 
+def pulsar_answer(wire):
+    """The next Pulsar frame on `wire` that is not a PING; PINGs met on the
+    way are answered (the node would close a connection that ignores them)."""
+    f = pulsar_frame(wire.sock)
+    while f.type == pb.BaseCommand.PING:
+        wire.write(pb.BaseCommand(type=pb.BaseCommand.PONG, pong=pb.CommandPong()))
+        f = pulsar_frame(wire.sock)
+    return f
+
+
 def produce_request(correlation, topic, value=None, batch=None):
     """Produce v3, acks=1: one batch (of one record `value`) to partition 0."""
     body = kstr(None) + struct.pack(">hi", 1, 30000) + struct.pack(">i", 1) + kstr(topic)
@@ -185,12 +195,7 @@ class PipeliningBoundsTest(NodePerTestCase):
             sent = [push_until_stalled(sock, data) for sock, data in pushes]
             # Until the node's memory stopped growing (it did what it will
             # do with what it read), within SETTLE_MAX_S.
-            deadline = time.monotonic() + SETTLE_MAX_S
-            grew_at, seen = time.monotonic(), watch.peak
-            while time.monotonic() < deadline and time.monotonic() - grew_at < SETTLE_S and not watch.killed:
-                time.sleep(0.05)
-                if watch.peak > seen + MB:
-                    grew_at, seen = time.monotonic(), watch.peak
+            watch.settle(SETTLE_S, SETTLE_MAX_S)
         print(f"{self.id()}: {watch.describe()}", file=sys.stderr)
         self.killed = watch.killed
         self.assertFalse(watch.killed, watch.describe())
@@ -348,10 +353,7 @@ class PipeliningBoundsTest(NodePerTestCase):
             client.sock.sendall(memoryview(data)[sent:])
             previous = None
             for i in range(first, count):
-                f = pulsar_frame(client.sock)
-                while f.type == pb.BaseCommand.PING:
-                    client.write(pb.BaseCommand(type=pb.BaseCommand.PONG, pong=pb.CommandPong()))
-                    f = pulsar_frame(client.sock)
+                f = pulsar_answer(client)
                 self.assertEqual(f.type, pb.BaseCommand.SEND_RECEIPT, f"answer {i}: {f.cmd}")
                 receipt = f.cmd.send_receipt
                 self.assertEqual(receipt.sequence_id, i)
@@ -384,10 +386,7 @@ class PipeliningBoundsTest(NodePerTestCase):
             self.held_back(client.sock, data)
             answered = set()
             while len(answered) < count:
-                f = pulsar_frame(client.sock)
-                if f.type == pb.BaseCommand.PING:
-                    client.write(pb.BaseCommand(type=pb.BaseCommand.PONG, pong=pb.CommandPong()))
-                    continue
+                f = pulsar_answer(client)
                 self.assertEqual(f.type, pb.BaseCommand.GET_SCHEMA_RESPONSE, f.cmd.type)
                 answer = f.cmd.getSchemaResponse
                 self.assertFalse(answer.HasField("error_code"), answer.error_message)
@@ -449,10 +448,7 @@ class PipeliningBoundsTest(NodePerTestCase):
             for k, w in enumerate(wires):
                 answered = set()
                 while len(answered) < count:
-                    f = pulsar_frame(w.sock)
-                    if f.type == pb.BaseCommand.PING:
-                        w.write(pb.BaseCommand(type=pb.BaseCommand.PONG, pong=pb.CommandPong()))
-                        continue
+                    f = pulsar_answer(w)
                     self.assertEqual(f.type, pb.BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE, f"client {k}: {f.cmd}")
                     answer = f.cmd.getTopicsOfNamespaceResponse
                     self.assertEqual(sorted(answer.topics), expected, f"client {k}, request {answer.request_id}")

@@ -89,20 +89,21 @@ class ChunksWithDeduplicationTest(NodeTestCase):
                                 .cmd.send_receipt.message_id.ledgerId, DUPLICATE)
             # Two of three chunks: the message is not complete, so its
             # sequence id is not taken yet...
-            for i in range(2):
-                r = w.send(1, b"c%d" % i, sequence_id=1, checksum=False, send_fields={"is_chunk": True},
+            def send_chunk(producer_id, i):
+                """Chunk i of 3 of message "halfway-1" (sequence id 1); not refused as a duplicate."""
+                r = w.send(producer_id, b"c%d" % i, sequence_id=1, checksum=False, send_fields={"is_chunk": True},
                            producer_name="halfway", uuid="halfway-1", chunk_id=i, num_chunks_from_msg=3,
                            total_chunk_msg_size=6)
                 self.assertNotEqual(r.cmd.send_receipt.message_id.ledgerId, DUPLICATE)
+
+            for i in range(2):
+                send_chunk(1, i)
             w.request("CLOSE_PRODUCER", ["SUCCESS", "ERROR"], producer_id=1)
             reopened = w.create_producer(topic, 2, producer_name="halfway")
             self.assertEqual(reopened.cmd.producer_success.last_sequence_id, 0)
             # ...and a client that sends the whole message again has it stored.
             for i in range(3):
-                r = w.send(2, b"c%d" % i, sequence_id=1, checksum=False, send_fields={"is_chunk": True},
-                           producer_name="halfway", uuid="halfway-1", chunk_id=i, num_chunks_from_msg=3,
-                           total_chunk_msg_size=6)
-                self.assertNotEqual(r.cmd.send_receipt.message_id.ledgerId, DUPLICATE)
+                send_chunk(2, i)
             w.request("CLOSE_PRODUCER", ["SUCCESS", "ERROR"], producer_id=2)
             self.assertEqual(w.create_producer(topic, 3, producer_name="halfway").cmd.producer_success
                              .last_sequence_id, 1)

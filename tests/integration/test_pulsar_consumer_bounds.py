@@ -62,12 +62,7 @@ class PulsarConsumerBoundsTest(NodePerTestCase):
         did what it will do for the consumer), within SETTLE_MAX_S, and
         checks it stayed within the budget meanwhile."""
         with RssWatch(self.node, HARD_CAP) as watch:
-            deadline = time.monotonic() + SETTLE_MAX_S
-            grew_at, seen = time.monotonic(), watch.peak
-            while time.monotonic() < deadline and time.monotonic() - grew_at < SETTLE_S and not watch.killed:
-                time.sleep(0.05)
-                if watch.peak > seen + MB:
-                    grew_at, seen = time.monotonic(), watch.peak
+            watch.settle(SETTLE_S, SETTLE_MAX_S)
         print(f"{self.id()}: {watch.describe()}", file=sys.stderr)
         self.killed = watch.killed
         self.assertFalse(watch.killed, watch.describe())

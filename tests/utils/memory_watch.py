@@ -72,5 +72,15 @@ class RssWatch:
         self._thread.join(timeout=5)
         self.sample()
 
+    def settle(self, quiet_s, most_s):
+        """Waits until the peak has not grown by a MB for `quiet_s` (the node
+        did what it will do), or `most_s` passed, or the node was killed."""
+        deadline = time.monotonic() + most_s
+        grew_at, seen = time.monotonic(), self.peak
+        while time.monotonic() < deadline and time.monotonic() - grew_at < quiet_s and not self.killed:
+            time.sleep(0.05)
+            if self.peak > seen + MB:
+                grew_at, seen = time.monotonic(), self.peak
+
     def describe(self):
         return f"peak VmRSS {self.peak / MB:.0f} MB" + (" (killed past the hard cap)" if self.killed else "")
