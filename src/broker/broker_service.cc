@@ -216,8 +216,8 @@ void BrokerService::open(Shard& shard, const TopicName& topic, TopicOrigin origi
   std::string key = topic.to_string();
   auto finish = load_finisher(shard.loading, key);
   ledger::ManagedLedgerConfig config = options_.managed_ledger;
-  // Retention and TTL come from the policies once the log is open and its
-  // recorded origin known (attach_policies -> Topic::apply_retention).
+  // Retention, TTL and fsync come from the policies once the log is open and its
+  // recorded origin known (attach_policies -> Topic::apply_log_policies).
   config.origin = static_cast<uint8_t>(origin);
   if (topic.domain == TopicDomain::kNonPersistent) {
     auto log = std::make_shared<ledger::NonPersistentLog>(key, options_.non_persistent_max_entries,

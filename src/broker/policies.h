@@ -75,7 +75,7 @@ struct PersistencePolicy {
   int32_t write_quorum = 1;
   int32_t ack_quorum = 1;
   double max_mark_delete_rate = 0;  // cursor persists per second per subscription; 0: no limit
-  FsyncMode fsync_mode = FsyncMode::kAlways;
+  std::optional<FsyncMode> fsync_mode;  // nullopt: the node's --fsync
   int32_t fsync_interval_ms = 0;    // kInterval only
   bool operator==(const PersistencePolicy&) const = default;
 };

@@ -149,7 +149,8 @@ std::string encode_policies(const NamespacePolicies& p) {
   if (p.persistence) {
     const auto& s = *p.persistence;
     persistence = fb::CreatePersistence(b, s.ensemble, s.write_quorum, s.ack_quorum, s.max_mark_delete_rate,
-                                        static_cast<fb::FsyncMode>(s.fsync_mode), s.fsync_interval_ms);
+                                        s.fsync_mode ? static_cast<fb::FsyncMode>(*s.fsync_mode) : fb::FsyncMode::NodeDefault,
+                                        s.fsync_interval_ms);
   }
   flatbuffers::Offset<fb::PublishRate> publish = 0;
   if (p.publish_rate) {
@@ -216,8 +217,10 @@ Result<NamespacePolicies> decode_policies(std::string_view bytes) {
   p.backlog_quota_size = read_backlog(n->backlog_quota_size());
   p.backlog_quota_age = read_backlog(n->backlog_quota_age());
   if (const auto* s = n->persistence()) {
-    auto mode = static_cast<FsyncMode>(
-        std::min<int>(static_cast<int>(s->fsync_mode()), static_cast<int>(fb::FsyncMode::MAX)));
+    std::optional<FsyncMode> mode;
+    if (s->fsync_mode() != fb::FsyncMode::NodeDefault) {
+      mode = static_cast<FsyncMode>(std::min<int>(static_cast<int>(s->fsync_mode()), static_cast<int>(fb::FsyncMode::Never)));
+    }
     p.persistence = PersistencePolicy{s->ensemble(), s->write_quorum(), s->ack_quorum(),
                                       s->max_mark_delete_rate(), mode, s->fsync_interval_ms()};
   }

@@ -40,7 +40,7 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
     sub->set_dispatch_limits(dispatch_limits_, tenant_dispatch_, sub_dispatch_msgs_, sub_dispatch_bytes_);
   }
   apply_tracing(policies);
-  apply_retention(policies);
+  apply_log_policies(policies);
   bool want_dedup = policies.deduplication.value_or(false) && store_ != nullptr &&
                     name_.domain == TopicDomain::kPersistent && !closed_;
   if (!want_dedup) {
@@ -63,7 +63,7 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
   });
 }
 
-void Topic::apply_retention(const NamespacePolicies& policies) {
+void Topic::apply_log_policies(const NamespacePolicies& policies) {
   if (retention_defaults_ == nullptr) return;
   auto* ml = dynamic_cast<ledger::ManagedLedger*>(log_.get());
   if (ml == nullptr) return;
@@ -71,6 +71,15 @@ void Topic::apply_retention(const NamespacePolicies& policies) {
   const int64_t ttl_ms =
       policies.message_ttl_seconds && !is_trace_topic(name_) ? int64_t{*policies.message_ttl_seconds} * 1000 : 0;
   ml->set_retention(std::chrono::milliseconds(r.time_ms), r.size_bytes, std::chrono::milliseconds(ttl_ms));
+  std::optional<storage::FsyncMode> fsync;
+  if (policies.persistence && policies.persistence->fsync_mode) {
+    switch (*policies.persistence->fsync_mode) {
+      case FsyncMode::kAlways: fsync = storage::FsyncMode::kAlways; break;
+      case FsyncMode::kInterval: fsync = storage::FsyncMode::kInterval; break;
+      case FsyncMode::kNever: fsync = storage::FsyncMode::kNever; break;
+    }
+  }
+  ml->set_fsync(fsync, std::chrono::milliseconds(policies.persistence ? policies.persistence->fsync_interval_ms : 0));
 }
 
 namespace {
@@ -128,11 +137,20 @@ void Topic::apply_tracing(const NamespacePolicies& policies) {
     }
     return;
   }
-  // What the storage did, not what the persistence policy asks for: one
-  // node keeps one copy, synced as the node is configured.
-  tracing_.durability = name_.domain == TopicDomain::kNonPersistent ? std::string("in memory only (non-persistent)")
-                        : storage_durability_ != nullptr              ? *storage_durability_
-                                                                      : std::string("1 copy on this node");
+  // What the storage does, not every part of the persistence policy: one
+  // node keeps one copy (whatever the quorums say), synced as the
+  // namespace's fsync mode, else the node's, says.
+  const std::optional<FsyncMode> fsync = policies.persistence ? policies.persistence->fsync_mode : std::nullopt;
+  if (name_.domain == TopicDomain::kNonPersistent) {
+    tracing_.durability = "in memory only (non-persistent)";
+  } else if (fsync) {
+    tracing_.durability = "1 copy on this node, fsync " +
+                          (*fsync == FsyncMode::kInterval
+                               ? "every " + std::to_string(policies.persistence->fsync_interval_ms) + " ms"
+                               : std::string(fsync_mode_name(*fsync)));
+  } else {
+    tracing_.durability = storage_durability_ != nullptr ? *storage_durability_ : std::string("1 copy on this node");
+  }
   if (was_on) return;
   auto* ml = dynamic_cast<ledger::ManagedLedger*>(log_.get());
   if (ml == nullptr) return;

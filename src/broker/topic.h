@@ -386,7 +386,8 @@ class Topic {
   void act_on_quota(const BacklogQuota& quota, bool by_age);
   void when_dedup_ready(std::function<void()> fn);
   void apply_tracing(const NamespacePolicies& policies);
-  void apply_retention(const NamespacePolicies& policies);
+  // Retention, TTL and the fsync mode of the managed ledger.
+  void apply_log_policies(const NamespacePolicies& policies);
   void apply_dispatch_rates(const NamespacePolicies& policies);
   // The received and persisted events of an entry stored at `at`.
   void trace_stored(ledger::Position at, int64_t received_ms, uint64_t producer_id, const ledger::MessageHeader& header,

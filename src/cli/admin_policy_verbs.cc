@@ -148,17 +148,18 @@ void add_persistence(PolicyVerbs& g) {
   struct Persistence {
     int32_t ensemble = 1, write_quorum = 1, ack_quorum = 1, fsync_interval_ms = 0;
     double mark_delete_rate = 0;
-    std::string fsync_mode = "always";
+    std::string fsync_mode;  // empty: the node's --fsync
   };
   auto p = std::make_shared<Persistence>();
   auto* set = g.verb("set-persistence", "Set replication and durability of new data", "POST", "persistence",
                      "Set the persistence of", [p]() -> Result<Json> {
-                       return Json{{"bookkeeperEnsemble", p->ensemble},
-                                   {"bookkeeperWriteQuorum", p->write_quorum},
-                                   {"bookkeeperAckQuorum", p->ack_quorum},
-                                   {"managedLedgerMaxMarkDeleteRate", p->mark_delete_rate},
-                                   {"fsyncMode", p->fsync_mode},
-                                   {"fsyncIntervalMs", p->fsync_interval_ms}};
+                       Json body{{"bookkeeperEnsemble", p->ensemble},
+                                 {"bookkeeperWriteQuorum", p->write_quorum},
+                                 {"bookkeeperAckQuorum", p->ack_quorum},
+                                 {"managedLedgerMaxMarkDeleteRate", p->mark_delete_rate},
+                                 {"fsyncIntervalMs", p->fsync_interval_ms}};
+                       if (!p->fsync_mode.empty()) body["fsyncMode"] = p->fsync_mode;
+                       return body;
                      });
   set->add_option("-e,--bookkeeper-ensemble", p->ensemble, "Nodes a ledger is striped over")->capture_default_str();
   set->add_option("-w,--bookkeeper-write-quorum", p->write_quorum, "Copies of each entry")->capture_default_str();
@@ -166,8 +167,7 @@ void add_persistence(PolicyVerbs& g) {
       ->capture_default_str();
   set->add_option("-r,--ml-mark-delete-max-rate", p->mark_delete_rate,
                   "Cursor position writes per second (0: unlimited)")->capture_default_str();
-  set->add_option("--fsync-mode", p->fsync_mode, "always, interval or never")
-      ->capture_default_str()
+  set->add_option("--fsync-mode", p->fsync_mode, "always, interval or never (default: the node's --fsync)")
       ->transform(CLI::IsMember({"always", "interval", "never"}, CLI::ignore_case));
   set->add_option("--fsync-interval-ms", p->fsync_interval_ms, "For --fsync-mode interval")->capture_default_str();
   g.get_remove("persistence", "persistence", "persistence policy");

@@ -93,6 +93,13 @@ void ManagedLedger::set_retention(std::chrono::milliseconds time, int64_t size, 
   config_.ttl = ttl;
 }
 
+void ManagedLedger::set_fsync(std::optional<storage::FsyncMode> mode, std::chrono::milliseconds interval) {
+  if (config_.fsync == mode && config_.fsync_interval == interval) return;
+  config_.fsync = mode;
+  config_.fsync_interval = interval;
+  if (writer_.ledger != 0) (void)storage_.set_fsync(writer_.ledger, mode, interval);  // gone: the next one gets it
+}
+
 ManagedLedger::ManagedLedger(std::string name, ManagedLedgerConfig config, storage::Storage& storage,
                              metadata::Store& store, LedgerIdAllocator& ids)
     : name_(std::move(name)), config_(config), storage_(storage), store_(store), ids_(ids), origin_(config.origin) {}
@@ -238,6 +245,7 @@ void ManagedLedger::start_new_ledger(Callback<Status> done) {
     if (!id) return done(id.status());
     self->storage_.create_ledger(*id, [self, done, id = *id](Result<storage::LedgerWriter> w) {
       if (!w) return done(w.status());
+      if (self->config_.fsync) (void)self->storage_.set_fsync(id, self->config_.fsync, self->config_.fsync_interval);
       self->chain_.append(ChainLedger{id, 0, 0, now_ms(), self->next_index_, {}, 0});
       self->persist_chain([self, done, w = *w](Status st) {
         if (!st.is_ok()) {

@@ -29,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -57,6 +58,10 @@ struct ManagedLedgerConfig {
   std::chrono::milliseconds retention_time{0};  // -1: forever
   int64_t retention_size = 0;                   // bytes; -1: unlimited
   std::chrono::milliseconds ttl{0};             // 0: messages never expire
+  // How the storage makes adds durable (Storage::set_fsync); nullopt: the
+  // node's mode.
+  std::optional<storage::FsyncMode> fsync;
+  std::chrono::milliseconds fsync_interval{0};  // kInterval only
   // Recorded with a log this open creates and kept for its life; an
   // existing log keeps what it was made with (origin()). Its meaning is the
   // owner's (the broker: which protocol made the topic).
@@ -131,6 +136,8 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   // changed while the log is open).
   void set_retention(std::chrono::milliseconds time, int64_t size, std::chrono::milliseconds ttl);
   std::chrono::milliseconds retention_time() const { return config_.retention_time; }
+  // How adds are made durable from now on (ManagedLedgerConfig.fsync).
+  void set_fsync(std::optional<storage::FsyncMode> mode, std::chrono::milliseconds interval);
   int64_t retention_size() const { return config_.retention_size; }
 
   // Replaces the observer; an empty one stops the reports.

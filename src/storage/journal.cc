@@ -66,14 +66,11 @@ Journal::Journal(std::string segments_dir, const StorageOptions& options, Journa
 Journal::~Journal() { stop(); }
 
 void Journal::start() {
-  durable_ = Checkpoint{active_->id(), active_->size()};  // recovery leaves it synced
-  next_interval_sync_ = steady_clock::now() + options_.fsync_interval;
-  if (options_.fsync_mode == FsyncMode::kAlways) {
-    sync_thread_ = std::thread([this]() {
-      common::set_thread_name("journal-sync");
-      sync_run();
-    });
-  }
+  advance_durable(Checkpoint{active_->id(), active_->size()});  // recovery leaves it synced
+  sync_thread_ = std::thread([this]() {
+    common::set_thread_name("journal-sync");
+    sync_run();
+  });
   thread_ = std::thread([this]() {
     common::set_thread_name("journal");
     run();
@@ -121,20 +118,14 @@ bool Journal::take_batch(std::vector<JournalRequest>* batch) {
   while (queue_.empty() && !stopping_) {
     slept = true;
     idle_wait_ = true;
-    if (options_.fsync_mode == FsyncMode::kInterval && dirty_) {
-      cv_.wait_until(lock, next_interval_sync_);
+    if (interval_deadline_ != steady_clock::time_point::max()) {
+      cv_.wait_until(lock, interval_deadline_);
       idle_wait_ = false;
-      if (queue_.empty() && steady_clock::now() >= next_interval_sync_) {
+      if (queue_.empty()) {
         lock.unlock();
         maybe_interval_sync();
         lock.lock();
       }
-    } else if (!held_.empty() && options_.fsync_mode != FsyncMode::kAlways) {
-      idle_wait_ = false;
-      lock.unlock();
-      deliver_held(false);
-      lock.lock();
-      if (queue_.empty() && !stopping_ && !held_.empty()) cv_.wait_for(lock, kHeldRetry);
     } else {
       cv_.wait(lock);
       idle_wait_ = false;
@@ -171,12 +162,11 @@ void Journal::run() {
     batch.clear();
     maybe_interval_sync();
   }
-  if (dirty_ && options_.fsync_mode != FsyncMode::kAlways && failure_.is_ok() && !active_->broken()) {
+  if (dirty_ && failure_.is_ok() && !active_->broken()) {
     Status st = sync_segment(*active_);
     if (st.is_ok()) synced_active();
     if (!st.is_ok()) MLOG_ERROR("storage journal: final sync failed: {}", st.to_string());
   }
-  if (options_.fsync_mode != FsyncMode::kAlways) deliver_held(true);
 }
 
 void Journal::sync_run() {
@@ -199,20 +189,26 @@ void Journal::sync_run() {
     sync_cv_.notify_all();  // the journal thread may be waiting for room
     deliver_held(false);
     // Segments before the last one written were synced when they rolled
-    // over: one fdatasync of the last covers every batch taken.
+    // over: one fdatasync of the last covers every batch taken. Without a
+    // kAlways record among them nothing waits for a sync.
     std::shared_ptr<SegmentAppender> last;
+    bool sync = false;
     for (const WrittenBatch& b : batches) {
       if (b.segment) last = b.segment;
+      sync = sync || b.sync;
     }
+    if (!sync) last = nullptr;
     Status st;
     if (last) st = sync_segment(*last);
     if (last && st.is_ok()) {
       for (const WrittenBatch& b : batches) {
-        if (b.segment == last) durable_ = b.end;
+        if (b.segment == last) advance_durable(b.end);
       }
     }
-    const int64_t synced_at = common::monotonic_ns();
-    for (const WrittenBatch& b : batches) stages_.sync.observe(common::seconds_between(b.written_ns, synced_at));
+    if (last) {
+      const int64_t synced_at = common::monotonic_ns();
+      for (const WrittenBatch& b : batches) stages_.sync.observe(common::seconds_between(b.written_ns, synced_at));
+    }
     if (!st.is_ok()) {
       errors_.inc();
       MLOG_ERROR("storage journal: fdatasync of segment {} failed: {}; every add written to it since its last "
@@ -258,11 +254,14 @@ Status Journal::sync_segment(SegmentAppender& segment) {
   return st;
 }
 
+FsyncMode Journal::mode_of(const LedgerState& ledger) const {
+  const uint8_t mode = ledger.fsync.load(std::memory_order_acquire);
+  return mode == LedgerState::kNodeFsync ? options_.fsync_mode : static_cast<FsyncMode>(mode);
+}
+
 void Journal::maybe_interval_sync() {
-  if (options_.fsync_mode != FsyncMode::kInterval) return;
-  auto now = steady_clock::now();
-  if (now < next_interval_sync_) return;
-  next_interval_sync_ = now + options_.fsync_interval;
+  if (interval_deadline_ == steady_clock::time_point::max() || steady_clock::now() < interval_deadline_) return;
+  interval_deadline_ = steady_clock::time_point::max();
   if (!dirty_ || active_->broken()) return;
   Status st = sync_segment(*active_);
   if (st.is_ok()) {
@@ -306,15 +305,21 @@ Status Journal::roll_segment() {
             active_->id() + 1);
   active_ = std::shared_ptr<SegmentAppender>(std::move(next.value()));
   segment_ledgers_.clear();
-  if (options_.fsync_mode != FsyncMode::kAlways) synced_active();  // the old one is whole on disk
+  interval_deadline_ = steady_clock::time_point::max();  // the old segment is whole on disk
+  synced_active();
   return Status::ok();
 }
 
-void Journal::synced_active() { durable_ = Checkpoint{active_->id(), active_->size()}; }
+void Journal::synced_active() { advance_durable(Checkpoint{active_->id(), active_->size()}); }
+
+void Journal::advance_durable(const Checkpoint& cp) {
+  std::lock_guard lock(durable_mu_);
+  durable_ = std::max(durable_, cp);
+}
 
 void Journal::abandon_segment() {
   const uint64_t lost = active_->id();
-  if (options_.fsync_mode == FsyncMode::kAlways) {
+  {
     // Every batch written to it completes (or fails) first, so that each
     // ledger's last confirmed entry is final below.
     std::unique_lock lock(sync_mu_);
@@ -327,6 +332,7 @@ void Journal::abandon_segment() {
   const size_t broken = segment_ledgers_.size();
   segment_ledgers_.clear();
   dirty_ = false;
+  interval_deadline_ = steady_clock::time_point::max();
   abandoned_segments_.inc();
   auto next = SegmentAppender::create(segments_dir_, lost + 1, *ops_);
   if (!next) {
@@ -355,6 +361,8 @@ void Journal::process(std::vector<JournalRequest>& batch) {
   std::vector<std::pair<LedgerState*, EntryId>> touched;
   uint64_t payload_bytes = 0;
   uint64_t entries = 0;
+  bool sync = false;
+  std::chrono::milliseconds interval = std::chrono::milliseconds::max();
   for (JournalRequest& r : batch) {
     LedgerState& ledger = *r.ledger;
     if (r.type == format::RecordType::kEntry && ledger.journal_broken) {
@@ -403,6 +411,18 @@ void Journal::process(std::vector<JournalRequest>& batch) {
     }
     pending_bytes_ += size;
     ++written;
+    switch (mode_of(ledger)) {
+      case FsyncMode::kAlways: sync = true; break;
+      case FsyncMode::kInterval: {
+        const uint8_t own = ledger.fsync.load(std::memory_order_relaxed);
+        interval = std::min(interval, own == LedgerState::kNodeFsync
+                                          ? options_.fsync_interval
+                                          : std::chrono::milliseconds(ledger.fsync_interval_ms.load(
+                                                std::memory_order_relaxed)));
+        break;
+      }
+      case FsyncMode::kNever: break;
+    }
   }
   if (failure.is_ok()) failure = write_pending();
   pieces_.clear();
@@ -428,11 +448,11 @@ void Journal::process(std::vector<JournalRequest>& batch) {
     batch_entries_.observe(static_cast<double>(written));
   }
   const Checkpoint end{active_->id(), active_->size()};
-  if (options_.fsync_mode != FsyncMode::kAlways) {
-    finish(batch, end);
-    return;
+  if (failure.is_ok() && written > 0 && interval != std::chrono::milliseconds::max()) {
+    interval_deadline_ = std::min(interval_deadline_, steady_clock::now() + interval);
   }
-  WrittenBatch handed{std::move(batch), failure.is_ok() && written > 0 ? active_ : nullptr, end, written_at};
+  const bool wrote = failure.is_ok() && written > 0;
+  WrittenBatch handed{std::move(batch), wrote ? active_ : nullptr, end, written_at, wrote && sync};
   {
     std::unique_lock lock(sync_mu_);
     sync_cv_.wait(lock, [this] { return written_.size() < kMaxUnsyncedBatches; });
@@ -444,7 +464,7 @@ void Journal::process(std::vector<JournalRequest>& batch) {
 
 void Journal::finish(std::vector<JournalRequest>& batch, const Checkpoint& end) {
   const int64_t start = common::monotonic_ns();
-  Status st = listener_->on_written(batch, end, durable_);
+  Status st = listener_->on_written(batch, end, durable());
   stages_.index.observe(common::seconds_between(start, common::monotonic_ns()));
   if (!st.is_ok()) {
     fail_journal(st);

@@ -4,21 +4,25 @@
 // Callers submit requests from any thread into a bounded queue. The journal
 // thread ("journal") takes every request that arrived meanwhile (up to
 // max_batch_entries / max_batch_bytes; when it was idle it first waits up to
-// max_batch_delay for company) and writes them with one pwritev per segment.
-// With FsyncMode::kAlways it hands the written batch to the sync thread
-// ("journal-sync") and goes on writing the next one; the sync thread runs one
-// fdatasync for every batch written meanwhile, so writing and syncing
-// overlap. Then, in batch order, the listener sees each batch (index, cache,
-// last confirmed) and the requests complete in order, each on its home
-// reactor. In the other modes the journal thread does that itself after the
-// write. A failed write fails the whole batch and breaks every ledger in it
-// (its later adds fail). A failed fdatasync loses what was written since the
-// last good one (the kernel reports the error once): every request written
-// to that segment since then fails, the segment takes no more writes, every
-// ledger that wrote to it is broken at its last durable entry (its writer
-// closes it there and moves on), and the journal goes on in a new segment.
-// A failed index write, or no new segment to go on in, fails the journal
-// for good (every later request fails); reads are unaffected.
+// max_batch_delay for company) and writes them with one pwritev per segment,
+// then hands the written batch to the completing thread ("journal-sync") and
+// goes on writing the next one. Each record is made durable as its ledger's
+// fsync mode says (its own, Storage::set_fsync, else the node's
+// StorageOptions::fsync_mode): when any record of the batches taken
+// together is kAlways, the completing thread runs one fdatasync for all of
+// them first, so writing and syncing overlap; kInterval records are synced
+// by the journal thread at most their ledger's interval after they were
+// written; kNever records leave it to the OS. Then, in batch order, the
+// listener sees each batch (index, cache, last confirmed) and the requests
+// complete in order, each on its home reactor. A failed write fails the
+// whole batch and breaks every ledger in it (its later adds fail). A failed
+// fdatasync loses what was written since the last good one (the kernel
+// reports the error once): every request written to that segment since then
+// fails, the segment takes no more writes, every ledger that wrote to it is
+// broken at its last durable entry (its writer closes it there and moves
+// on), and the journal goes on in a new segment. A failed index write, or no
+// new segment to go on in, fails the journal for good (every later request
+// fails); reads are unaffected.
 #pragma once
 
 #include <atomic>
@@ -85,9 +89,11 @@ class Journal {
   // Completes every queued request, syncs, joins the thread. Idempotent.
   void stop();
 
-  // How far an fdatasync has covered the segments. Meaningful once
-  // stopped (or from the completing thread).
-  Checkpoint durable() const { return durable_; }
+  // How far an fdatasync has covered the segments.
+  Checkpoint durable() const {
+    std::lock_guard lock(durable_mu_);
+    return durable_;
+  }
 
   // Any thread. On error the request was not queued and `done` is not called:
   // kResourceExhausted when the queue is full, kUnavailable once stopping,
@@ -122,6 +128,7 @@ class Journal {
     std::shared_ptr<SegmentAppender> segment;  // to sync; null when nothing was written
     Checkpoint end;
     int64_t written_ns = 0;
+    bool sync = false;  // holds a kAlways record: synced before it completes
   };
   // Batches the journal thread may run ahead of the sync thread.
   static constexpr size_t kMaxUnsyncedBatches = 4;
@@ -140,12 +147,18 @@ class Journal {
   // and goes on in a new segment. Fails the journal when it cannot.
   void abandon_segment();
   common::Status sync_segment(SegmentAppender& segment);
+  // The fsync mode of the ledger's records now.
+  FsyncMode mode_of(const LedgerState& ledger) const;
+  // Syncs the active segment once the first kInterval record written since
+  // the last sync has waited its ledger's interval.
   void maybe_interval_sync();
   void fail_journal(const common::Status& st);
   // Listener, then completions; in batch order, on one thread at a time.
   void finish(std::vector<JournalRequest>& batch, const Checkpoint& end);
   // A sync of the active segment (journal thread) succeeded.
   void synced_active();
+  // An fdatasync covered the segments up to `cp` (any thread; never moves back).
+  void advance_durable(const Checkpoint& cp);
   void complete(std::vector<JournalRequest>& batch);
   // Posts completions that found their reactor's mailbox full; with `wait`,
   // until all are posted. On the completing thread.
@@ -166,13 +179,16 @@ class Journal {
   // Ledgers with records in the active segment.
   std::vector<std::shared_ptr<LedgerState>> segment_ledgers_;
 
-  // The completing thread's (the sync thread with FsyncMode::kAlways, the
-  // journal thread otherwise): completions waiting for room in a reactor's
+  // When the active segment must be synced for its kInterval records
+  // (time_point::max(): none is waiting).
+  std::chrono::steady_clock::time_point interval_deadline_ = std::chrono::steady_clock::time_point::max();
+
+  // The completing thread's: completions waiting for room in a reactor's
   // mailbox, per reactor, in order.
   std::list<std::pair<runtime::Reactor*, std::deque<runtime::Task>>> held_;
-  // The completing thread's: how far an fdatasync has covered the segments.
+  // How far an fdatasync has covered the segments.
+  mutable std::mutex durable_mu_;
   Checkpoint durable_;
-  std::chrono::steady_clock::time_point next_interval_sync_;
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -190,7 +206,7 @@ class Journal {
   uint64_t batches_handed_ = 0;    // to the sync thread, ever
   uint64_t batches_finished_ = 0;  // by the sync thread, ever
   bool sync_stopping_ = false;
-  std::thread sync_thread_;  // only with FsyncMode::kAlways
+  std::thread sync_thread_;
 
   common::Histogram& fsync_seconds_;
   Stages stages_;

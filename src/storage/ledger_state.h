@@ -37,6 +37,13 @@ struct LedgerState {
   // Highest entry whose add completed (durable per the fsync mode).
   std::atomic<EntryId> last_confirmed{kNoEntry};
 
+  // How this ledger's records are made durable (Storage::set_fsync):
+  // kNodeFsync follows StorageOptions::fsync_mode, else a FsyncMode value,
+  // with its interval for kInterval. Read by the journal thread per record.
+  static constexpr uint8_t kNodeFsync = 0xff;
+  std::atomic<uint8_t> fsync{kNodeFsync};
+  std::atomic<uint32_t> fsync_interval_ms{0};
+
   // Journal thread only: the last entry written to a segment in stream
   // order, whether a failed write or sync has broken the ledger, and the
   // segment it last wrote to (0: none yet).

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,7 @@ enum class FsyncMode {
 
 struct StorageOptions {
   std::string directory;  // holds segments/ and index/; created if missing
+  // For ledgers without a mode of their own (Storage::set_fsync).
   FsyncMode fsync_mode = FsyncMode::kAlways;
   std::chrono::milliseconds fsync_interval{100};
   // Group commit: a batch closes at this many entries or bytes, or this long
@@ -103,6 +105,13 @@ class Storage : public runtime::Component {
   // oversized payload; kResourceExhausted when the journal queue is full.
   virtual void add_entry(const LedgerWriter& writer, EntryId entry, common::Slice data,
                          Callback<common::Status> done) = 0;
+  // How the ledger's records are made durable from now on, in place of the
+  // node's StorageOptions::fsync_mode (nullopt: the node's again); `interval`
+  // is kInterval's longest wait before an fdatasync. Records written in one
+  // group commit are synced together, so a kNever ledger's add may wait for
+  // another ledger's sync. kNotFound if missing. Immediate.
+  virtual common::Status set_fsync(LedgerId id, std::optional<FsyncMode> mode,
+                                   std::chrono::milliseconds interval) = 0;
   // Seals the ledger at its last confirmed entry and returns that entry.
   // Adds already submitted complete (or fail) first. Idempotent on a closed ledger.
   virtual void close_ledger(LedgerId id, Callback<common::Result<EntryId>> done) = 0;

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -47,7 +49,7 @@ Status StorageImpl::start() {
   if (started_) return Status::ok();
   MAGNETAR_RETURN_IF_ERROR(recover());
   started_ = true;
-  reader_ = std::make_unique<runtime::WorkerThread>("storage-read");
+  reader_ = std::make_unique<runtime::WorkerThread>("storage-read", 1 << 14, options_.read_threads);
   remover_ = std::make_unique<runtime::WorkerThread>("storage-gc", 1024);
   journal_->start();
   return Status::ok();
@@ -280,6 +282,15 @@ void StorageImpl::delete_ledger(LedgerId id, Callback<Status> done) {
     return;
   }
   deliver(home, [done, st = std::move(st)]() mutable { done(std::move(st)); });
+}
+
+Status StorageImpl::set_fsync(LedgerId id, std::optional<FsyncMode> mode, std::chrono::milliseconds interval) {
+  auto state = find(id);
+  if (!state) return Status::not_found("ledger " + std::to_string(id) + " does not exist");
+  state->fsync_interval_ms.store(static_cast<uint32_t>(std::clamp<int64_t>(interval.count(), 1, UINT32_MAX)),
+                                 std::memory_order_relaxed);
+  state->fsync.store(mode ? static_cast<uint8_t>(*mode) : LedgerState::kNodeFsync, std::memory_order_release);
+  return Status::ok();
 }
 
 Result<LedgerInfo> StorageImpl::ledger_info(LedgerId id) const {

@@ -45,6 +45,7 @@ class StorageImpl final : public Storage, private JournalListener {
   void open_ledger(LedgerId id, Callback<common::Result<LedgerWriter>> done) override;
   void add_entry(const LedgerWriter& writer, EntryId entry, common::Slice data,
                  Callback<common::Status> done) override;
+  common::Status set_fsync(LedgerId id, std::optional<FsyncMode> mode, std::chrono::milliseconds interval) override;
   void close_ledger(LedgerId id, Callback<common::Result<EntryId>> done) override;
   void read_entries(LedgerId id, EntryId first, EntryId last,
                     Callback<common::Result<std::vector<Entry>>> done) override;

@@ -257,7 +257,7 @@ class TopicPoliciesTest(NodeTestCase):
           "relativeToPublishRate": False}),
         ("persistence", {"bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 1, "bookkeeperAckQuorum": 1},
          {"bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 1, "bookkeeperAckQuorum": 1,
-          "managedLedgerMaxMarkDeleteRate": 0, "fsyncMode": "always", "fsyncIntervalMs": 0}),
+          "managedLedgerMaxMarkDeleteRate": 0, "fsyncIntervalMs": 0}),  # no fsyncMode: the node's
     ]
 
     def call(self, method, path, body=None):

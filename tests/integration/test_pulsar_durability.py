@@ -1,13 +1,15 @@
 """Crash durability of the produce path: SIGKILL the broker while a producer
 sends with fsync=always, restart it, and every message that got a
 SEND_RECEIPT is there, in order, once. Then the producer resends every
-sequence id after the restart and deduplication stores none of them twice."""
+sequence id after the restart and deduplication stores none of them twice.
+And a namespace's persistence policy decides whether its writes wait for an
+fdatasync, whatever the node's --fsync."""
 import signal
 import socket
 import time
 import unittest
 
-from magnetar_harness import Node
+from magnetar_harness import Node, call_json
 from test_pulsar_producer import BC, DUPLICATE_ID, WAIT_S, Wire, create_namespace, restart, set_policy
 
 TOPIC = "persistent://public/durable/ledger"
@@ -110,6 +112,54 @@ class DurabilityTest(unittest.TestCase):
         self.assertEqual(seqs + rest, list(range(TOTAL)))
         producer.close()
         consumer.close()
+
+
+FSYNCS = "magnetar_storage_journal_fsync_seconds_count"
+
+
+class NamespaceFsyncTest(unittest.TestCase):
+    """A node started with --fsync never syncs no write of its own; a
+    namespace whose persistence policy says fsyncMode always gets an
+    fdatasync before each receipt, and taking the mode off again (the node's)
+    stops them."""
+
+    def setUp(self):
+        self.node = Node("--fsync", "never").start()
+        create_namespace(self.node, "public/synced")
+        create_namespace(self.node, "public/fast")
+        set_policy(self.node, "public/synced", "persistence",
+                   {"bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 1, "bookkeeperAckQuorum": 1,
+                    "fsyncMode": "always"})
+
+    def tearDown(self):
+        self.assertEqual(self.node.stop(), 0)
+        self.node.close()
+
+    def produce(self, topic, count):
+        wire = Wire(self.node.ports["pulsar"])
+        wire.open_producer(topic, 1, 2, name="p")
+        receipts = {}
+        send_all(wire, "p", receipts, range(count))
+        wire.close()
+        self.assertEqual(len(receipts), count)
+
+    def test_the_namespace_policy_decides_the_fsync(self):
+        before = self.node.metric(FSYNCS)
+        self.produce("persistent://public/fast/t", 200)
+        self.assertEqual(self.node.metric(FSYNCS), before, "a write of a --fsync never node was synced")
+        self.produce("persistent://public/synced/t", 200)
+        synced = self.node.metric(FSYNCS)
+        self.assertGreaterEqual(synced - before, 1, "fsyncMode always sent receipts without an fdatasync")
+        # The policy without fsyncMode: the node's --fsync again, on the loaded topic.
+        set_policy(self.node, "public/synced", "persistence",
+                   {"bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 1, "bookkeeperAckQuorum": 1})
+        status, reply = call_json(self.node, "GET", "/admin/v2/namespaces/public/synced/persistence")
+        self.assertEqual(status, 200)
+        self.assertNotIn("fsyncMode", reply)
+        self.produce("persistent://public/synced/t", 200)  # the change reaches the topic meanwhile
+        settled = self.node.metric(FSYNCS)
+        self.produce("persistent://public/synced/t", 200)
+        self.assertEqual(self.node.metric(FSYNCS), settled)
 
 
 if __name__ == "__main__":

@@ -96,6 +96,11 @@ class FaultyFileOps final : public FileOps {
     std::lock_guard lock(mu_);
     return syncs_failed_;
   }
+  // fdatasyncs of matching files that succeeded.
+  int syncs() const {
+    std::lock_guard lock(mu_);
+    return syncs_;
+  }
 
   // ---- FileOps
   int open(const std::string& path, int flags, mode_t mode) override {
@@ -189,6 +194,7 @@ class FaultyFileOps final : public FileOps {
     }
     if (::fdatasync(fd) != 0) return -1;
     f.durable = f.size;
+    ++syncs_;
     return 0;
   }
   int fsync(int fd) override { return ::fsync(fd); }
@@ -260,6 +266,7 @@ class FaultyFileOps final : public FileOps {
   size_t short_write_bytes_ = 0;
   std::chrono::milliseconds sync_delay_{0};
   int syncs_failed_ = 0;
+  int syncs_ = 0;
   bool dead_ = false;
 };
 

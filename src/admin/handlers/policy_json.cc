@@ -241,12 +241,14 @@ Result<BacklogQuota> backlog_quota_from_json(const Json& j) {
 }
 
 Json to_json(const PersistencePolicy& p) {
-  return Json{{"bookkeeperEnsemble", p.ensemble},
-              {"bookkeeperWriteQuorum", p.write_quorum},
-              {"bookkeeperAckQuorum", p.ack_quorum},
-              {"managedLedgerMaxMarkDeleteRate", p.max_mark_delete_rate},
-              {"fsyncMode", std::string(broker::fsync_mode_name(p.fsync_mode))},
-              {"fsyncIntervalMs", p.fsync_interval_ms}};
+  Json j{{"bookkeeperEnsemble", p.ensemble},
+         {"bookkeeperWriteQuorum", p.write_quorum},
+         {"bookkeeperAckQuorum", p.ack_quorum},
+         {"managedLedgerMaxMarkDeleteRate", p.max_mark_delete_rate},
+         {"fsyncIntervalMs", p.fsync_interval_ms}};
+  // Absent: the node's --fsync.
+  if (p.fsync_mode) j["fsyncMode"] = std::string(broker::fsync_mode_name(*p.fsync_mode));
+  return j;
 }
 
 Result<PersistencePolicy> persistence_from_json(const Json& j) {

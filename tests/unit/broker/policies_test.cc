@@ -52,6 +52,16 @@ TEST(PoliciesTest, RoundTripUnsetStaysUnset) {
   EXPECT_FALSE(back->deduplication.has_value());
 }
 
+TEST(PoliciesTest, APersistencePolicyWithoutFsyncModeKeepsTheNodes) {
+  NamespacePolicies p;
+  p.persistence = PersistencePolicy{2, 2, 1, 0, std::nullopt, 0};
+  auto back = decode_policies(encode_policies(p));
+  ASSERT_TRUE(back.is_ok());
+  ASSERT_TRUE(back->persistence.has_value());
+  EXPECT_FALSE(back->persistence->fsync_mode.has_value());
+  EXPECT_EQ(*back, p);
+}
+
 TEST(PoliciesTest, TenantsClustersPartitions) {
   TenantInfo t{{"admin"}, {"standalone", "east"}};
   EXPECT_EQ(*decode_tenant(encode_tenant(t)), t);

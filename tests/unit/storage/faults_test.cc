@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "common/metrics.h"
@@ -217,6 +218,65 @@ TEST_F(StorageFaultTest, APowerLossInIntervalModeLeavesAShorterLedger) {
   ASSERT_TRUE(again.is_ok()) << again.status().to_string();
   add(*again, *last + 1, *last + 10);
   expect_entries(1, 0, *last + 10);
+}
+
+// A ledger's own fsync mode (a namespace's persistence policy) decides
+// when its adds are acknowledged, whatever the node's mode: on a node that
+// never syncs, a kAlways ledger's acknowledged adds survive a power loss.
+TEST_F(StorageFaultTest, ALedgersOwnFsyncModeOutlivesAPowerLossOnANodeThatNeverSyncs) {
+  StorageOptions o = options(FsyncMode::kNever);
+  start(o);
+  auto durable = create(1);
+  auto fast = create(2);
+  ASSERT_TRUE(storage_->set_fsync(1, FsyncMode::kAlways, std::chrono::milliseconds(0)).is_ok());
+  EXPECT_EQ(storage_->set_fsync(99, FsyncMode::kAlways, {}).code(), ErrorCode::kNotFound);
+  const int before = ops_->syncs();
+  add(durable, 0, 99);
+  EXPECT_GE(ops_->syncs() - before, 1);
+  add(fast, 0, 99);  // acknowledged after write: nothing syncs them
+  ops_->crash();
+  stop();
+  ops_->clear_faults();
+  start(o);
+  EXPECT_EQ(*storage_->last_confirmed(1), 99);
+  expect_entries(1, 0, 99);
+  auto lost = storage_->last_confirmed(2);
+  EXPECT_TRUE(!lost.is_ok() || *lost < 99) << "a kNever ledger's unsynced adds survived a power loss";
+}
+
+// The other way: on a node that syncs every commit, a kNever ledger's adds
+// wait for no fdatasync, and setting the node's mode back (nullopt) syncs again.
+TEST_F(StorageFaultTest, AKNeverLedgerOnASyncingNodeRunsNoFdatasync) {
+  start(options(FsyncMode::kAlways));
+  auto w = create(1);
+  ASSERT_TRUE(storage_->set_fsync(1, FsyncMode::kNever, {}).is_ok());
+  const int before = ops_->syncs();
+  add(w, 0, 199);
+  EXPECT_EQ(ops_->syncs(), before);
+  ASSERT_TRUE(storage_->set_fsync(1, std::nullopt, {}).is_ok());
+  add(w, 200, 209);
+  EXPECT_GE(ops_->syncs() - before, 1);
+  expect_entries(1, 0, 209);
+}
+
+// kInterval on a ledger of a node that never syncs: its adds are
+// acknowledged at once and an fdatasync follows within the interval.
+TEST_F(StorageFaultTest, AKIntervalLedgerIsSyncedWithinItsInterval) {
+  start(options(FsyncMode::kNever));
+  auto w = create(1);
+  ASSERT_TRUE(storage_->set_fsync(1, FsyncMode::kInterval, std::chrono::milliseconds(20)).is_ok());
+  const int before = ops_->syncs();
+  add(w, 0, 9);
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (ops_->syncs() == before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GT(ops_->syncs(), before) << "no fdatasync followed the interval ledger's adds";
+  // Once synced, nothing more is due: the journal does not sync while idle.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int settled = ops_->syncs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(ops_->syncs(), settled);
 }
 
 }  // namespace

@@ -115,14 +115,14 @@ export function PoliciesPanel({ tenant, ns }: { tenant: string; ns: string }) {
       fields: [field('Ensemble', num('bookkeeperEnsemble', per?.bookkeeperEnsemble ?? 1)),
         field('Write quorum', num('bookkeeperWriteQuorum', per?.bookkeeperWriteQuorum ?? 1)),
         field('Ack quorum', num('bookkeeperAckQuorum', per?.bookkeeperAckQuorum ?? 1)),
-        field('fsync', select('fsyncMode', ['always', 'interval', 'never'].map((v) => [v, v]),
-          per?.fsyncMode ?? 'always'), 'always: every write is on disk before the ack'),
+        field('fsync', select('fsyncMode', [['', "the node's (--fsync)"], ...['always', 'interval', 'never']
+          .map((v): [string, string] => [v, v])], per?.fsyncMode ?? ''), 'always: every write is on disk before the ack'),
         field('fsync interval', num('fsyncIntervalMs', per?.fsyncIntervalMs ?? 0, 'ms, for interval'))],
       save: (f) => set('persistence', {
         bookkeeperEnsemble: read(f, 'bookkeeperEnsemble'), bookkeeperWriteQuorum: read(f, 'bookkeeperWriteQuorum'),
         bookkeeperAckQuorum: read(f, 'bookkeeperAckQuorum'),
         managedLedgerMaxMarkDeleteRate: per?.managedLedgerMaxMarkDeleteRate ?? 0,
-        fsyncMode: input(f, 'fsyncMode').value, fsyncIntervalMs: read(f, 'fsyncIntervalMs') ?? 0,
+        fsyncMode: input(f, 'fsyncMode').value || undefined, fsyncIntervalMs: read(f, 'fsyncIntervalMs') ?? 0,
       }),
       remove: () => remove('persistence') }),
     h(Section, { title: 'Deduplication', testid: 'policy-deduplication',
