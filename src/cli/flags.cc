@@ -82,6 +82,10 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
                  "How often tenants with a storage quota have their stored bytes summed (publishing is refused while "
                  "at or over it)")
       ->capture_default_str()->check(CLI::Range(1, 3600));
+  cmd.add_option("--ledger-reconcile-secs", c.ledger_reconcile_secs,
+                 "How often storage ledgers that no topic names (left by a crash) are looked for and deleted, after "
+                 "the pass at start (0: at start only)")
+      ->capture_default_str()->check(CLI::Range(0, 86400 * 7));
   cmd.add_flag("--authentication-enabled", c.authentication_enabled,
                "Refuse clients without a valid token on every listener (needs --token-secret-key or --token-public-key)");
   cmd.add_option("--token-secret-key", c.token_secret_key,

@@ -12,7 +12,6 @@ using storage::LedgerId;
 
 namespace {
 
-constexpr const char* kNextIdKey = "/managed-ledgers-next-id";
 // Other nodes of a cluster reserve blocks too: a conflict is retried.
 constexpr int kMaxAttempts = 100;
 
@@ -55,7 +54,7 @@ void LedgerIdAllocator::refill(int attempts_left) {
     }
     return answer(std::move(waiters), Status::unavailable("ledger id allocation kept conflicting"));
   }
-  store_.get(kNextIdKey, [this, attempts_left](Result<metadata::Record> rec) {
+  store_.get(LedgerIdAllocator::kNextIdKey, [this, attempts_left](Result<metadata::Record> rec) {
     LedgerId first = 1;
     int64_t expected = metadata::kMustNotExist;
     if (rec) {
@@ -71,7 +70,7 @@ void LedgerIdAllocator::refill(int attempts_left) {
       return answer(std::move(waiters), rec.status());
     }
     const LedgerId limit = first + block_;
-    store_.put(kNextIdKey, std::to_string(limit), metadata::PutOptions{expected, 0},
+    store_.put(LedgerIdAllocator::kNextIdKey, std::to_string(limit), metadata::PutOptions{expected, 0},
                [this, attempts_left, first, limit](Result<metadata::Stat> st) {
                  if (!st) {
                    auto code = st.status().code();

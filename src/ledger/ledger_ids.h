@@ -29,6 +29,8 @@ namespace magnetar::ledger {
 class LedgerIdAllocator {
  public:
   static constexpr uint64_t kDefaultBlock = 256;
+  // The metadata key holding the first id not reserved yet.
+  static constexpr const char* kNextIdKey = "/managed-ledgers-next-id";
 
   explicit LedgerIdAllocator(metadata::Store& store, uint64_t block = kDefaultBlock);
   LedgerIdAllocator(const LedgerIdAllocator&) = delete;

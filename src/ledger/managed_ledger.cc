@@ -81,6 +81,15 @@ Result<uint64_t> ManagedLedger::stored_size(const std::string& record) {
   return chain->total_size();
 }
 
+Result<std::vector<LedgerId>> ManagedLedger::stored_ledgers(const std::string& record) {
+  auto chain = decode_chain(record);
+  if (!chain.is_ok()) return chain.status();
+  std::vector<LedgerId> ids;
+  ids.reserve(chain->ledgers().size());
+  for (const auto& l : chain->ledgers()) ids.push_back(l.id);
+  return ids;
+}
+
 Result<uint8_t> ManagedLedger::stored_origin(const std::string& record) {
   auto list = verified_list(record);
   if (!list.is_ok()) return list.status();

@@ -88,6 +88,8 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   // chain_key()) names: the size of a log nobody has open. A ledger left
   // open by a crash counts once recovery has closed it.
   static common::Result<uint64_t> stored_size(const std::string& record);
+  // The storage ledgers a stored ledger list names.
+  static common::Result<std::vector<LedgerId>> stored_ledgers(const std::string& record);
   // The origin a stored ledger list records (ManagedLedgerConfig.origin).
   static common::Result<uint8_t> stored_origin(const std::string& record);
   ManagedLedger(const ManagedLedger&) = delete;

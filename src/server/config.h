@@ -63,6 +63,9 @@ struct Config {
   // How often tenants' stored bytes are summed against their storage
   // quotas (only tenants that have one).
   uint32_t storage_quota_check_secs = 30;
+  // How often storage ledgers that no topic names (left by a crash) are
+  // looked for and deleted, after the pass at start (0: at start only).
+  uint32_t ledger_reconcile_secs = 600;
   // Token authentication (security/token_authenticator.h): when on, every
   // listener refuses clients without a valid token. The key verifies the
   // tokens: a secret key (HS256) or a public key (RS256/ES256), given as

@@ -19,6 +19,7 @@
 #include "broker/policy_cache.h"
 #include "broker/schema_registry.h"
 #include "broker/storage_quotas.h"
+#include "ledger/ledger_reconciler.h"
 #include "broker/tenancy.h"
 #include "protocol/amqp/server/amqp_service.h"
 #include "protocol/kafka/server/kafka_service.h"
@@ -309,7 +310,12 @@ Status Server::start() {
   auto storage_quotas = std::make_unique<broker::StorageQuotas>(
       metadata_store, *broker, std::chrono::seconds(config_.storage_quota_check_secs));
   admin::register_tenant_usage_routes(admin->router(), *tenancy_ptr, *broker, *storage_quotas);
+  // Started before the broker, so that it reads the first ledger id this
+  // process may hand out before any topic opens (ledger_reconciler.h).
+  auto reconciler = std::make_unique<ledger::LedgerReconciler>(*storage, metadata_store,
+                                                               std::chrono::seconds(config_.ledger_reconcile_secs));
   components_.push_back(std::move(storage));
+  components_.push_back(std::move(reconciler));
   components_.push_back(std::move(broker));
   components_.push_back(std::move(storage_quotas));
   components_.push_back(std::move(pulsar));

@@ -1,0 +1,80 @@
+// LedgerReconciler: deletes storage ledgers that no managed ledger names.
+//
+// A crash between a metadata write and the storage call that goes with it
+// (a topic deleted before its ledgers were, a ledger trimmed from its list
+// but not from storage, a ledger created whose list write never happened)
+// leaves a ledger that nothing reads or deletes, and it keeps every segment
+// it has records in on disk. Each pass lists storage's ledgers, reads every
+// stored ledger list under /managed-ledgers/, and deletes each ledger no
+// list names that either is older than this process (its id is below the
+// first id this process could have reserved, read at start) or was unnamed
+// at the previous pass too, so a ledger whose list write is under way is
+// left alone. A ledger a list names that storage does not have is counted
+// and logged: data was lost, and nothing here can bring it back.
+//
+// Threads: its own ("ledger-reconcile"), which blocks on the metadata store
+// and on storage; a pass runs at start and every `interval` (0: at start only).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "common/metrics.h"
+#include "common/result.h"
+#include "metadata/store.h"
+#include "runtime/component.h"
+#include "storage/storage.h"
+
+namespace magnetar::ledger {
+
+class LedgerReconciler final : public runtime::Component {
+ public:
+  struct Pass {
+    size_t stored = 0;   // ledgers storage had
+    size_t named = 0;    // ledgers the stored lists name
+    size_t deleted = 0;  // unnamed ledgers deleted
+    size_t waiting = 0;  // unnamed ledgers made by this process, left for the next pass
+    size_t missing = 0;  // named ledgers storage does not have
+  };
+
+  LedgerReconciler(storage::Storage& storage, metadata::Store& store, std::chrono::milliseconds interval);
+  ~LedgerReconciler() override;
+
+  std::string_view name() const override { return "ledger-reconcile"; }
+  // Reads the first id this process may hand out, then starts the thread.
+  // REQUIRES: storage and the store started, no ledger id handed out yet.
+  common::Status start() override;
+  void stop() override;
+
+  // One pass now, on the caller's thread (not a reactor, not the store's).
+  common::Result<Pass> run_pass();
+  // Passes finished (or failed) so far.
+  uint64_t passes() const { return passes_.load(std::memory_order_acquire); }
+
+ private:
+  void run();
+
+  storage::Storage& storage_;
+  metadata::Store& store_;
+  const std::chrono::milliseconds interval_;
+  storage::LedgerId first_of_process_ = 0;  // ids below it were made before this process
+  std::set<storage::LedgerId> unnamed_;     // unnamed at the last pass, made by this process
+
+  std::mutex pass_mu_;  // one pass at a time
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::atomic<bool> abort_{false};
+  std::atomic<uint64_t> passes_{0};
+  std::thread thread_;
+
+  common::Counter& deleted_;
+  common::Gauge& missing_;
+};
+
+}  // namespace magnetar::ledger
