@@ -1,5 +1,6 @@
 // Storage benchmarks: append throughput per entry size, ledger count and
-// fsync mode; tail reads (cache) and catch-up reads (disk, read-ahead).
+// fsync mode; tail reads (cache) and catch-up reads (disk, read-ahead), one
+// reader and several at once.
 //
 // The first benchmark measures the disk itself: sequential 1 MiB writes,
 // each followed by fdatasync. Every append benchmark then reports
@@ -16,6 +17,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/logging.h"
@@ -268,6 +270,69 @@ void BM_CatchUpRead(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * count);
 }
 BENCHMARK(BM_CatchUpRead)->Arg(1024)->Iterations(3)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Several catch-up readers at once, each reading 100 entries per call as a
+// dispatcher does: on separate ledgers (args: readers, 0, read threads) or
+// at different places in one ledger (readers, 1, read threads). Page cache
+// dropped for the segment files first.
+void BM_CatchUpReaders(benchmark::State& state) {
+  const size_t size = 1024;
+  const int readers = static_cast<int>(state.range(0));
+  const bool one_ledger = state.range(1) != 0;
+  const EntryId total = static_cast<EntryId>((256u << 20) / size);
+  BenchDir dir;
+  StorageOptions o = bench_options(dir.path(), FsyncMode::kNever);
+  o.tail_cache_bytes = 0;
+  o.read_threads = static_cast<size_t>(state.range(2));
+  {
+    auto writer = make_local_storage(o);
+    if (!writer->start().is_ok()) return state.SkipWithError("start failed");
+    if (one_ledger) {
+      fill(*writer, 1, total, size);
+    } else {
+      for (int r = 0; r < readers; ++r) fill(*writer, static_cast<LedgerId>(r + 1), total / readers, size);
+    }
+    writer->stop();
+  }
+  std::atomic<size_t> bytes{0};
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::string segments = dir.path() + "/segments";
+    for (uint64_t id : list_segments(segments).value_or({})) {
+      int fd = ::open(segment_path(segments, id).c_str(), O_RDONLY);
+      ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+      ::close(fd);
+    }
+    auto storage = make_local_storage(o);
+    if (!storage->start().is_ok()) return state.SkipWithError("start failed");
+    state.ResumeTiming();
+    std::vector<std::thread> threads;
+    const EntryId share = total / readers;
+    for (int r = 0; r < readers; ++r) {
+      threads.emplace_back([&, r]() {
+        const LedgerId id = one_ledger ? 1 : static_cast<LedgerId>(r + 1);
+        const EntryId from = one_ledger ? r * share : 0;
+        for (EntryId first = from; first < from + share; first += 100) {
+          bytes += read_range(*storage, id, first, std::min(first + 99, from + share - 1));
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    state.PauseTiming();
+    storage->stop();
+    state.ResumeTiming();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(bytes.load()));
+}
+BENCHMARK(BM_CatchUpReaders)
+    ->ArgNames({"readers", "one_ledger", "read_threads"})
+    ->Args({4, 0, 1})
+    ->Args({4, 0, 4})
+    ->Args({2, 1, 1})
+    ->Args({2, 1, 4})
+    ->Iterations(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace magnetar::storage

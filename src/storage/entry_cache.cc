@@ -17,24 +17,48 @@ void EntryCache::account(Shard& s, size_t added, size_t removed) {
   }
 }
 
+const EntryCache::Run* EntryCache::find_run(const Shard& s, LedgerId ledger, EntryId entry) {
+  auto it = s.runs.find(ledger);
+  if (it == s.runs.end()) return nullptr;
+  for (const Run& run : it->second) {
+    if (run.holds(entry)) return &run;
+  }
+  return nullptr;
+}
+
+void EntryCache::drop_run(Shard& s, Runs& runs, size_t i) {
+  size_t dropped = 0;
+  for (const Slice& e : runs[i].entries) dropped += e.size();
+  account(s, 0, dropped);
+  s.live -= runs[i].entries.size();
+  runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
 void EntryCache::insert(LedgerId ledger, EntryId entry, Slice data) {
   if (capacity_ == 0) return;
   Shard& s = shard(ledger);
   std::lock_guard lock(s.mu);
-  Run& run = s.runs[ledger];
-  EntryId end = run.first + static_cast<EntryId>(run.entries.size());
-  if (!run.entries.empty() && entry >= run.first && entry < end) return;  // already held
-  if (run.entries.empty() || entry != end) {
-    size_t dropped = 0;
-    for (const Slice& e : run.entries) dropped += e.size();
-    account(s, 0, dropped);
-    s.live -= run.entries.size();
-    run.entries.clear();
-    run.first = entry;
+  Runs& runs = s.runs[ledger];
+  Run* into = nullptr;
+  for (Run& run : runs) {
+    if (run.holds(entry)) return;  // already held
+    if (run.end() == entry && !run.entries.empty()) into = &run;
   }
+  if (into == nullptr) {
+    if (runs.size() >= kMaxRuns) {
+      size_t oldest = 0;
+      for (size_t i = 1; i < runs.size(); ++i) {
+        if (runs[i].used < runs[oldest].used) oldest = i;
+      }
+      drop_run(s, runs, oldest);
+    }
+    runs.push_back(Run{entry, {}, 0});
+    into = &runs.back();
+  }
+  into->used = ++s.clock;
   account(s, data.size(), 0);
   ++s.live;
-  run.entries.push_back(std::move(data));
+  into->entries.push_back(std::move(data));
   s.order.emplace_back(ledger, entry);
   evict(s);
 }
@@ -47,24 +71,23 @@ void EntryCache::evict(Shard& s) {
     auto [ledger, entry] = s.order.front();
     s.order.pop_front();
     auto it = s.runs.find(ledger);
-    if (it == s.runs.end() || it->second.entries.empty() || it->second.first != entry) continue;  // stale
-    Run& run = it->second;
-    account(s, 0, run.entries.front().size());
+    if (it == s.runs.end()) continue;  // stale
+    Runs& runs = it->second;
+    auto run = std::find_if(runs.begin(), runs.end(),
+                            [&](const Run& r) { return !r.entries.empty() && r.first == entry; });
+    if (run == runs.end()) continue;  // stale
+    account(s, 0, run->entries.front().size());
     --s.live;
-    run.entries.pop_front();
-    ++run.first;
-    if (run.entries.empty()) s.runs.erase(it);
+    run->entries.pop_front();
+    ++run->first;
+    if (run->entries.empty()) runs.erase(run);
+    if (runs.empty()) s.runs.erase(it);
   }
   // Stale order records pile up when runs are replaced; drop them in bulk.
   if (s.order.size() > 2 * s.live + 1024) {
     std::deque<std::pair<LedgerId, EntryId>> kept;
     for (const auto& [ledger, entry] : s.order) {
-      auto it = s.runs.find(ledger);
-      if (it == s.runs.end()) continue;
-      const Run& run = it->second;
-      if (entry >= run.first && entry < run.first + static_cast<EntryId>(run.entries.size())) {
-        kept.emplace_back(ledger, entry);
-      }
+      if (find_run(s, ledger, entry) != nullptr) kept.emplace_back(ledger, entry);
     }
     s.order.swap(kept);
   }
@@ -73,24 +96,22 @@ void EntryCache::evict(Shard& s) {
 std::optional<Slice> EntryCache::get(LedgerId ledger, EntryId entry) const {
   Shard& s = shard(ledger);
   std::lock_guard lock(s.mu);
-  auto it = s.runs.find(ledger);
-  if (it == s.runs.end()) return std::nullopt;
-  const Run& run = it->second;
-  if (entry < run.first || entry >= run.first + static_cast<EntryId>(run.entries.size())) return std::nullopt;
-  return run.entries[static_cast<size_t>(entry - run.first)];
+  const Run* run = find_run(s, ledger, entry);
+  if (run == nullptr) return std::nullopt;
+  return run->entries[static_cast<size_t>(entry - run->first)];
 }
 
 size_t EntryCache::get_range(LedgerId ledger, EntryId first, EntryId last, size_t max_bytes,
                              std::vector<Entry>* out, size_t* bytes) const {
   Shard& s = shard(ledger);
   std::lock_guard lock(s.mu);
-  auto it = s.runs.find(ledger);
-  if (it == s.runs.end()) return 0;
-  const Run& run = it->second;
-  EntryId end = std::min(last + 1, run.first + static_cast<EntryId>(run.entries.size()));
+  const Run* run = find_run(s, ledger, first);
+  if (run == nullptr) return 0;
+  run->used = ++s.clock;
+  EntryId end = std::min(last + 1, run->end());
   size_t added = 0;
-  for (EntryId e = first; e >= run.first && e < end; ++e) {
-    const Slice& data = run.entries[static_cast<size_t>(e - run.first)];
+  for (EntryId e = first; e < end; ++e) {
+    const Slice& data = run->entries[static_cast<size_t>(e - run->first)];
     if (!out->empty() && *bytes + data.size() > max_bytes) break;
     *bytes += data.size();
     out->push_back(Entry{ledger, e, data});
@@ -104,10 +125,7 @@ void EntryCache::erase_ledger(LedgerId ledger) {
   std::lock_guard lock(s.mu);
   auto it = s.runs.find(ledger);
   if (it == s.runs.end()) return;
-  size_t dropped = 0;
-  for (const Slice& e : it->second.entries) dropped += e.size();
-  account(s, 0, dropped);
-  s.live -= it->second.entries.size();
+  while (!it->second.empty()) drop_run(s, it->second, it->second.size() - 1);
   s.runs.erase(it);
 }
 

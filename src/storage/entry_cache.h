@@ -1,9 +1,11 @@
 // EntryCache: recent entries in memory, bounded by bytes.
 //
-// For each ledger the cache holds one run of consecutive entries. Inserting
-// the next entry of the run extends it; inserting anything else starts a new
-// run (the old one is dropped). Tailing readers find what was just added;
-// read-ahead fills a run past what a catch-up reader asked for. The byte
+// For each ledger the cache holds up to kMaxRuns runs of consecutive
+// entries. Inserting the next entry of a run extends it; inserting anything
+// else starts a new run (past kMaxRuns, the run used least recently is
+// dropped). Tailing readers find what was just added; read-ahead fills a run
+// past what a catch-up reader asked for, and readers at different places in
+// one ledger each keep their own run instead of evicting each other's. The byte
 // budget is shared by all ledgers, so one busy ledger can use all of it; when
 // over budget the oldest entries of the inserting shard go first. The cache keeps the entries'
 // Slices, so it pins their buffers.
@@ -43,13 +45,19 @@ class EntryCache {
 
  private:
   static constexpr size_t kShards = 16;
+  static constexpr size_t kMaxRuns = 4;
   struct Run {
     EntryId first = 0;
     std::deque<common::Slice> entries;
+    mutable uint64_t used = 0;  // the shard's clock when last inserted into or read
+    EntryId end() const { return first + static_cast<EntryId>(entries.size()); }
+    bool holds(EntryId e) const { return e >= first && e < end(); }
   };
+  using Runs = std::vector<Run>;
   struct Shard {
     mutable std::mutex mu;
-    std::unordered_map<LedgerId, Run> runs;
+    std::unordered_map<LedgerId, Runs> runs;
+    mutable uint64_t clock = 0;
     // Insertion order, for eviction; entries dropped with their run stay
     // here until they reach the front (or a compaction) and are skipped.
     std::deque<std::pair<LedgerId, EntryId>> order;
@@ -57,6 +65,9 @@ class EntryCache {
     size_t live = 0;
   };
   Shard& shard(LedgerId ledger) const { return shards_[ledger % kShards]; }
+  // The run of `ledger` holding `entry`, or null. Caller holds s.mu.
+  static const Run* find_run(const Shard& s, LedgerId ledger, EntryId entry);
+  void drop_run(Shard& s, Runs& runs, size_t i);
   void evict(Shard& s);
   // Keeps s.bytes and the shared total in step. Caller holds s.mu.
   void account(Shard& s, size_t added, size_t removed);

@@ -1,5 +1,5 @@
 // Reads: the tail cache, then the read-ahead cache, then the disk (on the
-// "storage-read" worker) with read-ahead past what was asked.
+// "storage-read" threads) with read-ahead past what was asked.
 #include <algorithm>
 
 #include "common/logging.h"
@@ -74,7 +74,8 @@ void StorageImpl::read_from_disk(std::shared_ptr<LedgerState> ledger, EntryId fi
   };
   const EntryId start = first + static_cast<EntryId>(entries.size());
   const EntryId lac = ledger->last_confirmed.load(std::memory_order_acquire);
-  const EntryId ahead_end = std::min<EntryId>(lac, last + static_cast<EntryId>(options_.read_ahead_entries));
+  const EntryId ahead = std::min<EntryId>(static_cast<EntryId>(options_.read_ahead_entries), last - first + 1);
+  const EntryId ahead_end = std::min<EntryId>(lac, last + ahead);
   auto locations = index_->lookup(ledger->id, start, static_cast<size_t>(ahead_end - start + 1));
   if (!locations) {
     read_errors_.inc();

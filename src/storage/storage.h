@@ -80,7 +80,12 @@ struct StorageOptions {
   uint64_t segment_size = 256u << 20;  // a segment rolls over past this
   size_t tail_cache_bytes = 64u << 20;       // recently added entries
   size_t read_ahead_cache_bytes = 32u << 20;  // entries read from disk
-  size_t read_ahead_entries = 256;           // extra entries read past a miss
+  // Extra entries read past a miss: as many as were asked for, up to this
+  // (a one-entry probe, as a seek makes, reads one more, not a window).
+  size_t read_ahead_entries = 256;
+  // Threads reading from disk: readers of different ledgers (and of one
+  // ledger) do not wait for each other's reads.
+  size_t read_threads = 4;
   size_t max_read_bytes = 8u << 20;          // one read returns at most this (but >= 1 entry)
   // The file system calls on segments (file_ops.h); null: the real ones.
   std::shared_ptr<FileOps> file_ops;

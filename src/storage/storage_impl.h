@@ -7,7 +7,7 @@
 //
 // Threads: the ledger table is guarded by table_mu_; each LedgerState by its
 // own mutex. The journal thread owns segment_refs_ and the index writes; the
-// "storage-read" worker does disk reads.
+// "storage-read" threads do disk reads.
 #pragma once
 
 #include <atomic>

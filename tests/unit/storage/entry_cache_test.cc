@@ -23,14 +23,44 @@ TEST(EntryCacheTest, HoldsARunOfConsecutiveEntries) {
   EXPECT_FALSE(cache.get(2, 0).has_value());
 }
 
-TEST(EntryCacheTest, ANonConsecutiveInsertStartsANewRun) {
+TEST(EntryCacheTest, ANonConsecutiveInsertStartsANewRunBesideTheOld) {
   EntryCache cache(1 << 20);
   cache.insert(1, 0, bytes(10));
   cache.insert(1, 1, bytes(10));
   cache.insert(1, 5, bytes(10));
-  EXPECT_FALSE(cache.get(1, 0).has_value());
+  EXPECT_TRUE(cache.get(1, 0).has_value());
   EXPECT_TRUE(cache.get(1, 5).has_value());
-  EXPECT_EQ(cache.size_bytes(), 10u);
+  EXPECT_FALSE(cache.get(1, 2).has_value());
+  EXPECT_EQ(cache.size_bytes(), 30u);
+}
+
+// Two catch-up readers of one ledger, far apart, each extend their own run:
+// neither read-ahead evicts the other's.
+TEST(EntryCacheTest, TwoReadersOfOneLedgerKeepTheirOwnRuns) {
+  EntryCache cache(1 << 20);
+  for (EntryId e = 0; e < 100; ++e) {
+    cache.insert(1, e, bytes(10));
+    cache.insert(1, 5000 + e, bytes(10));
+  }
+  std::vector<Entry> a, b;
+  size_t used = 0;
+  EXPECT_EQ(cache.get_range(1, 0, 99, 1 << 20, &a, &used), 100u);
+  used = 0;
+  EXPECT_EQ(cache.get_range(1, 5000, 5099, 1 << 20, &b, &used), 100u);
+}
+
+TEST(EntryCacheTest, PastTheRunLimitTheLeastRecentlyUsedRunGoes) {
+  EntryCache cache(1 << 20);
+  for (EntryId run = 0; run < 4; ++run) cache.insert(1, run * 100, bytes(10));
+  std::vector<Entry> out;
+  size_t used = 0;
+  EXPECT_EQ(cache.get_range(1, 0, 0, 1 << 20, &out, &used), 1u);  // run 0 is used again
+  cache.insert(1, 1000, bytes(10));  // a fifth run: run 100 (least recently used) goes
+  EXPECT_TRUE(cache.get(1, 0).has_value());
+  EXPECT_FALSE(cache.get(1, 100).has_value());
+  EXPECT_TRUE(cache.get(1, 200).has_value());
+  EXPECT_TRUE(cache.get(1, 1000).has_value());
+  EXPECT_EQ(cache.size_bytes(), 40u);
 }
 
 TEST(EntryCacheTest, ReinsertingAHeldEntryKeepsTheFirstCopy) {
@@ -66,7 +96,7 @@ TEST(EntryCacheTest, LedgersShareTheBudget) {
 TEST(EntryCacheTest, ManyRunResetsDoNotGrowWithoutBound) {
   EntryCache cache(16 * 1000);
   for (EntryId e = 0; e < 100000; e += 2) cache.insert(4, e, bytes(1));
-  EXPECT_EQ(cache.size_bytes(), 1u);
+  EXPECT_EQ(cache.size_bytes(), 4u);  // one entry in each of the runs a ledger keeps
 }
 
 TEST(EntryCacheTest, GetRangeStopsAtTheByteBudgetButReturnsOne) {

@@ -294,19 +294,30 @@ TEST_F(StorageImplTest, TailReadsComeFromTheCache) {
   EXPECT_EQ(misses.value(), m0);
 }
 
-TEST_F(StorageImplTest, CatchUpReadsReadAhead) {
+TEST_F(StorageImplTest, CatchUpReadsReadAheadAsFarAsTheyAsked) {
   StorageOptions o = small_options(dir_.path());
   o.tail_cache_bytes = 0;
   o.read_ahead_entries = 50;
   start(o);
   auto& misses = common::MetricsRegistry::global().counter("magnetar_storage_cache_misses_total", "");
   auto w = create(1);
-  add(w, 0, 99);
+  add(w, 0, 199);
   uint64_t m0 = misses.value();
-  expect_entries(1, 0, 0);  // one miss, reads 50 more ahead
-  EXPECT_EQ(misses.value() - m0, 1u);
-  expect_entries(1, 1, 50);
-  EXPECT_EQ(misses.value() - m0, 1u);
+  expect_entries(1, 0, 9);  // from disk, and 10 more read ahead
+  EXPECT_EQ(misses.value() - m0, 10u);
+  expect_entries(1, 10, 19);
+  EXPECT_EQ(misses.value() - m0, 10u);
+  expect_entries(1, 20, 99);  // 80 asked: read ahead stops at 50
+  EXPECT_EQ(misses.value() - m0, 90u);
+  expect_entries(1, 100, 149);
+  EXPECT_EQ(misses.value() - m0, 90u);
+  // A one-entry probe (a seek) reads one more, not a whole window.
+  expect_entries(1, 170, 170);
+  EXPECT_EQ(misses.value() - m0, 91u);
+  expect_entries(1, 171, 171);
+  EXPECT_EQ(misses.value() - m0, 91u);
+  expect_entries(1, 172, 172);
+  EXPECT_EQ(misses.value() - m0, 92u);
 }
 
 TEST_F(StorageImplTest, ShortReadsFollowTheByteLimit) {
