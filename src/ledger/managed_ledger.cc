@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/clock.h"
+#include "common/join.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/stage_timing.h"
@@ -506,6 +507,44 @@ void ManagedLedger::close(Callback<Status> done) {
       self->flush_cursors([done, st](Status flushed) { done(st.is_ok() ? flushed : st); });
     });
   });
+}
+
+void ManagedLedger::delete_log(Callback<Status> done) {
+  check_home();
+  state_ = State::kClosed;
+  fail_waiting(Status::failed_precondition("managed ledger is deleted"));
+  auto self = shared_from_this();
+  std::vector<std::string> names = cursor_names();
+  for (auto& [name, slot] : cursors_) {
+    auto waiters = std::move(slot.flushed);
+    for (auto& w : waiters) w(Status::ok());
+  }
+  cursors_.clear();
+  auto delete_chain = [self, done]() {
+    self->store_.del(self->chain_key(), metadata::kAnyVersion, [self, done](Status st) {
+      if (!st.is_ok() && st.code() != common::ErrorCode::kNotFound) return done(st);
+      if (self->writer_.ledger != 0) self->storage_.close_ledger(self->writer_.ledger, [](Result<EntryId>) {});
+      for (const ChainLedger& l : self->chain_.ledgers()) {
+        self->storage_.delete_ledger(l.id, [self, id = l.id](Status del) {
+          if (!del.is_ok() && del.code() != common::ErrorCode::kNotFound) {
+            MLOG_WARN("managed ledger {}: ledger {} not deleted: {}", self->name_, id, del.to_string());
+          }
+        });
+      }
+      self->chain_ = LedgerChain();
+      MLOG_INFO("managed ledger {}: deleted", self->name_);
+      done(Status::ok());
+    });
+  };
+  // The cursors first, then the chain: a failure leaves the log findable.
+  auto join = common::Join::start(
+      [delete_chain, done](Status st) {
+        if (!st.is_ok()) return done(st);
+        delete_chain();
+      },
+      [](const Status& st) { return st.code() == common::ErrorCode::kNotFound; });
+  for (const std::string& name : names) store_.del(cursor_key(name), metadata::kAnyVersion, join->branch());
+  join->release();
 }
 
 }  // namespace magnetar::ledger

@@ -17,8 +17,8 @@
 // durable cursor is past it and it is older than retention_time or beyond
 // retention_size of newer data (-1 keeps it forever on that count).
 //
-// Rooms: managed_ledger.cc (open, adds, rollover, reads, close) and
-// managed_ledger_cursors.cc (cursors, retention, TTL, seeks).
+// Rooms: managed_ledger.cc (open, adds, rollover, reads, close, delete), _cursors.cc (cursors, their
+// persistence), _retention.cc (housekeeping, trim), _ttl.cc (TTL, expiry) and _seek.cc (seeks).
 //
 // Threads: open() must be called on a reactor (the home); every other method
 // on that same reactor, and every callback runs there.

@@ -1,0 +1,69 @@
+// Retention of the managed ledger: the housekeeping pass, and trimming the
+// ledgers no cursor needs and retention no longer holds.
+#include <algorithm>
+
+#include "common/logging.h"
+#include "ledger/managed_ledger.h"
+
+namespace magnetar::ledger {
+
+using common::Result;
+using common::Status;
+
+void ManagedLedger::trim(Callback<Status> done) {
+  check_home();
+  const auto& ledgers = chain_.ledgers();
+  std::optional<Position> slowest;
+  for (const auto& [name, slot] : cursors_) {
+    if (!slot.cursor.durable()) continue;
+    Position md = slot.cursor.mark_delete_position();
+    if (!slowest || md < *slowest) slowest = md;
+  }
+  const int64_t now = now_ms();
+  size_t removable = 0;
+  uint64_t newer_size = chain_.total_size();
+  for (size_t i = 0; i + 1 < ledgers.size(); ++i) {
+    const ChainLedger& l = ledgers[i];
+    newer_size -= l.size;
+    const bool consumed = l.entries == 0 || !slowest || Position{l.id, l.entries - 1} <= *slowest;
+    if (!consumed) break;
+    const int64_t age = now - ledgers[i + 1].created_ms;  // about when it was sealed
+    const bool past_time = config_.retention_time.count() >= 0 && age >= config_.retention_time.count();
+    const bool past_size = config_.retention_size >= 0 && newer_size >= static_cast<uint64_t>(config_.retention_size);
+    if (!past_time && !past_size) break;
+    removable = i + 1;
+  }
+  if (removable == 0) return later([done]() { done(Status::ok()); });
+  LedgerChain before = chain_;
+  std::vector<LedgerId> removed;
+  for (size_t i = 0; i < removable; ++i) removed.push_back(ledgers[i].id);
+  chain_.drop_front(removable);
+  auto self = shared_from_this();
+  persist_chain([self, done, before, removed](Status st) {
+    if (!st.is_ok()) {
+      self->chain_ = before;
+      return done(st);
+    }
+    for (auto& [name, slot] : self->cursors_) slot.cursor.skip_removed_ledgers(self->chain_);
+    for (LedgerId id : removed) {
+      if (self->observer_.removed) self->observer_.removed(id);
+      self->storage_.delete_ledger(id, [self, id](Status del) {
+        if (!del.is_ok()) MLOG_WARN("managed ledger {}: ledger {} not deleted: {}", self->name_, id, del.to_string());
+      });
+    }
+    MLOG_INFO("managed ledger {}: trimmed {} ledgers", self->name_, removed.size());
+    done(Status::ok());
+  });
+}
+
+void ManagedLedger::maintain(Callback<Status> done) {
+  check_home();
+  maybe_roll_over();
+  auto self = shared_from_this();
+  expire_messages([self, done](Status st) {
+    if (!st.is_ok()) return done(st);
+    self->trim(done);
+  });
+}
+
+}  // namespace magnetar::ledger
