@@ -242,6 +242,7 @@ void BM_CatchUpRead(benchmark::State& state) {
   BenchDir dir;
   StorageOptions o = bench_options(dir.path(), FsyncMode::kNever);
   o.tail_cache_bytes = 0;
+  o.read_threads = static_cast<size_t>(state.range(1));
   size_t bytes = 0;
   for (auto _ : state) {
     state.PauseTiming();
@@ -269,7 +270,13 @@ void BM_CatchUpRead(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
   state.SetItemsProcessed(state.iterations() * count);
 }
-BENCHMARK(BM_CatchUpRead)->Arg(1024)->Iterations(3)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CatchUpRead)
+    ->ArgNames({"size", "read_threads"})
+    ->Args({1024, 4})
+    ->Args({1024, 1})
+    ->Iterations(3)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // Several catch-up readers at once, each reading 100 entries per call as a
 // dispatcher does: on separate ledgers (args: readers, 0, read threads) or

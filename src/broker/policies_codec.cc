@@ -148,8 +148,8 @@ std::string encode_policies(const NamespacePolicies& p) {
   flatbuffers::Offset<fb::Persistence> persistence = 0;
   if (p.persistence) {
     const auto& s = *p.persistence;
-    persistence = fb::CreatePersistence(b, s.ensemble, s.write_quorum, s.ack_quorum, s.max_mark_delete_rate,
-                                        s.fsync_mode ? static_cast<fb::FsyncMode>(*s.fsync_mode) : fb::FsyncMode::NodeDefault,
+    const fb::FsyncMode mode = s.fsync_mode ? static_cast<fb::FsyncMode>(*s.fsync_mode) : fb::FsyncMode::NodeDefault;
+    persistence = fb::CreatePersistence(b, s.ensemble, s.write_quorum, s.ack_quorum, s.max_mark_delete_rate, mode,
                                         s.fsync_interval_ms);
   }
   flatbuffers::Offset<fb::PublishRate> publish = 0;
@@ -219,7 +219,8 @@ Result<NamespacePolicies> decode_policies(std::string_view bytes) {
   if (const auto* s = n->persistence()) {
     std::optional<FsyncMode> mode;
     if (s->fsync_mode() != fb::FsyncMode::NodeDefault) {
-      mode = static_cast<FsyncMode>(std::min<int>(static_cast<int>(s->fsync_mode()), static_cast<int>(fb::FsyncMode::Never)));
+      const int stored = std::min<int>(static_cast<int>(s->fsync_mode()), static_cast<int>(fb::FsyncMode::Never));
+      mode = static_cast<FsyncMode>(stored);
     }
     p.persistence = PersistencePolicy{s->ensemble(), s->write_quorum(), s->ack_quorum(),
                                       s->max_mark_delete_rate(), mode, s->fsync_interval_ms()};

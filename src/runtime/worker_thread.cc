@@ -1,25 +1,15 @@
 #include "runtime/worker_thread.h"
 
-#include <algorithm>
-
 #include "common/logging.h"
 
 namespace magnetar::runtime {
 
-WorkerThread::WorkerThread(std::string name, size_t capacity, size_t threads)
+WorkerThread::WorkerThread(std::string name, size_t capacity)
     : name_(std::move(name)), capacity_(capacity) {
-  threads_.reserve(std::max<size_t>(threads, 1));
-  for (size_t i = 0; i < std::max<size_t>(threads, 1); ++i) {
-    threads_.emplace_back([this]() {
-      common::set_thread_name(name_);
-      run();
-    });
-  }
-}
-
-bool WorkerThread::is_on_thread() const {
-  const auto self = std::this_thread::get_id();
-  return std::any_of(threads_.begin(), threads_.end(), [&](const std::thread& t) { return t.get_id() == self; });
+  thread_ = std::thread([this]() {
+    common::set_thread_name(name_);
+    run();
+  });
 }
 
 WorkerThread::~WorkerThread() { stop(); }
@@ -40,13 +30,11 @@ common::Status WorkerThread::post(Task task) {
 void WorkerThread::stop() {
   {
     std::lock_guard lock(mu_);
+    if (stopping_ && !thread_.joinable()) return;
     stopping_ = true;
   }
-  cv_.notify_all();
-  const auto self = std::this_thread::get_id();
-  for (std::thread& t : threads_) {
-    if (t.joinable() && t.get_id() != self) t.join();
-  }
+  cv_.notify_one();
+  if (thread_.joinable() && !is_on_thread()) thread_.join();
 }
 
 void WorkerThread::run() {

@@ -10,7 +10,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "common/status.h"
 #include "runtime/task.h"
@@ -19,9 +18,7 @@ namespace magnetar::runtime {
 
 class WorkerThread {
  public:
-  // `threads` threads take tasks from the one queue (in order taken; with
-  // more than one, tasks may run at the same time and finish in any order).
-  WorkerThread(std::string name, size_t capacity = 1 << 14, size_t threads = 1);
+  WorkerThread(std::string name, size_t capacity = 1 << 14);
   ~WorkerThread();  // runs every queued task, then joins
   WorkerThread(const WorkerThread&) = delete;
   WorkerThread& operator=(const WorkerThread&) = delete;
@@ -30,7 +27,7 @@ class WorkerThread {
   common::Status post(Task task);
   // Finishes queued tasks and joins. Idempotent.
   void stop();
-  bool is_on_thread() const;
+  bool is_on_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
   const std::string& name() const { return name_; }
 
  private:
@@ -42,7 +39,7 @@ class WorkerThread {
   std::condition_variable cv_;
   std::deque<Task> queue_;
   bool stopping_ = false;
-  std::vector<std::thread> threads_;
+  std::thread thread_;
 };
 
 }  // namespace magnetar::runtime

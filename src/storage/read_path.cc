@@ -47,8 +47,11 @@ void StorageImpl::read_entries(LedgerId id, EntryId first, EntryId last,
     deliver(home, [done, entries = std::move(entries)]() mutable { done(std::move(entries)); });
     return;
   }
-  if (!started_ || !reader_) return fail(Status::unavailable("storage is not running"));
-  Status st = reader_->post([this, state, first, last, entries = std::move(entries), bytes, home, done]() mutable {
+  if (!started_ || read_threads_.empty()) return fail(Status::unavailable("storage is not running"));
+  // One ledger's reads stay on one thread (in order, with the kernel's
+  // read-ahead on one file warm); different ledgers read in parallel.
+  runtime::WorkerThread& thread = *read_threads_[id % read_threads_.size()];
+  Status st = thread.post([this, state, first, last, entries = std::move(entries), bytes, home, done]() mutable {
     read_from_disk(std::move(state), first, last, std::move(entries), bytes, home, std::move(done));
   });
   if (!st.is_ok()) fail(std::move(st));

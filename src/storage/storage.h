@@ -83,8 +83,8 @@ struct StorageOptions {
   // Extra entries read past a miss: as many as were asked for, up to this
   // (a one-entry probe, as a seek makes, reads one more, not a window).
   size_t read_ahead_entries = 256;
-  // Threads reading from disk: readers of different ledgers (and of one
-  // ledger) do not wait for each other's reads.
+  // Threads reading from disk: readers of different ledgers do not wait
+  // for each other's reads (one ledger's reads run on one of them).
   size_t read_threads = 4;
   size_t max_read_bytes = 8u << 20;          // one read returns at most this (but >= 1 entry)
   // The file system calls on segments (file_ops.h); null: the real ones.

@@ -49,7 +49,9 @@ Status StorageImpl::start() {
   if (started_) return Status::ok();
   MAGNETAR_RETURN_IF_ERROR(recover());
   started_ = true;
-  reader_ = std::make_unique<runtime::WorkerThread>("storage-read", 1 << 14, options_.read_threads);
+  for (size_t i = 0; i < std::max<size_t>(options_.read_threads, 1); ++i) {
+    read_threads_.push_back(std::make_unique<runtime::WorkerThread>("storage-read"));
+  }
   remover_ = std::make_unique<runtime::WorkerThread>("storage-gc", 1024);
   journal_->start();
   return Status::ok();
@@ -64,7 +66,7 @@ void StorageImpl::stop() {
   durable.set_durable(journal_->durable());
   Status st = index_->write(durable, true);
   if (!st.is_ok()) MLOG_WARN("storage: cannot record the durable point at stop: {}", st.to_string());
-  reader_->stop();
+  for (auto& reader : read_threads_) reader->stop();
   remover_->stop();  // removes what is queued first
   journal_.reset();
   index_.reset();  // releases the directory's lock for the next owner

@@ -83,7 +83,7 @@ class StorageImpl final : public Storage, private JournalListener {
   const std::string index_dir_;
   std::unique_ptr<Index> index_;
   std::unique_ptr<Journal> journal_;
-  std::unique_ptr<runtime::WorkerThread> reader_;
+  std::vector<std::unique_ptr<runtime::WorkerThread>> read_threads_;  // ledger id reads on [id % size]
   std::unique_ptr<runtime::WorkerThread> remover_;  // unlinks dead segments off the journal's path
   EntryCache tail_cache_;
   EntryCache read_ahead_cache_;
