@@ -124,12 +124,24 @@ Result<LedgerReconciler::Pass> LedgerReconciler::run_pass() {
   pass.named = named.size();
 
   std::set<LedgerId> unnamed_now;
+  std::vector<LedgerId> doomed;
   for (LedgerId id : stored) {
     if (named.count(id) > 0) continue;
     if (id >= first_of_process_ && unnamed_.count(id) == 0) {
       unnamed_now.insert(id);  // may be a list write under way: the next pass decides
       continue;
     }
+    doomed.push_back(id);
+  }
+  if (doomed.size() > kMaxUnchecked && doomed.size() * 2 > stored.size()) {
+    MLOG_ERROR("ledger reconcile: {} of storage's {} ledgers belong to no topic; deleting none. Is the metadata "
+               "directory the one this storage was written with?",
+               doomed.size(), stored.size());
+    pass.refused = doomed.size();
+    unnamed_now.insert(doomed.begin(), doomed.end());
+    doomed.clear();
+  }
+  for (LedgerId id : doomed) {
     if (abort_) return Status::unavailable("stopping");
     Status st = delete_and_wait(storage_, id);
     if (st.is_ok() || st.code() == common::ErrorCode::kNotFound) {

@@ -9,8 +9,12 @@
 // list names that either is older than this process (its id is below the
 // first id this process could have reserved, read at start) or was unnamed
 // at the previous pass too, so a ledger whose list write is under way is
-// left alone. A ledger a list names that storage does not have is counted
-// and logged: data was lost, and nothing here can bring it back.
+// left alone. When most of storage's ledgers are unnamed (more than half,
+// and more than kMaxUnchecked) the pass deletes none and says so: that is a
+// metadata store that lost its records or belongs to another node, which
+// takes a person, not a sweep. A ledger a list names that storage does not
+// have is counted and logged: data was lost, and nothing here can bring it
+// back.
 //
 // Threads: its own ("ledger-reconcile"), which blocks on the metadata store
 // and on storage; a pass runs at start and every `interval` (0: at start only).
@@ -40,7 +44,10 @@ class LedgerReconciler final : public runtime::Component {
     size_t deleted = 0;  // unnamed ledgers deleted
     size_t waiting = 0;  // unnamed ledgers made by this process, left for the next pass
     size_t missing = 0;  // named ledgers storage does not have
+    size_t refused = 0;  // unnamed ledgers kept because most ledgers were unnamed
   };
+  // Up to this many unnamed ledgers are deleted even when they are most of storage's.
+  static constexpr size_t kMaxUnchecked = 16;
 
   LedgerReconciler(storage::Storage& storage, metadata::Store& store, std::chrono::milliseconds interval);
   ~LedgerReconciler() override;

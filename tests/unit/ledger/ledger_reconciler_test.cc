@@ -88,5 +88,26 @@ TEST_F(LedgerReconcilerTest, ANamedLedgerStorageLostIsCountedNotHidden) {
   EXPECT_EQ(pass->deleted, 0u);
 }
 
+// Storage full of ledgers no list names is a metadata store that lost its
+// records (or another node's): the pass deletes nothing and says so.
+TEST_F(LedgerReconcilerTest, MostLedgersUnnamedDeletesNone) {
+  auto ml = open("public/default/persistent/kept");
+  ASSERT_NE(ml, nullptr);
+  ASSERT_TRUE(add(*ml, "x").is_ok());
+  const storage::LedgerId named = ml->chain().back().id;
+  ASSERT_TRUE(metadata::blocking::put(*store_, LedgerIdAllocator::kNextIdKey, std::to_string(named + 1000)).is_ok());
+  for (storage::LedgerId id = named + 1; id <= named + LedgerReconciler::kMaxUnchecked + 1; ++id) make_orphan(id);
+
+  LedgerReconciler reconciler(*storage_, *store_, std::chrono::milliseconds(0));
+  ASSERT_TRUE(reconciler.start().is_ok());
+  auto pass = reconciler.run_pass();
+  ASSERT_TRUE(pass.is_ok()) << pass.status().to_string();
+  EXPECT_EQ(pass->deleted, 0u);
+  EXPECT_EQ(pass->refused, LedgerReconciler::kMaxUnchecked + 1);
+  for (storage::LedgerId id = named + 1; id <= named + LedgerReconciler::kMaxUnchecked + 1; ++id) {
+    EXPECT_TRUE(stored(id)) << id;
+  }
+}
+
 }  // namespace
 }  // namespace magnetar::ledger
