@@ -47,7 +47,7 @@ class LedgerReconciler final : public runtime::Component {
     size_t refused = 0;  // unnamed ledgers kept because most ledgers were unnamed
   };
   // Up to this many unnamed ledgers are deleted even when they are most of storage's.
-  static constexpr size_t kMaxUnchecked = 16;
+  static constexpr size_t kMaxUnchecked = 4;
 
   LedgerReconciler(storage::Storage& storage, metadata::Store& store, std::chrono::milliseconds interval);
   ~LedgerReconciler() override;
