@@ -29,8 +29,6 @@ std::string managed_ledger_name(const TopicName& topic) {
   return key.substr(kPrefix.size());
 }
 
-// Where a persistent topic's deduplication snapshot lives (dedup.fbs).
-std::string dedup_snapshot_key(const TopicName& topic) { return "/dedup-snapshots/" + managed_ledger_name(topic); }
 
 // Reads a whole trace topic into a matcher, a bounded number of entries at
 // a time; each read's callback keeps the scan alive.
@@ -242,7 +240,7 @@ void BrokerService::open(Shard& shard, const TopicName& topic, TopicOrigin origi
         slot = std::make_unique<Topic>(topic, log);
         slot->touch(steady_ms());
         slot->restore_subscriptions();
-        slot->set_metadata(&store_, dedup_snapshot_key(topic));
+        slot->set_metadata(&store_);
         slot->set_trace_recorder(shard.tracer.get());
         slot->set_storage_durability(&options_.storage_durability);
         slot->set_retention_defaults(&options_.retention_defaults);
@@ -471,7 +469,7 @@ void BrokerService::delete_topic(const TopicName& topic, bool force, ledger::Cal
                        if (!keep) return finish(Status::ok());
                        keep->delete_log([this, key, topic, finish](Status deleted) {
                          if (!deleted.is_ok()) return finish(deleted);
-                         Deduplication::remove(store_, dedup_snapshot_key(topic), [key, finish](Status st) {
+                         Deduplication::remove(store_, Deduplication::snapshot_key(topic), [key, finish](Status st) {
                            if (!st.is_ok()) MLOG_WARN("deduplication snapshot of {}: {}", key, st.to_string());
                            finish(Status::ok());
                          });

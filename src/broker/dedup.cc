@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "broker/dedup_generated.h"
+#include "broker/tenancy.h"
 #include "common/logging.h"
 
 namespace magnetar::broker {
@@ -170,6 +171,12 @@ void Deduplication::write_snapshot() {
                }
                for (auto& fn : *settled) fn(st);
              });
+}
+
+std::string Deduplication::snapshot_key(const TopicName& topic) {
+  // The managed ledger's name: its metadata key without "/managed-ledgers/".
+  constexpr std::string_view kPrefix = "/managed-ledgers/";
+  return "/dedup-snapshots/" + managed_ledger_key(topic).substr(kPrefix.size());
 }
 
 void Deduplication::remove(metadata::Store& store, const std::string& snapshot_key,

@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 
+#include "broker/naming.h"
 #include "common/result.h"
 #include "ledger/log.h"
 #include "ledger/position.h"
@@ -100,6 +101,8 @@ class Deduplication {
   void snapshot_if_behind();
   // Writes a snapshot now (one write in flight; a later state follows it).
   void snapshot(ledger::Callback<common::Status> done);
+  // Where topic `topic`'s snapshot is stored (dedup.fbs).
+  static std::string snapshot_key(const TopicName& topic);
   // Deletes the stored snapshot (the topic is being deleted).
   static void remove(metadata::Store& store, const std::string& snapshot_key, ledger::Callback<common::Status> done);
 

@@ -24,6 +24,11 @@ class RateMeter {
     double bytes = 0;     // per second
   };
 
+  RateMeter() = default;
+  // A meter whose first sample was (messages, bytes) at `at`.
+  RateMeter(uint64_t messages, uint64_t bytes, Clock::time_point at)
+      : sampled_(true), messages_(messages), bytes_(bytes), at_(at) {}
+
   Rates update(uint64_t messages, uint64_t bytes, Clock::time_point now) {
     if (!sampled_) {
       sampled_ = true;

@@ -21,9 +21,12 @@ Topic::Topic(TopicName name, std::shared_ptr<ledger::Log> log) : name_(std::move
 Topic::~Topic() { *alive_ = false; }
 
 void Topic::apply_policies(const NamespacePolicies& policies) {
-  size_quota_ = policies.backlog_quota_size;
-  age_quota_ = policies.backlog_quota_age;
-  if (!age_quota_) age_exceeded_ = false;
+  if (policies.backlog_quota_size || policies.backlog_quota_age || cold_) {
+    Cold& c = cold();
+    c.size_quota = policies.backlog_quota_size;
+    c.age_quota = policies.backlog_quota_age;
+    if (!c.age_quota) c.age_exceeded = false;
+  }
   auto limit = [](const std::optional<int32_t>& v, uint64_t fallback) { return v ? uint64_t(*v) : fallback; };
   max_unacked_per_consumer_ =
       limit(policies.max_unacked_messages_per_consumer, Subscription::kDefaultMaxUnackedPerConsumer);
@@ -48,7 +51,7 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
     return;
   }
   if (dedup_) return;
-  dedup_ = std::make_unique<Deduplication>(*store_, dedup_key_);
+  dedup_ = std::make_unique<Deduplication>(*store_, Deduplication::snapshot_key(name_));
   std::weak_ptr<bool> alive = alive_;
   dedup_->recover(*log_, [this, alive](Status st) {
     if (alive.expired()) return;
@@ -56,8 +59,8 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
       MLOG_WARN("topic {}: deduplication not recovered, off for now: {}", name_.to_string(), st.to_string());
       dedup_.reset();
     }
-    auto waiters = std::move(dedup_waiters_);
-    dedup_waiters_.clear();
+    auto waiters = std::move(cold().dedup_waiters);
+    cold_->dedup_waiters.clear();
     for (auto& fn : waiters) fn();
     release_held();
   });
@@ -111,15 +114,16 @@ void Topic::apply_dispatch_rates(const NamespacePolicies& policies) {
 Topic::FetchLimits Topic::fetch_limits(const std::string& group) {
   FetchLimits limits{dispatch_limits_, tenant_dispatch_, nullptr};
   if (sub_dispatch_msgs_ <= 0 && sub_dispatch_bytes_ <= 0) {
-    fetch_group_limits_.clear();
+    if (cold_) cold_->fetch_group_limits.clear();
     return limits;
   }
   if (group.empty()) return limits;
-  auto& bucket = fetch_group_limits_[group];
+  auto& groups = cold().fetch_group_limits;
+  auto& bucket = groups[group];
   if (!bucket) {
     // Groups come and go: forget the budgets no fetch holds, now and then.
-    if (fetch_group_limits_.size() % 256 == 0) {
-      std::erase_if(fetch_group_limits_, [](const auto& kv) { return kv.second && kv.second.use_count() == 1; });
+    if (groups.size() % 256 == 0) {
+      std::erase_if(groups, [](const auto& kv) { return kv.second && kv.second.use_count() == 1; });
     }
     bucket = std::make_shared<RateBuckets>();
   }
@@ -332,13 +336,14 @@ void Topic::trace_read(const std::vector<ledger::Position>& entries, const Clien
 }
 
 void Topic::when_entries_added(const void* key, std::function<void()> fn) {
-  for (auto& [k, f] : entry_waiters_) {
+  auto& waiters = cold().entry_waiters;
+  for (auto& [k, f] : waiters) {
     if (k == key) {
       f = std::move(fn);
       return;
     }
   }
-  entry_waiters_.emplace_back(key, std::move(fn));
+  waiters.emplace_back(key, std::move(fn));
 }
 
 Subscription* Topic::subscription(const std::string& name) {
@@ -382,19 +387,21 @@ void Topic::remove_consumer(const std::string& subscription, uint64_t consumer_i
 void Topic::drop_abandoned_readers() {
   if (name_.domain != TopicDomain::kPersistent) return;
   std::vector<std::string> without_consumers;
+  static const std::vector<std::string> kNone;
+  const std::vector<std::string>& seen = cold_ ? cold_->readers_without_consumers : kNone;
   for (const auto& [name, sub] : subscriptions_) {
     if (sub->cursor().durable() || sub->consumer_count() > 0) continue;
-    const bool before = std::find(readers_without_consumers_.begin(), readers_without_consumers_.end(), name) !=
-                        readers_without_consumers_.end();
+    const bool before = std::find(seen.begin(), seen.end(), name) != seen.end();
     if (!before) without_consumers.push_back(name);
   }
-  for (const std::string& name : readers_without_consumers_) {
+  std::vector<std::string> abandoned = seen;
+  for (const std::string& name : abandoned) {
     auto it = subscriptions_.find(name);
     if (it != subscriptions_.end() && !it->second->cursor().durable() && it->second->consumer_count() == 0) {
       (void)unsubscribe(name);
     }
   }
-  readers_without_consumers_.swap(without_consumers);
+  if (cold_ || !without_consumers.empty()) cold().readers_without_consumers.swap(without_consumers);
 }
 
 void Topic::remove_subscription(const std::string& name, bool force, ledger::Callback<Status> done) {
@@ -505,8 +512,9 @@ void Topic::move_subscription(const std::string& name, Position mark_delete, std
 }
 
 bool Topic::idle() const {
-  return !closed_ && producers_.empty() && waiting_producers_.empty() && held_.empty() && entry_waiters_.empty() &&
-         dedup_waiters_.empty() && !age_checking_ && consumer_count() == 0 && log_->idle();
+  const bool cold_idle = !cold_ || (cold_->waiting_producers.empty() && cold_->entry_waiters.empty() &&
+                                    cold_->dedup_waiters.empty() && !cold_->age_checking);
+  return !closed_ && producers_.empty() && held_.empty() && cold_idle && consumer_count() == 0 && log_->idle();
 }
 
 size_t Topic::consumer_count() const {
@@ -519,8 +527,14 @@ TopicStats Topic::stats_at(RateMeter::Clock::time_point now) {
   TopicStats s = stats();
   std::map<std::string, RateMeter> kept;
   auto rates = [&](const std::string& key, uint64_t messages, uint64_t bytes) {
-    auto it = meters_.find(key);
-    RateMeter meter = it == meters_.end() ? RateMeter() : it->second;
+    auto it = cold_ ? cold_->meters.find(key) : std::map<std::string, RateMeter>::iterator{};
+    const bool known = cold_ && it != cold_->meters.end();
+    // Nothing counted and no meter: the rate is 0 and nothing needs keeping,
+    // and a counter without a meter was 0 at the last sample.
+    if (!known && messages == 0 && bytes == 0) return RateMeter::Rates{};
+    RateMeter meter = known            ? it->second
+                      : last_sample_ ? RateMeter(0, 0, *last_sample_)
+                                     : RateMeter();
     auto r = meter.update(messages, bytes, now);
     kept[key] = meter;
     return r;
@@ -546,7 +560,8 @@ TopicStats Topic::stats_at(RateMeter::Clock::time_point now) {
       c.byte_rate_out = cr.bytes;
     }
   }
-  meters_ = std::move(kept);  // meters of producers and subscriptions gone are dropped
+  if (cold_ || !kept.empty()) cold().meters = std::move(kept);  // meters of producers and subscriptions gone are dropped
+  last_sample_ = now;
   return s;
 }
 
@@ -593,13 +608,15 @@ void Topic::close(const Status& why, ledger::Callback<Status> done) {
     return;
   }
   closed_ = true;
-  hold_timer_.reset();
+  if (cold_) cold_->hold_timer.reset();
   std::vector<uint64_t> ids;
   for (const auto& [id, p] : producers_) ids.push_back(id);
   for (uint64_t id : ids) close_producer(id, why);
   producers_.clear();
-  for (auto& [id, w] : waiting_producers_) w.done(why);
-  waiting_producers_.clear();
+  if (cold_) {
+    for (auto& [id, w] : cold_->waiting_producers) w.done(why);
+    cold_->waiting_producers.clear();
+  }
   for (auto& h : held_) h.done(why);
   held_.clear();
   for (auto& [name, sub] : subscriptions_) sub->close_consumers(why);

@@ -131,7 +131,7 @@ class Topic {
 
   // Where deduplication snapshots go; without it deduplication stays off.
   // REQUIRES: before the first apply_policies; `store` outlives the topic.
-  void set_metadata(metadata::Store* store, std::string dedup_snapshot_key);
+  void set_metadata(metadata::Store* store);
   // Where the topic reads its effective policies when a producer arrives
   // and on maintenance. May be empty (broker defaults: no deduplication,
   // no quota).
@@ -393,24 +393,42 @@ class Topic {
   void trace_stored(ledger::Position at, int64_t received_ms, uint64_t producer_id, const ledger::MessageHeader& header,
                     const common::Slice& payload);
 
+  // What most topics never use, made on first use (cold()): a loaded idle
+  // topic carries one null pointer for it (docs/benchmarks.md, "Many idle
+  // topics").
+  struct Cold {
+    std::vector<std::function<void()>> dedup_waiters;  // run once recovery ends
+    std::vector<std::pair<const void*, std::function<void()>>> entry_waiters;  // when_entries_added
+    std::optional<BacklogQuota> size_quota;
+    std::optional<BacklogQuota> age_quota;
+    bool age_exceeded = false;  // as of the last check_backlog_age
+    bool age_checking = false;
+    std::unique_ptr<runtime::Timer> hold_timer;
+    ProducerAccess access;
+    std::map<uint64_t, WaitingProducer> waiting_producers;
+    // Reader (non-durable) subscriptions without a consumer at the last
+    // housekeeping pass (drop_abandoned_readers).
+    std::vector<std::string> readers_without_consumers;
+    std::map<std::string, RateMeter> meters;  // "in", "out", "p/<id>", "s/<name>", "c/<name>/<id>"
+    // Kafka groups' fetch budgets at the subscriptionDispatchRate, by group.
+    std::map<std::string, std::shared_ptr<RateBuckets>> fetch_group_limits;
+  };
+  Cold& cold() {
+    if (!cold_) cold_ = std::make_unique<Cold>();
+    return *cold_;
+  }
+  std::unique_ptr<Cold> cold_;
+  // When stats_at last sampled the rates (a counter without a meter was 0 then).
+  std::optional<RateMeter::Clock::time_point> last_sample_;
+
   metadata::Store* store_ = nullptr;
-  std::string dedup_key_;
   std::function<std::optional<NamespacePolicies>()> policy_source_;
   std::unique_ptr<Deduplication> dedup_;
-  std::vector<std::function<void()>> dedup_waiters_;  // run once recovery ends
-  std::vector<std::pair<const void*, std::function<void()>>> entry_waiters_;  // when_entries_added
-  std::optional<BacklogQuota> size_quota_;
-  std::optional<BacklogQuota> age_quota_;
-  bool age_exceeded_ = false;  // as of the last check_backlog_age
-  bool age_checking_ = false;
   // From the policies; given to each subscription as a consumer attaches.
   uint64_t max_unacked_per_consumer_ = Subscription::kDefaultMaxUnackedPerConsumer;
   uint64_t max_unacked_per_subscription_ = Subscription::kDefaultMaxUnackedPerSubscription;
   QuotaBlock quota_block_ = QuotaBlock::kNone;
   common::Fifo<HeldPublish> held_;  // publishes waiting for deduplication or the quota
-  std::unique_ptr<runtime::Timer> hold_timer_;
-  ProducerAccess access_;
-  std::map<uint64_t, WaitingProducer> waiting_producers_;
 
   const TopicName name_;
   std::shared_ptr<ledger::Log> log_;
@@ -422,10 +440,6 @@ class Topic {
   uint64_t removed_bytes_out_ = 0;
   bool closed_ = false;
   int64_t last_used_ms_ = 0;
-  // Reader (non-durable) subscriptions without a consumer at the last
-  // housekeeping pass (drop_abandoned_readers).
-  std::vector<std::string> readers_without_consumers_;
-  std::map<std::string, RateMeter> meters_;  // "in", "out", "p/<id>", "s/<name>", "c/<name>/<id>"
   TraceRecorder* trace_recorder_ = nullptr;
   const std::string* storage_durability_ = nullptr;
   const RetentionDefaults* retention_defaults_ = nullptr;
@@ -434,8 +448,6 @@ class Topic {
   // subscriptionDispatchRate (each subscription's own; -1: none), per second.
   std::shared_ptr<RateBuckets> dispatch_limits_;
   std::shared_ptr<RateBuckets> tenant_dispatch_;  // the tenant's, shared with its other topics
-  // Kafka groups' fetch budgets at the subscriptionDispatchRate, by group.
-  std::map<std::string, std::shared_ptr<RateBuckets>> fetch_group_limits_;
   // maxProducersPerTopic, maxConsumersPerTopic, maxConsumersPerSubscription
   // from the policies; 0: no limit.
   size_t max_producers_ = 0;

@@ -24,8 +24,10 @@ Status Topic::name_in_use(const std::string& name) const {
   for (const auto& [id, p] : producers_) {
     if (p.name == name) return busy;
   }
-  for (const auto& [id, w] : waiting_producers_) {
-    if (w.options.name == name) return busy;
+  if (cold_) {
+    for (const auto& [id, w] : cold_->waiting_producers) {
+      if (w.options.name == name) return busy;
+    }
   }
   return Status::ok();
 }
@@ -43,26 +45,27 @@ void Topic::add_producer(ProducerOptions options, std::function<void()> waiting,
   if (options.name.empty()) return done(Status::invalid_argument("a producer needs a name"));
   if (is_trace_topic(name_)) return done(system_topic_refusal());
   if (Status st = name_in_use(options.name); !st.is_ok()) return done(st);
-  if (producers_.count(options.id) > 0 || waiting_producers_.count(options.id) > 0) {
+  const size_t waiting_count = cold_ ? cold_->waiting_producers.size() : 0;
+  if (producers_.count(options.id) > 0 || (cold_ && cold_->waiting_producers.count(options.id) > 0)) {
     return done(Status::already_exists("producer id " + std::to_string(options.id) + " is in use"));
   }
   refresh_policies();
   check_backlog_quota();
   if (quota_block() != QuotaBlock::kNone) return done(quota_refusal());
-  if (max_producers_ > 0 && producers_.size() + waiting_producers_.size() >= max_producers_) {
+  if (max_producers_ > 0 && producers_.size() + waiting_count >= max_producers_) {
     return done(Status::limit_reached("Topic reached max producers limit"));  // Pulsar's words
   }
   auto slot = take_tenant_slot(&TenantCounters::producers);
   if (!slot.is_ok()) return done(slot.status());
-  switch (access_.decide(options.access_mode)) {
+  switch (cold().access.decide(options.access_mode)) {
     case ProducerAccess::Decision::kRefuseBusy:
       return done(Status::already_exists("topic " + name_.to_string() + " has an exclusive producer"));
     case ProducerAccess::Decision::kRefuseFenced:
       return done(Status(common::ErrorCode::kFenced, "topic " + name_.to_string() + " has other producers"));
     case ProducerAccess::Decision::kWait: {
       uint64_t id = options.id;
-      access_.wait(id);
-      waiting_producers_.emplace(id, WaitingProducer{std::move(options), std::move(slot).value(), std::move(done)});
+      cold_->access.wait(id);
+      cold_->waiting_producers.emplace(id, WaitingProducer{std::move(options), std::move(slot).value(), std::move(done)});
       if (waiting) waiting();
       return;
     }
@@ -92,7 +95,7 @@ Result<TenantSlot> Topic::take_tenant_slot(TenantSlot::Counter counter) const {
 void Topic::admit(ProducerOptions options, TenantSlot slot, ledger::Callback<Result<ProducerAdmission>> done) {
   uint64_t id = options.id;
   std::string name = options.name;
-  access_.admitted(id, options.access_mode);
+  cold().access.admitted(id, options.access_mode);
   Producer p;
   p.name = options.name;
   p.access_mode = options.access_mode;
@@ -100,7 +103,7 @@ void Topic::admit(ProducerOptions options, TenantSlot slot, ledger::Callback<Res
   p.on_closed = std::move(options.on_closed);
   p.tenant_slot = std::move(slot);
   producers_.emplace(id, std::move(p));
-  uint64_t epoch = access_.epoch();
+  uint64_t epoch = cold_->access.epoch();
   std::weak_ptr<bool> alive = alive_;
   when_dedup_ready([this, alive, name, epoch, done = std::move(done)]() {
     ProducerAdmission a;
@@ -112,21 +115,22 @@ void Topic::admit(ProducerOptions options, TenantSlot slot, ledger::Callback<Res
 
 void Topic::when_dedup_ready(std::function<void()> fn) {
   if (dedup_ && !dedup_->ready()) {
-    dedup_waiters_.push_back(std::move(fn));
+    cold().dedup_waiters.push_back(std::move(fn));
     return;
   }
   fn();
 }
 
 void Topic::admit_waiting() {
-  while (auto next = access_.next_waiting()) {
-    auto it = waiting_producers_.find(*next);
-    if (it == waiting_producers_.end()) {
-      access_.removed(*next);
+  if (!cold_) return;
+  while (auto next = cold_->access.next_waiting()) {
+    auto it = cold_->waiting_producers.find(*next);
+    if (it == cold_->waiting_producers.end()) {
+      cold_->access.removed(*next);
       continue;
     }
     WaitingProducer w = std::move(it->second);
-    waiting_producers_.erase(it);
+    cold_->waiting_producers.erase(it);
     admit(std::move(w.options), std::move(w.tenant_slot), std::move(w.done));
     return;
   }
@@ -134,8 +138,10 @@ void Topic::admit_waiting() {
 
 void Topic::remove_producer(uint64_t producer_id) {
   producers_.erase(producer_id);
-  waiting_producers_.erase(producer_id);
-  access_.removed(producer_id);
+  if (cold_) {
+    cold_->waiting_producers.erase(producer_id);
+    cold_->access.removed(producer_id);
+  }
   if (!closed_) admit_waiting();
 }
 
@@ -144,14 +150,11 @@ void Topic::close_producer(uint64_t id, const Status& why) {
   if (it == producers_.end()) return;
   auto on_closed = std::move(it->second.on_closed);
   producers_.erase(it);
-  access_.removed(id);
+  if (cold_) cold_->access.removed(id);
   if (on_closed) on_closed(why);
 }
 
-void Topic::set_metadata(metadata::Store* store, std::string dedup_snapshot_key) {
-  store_ = store;
-  dedup_key_ = std::move(dedup_snapshot_key);
-}
+void Topic::set_metadata(metadata::Store* store) { store_ = store; }
 
 void Topic::refresh_policies() {
   if (!policy_source_) return;
@@ -178,11 +181,13 @@ uint64_t Topic::backlog_bytes() const {
 }
 
 void Topic::check_backlog_age() {
-  if (closed_ || !age_quota_ || age_quota_->limit_time < 0) {
-    age_exceeded_ = false;
+  if (!cold_) return;  // no age quota was ever set
+  Cold& c = *cold_;
+  if (closed_ || !c.age_quota || c.age_quota->limit_time < 0) {
+    c.age_exceeded = false;
     return;
   }
-  if (age_checking_) return;
+  if (c.age_checking) return;
   // The oldest backlog entry of each durable subscription: the one right
   // after its mark-delete position.
   std::vector<ledger::Position> firsts;
@@ -193,11 +198,11 @@ void Topic::check_backlog_age() {
     }
   }
   if (firsts.empty()) {
-    age_exceeded_ = false;
+    c.age_exceeded = false;
     check_backlog_quota();
     return;
   }
-  age_checking_ = true;
+  c.age_checking = true;
   struct Scan {
     size_t left;
     int64_t oldest_ms = 0;  // 0: none known
@@ -211,10 +216,11 @@ void Topic::check_backlog_age() {
         if (t > 0 && (scan->oldest_ms == 0 || t < scan->oldest_ms)) scan->oldest_ms = t;
       }
       if (--scan->left > 0 || alive.expired()) return;
-      age_checking_ = false;
-      if (!age_quota_) return;
+      Cold& c = cold();
+      c.age_checking = false;
+      if (!c.age_quota) return;
       int64_t now_ms = common::wall_clock_ms();
-      age_exceeded_ = over_age_quota(*age_quota_, scan->oldest_ms, now_ms);
+      c.age_exceeded = over_age_quota(*c.age_quota, scan->oldest_ms, now_ms);
       check_backlog_quota();
     });
   }
@@ -243,7 +249,7 @@ void Topic::act_on_quota(const BacklogQuota& quota, bool by_age) {
           }
         }
       }
-      if (by_age) age_exceeded_ = false;  // until the next check says otherwise
+      if (by_age) cold().age_exceeded = false;  // until the next check says otherwise
       break;
     }
     case BacklogQuotaAction::kProducerRequestHold:
@@ -272,19 +278,25 @@ void Topic::check_backlog_quota() {
   if (closed_) return;
   QuotaBlock before = quota_block_;
   quota_block_ = QuotaBlock::kNone;
-  if (size_quota_ && over_size_quota(*size_quota_, backlog_bytes())) act_on_quota(*size_quota_, false);
-  if (quota_block_ == QuotaBlock::kNone && age_exceeded_ && age_quota_) act_on_quota(*age_quota_, true);
+  if (cold_) {
+    // Copies: acting on a quota may change them.
+    const std::optional<BacklogQuota> size_quota = cold_->size_quota;
+    if (size_quota && over_size_quota(*size_quota, backlog_bytes())) act_on_quota(*size_quota, false);
+    const std::optional<BacklogQuota> age_quota = cold_->age_quota;
+    if (quota_block_ == QuotaBlock::kNone && cold_->age_exceeded && age_quota) act_on_quota(*age_quota, true);
+  }
   if (before == QuotaBlock::kHold && quota_block_ != QuotaBlock::kHold) release_held();
   if (quota_block_ == QuotaBlock::kHold) hold_retry_timer();
 }
 
 void Topic::hold_retry_timer() {
-  if (hold_timer_ && hold_timer_->active()) return;
+  auto& timer = cold().hold_timer;
+  if (timer && timer->active()) return;
   runtime::Reactor* home = runtime::Reactor::current();
   if (home == nullptr) return;
-  if (!hold_timer_) hold_timer_ = std::make_unique<runtime::Timer>(*home);
+  if (!timer) timer = std::make_unique<runtime::Timer>(*home);
   std::weak_ptr<bool> alive = alive_;
-  hold_timer_->once(std::chrono::seconds(1), [this, alive]() {
+  timer->once(std::chrono::seconds(1), [this, alive]() {
     if (alive.expired()) return;
     check_backlog_quota();
     check_backlog_age();
@@ -405,12 +417,12 @@ void Topic::store_entry(HeldPublish p) {
                           trace_stored(r->position, received_ms, producer_id, traced->first, traced->second);
                         }
                         for (auto& [name, sub] : subscriptions_) sub->on_entries_added();
-                        if (!entry_waiters_.empty()) {
-                          auto waiters = std::move(entry_waiters_);
-                          entry_waiters_.clear();
+                        if (cold_ && !cold_->entry_waiters.empty()) {
+                          auto waiters = std::move(cold_->entry_waiters);
+                          cold_->entry_waiters.clear();
                           for (auto& [key, fn] : waiters) fn();
                         }
-                        if (size_quota_ || age_exceeded_) check_backlog_quota();
+                        if (cold_ && (cold_->size_quota || cold_->age_exceeded)) check_backlog_quota();
                       }
                     }
                     done(std::move(r));
