@@ -7,6 +7,7 @@ subscription has acknowledged it). Real clients (confluent-kafka, librdkafka;
 Ledgers are closed every 10 entries and housekeeping runs every second, so
 retention gets its chance within the test; every wait is bounded, and no
 assertion is about time."""
+import contextlib
 import subprocess
 import time
 import unittest
@@ -75,6 +76,21 @@ def watermarks_once_trimmed(consumer, topic):
     tp = ck.TopicPartition(topic, 0)
     wait_for(lambda: consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S)[0] > 0, "the low watermark moves")
     return consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def trimmed(node, topic, count, conf):
+    """Produces `count` messages to `topic` and waits until retention moved
+    its low watermark; gives (consumer, low, high) with a consumer made
+    from `conf`, closed afterwards."""
+    bootstrap = f"127.0.0.1:{node.ports['kafka']}"
+    produce(bootstrap, topic, count)
+    c = ck.Consumer({"bootstrap.servers": bootstrap, **conf})
+    try:
+        low, high = watermarks_once_trimmed(c, topic)
+        yield c, low, high
+    finally:
+        c.close()
 
 
 def wait_for(predicate, what):
@@ -186,11 +202,8 @@ class KafkaRetentionByTimeTest(NodeTestCase):
     def test_data_past_retention_goes_and_asking_for_it_is_out_of_range(self):
         bootstrap = f"127.0.0.1:{self.node.ports['kafka']}"
         count = 2000
-        produce(bootstrap, "kret-time", count)
-        c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "time", "auto.offset.reset": "error",
-                         "enable.auto.commit": False})
-        try:
-            low, high = watermarks_once_trimmed(c, "kret-time")
+        conf = {"group.id": "time", "auto.offset.reset": "error", "enable.auto.commit": False}
+        with trimmed(self.node, "kret-time", count, conf) as (c, low, high):
             self.assertEqual(high, count)
             self.assertLessEqual(low, high)
             # Asking for a deleted offset is OFFSET_OUT_OF_RANGE, never a silent jump.
@@ -207,26 +220,18 @@ class KafkaRetentionByTimeTest(NodeTestCase):
             produce(bootstrap, "kret-time", 10)
             c.assign([ck.TopicPartition("kret-time", 0, count)])
             self.assertEqual(take(c, 10), [(count + i, i) for i in range(10)])
-        finally:
-            c.close()
 
 
 class KafkaRetentionBySizeTest(NodeTestCase):
     node_args = FAST_LEDGERS + ("--kafka-default-retention-bytes", "250000")
 
     def test_data_past_the_size_goes_oldest_first(self):
-        bootstrap = f"127.0.0.1:{self.node.ports['kafka']}"
         count = 10000
-        produce(bootstrap, "kret-size", count)
-        c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "size"})
-        try:
-            low, high = watermarks_once_trimmed(c, "kret-size")
+        with trimmed(self.node, "kret-size", count, {"group.id": "size"}) as (_, low, high):
             self.assertEqual(high, count)
             # At least retention.bytes of the newest data stays: 100-byte
             # values, under 200 bytes each as stored.
             self.assertGreaterEqual(high - low, 250000 // 200)
-        finally:
-            c.close()
 
 
 if __name__ == "__main__":
