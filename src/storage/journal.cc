@@ -254,9 +254,11 @@ Status Journal::sync_segment(SegmentAppender& segment) {
   return st;
 }
 
-FsyncMode Journal::mode_of(const LedgerState& ledger) const {
-  const uint8_t mode = ledger.fsync.load(std::memory_order_acquire);
-  return mode == LedgerState::kNodeFsync ? options_.fsync_mode : static_cast<FsyncMode>(mode);
+Journal::Durability Journal::durability_of(const LedgerState& ledger) const {
+  const uint8_t own = ledger.fsync.load(std::memory_order_acquire);
+  if (own == LedgerState::kNodeFsync) return {options_.fsync_mode, options_.fsync_interval};
+  const uint32_t interval_ms = ledger.fsync_interval_ms.load(std::memory_order_relaxed);
+  return {static_cast<FsyncMode>(own), std::chrono::milliseconds(interval_ms)};
 }
 
 void Journal::maybe_interval_sync() {
@@ -411,18 +413,9 @@ void Journal::process(std::vector<JournalRequest>& batch) {
     }
     pending_bytes_ += size;
     ++written;
-    switch (mode_of(ledger)) {
-      case FsyncMode::kAlways: sync = true; break;
-      case FsyncMode::kInterval: {
-        const uint8_t own = ledger.fsync.load(std::memory_order_relaxed);
-        interval = std::min(interval, own == LedgerState::kNodeFsync
-                                          ? options_.fsync_interval
-                                          : std::chrono::milliseconds(ledger.fsync_interval_ms.load(
-                                                std::memory_order_relaxed)));
-        break;
-      }
-      case FsyncMode::kNever: break;
-    }
+    const Durability d = durability_of(ledger);
+    if (d.mode == FsyncMode::kAlways) sync = true;
+    if (d.mode == FsyncMode::kInterval) interval = std::min(interval, d.interval);
   }
   if (failure.is_ok()) failure = write_pending();
   pieces_.clear();

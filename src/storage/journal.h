@@ -147,8 +147,13 @@ class Journal {
   // and goes on in a new segment. Fails the journal when it cannot.
   void abandon_segment();
   common::Status sync_segment(SegmentAppender& segment);
-  // The fsync mode of the ledger's records now.
-  FsyncMode mode_of(const LedgerState& ledger) const;
+  // How the ledger's records are made durable now: its own mode (with its
+  // interval) or the node's.
+  struct Durability {
+    FsyncMode mode;
+    std::chrono::milliseconds interval;  // kInterval only
+  };
+  Durability durability_of(const LedgerState& ledger) const;
   // Syncs the active segment once the first kInterval record written since
   // the last sync has waited its ledger's interval.
   void maybe_interval_sync();
