@@ -394,8 +394,7 @@ void Topic::drop_abandoned_readers() {
     const bool before = std::find(seen.begin(), seen.end(), name) != seen.end();
     if (!before) without_consumers.push_back(name);
   }
-  std::vector<std::string> abandoned = seen;
-  for (const std::string& name : abandoned) {
+  for (const std::string& name : seen) {  // unsubscribe leaves this list alone
     auto it = subscriptions_.find(name);
     if (it != subscriptions_.end() && !it->second->cursor().durable() && it->second->consumer_count() == 0) {
       (void)unsubscribe(name);
