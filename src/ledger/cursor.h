@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/lazy_map.h"
 #include "common/result.h"
 #include "common/status.h"
 #include "ledger/ledger_chain.h"
@@ -94,7 +95,7 @@ class Cursor {
   bool durable_;
   Position mark_delete_;
   RangeSet acked_;
-  std::map<Position, Batch> batches_;
+  common::LazyMap<Position, Batch> batches_;
 };
 
 }  // namespace magnetar::ledger

@@ -118,6 +118,11 @@ void ManagedLedger::check_home() const {
   if (home_ != nullptr) home_->assert_on_thread();
 }
 
+void ManagedLedger::set_observer(LogObserver observer) {
+  if (!observer.expired && !observer.removed && !cold_) return;
+  cold().observer = std::move(observer);
+}
+
 void ManagedLedger::later(runtime::Task fn) {
   if (home_->is_on_thread()) return home_->defer(std::move(fn));
   Status st = home_->try_post(fn);
@@ -282,7 +287,7 @@ void ManagedLedger::add_entry(MessageHeader header, Slice payload, Callback<Resu
   }
   PendingAdd add{std::move(header), std::move(payload), std::move(done), common::monotonic_ns()};
   if (state_ != State::kReady) {
-    waiting_.push_back(std::move(add));
+    cold().waiting.push_back(std::move(add));
     return;
   }
   submit(std::move(add));
@@ -324,16 +329,16 @@ void ManagedLedger::on_added(SubmittedAdd add, LedgerId lid, Status st) {
   const bool refused = current && (state_ == State::kReady || state_ == State::kBackingOff) &&
                        (st.code() == common::ErrorCode::kResourceExhausted ||
                         (state_ == State::kBackingOff && st.code() == common::ErrorCode::kInvalidArgument &&
-                         !refused_.empty() && add.entry > refused_.front().entry));
+                         has_refused() && add.entry > cold_->refused.front().entry));
   if (refused) {
     if (state_ == State::kReady) state_ = State::kBackingOff;
     current_bytes_ -= add.bytes.size();
-    refused_.push_back(std::move(add));
+    cold().refused.push_back(std::move(add));
     if (in_flight_ == 0) back_off();
     return;
   }
   if (st.is_ok()) {
-    back_off_ = std::chrono::milliseconds(0);
+    if (cold_) cold_->back_off = std::chrono::milliseconds(0);
     ChainLedger& l = chain_.back();
     if (l.id == lid && add.entry == l.entries) {  // adds complete in order
       ++entries_added_;
@@ -354,11 +359,12 @@ void ManagedLedger::on_added(SubmittedAdd add, LedgerId lid, Status st) {
 }
 
 void ManagedLedger::back_off() {
-  if (back_off_timer_ && back_off_timer_->active()) return;
-  back_off_ = std::min(std::chrono::milliseconds(50), std::max(std::chrono::milliseconds(1), back_off_ * 2));
-  if (!back_off_timer_) back_off_timer_ = std::make_unique<runtime::Timer>(*home_);
+  Cold& c = cold();
+  if (c.back_off_timer && c.back_off_timer->active()) return;
+  c.back_off = std::min(std::chrono::milliseconds(50), std::max(std::chrono::milliseconds(1), c.back_off * 2));
+  if (!c.back_off_timer) c.back_off_timer = std::make_unique<runtime::Timer>(*home_);
   std::weak_ptr<ManagedLedger> weak = shared_from_this();
-  back_off_timer_->once(back_off_, [weak]() {
+  c.back_off_timer->once(c.back_off, [weak]() {
     if (auto self = weak.lock()) self->resume_after_back_off();
   });
 }
@@ -367,21 +373,23 @@ void ManagedLedger::resume_after_back_off() {
   if (state_ != State::kBackingOff) return;
   state_ = State::kReady;
   common::Fifo<SubmittedAdd> refused;
-  refused.swap(refused_);
+  if (cold_) refused.swap(cold_->refused);
   for (SubmittedAdd& add : refused) send(std::move(add));
   common::Fifo<PendingAdd> waiting;
-  waiting.swap(waiting_);
+  if (cold_) waiting.swap(cold_->waiting);
   for (PendingAdd& add : waiting) {
     if (state_ == State::kReady) {
       submit(std::move(add));
     } else {
-      waiting_.push_back(std::move(add));
+      cold().waiting.push_back(std::move(add));
     }
   }
 }
 
 bool ManagedLedger::idle() const {
-  if (state_ != State::kReady || in_flight_ > 0 || !waiting_.empty() || !refused_.empty()) return false;
+  if (state_ != State::kReady || in_flight_ > 0 || (cold_ && (!cold_->waiting.empty() || !cold_->refused.empty()))) {
+    return false;
+  }
   for (const auto& [name, slot] : cursors_) {
     if (slot.writing) return false;
   }
@@ -404,10 +412,10 @@ void ManagedLedger::roll_over() {
 
 void ManagedLedger::fail_waiting(const Status& st) {
   common::Fifo<SubmittedAdd> refused;
-  refused.swap(refused_);
+  if (cold_) refused.swap(cold_->refused);
   for (SubmittedAdd& add : refused) add.done(st);
   common::Fifo<PendingAdd> waiting;
-  waiting.swap(waiting_);
+  if (cold_) waiting.swap(cold_->waiting);
   for (PendingAdd& add : waiting) add.done(st);
 }
 
@@ -427,12 +435,12 @@ void ManagedLedger::finish_roll_over() {
         return;
       }
       common::Fifo<PendingAdd> waiting;
-      waiting.swap(self->waiting_);
+      if (self->cold_) waiting.swap(self->cold_->waiting);
       for (PendingAdd& add : waiting) {
         if (self->state_ == State::kReady) {
           self->submit(std::move(add));
         } else {
-          self->waiting_.push_back(std::move(add));
+          self->cold().waiting.push_back(std::move(add));
         }
       }
     });
@@ -481,8 +489,9 @@ void ManagedLedger::skip_damaged(Position p, const Status& why) {
   // Remembered so that each is counted and logged once; past the bound a
   // re-read counts again, which only overstates the figure.
   constexpr size_t kMaxDamagedRemembered = 4096;
-  if (damaged_.count(p) != 0) return;
-  if (damaged_.size() < kMaxDamagedRemembered) damaged_.insert(p);
+  std::set<Position>& damaged_found = cold().damaged;
+  if (damaged_found.count(p) != 0) return;
+  if (damaged_found.size() < kMaxDamagedRemembered) damaged_found.insert(p);
   ++damaged_entries_;
   damaged.inc();
   MLOG_ERROR("managed ledger {}: entry {} cannot be read back ({}); it is skipped and acknowledged for every "

@@ -143,7 +143,7 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   int64_t retention_size() const { return config_.retention_size; }
 
   // Replaces the observer; an empty one stops the reports.
-  void set_observer(LogObserver observer) { observer_ = std::move(observer); }
+  void set_observer(LogObserver observer);
 
   // Deletes ledgers that no cursor needs and retention no longer holds.
   void trim(Callback<common::Status> done);
@@ -244,26 +244,36 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   runtime::Reactor* home_ = nullptr;
 
   State state_ = State::kOpening;
-  LedgerChain chain_;
-  int64_t chain_version_ = metadata::kMustNotExist;
   uint8_t origin_ = 0;
   bool chain_writing_ = false;
+  bool sealing_ = false;     // finish_roll_over is under way
+  LedgerChain chain_;
+  int64_t chain_version_ = metadata::kMustNotExist;
   std::vector<Callback<common::Status>> chain_waiters_;  // for the next chain write
   storage::LedgerWriter writer_;
   EntryId next_entry_ = 0;   // next id to add in the current ledger
   uint64_t current_bytes_ = 0;  // bytes submitted to the current ledger
   size_t in_flight_ = 0;     // adds submitted to the current ledger, not completed
-  bool sealing_ = false;     // finish_roll_over is under way
   int64_t next_index_ = 0;   // topic-wide index of the next message
   uint64_t entries_added_ = 0;
   uint64_t damaged_entries_ = 0;
-  std::set<Position> damaged_;  // those found so far (bounded by kMaxDamagedRemembered)
-  common::Fifo<PendingAdd> waiting_;  // adds held while rolling over or backing off
-  common::Fifo<SubmittedAdd> refused_;  // adds storage refused for a full queue, in entry order
-  std::chrono::milliseconds back_off_{0};
-  std::unique_ptr<runtime::Timer> back_off_timer_;
   std::map<std::string, CursorSlot> cursors_;
-  LogObserver observer_;
+  // What few managed ledgers need, made on first use (cold()): a loaded
+  // idle topic carries one null pointer for it.
+  struct Cold {
+    common::Fifo<PendingAdd> waiting;  // adds held while opening, rolling over or backing off
+    std::set<Position> damaged;  // found so far (bounded by kMaxDamagedRemembered)
+    common::Fifo<SubmittedAdd> refused;  // adds storage refused for a full queue, in entry order
+    std::chrono::milliseconds back_off{0};
+    std::unique_ptr<runtime::Timer> back_off_timer;
+    LogObserver observer;
+  };
+  Cold& cold() {
+    if (!cold_) cold_ = std::make_unique<Cold>();
+    return *cold_;
+  }
+  bool has_refused() const { return cold_ && !cold_->refused.empty(); }
+  std::unique_ptr<Cold> cold_;
 };
 
 }  // namespace magnetar::ledger

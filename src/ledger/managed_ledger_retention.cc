@@ -46,7 +46,7 @@ void ManagedLedger::trim(Callback<Status> done) {
     }
     for (auto& [name, slot] : self->cursors_) slot.cursor.skip_removed_ledgers(self->chain_);
     for (LedgerId id : removed) {
-      if (self->observer_.removed) self->observer_.removed(id);
+      if (self->cold_ && self->cold_->observer.removed) self->cold_->observer.removed(id);
       self->storage_.delete_ledger(id, [self, id](Status del) {
         if (!del.is_ok()) MLOG_WARN("managed ledger {}: ledger {} not deleted: {}", self->name_, id, del.to_string());
       });

@@ -45,7 +45,7 @@ void ManagedLedger::expire_before(int64_t before_ms, std::function<bool(const st
       Position was = slot.cursor.mark_delete_position();
       Status st = slot.cursor.ack_cumulative(last_expired, self->chain_);
       if (!st.is_ok()) return done(st);
-      if (self->observer_.expired) self->observer_.expired(name, was, last_expired);
+      if (self->cold_ && self->cold_->observer.expired) self->cold_->observer.expired(name, was, last_expired);
       MLOG_DEBUG("managed ledger {}: cursor {} expired messages up to {}", self->name_, name,
                  last_expired.to_string());
       self->persist_cursor(name);

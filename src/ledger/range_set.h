@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/lazy_map.h"
 #include "ledger/position.h"
 
 namespace magnetar::ledger {
@@ -63,7 +64,7 @@ class RangeSet {
   // Sets bits [from, to] of `c`; returns how many were newly set.
   static uint32_t set_bits(Chunk& c, uint64_t from, uint64_t to);
 
-  std::map<Key, Chunk> chunks_;
+  common::LazyMap<Key, Chunk> chunks_;
   uint64_t size_ = 0;
 };
 
