@@ -73,6 +73,7 @@ BrokerService::BrokerService(runtime::Runtime& runtime, storage::Storage& storag
           });
         },
         &describer_);
+    make_context(*shard);
     shards_.push_back(std::move(shard));
   }
   policy_refresh_ = std::make_shared<PolicyRefresh>();
@@ -221,8 +222,7 @@ void BrokerService::open(Shard& shard, const TopicName& topic, TopicOrigin origi
     auto log = std::make_shared<ledger::NonPersistentLog>(key, options_.non_persistent_max_entries,
                                                           options_.non_persistent_max_bytes);
     auto& slot = shard.topics[key];
-    slot = std::make_unique<Topic>(topic, std::move(log));
-    slot->set_trace_recorder(shard.tracer.get());
+    slot = std::make_unique<Topic>(topic, std::move(log), shard.context);
     attach_policies(*slot);
     finish(slot.get());
     return;
@@ -237,13 +237,9 @@ void BrokerService::open(Shard& shard, const TopicName& topic, TopicOrigin origi
         }
         auto& slot = shard.topics[key];
         auto log = std::move(ml).value();
-        slot = std::make_unique<Topic>(topic, log);
+        slot = std::make_unique<Topic>(topic, log, shard.context);
         slot->touch(steady_ms());
         slot->restore_subscriptions();
-        slot->set_metadata(&store_);
-        slot->set_trace_recorder(shard.tracer.get());
-        slot->set_storage_durability(&options_.storage_durability);
-        slot->set_retention_defaults(&options_.retention_defaults);
         attach_policies(*slot);
         // Message TTL catches up on the time it spent unloaded (retention
         // trims at the next housekeeping run, as for any loaded topic).
@@ -276,20 +272,32 @@ PolicyCache::Listener BrokerService::policy_listener() const {
   };
 }
 
+void BrokerService::make_context(Shard& shard) {
+  TopicContext& c = shard.context;
+  c.store = &store_;
+  c.trace_recorder = shard.tracer.get();
+  c.storage_durability = &options_.storage_durability;
+  c.retention_defaults = &options_.retention_defaults;
+  c.policies = [this](const TopicName& topic) -> std::optional<NamespacePolicies> {
+    return policies_ == nullptr ? std::nullopt : policies_->effective(topic);
+  };
+  c.tenant_limits = [this](const std::string& tenant) -> std::shared_ptr<const TenantLimits> {
+    return policies_ == nullptr ? nullptr : policies_->tenant_limits(tenant);
+  };
+  c.admit_subscription = [this](const TopicName& topic, const std::string& subscription,
+                                std::function<void(Status)> done) {
+    if (!subscription_admitter_) return done(Status::ok());
+    subscription_admitter_(topic, subscription, std::move(done));
+  };
+  c.publish_limits = [this](const TopicName& topic) { return publish_limiters_->for_topic(topic); };
+  c.live_publish_limits = [this](const TopicName& topic) { return publish_limiters_->find(topic); };
+}
+
 void BrokerService::attach_policies(Topic& topic) {
-  topic.set_publish_limits(publish_limiters_->for_topic(topic.name()));
-  topic.set_subscription_admitter(subscription_admitter_);
-  const std::string& tenant = topic.name().ns.tenant;
-  const PolicyCache* cache = policies_;
-  auto state = tenants_->of(tenant);
+  auto state = tenants_->of(topic.name().ns.tenant);
   topic.set_tenant_dispatch(std::shared_ptr<RateBuckets>(state, &state->dispatch));
-  topic.set_tenant_usage(std::shared_ptr<TenantCounters>(state, &state->usage), [cache, tenant]() -> std::shared_ptr<const TenantLimits> {
-    return cache == nullptr ? nullptr : cache->tenant_limits(tenant);
-  });
-  if (policies_ == nullptr) return;
-  TopicName name = topic.name();
-  topic.set_policy_source([cache, name]() { return cache->effective(name); });
-  if (auto p = cache->effective(name)) topic.apply_policies(*p);
+  topic.set_tenant_usage(std::shared_ptr<TenantCounters>(state, &state->usage));
+  topic.refresh_policies();
 }
 
 void BrokerService::arm_maintenance(size_t reactor) {

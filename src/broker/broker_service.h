@@ -114,7 +114,7 @@ class BrokerService final : public runtime::Component {
   // Whether a new durable subscription may be made (the tenant's
   // subscription count; tenancy.h admit_subscription), given to every
   // topic. REQUIRES: before start().
-  void set_subscription_admitter(Topic::SubscriptionAdmitter admitter) { subscription_admitter_ = std::move(admitter); }
+  void set_subscription_admitter(TopicContext::SubscriptionAdmitter admitter) { subscription_admitter_ = std::move(admitter); }
 
   // How traces read the keys and properties of stored messages
   // (tracing.h). REQUIRES: before start().
@@ -184,6 +184,7 @@ class BrokerService final : public runtime::Component {
     // Requests that found their topic closing (unloaded): run again once it is gone.
     std::unordered_map<std::string, std::vector<std::function<void()>>> after_close;
     std::unique_ptr<TraceRecorder> tracer;
+    TopicContext context;  // what this reactor's topics share (make_context)
   };
   // On the home reactor: close the loaded `topic`, then forget it.
   void close_and_forget(Shard& shard, const std::string& key, Topic* topic, const common::Status& why,
@@ -194,7 +195,10 @@ class BrokerService final : public runtime::Component {
   // Any thread: ok when `topic` exists (its log or its partitioned topic),
   // else whether it may be created; `done` on any thread.
   void check_new_topic(const TopicName& topic, bool auto_allowed, std::function<void(common::Status)> done);
-  // Gives a freshly loaded topic its policy source and applies it.
+  // What the topics of `shard` share: this service's policies, tenant
+  // limits, publish limits and subscription admitter, read at each call.
+  void make_context(Shard& shard);
+  // Gives a freshly loaded topic its tenant's counters and applies its policies.
   void attach_policies(Topic& topic);
   static int64_t steady_ms();
   void arm_maintenance(size_t reactor);
@@ -225,7 +229,7 @@ class BrokerService final : public runtime::Component {
   std::shared_ptr<TenantRegistry> tenants_ = std::make_shared<TenantRegistry>(nullptr);
   std::shared_ptr<PublishLimiters> publish_limiters_ = std::make_shared<PublishLimiters>(nullptr, tenants_);
   TopicAdmitter admitter_;
-  Topic::SubscriptionAdmitter subscription_admitter_;
+  TopicContext::SubscriptionAdmitter subscription_admitter_;
   MessageDescriber describer_;
   std::vector<std::unique_ptr<Shard>> shards_;  // by reactor index
   std::shared_ptr<PolicyRefresh> policy_refresh_;

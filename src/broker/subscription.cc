@@ -42,16 +42,15 @@ std::string_view mode_name(KeySharedMode m) { return m == KeySharedMode::kSticky
 constexpr std::string_view kNoKey = "NONE_KEY";
 }  // namespace
 
-Subscription::Subscription(std::string name, SubscriptionType type, ledger::Log& log, ledger::Cursor& cursor)
-    : name_(std::move(name)), type_(type), typed_(true), log_(log), cursor_(cursor),
-      read_position_(cursor.mark_delete_position()), now_ms_(common::wall_clock_ms) {}
+Subscription::Subscription(SubscriptionType type, ledger::Log& log, ledger::Cursor& cursor)
+    : log_(log), cursor_(cursor), read_position_(cursor.mark_delete_position()), type_(type), typed_(true) {}
 
-Subscription::Subscription(std::string name, ledger::Log& log, ledger::Cursor& cursor)
-    : name_(std::move(name)), type_(SubscriptionType::kExclusive), typed_(false), log_(log), cursor_(cursor),
-      read_position_(cursor.mark_delete_position()), now_ms_(common::wall_clock_ms) {}
+Subscription::Subscription(ledger::Log& log, ledger::Cursor& cursor)
+    : log_(log), cursor_(cursor), read_position_(cursor.mark_delete_position()), type_(SubscriptionType::kExclusive),
+      typed_(false) {}
 
 Subscription::~Subscription() {
-  *alive_ = false;
+  if (alive_) *alive_ = false;
   release_caught_up(true);
 }
 
@@ -95,23 +94,23 @@ Result<Consumer*> Subscription::add_consumer(uint64_t id, ConsumerOptions option
     // entries to send again, for whichever dispatcher serves the new type.
     for (auto& [p, h] : held_) redeliver_[p] = h.slot;
     held_.clear();
-    if (!holds_back_delayed()) {
-      for (const auto& d : delayed_.take_due(INT64_MAX)) redeliver_[d.position] = d.slot;
+    if (!holds_back_delayed() && delayed_) {
+      for (const auto& d : delayed_->index.take_due(INT64_MAX)) redeliver_[d.position] = d.slot;
     }
   }
   if (!consumers_.empty() && options.type != type_) {
-    return Status::invalid_argument("subscription '" + name_ + "' is " + std::string(subscription_type_name(type_)) +
+    return Status::invalid_argument("subscription '" + name() + "' is " + std::string(subscription_type_name(type_)) +
                                     ", not " + std::string(subscription_type_name(options.type)));
   }
   if (type_ == SubscriptionType::kExclusive && !consumers_.empty()) {
-    return Status::failed_precondition("subscription '" + name_ + "' is Exclusive and already has a consumer");
+    return Status::failed_precondition("subscription '" + name() + "' is Exclusive and already has a consumer");
   }
   if (consumer(id) != nullptr) return Status::already_exists("consumer id " + std::to_string(id) + " is in use");
   if (type_ == SubscriptionType::kKeyShared) {
     if (!selector_) {
       selector_ = std::make_unique<KeySharedSelector>(options.key_shared_mode);
     } else if (selector_->mode() != options.key_shared_mode) {
-      return Status::invalid_argument("subscription '" + name_ + "' is Key_Shared " +
+      return Status::invalid_argument("subscription '" + name() + "' is Key_Shared " +
                                       std::string(mode_name(selector_->mode())) + ", not " +
                                       std::string(mode_name(options.key_shared_mode)));
     }
@@ -278,8 +277,8 @@ void Subscription::after_unacked_drop(Consumer& c) {
 }
 
 void Subscription::set_unacked_limits(uint64_t per_consumer, uint64_t per_subscription) {
-  max_unacked_per_consumer_ = per_consumer;
-  max_unacked_per_subscription_ = per_subscription;
+  max_unacked_per_consumer_ = static_cast<uint32_t>(std::min<uint64_t>(per_consumer, UINT32_MAX));
+  max_unacked_per_subscription_ = static_cast<uint32_t>(std::min<uint64_t>(per_subscription, UINT32_MAX));
   for (auto& c : consumers_) {
     c->blocked_on_unacked_ = per_consumer > 0 && c->unacked_messages_ >= per_consumer;
   }
@@ -307,7 +306,7 @@ void Subscription::forget_pending(Position p) {
   redeliver_.erase(p);
   redelivery_counts_.erase(p);
   held_.erase(p);
-  delayed_.erase(p);
+  if (delayed_) delayed_->index.erase(p);
 }
 
 void Subscription::forget_pending_through(Position p) {
@@ -315,7 +314,7 @@ void Subscription::forget_pending_through(Position p) {
   redeliver_.erase(redeliver_.begin(), redeliver_.upper_bound(p));
   redelivery_counts_.erase(redelivery_counts_.begin(), redelivery_counts_.upper_bound(p));
   held_.erase(held_.begin(), held_.upper_bound(p));
-  delayed_.erase_through(p);
+  if (delayed_) delayed_->index.erase_through(p);
 }
 
 // --- Acknowledgements and redelivery.
@@ -326,7 +325,7 @@ void Subscription::trace(TraceStage stage, uint64_t consumer_id, Position p, uin
   e.stage = stage;
   e.time_ms = common::wall_clock_ms();
   e.position = p;
-  e.subscription = name_;
+  e.subscription = name();
   e.redelivery_count = redelivery_count;
   record_by(consumer_id, std::move(e));
 }
@@ -359,7 +358,7 @@ Status Subscription::ack_cumulative(uint64_t consumer_id, Position p) {
   Status st = log_.ack_cumulative(cursor_.name(), p);
   if (st.is_ok()) forget_pending_through(p);
   if (st.is_ok() && tracing_ && tracing_->on() && was < p) {
-    record_by(consumer_id, range_event(TraceStage::kAcked, was, p, name_, "cumulative"));
+    record_by(consumer_id, range_event(TraceStage::kAcked, was, p, name(), "cumulative"));
   }
   return st;
 }
@@ -397,7 +396,7 @@ Status Subscription::ack_batch(uint64_t consumer_id, Position p, const std::vect
     }
   }
   if (batch_size == 0) {
-    return Status::invalid_argument("batch size of " + p.to_string() + " unknown: it is not pending on " + name_);
+    return Status::invalid_argument("batch size of " + p.to_string() + " unknown: it is not pending on " + name());
   }
   auto still_unacked = [&](uint32_t i) {
     return i / 64 < unacked.size() && ((unacked[i / 64] >> (i % 64)) & 1) != 0;
@@ -442,7 +441,7 @@ void Subscription::rewind() {
   redeliver_.clear();
   redelivery_counts_.clear();
   held_.clear();
-  delayed_.clear();
+  if (delayed_) delayed_->index.clear();
   for (auto& c : consumers_) {
     c->pending_.clear();
     c->pending_slots_.clear();
@@ -462,7 +461,7 @@ uint32_t Subscription::slot_of(const ledger::MessageHeader& h) const {
 }
 
 bool Subscription::known(Position p) const {
-  if (redeliver_.count(p) > 0 || held_.count(p) > 0 || delayed_.contains(p)) return true;
+  if (redeliver_.count(p) > 0 || held_.count(p) > 0 || (delayed_ && delayed_->index.contains(p))) return true;
   if (p > highest_delivered_) return false;  // never delivered, so pending nowhere
   for (const auto& c : consumers_) {
     if (c->pending_.count(p) > 0) return true;
@@ -471,19 +470,22 @@ bool Subscription::known(Position p) const {
 }
 
 void Subscription::hold_back(Position p, int64_t deliver_at_ms, uint32_t slot) {
-  delayed_.add(p, deliver_at_ms, slot);
+  if (!delayed_) delayed_ = std::make_unique<Delayed>();
+  delayed_->index.add(p, deliver_at_ms, slot);
   arm_delay_timer();
 }
 
 void Subscription::arm_delay_timer() {
-  auto next = delayed_.next_deliver_at();
+  if (!delayed_) return;
+  Delayed& d = *delayed_;
+  auto next = d.index.next_deliver_at();
   if (!next) return;
-  if (delay_timer_ && delay_timer_->active() && delay_timer_at_ <= *next) return;
-  if (!delay_timer_) delay_timer_ = std::make_unique<runtime::Timer>(*runtime::Reactor::current());
-  int64_t wait = std::max<int64_t>(0, *next - now_ms_());
-  delay_timer_at_ = *next;
-  std::weak_ptr<bool> alive = alive_;
-  delay_timer_->once(std::chrono::milliseconds(wait), [this, alive]() {
+  if (d.timer && d.timer->active() && d.timer_at <= *next) return;
+  if (!d.timer) d.timer = std::make_unique<runtime::Timer>(*runtime::Reactor::current());
+  int64_t wait = std::max<int64_t>(0, *next - common::wall_clock_ms());
+  d.timer_at = *next;
+  std::weak_ptr<bool> alive = liveness();
+  d.timer->once(std::chrono::milliseconds(wait), [this, alive]() {
     // Deferred: re-arming replaces the callback that is running now.
     runtime::Reactor::current()->defer([this, alive]() {
       if (!alive.expired()) on_delay_timer();
@@ -492,7 +494,8 @@ void Subscription::arm_delay_timer() {
 }
 
 void Subscription::on_delay_timer() {
-  auto due = delayed_.take_due(now_ms_());
+  if (!delayed_) return;
+  auto due = delayed_->index.take_due(common::wall_clock_ms());
   for (const auto& d : due) {
     if (!cursor_.is_acknowledged(d.position)) redeliver_[d.position] = d.slot;
   }
@@ -506,7 +509,7 @@ void Subscription::schedule_dispatch() {
   if (dispatch_scheduled_) return;
   dispatch_scheduled_ = true;
   runtime::Reactor* home = runtime::Reactor::current();
-  std::weak_ptr<bool> alive = alive_;
+  std::weak_ptr<bool> alive = liveness();
   // After the current call returns: callers may still be mid-update.
   home->defer([this, alive]() {
     if (alive.expired()) return;
@@ -533,7 +536,7 @@ void Subscription::dispatch() {
   if (!redeliver_.empty()) {
     Position wanted = redeliver_.begin()->first;
     reading_ = true;
-    std::weak_ptr<bool> alive = alive_;
+    std::weak_ptr<bool> alive = liveness();
     log_.read_entries(before(wanted), 1, [this, alive, wanted, gen = generation_](Result<std::vector<LedgerEntry>> r) {
       if (alive.expired() || gen != generation_) return;
       on_redelivery_read(wanted, std::move(r));
@@ -544,7 +547,7 @@ void Subscription::dispatch() {
   size_t n = static_cast<size_t>(
       std::min<int64_t>({permits, static_cast<int64_t>(kMaxReadEntries), allowance}));
   n = std::min(n, credit_entries(active));
-  std::weak_ptr<bool> alive = alive_;
+  std::weak_ptr<bool> alive = liveness();
   log_.read_entries(read_position_, n, [this, alive, gen = generation_](Result<std::vector<LedgerEntry>> r) {
     if (alive.expired() || gen != generation_) return;
     on_read(std::move(r));
@@ -561,7 +564,7 @@ void Subscription::on_redelivery_read(Position wanted, Result<std::vector<Ledger
     auto left = hand_out(std::move(one));
     if (!left.empty()) redeliver_[wanted] = 0;
   } else if (!result.is_ok()) {
-    MLOG_WARN("subscription {}: cannot reread {} for redelivery: {}", name_, wanted.to_string(),
+    MLOG_WARN("subscription {}: cannot reread {} for redelivery: {}", name(), wanted.to_string(),
               result.status().to_string());
   }
   schedule_dispatch();
@@ -570,7 +573,7 @@ void Subscription::on_redelivery_read(Position wanted, Result<std::vector<Ledger
 bool Subscription::take_read(const Result<std::vector<LedgerEntry>>& result) {
   if (!result.is_ok()) {
     // Try again when the topic next grows; a read error is the storage's to report.
-    MLOG_WARN("subscription {}: read after {} failed: {}", name_, read_position_.to_string(),
+    MLOG_WARN("subscription {}: read after {} failed: {}", name(), read_position_.to_string(),
               result.status().to_string());
     waiting_for_entries_ = true;
     return false;
@@ -586,7 +589,7 @@ bool Subscription::take_read(const Result<std::vector<LedgerEntry>>& result) {
 void Subscription::on_read(Result<std::vector<LedgerEntry>> result) {
   reading_ = false;
   if (!take_read(result)) return;
-  int64_t now = now_ms_();
+  int64_t now = common::wall_clock_ms();
   std::vector<LedgerEntry> fresh;
   fresh.reserve(result->size());
   for (auto& e : *result) {
@@ -609,12 +612,12 @@ uint32_t Subscription::unacked_messages_of(const LedgerEntry& e) const {
 
 uint64_t Subscription::consumer_room(const Consumer& c) const {
   if (!limits_apply() || max_unacked_per_consumer_ == 0) return UINT64_MAX;
-  return max_unacked_per_consumer_ - std::min(max_unacked_per_consumer_, c.unacked_messages_);
+  return max_unacked_per_consumer_ - std::min<uint64_t>(max_unacked_per_consumer_, c.unacked_messages_);
 }
 
 uint64_t Subscription::subscription_room() const {
   if (!limits_apply() || max_unacked_per_subscription_ == 0) return UINT64_MAX;
-  return max_unacked_per_subscription_ - std::min(max_unacked_per_subscription_, unacked_messages_);
+  return max_unacked_per_subscription_ - std::min<uint64_t>(max_unacked_per_subscription_, unacked_messages_);
 }
 
 std::vector<LedgerEntry> Subscription::hand_out(std::vector<LedgerEntry> entries) {
@@ -687,7 +690,7 @@ void Subscription::deliver(Consumer& c, std::vector<LedgerEntry>& batch) {
 
 SubscriptionStats Subscription::stats() const {
   SubscriptionStats s;
-  s.name = name_;
+  s.name = name();
   s.type = type_;
   s.typed = typed_;
   s.mark_delete = cursor_.mark_delete_position();
@@ -710,10 +713,10 @@ SubscriptionStats Subscription::stats() const {
   s.backlog_messages = cursor_.backlog_messages(log_.chain());
   s.messages_out = messages_out_;
   s.bytes_out = bytes_out_;
-  s.dispatch_rate_limited_times = dispatch_limited_times_;
+  s.dispatch_rate_limited_times = dispatch_rate_limited_times();
   for (const auto& c : consumers_) s.unacked_entries += c->pending_.size();
   s.unacked_messages = unacked_messages_;
-  s.delayed_entries = delayed_.size();
+  s.delayed_entries = delayed_ ? delayed_->index.size() : 0;
   s.blocked_on_unacked = limits_apply() && blocked_on_unacked_;
   s.consumers = consumers_.size();
   s.durable = cursor_.durable();

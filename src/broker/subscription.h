@@ -49,6 +49,7 @@
 #include "broker/delayed_delivery.h"
 #include "broker/key_shared_selector.h"
 #include "broker/tracing.h"
+#include "common/lazy_map.h"
 #include "common/result.h"
 #include "ledger/cursor.h"
 #include "ledger/log.h"
@@ -105,13 +106,14 @@ class Subscription {
   // type (created by an admin or recovered at load) the first consumer to
   // attach sets it; a subscription whose consumers all left takes the type
   // of the next one.
-  Subscription(std::string name, SubscriptionType type, ledger::Log& log, ledger::Cursor& cursor);
-  Subscription(std::string name, ledger::Log& log, ledger::Cursor& cursor);
+  // Named as its cursor is.
+  Subscription(SubscriptionType type, ledger::Log& log, ledger::Cursor& cursor);
+  Subscription(ledger::Log& log, ledger::Cursor& cursor);
   ~Subscription();
 
-  const std::string& name() const { return name_; }
+  const std::string& name() const { return cursor_.name(); }
   SubscriptionType type() const { return type_; }
-  ledger::Cursor& cursor() { return cursor_; }
+  ledger::Cursor& cursor() const { return cursor_; }
 
   // Attaches a consumer. kFailedPrecondition ("ConsumerBusy") when an
   // Exclusive subscription already has one; kInvalidArgument when `options`
@@ -171,16 +173,14 @@ class Subscription {
   // Dispatch rate limits (Pulsar's dispatchRate and
   // subscriptionDispatchRate, and the tenant's): `topic` is shared by the
   // topic's subscriptions, `tenant` by every subscription and Kafka fetch
-  // of the tenant (null: none); `own` is this subscription's, per second
-  // (-1: none). Reads for delivery wait while any is spent, and what is
-  // delivered is charged to all. Home reactor.
-  void set_dispatch_limits(std::shared_ptr<RateBuckets> topic, std::shared_ptr<RateBuckets> tenant, int64_t own_msgs,
+  // of the tenant (null: none; its topic holds it, so it outlives this);
+  // `own` is this subscription's, per second (-1: none). Reads for delivery
+  // wait while any is spent, and what is delivered is charged to all. Home
+  // reactor.
+  void set_dispatch_limits(std::shared_ptr<RateBuckets> topic, RateBuckets* tenant, int64_t own_msgs,
                            int64_t own_bytes);
   // Times a dispatch waited for a dispatch rate limit.
-  uint64_t dispatch_rate_limited_times() const { return dispatch_limited_times_; }
-  // The clock deliver-at times are compared with (ms since the epoch);
-  // the system clock unless a test sets another.
-  void set_clock(std::function<int64_t()> now_ms) { now_ms_ = std::move(now_ms); }
+  uint64_t dispatch_rate_limited_times() const { return dispatch_ ? dispatch_->limited_times : 0; }
 
   SubscriptionStats stats() const;
 
@@ -258,55 +258,69 @@ class Subscription {
   // kLagEntries (every one when `all`).
   void release_caught_up(bool all);
 
-  const std::string name_;
-  SubscriptionType type_;
-  bool typed_;
   uint64_t generation_ = 0;  // bumped by rewind(); reads of an older one are dropped
   ledger::Log& log_;
   ledger::Cursor& cursor_;
   std::vector<std::unique_ptr<Consumer>> consumers_;  // in attach order
   Consumer* failover_active_ = nullptr;
-  size_t round_robin_ = 0;
   ledger::Position read_position_;           // the last entry read for dispatch
   ledger::Position highest_delivered_;       // the highest entry ever handed to a consumer
   // Entries to send again, oldest first -> their Key_Shared slot (0 otherwise).
-  std::map<ledger::Position, uint32_t> redeliver_;
+  common::LazyMap<ledger::Position, uint32_t> redeliver_;
   // Entries delivered before -> how many times (the next redelivery count).
-  std::map<ledger::Position, uint32_t> redelivery_counts_;
+  common::LazyMap<ledger::Position, uint32_t> redelivery_counts_;
   struct Held {
     ledger::LedgerEntry entry;
     uint32_t slot;
   };
-  std::map<ledger::Position, Held> held_;    // Key_Shared: read, not deliverable yet
+  common::LazyMap<ledger::Position, Held> held_;  // Key_Shared: read, not deliverable yet
   std::unique_ptr<KeySharedSelector> selector_;
-  DelayedDeliveryIndex delayed_;
-  std::unique_ptr<runtime::Timer> delay_timer_;
-  int64_t delay_timer_at_ = 0;               // when the armed timer fires (ms)
+  // Delayed delivery (Shared and Key_Shared), made when the first entry is held back.
+  struct Delayed {
+    DelayedDeliveryIndex index;
+    std::unique_ptr<runtime::Timer> timer;
+    int64_t timer_at = 0;  // when the armed timer fires (ms)
+  };
+  std::unique_ptr<Delayed> delayed_;
   // Dispatch rate limits (subscription_dispatch_rate.cc).
   bool dispatch_rate_limited() const {
-    return topic_dispatch_ != nullptr || own_dispatch_.limited() || (tenant_dispatch_ && tenant_dispatch_->limited());
+    return (dispatch_ && (dispatch_->topic != nullptr || dispatch_->own.limited())) ||
+           (tenant_dispatch_ && tenant_dispatch_->limited());
   }
   // Messages the limits allow to read now; 0 after arming a retry.
   int64_t dispatch_allowance();
   void charge_dispatch(int64_t messages, int64_t bytes);
-  std::shared_ptr<RateBuckets> topic_dispatch_;
-  std::shared_ptr<RateBuckets> tenant_dispatch_;
-  RateBuckets own_dispatch_;
-  std::unique_ptr<runtime::Timer> dispatch_timer_;
-  uint64_t dispatch_limited_times_ = 0;
-  std::function<int64_t()> now_ms_;
+  RateBuckets* tenant_dispatch_ = nullptr;  // the topic holds it
+  // The topic's and this subscription's own limits and the retry timer,
+  // made when one of them is set or a limit first holds a dispatch back.
+  struct DispatchLimits {
+    std::shared_ptr<RateBuckets> topic;
+    RateBuckets own;
+    std::unique_ptr<runtime::Timer> timer;
+    uint64_t limited_times = 0;
+  };
+  std::unique_ptr<DispatchLimits> dispatch_;
   // What the entries handed out recently cost (delivery_cost): a larger one
   // at once, smaller ones an eighth of the way each; 0 before the first.
   int64_t entry_cost_ = 0;
-  uint64_t max_unacked_per_consumer_ = kDefaultMaxUnackedPerConsumer;
-  uint64_t max_unacked_per_subscription_ = kDefaultMaxUnackedPerSubscription;
+  uint32_t max_unacked_per_consumer_ = kDefaultMaxUnackedPerConsumer;
+  uint32_t max_unacked_per_subscription_ = kDefaultMaxUnackedPerSubscription;
   uint64_t unacked_messages_ = 0;            // over every consumer
+  SubscriptionType type_;
+  bool typed_;
   bool blocked_on_unacked_ = false;          // the subscription's limit
   bool reading_ = false;
   bool dispatch_scheduled_ = false;
   bool waiting_for_entries_ = false;
+  uint32_t round_robin_ = 0;
   std::unique_ptr<std::vector<std::function<void()>>> caught_up_waiters_;  // when_caught_up; null: none
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // Expires with this subscription: asynchronous work checks it before
+  // coming back. Made on first use, so one that never dispatched has none.
+  std::weak_ptr<bool> liveness() {
+    if (!alive_) alive_ = std::make_shared<bool>(true);
+    return alive_;
+  }
+  std::shared_ptr<bool> alive_;
   uint64_t messages_out_ = 0;
   uint64_t bytes_out_ = 0;
   TopicTracing* tracing_ = nullptr;

@@ -9,34 +9,40 @@
 
 namespace magnetar::broker {
 
-void Subscription::set_dispatch_limits(std::shared_ptr<RateBuckets> topic, std::shared_ptr<RateBuckets> tenant,
-                                       int64_t own_msgs, int64_t own_bytes) {
-  topic_dispatch_ = std::move(topic);
-  tenant_dispatch_ = std::move(tenant);
-  own_dispatch_.set(own_msgs, own_bytes, limiter_now_ns());
-  if (!dispatch_rate_limited() && dispatch_timer_) {
-    dispatch_timer_->cancel();
+void Subscription::set_dispatch_limits(std::shared_ptr<RateBuckets> topic, RateBuckets* tenant, int64_t own_msgs,
+                                       int64_t own_bytes) {
+  tenant_dispatch_ = tenant;
+  if (!dispatch_ && (topic != nullptr || own_msgs > 0 || own_bytes > 0)) dispatch_ = std::make_unique<DispatchLimits>();
+  if (dispatch_) {
+    dispatch_->topic = std::move(topic);
+    dispatch_->own.set(own_msgs, own_bytes, limiter_now_ns());
+  }
+  if (!dispatch_rate_limited() && dispatch_ && dispatch_->timer) {
+    dispatch_->timer->cancel();
     schedule_dispatch();
   }
 }
 
 int64_t Subscription::dispatch_allowance() {
-  const DispatchAllowance a =
-      broker::dispatch_allowance({topic_dispatch_.get(), tenant_dispatch_.get(), &own_dispatch_}, limiter_now_ns());
+  RateBuckets* topic = dispatch_ ? dispatch_->topic.get() : nullptr;
+  RateBuckets* own = dispatch_ ? &dispatch_->own : nullptr;
+  const DispatchAllowance a = broker::dispatch_allowance({topic, tenant_dispatch_, own}, limiter_now_ns());
   if (a.allowed()) return a.messages;
-  ++dispatch_limited_times_;
-  if (!dispatch_timer_) dispatch_timer_ = std::make_unique<runtime::Timer>(*runtime::Reactor::current());
-  std::weak_ptr<bool> alive = alive_;
+  if (!dispatch_) dispatch_ = std::make_unique<DispatchLimits>();  // the tenant's limit held it back
+  ++dispatch_->limited_times;
+  if (!dispatch_->timer) dispatch_->timer = std::make_unique<runtime::Timer>(*runtime::Reactor::current());
+  std::weak_ptr<bool> alive = liveness();
   auto ms = std::chrono::milliseconds((std::max<int64_t>(a.wait_ns, 1) + 999'999) / 1'000'000);
-  dispatch_timer_->once(ms, [this, alive]() {
+  dispatch_->timer->once(ms, [this, alive]() {
     if (!alive.expired()) schedule_dispatch();
   });
   return 0;
 }
 
 void Subscription::charge_dispatch(int64_t messages, int64_t bytes) {
-  broker::charge_dispatch({topic_dispatch_.get(), tenant_dispatch_.get(), &own_dispatch_}, messages, bytes,
-                          limiter_now_ns());
+  broker::charge_dispatch({dispatch_ ? dispatch_->topic.get() : nullptr, tenant_dispatch_,
+                           dispatch_ ? &dispatch_->own : nullptr},
+                          messages, bytes, limiter_now_ns());
 }
 
 }  // namespace magnetar::broker

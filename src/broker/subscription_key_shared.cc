@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "broker/subscription.h"
+#include "common/clock.h"
 #include "common/logging.h"
 
 namespace magnetar::broker {
@@ -89,7 +90,7 @@ void Subscription::dispatch_key_shared(int64_t allowance) {
     return;
   }
 
-  std::weak_ptr<bool> alive = alive_;
+  std::weak_ptr<bool> alive = liveness();
   if (to_read) {
     Position wanted = *to_read;
     reading_ = true;
@@ -123,14 +124,14 @@ void Subscription::on_key_shared_read(Result<std::vector<LedgerEntry>> result, b
       uint32_t slot = slot_of(e.header);
       held_.emplace(wanted, Held{std::move(e), slot});
     } else if (!result.is_ok()) {
-      MLOG_WARN("subscription {}: cannot reread {} for redelivery: {}", name_, wanted.to_string(),
+      MLOG_WARN("subscription {}: cannot reread {} for redelivery: {}", name(), wanted.to_string(),
                 result.status().to_string());
     }
     schedule_dispatch();
     return;
   }
   if (!take_read(result)) return;
-  int64_t now = now_ms_();
+  int64_t now = common::wall_clock_ms();
   for (auto& e : *result) {
     if (cursor_.is_acknowledged(e.position) || known(e.position)) continue;
     uint32_t slot = slot_of(e.header);

@@ -16,7 +16,8 @@ using common::Result;
 using common::Status;
 using ledger::Position;
 
-Topic::Topic(TopicName name, std::shared_ptr<ledger::Log> log) : name_(std::move(name)), log_(std::move(log)) {}
+Topic::Topic(TopicName name, std::shared_ptr<ledger::Log> log, const TopicContext& context)
+    : context_(context), name_(std::move(name)), log_(std::move(log)) {}
 
 Topic::~Topic() { *alive_ = false; }
 
@@ -33,25 +34,25 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
   max_unacked_per_subscription_ =
       limit(policies.max_unacked_messages_per_subscription, Subscription::kDefaultMaxUnackedPerSubscription);
   apply_dispatch_rates(policies);
-  auto count_limit = [](const std::optional<int32_t>& v) { return v && *v > 0 ? size_t(*v) : size_t{0}; };
+  auto count_limit = [](const std::optional<int32_t>& v) { return v && *v > 0 ? uint32_t(*v) : uint32_t{0}; };
   max_producers_ = count_limit(policies.max_producers_per_topic);
   max_consumers_ = count_limit(policies.max_consumers_per_topic);
   max_consumers_per_subscription_ = count_limit(policies.max_consumers_per_subscription);
   max_subscriptions_ = count_limit(policies.max_subscriptions_per_topic);
   for (auto& [name, sub] : subscriptions_) {
-    sub->set_unacked_limits(max_unacked_per_consumer_, max_unacked_per_subscription_);
-    sub->set_dispatch_limits(dispatch_limits_, tenant_dispatch_, sub_dispatch_msgs_, sub_dispatch_bytes_);
+    sub.set_unacked_limits(max_unacked_per_consumer_, max_unacked_per_subscription_);
+    limit_dispatch(sub);
   }
   apply_tracing(policies);
   apply_log_policies(policies);
-  bool want_dedup = policies.deduplication.value_or(false) && store_ != nullptr &&
+  bool want_dedup = policies.deduplication.value_or(false) && context_.store != nullptr &&
                     name_.domain == TopicDomain::kPersistent && !closed_;
   if (!want_dedup) {
     if (dedup_ && dedup_->ready()) dedup_.reset();
     return;
   }
   if (dedup_) return;
-  dedup_ = std::make_unique<Deduplication>(*store_, Deduplication::snapshot_key(name_));
+  dedup_ = std::make_unique<Deduplication>(*context_.store, Deduplication::snapshot_key(name_));
   std::weak_ptr<bool> alive = alive_;
   dedup_->recover(*log_, [this, alive](Status st) {
     if (alive.expired()) return;
@@ -67,10 +68,11 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
 }
 
 void Topic::apply_log_policies(const NamespacePolicies& policies) {
-  if (retention_defaults_ == nullptr) return;
+  if (context_.retention_defaults == nullptr) return;
   auto* ml = dynamic_cast<ledger::ManagedLedger*>(log_.get());
   if (ml == nullptr) return;
-  RetentionInEffect r = retention_in_effect(name_, policies, false, origin_from_byte(ml->origin()), *retention_defaults_);
+  RetentionInEffect r = retention_in_effect(name_, policies, false, origin_from_byte(ml->origin()),
+                                            *context_.retention_defaults);
   const int64_t ttl_ms =
       policies.message_ttl_seconds && !is_trace_topic(name_) ? int64_t{*policies.message_ttl_seconds} * 1000 : 0;
   ml->set_retention(std::chrono::milliseconds(r.time_ms), r.size_bytes, std::chrono::milliseconds(ttl_ms));
@@ -98,22 +100,32 @@ int64_t per_second(int64_t per_period, int32_t period_seconds) {
 
 void Topic::apply_dispatch_rates(const NamespacePolicies& policies) {
   const auto& topic_rate = policies.dispatch_rate;
-  int64_t msgs = topic_rate ? per_second(topic_rate->msgs_per_period, topic_rate->period_seconds) : -1;
-  int64_t bytes = topic_rate ? per_second(topic_rate->bytes_per_period, topic_rate->period_seconds) : -1;
-  if (msgs > 0 || bytes > 0) {
-    if (!dispatch_limits_) dispatch_limits_ = std::make_shared<RateBuckets>();
-    dispatch_limits_->set(msgs, bytes, limiter_now_ns());
-  } else {
-    dispatch_limits_.reset();
-  }
+  const int64_t msgs = topic_rate ? per_second(topic_rate->msgs_per_period, topic_rate->period_seconds) : -1;
+  const int64_t bytes = topic_rate ? per_second(topic_rate->bytes_per_period, topic_rate->period_seconds) : -1;
   const auto& sub_rate = policies.subscription_dispatch_rate;
-  sub_dispatch_msgs_ = sub_rate ? per_second(sub_rate->msgs_per_period, sub_rate->period_seconds) : -1;
-  sub_dispatch_bytes_ = sub_rate ? per_second(sub_rate->bytes_per_period, sub_rate->period_seconds) : -1;
+  const int64_t sub_msgs = sub_rate ? per_second(sub_rate->msgs_per_period, sub_rate->period_seconds) : -1;
+  const int64_t sub_bytes = sub_rate ? per_second(sub_rate->bytes_per_period, sub_rate->period_seconds) : -1;
+  if (!cold_ && msgs <= 0 && bytes <= 0 && sub_msgs <= 0 && sub_bytes <= 0) return;  // never limited
+  Cold& c = cold();
+  if (msgs > 0 || bytes > 0) {
+    if (!c.dispatch_limits) c.dispatch_limits = std::make_shared<RateBuckets>();
+    c.dispatch_limits->set(msgs, bytes, limiter_now_ns());
+  } else {
+    c.dispatch_limits.reset();
+  }
+  c.sub_dispatch_msgs = sub_msgs;
+  c.sub_dispatch_bytes = sub_bytes;
+}
+
+void Topic::limit_dispatch(Subscription& sub) {
+  if (!cold_) return sub.set_dispatch_limits(nullptr, tenant_dispatch_.get(), -1, -1);
+  sub.set_dispatch_limits(cold_->dispatch_limits, tenant_dispatch_.get(), cold_->sub_dispatch_msgs,
+                          cold_->sub_dispatch_bytes);
 }
 
 Topic::FetchLimits Topic::fetch_limits(const std::string& group) {
-  FetchLimits limits{dispatch_limits_, tenant_dispatch_, nullptr};
-  if (sub_dispatch_msgs_ <= 0 && sub_dispatch_bytes_ <= 0) {
+  FetchLimits limits{cold_ ? cold_->dispatch_limits : nullptr, tenant_dispatch_, nullptr};
+  if (!cold_ || (cold_->sub_dispatch_msgs <= 0 && cold_->sub_dispatch_bytes <= 0)) {
     if (cold_) cold_->fetch_group_limits.clear();
     return limits;
   }
@@ -127,15 +139,17 @@ Topic::FetchLimits Topic::fetch_limits(const std::string& group) {
     }
     bucket = std::make_shared<RateBuckets>();
   }
-  bucket->set(sub_dispatch_msgs_, sub_dispatch_bytes_, limiter_now_ns());  // a no-op unless the rate changed
+  bucket->set(cold_->sub_dispatch_msgs, cold_->sub_dispatch_bytes, limiter_now_ns());  // no-op unless the rate changed
   limits.group = bucket;
   return limits;
 }
 
 void Topic::apply_tracing(const NamespacePolicies& policies) {
-  bool was_on = tracing_.on();
-  tracing_.configure(name_, policies.tracing, trace_recorder_);
-  if (!tracing_.on()) {
+  bool was_on = tracing_on();
+  if (!cold_ && (!policies.tracing || policies.tracing->mode == TraceMode::kOff)) return;  // never traced
+  TopicTracing& tracing = cold().tracing;
+  tracing.configure(name_, policies.tracing, context_.trace_recorder);
+  if (!tracing.on()) {
     if (was_on) {
       if (auto* ml = dynamic_cast<ledger::ManagedLedger*>(log_.get())) ml->set_observer({});
     }
@@ -145,31 +159,34 @@ void Topic::apply_tracing(const NamespacePolicies& policies) {
   // node keeps one copy (whatever the quorums say), synced as the
   // namespace's fsync mode, else the node's, says.
   const std::optional<FsyncMode> fsync = policies.persistence ? policies.persistence->fsync_mode : std::nullopt;
+  std::string& durability = cold().trace_durability;
   if (name_.domain == TopicDomain::kNonPersistent) {
-    tracing_.durability = "in memory only (non-persistent)";
+    durability = "in memory only (non-persistent)";
   } else if (fsync) {
-    tracing_.durability = "1 copy on this node, fsync " +
-                          (*fsync == FsyncMode::kInterval
-                               ? "every " + std::to_string(policies.persistence->fsync_interval_ms) + " ms"
-                               : std::string(fsync_mode_name(*fsync)));
+    durability = "1 copy on this node, fsync " +
+                 (*fsync == FsyncMode::kInterval
+                      ? "every " + std::to_string(policies.persistence->fsync_interval_ms) + " ms"
+                      : std::string(fsync_mode_name(*fsync)));
   } else {
-    tracing_.durability = storage_durability_ != nullptr ? *storage_durability_ : std::string("1 copy on this node");
+    durability =
+        context_.storage_durability != nullptr ? *context_.storage_durability : std::string("1 copy on this node");
   }
   if (was_on) return;
+  for (auto& [name, sub] : subscriptions_) sub.set_tracing(&tracing);
   auto* ml = dynamic_cast<ledger::ManagedLedger*>(log_.get());
   if (ml == nullptr) return;
   // Housekeeping's removals, as range events.
   std::weak_ptr<bool> alive = alive_;
   ledger::LogObserver observer;
   observer.expired = [this, alive](const std::string& cursor, Position after, Position last) {
-    if (alive.expired() || !tracing_.on()) return;
-    tracing_.record(range_event(TraceStage::kExpired, after, last, cursor, "message TTL or expiry"));
+    if (alive.expired() || !tracing_on()) return;
+    cold_->tracing.record(range_event(TraceStage::kExpired, after, last, cursor, "message TTL or expiry"));
   };
   observer.removed = [this, alive](ledger::LedgerId ledger) {
-    if (alive.expired() || !tracing_.on()) return;
-    tracing_.record(range_event(TraceStage::kRemoved, Position{ledger, -1},
-                                Position{ledger, std::numeric_limits<ledger::EntryId>::max()}, "",
-                                "ledger " + std::to_string(ledger) + " removed by retention"));
+    if (alive.expired() || !tracing_on()) return;
+    cold_->tracing.record(range_event(TraceStage::kRemoved, Position{ledger, -1},
+                                      Position{ledger, std::numeric_limits<ledger::EntryId>::max()}, "",
+                                      "ledger " + std::to_string(ledger) + " removed by retention"));
   };
   ml->set_observer(std::move(observer));
 }
@@ -202,7 +219,7 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
   if (auto it = subscriptions_.find(options.subscription); it != subscriptions_.end()) {
     // Pulsar's words: a reader and a subscription never share a name. (A
     // non-persistent topic's cursors are never durable, whatever was asked.)
-    if (name_.domain == TopicDomain::kPersistent && it->second->cursor().durable() != options.durable) {
+    if (name_.domain == TopicDomain::kPersistent && it->second.cursor().durable() != options.durable) {
       done(Status::invalid_argument(options.durable ? "NonDurable subscription with the same name already exists."
                                                     : "Durable subscription with the same name already exists."));
       return;
@@ -245,11 +262,8 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
                             // placing it is all there is to do.
                             c.reset(reader_start(*options.start_after, options.initial_position));
                           }
-                          it = subscriptions_
-                                   .emplace(options.subscription,
-                                            std::make_unique<Subscription>(options.subscription, options.type, *log_, c))
-                                   .first;
-                          it->second->set_tracing(&tracing_);
+                          it = subscriptions_.try_emplace(options.subscription, options.type, *log_, c).first;
+                          it->second.set_tracing(tracing_state());
                         }
                         attach_consumer(consumer_id, std::move(options), sink, std::move(done));
                       });
@@ -265,7 +279,7 @@ void Topic::attach_consumer(uint64_t consumer_id, ConsumerOptions options, Consu
       return;
     }
     sub->set_unacked_limits(max_unacked_per_consumer_, max_unacked_per_subscription_);
-    sub->set_dispatch_limits(dispatch_limits_, tenant_dispatch_, sub_dispatch_msgs_, sub_dispatch_bytes_);
+    limit_dispatch(*sub);
     // Pulsar's words, so clients and operators recognise them.
     if (max_consumers_ > 0 && consumer_count() >= max_consumers_) {
       return done(Status::limit_reached("Topic reached max consumers limit"));
@@ -301,13 +315,13 @@ void Topic::attach_consumer(uint64_t consumer_id, ConsumerOptions options, Consu
 }
 
 void Topic::admit_subscription(const std::string& name, bool durable, std::function<void(Status)> go) {
-  auto limits = tenant_limits_ ? tenant_limits_() : nullptr;
+  auto limits = context_.tenant_limits ? context_.tenant_limits(name_.ns.tenant) : nullptr;
   runtime::Reactor* home = runtime::Reactor::current();
-  if (!durable || !subscription_admitter_ || limits == nullptr || limits->max_subscriptions <= 0 || home == nullptr) {
+  if (!durable || !context_.admit_subscription || limits == nullptr || limits->max_subscriptions <= 0 || home == nullptr) {
     return go(Status::ok());
   }
   std::weak_ptr<bool> alive = alive_;
-  subscription_admitter_(name_, name, [home, alive, go = std::move(go)](Status st) mutable {
+  context_.admit_subscription(name_, name, [home, alive, go = std::move(go)](Status st) mutable {
     auto back = [alive, go = std::move(go), st]() {
       if (alive.expired()) return go(Status::unavailable("topic closed while subscribing"));
       go(st);
@@ -319,10 +333,10 @@ void Topic::admit_subscription(const std::string& name, bool durable, std::funct
 
 void Topic::trace_read(const std::vector<ledger::Position>& entries, const ClientInfo& reader,
                        const std::string& reader_name) {
-  if (!tracing_.on()) return;
+  if (!tracing_on()) return;
   const int64_t now = common::wall_clock_ms();
   for (const ledger::Position& p : entries) {
-    if (!tracing_.traced(p)) continue;
+    if (!cold_->tracing.traced(p)) continue;
     TraceEvent e;
     e.stage = TraceStage::kDispatched;
     e.time_ms = now;
@@ -331,7 +345,7 @@ void Topic::trace_read(const std::vector<ledger::Position>& entries, const Clien
     e.client_address = reader.address;
     e.protocol = reader.protocol;
     e.detail = "fetched";
-    tracing_.record(std::move(e));
+    cold_->tracing.record(std::move(e));
   }
 }
 
@@ -348,7 +362,7 @@ void Topic::when_entries_added(const void* key, std::function<void()> fn) {
 
 Subscription* Topic::subscription(const std::string& name) {
   auto it = subscriptions_.find(name);
-  return it == subscriptions_.end() ? nullptr : it->second.get();
+  return it == subscriptions_.end() ? nullptr : &it->second;
 }
 
 std::vector<std::string> Topic::subscription_names() const {
@@ -360,12 +374,12 @@ std::vector<std::string> Topic::subscription_names() const {
 Status Topic::unsubscribe(const std::string& name) {
   auto it = subscriptions_.find(name);
   if (it == subscriptions_.end()) return Status::not_found("no subscription '" + name + "' on " + name_.to_string());
-  if (it->second->consumer_count() > 0) {
+  if (it->second.consumer_count() > 0) {
     return Status::failed_precondition("subscription '" + name + "' has active consumers");
   }
-  auto s = it->second->stats();
-  removed_messages_out_ += s.messages_out;
-  removed_bytes_out_ += s.bytes_out;
+  auto s = it->second.stats();
+  cold().removed_messages_out += s.messages_out;
+  cold_->removed_bytes_out += s.bytes_out;
   subscriptions_.erase(it);
   log_->delete_cursor(name, [topic = name_.to_string(), name](Status st) {
     if (!st.is_ok()) MLOG_WARN("topic {}: cursor of subscription {} not deleted: {}", topic, name, st.to_string());
@@ -376,10 +390,10 @@ Status Topic::unsubscribe(const std::string& name) {
 void Topic::remove_consumer(const std::string& subscription, uint64_t consumer_id) {
   auto it = subscriptions_.find(subscription);
   if (it == subscriptions_.end()) return;
-  it->second->remove_consumer(consumer_id);
+  it->second.remove_consumer(consumer_id);
   // A reader's subscription lives as long as its consumers, as in Pulsar.
-  if (name_.domain == TopicDomain::kPersistent && !it->second->cursor().durable() &&
-      it->second->consumer_count() == 0) {
+  if (name_.domain == TopicDomain::kPersistent && !it->second.cursor().durable() &&
+      it->second.consumer_count() == 0) {
     (void)unsubscribe(subscription);
   }
 }
@@ -390,13 +404,13 @@ void Topic::drop_abandoned_readers() {
   static const std::vector<std::string> kNone;
   const std::vector<std::string>& seen = cold_ ? cold_->readers_without_consumers : kNone;
   for (const auto& [name, sub] : subscriptions_) {
-    if (sub->cursor().durable() || sub->consumer_count() > 0) continue;
+    if (sub.cursor().durable() || sub.consumer_count() > 0) continue;
     const bool before = std::find(seen.begin(), seen.end(), name) != seen.end();
     if (!before) without_consumers.push_back(name);
   }
   for (const std::string& name : seen) {  // unsubscribe leaves this list alone
     auto it = subscriptions_.find(name);
-    if (it != subscriptions_.end() && !it->second->cursor().durable() && it->second->consumer_count() == 0) {
+    if (it != subscriptions_.end() && !it->second.cursor().durable() && it->second.consumer_count() == 0) {
       (void)unsubscribe(name);
     }
   }
@@ -409,16 +423,16 @@ void Topic::remove_subscription(const std::string& name, bool force, ledger::Cal
     done(Status::not_found("Subscription " + name + " not found on " + name_.to_string()));
     return;
   }
-  if (it->second->consumer_count() > 0) {
+  if (it->second.consumer_count() > 0) {
     if (!force) {
       done(Status::failed_precondition("Subscription " + name + " has active consumers"));
       return;
     }
-    it->second->close_consumers(Status::not_found("subscription " + name + " was deleted"));
+    it->second.close_consumers(Status::not_found("subscription " + name + " was deleted"));
   }
-  auto s = it->second->stats();
-  removed_messages_out_ += s.messages_out;
-  removed_bytes_out_ += s.bytes_out;
+  auto s = it->second.stats();
+  cold().removed_messages_out += s.messages_out;
+  cold_->removed_bytes_out += s.bytes_out;
   subscriptions_.erase(it);
   log_->delete_cursor(name, std::move(done));
 }
@@ -463,11 +477,11 @@ void Topic::create_subscription(const std::string& name, InitialPosition start,
       }
       auto it = subscriptions_.find(name);
       if (it == subscriptions_.end()) {
-        it = subscriptions_.emplace(name, std::make_unique<Subscription>(name, *log_, **cursor)).first;
-        it->second->set_tracing(&tracing_);
-        it->second->set_dispatch_limits(dispatch_limits_, tenant_dispatch_, sub_dispatch_msgs_, sub_dispatch_bytes_);
+        it = subscriptions_.try_emplace(name, *log_, **cursor).first;
+        it->second.set_tracing(tracing_state());
+        limit_dispatch(it->second);
       }
-      done(it->second.get());
+      done(&it->second);
     });
   });
 }
@@ -476,8 +490,7 @@ void Topic::restore_subscriptions() {
   for (const std::string& name : log_->cursor_names()) {
     ledger::Cursor* c = log_->cursor(name);
     if (c == nullptr || !c->durable() || subscriptions_.count(name) > 0) continue;
-    auto& sub = subscriptions_.emplace(name, std::make_unique<Subscription>(name, *log_, *c)).first->second;
-    sub->set_tracing(&tracing_);
+    subscriptions_.try_emplace(name, *log_, *c).first->second.set_tracing(tracing_state());
   }
 }
 
@@ -501,9 +514,9 @@ void Topic::move_subscription(const std::string& name, Position mark_delete, std
       if (st.is_ok() && then) then();
       if (Subscription* s = subscription(name)) s->rewind();
       // Moving forward acknowledges what it passes (a Kafka offset commit).
-      if (st.is_ok() && tracing_.on() && was < mark_delete) {
-        tracing_.record(range_event(TraceStage::kAcked, was, mark_delete, name,
-                                    "position moved: an offset commit, a seek or a reset"));
+      if (st.is_ok() && tracing_on() && was < mark_delete) {
+        cold_->tracing.record(range_event(TraceStage::kAcked, was, mark_delete, name,
+                                          "position moved: an offset commit, a seek or a reset"));
       }
     }
     done(st);
@@ -512,13 +525,13 @@ void Topic::move_subscription(const std::string& name, Position mark_delete, std
 
 bool Topic::idle() const {
   const bool cold_idle = !cold_ || (cold_->waiting_producers.empty() && cold_->entry_waiters.empty() &&
-                                    cold_->dedup_waiters.empty() && !cold_->age_checking);
-  return !closed_ && producers_.empty() && held_.empty() && cold_idle && consumer_count() == 0 && log_->idle();
+                                    cold_->held.empty() && cold_->dedup_waiters.empty() && !cold_->age_checking);
+  return !closed_ && producers_.empty() && cold_idle && consumer_count() == 0 && log_->idle();
 }
 
 size_t Topic::consumer_count() const {
   size_t n = 0;
-  for (const auto& [name, sub] : subscriptions_) n += sub->consumer_count();
+  for (const auto& [name, sub] : subscriptions_) n += sub.consumer_count();
   return n;
 }
 
@@ -532,7 +545,7 @@ TopicStats Topic::stats_at(RateMeter::Clock::time_point now) {
     // and a counter without a meter was 0 at the last sample.
     if (!known && messages == 0 && bytes == 0) return RateMeter::Rates{};
     RateMeter meter = known            ? it->second
-                      : last_sample_ ? RateMeter(0, 0, *last_sample_)
+                      : last_sample_ != RateMeter::Clock::time_point{} ? RateMeter(0, 0, last_sample_)
                                      : RateMeter();
     auto r = meter.update(messages, bytes, now);
     kept[key] = meter;
@@ -568,17 +581,22 @@ TopicStats Topic::stats() const {
   TopicStats s;
   s.messages_in = messages_in_;
   s.bytes_in = bytes_in_;
-  s.messages_out = removed_messages_out_;
-  s.bytes_out = removed_bytes_out_;
+  s.messages_out = cold_ ? cold_->removed_messages_out : 0;
+  s.bytes_out = cold_ ? cold_->removed_bytes_out : 0;
   s.storage_size = log_->chain().total_size();
   s.entries = log_->chain().total_entries();
   s.damaged_entries = log_->damaged_entries();
-  if (publish_limits_) {
-    s.publish_rate_limited_times = publish_limits_->limited_times();
-    const RateBuckets& own = publish_limits_->own();
+  // A topic nobody produced to since it loaded holds no limits: those a
+  // producer elsewhere holds, else the ones the policies would make.
+  std::shared_ptr<PublishLimits> limits = publish_limits_;
+  if (!limits && context_.live_publish_limits) limits = context_.live_publish_limits(name_);
+  if (!limits && context_.publish_limits) limits = context_.publish_limits(name_);
+  if (limits) {
+    s.publish_rate_limited_times = limits->limited_times();
+    const RateBuckets& own = limits->own();
     if (own.messages.limited()) s.publish_rate_msgs = own.messages.rate();
     if (own.bytes.limited()) s.publish_rate_bytes = own.bytes.rate();
-    if (const RateBuckets* tenant = publish_limits_->tenant()) {
+    if (const RateBuckets* tenant = limits->tenant()) {
       if (tenant->messages.limited()) s.tenant_publish_rate_msgs = tenant->messages.rate();
       if (tenant->bytes.limited()) s.tenant_publish_rate_bytes = tenant->bytes.rate();
     }
@@ -594,7 +612,7 @@ TopicStats Topic::stats() const {
     s.publishers.push_back(std::move(ps));
   }
   for (const auto& [name, sub] : subscriptions_) {
-    s.subscriptions.push_back(sub->stats());
+    s.subscriptions.push_back(sub.stats());
     s.messages_out += s.subscriptions.back().messages_out;
     s.bytes_out += s.subscriptions.back().bytes_out;
   }
@@ -616,9 +634,11 @@ void Topic::close(const Status& why, ledger::Callback<Status> done) {
     for (auto& [id, w] : cold_->waiting_producers) w.done(why);
     cold_->waiting_producers.clear();
   }
-  for (auto& h : held_) h.done(why);
-  held_.clear();
-  for (auto& [name, sub] : subscriptions_) sub->close_consumers(why);
+  if (cold_) {
+    for (auto& h : cold_->held) h.done(why);
+    cold_->held.clear();
+  }
+  for (auto& [name, sub] : subscriptions_) sub.close_consumers(why);
   if (dedup_ && dedup_->ready()) {
     // The snapshot saves replaying the log at the next load.
     std::weak_ptr<bool> alive = alive_;

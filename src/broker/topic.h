@@ -25,8 +25,10 @@
 #include "broker/rate_meter.h"
 #include "broker/retention.h"
 #include "broker/subscription.h"
+#include "broker/topic_context.h"
 #include "broker/tracing.h"
 #include "common/fifo.h"
+#include "common/lazy_map.h"
 #include "common/result.h"
 #include "ledger/log.h"
 #include "metadata/store.h"
@@ -39,7 +41,7 @@ namespace magnetar::broker {
 inline constexpr ledger::Position kDuplicatePosition{~ledger::LedgerId{0}, ledger::EntryId{-1}};
 
 // How a backlog quota currently holds back this topic's producers.
-enum class QuotaBlock { kNone, kHold, kException };
+enum class QuotaBlock : uint8_t { kNone, kHold, kException };
 
 struct PublisherStats {
   uint64_t producer_id = 0;
@@ -81,7 +83,8 @@ struct TopicStats {
 
 class Topic {
  public:
-  Topic(TopicName name, std::shared_ptr<ledger::Log> log);
+  // REQUIRES: `context` outlives the topic.
+  Topic(TopicName name, std::shared_ptr<ledger::Log> log, const TopicContext& context = TopicContext::none());
   ~Topic();
   Topic(const Topic&) = delete;
   Topic& operator=(const Topic&) = delete;
@@ -129,37 +132,9 @@ class Topic {
   void publish_appended(uint64_t producer_id, ledger::MessageHeader header, common::Slice payload,
                         ledger::Callback<common::Result<ledger::AppendedEntry>> done);
 
-  // Where deduplication snapshots go; without it deduplication stays off.
-  // REQUIRES: before the first apply_policies; `store` outlives the topic.
-  void set_metadata(metadata::Store* store);
-  // Where the topic reads its effective policies when a producer arrives
-  // and on maintenance. May be empty (broker defaults: no deduplication,
-  // no quota).
-  void set_policy_source(std::function<std::optional<NamespacePolicies>()> source) {
-    policy_source_ = std::move(source);
-  }
-  // Where this topic's trace events go when its namespace turns tracing
-  // on. REQUIRES: before the first apply_policies; `recorder` (its home's)
-  // outlives the topic.
-  void set_trace_recorder(TraceRecorder* recorder) { trace_recorder_ = recorder; }
-  // How the storage keeps this topic's entries, for the persisted event of
-  // a trace (BrokerOptions::storage_durability). `durability` outlives the topic.
-  void set_storage_durability(const std::string* durability) { storage_durability_ = durability; }
-  // The node's retention defaults (retention.h): with them, every
-  // apply_policies sets the log's retention and TTL, so a policy changed
-  // while the topic is loaded applies at its next housekeeping. `defaults`
-  // outlives the topic.
-  void set_retention_defaults(const RetentionDefaults* defaults) { retention_defaults_ = defaults; }
-  // The publish rate limits of this topic (publish_limiter.h), which the
-  // connections producing to it charge. Kept while the topic is loaded.
-  void set_publish_limits(std::shared_ptr<PublishLimits> limits) { publish_limits_ = std::move(limits); }
-  // Its tenant's producer and consumer counts, and where the tenant's
-  // limits are read when one arrives.
-  void set_tenant_usage(std::shared_ptr<TenantCounters> counters,
-                        std::function<std::shared_ptr<const TenantLimits>()> limits) {
-    tenant_counters_ = std::move(counters);
-    tenant_limits_ = std::move(limits);
-  }
+  // Its tenant's producer and consumer counts (its limits come from the
+  // context's tenant_limits when one arrives).
+  void set_tenant_usage(std::shared_ptr<TenantCounters> counters) { tenant_counters_ = std::move(counters); }
   // Its tenant's dispatch budget (TenantState::dispatch), which every
   // subscription and Kafka fetch of the tenant charges. Before subscriptions attach.
   void set_tenant_dispatch(std::shared_ptr<RateBuckets> limits) { tenant_dispatch_ = std::move(limits); }
@@ -179,15 +154,13 @@ class Topic {
     }
   };
   FetchLimits fetch_limits(const std::string& group);
-  // Asked before a new durable subscription is made while the tenant
-  // limits its subscriptions (TenantLimits::max_subscriptions); `done` may
-  // run on any thread.
-  using SubscriptionAdmitter =
-      std::function<void(const TopicName&, const std::string& subscription, std::function<void(common::Status)>)>;
-  void set_subscription_admitter(SubscriptionAdmitter admitter) { subscription_admitter_ = std::move(admitter); }
-  // Null until set.
-  PublishLimits* publish_limits() const { return publish_limits_.get(); }
-  const TopicTracing& tracing() const { return tracing_; }
+  // The publish rate limits of this topic (publish_limiter.h), which the
+  // connections producing to it charge: taken from the context on first
+  // use (a producer arrives, a Kafka produce) and kept while the topic is
+  // loaded; an idle topic holds none. Null without a context.
+  PublishLimits* publish_limits();
+  // Whether its namespace traces its messages now.
+  bool tracing_on() const { return cold_ && cold_->tracing.on(); }
   // A reader outside the dispatchers (a Kafka fetch) was handed these
   // entries: each traced one is recorded as dispatched to `reader`, with
   // no subscription (a Kafka fetch does not say which group it reads for;
@@ -201,7 +174,7 @@ class Topic {
   // on recovers the sequence ids from the snapshot and the log first
   // (publishes wait meanwhile).
   void apply_policies(const NamespacePolicies& policies);
-  // Re-reads the policy source, enforces the backlog quota and drops
+  // Re-reads its policies (the context's), enforces the backlog quota and drops
   // abandoned reader subscriptions (the broker's maintenance timer calls
   // this).
   void maintain_producers();
@@ -210,7 +183,7 @@ class Topic {
   // reader to come back: dropped once it was still without a consumer at
   // the housekeeping pass before this one.
   void drop_abandoned_readers();
-  // Re-reads the policy source and applies it (apply_policies): on every
+  // Re-reads its policies (the context's) and applies them (apply_policies): on every
   // producer or consumer arrival and when the policy cache changes.
   void refresh_policies();
   // Checks the backlog against the size quota (and the last age check)
@@ -389,6 +362,8 @@ class Topic {
   // Retention, TTL and the fsync mode of the managed ledger.
   void apply_log_policies(const NamespacePolicies& policies);
   void apply_dispatch_rates(const NamespacePolicies& policies);
+  // Gives `sub` the dispatch limits in effect (apply_dispatch_rates).
+  void limit_dispatch(Subscription& sub);
   // The received and persisted events of an entry stored at `at`.
   void trace_stored(ledger::Position at, int64_t received_ms, uint64_t producer_id, const ledger::MessageHeader& header,
                     const common::Slice& payload);
@@ -412,54 +387,55 @@ class Topic {
     std::map<std::string, RateMeter> meters;  // "in", "out", "p/<id>", "s/<name>", "c/<name>/<id>"
     // Kafka groups' fetch budgets at the subscriptionDispatchRate, by group.
     std::map<std::string, std::shared_ptr<RateBuckets>> fetch_group_limits;
+    common::Fifo<HeldPublish> held;  // publishes waiting for deduplication or the quota
+    // dispatchRate (shared by the subscriptions; null: none) and
+    // subscriptionDispatchRate (each subscription's own; -1: none), per
+    // second; set here once a policy first limits dispatch.
+    std::shared_ptr<RateBuckets> dispatch_limits;
+    int64_t sub_dispatch_msgs = -1;
+    int64_t sub_dispatch_bytes = -1;
+    uint64_t removed_messages_out = 0;  // from subscriptions since removed
+    uint64_t removed_bytes_out = 0;
+    // Its tracing state, shared with its subscriptions (tracing_state()),
+    // and what "persisted" means in a trace under its persistence policy.
+    TopicTracing tracing;
+    std::string trace_durability;
   };
+  // What subscriptions read their tracing from; null until tracing was first on.
+  TopicTracing* tracing_state() { return cold_ ? &cold_->tracing : nullptr; }
   Cold& cold() {
     if (!cold_) cold_ = std::make_unique<Cold>();
     return *cold_;
   }
   std::unique_ptr<Cold> cold_;
-  // When stats_at last sampled the rates (a counter without a meter was 0 then).
-  std::optional<RateMeter::Clock::time_point> last_sample_;
+  // When stats_at last sampled the rates (a counter without a meter was 0
+  // then); the clock's epoch before the first sample.
+  RateMeter::Clock::time_point last_sample_{};
 
-  metadata::Store* store_ = nullptr;
-  std::function<std::optional<NamespacePolicies>()> policy_source_;
+  const TopicContext& context_;
   std::unique_ptr<Deduplication> dedup_;
   // From the policies; given to each subscription as a consumer attaches.
-  uint64_t max_unacked_per_consumer_ = Subscription::kDefaultMaxUnackedPerConsumer;
-  uint64_t max_unacked_per_subscription_ = Subscription::kDefaultMaxUnackedPerSubscription;
+  uint32_t max_unacked_per_consumer_ = Subscription::kDefaultMaxUnackedPerConsumer;
+  uint32_t max_unacked_per_subscription_ = Subscription::kDefaultMaxUnackedPerSubscription;
   QuotaBlock quota_block_ = QuotaBlock::kNone;
-  common::Fifo<HeldPublish> held_;  // publishes waiting for deduplication or the quota
+  bool closed_ = false;
 
   const TopicName name_;
   std::shared_ptr<ledger::Log> log_;
-  std::map<uint64_t, Producer> producers_;
-  std::map<std::string, std::unique_ptr<Subscription>> subscriptions_;
+  common::LazyMap<uint64_t, Producer> producers_;
+  std::map<std::string, Subscription> subscriptions_;  // in place: one allocation each
   uint64_t messages_in_ = 0;
   uint64_t bytes_in_ = 0;
-  uint64_t removed_messages_out_ = 0;  // from subscriptions since removed
-  uint64_t removed_bytes_out_ = 0;
-  bool closed_ = false;
   int64_t last_used_ms_ = 0;
-  TraceRecorder* trace_recorder_ = nullptr;
-  const std::string* storage_durability_ = nullptr;
-  const RetentionDefaults* retention_defaults_ = nullptr;
-  std::shared_ptr<PublishLimits> publish_limits_;
-  // dispatchRate (shared by the subscriptions; null: none) and
-  // subscriptionDispatchRate (each subscription's own; -1: none), per second.
-  std::shared_ptr<RateBuckets> dispatch_limits_;
+  std::shared_ptr<PublishLimits> publish_limits_;  // publish_limits(): null until first used
   std::shared_ptr<RateBuckets> tenant_dispatch_;  // the tenant's, shared with its other topics
   // maxProducersPerTopic, maxConsumersPerTopic, maxConsumersPerSubscription
   // from the policies; 0: no limit.
-  size_t max_producers_ = 0;
-  size_t max_consumers_ = 0;
-  size_t max_consumers_per_subscription_ = 0;
-  size_t max_subscriptions_ = 0;
+  uint32_t max_producers_ = 0;
+  uint32_t max_consumers_ = 0;
+  uint32_t max_consumers_per_subscription_ = 0;
+  uint32_t max_subscriptions_ = 0;
   std::shared_ptr<TenantCounters> tenant_counters_;
-  SubscriptionAdmitter subscription_admitter_;
-  std::function<std::shared_ptr<const TenantLimits>()> tenant_limits_;
-  int64_t sub_dispatch_msgs_ = -1;
-  int64_t sub_dispatch_bytes_ = -1;
-  TopicTracing tracing_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -84,7 +84,7 @@ void Topic::add_producer(ProducerOptions options, std::function<void()> waiting,
 }
 
 Result<TenantSlot> Topic::take_tenant_slot(TenantSlot::Counter counter) const {
-  auto limits = tenant_limits_ ? tenant_limits_() : nullptr;
+  auto limits = context_.tenant_limits ? context_.tenant_limits(name_.ns.tenant) : nullptr;
   const bool producers = counter == &TenantCounters::producers;
   const int64_t max = limits == nullptr ? -1 : producers ? limits->max_producers : limits->max_consumers;
   auto slot = TenantSlot::take(tenant_counters_, counter, max, name_.ns.tenant, producers ? "producers" : "consumers");
@@ -103,6 +103,7 @@ void Topic::admit(ProducerOptions options, TenantSlot slot, ledger::Callback<Res
   p.on_closed = std::move(options.on_closed);
   p.tenant_slot = std::move(slot);
   producers_.emplace(id, std::move(p));
+  publish_limits();  // held from now on, so its publishRateLimitedTimes counts while loaded
   uint64_t epoch = cold_->access.epoch();
   std::weak_ptr<bool> alive = alive_;
   when_dedup_ready([this, alive, name, epoch, done = std::move(done)]() {
@@ -154,11 +155,14 @@ void Topic::close_producer(uint64_t id, const Status& why) {
   if (on_closed) on_closed(why);
 }
 
-void Topic::set_metadata(metadata::Store* store) { store_ = store; }
-
 void Topic::refresh_policies() {
-  if (!policy_source_) return;
-  if (auto p = policy_source_()) apply_policies(*p);
+  if (!context_.policies) return;
+  if (auto p = context_.policies(name_)) apply_policies(*p);
+}
+
+PublishLimits* Topic::publish_limits() {
+  if (!publish_limits_ && context_.publish_limits) publish_limits_ = context_.publish_limits(name_);
+  return publish_limits_.get();
 }
 
 void Topic::maintain_producers() {
@@ -173,7 +177,7 @@ void Topic::maintain_producers() {
 uint64_t Topic::backlog_bytes() const {
   uint64_t most = 0;
   for (const auto& [name, sub] : subscriptions_) {
-    ledger::Cursor& c = sub->cursor();
+    ledger::Cursor& c = sub.cursor();
     if (!c.durable()) continue;
     most = std::max(most, backlog_bytes_after(log_->chain(), c.mark_delete_position()));
   }
@@ -192,7 +196,7 @@ void Topic::check_backlog_age() {
   // after its mark-delete position.
   std::vector<ledger::Position> firsts;
   for (const auto& [name, sub] : subscriptions_) {
-    ledger::Cursor& c = sub->cursor();
+    ledger::Cursor& c = sub.cursor();
     if (c.durable() && log_->chain().entries_after(c.mark_delete_position()) > 0) {
       firsts.push_back(c.mark_delete_position());
     }
@@ -231,7 +235,7 @@ void Topic::act_on_quota(const BacklogQuota& quota, bool by_age) {
     case BacklogQuotaAction::kConsumerBacklogEviction: {
       auto* ml = dynamic_cast<ledger::ManagedLedger*>(log_.get());
       for (const auto& [name, sub] : subscriptions_) {
-        ledger::Cursor& c = sub->cursor();
+        ledger::Cursor& c = sub.cursor();
         if (!c.durable()) continue;
         if (by_age) {
           if (ml == nullptr) continue;
@@ -337,23 +341,26 @@ void Topic::publish(uint64_t producer_id, ledger::MessageHeader header, common::
   }
   header.producer = it->second.name;
   HeldPublish p{producer_id, std::move(header), std::move(payload), std::move(done), highest_sequence_id};
-  if (tracing_.on()) p.received_ms = common::wall_clock_ms();
-  bool hold = !held_.empty() || quota_block_ == QuotaBlock::kHold || (dedup_ && !dedup_->ready());
+  if (tracing_on()) p.received_ms = common::wall_clock_ms();
+  bool hold = (cold_ && !cold_->held.empty()) || quota_block_ == QuotaBlock::kHold || (dedup_ && !dedup_->ready());
   if (hold) {
-    if (held_.size() >= kMaxHeldPublishes) {
+    common::Fifo<HeldPublish>& held = cold().held;
+    if (held.size() >= kMaxHeldPublishes) {
       p.done(Status::resource_exhausted("too many messages held on " + name_.to_string()));
       return;
     }
-    held_.push_back(std::move(p));
+    held.push_back(std::move(p));
     return;
   }
   store_entry(std::move(p));
 }
 
 void Topic::release_held() {
-  while (!held_.empty() && quota_block_ != QuotaBlock::kHold && !(dedup_ && !dedup_->ready()) && !closed_) {
-    HeldPublish p = std::move(held_.front());
-    held_.pop_front();
+  if (!cold_) return;
+  common::Fifo<HeldPublish>& held = cold_->held;
+  while (!held.empty() && quota_block_ != QuotaBlock::kHold && !(dedup_ && !dedup_->ready()) && !closed_) {
+    HeldPublish p = std::move(held.front());
+    held.pop_front();
     if (producers_.count(p.producer_id) == 0) {
       p.done(Status::not_found("producer " + std::to_string(p.producer_id) + " left " + name_.to_string()));
       continue;
@@ -413,10 +420,10 @@ void Topic::store_entry(HeldPublish p) {
                           p->second.messages_in += messages;
                           p->second.bytes_in += bytes;
                         }
-                        if (traced && tracing_.on()) {
+                        if (traced && tracing_on()) {
                           trace_stored(r->position, received_ms, producer_id, traced->first, traced->second);
                         }
-                        for (auto& [name, sub] : subscriptions_) sub->on_entries_added();
+                        for (auto& [name, sub] : subscriptions_) sub.on_entries_added();
                         if (cold_ && !cold_->entry_waiters.empty()) {
                           auto waiters = std::move(cold_->entry_waiters);
                           cold_->entry_waiters.clear();
@@ -435,7 +442,8 @@ namespace magnetar::broker {
 
 void Topic::trace_stored(Position at, int64_t received_ms, uint64_t producer_id, const ledger::MessageHeader& header,
                          const common::Slice& payload) {
-  if (!tracing_.traced(at)) return;
+  TopicTracing& tracing = cold_->tracing;  // tracing is on
+  if (!tracing.traced(at)) return;
   TraceEvent received;
   received.stage = TraceStage::kReceived;
   received.time_ms = received_ms;
@@ -446,15 +454,15 @@ void Topic::trace_stored(Position at, int64_t received_ms, uint64_t producer_id,
     received.client_address = p->second.client.address;
     received.protocol = p->second.client.protocol;
   }
-  received.messages = tracing_.describe(payload, header.messages);
+  received.messages = tracing.describe(payload, header.messages);
   if (received.messages.empty() && !header.key.empty()) received.messages.push_back(TracedMessage{header.key, {}});
   TraceEvent persisted;
   persisted.stage = TraceStage::kPersisted;
   persisted.time_ms = common::wall_clock_ms();
   persisted.position = at;
-  persisted.detail = tracing_.durability;
-  tracing_.record(std::move(received));
-  tracing_.record(std::move(persisted));
+  persisted.detail = cold_->trace_durability;
+  tracing.record(std::move(received));
+  tracing.record(std::move(persisted));
 }
 
 }  // namespace magnetar::broker

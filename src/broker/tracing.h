@@ -97,8 +97,6 @@ class TopicTracing {
   // The keys and properties of an entry's messages, for its received event.
   std::vector<TracedMessage> describe(const common::Slice& payload, uint32_t messages) const;
   TraceMode mode() const { return mode_; }
-  // What "persisted" means under the topic's persistence policy.
-  std::string durability;
 
  private:
   TraceMode mode_ = TraceMode::kOff;

@@ -369,7 +369,7 @@ void attempt(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
       // With tracing on, what went out is recorded as dispatched (the
       // topic is found again: the read may outlive it).
       std::function<void(std::vector<ledger::Position>)> traced;
-      if ((*t)->tracing().on()) {
+      if ((*t)->tracing_on()) {
         traced = [&broker, name = (*t)->name(), reader](std::vector<ledger::Position> sent) {
           broker.with_existing_topic(name, false, [sent = std::move(sent), reader](Result<broker::Topic*> topic) {
             if (topic.is_ok()) (*topic)->trace_read(sent, reader, reader.client_version);
