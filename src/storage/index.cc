@@ -153,6 +153,10 @@ void Index::Batch::set_checkpoint(const Checkpoint& cp) { batch_.Put(kCheckpoint
 
 void Index::Batch::set_durable(const Checkpoint& cp) { batch_.Put(kDurableKey, encode_point(cp)); }
 
+void Index::Batch::drop_segment_ref(uint64_t segment, LedgerId ledger) {
+  batch_.Delete(segment_ref_key(segment, ledger));
+}
+
 // ---- Index ----
 
 Result<std::unique_ptr<Index>> Index::open(const std::string& path) {
@@ -189,6 +193,44 @@ Status Index::delete_ledger(LedgerId ledger, std::set<uint64_t>* segments) {
   MAGNETAR_RETURN_IF_ERROR(from_leveldb(it->status(), "scan ledger"));
   for (uint64_t segment : *segments) batch.Delete(segment_ref_key(segment, ledger));
   return from_leveldb(db_->Write(leveldb::WriteOptions(), &batch), "delete ledger");
+}
+
+Status Index::relocate(LedgerId ledger, EntryId first, const std::vector<EntryLocation>& to,
+                       const std::vector<EntryLocation>* expect, std::vector<bool>* moved) {
+  if (moved != nullptr) moved->assign(to.size(), false);
+  if (to.empty()) return Status::ok();
+  const EntryId last = first + static_cast<EntryId>(to.size()) - 1;
+  // The runs that hold any of first..last (runs are disjoint; a run's key
+  // is its last entry), read whole and written back whole around the moves.
+  std::map<EntryId, EntryLocation> entries;
+  leveldb::WriteBatch batch;
+  const std::string prefix = run_prefix(ledger);
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  DecodedRun run;
+  for (it->Seek(run_key(ledger, first)); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    if (!decode_run(it->value(), &run)) {
+      return Status::corruption("index run of ledger " + std::to_string(ledger) + " is malformed");
+    }
+    if (run.first > last) break;
+    for (size_t i = 0; i < run.locations.size(); ++i) entries[run.first + static_cast<EntryId>(i)] = run.locations[i];
+    batch.Delete(it->key());
+  }
+  MAGNETAR_RETURN_IF_ERROR(from_leveldb(it->status(), "relocate"));
+  bool any = false;
+  for (size_t i = 0; i < to.size(); ++i) {
+    const EntryId e = first + static_cast<EntryId>(i);
+    auto at = entries.find(e);
+    if (expect != nullptr && (at == entries.end() || !(at->second == (*expect)[i]))) continue;
+    entries[e] = to[i];
+    any = true;
+    if (moved != nullptr) (*moved)[i] = true;
+  }
+  if (!any) return Status::ok();
+  Batch rewritten;
+  for (const auto& [e, loc] : entries) rewritten.add_entry(ledger, e, loc);
+  for (const auto& [l, r] : rewritten.runs_) rewritten.flush_run(l, r);
+  batch.Append(rewritten.batch_);
+  return from_leveldb(db_->Write(leveldb::WriteOptions(), &batch), "relocate");
 }
 
 Result<std::vector<EntryLocation>> Index::lookup(LedgerId ledger, EntryId first, size_t max_entries) const {
@@ -339,6 +381,23 @@ Result<std::map<uint64_t, std::set<LedgerId>>> Index::segment_refs() const {
     out[get_be64(it->key().data() + 1)].insert(get_be64(it->key().data() + 9));
   }
   MAGNETAR_RETURN_IF_ERROR(from_leveldb(it->status(), "list segment references"));
+  return out;
+}
+
+Result<std::map<uint64_t, std::unordered_map<LedgerId, uint64_t>>> Index::segment_usage() const {
+  std::map<uint64_t, std::unordered_map<LedgerId, uint64_t>> out;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  const std::string prefix(1, kRunTag);
+  DecodedRun run;
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    if (it->key().size() != 17 || !decode_run(it->value(), &run)) {
+      return Status::corruption("index run is malformed");
+    }
+    uint64_t bytes = 0;
+    for (const EntryLocation& loc : run.locations) bytes += loc.size;
+    out[run.segment][get_be64(it->key().data() + 1)] += bytes;
+  }
+  MAGNETAR_RETURN_IF_ERROR(from_leveldb(it->status(), "list runs"));
   return out;
 }
 

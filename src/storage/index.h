@@ -24,6 +24,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/result.h"
@@ -36,6 +37,7 @@ struct EntryLocation {
   uint64_t segment = 0;
   uint64_t offset = 0;  // of the record header
   uint32_t size = 0;    // record header + payload
+  bool operator==(const EntryLocation&) const = default;
 };
 
 struct LedgerMeta {
@@ -70,6 +72,8 @@ class Index {
     void put_ledger(const LedgerMeta& meta);
     void set_checkpoint(const Checkpoint& cp);
     void set_durable(const Checkpoint& cp);
+    // The segment no longer holds entries of the ledger (they were all moved).
+    void drop_segment_ref(uint64_t segment, LedgerId ledger);
     bool empty() const { return runs_.empty() && batch_.ApproximateSize() <= kEmptyBatchSize; }
 
    private:
@@ -92,6 +96,15 @@ class Index {
   // Removes the ledger's metadata, runs and segment references. Fills
   // `segments` with the segments that held its entries.
   common::Status delete_ledger(LedgerId ledger, std::set<uint64_t>* segments);
+  // Points entries first, first+1, ... at `to` (one location each), keeping
+  // every run whole and runs disjoint. With `expect`, entry first+i moves
+  // only while the index has it at expect[i] (an entry of a ledger deleted
+  // or moved meanwhile stays as the index has it); without, it moves (or is
+  // added) unconditionally. Sets (*moved)[i] for each entry moved when
+  // `moved` is given. Applied as one atomic, unsynced write.
+  // REQUIRES: one writer at a time (the journal's listener, or recovery).
+  common::Status relocate(LedgerId ledger, EntryId first, const std::vector<EntryLocation>& to,
+                          const std::vector<EntryLocation>* expect, std::vector<bool>* moved);
   // Locations of entries first, first+1, ... (at most max_entries), stopping
   // at the first entry the index does not hold. Empty if `first` is missing.
   common::Result<std::vector<EntryLocation>> lookup(LedgerId ledger, EntryId first,
@@ -111,6 +124,9 @@ class Index {
   common::Result<std::vector<LedgerMeta>> ledgers() const;
   // segment -> ledgers with entries in it.
   common::Result<std::map<uint64_t, std::set<LedgerId>>> segment_refs() const;
+  // segment -> ledger -> bytes of the records the index points at there
+  // (header and payload). Reads every run: made once at start-up.
+  common::Result<std::map<uint64_t, std::unordered_map<LedgerId, uint64_t>>> segment_usage() const;
 
  private:
   explicit Index(leveldb::DB* db) : db_(db) {}
