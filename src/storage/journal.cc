@@ -367,7 +367,7 @@ void Journal::process(std::vector<JournalRequest>& batch) {
   std::chrono::milliseconds interval = std::chrono::milliseconds::max();
   for (JournalRequest& r : batch) {
     LedgerState& ledger = *r.ledger;
-    if (r.type == format::RecordType::kEntry && ledger.journal_broken) {
+    if (r.type == format::RecordType::kEntry && ledger.journal_broken && !r.relocation) {
       r.status = Status::io_error("ledger " + std::to_string(ledger.id) + " lost an earlier add; close it");
       continue;
     }
@@ -379,7 +379,9 @@ void Journal::process(std::vector<JournalRequest>& batch) {
       if (failure.is_ok()) failure = roll_segment();
       if (!failure.is_ok()) continue;
     }
-    if (r.type == format::RecordType::kEntry) {
+    if (r.relocation) {
+      sync = true;  // the index points at a copy only once it is durable
+    } else if (r.type == format::RecordType::kEntry) {
       if (touched.empty() || touched.back().first != &ledger) touched.emplace_back(&ledger, ledger.journal_last);
       if (ledger.journal_segment != active_->id()) {
         ledger.journal_segment = active_->id();
@@ -413,6 +415,7 @@ void Journal::process(std::vector<JournalRequest>& batch) {
     }
     pending_bytes_ += size;
     ++written;
+    if (r.relocation) continue;
     const Durability d = durability_of(ledger);
     if (d.mode == FsyncMode::kAlways) sync = true;
     if (d.mode == FsyncMode::kInterval) interval = std::min(interval, d.interval);

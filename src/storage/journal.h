@@ -56,6 +56,12 @@ struct JournalRequest {
   common::Slice payload;
   runtime::Reactor* home = nullptr;  // where `done` runs; null: on the journal thread
   Callback<common::Status> done;
+  // A copy of a record that lives at `relocated_from` (segment compaction):
+  // written as the same entry record, always synced before the listener
+  // sees it, and no part of the ledger's stream (neither its last entry nor
+  // its failure state changes, whatever becomes of the copy).
+  bool relocation = false;
+  EntryLocation relocated_from;
   // Filled in by the journal: when it was queued (common::monotonic_ns()).
   int64_t submitted_ns = 0;
   // Filled in by the journal thread.
