@@ -16,6 +16,9 @@ namespace {
 
 // Records closer than this in one segment are read with one pread.
 constexpr uint64_t kMaxSpanGap = 64u << 10;
+// Index lookups one disk read makes at most when the segments it points
+// into are removed under it (each removal moved the records first).
+constexpr int kMaxLookups = 4;
 
 }  // namespace
 
@@ -75,66 +78,78 @@ void StorageImpl::read_from_disk(std::shared_ptr<LedgerState> ledger, EntryId fi
     if (result->empty()) result = st.is_ok() ? Status::internal("read returned nothing") : std::move(st);
     deliver(home, [done = std::move(done), result = std::move(result)]() mutable { done(std::move(result)); });
   };
-  const EntryId start = first + static_cast<EntryId>(entries.size());
   const EntryId lac = ledger->last_confirmed.load(std::memory_order_acquire);
   const EntryId ahead = std::min<EntryId>(static_cast<EntryId>(options_.read_ahead_entries), last - first + 1);
   const EntryId ahead_end = std::min<EntryId>(lac, last + ahead);
-  auto locations = index_->lookup(ledger->id, start, static_cast<size_t>(ahead_end - start + 1));
-  if (!locations) {
-    read_errors_.inc();
-    return finish(locations.status());
-  }
-  if (locations->empty()) {
-    read_errors_.inc();
-    return finish(Status::corruption("entry " + std::to_string(ledger->id) + ":" + std::to_string(start) +
-                                     " is missing from the index"));
-  }
   // Read-ahead stops at the same byte budget as the answer itself.
   const size_t read_budget = 2 * options_.max_read_bytes;
   size_t read_bytes = 0;
-  EntryId id = start;
+  EntryId id = first + static_cast<EntryId>(entries.size());
   Status error;
-  const auto& locs = *locations;
-  for (size_t i = 0; i < locs.size() && read_bytes < read_budget && error.is_ok();) {
-    // One span: consecutive records of one segment with small gaps between.
-    size_t j = i + 1;
-    uint64_t span_end = locs[i].offset + locs[i].size;
-    size_t entry_bytes = locs[i].size;
-    while (j < locs.size() && locs[j].segment == locs[i].segment && locs[j].offset >= span_end &&
-           locs[j].offset - span_end <= kMaxSpanGap && read_bytes + (locs[j].offset + locs[j].size - locs[i].offset) <=
-                                                             read_budget) {
-      span_end = locs[j].offset + locs[j].size;
-      entry_bytes += locs[j].size;
-      ++j;
+  // A segment the index pointed into may be gone by the time it is opened:
+  // compaction moved its records and removed it. The index points at the
+  // copies by then (it moves before the segment goes), so the read looks
+  // again from the entry it stopped at.
+  for (int attempt = 0;; ++attempt) {
+    bool moved = false;
+    const EntryId start = id;
+    auto locations = index_->lookup(ledger->id, start, static_cast<size_t>(ahead_end - start + 1));
+    if (!locations) {
+      read_errors_.inc();
+      return finish(locations.status());
     }
-    const uint64_t span_start = locs[i].offset;
-    auto reader = segment_reader(locs[i].segment);
-    Result<Slice> span = reader ? reader.value()->read(span_start, span_end - span_start) : reader.status();
-    if (!span) {
-      error = span.status();
-      break;
+    if (locations->empty()) {
+      read_errors_.inc();
+      return finish(Status::corruption("entry " + std::to_string(ledger->id) + ":" + std::to_string(start) +
+                                       " is missing from the index"));
     }
-    read_bytes += span->size();
-    // Sparse spans (other ledgers' records between ours) are not pinned by
-    // the cache: their entries are copied out.
-    const bool dense = entry_bytes * 2 >= span->size();
-    for (size_t k = i; k < j; ++k, ++id) {
-      Slice record = span->sub(locs[k].offset - span_start, locs[k].size);
-      auto payload = decode_entry_record(record, ledger->id, id);
-      if (!payload) {
-        error = payload.status();
+    const auto& locs = *locations;
+    for (size_t i = 0; i < locs.size() && read_bytes < read_budget && error.is_ok();) {
+      // One span: consecutive records of one segment with small gaps between.
+      size_t j = i + 1;
+      uint64_t span_end = locs[i].offset + locs[i].size;
+      size_t entry_bytes = locs[i].size;
+      while (j < locs.size() && locs[j].segment == locs[i].segment && locs[j].offset >= span_end &&
+             locs[j].offset - span_end <= kMaxSpanGap &&
+             read_bytes + (locs[j].offset + locs[j].size - locs[i].offset) <= read_budget) {
+        span_end = locs[j].offset + locs[j].size;
+        entry_bytes += locs[j].size;
+        ++j;
+      }
+      const uint64_t span_start = locs[i].offset;
+      auto reader = segment_reader(locs[i].segment);
+      if (!reader && attempt < kMaxLookups - 1) {
+        moved = true;
         break;
       }
-      Slice data = dense ? payload.value() : Slice::copy_of(payload->data(), payload->size());
-      read_ahead_cache_.insert(ledger->id, id, data);
-      if (id <= last && (entries.empty() || bytes + data.size() <= options_.max_read_bytes) &&
-          first + static_cast<EntryId>(entries.size()) == id) {
-        bytes += data.size();
-        cache_misses_.inc();
-        entries.push_back(Entry{ledger->id, id, std::move(data)});
+      Result<Slice> span = reader ? reader.value()->read(span_start, span_end - span_start) : reader.status();
+      if (!span) {
+        error = span.status();
+        break;
       }
+      read_bytes += span->size();
+      // Sparse spans (other ledgers' records between ours) are not pinned by
+      // the cache: their entries are copied out.
+      const bool dense = entry_bytes * 2 >= span->size();
+      for (size_t k = i; k < j; ++k, ++id) {
+        Slice record = span->sub(locs[k].offset - span_start, locs[k].size);
+        auto payload = decode_entry_record(record, ledger->id, id);
+        if (!payload) {
+          error = payload.status();
+          break;
+        }
+        Slice data = dense ? payload.value() : Slice::copy_of(payload->data(), payload->size());
+        read_ahead_cache_.insert(ledger->id, id, data);
+        if (id <= last && (entries.empty() || bytes + data.size() <= options_.max_read_bytes) &&
+            first + static_cast<EntryId>(entries.size()) == id) {
+          bytes += data.size();
+          cache_misses_.inc();
+          entries.push_back(Entry{ledger->id, id, std::move(data)});
+        }
+      }
+      i = j;
     }
-    i = j;
+    if (!moved || id > ahead_end) break;
   }
   if (!error.is_ok()) {
     read_errors_.inc();
