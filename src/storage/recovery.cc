@@ -85,10 +85,16 @@ Status StorageImpl::recover() {
   }
   active_segment_ = active->id();
   replay_ledgers_.clear();
+  replay_last_.clear();
   MAGNETAR_RETURN_IF_ERROR(load_ledgers());
-  auto refs = index_->segment_refs();
-  if (!refs) return refs.status();
-  segment_refs_ = std::move(refs.value());
+  auto usage = index_->segment_usage();
+  if (!usage) return usage.status();
+  std::unique_lock usage_lock(usage_mu_);
+  usage_.clear();
+  for (auto& [segment, ledgers] : *usage) {
+    for (const auto& [ledger, bytes] : ledgers) add_usage(segment, ledger, bytes);
+  }
+  usage_lock.unlock();
   Status gc = collect_garbage(active_segment_);
   if (!gc.is_ok()) MLOG_WARN("storage: segment garbage collection failed: {}", gc.to_string());
   journal_ = std::make_unique<Journal>(segments_dir_, options_, static_cast<JournalListener*>(this), std::move(active));
@@ -111,11 +117,35 @@ Status StorageImpl::replay_segment(uint64_t segment, uint64_t start, bool is_las
     const auto& h = rec.header;
     ++records;
     switch (h.type) {
-      case format::RecordType::kEntry:
-        updates.add_entry(h.ledger, h.entry, EntryLocation{segment, rec.offset, rec.size});
+      case format::RecordType::kEntry: {
+        // A record of a ledger deleted before it: a copy compaction made
+        // while the ledger was being deleted. Never indexed.
+        if (replay_ledgers_.count(h.ledger) == 0) break;
+        auto last = replay_last_.find(h.ledger);
+        if (last == replay_last_.end()) {
+          auto indexed = index_->last_entry(h.ledger);
+          if (!indexed) {
+            failure = indexed.status();
+            break;
+          }
+          last = replay_last_.emplace(h.ledger, *indexed).first;
+        }
+        const EntryLocation loc{segment, rec.offset, rec.size};
+        if (h.entry > last->second) {
+          updates.add_entry(h.ledger, h.entry, loc);
+          last->second = h.entry;
+          break;
+        }
+        // An entry the ledger had already: a copy compaction made, newer
+        // than every location the index holds (those all lie before the
+        // checkpoint). It replaces the original.
+        flush(rec.offset);
+        if (failure.is_ok()) failure = index_->relocate(h.ledger, h.entry, {loc}, nullptr, nullptr);
         break;
+      }
       case format::RecordType::kLedgerCreated:
         replay_ledgers_.insert(h.ledger);
+        replay_last_[h.ledger] = kNoEntry;
         updates.put_ledger(LedgerMeta{h.ledger, false, kNoEntry});
         break;
       case format::RecordType::kLedgerClosed:
@@ -125,6 +155,8 @@ Status StorageImpl::replay_segment(uint64_t segment, uint64_t start, bool is_las
         flush(rec.offset);
         std::set<uint64_t> segments;
         if (failure.is_ok()) failure = index_->delete_ledger(h.ledger, &segments);
+        replay_ledgers_.erase(h.ledger);
+        replay_last_.erase(h.ledger);
         break;
       }
     }

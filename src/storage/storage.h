@@ -78,6 +78,13 @@ struct StorageOptions {
   size_t max_queued_entries = 1u << 16;
   size_t max_queued_bytes = 256u << 20;
   uint64_t segment_size = 256u << 20;  // a segment rolls over past this
+  // Segment compaction: a sealed segment whose live records (those of
+  // ledgers not deleted) fill less than this fraction of it has them copied
+  // to the active segment, after which it is removed. 0: never.
+  double compact_ratio = 0.5;
+  // Compaction reads and copies at most this many bytes of a segment before
+  // its copies are written, so appends never wait long behind it.
+  size_t compact_step_bytes = 4u << 20;
   size_t tail_cache_bytes = 64u << 20;       // recently added entries
   size_t read_ahead_cache_bytes = 32u << 20;  // entries read from disk
   // Extra entries read past a miss: as many as were asked for, up to this

@@ -41,7 +41,16 @@ StorageImpl::StorageImpl(StorageOptions options)
                                                      "Entries that failed their checksum or could not be read")),
       damaged_bytes_(MetricsRegistry::global().counter(
           "magnetar_storage_damaged_bytes_total",
-          "Bytes of segment files found damaged at start-up (good records around them are kept)")) {}
+          "Bytes of segment files found damaged at start-up (good records around them are kept)")),
+      compacted_segments_(MetricsRegistry::global().counter(
+          "magnetar_storage_compacted_segments_total",
+          "Segments whose live records were copied forward so that the segment could be removed")),
+      compacted_bytes_(MetricsRegistry::global().counter(
+          "magnetar_storage_compacted_bytes_total",
+          "Bytes of records copied forward by segment compaction (headers included)")),
+      dead_bytes_(MetricsRegistry::global().gauge(
+          "magnetar_storage_dead_bytes",
+          "Bytes of sealed segments that no live ledger uses, as of the last look for a segment to compact")) {}
 
 StorageImpl::~StorageImpl() { stop(); }
 
@@ -53,13 +62,18 @@ Status StorageImpl::start() {
     read_threads_.push_back(std::make_unique<runtime::WorkerThread>("storage-read"));
   }
   remover_ = std::make_unique<runtime::WorkerThread>("storage-gc", 1024);
+  compactor_ = std::make_unique<runtime::WorkerThread>("storage-compact", 1024);
   journal_->start();
+  maybe_compact();
   return Status::ok();
 }
 
 void StorageImpl::stop() {
   if (!started_) return;
   started_ = false;
+  // A compaction stops at its next step; copies in flight complete (or
+  // fail) with the journal's drain below.
+  compactor_->stop();
   journal_->stop();
   // The final sync is done: say how far the segments are on disk.
   Index::Batch durable;
@@ -320,13 +334,19 @@ Status StorageImpl::on_written(std::vector<JournalRequest>& batch, const Checkpo
                                const Checkpoint& durable) {
   Index::Batch updates;
   bool deleted_any = false;
+  std::vector<const JournalRequest*> copies;
+  std::unique_lock usage_lock(usage_mu_);
   for (JournalRequest& r : batch) {
     LedgerState& ledger = *r.ledger;
     if (!r.status.is_ok()) continue;
+    if (r.relocation) {
+      copies.push_back(&r);
+      continue;
+    }
     switch (r.type) {
       case format::RecordType::kEntry:
         updates.add_entry(ledger.id, r.entry, r.location);
-        segment_refs_[r.location.segment].insert(ledger.id);
+        add_usage(r.location.segment, ledger.id, r.location.size);
         break;
       case format::RecordType::kLedgerCreated:
         updates.put_ledger(LedgerMeta{ledger.id, false, kNoEntry});
@@ -339,23 +359,33 @@ Status StorageImpl::on_written(std::vector<JournalRequest>& batch, const Checkpo
         std::set<uint64_t> segments;
         MAGNETAR_RETURN_IF_ERROR(index_->delete_ledger(ledger.id, &segments));
         for (uint64_t s : segments) {
-          auto it = segment_refs_.find(s);
-          if (it == segment_refs_.end()) continue;
-          it->second.erase(ledger.id);
-          if (it->second.empty()) segment_refs_.erase(it);
+          auto it = usage_.find(s);
+          if (it == usage_.end()) continue;
+          auto share = it->second.ledgers.find(ledger.id);
+          if (share == it->second.ledgers.end()) continue;
+          remove_usage(s, ledger.id, share->second);
         }
         deleted_any = true;
         break;
       }
     }
   }
+  usage_lock.unlock();
   updates.set_checkpoint(end);
   updates.set_durable(durable);
   MAGNETAR_RETURN_IF_ERROR(index_->write(updates, false));
+  // After the write that records `durable`: an index that points at a copy
+  // also says the copy is durable, so a rewind at start-up never forgets it.
+  if (!copies.empty()) {
+    auto freed = commit_relocations(copies, durable);
+    if (!freed) return freed.status();
+    deleted_any = deleted_any || *freed;
+  }
 
   // The index holds the batch: now readers may see it.
   for (JournalRequest& r : batch) {
     LedgerState& ledger = *r.ledger;
+    if (r.relocation) continue;  // the ledger's stream is unchanged, whatever became of the copy
     if (!r.status.is_ok()) {
       if (r.type == format::RecordType::kEntry) {
         std::lock_guard lock(ledger.mu);
@@ -393,19 +423,52 @@ Status StorageImpl::on_written(std::vector<JournalRequest>& batch, const Checkpo
     }
   }
   if (deleted_any || end.segment != active_segment_) {
-    active_segment_ = end.segment;
-    Status st = collect_garbage(active_segment_);
+    {
+      std::lock_guard lock(usage_mu_);
+      active_segment_ = end.segment;
+    }
+    Status st = collect_garbage(end.segment);
     if (!st.is_ok()) MLOG_WARN("storage: segment garbage collection failed: {}", st.to_string());
+    maybe_compact();
   }
   return Status::ok();
+}
+
+void StorageImpl::add_usage(uint64_t segment, LedgerId ledger, uint64_t bytes) {
+  SegmentUsage& u = usage_[segment];
+  u.live += bytes;
+  u.ledgers[ledger] += bytes;
+}
+
+bool StorageImpl::remove_usage(uint64_t segment, LedgerId ledger, uint64_t bytes) {
+  auto it = usage_.find(segment);
+  if (it == usage_.end()) return true;
+  SegmentUsage& u = it->second;
+  auto share = u.ledgers.find(ledger);
+  if (share != u.ledgers.end()) {
+    bytes = std::min(bytes, share->second);
+    share->second -= bytes;
+    u.live -= std::min(bytes, u.live);
+    if (share->second == 0) u.ledgers.erase(share);
+  }
+  if (!u.ledgers.empty()) return false;
+  usage_.erase(it);
+  return true;
 }
 
 Status StorageImpl::collect_garbage(uint64_t active_segment) {
   auto on_disk = list_segments(segments_dir_);
   if (!on_disk) return on_disk.status();
   std::vector<uint64_t> dead;
-  for (uint64_t s : *on_disk) {
-    if (s < active_segment && segment_refs_.count(s) == 0) dead.push_back(s);
+  {
+    std::lock_guard lock(usage_mu_);
+    for (uint64_t s : *on_disk) {
+      if (s < active_segment && usage_.count(s) == 0) {
+        dead.push_back(s);
+        sealed_sizes_.erase(s);
+        compacted_.erase(s);
+      }
+    }
   }
   if (dead.empty()) return Status::ok();
   // The index must not lose what these segments told it before they go:
