@@ -1,7 +1,7 @@
 // FaultyFileOps: the real file system calls, with faults a test arms: EIO or
-// ENOSPC on writes, short writes, failed or slow fdatasyncs, failed opens
-// and reads, and a power loss that throws away every byte no good fdatasync
-// covered.
+// ENOSPC on writes, short writes, failed or slow fdatasyncs, failed opens,
+// reads and unlinks, and a power loss (now, or during a chosen fdatasync)
+// that throws away every byte no good fdatasync covered.
 //
 // The power-loss model follows Linux: a failed fdatasync reports the error
 // once and the pages it could not write are gone; a later fdatasync
@@ -50,9 +50,19 @@ class FaultyFileOps final : public FileOps {
   void fail_creates(int err, int count = -1) { arm(create_fault_, err, count); }
   // The next `count` reads fail with `err`.
   void fail_reads(int err, int count = -1) { arm(read_fault_, err, count); }
+  // The next `count` unlinks of matching files fail with `err` and remove nothing.
+  void fail_unlinks(int err, int count = -1) { arm(unlink_fault_, err, count); }
+  // The power goes out during the n-th fdatasync of a matching file from now
+  // (n >= 1): that sync fails and crash() happens in it.
+  void crash_at_sync(int n) {
+    std::lock_guard lock(mu_);
+    crash_countdown_ = n;
+  }
+  bool crashed() const { return is_dead(); }
   void clear_faults() {
     std::lock_guard lock(mu_);
-    write_fault_ = sync_fault_ = create_fault_ = read_fault_ = Fault{};
+    write_fault_ = sync_fault_ = create_fault_ = read_fault_ = unlink_fault_ = Fault{};
+    crash_countdown_ = 0;
     short_write_bytes_ = 0;
     sync_delay_ = {};
     dead_ = false;
@@ -181,6 +191,16 @@ class FaultyFileOps final : public FileOps {
       delay = sync_delay_;
     }
     if (delay.count() > 0) std::this_thread::sleep_for(delay);
+    bool crash_now = false;
+    {
+      std::lock_guard lock(mu_);
+      crash_now = crash_countdown_ > 0 && --crash_countdown_ == 0;
+    }
+    if (crash_now) {
+      crash();
+      errno = EIO;
+      return -1;
+    }
     int err = take(sync_fault_);
     std::lock_guard lock(mu_);
     File& f = files_[path];
@@ -216,6 +236,12 @@ class FaultyFileOps final : public FileOps {
   }
   int fstat(int fd, struct stat* out) override { return ::fstat(fd, out); }
   int unlink(const std::string& path) override {
+    if (path.find(match_) != std::string::npos) {
+      if (int err = take(unlink_fault_); err != 0) {
+        errno = err;
+        return -1;
+      }
+    }
     int rc = ::unlink(path.c_str());
     if (rc == 0) {
       std::lock_guard lock(mu_);
@@ -262,7 +288,8 @@ class FaultyFileOps final : public FileOps {
   mutable std::mutex mu_;
   std::map<int, std::string> fds_;
   std::map<std::string, File> files_;
-  Fault write_fault_, sync_fault_, create_fault_, read_fault_;
+  Fault write_fault_, sync_fault_, create_fault_, read_fault_, unlink_fault_;
+  int crash_countdown_ = 0;  // crash_at_sync: syncs left until the power goes; 0: none armed
   size_t short_write_bytes_ = 0;
   std::chrono::milliseconds sync_delay_{0};
   int syncs_failed_ = 0;
