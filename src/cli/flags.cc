@@ -56,6 +56,10 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
       ->transform(CLI::IsMember({"always", "interval", "never"}, CLI::ignore_case));
   cmd.add_option("--fsync-interval-ms", c.fsync_interval_ms, "fdatasync period with --fsync interval")
       ->capture_default_str()->check(CLI::Range(1, 60000));
+  cmd.add_option("--segment-compact-ratio", c.segment_compact_ratio,
+                 "Copy the live records out of a sealed storage segment, and remove it, once they fill less than "
+                 "this fraction of it (0: never)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
   cmd.add_option("--keepalive-secs", c.keepalive_secs,
                  "PING a Pulsar connection idle this long; close it when no answer comes within as long again (0: off)")
       ->capture_default_str()->check(CLI::Range(0, 3600));

@@ -39,6 +39,9 @@ struct Config {
   // "never" (after write; the OS flushes when it likes).
   std::string fsync = "always";
   uint32_t fsync_interval_ms = 100;
+  // A sealed storage segment whose live records fill less than this
+  // fraction of it has them copied forward and is removed (0: never).
+  double segment_compact_ratio = 0.5;
   uint32_t reactors = 0;  // 0: one per core
   // Pulsar connections idle this long get a PING; closed when no answer
   // comes within as long again. 0: off.

@@ -210,6 +210,7 @@ Status Server::start() {
                                : config_.fsync == "interval" ? storage::FsyncMode::kInterval
                                                              : storage::FsyncMode::kAlways;
   storage_options.fsync_interval = std::chrono::milliseconds(config_.fsync_interval_ms);
+  storage_options.compact_ratio = config_.segment_compact_ratio;
   auto storage = storage::make_local_storage(storage_options);
   auto policies = std::make_unique<broker::PolicyCache>(*store);
   const broker::PolicyCache* policies_ptr = policies.get();  // still needed once it joined components_
