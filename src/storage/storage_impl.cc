@@ -463,7 +463,7 @@ Status StorageImpl::collect_garbage(uint64_t active_segment) {
   {
     std::lock_guard lock(usage_mu_);
     for (uint64_t s : *on_disk) {
-      if (s < active_segment && usage_.count(s) == 0) {
+      if (s < active_segment && usage_.count(s) == 0 && removing_.insert(s).second) {
         dead.push_back(s);
         sealed_sizes_.erase(s);
         compacted_.erase(s);
@@ -488,16 +488,19 @@ Status StorageImpl::collect_garbage(uint64_t active_segment) {
   // the journal's completion path, it would hold back every acknowledgement
   // behind it. The segments are dead already; a crash before they go only
   // leaves them for the next start to remove.
-  auto remove = [dir = segments_dir_, paths = std::move(paths), ops = ops_]() {
+  auto remove = [this, dead, paths = std::move(paths)]() {
     for (const auto& path : paths) {
-      if (ops->unlink(path) != 0) {
+      if (ops_->unlink(path) != 0) {
         MLOG_WARN("storage: cannot remove segment {}: {}", path, std::strerror(errno));
         continue;
       }
       MLOG_INFO("storage: removed segment {}: every ledger in it was deleted", path);
     }
-    Status st = sync_directory(dir, *ops);
+    Status st = sync_directory(segments_dir_, *ops_);
     if (!st.is_ok()) MLOG_WARN("storage: {}", st.to_string());
+    // One that could not be removed is tried again at the next collection.
+    std::lock_guard lock(usage_mu_);
+    for (uint64_t s : dead) removing_.erase(s);
   };
   if (started_ && remover_ && remover_->post(remove).is_ok()) return Status::ok();
   remove();

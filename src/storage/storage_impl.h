@@ -129,6 +129,7 @@ class StorageImpl final : public Storage, private JournalListener {
   uint64_t active_segment_ = 0;
   std::map<uint64_t, uint64_t> sealed_sizes_;  // segment -> file size, read when first needed
   std::set<uint64_t> compacted_;  // compacted once; not picked again while they last
+  std::set<uint64_t> removing_;   // handed to remover_ and not removed yet: not handed again
   bool compacting_ = false;
   // Start-up only: ledgers the replay knows of (to find records past damage
   // and to drop records of deleted ones) and the last entry of each it saw
