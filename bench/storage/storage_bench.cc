@@ -1,6 +1,6 @@
 // Storage benchmarks: append throughput per entry size, ledger count and
 // fsync mode; tail reads (cache) and catch-up reads (disk, read-ahead), one
-// reader and several at once.
+// reader and several at once; appends while segment compaction runs.
 //
 // The first benchmark measures the disk itself: sequential 1 MiB writes,
 // each followed by fdatasync. Every append benchmark then reports
@@ -338,6 +338,114 @@ BENCHMARK(BM_CatchUpReaders)
     ->Args({2, 1, 1})
     ->Args({2, 1, 4})
     ->Iterations(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// Segment compaction. Setup (untimed): 32 segments of 8 MiB of 1 KiB
+// entries, `live_percent` of them in one long-lived ledger and the rest in
+// ledgers that are then deleted, which leaves every segment pinned by the
+// long-lived one. Timed: 128 MiB of fsync=always appends to a new ledger,
+// started as the deletes land, with compaction on (ratio 0.5) or off.
+// Reports the disk before and once compaction is done, how long it took,
+// and the appends' throughput while it ran.
+uint64_t segment_bytes(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(dir + "/segments", ec)) total += f.file_size(ec);
+  return total;
+}
+
+void BM_AppendWhileCompacting(benchmark::State& state) {
+  const bool compact = state.range(0) != 0;
+  const int live_percent = static_cast<int>(state.range(1));
+  constexpr uint64_t kSegmentSize = 8u << 20;
+  constexpr size_t kEntrySize = 1024;
+  constexpr EntryId kSetupEntries = 32 * (kSegmentSize / (kEntrySize + 25));
+  constexpr EntryId kTimedEntries = (128u << 20) / kEntrySize;
+  auto& compacted = common::MetricsRegistry::global().counter("magnetar_storage_compacted_bytes_total", "");
+  for (auto _ : state) {
+    state.PauseTiming();
+    BenchDir dir;
+    StorageOptions o = bench_options(dir.path(), FsyncMode::kAlways);
+    o.segment_size = kSegmentSize;
+    o.compact_ratio = compact ? 0.5 : 0;
+    auto storage = make_local_storage(o);
+    if (!storage->start().is_ok()) return state.SkipWithError("start failed");
+    LedgerWriter kept = must_create(*storage, 1);
+    std::vector<LedgerWriter> churn;
+    for (LedgerId id = 2; id < 10; ++id) churn.push_back(must_create(*storage, id));
+    Slice payload = Slice::copy_of(std::string(kEntrySize, 'c'));
+    {
+      Appender appender(*storage, 4096);
+      std::vector<EntryId> next(churn.size(), 0);
+      EntryId kept_next = 0;
+      for (EntryId i = 0; i < kSetupEntries; ++i) {
+        if (i % 100 < live_percent) {
+          appender.add(kept, kept_next++, payload);
+        } else {
+          const size_t c = static_cast<size_t>(i) % churn.size();
+          appender.add(churn[c], next[c]++, payload);
+        }
+      }
+      appender.drain();
+    }
+    const uint64_t disk_before = segment_bytes(dir.path());
+    const uint64_t compacted_before = compacted.value();
+    LedgerWriter timed = must_create(*storage, 100);
+    state.ResumeTiming();
+    const auto t0 = Clock::now();
+    // When the copied bytes last grew: compaction's end, to 5 ms.
+    std::atomic<bool> sampling{true};
+    std::atomic<int64_t> last_copy_ms{0};
+    std::thread sampler([&] {
+      uint64_t seen = compacted.value();
+      while (sampling) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        const uint64_t now = compacted.value();
+        if (now == seen) continue;
+        seen = now;
+        last_copy_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+      }
+    });
+    for (const LedgerWriter& w : churn) {
+      storage->delete_ledger(w.ledger, [](Status) {});
+    }
+    Appender appender(*storage, 4096);
+    for (EntryId e = 0; e < kTimedEntries; ++e) appender.add(timed, e, payload);
+    appender.drain();
+    const double append_secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    state.PauseTiming();
+    // Compaction done: the copied bytes stop growing (bounded wait).
+    uint64_t last = compacted.value();
+    for (int quiet = 0, i = 0; compact && quiet < 20 && i < 6000; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      const uint64_t now = compacted.value();
+      quiet = now == last ? quiet + 1 : 0;
+      last = now;
+    }
+    sampling = false;
+    sampler.join();
+    const double compact_secs = static_cast<double>(last_copy_ms.load()) / 1000;
+    if (appender.failed()) state.SkipWithError("an add failed");
+    // The timed ledger's own 128 MiB is not part of the before/after picture.
+    const uint64_t timed_bytes = static_cast<uint64_t>(kTimedEntries) * (kEntrySize + 25);
+    state.counters["disk_before_MiB"] = static_cast<double>(disk_before) / (1 << 20);
+    state.counters["disk_after_MiB"] =
+        static_cast<double>(segment_bytes(dir.path()) - std::min(timed_bytes, segment_bytes(dir.path()))) / (1 << 20);
+    state.counters["copied_MiB"] = static_cast<double>(compacted.value() - compacted_before) / (1 << 20);
+    state.counters["compact_s"] = compact ? compact_secs : 0;
+    state.counters["append_MiB_per_s"] = static_cast<double>(kTimedEntries) * kEntrySize / append_secs / (1 << 20);
+    storage->stop();
+    state.ResumeTiming();
+  }
+}
+BENCHMARK(BM_AppendWhileCompacting)
+    ->ArgNames({"compact", "live_percent"})
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Args({0, 40})
+    ->Args({1, 40})
+    ->Iterations(1)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
