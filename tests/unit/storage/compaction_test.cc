@@ -181,6 +181,8 @@ TEST_F(CompactionTest, ReadsDuringCompactionReturnTheSameBytes) {
   std::atomic<int> reads{0};
   std::atomic<int> bad{0};
   std::string first_error;
+  // One entry at a time, and all of them at once (one lookup, then a read
+  // of each segment in turn while compaction removes them).
   std::thread reader([&] {
     while (!done) {
       for (EntryId e = 0; e < kSegments && !done; ++e) {
@@ -190,6 +192,11 @@ TEST_F(CompactionTest, ReadsDuringCompactionReturnTheSameBytes) {
         }
         ++reads;
       }
+      auto all = read_all(*storage_, 1, 0, kSegments - 1);
+      bool same = all.is_ok() && all->size() == static_cast<size_t>(kSegments);
+      for (EntryId e = 0; same && e < kSegments; ++e) same = (*all)[e].data.to_string() == entry_payload(1, e);
+      if (!same && bad++ == 0) first_error = all.is_ok() ? "wrong bytes in a range read" : all.status().to_string();
+      ++reads;
     }
   });
   ASSERT_TRUE(delete_ledger(*storage_, 2).is_ok());
