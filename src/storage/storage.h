@@ -133,7 +133,9 @@ class Storage : public runtime::Component {
   virtual void read_entries(LedgerId id, EntryId first, EntryId last,
                             Callback<common::Result<std::vector<Entry>>> done) = 0;
   // Removes the ledger; its disk space is reclaimed once no live ledger shares
-  // its segments. Completes once the deletion is durable.
+  // its segments, or once compaction has copied the live records out of a
+  // segment it left mostly dead (StorageOptions::compact_ratio). Completes
+  // once the deletion is durable.
   virtual void delete_ledger(LedgerId id, Callback<common::Status> done) = 0;
 
   // Immediate: what is known in memory now. kNotFound if missing.
