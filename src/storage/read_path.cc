@@ -66,7 +66,15 @@ Result<std::shared_ptr<SegmentReader>> StorageImpl::segment_reader(uint64_t segm
   if (it != readers_.end()) return it->second;
   auto opened = SegmentReader::open(segments_dir_, segment, *ops_);
   if (!opened) return opened.status();
-  readers_.emplace(segment, *opened);
+  // A segment that collect_garbage let go (it erases the cached handle once
+  // and then removes the file) is read through this handle but not kept:
+  // kept, it would hold the removed file's space until stop().
+  bool dead = false;
+  {
+    std::lock_guard lock(usage_mu_);
+    dead = removing_.count(segment) != 0 || (segment < active_segment_ && usage_.count(segment) == 0);
+  }
+  if (!dead) readers_.emplace(segment, *opened);
   return opened;
 }
 
