@@ -290,13 +290,10 @@ void BrokerService::make_context(Shard& shard) {
     subscription_admitter_(topic, subscription, std::move(done));
   };
   c.publish_limits = [this](const TopicName& topic) { return publish_limiters_->for_topic(topic); };
-  c.live_publish_limits = [this](const TopicName& topic) { return publish_limiters_->find(topic); };
 }
 
 void BrokerService::attach_policies(Topic& topic) {
-  auto state = tenants_->of(topic.name().ns.tenant);
-  topic.set_tenant_dispatch(std::shared_ptr<RateBuckets>(state, &state->dispatch));
-  topic.set_tenant_usage(std::shared_ptr<TenantCounters>(state, &state->usage));
+  topic.set_tenant(tenants_->of(topic.name().ns.tenant));
   topic.refresh_policies();
 }
 

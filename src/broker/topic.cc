@@ -22,8 +22,9 @@ Topic::Topic(TopicName name, std::shared_ptr<ledger::Log> log, const TopicContex
 Topic::~Topic() { *alive_ = false; }
 
 void Topic::apply_policies(const NamespacePolicies& policies) {
-  if (policies.backlog_quota_size || policies.backlog_quota_age || cold_) {
+  if (policies.backlog_quota_size || policies.backlog_quota_age || policies.publish_rate || cold_) {
     Cold& c = cold();
+    c.publish_rate = policies.publish_rate;
     c.size_quota = policies.backlog_quota_size;
     c.age_quota = policies.backlog_quota_age;
     if (!c.age_quota) c.age_exceeded = false;
@@ -118,13 +119,14 @@ void Topic::apply_dispatch_rates(const NamespacePolicies& policies) {
 }
 
 void Topic::limit_dispatch(Subscription& sub) {
-  if (!cold_) return sub.set_dispatch_limits(nullptr, tenant_dispatch_.get(), -1, -1);
-  sub.set_dispatch_limits(cold_->dispatch_limits, tenant_dispatch_.get(), cold_->sub_dispatch_msgs,
-                          cold_->sub_dispatch_bytes);
+  RateBuckets* tenant = tenant_ ? &tenant_->dispatch : nullptr;
+  if (!cold_) return sub.set_dispatch_limits(nullptr, tenant, -1, -1);
+  sub.set_dispatch_limits(cold_->dispatch_limits, tenant, cold_->sub_dispatch_msgs, cold_->sub_dispatch_bytes);
 }
 
 Topic::FetchLimits Topic::fetch_limits(const std::string& group) {
-  FetchLimits limits{cold_ ? cold_->dispatch_limits : nullptr, tenant_dispatch_, nullptr};
+  FetchLimits limits{cold_ ? cold_->dispatch_limits : nullptr,
+                     tenant_ ? std::shared_ptr<RateBuckets>(tenant_, &tenant_->dispatch) : nullptr, nullptr};
   if (!cold_ || (cold_->sub_dispatch_msgs <= 0 && cold_->sub_dispatch_bytes <= 0)) {
     if (cold_) cold_->fetch_group_limits.clear();
     return limits;
@@ -586,20 +588,21 @@ TopicStats Topic::stats() const {
   s.storage_size = log_->chain().total_size();
   s.entries = log_->chain().total_entries();
   s.damaged_entries = log_->damaged_entries();
-  // A topic nobody produced to since it loaded holds no limits: those a
-  // producer elsewhere holds, else the ones the policies would make.
-  std::shared_ptr<PublishLimits> limits = publish_limits_;
-  if (!limits && context_.live_publish_limits) limits = context_.live_publish_limits(name_);
-  if (!limits && context_.publish_limits) limits = context_.publish_limits(name_);
-  if (limits) {
-    s.publish_rate_limited_times = limits->limited_times();
-    const RateBuckets& own = limits->own();
+  // Every producer charges the limits the topic holds (publish_limits());
+  // a topic nobody produced to since it loaded holds none and shows the
+  // rates its policy and its tenant set, without making limits for it.
+  if (publish_limits_) {
+    s.publish_rate_limited_times = publish_limits_->limited_times();
+    const RateBuckets& own = publish_limits_->own();
     if (own.messages.limited()) s.publish_rate_msgs = own.messages.rate();
     if (own.bytes.limited()) s.publish_rate_bytes = own.bytes.rate();
-    if (const RateBuckets* tenant = limits->tenant()) {
-      if (tenant->messages.limited()) s.tenant_publish_rate_msgs = tenant->messages.rate();
-      if (tenant->bytes.limited()) s.tenant_publish_rate_bytes = tenant->bytes.rate();
-    }
+  } else if (cold_ && cold_->publish_rate) {
+    if (cold_->publish_rate->msgs_per_second > 0) s.publish_rate_msgs = cold_->publish_rate->msgs_per_second;
+    if (cold_->publish_rate->bytes_per_second > 0) s.publish_rate_bytes = cold_->publish_rate->bytes_per_second;
+  }
+  if (tenant_) {
+    if (tenant_->publish.messages.limited()) s.tenant_publish_rate_msgs = tenant_->publish.messages.rate();
+    if (tenant_->publish.bytes.limited()) s.tenant_publish_rate_bytes = tenant_->publish.bytes.rate();
   }
   for (const auto& [id, p] : producers_) {
     PublisherStats ps;

@@ -19,6 +19,7 @@
 #include "broker/dedup.h"
 #include "broker/naming.h"
 #include "broker/policies.h"
+#include "broker/tenant_state.h"
 #include "broker/tenant_usage.h"
 #include "broker/producer.h"
 #include "broker/publish_limiter.h"
@@ -132,12 +133,11 @@ class Topic {
   void publish_appended(uint64_t producer_id, ledger::MessageHeader header, common::Slice payload,
                         ledger::Callback<common::Result<ledger::AppendedEntry>> done);
 
-  // Its tenant's producer and consumer counts (its limits come from the
-  // context's tenant_limits when one arrives).
-  void set_tenant_usage(std::shared_ptr<TenantCounters> counters) { tenant_counters_ = std::move(counters); }
-  // Its tenant's dispatch budget (TenantState::dispatch), which every
-  // subscription and Kafka fetch of the tenant charges. Before subscriptions attach.
-  void set_tenant_dispatch(std::shared_ptr<RateBuckets> limits) { tenant_dispatch_ = std::move(limits); }
+  // Its tenant's shared state (tenant_state.h): the producer and consumer
+  // counts (its limits come from the context's tenant_limits when one
+  // arrives), the publish budget and the dispatch budget every subscription
+  // and Kafka fetch of the tenant charges. Before subscriptions attach.
+  void set_tenant(std::shared_ptr<TenantState> tenant) { tenant_ = std::move(tenant); }
   // The dispatch limits a reader outside the dispatchers is held to: a
   // Kafka fetch for `group` ("" when its connection is in none) charges the
   // topic's dispatchRate, the tenant's, and the group's own budget at the
@@ -337,7 +337,7 @@ class Topic {
   // ResourceExhausted with the limit's words.
   common::Result<TenantSlot> take_tenant_slot(TenantSlot::Counter counter) const;
   bool storage_exceeded() const {
-    return tenant_counters_ != nullptr && tenant_counters_->storage_exceeded.load(std::memory_order_relaxed);
+    return tenant_ != nullptr && tenant_->usage.storage_exceeded.load(std::memory_order_relaxed);
   }
   // Why nothing may be published now (a quota), or ok.
   common::Status quota_refusal() const;
@@ -388,6 +388,8 @@ class Topic {
     // Kafka groups' fetch budgets at the subscriptionDispatchRate, by group.
     std::map<std::string, std::shared_ptr<RateBuckets>> fetch_group_limits;
     common::Fifo<HeldPublish> held;  // publishes waiting for deduplication or the quota
+    // The publishRate policy, for stats while the topic holds no limits.
+    std::optional<PublishRate> publish_rate;
     // dispatchRate (shared by the subscriptions; null: none) and
     // subscriptionDispatchRate (each subscription's own; -1: none), per
     // second; set here once a policy first limits dispatch.
@@ -428,14 +430,13 @@ class Topic {
   uint64_t bytes_in_ = 0;
   int64_t last_used_ms_ = 0;
   std::shared_ptr<PublishLimits> publish_limits_;  // publish_limits(): null until first used
-  std::shared_ptr<RateBuckets> tenant_dispatch_;  // the tenant's, shared with its other topics
   // maxProducersPerTopic, maxConsumersPerTopic, maxConsumersPerSubscription
   // from the policies; 0: no limit.
   uint32_t max_producers_ = 0;
   uint32_t max_consumers_ = 0;
   uint32_t max_consumers_per_subscription_ = 0;
   uint32_t max_subscriptions_ = 0;
-  std::shared_ptr<TenantCounters> tenant_counters_;
+  std::shared_ptr<TenantState> tenant_;  // shared with the tenant's other topics
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

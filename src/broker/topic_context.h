@@ -47,10 +47,8 @@ struct TopicContext {
   std::function<std::shared_ptr<const TenantLimits>(const std::string& tenant)> tenant_limits;
   SubscriptionAdmitter admit_subscription;
   // A topic's publish rate limits (publish_limiter.h): made on first use
-  // and kept while someone holds them; `live_publish_limits` only finds
-  // the ones someone holds.
+  // and kept while someone holds them.
   std::function<std::shared_ptr<PublishLimits>(const TopicName&)> publish_limits;
-  std::function<std::shared_ptr<PublishLimits>(const TopicName&)> live_publish_limits;
 
   // The context of topics made without one: every member empty.
   static const TopicContext& none() {

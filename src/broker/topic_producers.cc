@@ -87,7 +87,9 @@ Result<TenantSlot> Topic::take_tenant_slot(TenantSlot::Counter counter) const {
   auto limits = context_.tenant_limits ? context_.tenant_limits(name_.ns.tenant) : nullptr;
   const bool producers = counter == &TenantCounters::producers;
   const int64_t max = limits == nullptr ? -1 : producers ? limits->max_producers : limits->max_consumers;
-  auto slot = TenantSlot::take(tenant_counters_, counter, max, name_.ns.tenant, producers ? "producers" : "consumers");
+  std::shared_ptr<TenantCounters> counters =
+      tenant_ ? std::shared_ptr<TenantCounters>(tenant_, &tenant_->usage) : nullptr;
+  auto slot = TenantSlot::take(std::move(counters), counter, max, name_.ns.tenant, producers ? "producers" : "consumers");
   if (!slot.is_ok()) return Status::limit_reached(slot.status().message());  // as the topic's own limits
   return slot;
 }
