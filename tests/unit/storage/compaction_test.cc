@@ -16,8 +16,7 @@
 #include "common/metrics.h"
 #include "storage/segment.h"
 #include "storage/storage.h"
-#include "storage_test_util.h"
-#include "utils/faulty_file_ops.h"
+#include "faulty_storage_test.h"
 
 namespace magnetar::storage {
 namespace {
@@ -36,28 +35,12 @@ constexpr size_t kCompactedSegments = 3;
 
 uint64_t counter(const char* name) { return common::MetricsRegistry::global().counter(name, "").value(); }
 
-class CompactionTest : public ::testing::Test {
+class CompactionTest : public FaultyStorageTest {
  protected:
   StorageOptions options(FsyncMode mode = FsyncMode::kAlways) {
-    StorageOptions o = small_options(dir_path_);
-    o.fsync_mode = mode;
+    StorageOptions o = FaultyStorageTest::options(mode);
     o.segment_size = kSegmentSize;
-    o.file_ops = ops_;
     return o;
-  }
-  void start(StorageOptions o) {
-    storage_ = make_local_storage(std::move(o));
-    auto st = storage_->start();
-    ASSERT_TRUE(st.is_ok()) << st.to_string();
-  }
-  void stop() {
-    storage_->stop();
-    storage_.reset();
-  }
-  LedgerWriter create(LedgerId id) {
-    auto w = create_ledger(*storage_, id);
-    EXPECT_TRUE(w.is_ok()) << w.status().to_string();
-    return w.is_ok() ? *w : LedgerWriter{};
   }
   void add(const LedgerWriter& w, EntryId e, size_t size = 100) {
     auto st = add_entry(*storage_, w, e, Slice::copy_of(entry_payload(w.ledger, e, size)));
@@ -98,14 +81,7 @@ class CompactionTest : public ::testing::Test {
       ASSERT_TRUE(delete_ledger(*storage_, 2).is_ok());
     }
   }
-  void expect_entries(LedgerId id, EntryId count) {
-    auto got = read_all(*storage_, id, 0, count - 1);
-    ASSERT_TRUE(got.is_ok()) << "ledger " << id << ": " << got.status().to_string();
-    ASSERT_EQ(got->size(), static_cast<size_t>(count));
-    for (EntryId e = 0; e < count; ++e) {
-      EXPECT_EQ((*got)[static_cast<size_t>(e)].data.to_string(), entry_payload(id, e)) << id << ":" << e;
-    }
-  }
+  void expect_entries(LedgerId id, EntryId count) { FaultyStorageTest::expect_entries(id, 0, count - 1); }
   std::vector<uint64_t> segment_files() { return list_segments(dir_path_ + "/segments").value_or({}); }
   // Waits (bounded) until `done` holds; false when it never did.
   static bool eventually(const std::function<bool()>& done) {
@@ -119,11 +95,6 @@ class CompactionTest : public ::testing::Test {
   bool compacted() {
     return eventually([&] { return segment_files().size() <= kCompactedSegments; });
   }
-
-  TempDir dir_;
-  std::string dir_path_ = dir_.path();  // where the storage lives: dir_ or a directory in it
-  std::shared_ptr<FaultyFileOps> ops_ = std::make_shared<FaultyFileOps>();
-  std::unique_ptr<Storage> storage_;
 };
 
 TEST_F(CompactionTest, ALongLivedLedgerNoLongerPinsEverySegment) {

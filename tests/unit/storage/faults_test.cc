@@ -16,8 +16,7 @@
 
 #include "common/metrics.h"
 #include "storage/storage_impl.h"
-#include "storage_test_util.h"
-#include "utils/faulty_file_ops.h"
+#include "faulty_storage_test.h"
 
 namespace magnetar::storage {
 namespace {
@@ -27,28 +26,8 @@ using common::Slice;
 using common::Status;
 using namespace testing;  // NOLINT: the test helpers
 
-class StorageFaultTest : public ::testing::Test {
+class StorageFaultTest : public FaultyStorageTest {
  protected:
-  StorageOptions options(FsyncMode mode = FsyncMode::kAlways) {
-    StorageOptions o = small_options(dir_.path());
-    o.fsync_mode = mode;
-    o.file_ops = ops_;
-    return o;
-  }
-  void start(StorageOptions o) {
-    storage_ = make_local_storage(std::move(o));
-    auto st = storage_->start();
-    ASSERT_TRUE(st.is_ok()) << st.to_string();
-  }
-  void stop() {
-    storage_->stop();
-    storage_.reset();
-  }
-  LedgerWriter create(LedgerId id) {
-    auto w = create_ledger(*storage_, id);
-    EXPECT_TRUE(w.is_ok()) << w.status().to_string();
-    return w.is_ok() ? *w : LedgerWriter{};
-  }
   void add(const LedgerWriter& w, EntryId from, EntryId to) {
     for (EntryId e = from; e <= to; ++e) {
       auto st = add_entry(*storage_, w, e, Slice::copy_of(entry_payload(w.ledger, e)));
@@ -73,18 +52,6 @@ class StorageFaultTest : public ::testing::Test {
     EXPECT_TRUE(cv.wait_for(lock, kWait, [&] { return left == 0; }));
     return out;
   }
-  void expect_entries(LedgerId id, EntryId from, EntryId to) {
-    auto got = read_all(*storage_, id, from, to);
-    ASSERT_TRUE(got.is_ok()) << "ledger " << id << ": " << got.status().to_string();
-    ASSERT_EQ(got->size(), static_cast<size_t>(to - from + 1));
-    for (EntryId e = from; e <= to; ++e) {
-      EXPECT_EQ((*got)[static_cast<size_t>(e - from)].data.to_string(), entry_payload(id, e)) << id << ":" << e;
-    }
-  }
-
-  TempDir dir_;
-  std::shared_ptr<FaultyFileOps> ops_ = std::make_shared<FaultyFileOps>();
-  std::unique_ptr<Storage> storage_;
 };
 
 // The kernel reports a writeback error to one fdatasync only. Adds written
