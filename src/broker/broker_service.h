@@ -176,6 +176,9 @@ class BrokerService final : public runtime::Component {
 
  private:
   struct Shard {
+    // What this reactor's topics share (make_context); declared first so
+    // that it outlives them.
+    TopicContext context;
     std::unique_ptr<runtime::Timer> maintenance;  // armed only while topics are loaded
     std::unordered_map<std::string, std::unique_ptr<Topic>> topics;
     std::unordered_map<std::string, std::vector<ledger::Callback<common::Result<Topic*>>>> loading;
@@ -184,7 +187,6 @@ class BrokerService final : public runtime::Component {
     // Requests that found their topic closing (unloaded): run again once it is gone.
     std::unordered_map<std::string, std::vector<std::function<void()>>> after_close;
     std::unique_ptr<TraceRecorder> tracer;
-    TopicContext context;  // what this reactor's topics share (make_context)
   };
   // On the home reactor: close the loaded `topic`, then forget it.
   void close_and_forget(Shard& shard, const std::string& key, Topic* topic, const common::Status& why,
