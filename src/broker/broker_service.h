@@ -88,10 +88,6 @@ class BrokerService final : public runtime::Component {
   std::shared_ptr<PublishLimits> publish_limits(const TopicName& topic) {
     return publish_limiters_->for_topic(topic);
   }
-  // Any thread: the limits of a topic being produced to; null otherwise.
-  std::shared_ptr<PublishLimits> live_publish_limits(const TopicName& topic) const {
-    return publish_limiters_->find(topic);
-  }
   // The policy cache's change listener: re-reads the rate limits a change
   // covers. It may outlive this (it then does nothing).
   PolicyCache::Listener policy_listener() const;
