@@ -149,7 +149,7 @@ class AmqpQueueArgumentsTest(PikaTestCase):
             self.ch.queue_declare(name, durable=True, arguments=args)
             self.ch.basic_publish("", name, b"x")
             self.assertEqual(self.count(name), 1)
-        for args in ({"x-queue-type": "stream"}, {"x-queue-type": "lazy-ish"}, {"x-overflow": "drop-tail"},
+        for args in ({"x-queue-type": "lazy-ish"}, {"x-overflow": "drop-tail"},
                      {"x-single-active-consumer": "yes"}, {"x-max-length-bytes": -1}):
             refusal = channel_refusal(connect(self.node), lambda ch: ch.queue_declare("typed-bad", arguments=args))
             self.assertIsNotNone(refusal, args)

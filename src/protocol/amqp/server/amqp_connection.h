@@ -77,9 +77,18 @@ struct QueueConsumer {
   // Deliveries the client holds unacknowledged (ack mode) and permits the
   // broker still has for it.
   uint32_t prefetch = 0;  // 0: unlimited
+  bool window_from_global = false;  // prefetch is the channel's basic.qos global count
   std::shared_ptr<AmqpConsumerSink> sink;
   // The queue's limits (queue_limits.h), when it has any or is auto-delete.
   std::shared_ptr<const QueueRef> limits;
+  // The broker subscription it reads: the queue's Shared "amqp", or for a
+  // stream queue a reader of its own (non-durable), starting where its
+  // x-stream-offset says; messages before `skip_below` in its first entry
+  // are passed over (an offset inside a batch).
+  std::string subscription = queue_subscription();
+  bool stream = false;
+  StreamStart start{};
+  int64_t skip_below = 0;
 };
 
 // A message delivered and not yet acknowledged.
@@ -125,6 +134,7 @@ struct Channel {
   std::vector<Method> tx_settles;
   size_t tx_bytes = 0;  // tx_publishes' bodies
   uint16_t prefetch = 0;   // basic.qos prefetch-count for new consumers
+  uint16_t global_prefetch = 0;  // basic.qos global: unacknowledged deliveries of the whole channel
   std::string last_queue;  // the queue last declared: what "" names
   uint64_t next_delivery_tag = 1;
   std::map<std::string, std::shared_ptr<QueueConsumer>> consumers;  // by tag
@@ -146,6 +156,10 @@ struct Channel {
   // most what the consumers' permits let through) until it is true again.
   bool flow_active = true;
   std::vector<std::pair<std::shared_ptr<QueueConsumer>, std::vector<broker::Delivery>>> held;
+  // basic.qos global: deliveries past global_prefetch unacknowledged wait
+  // here, in arrival order, until acknowledgements make room
+  // (AmqpConnection::release_gated); each consumer's permits bound them.
+  std::deque<std::pair<std::shared_ptr<QueueConsumer>, std::vector<broker::Delivery>>> gated;
   // Answers get-empty when a message seen ready went to another consumer.
   std::unique_ptr<runtime::Timer> get_timer;
 };
@@ -256,6 +270,9 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   // Called (on this reactor) with entries a consumer's sink received.
   void deliver(uint16_t channel, uint64_t serial, const std::shared_ptr<QueueConsumer>& consumer,
                std::vector<broker::Delivery> entries);
+  // basic.qos global: delivers what waits in the channel's gate while it
+  // has room (after acknowledgements, or a changed limit).
+  void release_gated(Channel& ch);
   // The broker detached a consumer (its queue deleted).
   void consumer_closed(uint16_t channel, uint64_t serial, const std::shared_ptr<QueueConsumer>& consumer);
   // Detaches a consumer from its subscription; what it held unacknowledged
@@ -270,6 +287,9 @@ class AmqpConnection final : public runtime::ConnectionHandler {
 
  private:
   void flush_confirms(Channel& ch);
+  // Writes a consumer's entries to the client (past flow and the gate).
+  void deliver_entries(Channel& ch, const std::shared_ptr<QueueConsumer>& consumer,
+                       std::vector<broker::Delivery> entries);
   enum class State { kHeader, kStartOk, kTuneOk, kOpen, kOpening, kOpened, kClosing };
 
   bool refused_unless(Channel& ch, const common::Status& allowed, uint32_t key);

@@ -1,6 +1,7 @@
 #include "protocol/amqp/server/topology.h"
 
 #include <algorithm>
+#include <climits>
 
 #include <fmt/format.h>
 
@@ -47,6 +48,39 @@ common::Result<QueueArguments> parse_queue_arguments(const FieldTable& args) {
     *out = v->s;
     return Status::ok();
   };
+  std::optional<std::string> type;
+  MAGNETAR_RETURN_IF_ERROR(text("x-queue-type", &type));
+  if (type && *type != "classic" && *type != "quorum" && *type != "stream") {
+    return Status::invalid_argument(
+        fmt::format("invalid arg 'x-queue-type' for queue: unknown type '{}' (classic, quorum or stream)", *type));
+  }
+  if (type && *type == "stream") {
+    q.stream = true;
+    for (std::string_view refused : {"x-message-ttl", "x-max-length", "x-overflow", "x-dead-letter-exchange",
+                                     "x-dead-letter-routing-key", "x-expires", "x-max-priority",
+                                     "x-single-active-consumer"}) {
+      if (find_field(args, refused) != nullptr) {
+        return Status::invalid_argument(fmt::format(
+            "invalid arg '{}' for a stream queue: a stream keeps every message until x-max-length-bytes or "
+            "x-max-age removes it",
+            refused));
+      }
+    }
+    std::optional<int64_t> bytes;
+    MAGNETAR_RETURN_IF_ERROR(non_negative("x-max-length-bytes", &bytes, false));
+    if (bytes) q.stream_max_bytes = *bytes;
+    std::optional<std::string> age;
+    MAGNETAR_RETURN_IF_ERROR(text("x-max-age", &age));
+    if (age) {
+      auto ms = parse_age(*age);
+      if (!ms) return Status::invalid_argument("invalid arg 'x-max-age' for queue: " + ms.status().message());
+      q.stream_max_age_ms = *ms;
+    }
+    // Segments are the storage's own; the size is taken and has no effect.
+    std::optional<int64_t> segment;
+    MAGNETAR_RETURN_IF_ERROR(non_negative("x-stream-max-segment-size-bytes", &segment, true));
+    return q;
+  }
   MAGNETAR_RETURN_IF_ERROR(non_negative("x-message-ttl", &q.message_ttl_ms, false));
   MAGNETAR_RETURN_IF_ERROR(non_negative("x-max-length", &q.max_length, false));
   MAGNETAR_RETURN_IF_ERROR(non_negative("x-max-length-bytes", &q.max_length_bytes, false));
@@ -64,15 +98,6 @@ common::Result<QueueArguments> parse_queue_arguments(const FieldTable& args) {
           "invalid arg 'x-overflow' for queue: '{}' is not drop-head, reject-publish or reject-publish-dlx", *overflow));
     }
   }
-  std::optional<std::string> type;
-  MAGNETAR_RETURN_IF_ERROR(text("x-queue-type", &type));
-  if (type && *type != "classic" && *type != "quorum") {
-    return Status::invalid_argument(
-        *type == "stream" ? std::string("invalid arg 'x-queue-type' for queue: stream queues are not served yet; "
-                                        "read the log with a Kafka or Pulsar consumer instead")
-                          : fmt::format("invalid arg 'x-queue-type' for queue: unknown type '{}' (classic or quorum)",
-                                        *type));
-  }
   if (const FieldValue* v = find_field(args, "x-single-active-consumer")) {
     if (v->type != 't') {
       return Status::invalid_argument("invalid arg 'x-single-active-consumer' for queue: a boolean expected");
@@ -86,6 +111,66 @@ common::Result<QueueArguments> parse_queue_arguments(const FieldTable& args) {
     return Status::invalid_argument("x-dead-letter-routing-key needs x-dead-letter-exchange");
   }
   return q;
+}
+
+common::Result<int64_t> parse_age(std::string_view text) {
+  constexpr int64_t kSecond = 1000;
+  constexpr int64_t kDay = 24 * 3600 * kSecond;
+  if (text.size() < 2) return Status::invalid_argument(fmt::format("'{}' is not a duration such as 7D or 12h", text));
+  int64_t unit = 0;
+  switch (text.back()) {
+    case 'Y': unit = 365 * kDay; break;
+    case 'M': unit = 30 * kDay; break;
+    case 'D': unit = kDay; break;
+    case 'h': unit = 3600 * kSecond; break;
+    case 'm': unit = 60 * kSecond; break;
+    case 's': unit = kSecond; break;
+    default: return Status::invalid_argument(fmt::format("'{}' has no unit Y, M, D, h, m or s", text));
+  }
+  int64_t n = 0;
+  for (char c : text.substr(0, text.size() - 1)) {
+    if (c < '0' || c > '9' || n > (INT64_MAX / unit - 9) / 10) {
+      return Status::invalid_argument(fmt::format("'{}' is not a duration such as 7D or 12h", text));
+    }
+    n = n * 10 + (c - '0');
+  }
+  if (n == 0) return Status::invalid_argument(fmt::format("'{}' is not a positive duration", text));
+  return n * unit;
+}
+
+common::Result<StreamStart> parse_stream_offset(const FieldValue* v, int64_t now_ms) {
+  StreamStart start;
+  if (v == nullptr) return start;
+  if (v->type == 'S' || v->type == 'x') {
+    if (v->s == "first") {
+      start.kind = StreamStart::Kind::kFirst;
+    } else if (v->s == "last") {
+      start.kind = StreamStart::Kind::kLast;
+    } else if (v->s == "next") {
+      start.kind = StreamStart::Kind::kNext;
+    } else {
+      auto age = parse_age(v->s);
+      if (!age) {
+        return Status::invalid_argument(fmt::format(
+            "invalid arg 'x-stream-offset': '{}' is not first, last, next or an age such as 1h", v->s));
+      }
+      start.kind = StreamStart::Kind::kTime;
+      start.value = now_ms - *age;
+    }
+    return start;
+  }
+  if (v->type == 'T') {
+    start.kind = StreamStart::Kind::kTime;
+    start.value = v->i * 1000;
+    return start;
+  }
+  if (v->is_integer() && v->type != 't') {
+    start.kind = StreamStart::Kind::kOffset;
+    start.value = std::max<int64_t>(0, v->i);
+    return start;
+  }
+  return Status::invalid_argument(
+      "invalid arg 'x-stream-offset': first, last, next, an age, an offset or a timestamp expected");
 }
 
 namespace {

@@ -55,6 +55,12 @@ struct QueueArguments {
   std::optional<std::string> dead_letter_exchange;     // x-dead-letter-exchange
   std::optional<std::string> dead_letter_routing_key;  // x-dead-letter-routing-key
   bool single_active_consumer = false;     // x-single-active-consumer
+  // x-queue-type stream: a log read without removing (every consumer
+  // reads from its own x-stream-offset); kept by retention alone,
+  // x-max-length-bytes and x-max-age (-1: no limit).
+  bool stream = false;
+  int64_t stream_max_bytes = -1;
+  int64_t stream_max_age_ms = -1;
   bool bounded() const { return max_length.has_value() || max_length_bytes.has_value(); }
   bool rejects_overflow() const { return bounded() && overflow != Overflow::kDropHead; }
 };
@@ -62,10 +68,27 @@ struct QueueArguments {
 // Reads and checks the x- arguments (406 PRECONDITION_FAILED text when one
 // has the wrong type or range). x-queue-type: classic and quorum are a
 // queue on the log (durable or not as declared; a quorum queue's
-// replication is its namespace's persistence policy); stream and any other
-// value are refused. Other x- arguments are ignored, as RabbitMQ ignores
-// them.
+// replication is its namespace's persistence policy); stream is the log
+// itself, read without removing, and refuses the arguments of destructive
+// queues (TTL, length limits, dead-lettering, x-expires, priorities, single
+// active consumer); any other type is refused. Other x- arguments are
+// ignored, as RabbitMQ ignores them.
 common::Result<QueueArguments> parse_queue_arguments(const FieldTable& args);
+
+// A duration as RabbitMQ's x-max-age writes it: a positive number and one
+// unit, Y (365 days), M (30 days), D, h, m or s ("7D", "12h"); in ms.
+common::Result<int64_t> parse_age(std::string_view text);
+
+// Where a stream consumer starts (basic.consume's x-stream-offset).
+struct StreamStart {
+  enum class Kind { kFirst, kLast, kNext, kOffset, kTime };
+  Kind kind = Kind::kNext;
+  int64_t value = 0;  // kOffset: the message offset; kTime: wall clock, ms
+};
+// Reads x-stream-offset: "first", "last", "next", an age ("1h": that long
+// ago), an integer offset, or an AMQP timestamp (seconds). Absent: next.
+// `now_ms` turns an age into a time.
+common::Result<StreamStart> parse_stream_offset(const FieldValue* v, int64_t now_ms);
 
 struct QueueDef {
   std::string name;

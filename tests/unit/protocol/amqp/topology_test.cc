@@ -124,5 +124,71 @@ TEST(AmqpTopologyTest, QueueArgumentsAreCheckedForTypeAndRange) {
   EXPECT_FALSE(parse_queue_arguments({{"x-dead-letter-routing-key", FieldValue::of_string("k")}}).is_ok());
 }
 
+TEST(QueueArgumentsTest, StreamTakesRetentionAndRefusesWhatDestructiveQueuesDo) {
+  FieldTable stream{{"x-queue-type", FieldValue::of_string("stream")},
+                    {"x-max-length-bytes", FieldValue::of_int(1 << 20)},
+                    {"x-max-age", FieldValue::of_string("7D")}};
+  auto args = parse_queue_arguments(stream);
+  ASSERT_TRUE(args.is_ok()) << args.status().to_string();
+  EXPECT_TRUE(args->stream);
+  EXPECT_EQ(args->stream_max_bytes, 1 << 20);
+  EXPECT_EQ(args->stream_max_age_ms, 7LL * 24 * 3600 * 1000);
+  // Retention, not a queue length limit.
+  EXPECT_FALSE(args->bounded());
+  auto plain = parse_queue_arguments({{"x-queue-type", FieldValue::of_string("stream")}});
+  ASSERT_TRUE(plain.is_ok());
+  EXPECT_EQ(plain->stream_max_bytes, -1);
+  EXPECT_EQ(plain->stream_max_age_ms, -1);
+  for (const char* refused : {"x-message-ttl", "x-max-length", "x-expires", "x-max-priority"}) {
+    EXPECT_FALSE(parse_queue_arguments({{"x-queue-type", FieldValue::of_string("stream")},
+                                        {refused, FieldValue::of_int(5)}})
+                     .is_ok())
+        << refused;
+  }
+  EXPECT_FALSE(parse_queue_arguments({{"x-queue-type", FieldValue::of_string("stream")},
+                                      {"x-max-age", FieldValue::of_string("forever")}})
+                   .is_ok());
+  EXPECT_FALSE(parse_queue_arguments({{"x-queue-type", FieldValue::of_string("ring")}}).is_ok());
+}
+
+TEST(QueueArgumentsTest, AgesHaveOneUnit) {
+  EXPECT_EQ(*parse_age("1Y"), 365LL * 24 * 3600 * 1000);
+  EXPECT_EQ(*parse_age("2M"), 60LL * 24 * 3600 * 1000);
+  EXPECT_EQ(*parse_age("12h"), 12LL * 3600 * 1000);
+  EXPECT_EQ(*parse_age("30m"), 30LL * 60 * 1000);
+  EXPECT_EQ(*parse_age("10s"), 10000);
+  for (const char* bad : {"", "s", "0s", "10", "10w", "-5s", "1.5h", "99999999999999999999Y"}) {
+    EXPECT_FALSE(parse_age(bad).is_ok()) << bad;
+  }
+}
+
+TEST(QueueArgumentsTest, StreamOffsetsReadEveryForm) {
+  using Kind = StreamStart::Kind;
+  const int64_t now = 1'000'000'000;
+  EXPECT_EQ(parse_stream_offset(nullptr, now)->kind, Kind::kNext);
+  FieldValue text = FieldValue::of_string("first");
+  EXPECT_EQ(parse_stream_offset(&text, now)->kind, Kind::kFirst);
+  text = FieldValue::of_string("last");
+  EXPECT_EQ(parse_stream_offset(&text, now)->kind, Kind::kLast);
+  text = FieldValue::of_string("next");
+  EXPECT_EQ(parse_stream_offset(&text, now)->kind, Kind::kNext);
+  text = FieldValue::of_string("1m");
+  auto age = parse_stream_offset(&text, now);
+  EXPECT_EQ(age->kind, Kind::kTime);
+  EXPECT_EQ(age->value, now - 60000);
+  FieldValue offset = FieldValue::of_int(42);
+  offset.type = 'I';
+  EXPECT_EQ(parse_stream_offset(&offset, now)->kind, Kind::kOffset);
+  EXPECT_EQ(parse_stream_offset(&offset, now)->value, 42);
+  FieldValue stamp = FieldValue::of_int(1700000000);
+  stamp.type = 'T';
+  EXPECT_EQ(parse_stream_offset(&stamp, now)->kind, Kind::kTime);
+  EXPECT_EQ(parse_stream_offset(&stamp, now)->value, 1700000000000LL);
+  FieldValue flag = FieldValue::of_bool(true);
+  EXPECT_FALSE(parse_stream_offset(&flag, now).is_ok());
+  text = FieldValue::of_string("sideways");
+  EXPECT_FALSE(parse_stream_offset(&text, now).is_ok());
+}
+
 }  // namespace
 }  // namespace magnetar::protocol::amqp

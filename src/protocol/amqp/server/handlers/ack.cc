@@ -18,6 +18,17 @@ enum class Settle { kAck, kRequeue, kDrop };
 // Settles `taken` on the broker, grouped by consumer. Dropped messages of
 // a queue that dead-letters are acknowledged once their copies are stored.
 void settle(AmqpConnection& c, std::vector<Unacked> taken, Settle how) {
+  // A stream keeps every message whatever its readers say: a requeue or a
+  // reject is an acknowledgement, which gives the consumer its credit back.
+  if (how != Settle::kAck) {
+    std::vector<Unacked> streamed;
+    std::erase_if(taken, [&streamed](Unacked& u) {
+      if (!u.consumer->stream) return false;
+      streamed.push_back(std::move(u));
+      return true;
+    });
+    if (!streamed.empty()) settle(c, std::move(streamed), Settle::kAck);
+  }
   if (how == Settle::kDrop) {
     std::vector<Unacked> plain;
     for (auto& u : taken) {
@@ -99,7 +110,7 @@ void handle_ack(AmqpConnection& c, Channel& ch, const Method& m) {
     take(ch, 0, true, &all);
     settle(c, std::move(all), Settle::kRequeue);
     if (key == m::kBasicRecover) c.send_method(ch.id, Method::of(m::kBasicRecoverOk));
-    return;
+    return c.release_gated(ch);
   }
   if (ch.tx) {
     if (c.hold_in_tx(ch, 0, key)) ch.tx_settles.push_back(m);  // applied at tx.commit
@@ -114,6 +125,7 @@ void handle_ack(AmqpConnection& c, Channel& ch, const Method& m) {
   Settle how = Settle::kAck;
   if (key != m::kBasicAck) how = m.flag("requeue") ? Settle::kRequeue : Settle::kDrop;
   settle(c, std::move(taken), how);
+  c.release_gated(ch);
 }
 
 }  // namespace magnetar::protocol::amqp

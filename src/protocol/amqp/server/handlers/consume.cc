@@ -21,6 +21,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "protocol/amqp/convert.h"
+#include "ledger/managed_ledger.h"
 #include "protocol/amqp/server/amqp_connection.h"
 
 namespace magnetar::protocol::amqp {
@@ -37,13 +38,55 @@ constexpr std::chrono::milliseconds kGetWait{500};
 
 void answer_empty(AmqpConnection& c, Channel& ch);
 
+// A stream's delivery names its offset in header x-stream-offset, as
+// RabbitMQ's do; properties that do not decode go as they are.
+common::Slice with_stream_offset(const common::Slice& raw, int64_t offset) {
+  auto props = decode_properties(raw);
+  if (!props) return raw;
+  if (!props->headers) props->headers.emplace();
+  props->headers->push_back({"x-stream-offset", FieldValue::of_int(offset)});
+  WireWriter out(raw.size() + 32);
+  encode_properties(out, *props);
+  return out.finish();
+}
+
+// A stream consumer's reader starts after `start_after` (none: at the
+// initial position); a start inside a batch entry passes over the messages
+// before it (QueueConsumer::skip_below).
+using StartAt = std::function<void(std::optional<ledger::Position> start_after, broker::InitialPosition initial,
+                                   int64_t skip_below)>;
+
+// On the stream's topic home: where x-stream-offset `start` puts a new
+// reader. An offset or time past the end is the next message; before the
+// first one kept, the first.
+void stream_start(broker::Topic& topic, const StreamStart& start, StartAt then) {
+  using Kind = StreamStart::Kind;
+  if (start.kind == Kind::kFirst) return then(std::nullopt, broker::InitialPosition::kEarliest, 0);
+  if (start.kind == Kind::kNext) return then(std::nullopt, broker::InitialPosition::kLatest, 0);
+  if (start.kind == Kind::kLast) {
+    const ledger::Position last = topic.log().last_confirmed();
+    if (last.entry == storage::kNoEntry) return then(std::nullopt, broker::InitialPosition::kLatest, 0);
+    return then(ledger::Position{last.ledger, last.entry - 1}, broker::InitialPosition::kLatest, 0);
+  }
+  auto* ml = dynamic_cast<ledger::ManagedLedger*>(&topic.log());
+  if (ml == nullptr) return then(std::nullopt, broker::InitialPosition::kLatest, 0);
+  const int64_t skip_below = start.kind == Kind::kOffset ? start.value : 0;
+  auto found = [alive = topic.liveness(), then, skip_below](Result<ledger::Position> first) {
+    if (alive.expired()) return;
+    if (!first.is_ok()) return then(std::nullopt, broker::InitialPosition::kLatest, 0);
+    then(ledger::Position{first->ledger, first->entry - 1}, broker::InitialPosition::kLatest, skip_below);
+  };
+  if (start.kind == Kind::kOffset) return ml->seek_by_index(start.value, found);
+  ml->seek_by_time(start.value, found);
+}
+
 // Attaches `consumer` to its queue's subscription; `then` runs on the
 // connection with the outcome, before any delivery; the first permits are
 // given after it.
 void attach(AmqpConnection& c, Channel& ch, const std::shared_ptr<QueueConsumer>& consumer, uint32_t permits,
             std::function<void(AmqpConnection&, Channel&, Status)> then) {
   broker::ConsumerOptions options;
-  options.subscription = queue_subscription();
+  options.subscription = consumer->subscription;
   options.type = consumer->single_active ? broker::SubscriptionType::kFailover : broker::SubscriptionType::kShared;
   // A puller of a single-active-consumer queue never takes the place of a
   // consumer: it is active only while no consumer is attached.
@@ -51,18 +94,34 @@ void attach(AmqpConnection& c, Channel& ch, const std::shared_ptr<QueueConsumer>
   options.consumer_name = consumer->tag.empty() ? "basic.get" : consumer->tag;
   options.initial_position = broker::InitialPosition::kLatest;
   options.client = c.client_info();
+  if (consumer->stream) {
+    options.type = broker::SubscriptionType::kExclusive;
+    options.durable = false;
+  }
   c.service().broker().with_topic(
       consumer->topic, [reply = c.replier(ch), consumer, permits, options = std::move(options),
                         then](Result<broker::Topic*> t) mutable {
         if (!t.is_ok()) {
           return reply([then, st = t.status()](AmqpConnection& conn, Channel& chan) { then(conn, chan, st); });
         }
-        (*t)->subscribe(consumer->broker_id, std::move(options), consumer->sink.get(),
-                        [reply, consumer, permits, then](Result<broker::Subscription*> s) {
-                          Status st = s.is_ok() ? Status::ok() : s.status();
-                          reply([then, st](AmqpConnection& conn, Channel& chan) { then(conn, chan, st); });
-                          if (s.is_ok() && permits > 0) (*s)->flow(consumer->broker_id, permits);
-                        });
+        broker::Topic* topic = *t;
+        auto subscribe = [topic, reply, consumer, permits, options = std::move(options), then](
+                             std::optional<ledger::Position> start_after, broker::InitialPosition initial,
+                             int64_t skip_below) mutable {
+          // Read by the connection's reactor only after the subscription
+          // delivers, which it posts there.
+          consumer->skip_below = skip_below;
+          options.start_after = start_after;
+          options.initial_position = initial;
+          topic->subscribe(consumer->broker_id, std::move(options), consumer->sink.get(),
+                           [reply, consumer, permits, then](Result<broker::Subscription*> s) {
+                             Status st = s.is_ok() ? Status::ok() : s.status();
+                             reply([then, st](AmqpConnection& conn, Channel& chan) { then(conn, chan, st); });
+                             if (s.is_ok() && permits > 0) (*s)->flow(consumer->broker_id, permits);
+                           });
+        };
+        if (!consumer->stream) return subscribe(std::nullopt, broker::InitialPosition::kLatest, 0);
+        stream_start(*topic, consumer->start, std::move(subscribe));
       });
 }
 
@@ -109,8 +168,33 @@ void consume(AmqpConnection& c, Channel& ch, const Method& m) {
   consumer->topic = *AmqpService::queue_topic(c.vhost(), q.name);
   if (!c.authorized(ch, consumer->topic, broker::TopicAction::kConsume, m.key())) return;
   consumer->broker_id = c.service().next_id();
+  if (q.parsed.stream) {
+    // RabbitMQ's rules for stream consumers: acknowledgements are their
+    // credit, so they need a prefetch of their own.
+    const std::string where = fmt::format("stream queue '{}' in vhost '{}'", q.name, c.vhost_name());
+    if (m.flag("no-ack")) {
+      return c.channel_error(ch, {kPreconditionFailed, "automatic acknowledgement not supported by " + where, m.key()});
+    }
+    if (ch.global_prefetch > 0) {
+      return c.channel_error(ch, {kPreconditionFailed, "global qos not supported by " + where, m.key()});
+    }
+    if (ch.prefetch == 0) {
+      return c.channel_error(ch, {kPreconditionFailed, "consumer prefetch count is not set for " + where, m.key()});
+    }
+    auto start = parse_stream_offset(find_field(m.table("arguments"), "x-stream-offset"), common::wall_clock_ms());
+    if (!start) return c.channel_error(ch, {kPreconditionFailed, start.status().message(), m.key()});
+    consumer->stream = true;
+    consumer->start = *start;
+    consumer->subscription = fmt::format("amqp-stream-{}", consumer->broker_id);
+  }
   consumer->no_ack = m.flag("no-ack");
-  consumer->prefetch = consumer->no_ack ? 0 : ch.prefetch;
+  // Under a channel-wide limit a consumer without one of its own takes at
+  // most that many at a time, so one channel does not draw a queue's
+  // messages away from other consumers into its wait (release_gated).
+  const uint16_t own = ch.prefetch > 0 && ch.global_prefetch > 0 ? std::min(ch.prefetch, ch.global_prefetch)
+                                                                 : std::max(ch.prefetch, ch.global_prefetch);
+  consumer->prefetch = consumer->no_ack ? 0 : own;
+  consumer->window_from_global = !consumer->no_ack && ch.prefetch == 0 && ch.global_prefetch > 0;
   consumer->sink = std::make_shared<AmqpConsumerSink>(c.link(), c.reactor(), ch.id, ch.serial);
   consumer->sink->attach(consumer);
   consumer->limits = limits_of(c, q);
@@ -149,6 +233,12 @@ void get(AmqpConnection& c, Channel& ch, const Method& m) {
   QueueDef q;
   if (!find_queue(c, ch, m.str("queue"), m.key(), &q)) return;
   if (!c.authorized(ch, *AmqpService::queue_topic(c.vhost(), q.name), broker::TopicAction::kConsume, m.key())) return;
+  if (q.parsed.stream) {
+    // RabbitMQ's answer: a connection exception.
+    return c.connection_error({kNotImplemented, fmt::format("basic.get not supported by stream queue '{}' in vhost "
+                                                            "'{}'; use basic.consume with x-stream-offset",
+                                                            q.name, c.vhost_name()), m.key()});
+  }
   c.service().touch(c.vhost(), q.name);
   if (!ch.gets.empty()) {
     return c.connection_error({kCommandInvalid, "basic.get while another basic.get waits for its answer", m.key()});
@@ -194,6 +284,26 @@ void get(AmqpConnection& c, Channel& ch, const Method& m) {
   });
 }
 
+// A new channel-wide limit. Consumers whose window came from the old one
+// get the new one: more permits when it grows, the unlimited window when it
+// is lifted (their permits then refill as messages go out).
+void set_global_prefetch(AmqpConnection& c, Channel& ch, uint16_t limit) {
+  const uint16_t before = ch.global_prefetch;
+  ch.global_prefetch = limit;
+  for (auto& [tag, consumer] : ch.consumers) {
+    if (!consumer->window_from_global || consumer->cancelled) continue;
+    if (limit == 0) {
+      consumer->window_from_global = false;
+      consumer->prefetch = 0;
+      c.grant(consumer, kUnlimitedWindow);
+    } else {
+      if (limit > before) c.grant(consumer, limit - before);
+      consumer->prefetch = limit;
+    }
+  }
+  c.release_gated(ch);
+}
+
 }  // namespace
 
 void on_subscription(AmqpService& service, const std::shared_ptr<QueueConsumer>& consumer,
@@ -201,7 +311,9 @@ void on_subscription(AmqpService& service, const std::shared_ptr<QueueConsumer>&
   service.broker().with_existing_topic(consumer->topic, false,
                                        [consumer, fn = std::move(fn)](Result<broker::Topic*> t) {
                                          if (!t.is_ok()) return;
-                                         if (auto* s = (*t)->subscription(queue_subscription())) fn(*s, consumer->broker_id);
+                                         if (auto* s = (*t)->subscription(consumer->subscription)) {
+                                           fn(*s, consumer->broker_id);
+                                         }
                                        });
 }
 
@@ -229,6 +341,42 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
     ch->held.emplace_back(consumer, std::move(entries));
     return;
   }
+  if (ch->global_prefetch > 0 && !puller && !consumer->no_ack) {
+    ch->gated.emplace_back(consumer, std::move(entries));
+    return release_gated(*ch);
+  }
+  deliver_entries(*ch, consumer, std::move(entries));
+}
+
+void AmqpConnection::release_gated(Channel& ch) {
+  while (!ch.gated.empty() && (ch.global_prefetch == 0 || ch.unacked.size() < ch.global_prefetch)) {
+    auto& [consumer, entries] = ch.gated.front();
+    if (consumer->cancelled) {
+      ch.gated.pop_front();
+      continue;
+    }
+    // As many entries as the channel has room for (the last may overshoot
+    // it by the rest of its batch, as a consumer's permits may).
+    const uint64_t room = ch.global_prefetch == 0 ? UINT64_MAX : ch.global_prefetch - ch.unacked.size();
+    uint64_t messages = 0;
+    size_t n = 0;
+    while (n < entries.size() && messages < room) messages += entries[n++].header.messages;
+    std::vector<broker::Delivery> now(std::make_move_iterator(entries.begin()),
+                                      std::make_move_iterator(entries.begin() + static_cast<std::ptrdiff_t>(n)));
+    std::shared_ptr<QueueConsumer> to = consumer;
+    if (n == entries.size()) {
+      ch.gated.pop_front();
+    } else {
+      entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+    deliver_entries(ch, to, std::move(now));
+  }
+}
+
+void AmqpConnection::deliver_entries(Channel& chan, const std::shared_ptr<QueueConsumer>& consumer,
+                                     std::vector<broker::Delivery> entries) {
+  Channel* ch = &chan;
+  const bool puller = consumer->tag.empty();
   const QueueRef* limits = consumer->limits.get();
   const bool dead_letters = limits != nullptr && limits->args.dead_letter_exchange.has_value();
   const int64_t now = common::wall_clock_ms();
@@ -238,6 +386,7 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
   std::vector<ledger::Position> settled;   // acknowledged at once (no-ack, expired)
   std::vector<ledger::Position> returned;  // back to the queue (a puller nobody waits on)
   std::vector<AmqpMessage> dead;           // expired: dead-lettered before they are settled
+  std::vector<Unacked> passed_over;        // a stream's messages before its x-stream-offset
   for (auto& d : entries) {
     std::vector<AmqpMessage> messages;
     Status st = entry_to_messages(d.payload, &messages);
@@ -261,8 +410,8 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
     const auto batch_size = static_cast<uint32_t>(messages.size());
     // An expired message is not delivered: the whole entry is settled
     // (dead-lettered first when the queue says so).
-    if (!messages.empty() && expired(limits != nullptr ? limits->args : QueueArguments{}, messages.front(),
-                                     d.header.publish_time_ms, now)) {
+    if (!messages.empty() && !consumer->stream &&
+        expired(limits != nullptr ? limits->args : QueueArguments{}, messages.front(), d.header.publish_time_ms, now)) {
       expired_messages += batch_size;
       if (dead_letters) {
         for (auto& msg : messages) dead.push_back(std::move(msg));
@@ -274,6 +423,11 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
     uint64_t message_count = 0;
     for (uint32_t index = 0; index < batch_size; ++index) {
       const AmqpMessage& msg = messages[index];
+      const int64_t offset = d.header.first_index + index;
+      if (consumer->stream && offset < consumer->skip_below) {
+        passed_over.push_back(Unacked{consumer, d.position, index, batch_size, nullptr});
+        continue;
+      }
       if (puller) {
         if (ch->gets.empty() || ch->gets.front().queue != consumer->queue) {
           returned.push_back(d.position);
@@ -290,7 +444,8 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
       m.set("delivery-tag", tag).set("redelivered", uint64_t{d.redelivery_count > 0 ? 1u : 0u});
       m.set("exchange", msg.exchange).set("routing-key", msg.routing_key);
       if (puller) m.set("message-count", message_count);
-      send_with_content(ch->id, m, msg.properties, msg.body);
+      send_with_content(ch->id, m, consumer->stream ? with_stream_offset(msg.properties, offset) : msg.properties,
+                        msg.body);
       ++delivered;
       if (!no_ack) {
         Unacked u{consumer, d.position, index, batch_size, nullptr};
@@ -301,10 +456,15 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
     if (!returned.empty() && returned.back() == d.position) continue;
     if (no_ack) settled.push_back(d.position);
   }
-  auto settle = [&service = service_, consumer, settled = std::move(settled), returned = std::move(returned)]() {
-    if (settled.empty() && returned.empty()) return;
-    on_subscription(service, consumer, [settled, returned](broker::Subscription& s, uint64_t id) {
+  const auto skipped = static_cast<uint32_t>(passed_over.size());
+  auto settle = [&service = service_, consumer, settled = std::move(settled), returned = std::move(returned),
+                 passed_over = std::move(passed_over)]() {
+    if (settled.empty() && returned.empty() && passed_over.empty()) return;
+    on_subscription(service, consumer, [settled, returned, passed_over](broker::Subscription& s, uint64_t id) {
       for (const auto& p : settled) (void)s.ack(id, p);
+      for (const auto& u : passed_over) {
+        (void)(u.batch_size > 1 ? s.ack_batch_index(id, u.position, u.batch_index, u.batch_size) : s.ack(id, u.position));
+      }
       if (!returned.empty()) s.redeliver_unacknowledged(id, returned);
     });
   };
@@ -324,7 +484,7 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
   AmqpMetrics::get().chunks_skipped.inc(chunks);
   // Without a prefetch limit the window refills as messages go out; expired
   // ones and skipped chunks always give their permits back.
-  const uint32_t given_back = expired_messages + chunks;
+  const uint32_t given_back = expired_messages + chunks + skipped;
   uint32_t refill = given_back + (!puller && consumer->prefetch == 0 ? delivered : 0);
   if (puller && given_back > 0 && !ch->gets.empty()) {
     // The get that asked for the expired message (or chunk) asks again.
@@ -360,6 +520,13 @@ void AmqpConnection::detach(const std::shared_ptr<QueueConsumer>& consumer) {
   // has let go of it. Posted from this reactor after the consumer's
   // subscribe, it runs after it even while the topic still loads
   // (with_existing_topic waits behind a load under way).
+  if (consumer->stream) {
+    // The consumer's own reader goes with it.
+    service_.broker().with_existing_topic(consumer->topic, false, [consumer](Result<broker::Topic*> t) {
+      if (t.is_ok()) (*t)->remove_consumer(consumer->subscription, consumer->broker_id);
+    });
+    return;
+  }
   on_subscription(service_, consumer, [&service = service_, consumer](broker::Subscription& s, uint64_t id) {
     s.remove_consumer(id);
     // An auto-delete queue goes with its last consumer.
@@ -402,7 +569,14 @@ void release_consumers(AmqpConnection& c, Channel& ch) {
 void handle_consume(AmqpConnection& c, Channel& ch, const Method& m) {
   switch (m.key()) {
     case m::kBasicQos:
-      ch.prefetch = static_cast<uint16_t>(m.u("prefetch-count"));
+      // As RabbitMQ: without `global` the count is each new consumer's; with
+      // it, a limit on the channel's unacknowledged deliveries, whichever
+      // consumer made them, from now on. prefetch-size is not limited.
+      if (m.flag("global")) {
+        set_global_prefetch(c, ch, static_cast<uint16_t>(m.u("prefetch-count")));
+      } else {
+        ch.prefetch = static_cast<uint16_t>(m.u("prefetch-count"));
+      }
       return c.send_method(ch.id, Method::of(m::kBasicQosOk));
     case m::kBasicConsume: return consume(c, ch, m);
     case m::kBasicCancel: return cancel(c, ch, m);

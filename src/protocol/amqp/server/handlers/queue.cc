@@ -2,6 +2,10 @@
 // Queue `q` is the topic persistent://tenant/ns/q and its Shared
 // subscription "amqp" (amqp_service.h): declaring makes the subscription,
 // purging moves its cursor to the end, deleting deletes the topic.
+// A stream queue (x-queue-type stream) is the topic alone: each consumer
+// reads it with a reader of its own, and the topic keeps its messages for
+// the retention its x-max-length-bytes and x-max-age set (its topic
+// retention policy; no limit without them).
 #include <random>
 
 #include <fmt/format.h>
@@ -34,17 +38,32 @@ QueueCounts counts_of(broker::Subscription* sub) {
 bool forget(AmqpService& service, const broker::NamespaceName& vhost, const std::string& name,
             std::optional<int64_t> unused_since);
 
+// A stream's counts: every message its topic keeps, and its readers.
+QueueCounts stream_counts(broker::Topic& topic) {
+  return {topic.log().chain().total_messages(), topic.consumer_count()};
+}
+
 // On the queue topic's home: creates the topic when new (queue.declare is
 // an explicit create: the namespace's autoTopicCreation does not apply, its
 // topic counts do), makes sure subscription "amqp" exists (a fresh
 // queue starts empty: a subscription left from an earlier queue of the same
-// name is replaced) and reports the queue's counts.
-void prepare_topic(AmqpService& service, const broker::TopicName& topic, bool fresh,
+// name is replaced) and reports the queue's counts. A stream has no
+// subscription of its own: a fresh one drops the one an earlier queue of
+// the name left, which would hold its messages past their retention.
+void prepare_topic(AmqpService& service, const broker::TopicName& topic, bool fresh, bool stream,
                    std::function<void(Result<QueueCounts>)> done) {
-  service.broker().with_topic(topic, [fresh, done](Result<broker::Topic*> t) {
+  service.broker().with_topic(topic, [fresh, stream, done](Result<broker::Topic*> t) {
     if (!t.is_ok()) return done(t.status());
     broker::Topic* topic = *t;
     auto alive = topic->liveness();
+    if (stream) {
+      broker::Subscription* left = topic->subscription(queue_subscription());
+      if (!fresh || left == nullptr || left->consumer_count() > 0) return done(stream_counts(*topic));
+      return topic->remove_subscription(queue_subscription(), false, [topic, alive, done](Status) {
+        if (alive.expired()) return done(Status::unavailable("the queue's topic was unloaded"));
+        done(stream_counts(*topic));
+      });
+    }
     auto create = [topic, alive, done]() {
       topic->create_subscription(queue_subscription(), broker::InitialPosition::kLatest,
                                  [done](Result<broker::Subscription*> s) {
@@ -61,6 +80,32 @@ void prepare_topic(AmqpService& service, const broker::TopicName& topic, bool fr
       create();
     });
   }, broker::TopicCreation::kExplicit);
+}
+
+// A stream's retention from its arguments: sizes and times round up to
+// the policy's MB and minutes.
+broker::RetentionPolicy stream_retention(const QueueArguments& args) {
+  constexpr int64_t kMiB = 1024 * 1024;
+  constexpr int64_t kMinuteMs = 60 * 1000;
+  broker::RetentionPolicy r;
+  r.size_mb = args.stream_max_bytes < 0 ? -1 : (args.stream_max_bytes + kMiB - 1) / kMiB;
+  r.time_minutes = args.stream_max_age_ms < 0 ? -1 : (args.stream_max_age_ms + kMinuteMs - 1) / kMinuteMs;
+  return r;
+}
+
+// Sets a fresh stream's topic retention (on the tenancy thread); `done`
+// runs there. Without a metadata service there is no policy to set.
+void keep_for(AmqpService& service, const broker::TopicName& topic, broker::RetentionPolicy retention,
+              std::function<void(Status)> done) {
+  broker::Tenancy* tenancy = service.tenancy();
+  if (tenancy == nullptr) return done(Status::ok());
+  Status queued = tenancy->submit([tenancy, topic, retention, done]() {
+    done(tenancy->update_topic_policies(topic, [&retention](broker::NamespacePolicies& p) {
+      p.retention = retention;
+      return Status::ok();
+    }));
+  });
+  if (!queued.is_ok()) done(queued);
 }
 
 std::string server_named() {
@@ -111,6 +156,12 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
     auto parsed = parse_queue_arguments(def.arguments);
     if (!parsed) return c.channel_error(ch, {kPreconditionFailed, parsed.status().message(), m.key()});
     def.parsed = *parsed;
+    if (def.parsed.stream && (!def.durable || def.exclusive || def.auto_delete)) {
+      const char* property = !def.durable ? "non-durable" : def.exclusive ? "exclusive" : "auto-delete";
+      return c.channel_error(ch, {kPreconditionFailed, fmt::format("invalid property '{}' for stream queue '{}' in "
+                                                                   "vhost '{}': a stream is durable and shared",
+                                                                   property, def.name, c.vhost_name()), m.key()});
+    }
     if (def.name.rfind("amq.", 0) == 0 && !m.str("queue").empty()) {
       return c.channel_error(ch, {kAccessRefused, fmt::format("queue name '{}' contains reserved prefix 'amq.'",
                                                               def.name), m.key()});
@@ -118,8 +169,10 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
   }
   AmqpError error;
   bool fresh = false;
+  bool stream = def.parsed.stream;
   c.service().write(c.vhost(), [&](Topology& t, AmqpService::Persist& persist) {
     const QueueDef* existing = t.queue(def.name);
+    if (existing != nullptr) stream = existing->parsed.stream;
     if (existing == nullptr) {
       if (passive) {
         error = {kNotFound, fmt::format("no queue '{}' in vhost '{}'", def.name, c.vhost_name()), m.key()};
@@ -155,8 +208,7 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
               "delivered in publish order",
               def.name, c.vhost_name());
   }
-  prepare_topic(c.service(), *topic, fresh,
-                [reply = c.replier(ch), m, name = def.name, fresh, passive](Result<QueueCounts> r) {
+  auto answered = [reply = c.replier(ch), m, name = def.name, fresh, passive](Result<QueueCounts> r) {
     reply([m, name, r, fresh, passive](AmqpConnection& conn, Channel& chan) {
       if (!r.is_ok() && passive && r.status().code() == common::ErrorCode::kUnavailable) {
         // The queue went (an auto-delete or x-expires) while this looked:
@@ -175,7 +227,15 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
       }
       answer_declare(conn, chan, m, name, *r);
     });
-  });
+  };
+  prepare_topic(c.service(), *topic, fresh, stream,
+                [&service = c.service(), topic = *topic, retention = stream_retention(def.parsed), fresh, stream,
+                 answered](Result<QueueCounts> r) {
+                  if (!r.is_ok() || !fresh || !stream) return answered(r);
+                  keep_for(service, topic, retention, [answered, r](Status st) {
+                    answered(st.is_ok() ? r : Result<QueueCounts>(st));
+                  });
+                });
 }
 
 void bind(AmqpConnection& c, Channel& ch, const Method& m, bool add) {
@@ -196,6 +256,11 @@ void purge(AmqpConnection& c, Channel& ch, const Method& m) {
   if (!find_queue(c, ch, m.str("queue"), m.key(), &q)) return;
   auto topic = AmqpService::queue_topic(c.vhost(), q.name);
   if (!c.authorized(ch, *topic, broker::TopicAction::kConsume, m.key())) return;
+  if (q.parsed.stream) {
+    return c.channel_error(ch, {kPreconditionFailed, fmt::format("queue.purge not supported by stream queue '{}' in "
+                                                                 "vhost '{}': its retention removes messages",
+                                                                 q.name, c.vhost_name()), m.key()});
+  }
   c.service().broker().with_topic(*topic, [reply = c.replier(ch), m, &broker = c.service().broker()](
                                               Result<broker::Topic*> t) {
     auto answer = [reply, m](Status st, uint64_t purged) {
@@ -242,13 +307,25 @@ bool forget(AmqpService& service, const broker::NamespaceName& vhost, const std:
   return removed;
 }
 
-// On the topic's home: deletes the queue's topic, reporting the messages it held.
+// On the topic's home: deletes the queue's topic, reporting the messages it
+// held (a stream's: all it kept), then its policy overrides (a stream's
+// retention), so a queue declared again under the name starts clean.
 void delete_topic(AmqpService& service, const broker::TopicName& topic, std::function<void(Status, uint64_t)> done) {
   service.broker().with_topic(topic, [&service, topic, done](Result<broker::Topic*> t) {
     if (!t.is_ok()) return done(t.status(), 0);
-    const uint64_t messages = counts_of((*t)->subscription(queue_subscription())).messages;
-    service.broker().delete_topic(topic, true, [done, messages](Status st) {
-      done(st.code() == common::ErrorCode::kNotFound ? Status::ok() : st, messages);
+    broker::Subscription* sub = (*t)->subscription(queue_subscription());
+    const uint64_t messages = sub != nullptr ? counts_of(sub).messages : stream_counts(**t).messages;
+    service.broker().delete_topic(topic, true, [&service, topic, done, messages](Status st) {
+      if (!st.is_ok() && st.code() != common::ErrorCode::kNotFound) return done(st, messages);
+      broker::Tenancy* tenancy = service.tenancy();
+      if (tenancy == nullptr) return done(Status::ok(), messages);
+      Status queued = tenancy->submit([tenancy, topic, done, messages]() {
+        Status dropped = tenancy->delete_topic_policies(topic);
+        if (!dropped.is_ok()) MLOG_WARN("amqp: policies of deleted queue topic {} stay: {}", topic.to_string(),
+                                        dropped.to_string());
+        done(Status::ok(), messages);
+      });
+      if (!queued.is_ok()) done(Status::ok(), messages);
     });
   });
 }
