@@ -1,7 +1,7 @@
 """What AMQP queue arguments and flags do, with pika against the real
 binary: dead-lettering (reject, nack, expiry, length) with x-death, message
 TTL per queue and per message, x-max-length and x-max-length-bytes with
-each x-overflow, x-queue-type, x-single-active-consumer, x-expires,
+each x-overflow, x-queue-type, x-max-priority, x-single-active-consumer, x-expires,
 auto-delete queues, and transient queues that do not survive a restart
 while durable ones do."""
 import time
@@ -10,6 +10,7 @@ import unittest
 import pika
 
 from amqp_pika import PikaTestCase, channel_refusal, connect, queue_exists, restartable_node, wait_for
+from magnetar_harness import call_json
 
 
 def death(props):
@@ -156,12 +157,75 @@ class AmqpQueueArgumentsTest(PikaTestCase):
             self.assertEqual(refusal.reply_code, 406, args)
         # The broker still serves, and the queues it took are intact.
         self.assertEqual(self.count("typed-quorum"), 1)
-        # Priorities are taken but not served: said in the log, delivered in publish order.
-        self.ch.queue_declare("prioritized", arguments={"x-max-priority": 10})
-        for priority in (1, 9):
-            self.ch.basic_publish("", "prioritized", b"p%d" % priority, pika.BasicProperties(priority=priority))
-        self.assertEqual([self.ch.basic_get("prioritized", auto_ack=True)[2] for _ in range(2)], [b"p1", b"p9"])
-        wait_for(lambda: "x-max-priority; priorities are not served" in self.node.read_log(), "the warning")
+
+    def prioritized(self, name, priorities, **args):
+        self.ch.queue_declare(name, arguments={"x-max-priority": 10, **args})
+        for n, priority in enumerate(priorities):
+            props = pika.BasicProperties(priority=priority) if priority is not None else None
+            self.ch.basic_publish("", name, b"%s-%d" % (str(priority).encode(), n), props)
+
+    def test_a_priority_queue_gives_the_highest_priority_first(self):
+        # None is no priority (0); 200 is past the queue's 10 and counts as 10.
+        priorities = [3, None, 9, 0, 200, 3, 10, 1, 9]
+        self.prioritized("prio-get", priorities)
+        self.assertEqual(self.count("prio-get"), len(priorities))
+        got = [self.ch.basic_get("prio-get", auto_ack=True)[2] for _ in priorities]
+        self.assertEqual(got, [b"200-4", b"10-6", b"9-2", b"9-8", b"3-0", b"3-5", b"1-7", b"None-1", b"0-3"])
+        self.assertIsNone(self.ch.basic_get("prio-get")[0])
+
+    def test_a_consumer_with_a_prefetch_gets_a_later_urgent_message_next(self):
+        self.prioritized("prio-con", [1, 1, 1, 1])
+        conn = connect(self.node)
+        got = []
+        try:
+            ch = conn.channel()
+            ch.basic_qos(prefetch_count=1)
+            ch.basic_consume("prio-con", lambda c, m, p, b: got.append((b, m.delivery_tag)))
+            wait_for(lambda: conn.process_data_events(time_limit=0.05) or got, "the first message")
+            # Behind three waiting messages of priority 1, one of 8 and one of 5.
+            self.ch.basic_publish("", "prio-con", b"urgent", pika.BasicProperties(priority=8))
+            self.ch.basic_publish("", "prio-con", b"soon", pika.BasicProperties(priority=5))
+
+            def handed(level):
+                topic = f"/admin/v2/persistent/public/default/prio-con-__priority-{level}/stats"
+                _, stats = call_json(self.node, "GET", topic)
+                return stats["subscriptions"]["amqp"]["unackedMessages"] == 1
+
+            # Both reached the consumer's side while the prefetch holds them back.
+            wait_for(lambda: conn.process_data_events(time_limit=0.05) or (handed(8) and handed(5)), "both handed")
+            self.assertEqual(len(got), 1)
+            for _ in range(5):
+                ch.basic_ack(got[-1][1])
+                n = len(got)
+                wait_for(lambda: conn.process_data_events(time_limit=0.05) or len(got) > n or len(got) == 6, "next")
+            self.assertEqual([b for b, _ in got], [b"1-0", b"urgent", b"soon", b"1-1", b"1-2", b"1-3"])
+            # A requeued message goes back to its level and comes again.
+            self.ch.basic_publish("", "prio-con", b"top", pika.BasicProperties(priority=10))
+            ch.basic_ack(got[-1][1])
+            wait_for(lambda: conn.process_data_events(time_limit=0.05) or len(got) == 7, "the top one")
+            ch.basic_nack(got[-1][1], requeue=True)
+            wait_for(lambda: conn.process_data_events(time_limit=0.05) or len(got) == 8, "it again")
+            self.assertEqual([b for b, _ in got[-2:]], [b"top", b"top"])
+            self.ch.basic_publish("", "prio-con", b"low", pika.BasicProperties(priority=2))
+        finally:
+            conn.close()
+        # Closing gave back what the consumer held: "top" again and "low".
+        wait_for(lambda: self.count("prio-con") == 2, "two messages back")
+        self.assertEqual([self.ch.basic_get("prio-con", auto_ack=True)[2] for _ in range(2)], [b"top", b"low"])
+
+    def test_a_priority_queue_purges_deletes_and_refuses_as_a_whole(self):
+        self.prioritized("prio-all", [0, 4, 7, 7, None])
+        self.assertEqual(self.ch.queue_purge("prio-all").method.message_count, 5)
+        self.assertEqual(self.count("prio-all"), 0)
+        self.prioritized("prio-all", [2, 9])
+        self.assertEqual(self.ch.queue_delete("prio-all").method.message_count, 2)
+        status, body, _ = self.node.get("/admin/v2/persistent/public/default")
+        self.assertEqual(status, 200)
+        self.assertFalse([t for t in body.decode().split('"') if "prio-all" in t], body)
+        for args in ({"x-max-priority": 0}, {"x-max-priority": 256}, {"x-max-priority": "high"},
+                     {"x-max-priority": 5, "x-max-length": 10}):
+            refusal = channel_refusal(connect(self.node), lambda ch: ch.queue_declare("prio-bad", arguments=args))
+            self.assertEqual(getattr(refusal, "reply_code", None), 406, args)
 
     def test_a_single_active_consumer_gets_everything_until_it_goes(self):
         self.ch.queue_declare("sac", arguments={"x-single-active-consumer": True})
@@ -221,6 +285,25 @@ class AmqpQueueArgumentsTest(PikaTestCase):
         with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as e:
             self.ch.exchange_declare("auto-x", "fanout", passive=True)
         self.assertEqual(e.exception.reply_code, 404)
+
+
+class AmqpPriorityRestartTest(unittest.TestCase):
+    def test_a_durable_priority_queue_keeps_its_levels_across_a_restart(self):
+        with restartable_node() as node:
+            conn = connect(node)
+            ch = conn.channel()
+            ch.confirm_delivery()
+            ch.queue_declare("prio-durable", durable=True, arguments={"x-max-priority": 5})
+            for body, priority in ((b"a", 1), (b"b", 5), (b"c", 3)):
+                ch.basic_publish("", "prio-durable", body, pika.BasicProperties(priority=priority, delivery_mode=2))
+            conn.close()
+            node.stop()
+            node.start()
+            conn = connect(node)
+            ch = conn.channel()
+            self.assertEqual(ch.queue_declare("prio-durable", passive=True).method.message_count, 3)
+            self.assertEqual([ch.basic_get("prio-durable", auto_ack=True)[2] for _ in range(3)], [b"b", b"c", b"a"])
+            conn.close()
 
 
 class AmqpTransientQueuesTest(unittest.TestCase):

@@ -377,6 +377,8 @@ void AmqpConnection::run_channel_method(Channel& ch, Method& method) {
           auto held = std::move(ch.held);
           ch.held.clear();
           for (auto& [consumer, entries] : held) deliver(ch.id, ch.serial, consumer, std::move(entries));
+          // What priority consumers hold waits for the same.
+          if (Channel* still = channel(ch.id, ch.serial)) release_gated(*still);
           return;
         }
         default: break;

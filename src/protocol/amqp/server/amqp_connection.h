@@ -62,6 +62,20 @@ struct AmqpError {
   uint32_t method = 0;  // method_key of the cause; 0 when none
 };
 
+struct QueueConsumer;
+
+// A consumer of a priority queue (x-max-priority) reads every level's topic
+// with a QueueConsumer of its own (the same tag; level 0 is the one the
+// channel knows). What the levels receive waits here and goes to the client
+// highest level first, while the client has room under the prefetch count
+// (AmqpConnection::pump). Each level's permits bound what waits.
+struct PriorityGroup {
+  std::vector<std::shared_ptr<QueueConsumer>> levels;  // by level; cleared once detached
+  std::vector<std::deque<broker::Delivery>> waiting;    // by level
+  uint32_t prefetch = 0;   // 0: unlimited
+  uint32_t in_client = 0;  // delivered and not yet settled (manual acks)
+};
+
 // One consumer on a queue: a basic.consume, or the channel's puller for
 // basic.get on that queue. Shared with the deliveries it made.
 struct QueueConsumer {
@@ -89,6 +103,9 @@ struct QueueConsumer {
   bool stream = false;
   StreamStart start{};
   int64_t skip_below = 0;
+  // A priority queue's: the consumer's levels, and which one this is.
+  std::shared_ptr<PriorityGroup> group;
+  uint8_t level = 0;
 };
 
 // A message delivered and not yet acknowledged.
@@ -271,8 +288,12 @@ class AmqpConnection final : public runtime::ConnectionHandler {
   void deliver(uint16_t channel, uint64_t serial, const std::shared_ptr<QueueConsumer>& consumer,
                std::vector<broker::Delivery> entries);
   // basic.qos global: delivers what waits in the channel's gate while it
-  // has room (after acknowledgements, or a changed limit).
+  // has room (after acknowledgements, or a changed limit), and what its
+  // priority consumers hold.
   void release_gated(Channel& ch);
+  // A priority consumer: delivers what its levels hold, highest first,
+  // while the client has room under its prefetch and the channel's.
+  void pump(Channel& ch, PriorityGroup& group);
   // The broker detached a consumer (its queue deleted).
   void consumer_closed(uint16_t channel, uint64_t serial, const std::shared_ptr<QueueConsumer>& consumer);
   // Detaches a consumer from its subscription; what it held unacknowledged

@@ -2,6 +2,8 @@
 
 #include "common/base64.h"
 
+#include <tuple>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -175,8 +177,35 @@ common::Result<broker::NamespaceName> AmqpService::namespace_of(std::string_view
   return ns;
 }
 
-common::Result<broker::TopicName> AmqpService::queue_topic(const broker::NamespaceName& ns, const std::string& queue) {
-  return broker::TopicName::of(broker::TopicDomain::kPersistent, ns.tenant, ns.local, queue);
+common::Result<broker::TopicName> AmqpService::queue_topic(const broker::NamespaceName& ns, const std::string& queue,
+                                                         uint8_t level) {
+  if (level == 0) return broker::TopicName::of(broker::TopicDomain::kPersistent, ns.tenant, ns.local, queue);
+  return broker::TopicName::of(broker::TopicDomain::kPersistent, ns.tenant, ns.local,
+                               fmt::format("{}-__priority-{}", queue, level));
+}
+
+std::vector<broker::TopicName> AmqpService::routed_topics(const Topology& t, const broker::NamespaceName& ns,
+                                                          const std::vector<std::string>& queues,
+                                                          std::optional<uint8_t> priority) {
+  std::vector<broker::TopicName> topics;
+  topics.reserve(queues.size());
+  for (const std::string& name : queues) {
+    const QueueDef* q = t.queue(name);
+    // Queue names were checked when declared.
+    if (auto topic = queue_topic(ns, name, q != nullptr ? q->parsed.level_of(priority) : 0)) {
+      topics.push_back(*topic);
+    }
+  }
+  return topics;
+}
+
+std::vector<broker::TopicName> AmqpService::queue_topics(const broker::NamespaceName& ns, const std::string& queue,
+                                                         const QueueArguments& args) {
+  std::vector<broker::TopicName> topics;
+  for (unsigned level = 0; level <= args.max_priority; ++level) {
+    if (auto topic = queue_topic(ns, queue, static_cast<uint8_t>(level))) topics.push_back(*topic);
+  }
+  return topics;
 }
 
 Topology& AmqpService::topology_locked(const broker::NamespaceName& ns) { return vhosts_[ns.to_string()]; }
@@ -242,7 +271,7 @@ Status AmqpService::load_topology() {
   auto tenants = blocking::list_children(store_, std::string(kRoot));
   if (!tenants) return tenants.status();
   size_t exchanges = 0, queues = 0, bindings = 0;
-  std::vector<std::pair<broker::NamespaceName, std::string>> transient;
+  std::vector<std::tuple<broker::NamespaceName, std::string, QueueArguments>> transient;
   for (const auto& tenant : *tenants) {
     auto namespaces = blocking::list_children(store_, fmt::format("{}/{}", kRoot, tenant));
     if (!namespaces) return namespaces.status();
@@ -282,7 +311,8 @@ Status AmqpService::load_topology() {
       }));
       MAGNETAR_RETURN_IF_ERROR(each("queues", [&](const std::string& name, const json& j) {
         if (!j.value("durable", true)) {
-          transient.emplace_back(*ns, name);
+          auto parsed = parse_queue_arguments(decode_table(j.value("arguments", "")));
+          transient.emplace_back(*ns, name, parsed ? *parsed : QueueArguments{});
           return;
         }
         QueueDef q;
@@ -313,13 +343,13 @@ Status AmqpService::load_topology() {
   }
   // Transient queues did not outlive the process that had them: their
   // records and topics go (the topics in the background).
-  for (const auto& [ns, name] : transient) {
+  for (const auto& [ns, name, args] : transient) {
     (void)blocking::del(store_, fmt::format("{}/queues/{}", vhost_key(ns), escape(name)));
-    auto topic = queue_topic(ns, name);
-    if (!topic) continue;
-    broker_.with_topic(*topic, [this, topic = *topic](common::Result<broker::Topic*> t) {
-      if (t.is_ok()) broker_.delete_topic(topic, true, [](Status) {});
-    });
+    for (const auto& topic : queue_topics(ns, name, args)) {
+      broker_.with_topic(topic, [this, topic](common::Result<broker::Topic*> t) {
+        if (t.is_ok()) broker_.delete_topic(topic, true, [](Status) {});
+      });
+    }
   }
   if (!transient.empty()) MLOG_INFO("amqp: {} transient queues of the last run deleted", transient.size());
   return Status::ok();

@@ -165,7 +165,18 @@ class AmqpService final : public runtime::Component {
   static common::Result<broker::NamespaceName> namespace_of(std::string_view vhost);
   // The topic behind queue `queue` of `ns`: kInvalidArgument for a queue
   // name no topic can have ('/' or control characters).
-  static common::Result<broker::TopicName> queue_topic(const broker::NamespaceName& ns, const std::string& queue);
+  // Level `level` of a priority queue (x-max-priority) is topic
+  // "<queue>-__priority-<level>"; level 0 is the queue's own topic.
+  static common::Result<broker::TopicName> queue_topic(const broker::NamespaceName& ns, const std::string& queue,
+                                                       uint8_t level = 0);
+  // Every topic of a queue with `args`: its own, and one per priority level.
+  static std::vector<broker::TopicName> queue_topics(const broker::NamespaceName& ns, const std::string& queue,
+                                                     const QueueArguments& args);
+  // The topic each of `queues` (routed in `t`) takes a message of
+  // `priority` on: its own, or a priority queue's level for it.
+  static std::vector<broker::TopicName> routed_topics(const Topology& t, const broker::NamespaceName& ns,
+                                                      const std::vector<std::string>& queues,
+                                                      std::optional<uint8_t> priority);
 
   // Runs `fn` with the vhost's topology under a shared (read) lock.
   template <typename Fn>

@@ -197,16 +197,14 @@ void dead_letter(AmqpService& service, const QueueRef& queue, const AmqpMessage&
   encode_properties(w, header.properties);
   header.raw_properties = w.finish();
   header.body_size = m.body.size();
-  std::vector<std::string> queues;
+  std::vector<broker::TopicName> topics;
   service.read(queue.vhost, [&](const Topology& t) {
     // A dead-letter exchange that does not exist drops the message, as
     // RabbitMQ does.
-    if (t.exchange(exchange) != nullptr) queues = t.route(exchange, routing_key, &*header.properties.headers);
+    if (t.exchange(exchange) == nullptr) return;
+    auto queues = t.route(exchange, routing_key, &*header.properties.headers);
+    topics = AmqpService::routed_topics(t, queue.vhost, queues, header.properties.priority);
   });
-  std::vector<broker::TopicName> topics;
-  for (const auto& q : queues) {
-    if (auto topic = AmqpService::queue_topic(queue.vhost, q)) topics.push_back(*topic);
-  }
   PublishedEntry entry = message_to_entry(exchange, routing_key, header, m.body.view(), common::wall_clock_ms(),
                                           service.dead_letter_producer(), service.next_sequence());
   static const broker::ClientInfo kDeadLetters{"amqp", "", "dead-lettering", 0};

@@ -98,6 +98,17 @@ common::Result<QueueArguments> parse_queue_arguments(const FieldTable& args) {
           "invalid arg 'x-overflow' for queue: '{}' is not drop-head, reject-publish or reject-publish-dlx", *overflow));
     }
   }
+  if (const FieldValue* v = find_field(args, "x-max-priority")) {
+    if (!v->is_integer() || v->type == 't' || v->i < 1 || v->i > 255) {
+      return Status::invalid_argument("invalid arg 'x-max-priority' for queue: an integer from 1 to 255 expected");
+    }
+    q.max_priority = static_cast<uint8_t>(v->i);
+    if (q.max_length || q.max_length_bytes) {
+      return Status::invalid_argument(
+          "x-max-priority with x-max-length or x-max-length-bytes is not served: a priority queue keeps each "
+          "level apart");
+    }
+  }
   if (const FieldValue* v = find_field(args, "x-single-active-consumer")) {
     if (v->type != 't') {
       return Status::invalid_argument("invalid arg 'x-single-active-consumer' for queue: a boolean expected");

@@ -13,6 +13,7 @@
 // with its lock and persists durable entities.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -61,6 +62,14 @@ struct QueueArguments {
   bool stream = false;
   int64_t stream_max_bytes = -1;
   int64_t stream_max_age_ms = -1;
+  // x-max-priority: a priority queue with levels 0..max_priority, each a
+  // topic of its own (AmqpService::queue_topic); 0: not one.
+  uint8_t max_priority = 0;
+  // The level a message of `priority` (basic property) goes to: capped at
+  // max_priority, 0 without one.
+  uint8_t level_of(std::optional<uint8_t> priority) const {
+    return max_priority == 0 ? 0 : std::min(priority.value_or(0), max_priority);
+  }
   bool bounded() const { return max_length.has_value() || max_length_bytes.has_value(); }
   bool rejects_overflow() const { return bounded() && overflow != Overflow::kDropHead; }
 };

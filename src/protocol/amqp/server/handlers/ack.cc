@@ -99,6 +99,15 @@ bool take(Channel& ch, uint64_t tag, bool multiple, std::vector<Unacked>* out) {
   return true;
 }
 
+// Priority consumers whose deliveries `taken` settles get that room back
+// (AmqpConnection::release_gated then sends what their levels hold).
+void release_room(const std::vector<Unacked>& taken) {
+  for (const auto& u : taken) {
+    const auto& group = u.consumer->group;
+    if (group && group->in_client > 0) --group->in_client;
+  }
+}
+
 }  // namespace
 
 void handle_ack(AmqpConnection& c, Channel& ch, const Method& m) {
@@ -108,6 +117,7 @@ void handle_ack(AmqpConnection& c, Channel& ch, const Method& m) {
     // not offered by RabbitMQ either).
     std::vector<Unacked> all;
     take(ch, 0, true, &all);
+    release_room(all);
     settle(c, std::move(all), Settle::kRequeue);
     if (key == m::kBasicRecover) c.send_method(ch.id, Method::of(m::kBasicRecoverOk));
     return c.release_gated(ch);
@@ -124,6 +134,7 @@ void handle_ack(AmqpConnection& c, Channel& ch, const Method& m) {
   }
   Settle how = Settle::kAck;
   if (key != m::kBasicAck) how = m.flag("requeue") ? Settle::kRequeue : Settle::kDrop;
+  release_room(taken);
   settle(c, std::move(taken), how);
   c.release_gated(ch);
 }

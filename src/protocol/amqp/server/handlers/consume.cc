@@ -125,6 +125,47 @@ void attach(AmqpConnection& c, Channel& ch, const std::shared_ptr<QueueConsumer>
       });
 }
 
+// A priority queue's consumer (or puller) gets a consumer per level, made
+// like `first` (level 0) on the level's topic.
+void make_levels(AmqpConnection& c, Channel& ch, const std::shared_ptr<QueueConsumer>& first, const QueueDef& q) {
+  if (q.parsed.max_priority == 0) return;
+  auto group = std::make_shared<PriorityGroup>();
+  group->prefetch = first->prefetch;
+  group->waiting.resize(q.parsed.max_priority + 1u);
+  first->group = group;
+  group->levels.push_back(first);
+  for (unsigned level = 1; level <= q.parsed.max_priority; ++level) {
+    auto lc = std::make_shared<QueueConsumer>(*first);
+    lc->level = static_cast<uint8_t>(level);
+    lc->topic = *AmqpService::queue_topic(c.vhost(), q.name, lc->level);
+    lc->broker_id = c.service().next_id();
+    lc->sink = std::make_shared<AmqpConsumerSink>(c.link(), c.reactor(), ch.id, ch.serial);
+    lc->sink->attach(lc);
+    group->levels.push_back(std::move(lc));
+  }
+}
+
+// attach() for every level of `consumer` (itself alone for a plain queue):
+// `then` runs once all have answered, with the first failure.
+void attach_levels(AmqpConnection& c, Channel& ch, const std::shared_ptr<QueueConsumer>& consumer, uint32_t permits,
+                   std::function<void(AmqpConnection&, Channel&, Status)> then) {
+  if (!consumer->group) return attach(c, ch, consumer, permits, std::move(then));
+  struct Join {
+    size_t left = 0;
+    Status failed;
+  };
+  auto join = std::make_shared<Join>();
+  const auto levels = consumer->group->levels;
+  join->left = levels.size();
+  for (const auto& level : levels) {
+    // Answers come back on this connection's reactor, one at a time.
+    attach(c, ch, level, permits, [join, then](AmqpConnection& conn, Channel& chan, Status st) {
+      if (!st.is_ok() && join->failed.is_ok()) join->failed = st;
+      if (--join->left == 0) then(conn, chan, join->failed);
+    });
+  }
+}
+
 // The queue's limits for its consumers, or null when it has none.
 std::shared_ptr<const QueueRef> limits_of(const AmqpConnection& c, const QueueDef& q) {
   QueueRef ref{c.vhost(), q.name, q.parsed, q.auto_delete};
@@ -200,13 +241,18 @@ void consume(AmqpConnection& c, Channel& ch, const Method& m) {
   consumer->limits = limits_of(c, q);
   consumer->single_active = q.parsed.single_active_consumer;
   if (!count_consumer(c, ch, m, *consumer, m.flag("exclusive"))) return;
+  make_levels(c, ch, consumer, q);
   ch.consumers[tag] = consumer;
   const uint32_t permits = consumer->prefetch > 0 ? consumer->prefetch : kUnlimitedWindow;
-  attach(c, ch, consumer, permits, [m, consumer](AmqpConnection& conn, Channel& chan, Status st) {
+  attach_levels(c, ch, consumer, permits, [m, consumer](AmqpConnection& conn, Channel& chan, Status st) {
     if (!st.is_ok()) {
       chan.consumers.erase(consumer->tag);
-      conn.uncount(*consumer);
-      consumer->cancelled = true;
+      if (consumer->group) {
+        conn.detach(consumer);  // the levels that did attach
+      } else {
+        conn.uncount(*consumer);
+        consumer->cancelled = true;
+      }
       return conn.channel_error(chan, {reply_code(st), st.message(), m.key()});
     }
     conn.answer(chan, m, Method::of(m::kBasicConsumeOk).set("consumer-tag", consumer->tag));
@@ -227,6 +273,31 @@ void answer_empty(AmqpConnection& c, Channel& ch) {
   ch.gets.clear();
   if (ch.get_timer) ch.get_timer->cancel();
   c.send_method(ch.id, Method::of(m::kBasicGetEmpty));
+}
+
+// basic.get: asks level `level` of puller `p` (its only one for a plain
+// queue) for one message if it has one ready, else the level below; at the
+// bottom, answers get-empty. The get's message-count is what that level
+// has ready after the message (a priority queue's lower levels are not
+// counted).
+void pull_level(AmqpConnection& c, Channel& ch, const std::shared_ptr<QueueConsumer>& p, uint8_t level) {
+  const auto& at = p->group ? p->group->levels.at(level) : p;
+  on_subscription(c.service(), at, [reply = c.replier(ch), p, level](broker::Subscription& s, uint64_t id) {
+    auto stats = s.stats();
+    const uint64_t ready =
+        stats.backlog_messages > stats.unacked_messages ? stats.backlog_messages - stats.unacked_messages : 0;
+    if (ready == 0) {
+      return reply([p, level](AmqpConnection& c2, Channel& ch2) {
+        if (level == 0 || !p->group || p->group->levels.empty()) return answer_empty(c2, ch2);
+        pull_level(c2, ch2, p, static_cast<uint8_t>(level - 1));
+      });
+    }
+    // Reaches the channel before the delivery the permit brings.
+    reply([ready](AmqpConnection&, Channel& ch2) {
+      if (!ch2.gets.empty()) ch2.gets.front().message_count = ready - 1;
+    });
+    s.flow(id, 1);
+  });
 }
 
 void get(AmqpConnection& c, Channel& ch, const Method& m) {
@@ -250,20 +321,9 @@ void get(AmqpConnection& c, Channel& ch, const Method& m) {
     if (chan != nullptr && !chan->gets.empty()) answer_empty(c, *chan);
   });
   auto& puller = ch.pullers[q.name];
-  // Asks the puller's subscription for one message if the queue has one
-  // ready; otherwise answers get-empty.
   auto pull = [](AmqpConnection& conn, Channel& chan, const std::shared_ptr<QueueConsumer>& p) {
-    on_subscription(conn.service(), p, [reply = conn.replier(chan), p](broker::Subscription& s, uint64_t id) {
-      auto stats = s.stats();
-      const uint64_t ready =
-          stats.backlog_messages > stats.unacked_messages ? stats.backlog_messages - stats.unacked_messages : 0;
-      if (ready == 0) return reply([](AmqpConnection& c2, Channel& ch2) { answer_empty(c2, ch2); });
-      // Reaches the channel before the delivery the permit brings.
-      reply([ready](AmqpConnection&, Channel& ch2) {
-        if (!ch2.gets.empty()) ch2.gets.front().message_count = ready - 1;
-      });
-      s.flow(id, 1);
-    });
+    const size_t levels = p->group ? p->group->levels.size() : 1;
+    pull_level(conn, chan, p, static_cast<uint8_t>(levels - 1));
   };
   if (puller) return pull(c, ch, puller);
   puller = std::make_shared<QueueConsumer>();
@@ -274,7 +334,8 @@ void get(AmqpConnection& c, Channel& ch, const Method& m) {
   puller->sink->attach(puller);
   puller->limits = limits_of(c, q);
   puller->single_active = q.parsed.single_active_consumer;
-  attach(c, ch, puller, 0, [m, puller, pull](AmqpConnection& conn, Channel& chan, Status st) {
+  make_levels(c, ch, puller, q);
+  attach_levels(c, ch, puller, 0, [m, puller, pull](AmqpConnection& conn, Channel& chan, Status st) {
     if (!st.is_ok()) {
       chan.pullers.erase(puller->queue);
       chan.gets.clear();
@@ -290,8 +351,8 @@ void get(AmqpConnection& c, Channel& ch, const Method& m) {
 void set_global_prefetch(AmqpConnection& c, Channel& ch, uint16_t limit) {
   const uint16_t before = ch.global_prefetch;
   ch.global_prefetch = limit;
-  for (auto& [tag, consumer] : ch.consumers) {
-    if (!consumer->window_from_global || consumer->cancelled) continue;
+  auto widen = [&](const std::shared_ptr<QueueConsumer>& consumer) {
+    if (!consumer->window_from_global || consumer->cancelled) return;
     if (limit == 0) {
       consumer->window_from_global = false;
       consumer->prefetch = 0;
@@ -300,6 +361,14 @@ void set_global_prefetch(AmqpConnection& c, Channel& ch, uint16_t limit) {
       if (limit > before) c.grant(consumer, limit - before);
       consumer->prefetch = limit;
     }
+  };
+  for (auto& [tag, consumer] : ch.consumers) {
+    if (!consumer->group) {
+      widen(consumer);
+      continue;
+    }
+    if (consumer->window_from_global) consumer->group->prefetch = limit;
+    for (const auto& level : consumer->group->levels) widen(level);
   }
   c.release_gated(ch);
 }
@@ -341,11 +410,34 @@ void AmqpConnection::deliver(uint16_t channel_id, uint64_t serial, const std::sh
     ch->held.emplace_back(consumer, std::move(entries));
     return;
   }
+  if (consumer->group && !puller) {
+    PriorityGroup& group = *consumer->group;
+    if (group.levels.empty()) return;  // detached meanwhile
+    for (auto& d : entries) group.waiting[consumer->level].push_back(std::move(d));
+    return pump(*ch, group);
+  }
   if (ch->global_prefetch > 0 && !puller && !consumer->no_ack) {
     ch->gated.emplace_back(consumer, std::move(entries));
     return release_gated(*ch);
   }
   deliver_entries(*ch, consumer, std::move(entries));
+}
+
+void AmqpConnection::pump(Channel& ch, PriorityGroup& group) {
+  while (!group.levels.empty() && ch.flow_active) {
+    if (group.prefetch > 0 && group.in_client >= group.prefetch) return;
+    size_t level = group.waiting.size();
+    while (level > 0 && group.waiting[level - 1].empty()) --level;
+    if (level == 0) return;
+    std::shared_ptr<QueueConsumer> from = group.levels[--level];
+    if (!from->no_ack && ch.global_prefetch > 0 && ch.unacked.size() >= ch.global_prefetch) return;
+    std::vector<broker::Delivery> one;
+    one.push_back(std::move(group.waiting[level].front()));
+    group.waiting[level].pop_front();
+    const size_t before = ch.unacked.size();
+    deliver_entries(ch, from, std::move(one));
+    group.in_client += static_cast<uint32_t>(ch.unacked.size() - before);
+  }
 }
 
 void AmqpConnection::release_gated(Channel& ch) {
@@ -370,6 +462,9 @@ void AmqpConnection::release_gated(Channel& ch) {
       entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(n));
     }
     deliver_entries(ch, to, std::move(now));
+  }
+  for (auto& [tag, consumer] : ch.consumers) {
+    if (consumer->group) pump(ch, *consumer->group);
   }
 }
 
@@ -503,7 +598,8 @@ void AmqpConnection::grant(const std::shared_ptr<QueueConsumer>& consumer, uint3
 }
 
 void AmqpConnection::uncount(const QueueConsumer& consumer) {
-  if (consumer.tag.empty()) return;  // pullers are not counted
+  // Pullers are not counted; a priority consumer counts once, as level 0.
+  if (consumer.tag.empty() || consumer.level != 0) return;
   service_.write(vhost_, [&](Topology& t, AmqpService::Persist&) {
     QueueDef* q = t.mutable_queue(consumer.queue);
     if (q == nullptr) return;
@@ -513,6 +609,15 @@ void AmqpConnection::uncount(const QueueConsumer& consumer) {
 }
 
 void AmqpConnection::detach(const std::shared_ptr<QueueConsumer>& consumer) {
+  if (consumer->group && !consumer->group->levels.empty()) {
+    // Every level goes; what waited for the client goes back with them.
+    auto group = consumer->group;
+    auto levels = std::move(group->levels);
+    group->levels.clear();
+    group->waiting.clear();
+    for (const auto& level : levels) detach(level);
+    return;
+  }
   if (consumer->cancelled) return;
   consumer->cancelled = true;
   uncount(*consumer);
@@ -540,8 +645,13 @@ void AmqpConnection::detach(const std::shared_ptr<QueueConsumer>& consumer) {
 void AmqpConnection::consumer_closed(uint16_t channel_id, uint64_t serial,
                                      const std::shared_ptr<QueueConsumer>& consumer) {
   if (consumer->cancelled) return;
-  consumer->cancelled = true;
-  uncount(*consumer);
+  if (consumer->group && !consumer->group->levels.empty()) {
+    // One level closed (its topic deleted): the consumer goes as a whole.
+    detach(consumer->group->levels.front());
+  } else {
+    consumer->cancelled = true;
+    uncount(*consumer);
+  }
   Channel* ch = channel(channel_id, serial);
   if (ch == nullptr) return;
   if (consumer->tag.empty()) {

@@ -49,6 +49,7 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
   }
   AmqpError error;
   std::vector<std::string> queues;
+  std::vector<broker::TopicName> topics;  // each queue's topic (a priority queue's: the message's level)
   std::vector<QueueRef> bounded;  // routed queues that drop their oldest past their length: trimmed before the confirm
   std::vector<QueueRef> gated;    // routed queues that refuse a message past their length (x-overflow reject-publish)
   c.service().read(c.vhost(), [&](const Topology& t) {
@@ -59,6 +60,7 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
       error = {kAccessRefused, fmt::format("cannot publish to internal exchange '{}'", exchange), publish.key()};
     } else {
       queues = t.route(exchange, routing_key, header.properties.headers ? &*header.properties.headers : nullptr);
+      topics = AmqpService::routed_topics(t, c.vhost(), queues, header.properties.priority);
       for (const auto& name : queues) {
         const QueueDef* q = t.queue(name);
         if (q == nullptr || !q->parsed.bounded()) continue;
@@ -77,11 +79,6 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
     }
     if (seq != 0) c.settle_confirm(ch, seq, true);
     return;
-  }
-  std::vector<broker::TopicName> topics;
-  for (const std::string& queue : queues) {
-    // Queue names were checked when declared.
-    if (auto topic = AmqpService::queue_topic(c.vhost(), queue)) topics.push_back(*topic);
   }
   for (const auto& topic : topics) {
     if (!c.authorized(ch, topic, broker::TopicAction::kProduce, publish.key())) return;

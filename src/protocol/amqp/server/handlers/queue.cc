@@ -6,6 +6,7 @@
 // reads it with a reader of its own, and the topic keeps its messages for
 // the retention its x-max-length-bytes and x-max-age set (its topic
 // retention policy; no limit without them).
+#include <mutex>
 #include <random>
 
 #include <fmt/format.h>
@@ -35,12 +36,44 @@ QueueCounts counts_of(broker::Subscription* sub) {
   return c;
 }
 
-bool forget(AmqpService& service, const broker::NamespaceName& vhost, const std::string& name,
-            std::optional<int64_t> unused_since);
+std::optional<QueueArguments> forget(AmqpService& service, const broker::NamespaceName& vhost,
+                                     const std::string& name, std::optional<int64_t> unused_since);
 
 // A stream's counts: every message its topic keeps, and its readers.
 QueueCounts stream_counts(broker::Topic& topic) {
   return {topic.log().chain().total_messages(), topic.consumer_count()};
+}
+
+using CountsDone = std::function<void(Result<QueueCounts>)>;
+
+// Runs `one` for each of a queue's topics (a priority queue has one per
+// level) and reports once every one has: their messages summed, the most
+// consumers any has (each consumer reads every level), or the first error.
+void each_topic(const std::vector<broker::TopicName>& topics,
+                const std::function<void(const broker::TopicName&, CountsDone)>& one, CountsDone done) {
+  if (topics.size() == 1) return one(topics.front(), std::move(done));
+  struct Sum {
+    std::mutex mu;
+    size_t left = 0;
+    QueueCounts counts;
+    Status failed;
+  };
+  auto sum = std::make_shared<Sum>();
+  sum->left = topics.size();
+  for (const auto& topic : topics) {
+    one(topic, [sum, done](Result<QueueCounts> r) {
+      std::unique_lock lock(sum->mu);
+      if (!r.is_ok()) {
+        if (sum->failed.is_ok()) sum->failed = r.status();
+      } else {
+        sum->counts.messages += r->messages;
+        sum->counts.consumers = std::max(sum->counts.consumers, r->consumers);
+      }
+      if (--sum->left > 0) return;
+      lock.unlock();
+      done(sum->failed.is_ok() ? Result<QueueCounts>(sum->counts) : Result<QueueCounts>(sum->failed));
+    });
+  }
 }
 
 // On the queue topic's home: creates the topic when new (queue.declare is
@@ -169,10 +202,10 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
   }
   AmqpError error;
   bool fresh = false;
-  bool stream = def.parsed.stream;
+  QueueArguments args = def.parsed;
   c.service().write(c.vhost(), [&](Topology& t, AmqpService::Persist& persist) {
     const QueueDef* existing = t.queue(def.name);
-    if (existing != nullptr) stream = existing->parsed.stream;
+    if (existing != nullptr) args = existing->parsed;
     if (existing == nullptr) {
       if (passive) {
         error = {kNotFound, fmt::format("no queue '{}' in vhost '{}'", def.name, c.vhost_name()), m.key()};
@@ -201,13 +234,6 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
   ch.last_queue = def.name;
   if (fresh && def.exclusive) c.exclusive_queues().insert(def.name);
   if (fresh && has_limits(def.parsed)) c.service().keeper().changed();
-  if (fresh && find_field(def.arguments, "x-max-priority") != nullptr) {
-    // Taken, as clients that set it still work in publish order; said once
-    // per queue so that nobody relies on priorities unknowingly.
-    MLOG_WARN("amqp: queue '{}' in vhost '{}' asks for x-max-priority; priorities are not served: its messages are "
-              "delivered in publish order",
-              def.name, c.vhost_name());
-  }
   auto answered = [reply = c.replier(ch), m, name = def.name, fresh, passive](Result<QueueCounts> r) {
     reply([m, name, r, fresh, passive](AmqpConnection& conn, Channel& chan) {
       if (!r.is_ok() && passive && r.status().code() == common::ErrorCode::kUnavailable) {
@@ -228,14 +254,18 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
       answer_declare(conn, chan, m, name, *r);
     });
   };
-  prepare_topic(c.service(), *topic, fresh, stream,
-                [&service = c.service(), topic = *topic, retention = stream_retention(def.parsed), fresh, stream,
-                 answered](Result<QueueCounts> r) {
-                  if (!r.is_ok() || !fresh || !stream) return answered(r);
-                  keep_for(service, topic, retention, [answered, r](Status st) {
-                    answered(st.is_ok() ? r : Result<QueueCounts>(st));
-                  });
-                });
+  const bool stream = args.stream;
+  each_topic(AmqpService::queue_topics(c.vhost(), def.name, args),
+             [&service = c.service(), fresh, stream](const broker::TopicName& t, CountsDone done) {
+               prepare_topic(service, t, fresh, stream, std::move(done));
+             },
+             [&service = c.service(), topic = *topic, retention = stream_retention(args), fresh, stream,
+              answered](Result<QueueCounts> r) {
+               if (!r.is_ok() || !fresh || !stream) return answered(r);
+               keep_for(service, topic, retention, [answered, r](Status st) {
+                 answered(st.is_ok() ? r : Result<QueueCounts>(st));
+               });
+             });
 }
 
 void bind(AmqpConnection& c, Channel& ch, const Method& m, bool add) {
@@ -261,84 +291,96 @@ void purge(AmqpConnection& c, Channel& ch, const Method& m) {
                                                                  "vhost '{}': its retention removes messages",
                                                                  q.name, c.vhost_name()), m.key()});
   }
-  c.service().broker().with_topic(*topic, [reply = c.replier(ch), m, &broker = c.service().broker()](
-                                              Result<broker::Topic*> t) {
-    auto answer = [reply, m](Status st, uint64_t purged) {
-      reply([m, st, purged](AmqpConnection& conn, Channel& chan) {
-        if (!st.is_ok()) return conn.channel_error(chan, {reply_code(st), st.message(), m.key()});
-        conn.answer(chan, m, Method::of(m::kQueuePurgeOk).set("message-count", purged));
-      });
-    };
-    if (!t.is_ok()) return answer(t.status(), 0);
-    broker::Topic* topic = *t;
-    broker::Subscription* sub = topic->subscription(queue_subscription());
-    if (sub == nullptr) return answer(Status::ok(), 0);
-    const uint64_t purged = counts_of(sub).messages;
-    topic->log().reset_cursor(queue_subscription(), topic->log().last_confirmed(),
-                              [answer, purged, &broker, name = topic->name()](Status st) {
-                                // The topic may have been unloaded meanwhile: look it up again.
-                                broker::Topic* now = broker.loaded_topic(name);
-                                broker::Subscription* found = now ? now->subscription(queue_subscription()) : nullptr;
-                                if (found != nullptr && st.is_ok()) found->rewind();
-                                answer(st, purged);
-                              });
-  });
+  auto& broker = c.service().broker();
+  each_topic(AmqpService::queue_topics(c.vhost(), q.name, q.parsed),
+             [&broker](const broker::TopicName& name, CountsDone done) {
+               broker.with_topic(name, [&broker, done](Result<broker::Topic*> t) {
+                 if (!t.is_ok()) return done(t.status());
+                 broker::Topic* topic = *t;
+                 broker::Subscription* sub = topic->subscription(queue_subscription());
+                 if (sub == nullptr) return done(QueueCounts{});
+                 const QueueCounts purged = counts_of(sub);
+                 topic->log().reset_cursor(
+                     queue_subscription(), topic->log().last_confirmed(),
+                     [done, purged, &broker, name = topic->name()](Status st) {
+                       // The topic may have been unloaded meanwhile: look it up again.
+                       broker::Topic* now = broker.loaded_topic(name);
+                       broker::Subscription* found = now ? now->subscription(queue_subscription()) : nullptr;
+                       if (found != nullptr && st.is_ok()) found->rewind();
+                       done(st.is_ok() ? Result<QueueCounts>(purged) : Result<QueueCounts>(st));
+                     });
+               });
+             },
+             [reply = c.replier(ch), m](Result<QueueCounts> r) {
+               reply([m, r](AmqpConnection& conn, Channel& chan) {
+                 if (!r.is_ok()) return conn.channel_error(chan, {reply_code(r.status()), r.status().message(), m.key()});
+                 conn.answer(chan, m, Method::of(m::kQueuePurgeOk).set("message-count", r->messages));
+               });
+             });
 }
 
 // Removes queue `name` from the topology and metadata (with its bindings);
-// with `unused_since`, only if nobody used it after that time. False when
-// it was not removed.
-bool forget(AmqpService& service, const broker::NamespaceName& vhost, const std::string& name,
-            std::optional<int64_t> unused_since) {
-  bool removed = false;
+// with `unused_since`, only if nobody used it after that time. Its
+// arguments (which say what topics it has), or none when it was not removed.
+std::optional<QueueArguments> forget(AmqpService& service, const broker::NamespaceName& vhost,
+                                     const std::string& name, std::optional<int64_t> unused_since) {
+  std::optional<QueueArguments> removed;
   service.write(vhost, [&](Topology& t, AmqpService::Persist& persist) {
     const QueueDef* q = t.queue(name);
     if (q == nullptr || (unused_since && q->last_used_ms != *unused_since)) return;
     const bool durable = q->durable;
+    removed = q->parsed;
     auto bindings = t.remove_queue(name);
     for (const Binding& b : bindings) {
       if (durable) persist.forget_binding(b);
     }
     persist.forget_queue(name);
     drop_unused_auto_delete(t, persist, std::move(bindings));
-    removed = true;
   });
   if (removed) service.keeper().changed();
   return removed;
 }
 
-// On the topic's home: deletes the queue's topic, reporting the messages it
-// held (a stream's: all it kept), then its policy overrides (a stream's
-// retention), so a queue declared again under the name starts clean.
-void delete_topic(AmqpService& service, const broker::TopicName& topic, std::function<void(Status, uint64_t)> done) {
+// On the topic's home: deletes one of the queue's topics, reporting the
+// messages it held (a stream's: all it kept), then its policy overrides (a
+// stream's retention), so a queue declared again under the name starts
+// clean.
+void delete_topic(AmqpService& service, const broker::TopicName& topic, CountsDone done) {
   service.broker().with_topic(topic, [&service, topic, done](Result<broker::Topic*> t) {
-    if (!t.is_ok()) return done(t.status(), 0);
+    if (!t.is_ok()) return done(t.status());
     broker::Subscription* sub = (*t)->subscription(queue_subscription());
-    const uint64_t messages = sub != nullptr ? counts_of(sub).messages : stream_counts(**t).messages;
-    service.broker().delete_topic(topic, true, [&service, topic, done, messages](Status st) {
-      if (!st.is_ok() && st.code() != common::ErrorCode::kNotFound) return done(st, messages);
+    const QueueCounts counts{sub != nullptr ? counts_of(sub).messages : stream_counts(**t).messages, 0};
+    service.broker().delete_topic(topic, true, [&service, topic, done, counts](Status st) {
+      if (!st.is_ok() && st.code() != common::ErrorCode::kNotFound) return done(st);
       broker::Tenancy* tenancy = service.tenancy();
-      if (tenancy == nullptr) return done(Status::ok(), messages);
-      Status queued = tenancy->submit([tenancy, topic, done, messages]() {
+      if (tenancy == nullptr) return done(counts);
+      Status queued = tenancy->submit([tenancy, topic, done, counts]() {
         Status dropped = tenancy->delete_topic_policies(topic);
         if (!dropped.is_ok()) MLOG_WARN("amqp: policies of deleted queue topic {} stay: {}", topic.to_string(),
                                         dropped.to_string());
-        done(Status::ok(), messages);
+        done(counts);
       });
-      if (!queued.is_ok()) done(Status::ok(), messages);
+      if (!queued.is_ok()) done(counts);
     });
   });
 }
 
-// Removes the queue from the topology (and metadata), then deletes its topic.
-void drop(AmqpConnection& c, Channel& ch, const Method& m, const std::string& name) {
+// Deletes every topic of a queue with `args`.
+void delete_topics(AmqpService& service, const broker::NamespaceName& vhost, const std::string& name,
+                   const QueueArguments& args, CountsDone done) {
+  each_topic(AmqpService::queue_topics(vhost, name, args),
+             [&service](const broker::TopicName& t, CountsDone one) { delete_topic(service, t, std::move(one)); },
+             std::move(done));
+}
+
+// Removes the queue from the topology (and metadata), then deletes its topics.
+void drop(AmqpConnection& c, Channel& ch, const Method& m, const std::string& name, const QueueArguments& args) {
   forget(c.service(), c.vhost(), name, std::nullopt);
   c.exclusive_queues().erase(name);
-  auto topic = AmqpService::queue_topic(c.vhost(), name);
-  delete_topic(c.service(), *topic, [reply = c.replier(ch), m](Status st, uint64_t messages) {
-    reply([m, st, messages](AmqpConnection& conn, Channel& chan) {
-      if (!st.is_ok()) return conn.channel_error(chan, {reply_code(st), st.message(), m.key()});
-      conn.answer(chan, m, Method::of(m::kQueueDeleteOk).set("message-count", messages));
+  delete_topics(c.service(), c.vhost(), name, args, [reply = c.replier(ch), m](Result<QueueCounts> r) {
+    reply([m, r](AmqpConnection& conn, Channel& chan) {
+      if (!r.is_ok()) return conn.channel_error(chan, {reply_code(r.status()), r.status().message(), m.key()});
+      conn.answer(chan, m, Method::of(m::kQueueDeleteOk).set("message-count", r->messages));
     });
   });
 }
@@ -355,11 +397,17 @@ void remove(AmqpConnection& c, Channel& ch, const Method& m) {
   // A connection's own exclusive queue is its to delete; any other is the
   // tenant admins', as deleting a topic is.
   if (!(q.exclusive && q.owner == c.id()) && !c.authorized_admin(ch, m.key())) return;
-  if (!m.flag("if-unused") && !m.flag("if-empty")) return drop(c, ch, m, name);
-  auto topic = AmqpService::queue_topic(c.vhost(), name);
-  c.service().broker().with_topic(*topic, [reply = c.replier(ch), m, name](Result<broker::Topic*> t) {
-    QueueCounts counts = t.is_ok() ? counts_of((*t)->subscription(queue_subscription())) : QueueCounts{};
-    reply([m, name, counts](AmqpConnection& conn, Channel& chan) {
+  if (!m.flag("if-unused") && !m.flag("if-empty")) return drop(c, ch, m, name, q.parsed);
+  auto& broker = c.service().broker();
+  each_topic(AmqpService::queue_topics(c.vhost(), name, q.parsed),
+             [&broker](const broker::TopicName& t, CountsDone done) {
+               broker.with_topic(t, [done](Result<broker::Topic*> topic) {
+                 done(topic.is_ok() ? counts_of((*topic)->subscription(queue_subscription())) : QueueCounts{});
+               });
+             },
+             [reply = c.replier(ch), m, name, args = q.parsed](Result<QueueCounts> r) {
+    const QueueCounts counts = r.is_ok() ? *r : QueueCounts{};
+    reply([m, name, counts, args](AmqpConnection& conn, Channel& chan) {
       if (m.flag("if-unused") && counts.consumers > 0) {
         return conn.channel_error(chan, {kPreconditionFailed, fmt::format("queue '{}' in vhost '{}' in use", name,
                                                                           conn.vhost_name()), m.key()});
@@ -368,7 +416,7 @@ void remove(AmqpConnection& c, Channel& ch, const Method& m) {
         return conn.channel_error(chan, {kPreconditionFailed, fmt::format("queue '{}' in vhost '{}' is not empty",
                                                                           name, conn.vhost_name()), m.key()});
       }
-      drop(conn, chan, m, name);
+      drop(conn, chan, m, name, args);
     });
   });
 }
@@ -396,17 +444,14 @@ bool find_queue(AmqpConnection& c, Channel& ch, const std::string& name, uint32_
 
 void delete_queues(AmqpService& service, const broker::NamespaceName& vhost, const std::vector<std::string>& queues,
                    std::optional<int64_t> unused_since) {
-  std::vector<std::string> gone;
+  std::vector<std::pair<std::string, QueueArguments>> gone;
   for (const std::string& name : queues) {
-    if (forget(service, vhost, name, unused_since)) gone.push_back(name);
+    if (auto args = forget(service, vhost, name, unused_since)) gone.emplace_back(name, *args);
   }
   // At shutdown the topics stay (deleted at the next start, as transient
   // queues are): deleting them would outlive the broker.
   if (service.stopping()) return;
-  for (const std::string& name : gone) {
-    auto topic = AmqpService::queue_topic(vhost, name);
-    if (topic) delete_topic(service, *topic, [](Status, uint64_t) {});
-  }
+  for (const auto& [name, args] : gone) delete_topics(service, vhost, name, args, [](Result<QueueCounts>) {});
 }
 
 void handle_queue(AmqpConnection& c, Channel& ch, const Method& m) {
