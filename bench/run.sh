@@ -8,8 +8,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
-"$root/packaging/install-deps.sh"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+"$root/packaging/install-deps.sh" --test
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMAGNETAR_BUILD_BENCH=ON >/dev/null
 mapfile -t all < <(cd "$root/bench" && ls */*_bench.cc | sed 's|.*/||; s|_bench.cc$||' | sort)
 wanted=("$@")
 [ ${#wanted[@]} -eq 0 ] && wanted=("${all[@]}")

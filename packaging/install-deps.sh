@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
-# Installs what Magnetar needs to build and test on Debian 12, from Debian's
-# packages only. Idempotent: a second run installs nothing and prints nothing.
+# Installs what Magnetar needs on Debian 12, from Debian's packages (and npm
+# for the console) only. Idempotent: a second run installs nothing and prints
+# nothing.
 #
-#   packaging/install-deps.sh          build + test dependencies
+#   packaging/install-deps.sh          what building and running the node needs
+#   packaging/install-deps.sh --test   that, and what the tests and benchmarks add
 set -euo pipefail
 
-# Build toolchain and libraries. Each entry is added by the change that first
-# uses it.
+with_tests=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) with_tests=1 ;;
+    *) echo "install-deps: unknown argument '$arg' (only --test)" >&2; exit 2 ;;
+  esac
+done
+
+# Building and running the node. Each entry is added by the change that
+# first uses it.
 packages=(
   build-essential cmake pkg-config ccache
   libuv1-dev            # runtime/: one event loop per reactor thread
@@ -14,12 +24,18 @@ packages=(
   libcli11-dev          # cli/: flags and config files
   libhttp-parser-dev    # admin/: HTTP/1.1 request parsing
   nlohmann-json3-dev    # admin/: JSON bodies
-  libgtest-dev libgmock-dev  # tests/unit
-  libbenchmark-dev      # bench/
   libleveldb-dev        # metadata/: the local metadata store (storage/ uses it too)
   libflatbuffers-dev flatbuffers-compiler  # metadata/: versioned records (.fbs -> flatc)
   libprotobuf-dev protobuf-compiler  # protocol/pulsar/: the Pulsar wire schema (.proto -> protoc)
   liblz4-dev libzstd-dev libsnappy-dev zlib1g-dev  # client/: Pulsar message compression codecs
+  libssl-dev            # security/: JWT signatures with libcrypto; runtime/, client/: TLS listeners and clients with libssl
+  libre2-dev            # protocol/pulsar/: clients' topic patterns matched in linear time
+)
+
+# What the tests and benchmarks add (--test).
+test_packages=(
+  libgtest-dev libgmock-dev  # tests/unit
+  libbenchmark-dev      # bench/
   prometheus            # tests/integration: promtool checks /metrics
   python3               # tests/integration: the test scripts (Debian's /usr/bin/python3)
   chromium              # tests/e2e: the web console in a real browser, driven by playwright-core
@@ -32,9 +48,10 @@ packages=(
   librabbitmq-client-java default-jdk-headless  # tests/integration: the RabbitMQ Java client, compiled by javac
   librdkafka-dev        # bench/kafka: kafka_perf, the Kafka produce path through librdkafka
   librabbitmq-dev rabbitmq-server  # bench/amqp: amqp_perf (librabbitmq) and the broker it is compared with
-  libssl-dev            # security/: JWT signatures with libcrypto; runtime/, client/: TLS listeners and clients with libssl
-  libre2-dev            # protocol/pulsar/: clients' topic patterns matched in linear time
 )
+if [ "$with_tests" -eq 1 ]; then
+  packages+=("${test_packages[@]}")
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -64,7 +81,11 @@ fi
 # (pulsar-flex, KafkaJS, amqplib), and playwright-core for tests/e2e (no
 # browser download: it drives Debian's chromium).
 root="$(cd "$(dirname "$0")/.." && pwd)"
-for dir in web-ui tests/integration/pulsar_client tests/integration/kafkajs tests/integration/amqp_client tests/e2e; do
+npm_dirs=(web-ui)  # the console the binary embeds
+if [ "$with_tests" -eq 1 ]; then
+  npm_dirs+=(tests/integration/pulsar_client tests/integration/kafkajs tests/integration/amqp_client tests/e2e)
+fi
+for dir in "${npm_dirs[@]}"; do
   lock="$root/$dir/package-lock.json"
   stamp="$root/$dir/node_modules/.package-lock.json"
   if [ ! -f "$stamp" ] || [ "$lock" -nt "$stamp" ]; then
