@@ -26,6 +26,7 @@ packages=(
   nlohmann-json3-dev    # admin/: JSON bodies
   libleveldb-dev        # metadata/: the local metadata store (storage/ uses it too)
   libflatbuffers-dev flatbuffers-compiler  # metadata/: versioned records (.fbs -> flatc)
+  libraft-dev           # cluster/: Raft consensus for the replicated metadata store
   libprotobuf-dev protobuf-compiler  # protocol/pulsar/: the Pulsar wire schema (.proto -> protoc)
   liblz4-dev libzstd-dev libsnappy-dev zlib1g-dev  # client/: Pulsar message compression codecs
   libssl-dev            # security/: JWT signatures with libcrypto; runtime/, client/: TLS listeners and clients with libssl
