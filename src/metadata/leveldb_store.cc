@@ -1,8 +1,6 @@
 // LevelDbStore: the calls, their queue and the group-commit loop. How a
-// WriteOp changes the state is in leveldb_store_apply.cc.
+// WriteOp changes the state is in store_state.cc.
 #include "metadata/leveldb_store.h"
-
-#include <leveldb/db.h>
 
 #include <future>
 
@@ -21,14 +19,12 @@ std::vector<double> group_bounds() { return {1, 2, 4, 8, 16, 32, 64, 128, 256, 5
 
 }  // namespace
 
-LevelDbStore::LevelDbStore(Options options) : options_(std::move(options)) {
+LevelDbStore::LevelDbStore(Options options)
+    : options_(std::move(options)), state_(StoreState::Options{options_.path, options_.sync_writes, options_.env}) {
   auto& reg = common::MetricsRegistry::global();
   writes_ = &reg.counter("magnetar_metadata_writes_total", "Metadata store writes applied");
   failed_writes_ = &reg.counter("magnetar_metadata_write_failures_total",
                                 "Metadata store writes refused (version mismatch, missing key, I/O)");
-  reads_ = &reg.counter("magnetar_metadata_reads_total", "Metadata store reads (get and list)");
-  write_batches_ = &reg.counter("magnetar_metadata_write_batches_total",
-                                "LevelDB write batches (one fdatasync each when writes are synced)");
   write_latency_ = &reg.histogram("magnetar_metadata_write_latency_seconds",
                                   "Time from a metadata write's call to its durable answer, queueing included",
                                   common::Histogram::latency_bounds());
@@ -50,7 +46,7 @@ Status LevelDbStore::start() {
   Status st = posted.is_ok() ? fut.get() : posted;
   if (!st.is_ok()) {
     thread_->stop();
-    db_.reset();
+    state_.close();
     return st;
   }
   running_.store(true);
@@ -62,10 +58,14 @@ void LevelDbStore::stop() {
   if (!thread_) return;
   running_.store(false);
   thread_->stop();  // drains every queued call first
-  db_.reset();
-  open_sessions_.clear();
-  ephemeral_keys_.clear();
-  group_ = Group{};
+  state_.close();
+}
+
+Status LevelDbStore::open_db() {
+  MAGNETAR_RETURN_IF_ERROR(state_.open());
+  Status st = state_.remove_stale_ephemerals();
+  if (!st.is_ok()) state_.close();
+  return st;
 }
 
 Status LevelDbStore::submit(Call call) {
@@ -122,20 +122,20 @@ void LevelDbStore::run_group(std::vector<Call>& calls) {
     Outcome& out = outcomes[i];
     switch (call.kind) {
       case Call::Kind::kWrite:
-        out.applied = apply(call.arg);
+        out.applied = state_.apply(call.arg);
         break;
       case Call::Kind::kGet:
-        out.saw_group = !group_.empty();
-        out.record = read_record(call.arg);
+        out.saw_group = state_.has_pending();
+        out.record = state_.read_record(call.arg);
         break;
       case Call::Kind::kList:
-        out.saw_group = !group_.empty();
-        out.children = read_children(call.arg);
+        out.saw_group = state_.has_pending();
+        out.children = state_.read_children(call.arg);
         break;
     }
   }
 
-  Status committed = commit();
+  Status committed = state_.commit();
   if (!committed.is_ok()) {
     MLOG_WARN("metadata: a group of {} calls was not written: {}", calls.size(), committed.to_string());
     for (size_t i = 0; i < calls.size(); ++i) {
@@ -145,8 +145,8 @@ void LevelDbStore::run_group(std::vector<Call>& calls) {
         out.applied.session = 0;
         out.applied.events.clear();
       } else if (out.saw_group) {  // it saw changes that never happened
-        if (calls[i].kind == Call::Kind::kGet) out.record = read_record(calls[i].arg);
-        if (calls[i].kind == Call::Kind::kList) out.children = read_children(calls[i].arg);
+        if (calls[i].kind == Call::Kind::kGet) out.record = state_.read_record(calls[i].arg);
+        if (calls[i].kind == Call::Kind::kList) out.children = state_.read_children(calls[i].arg);
       }
     }
   }
@@ -160,7 +160,7 @@ void LevelDbStore::run_group(std::vector<Call>& calls) {
       case Call::Kind::kWrite:
         (out.applied.result.is_ok() ? writes_ : failed_writes_)->inc();
         write_latency_->observe(std::chrono::duration<double>(now - call.queued).count());
-        notify(out.applied.events);
+        watchers_.notify(out.applied.events);
         deliver(call.home, [fn = std::move(call.written), applied = std::move(out.applied)]() { fn(applied); });
         break;
       case Call::Kind::kGet:
@@ -170,32 +170,6 @@ void LevelDbStore::run_group(std::vector<Call>& calls) {
         deliver(call.home, [fn = std::move(call.listed), r = std::move(out.children)]() { fn(r); });
         break;
     }
-  }
-}
-
-void LevelDbStore::deliver(runtime::Reactor* home, std::function<void()> fn) {
-  if (home == nullptr) {
-    fn();
-    return;
-  }
-  // A reactor that is stopping takes no more work; the answer has no one to
-  // go to then.
-  home->post_or_wait(runtime::Task(std::move(fn)));
-}
-
-void LevelDbStore::notify(const std::vector<Event>& events) {
-  if (events.empty()) return;
-  std::vector<std::pair<Watcher, Event>> due;
-  {
-    std::lock_guard lock(watch_mu_);
-    for (const auto& e : events) {
-      for (const auto& [id, w] : watchers_) {
-        if (e.key.compare(0, w.prefix.size(), w.prefix) == 0) due.emplace_back(w, e);
-      }
-    }
-  }
-  for (auto& [w, e] : due) {
-    deliver(w.home, [fn = w.fn, e = e]() { fn(e); });
   }
 }
 
@@ -253,18 +227,9 @@ void LevelDbStore::close_session(SessionId session, StatusCallback done) {
 }
 
 Result<WatchId> LevelDbStore::watch(std::string prefix, WatchCallback fn) {
-  if (prefix.empty() || prefix.front() != '/') {
-    return Status::invalid_argument("watch prefix '" + prefix + "' must start with '/'");
-  }
-  std::lock_guard lock(watch_mu_);
-  WatchId id = next_watch_++;
-  watchers_[id] = Watcher{std::move(prefix), std::move(fn), runtime::Reactor::current()};
-  return id;
+  return watchers_.watch(std::move(prefix), std::move(fn));
 }
 
-void LevelDbStore::unwatch(WatchId id) {
-  std::lock_guard lock(watch_mu_);
-  watchers_.erase(id);
-}
+void LevelDbStore::unwatch(WatchId id) { watchers_.unwatch(id); }
 
 }  // namespace magnetar::metadata

@@ -7,12 +7,13 @@
 //
 // Group commit: the thread takes every call queued meanwhile (at most
 // max_group_calls / max_group_bytes) and runs them in queue order. Each write
-// goes through apply(), which takes an encoded WriteOp (the same bytes a
-// Raft-replicated backend would order through its log) and checks it against
-// the committed state plus the effects of the earlier writes of the group, so
-// every op gets exactly the answer serial application would give; an op that
-// fails its expectation fails alone and changes nothing. A read sees the
-// committed state plus the earlier writes of the group. commit() then writes
+// goes through StoreState::apply() (store_state.h), which takes an encoded
+// WriteOp (the same bytes the replicated backend orders through its log) and
+// checks it against the committed state plus the effects of the earlier
+// writes of the group, so every op gets exactly the answer serial application
+// would give; an op that fails its expectation fails alone and changes
+// nothing. A read sees the committed state plus the earlier writes of the
+// group. StoreState::commit() then writes
 // the whole group as one LevelDB batch (one fdatasync), and only after it are
 // the calls answered and watchers notified, in queue order: nobody ever sees
 // a change that is not durable. When that write fails, every write of the
@@ -26,24 +27,20 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "common/metrics.h"
 #include "metadata/store.h"
-#include "metadata/write_op.h"
+#include "metadata/store_state.h"
+#include "metadata/watchers.h"
 #include "runtime/component.h"
 #include "runtime/worker_thread.h"
 
 namespace leveldb {
-class DB;
 class Env;
-class WriteBatch;
 }
 
 namespace magnetar::runtime {
@@ -84,16 +81,7 @@ class LevelDbStore final : public Store, public runtime::Component {
   void close_session(SessionId session, StatusCallback done) override;
 
  private:
-  struct Applied {
-    common::Result<Stat> result = common::Status::internal("not applied");
-    SessionId session = 0;      // kOpenSession: the new id
-    std::vector<Event> events;  // to deliver once the group is durable
-  };
-  struct Watcher {
-    std::string prefix;
-    WatchCallback fn;
-    runtime::Reactor* home = nullptr;
-  };
+  using Applied = StoreState::Applied;
   // One call waiting for the metadata thread.
   struct Call {
     enum class Kind : uint8_t { kWrite, kGet, kList };
@@ -107,55 +95,10 @@ class LevelDbStore final : public Store, public runtime::Component {
     Callback<common::Result<Record>> got;                       // kGet
     Callback<common::Result<std::vector<std::string>>> listed;  // kList
   };
-  // A key as the writes of the open group left it.
-  struct StagedNode {
-    bool committed = false;           // the key exists in the committed state
-    SessionId committed_session = 0;  // its owner there (0: persistent or absent)
-    std::optional<Stat> stat;         // now; nullopt: deleted
-    std::string value;
-  };
-  // Effects of the writes applied since the last commit().
-  struct Group {
-    std::map<std::string, StagedNode, std::less<>> nodes;
-    std::set<SessionId> opened;
-    std::set<SessionId> closed;
-    bool empty() const { return nodes.empty() && opened.empty() && closed.empty(); }
-  };
 
-  // Metadata thread only. The one path by which stored state changes: checks
-  // the op's expectation against the committed state plus the open group and,
-  // when it holds, adds the op's effects to the group. Nothing changes on
-  // failure. Nothing is written or notified until commit().
-  Applied apply(std::string_view encoded_op);
-  common::Result<Stat> apply_put(const WriteOp& op, Applied& applied);
-  common::Result<Stat> apply_delete(const WriteOp& op, Applied& applied);
-  common::Status apply_open_session(Applied& applied);
-  common::Status apply_close_session(const WriteOp& op, Applied& applied);
-  // Metadata thread only. Writes the open group as one batch and makes it the
-  // committed state; on failure drops it. Either way the group is empty after.
-  common::Status commit();
-  // The entry of `key` in the open group, made from its current state
-  // (`exists`, `current`) on first use.
-  StagedNode& stage(const std::string& key, bool exists, const Stat& current);
-
-  // Reads, metadata thread only, of the committed state plus the open group.
-  // read_node answers NotFound when the key is absent.
-  common::Status read_node(const std::string& key, Stat& stat, std::string* value);
-  common::Result<Record> read_record(const std::string& key);
-  common::Result<std::vector<std::string>> read_children(const std::string& key);
-  bool session_open(SessionId session) const;
-  SessionId last_session() const;
-  std::vector<std::string> keys_of_session(SessionId session) const;
-  // The committed state only.
-  common::Status read_committed_node(const std::string& key, Stat& stat, std::string* value);
-
-  // start(), on the metadata thread: opens the database, then
-  // remove_stale_ephemerals().
+  // start(), on the metadata thread: opens the database, then removes the
+  // ephemeral keys of earlier processes.
   common::Status open_db();
-  std::string encode_info(SessionId last_session) const;
-  // Writes `batch` (synced when options_.sync_writes). Metadata thread only.
-  common::Status write_batch(leveldb::WriteBatch& batch, std::string_view what);
-  common::Status remove_stale_ephemerals();
 
   // Queues `call`; on failure (full, stopped) returns the error and the call
   // is dropped unanswered.
@@ -163,9 +106,6 @@ class LevelDbStore final : public Store, public runtime::Component {
   // Metadata thread: runs groups of queued calls until the queue is empty.
   void drain();
   void run_group(std::vector<Call>& calls);
-  void notify(const std::vector<Event>& events);
-  // Runs `fn` on `home`, or right here when home is null.
-  static void deliver(runtime::Reactor* home, std::function<void()> fn);
 
   const Options options_;
   std::unique_ptr<runtime::WorkerThread> thread_;
@@ -176,20 +116,12 @@ class LevelDbStore final : public Store, public runtime::Component {
   bool draining_ = false;   // a drain() is posted or running
 
   // Metadata thread only (and start() before the thread takes calls).
-  std::unique_ptr<leveldb::DB> db_;
-  SessionId last_session_ = 0;
-  std::set<SessionId> open_sessions_;
-  std::map<SessionId, std::set<std::string>> ephemeral_keys_;
-  Group group_;
+  StoreState state_;
 
-  std::mutex watch_mu_;
-  std::map<WatchId, Watcher> watchers_;
-  WatchId next_watch_ = 1;
+  Watchers watchers_;
 
   common::Counter* writes_ = nullptr;
-  common::Counter* reads_ = nullptr;
   common::Counter* failed_writes_ = nullptr;
-  common::Counter* write_batches_ = nullptr;
   common::Histogram* write_latency_ = nullptr;
   common::Histogram* group_calls_ = nullptr;
 };

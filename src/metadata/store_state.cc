@@ -1,12 +1,14 @@
-// LevelDbStore's state: opening the database, applying WriteOps to the open
-// group, reading through it, and committing it as one batch.
-//
-// LevelDB layout (records.fbs): "d" + key -> Node; "i" -> StoreInfo.
+// StoreState: opening the database, applying WriteOps to the open group,
+// reading through it, committing it as one batch, and snapshots of the whole
+// state.
+#include "metadata/store_state.h"
+
 #include <leveldb/db.h>
 #include <leveldb/write_batch.h>
 
+#include <cassert>
+
 #include "common/logging.h"
-#include "metadata/leveldb_store.h"
 #include "metadata/records_generated.h"
 
 namespace magnetar::metadata {
@@ -54,26 +56,48 @@ Status check_expected(const std::string& key, bool exists, const Stat& current, 
 
 }  // namespace
 
-Status LevelDbStore::open_db() {
+StoreState::StoreState(Options options) : options_(std::move(options)) {
+  auto& reg = common::MetricsRegistry::global();
+  reads_ = &reg.counter("magnetar_metadata_reads_total", "Metadata store reads (get and list)");
+  write_batches_ = &reg.counter("magnetar_metadata_write_batches_total",
+                                "LevelDB write batches (one fdatasync each when writes are synced)");
+}
+
+StoreState::~StoreState() = default;
+
+Status StoreState::open() {
   leveldb::Options o;
   o.create_if_missing = true;
   if (options_.env != nullptr) o.env = options_.env;
   leveldb::DB* raw = nullptr;
-  MAGNETAR_RETURN_IF_ERROR(from_leveldb(leveldb::DB::Open(o, options_.path, &raw), "open metadata at " + options_.path));
+  leveldb::Status opened = leveldb::DB::Open(o, options_.path, &raw);
+  MAGNETAR_RETURN_IF_ERROR(from_leveldb(opened, "open metadata at " + options_.path));
   db_.reset(raw);
-  return remove_stale_ephemerals();
+  Status st = read_info();
+  if (!st.is_ok()) db_.reset();
+  return st;
 }
 
-Status LevelDbStore::remove_stale_ephemerals() {
+void StoreState::close() {
+  db_.reset();
+  last_session_ = 0;
+  open_sessions_.clear();
+  ephemeral_keys_.clear();
+  group_ = Group{};
+}
+
+Status StoreState::read_info() {
   std::string info;
   leveldb::Status s = db_->Get(leveldb::ReadOptions(), kInfoKey, &info);
-  if (s.ok()) {
-    flatbuffers::Verifier v(reinterpret_cast<const uint8_t*>(info.data()), info.size());
-    if (!v.VerifyBuffer<fb::StoreInfo>(nullptr)) return Status::corruption("metadata store info fails verification");
-    last_session_ = flatbuffers::GetRoot<fb::StoreInfo>(info.data())->last_session();
-  } else if (!s.IsNotFound()) {
-    return from_leveldb(s, "read metadata store info");
-  }
+  if (s.IsNotFound()) return Status::ok();
+  MAGNETAR_RETURN_IF_ERROR(from_leveldb(s, "read metadata store info"));
+  flatbuffers::Verifier v(reinterpret_cast<const uint8_t*>(info.data()), info.size());
+  if (!v.VerifyBuffer<fb::StoreInfo>(nullptr)) return Status::corruption("metadata store info fails verification");
+  last_session_ = flatbuffers::GetRoot<fb::StoreInfo>(info.data())->last_session();
+  return Status::ok();
+}
+
+Status StoreState::remove_stale_ephemerals() {
   leveldb::WriteBatch batch;
   size_t removed = 0;
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
@@ -91,7 +115,7 @@ Status LevelDbStore::remove_stale_ephemerals() {
   return write_batch(batch, "remove ephemeral keys");
 }
 
-std::string LevelDbStore::encode_info(SessionId last_session) const {
+std::string StoreState::encode_info(SessionId last_session) const {
   flatbuffers::FlatBufferBuilder b(64);
   fb::StoreInfoBuilder info(b);
   info.add_last_session(last_session);
@@ -99,7 +123,7 @@ std::string LevelDbStore::encode_info(SessionId last_session) const {
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
 }
 
-Status LevelDbStore::write_batch(leveldb::WriteBatch& batch, std::string_view what) {
+Status StoreState::write_batch(leveldb::WriteBatch& batch, std::string_view what) {
   leveldb::WriteOptions wo;
   wo.sync = options_.sync_writes;
   write_batches_->inc();
@@ -108,7 +132,7 @@ Status LevelDbStore::write_batch(leveldb::WriteBatch& batch, std::string_view wh
 
 // --- reads: the committed state, then the open group over it ---
 
-Status LevelDbStore::read_committed_node(const std::string& key, Stat& stat, std::string* value) {
+Status StoreState::read_committed_node(const std::string& key, Stat& stat, std::string* value) {
   std::string raw;
   leveldb::Status s = db_->Get(leveldb::ReadOptions(), node_key(key), &raw);
   if (s.IsNotFound()) return Status::not_found("'" + key + "' does not exist");
@@ -116,7 +140,7 @@ Status LevelDbStore::read_committed_node(const std::string& key, Stat& stat, std
   return decode_node(raw, stat, value);
 }
 
-Status LevelDbStore::read_node(const std::string& key, Stat& stat, std::string* value) {
+Status StoreState::read_node(const std::string& key, Stat& stat, std::string* value) {
   auto staged = group_.nodes.find(key);
   if (staged == group_.nodes.end()) return read_committed_node(key, stat, value);
   if (!staged->second.stat) return Status::not_found("'" + key + "' does not exist");
@@ -125,7 +149,7 @@ Status LevelDbStore::read_node(const std::string& key, Stat& stat, std::string* 
   return Status::ok();
 }
 
-Result<Record> LevelDbStore::read_record(const std::string& key) {
+Result<Record> StoreState::read_record(const std::string& key) {
   reads_->inc();
   Record r;
   r.key = key;
@@ -134,7 +158,7 @@ Result<Record> LevelDbStore::read_record(const std::string& key) {
   return r;
 }
 
-Result<std::vector<std::string>> LevelDbStore::read_children(const std::string& key) {
+Result<std::vector<std::string>> StoreState::read_children(const std::string& key) {
   reads_->inc();
   if (key != "/") MAGNETAR_RETURN_IF_ERROR(validate_key(key));
   const std::string prefix = key == "/" ? "/" : key + "/";
@@ -172,16 +196,16 @@ Result<std::vector<std::string>> LevelDbStore::read_children(const std::string& 
   return std::vector<std::string>(children.begin(), children.end());
 }
 
-bool LevelDbStore::session_open(SessionId session) const {
+bool StoreState::session_open(SessionId session) const {
   if (group_.closed.count(session) != 0) return false;
   return open_sessions_.count(session) != 0 || group_.opened.count(session) != 0;
 }
 
-SessionId LevelDbStore::last_session() const {
+SessionId StoreState::last_session() const {
   return group_.opened.empty() ? last_session_ : *group_.opened.rbegin();
 }
 
-std::vector<std::string> LevelDbStore::keys_of_session(SessionId session) const {
+std::vector<std::string> StoreState::keys_of_session(SessionId session) const {
   std::vector<std::string> keys;
   auto owned = ephemeral_keys_.find(session);
   if (owned != ephemeral_keys_.end()) {
@@ -197,7 +221,7 @@ std::vector<std::string> LevelDbStore::keys_of_session(SessionId session) const 
 
 // --- writes: apply() stages, commit() writes ---
 
-LevelDbStore::StagedNode& LevelDbStore::stage(const std::string& key, bool exists, const Stat& current) {
+StoreState::StagedNode& StoreState::stage(const std::string& key, bool exists, const Stat& current) {
   auto [it, inserted] = group_.nodes.try_emplace(key);
   if (inserted) {
     it->second.committed = exists;
@@ -206,7 +230,7 @@ LevelDbStore::StagedNode& LevelDbStore::stage(const std::string& key, bool exist
   return it->second;
 }
 
-LevelDbStore::Applied LevelDbStore::apply(std::string_view encoded_op) {
+StoreState::Applied StoreState::apply(std::string_view encoded_op) {
   Applied applied;
   auto op = decode_write_op(encoded_op);
   if (!op.is_ok()) {
@@ -234,7 +258,7 @@ LevelDbStore::Applied LevelDbStore::apply(std::string_view encoded_op) {
   return applied;
 }
 
-Result<Stat> LevelDbStore::apply_put(const WriteOp& op, Applied& applied) {
+Result<Stat> StoreState::apply_put(const WriteOp& op, Applied& applied) {
   MAGNETAR_RETURN_IF_ERROR(validate_key(op.key));
   if (op.key == "/") return Status::invalid_argument("the root '/' holds no value");
   if (op.session != 0 && !session_open(op.session)) {
@@ -258,7 +282,7 @@ Result<Stat> LevelDbStore::apply_put(const WriteOp& op, Applied& applied) {
   return next;
 }
 
-Result<Stat> LevelDbStore::apply_delete(const WriteOp& op, Applied& applied) {
+Result<Stat> StoreState::apply_delete(const WriteOp& op, Applied& applied) {
   MAGNETAR_RETURN_IF_ERROR(validate_key(op.key));
   Stat current;
   MAGNETAR_RETURN_IF_ERROR(read_node(op.key, current, nullptr));
@@ -271,14 +295,14 @@ Result<Stat> LevelDbStore::apply_delete(const WriteOp& op, Applied& applied) {
   return current;
 }
 
-Status LevelDbStore::apply_open_session(Applied& applied) {
+Status StoreState::apply_open_session(Applied& applied) {
   SessionId id = last_session() + 1;
   group_.opened.insert(id);
   applied.session = id;
   return Status::ok();
 }
 
-Status LevelDbStore::apply_close_session(const WriteOp& op, Applied& applied) {
+Status StoreState::apply_close_session(const WriteOp& op, Applied& applied) {
   if (!session_open(op.session)) {
     return Status::not_found("session " + std::to_string(op.session) + " is not open");
   }
@@ -298,7 +322,7 @@ Status LevelDbStore::apply_close_session(const WriteOp& op, Applied& applied) {
   return Status::ok();
 }
 
-Status LevelDbStore::commit() {
+Status StoreState::commit() {
   if (group_.empty()) return Status::ok();
   Group group = std::move(group_);
   group_ = Group{};
@@ -328,6 +352,87 @@ Status LevelDbStore::commit() {
     ephemeral_keys_.erase(s);
   }
   return Status::ok();
+}
+
+// --- snapshots: the whole committed state in one record ---
+
+Result<std::string> StoreState::snapshot() {
+  assert(group_.empty());
+  flatbuffers::FlatBufferBuilder b(4096);
+  std::vector<flatbuffers::Offset<fb::SnapshotKey>> keys;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  for (it->Seek(std::string(1, kNodePrefix)); it->Valid() && it->key()[0] == kNodePrefix; it->Next()) {
+    auto key = b.CreateString(it->key().data() + 1, it->key().size() - 1);
+    auto node = b.CreateVector(reinterpret_cast<const uint8_t*>(it->value().data()), it->value().size());
+    keys.push_back(fb::CreateSnapshotKey(b, key, node));
+  }
+  MAGNETAR_RETURN_IF_ERROR(from_leveldb(it->status(), "scan metadata for a snapshot"));
+  std::vector<uint64_t> sessions(open_sessions_.begin(), open_sessions_.end());
+  auto sessions_offset = b.CreateVector(sessions);
+  auto keys_offset = b.CreateVector(keys);
+  b.Finish(fb::CreateSnapshot(b, 1, last_session_, sessions_offset, keys_offset));
+  return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+}
+
+Result<std::vector<Event>> StoreState::restore(std::string_view bytes) {
+  assert(group_.empty());
+  flatbuffers::Verifier v(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (!v.VerifyBuffer<fb::Snapshot>(nullptr)) return Status::corruption("metadata snapshot fails verification");
+  const fb::Snapshot* snap = flatbuffers::GetRoot<fb::Snapshot>(bytes.data());
+
+  // The new key space, checked whole before anything changes.
+  std::map<std::string, std::string> next;  // key -> Node record
+  std::map<SessionId, std::set<std::string>> owned;
+  if (snap->keys() != nullptr) {
+    for (const fb::SnapshotKey* k : *snap->keys()) {
+      if (k->key() == nullptr || k->node() == nullptr) return Status::corruption("metadata snapshot: a key is empty");
+      std::string key = k->key()->str();
+      std::string node(reinterpret_cast<const char*>(k->node()->data()), k->node()->size());
+      Stat stat;
+      if (!validate_key(key).is_ok() || !decode_node(node, stat, nullptr).is_ok()) {
+        return Status::corruption("metadata snapshot: key '" + key + "' is not valid");
+      }
+      if (stat.session != 0) owned[stat.session].insert(key);
+      next.emplace(std::move(key), std::move(node));
+    }
+  }
+  std::map<std::string, std::string> now;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  for (it->Seek(std::string(1, kNodePrefix)); it->Valid() && it->key()[0] == kNodePrefix; it->Next()) {
+    now.emplace(std::string(it->key().data() + 1, it->key().size() - 1), it->value().ToString());
+  }
+  MAGNETAR_RETURN_IF_ERROR(from_leveldb(it->status(), "scan metadata to restore a snapshot"));
+
+  // Only what differs is written, and reported, in key order.
+  leveldb::WriteBatch batch;
+  std::map<std::string, Event> changes;
+  for (const auto& [key, node] : now) {
+    if (next.count(key) == 0) {
+      batch.Delete(node_key(key));
+      changes.emplace(key, Event{EventType::kDeleted, key, 0});
+    }
+  }
+  for (const auto& [key, node] : next) {
+    auto old = now.find(key);
+    if (old != now.end() && old->second == node) continue;
+    Stat stat;
+    (void)decode_node(node, stat, nullptr);  // checked above
+    batch.Put(node_key(key), node);
+    changes.emplace(key, Event{old == now.end() ? EventType::kCreated : EventType::kModified, key, stat.version});
+  }
+  batch.Put(kInfoKey, encode_info(snap->last_session()));
+  MAGNETAR_RETURN_IF_ERROR(write_batch(batch, "restore a metadata snapshot"));
+
+  last_session_ = snap->last_session();
+  open_sessions_.clear();
+  if (snap->open_sessions() != nullptr) {
+    open_sessions_.insert(snap->open_sessions()->begin(), snap->open_sessions()->end());
+  }
+  ephemeral_keys_ = std::move(owned);
+  std::vector<Event> events;
+  events.reserve(changes.size());
+  for (auto& [key, event] : changes) events.push_back(std::move(event));
+  return events;
 }
 
 }  // namespace magnetar::metadata
