@@ -16,8 +16,12 @@
 // thread when the caller is not a reactor (main, a worker thread). A callback
 // must not block. A call made after stop() completes with Unavailable.
 //
-// Backends: LevelDbStore (standalone, leveldb_store.h). A replicated backend
-// implements the same interface by ordering the same WriteOps through Raft.
+// Backends: LevelDbStore (standalone, leveldb_store.h) and cluster::RaftStore
+// (cluster/raft_store.h), which orders the same WriteOps through Raft and
+// applies them to the same StoreState (store_state.h) on every member. A
+// replicated backend also answers Unavailable (no leader, or this member is
+// not it: nothing changed) and Fenced (leadership lost mid-write: the outcome
+// is unknown).
 #pragma once
 
 #include <cstdint>
