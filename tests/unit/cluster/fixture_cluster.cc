@@ -60,14 +60,13 @@ common::Status LogMachine::restore(std::string_view bytes) {
   return common::Status::ok();
 }
 
-FixtureCluster::FixtureCluster(unsigned voters, const ConsensusOptions& options) : options_(options) {
+FixtureCluster::FixtureCluster(unsigned voters, const ConsensusOptions& options, MachineFactory make)
+    : options_(options), make_(std::move(make)) {
+  if (!make_) make_ = [](unsigned) { return std::make_unique<LogMachine>(); };
   EXPECT_EQ(raft_fixture_initialize(&fixture_), 0);
   std::vector<Server> members;
   for (unsigned i = 0; i < voters; i++) {
-    machines_.push_back(std::make_unique<LogMachine>());
-    nodes_.push_back(RaftConsensus::for_host(*machines_.back()));
-    EXPECT_EQ(raft_fixture_grow(&fixture_, nodes_.back()->fsm()), 0);
-    nodes_.back()->attach(raft_fixture_get(&fixture_, i), options_);
+    add_member(i);
     members.push_back(Server{id_of(i), address_of(i), Role::kVoter});
   }
   for (auto& node : nodes_) {
@@ -81,12 +80,16 @@ FixtureCluster::~FixtureCluster() {
   raft_fixture_close(&fixture_);
 }
 
-unsigned FixtureCluster::grow() {
-  unsigned i = size();
-  machines_.push_back(std::make_unique<LogMachine>());
+void FixtureCluster::add_member(unsigned i) {
+  machines_.push_back(make_(i));
   nodes_.push_back(RaftConsensus::for_host(*machines_.back()));
   EXPECT_EQ(raft_fixture_grow(&fixture_, nodes_.back()->fsm()), 0);
   nodes_.back()->attach(raft_fixture_get(&fixture_, i), options_);
+}
+
+unsigned FixtureCluster::grow() {
+  unsigned i = size();
+  add_member(i);
   EXPECT_TRUE(nodes_.back()->start().is_ok());
   return i;
 }

@@ -4,7 +4,8 @@
 // bounded number of steps and a run is the same on any machine.
 //
 // LogMachine: a state machine that appends every command to a list; its
-// snapshot is the list, so members can be compared entry by entry.
+// snapshot is the list, so members can be compared entry by entry. It is the
+// members' machine unless the cluster is given a MachineFactory.
 #pragma once
 
 #include <cstdint>
@@ -44,21 +45,28 @@ inline constexpr unsigned kMaxSteps = 20000;
 
 class FixtureCluster {
  public:
+  // Makes the state machine of member `i`.
+  using MachineFactory = std::function<std::unique_ptr<StateMachine>(unsigned i)>;
+
   // `voters` members, bootstrapped with all of them as voters, and started.
-  explicit FixtureCluster(unsigned voters, const ConsensusOptions& options = {});
+  // Without `make`, every member gets a LogMachine.
+  explicit FixtureCluster(unsigned voters, const ConsensusOptions& options = {}, MachineFactory make = {});
   ~FixtureCluster();
   FixtureCluster(const FixtureCluster&) = delete;
   FixtureCluster& operator=(const FixtureCluster&) = delete;
 
   unsigned size() const { return static_cast<unsigned>(nodes_.size()); }
   RaftConsensus& node(unsigned i) { return *nodes_[i]; }
-  LogMachine& machine(unsigned i) { return *machines_[i]; }
+  // REQUIRES: the members' machines are LogMachines (no MachineFactory).
+  LogMachine& machine(unsigned i) { return dynamic_cast<LogMachine&>(*machines_[i]); }
+  StateMachine& state_machine(unsigned i) { return *machines_[i]; }
   raft_fixture* fixture() { return &fixture_; }
   static ServerId id_of(unsigned i) { return i + 1; }  // the fixture numbers servers from 1
   static std::string address_of(unsigned i) { return std::to_string(i + 1); }
 
   // A new member with an empty log, started but in no configuration yet.
   unsigned grow();
+
 
   // Steps until `done` holds; false if it did not within `max_steps`.
   bool step_until(const std::function<bool()>& done, unsigned max_steps = kMaxSteps);
@@ -80,9 +88,13 @@ class FixtureCluster {
   const common::Status& last_refusal() const { return last_refusal_; }
 
  private:
+  // Adds member `i` (its machine, its raft) to the fixture, not started.
+  void add_member(unsigned i);
+
   raft_fixture fixture_{};
   ConsensusOptions options_;
-  std::vector<std::unique_ptr<LogMachine>> machines_;
+  MachineFactory make_;
+  std::vector<std::unique_ptr<StateMachine>> machines_;
   std::vector<std::unique_ptr<RaftConsensus>> nodes_;
   common::Status last_refusal_;
 };
