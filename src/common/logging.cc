@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <string>
 
@@ -24,6 +25,22 @@ class ThreadNameFlag final : public spdlog::custom_flag_formatter {
 
 }  // namespace
 
+namespace logging_detail {
+
+// LogLevel is spdlog's order, so write() passes it through.
+static_assert(static_cast<int>(LogLevel::kTrace) == spdlog::level::trace);
+static_assert(static_cast<int>(LogLevel::kWarn) == spdlog::level::warn);
+static_assert(static_cast<int>(LogLevel::kError) == spdlog::level::err);
+static_assert(static_cast<int>(LogLevel::kOff) == spdlog::level::off);
+
+std::atomic<int> min_level{static_cast<int>(LogLevel::kInfo)};
+
+void write(LogLevel level, std::string_view line) {
+  spdlog::default_logger_raw()->log(static_cast<spdlog::level::level_enum>(level), spdlog::string_view_t(line));
+}
+
+}  // namespace logging_detail
+
 Status init_logging(std::string_view level) {
   auto lvl = spdlog::level::from_str(std::string(level));
   // from_str maps unknown names to off; only "off" itself may mean off.
@@ -39,6 +56,7 @@ Status init_logging(std::string_view level) {
   logger->set_level(lvl);
   logger->flush_on(spdlog::level::warn);
   spdlog::set_default_logger(logger);
+  logging_detail::min_level.store(static_cast<int>(lvl), std::memory_order_relaxed);
   return Status::ok();
 }
 
