@@ -13,7 +13,7 @@ using common::Status;
 using ledger::Position;
 
 namespace {
-constexpr uint16_t kMaxFormat = 1;
+constexpr uint16_t kMaxDedupFormat = 1;
 constexpr size_t kReplayBatch = 512;
 }  // namespace
 
@@ -34,7 +34,7 @@ Result<DedupSnapshot> decode_dedup_snapshot(std::string_view bytes) {
     return Status::corruption("deduplication snapshot fails verification");
   }
   const auto* r = flatbuffers::GetRoot<fb::DedupSnapshot>(bytes.data());
-  if (r->format() > kMaxFormat) {
+  if (r->format() > kMaxDedupFormat) {
     return Status::corruption("deduplication snapshot has format " + std::to_string(r->format()) +
                               ", newer than this binary reads");
   }

@@ -9,7 +9,7 @@ using common::Status;
 
 namespace {
 
-constexpr uint16_t kMaxFormat = 1;  // newest record format this binary reads
+constexpr uint16_t kMaxPolicyFormat = 1;  // newest record format this binary reads
 
 using Builder = flatbuffers::FlatBufferBuilder;
 
@@ -22,7 +22,7 @@ Result<const T*> root(std::string_view bytes, std::string_view what) {
   flatbuffers::Verifier v(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   if (!v.VerifyBuffer<T>(nullptr)) return Status::corruption(std::string(what) + " record fails verification");
   const T* r = flatbuffers::GetRoot<T>(bytes.data());
-  if (r->format() > kMaxFormat) {
+  if (r->format() > kMaxPolicyFormat) {
     return Status::corruption(std::string(what) + " record has format " + std::to_string(r->format()) +
                               ", newer than this binary reads");
   }

@@ -14,7 +14,6 @@ namespace magnetar::broker {
 using common::ErrorCode;
 using common::Result;
 using common::Status;
-namespace md = metadata;
 
 namespace {
 
@@ -24,7 +23,7 @@ constexpr std::array<std::string_view, kMaxSchemaType + 1> kTypeNames = {
     "TIMESTAMP", "KEY_VALUE", "INSTANT", "LOCAL_DATE", "LOCAL_TIME", "LOCAL_DATE_TIME",
     "PROTOBUF_NATIVE"};
 
-constexpr int kMaxCasAttempts = 16;
+constexpr int kMaxSchemaCasAttempts = 16;
 
 struct Version {
   SchemaInfo info;
@@ -34,7 +33,7 @@ struct Version {
 
 struct History {
   std::vector<Version> versions;
-  int64_t record_version = md::kMustNotExist;  // for compare-and-set
+  int64_t record_version = metadata::kMustNotExist;  // for compare-and-set
   // Versions from here on are live (after the last tombstone).
   size_t live_from() const {
     for (size_t i = versions.size(); i > 0; --i) {
@@ -60,7 +59,7 @@ std::string encode(const History& h) {
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
 }
 
-Result<History> load(md::Store& store, const TopicName& topic) {
+Result<History> load(metadata::Store& store, const TopicName& topic) {
   History h;
   auto r = metadata::blocking::get(store, schema_key(topic));
   if (!r.is_ok()) {
@@ -93,8 +92,8 @@ Result<History> load(md::Store& store, const TopicName& topic) {
 }
 
 // Writes `h` back; FailedPrecondition/AlreadyExists when someone else wrote first.
-Status store_history(md::Store& store, const TopicName& topic, const History& h) {
-  md::PutOptions options;
+Status store_history(metadata::Store& store, const TopicName& topic, const History& h) {
+  metadata::PutOptions options;
   options.expected_version = h.record_version;
   auto r = metadata::blocking::put(store, schema_key(topic), encode(h), options);
   return r.is_ok() ? Status::ok() : r.status();
@@ -178,7 +177,7 @@ Result<int64_t> SchemaRegistry::get_or_create(const TopicName& topic, const Sche
     return Status::invalid_argument("schema of " + std::to_string(schema.data.size()) + " bytes is over the limit of " +
                                     std::to_string(kMaxSchemaBytes));
   }
-  for (int attempt = 0; attempt < kMaxCasAttempts; ++attempt) {
+  for (int attempt = 0; attempt < kMaxSchemaCasAttempts; ++attempt) {
     auto h = load(store_, topic);
     if (!h.is_ok()) return h.status();
     for (size_t i = h->live_from(); i < h->versions.size(); ++i) {
@@ -193,7 +192,7 @@ Result<int64_t> SchemaRegistry::get_or_create(const TopicName& topic, const Sche
 }
 
 Result<int64_t> SchemaRegistry::remove(const TopicName& topic) {
-  for (int attempt = 0; attempt < kMaxCasAttempts; ++attempt) {
+  for (int attempt = 0; attempt < kMaxSchemaCasAttempts; ++attempt) {
     auto h = load(store_, topic);
     if (!h.is_ok()) return h.status();
     if (h->versions.empty() || h->versions.back().deleted) {

@@ -27,8 +27,6 @@ std::string_view subscription_type_name(SubscriptionType t) {
 }
 
 namespace {
-// The position just before p, as read_entries() takes it.
-Position before(Position p) { return Position{p.ledger, p.entry - 1}; }
 
 uint32_t count_bits(const std::vector<uint64_t>& words) {
   uint32_t n = 0;

@@ -14,11 +14,6 @@ using common::Result;
 using ledger::LedgerEntry;
 using ledger::Position;
 
-namespace {
-// The position just before p, as read_entries() takes it.
-Position before(Position p) { return Position{p.ledger, p.entry - 1}; }
-}  // namespace
-
 Consumer* Subscription::owner_of(uint32_t slot) {
   if (!selector_) return nullptr;
   auto id = selector_->select(slot);

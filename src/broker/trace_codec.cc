@@ -10,11 +10,11 @@ using common::Status;
 
 namespace {
 
-constexpr uint16_t kMaxFormat = 1;  // newest trace format this binary reads
+constexpr uint16_t kMaxTraceFormat = 1;  // newest trace format this binary reads
 
 using Builder = flatbuffers::FlatBufferBuilder;
 
-std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+std::string text_of(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
 // Names repeat from event to event (producer, subscription, address,
 // durability): each is stored once per batch.
@@ -115,12 +115,12 @@ Result<TraceBatch> decode_trace_batch(const common::Slice& bytes) {
   flatbuffers::Verifier v(bytes.data(), bytes.size());
   if (!v.VerifyBuffer<fb::TraceBatch>(nullptr)) return Status::corruption("trace batch fails verification");
   const auto* r = flatbuffers::GetRoot<fb::TraceBatch>(bytes.data());
-  if (r->format() > kMaxFormat) {
+  if (r->format() > kMaxTraceFormat) {
     return Status::corruption("trace batch has format " + std::to_string(r->format()) +
                               ", newer than this binary reads");
   }
   TraceBatch out;
-  out.topic = str(r->topic());
+  out.topic = text_of(r->topic());
   if (r->events() == nullptr) return out;
   out.events.reserve(r->events()->size());
   for (const auto* e : *r->events()) {
@@ -132,21 +132,21 @@ Result<TraceBatch> decode_trace_batch(const common::Slice& bytes) {
     t.range = e->range();
     if (t.range) t.after = ledger::Position{e->after_ledger(), e->after_entry()};
     t.batch_index = e->batch_index();
-    t.producer = str(e->producer());
+    t.producer = text_of(e->producer());
     t.sequence_id = e->sequence_id();
-    t.subscription = str(e->subscription());
+    t.subscription = text_of(e->subscription());
     t.consumer_id = e->consumer_id();
-    t.consumer_name = str(e->consumer_name());
-    t.client_address = str(e->client_address());
-    t.protocol = str(e->protocol());
+    t.consumer_name = text_of(e->consumer_name());
+    t.client_address = text_of(e->client_address());
+    t.protocol = text_of(e->protocol());
     t.redelivery_count = e->redelivery_count();
-    t.detail = str(e->detail());
+    t.detail = text_of(e->detail());
     if (e->messages()) {
       for (const auto* m : *e->messages()) {
         TracedMessage tm;
-        tm.key = str(m->key());
+        tm.key = text_of(m->key());
         if (m->properties()) {
-          for (const auto* p : *m->properties()) tm.properties.emplace_back(str(p->key()), str(p->value()));
+          for (const auto* p : *m->properties()) tm.properties.emplace_back(text_of(p->key()), text_of(p->value()));
         }
         t.messages.push_back(std::move(tm));
       }

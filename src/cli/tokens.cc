@@ -28,7 +28,7 @@ using security::TokenKey;
 
 namespace {
 
-int fail(const Status& st) {
+int report_failure(const Status& st) {
   fmt::print(stderr, "magnetar tokens: {}\n", st.message());
   return st.code() == common::ErrorCode::kInvalidArgument ? 2 : 1;
 }
@@ -122,7 +122,7 @@ CLI::App* add_tokens_command(CLI::App& app, Command& run) {
         return 0;
       }
       Status st = write_private(a->output, text);
-      if (!st.is_ok()) return fail(st);
+      if (!st.is_ok()) return report_failure(st);
       fmt::print(stderr, "secret key written to {}\n", a->output);
       return 0;
     };
@@ -137,16 +137,16 @@ CLI::App* add_tokens_command(CLI::App& app, Command& run) {
   pair->callback([&run, a]() {
     run = [a]() {
       auto alg = security::parse_algorithm(a->algorithm);
-      if (!alg.is_ok()) return fail(alg.status());
+      if (!alg.is_ok()) return report_failure(alg.status());
       auto key = TokenKey::generate_pair(*alg);
-      if (!key.is_ok()) return fail(key.status());
+      if (!key.is_ok()) return report_failure(key.status());
       auto priv = key->private_der();
       auto pub = key->public_der();
-      if (!priv.is_ok()) return fail(priv.status());
-      if (!pub.is_ok()) return fail(pub.status());
+      if (!priv.is_ok()) return report_failure(priv.status());
+      if (!pub.is_ok()) return report_failure(pub.status());
       Status st = write_private(a->private_out, *priv);
       if (st.is_ok()) st = write_private(a->public_out, *pub);
-      if (!st.is_ok()) return fail(st);
+      if (!st.is_ok()) return report_failure(st);
       ::chmod(a->public_out.c_str(), 0644);
       fmt::print(stderr, "{} key pair written to {} (private) and {} (public)\n", a->algorithm, a->private_out,
                  a->public_out);
@@ -162,15 +162,15 @@ CLI::App* add_tokens_command(CLI::App& app, Command& run) {
   create->callback([&run, a]() {
     run = [a]() {
       auto key = signing_key(a->secret_key, a->private_key);
-      if (!key.is_ok()) return fail(key.status());
+      if (!key.is_ok()) return report_failure(key.status());
       security::JwtClaims claims{a->subject, std::nullopt};
       if (!a->expiry.empty()) {
         auto seconds = parse_duration_seconds(a->expiry);
-        if (!seconds.is_ok()) return fail(seconds.status());
+        if (!seconds.is_ok()) return report_failure(seconds.status());
         claims.expires_at = common::wall_clock_ms() / 1000 + *seconds;
       }
       auto token = security::sign_token(*key, claims);
-      if (!token.is_ok()) return fail(token.status());
+      if (!token.is_ok()) return report_failure(token.status());
       fmt::print("{}\n", *token);
       return 0;
     };
@@ -184,7 +184,7 @@ CLI::App* add_tokens_command(CLI::App& app, Command& run) {
   validate->callback([&run, a]() {
     run = [a]() {
       auto key = verifying_key(a->secret_key, a->public_key);
-      if (!key.is_ok()) return fail(key.status());
+      if (!key.is_ok()) return report_failure(key.status());
       auto claims = security::verify_token(*key, a->token, common::wall_clock_ms() / 1000);
       if (!claims.is_ok()) {
         if (a->json) {
@@ -205,7 +205,7 @@ CLI::App* add_tokens_command(CLI::App& app, Command& run) {
   show->callback([&run, a]() {
     run = [a]() {
       auto claims = security::decode_token_unverified(a->token);
-      if (!claims.is_ok()) return fail(Status::invalid_argument(claims.status().message()));
+      if (!claims.is_ok()) return report_failure(Status::invalid_argument(claims.status().message()));
       print_claims(*claims, a->json, false);
       return 0;
     };

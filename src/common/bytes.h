@@ -18,6 +18,11 @@
 
 namespace magnetar::common {
 
+// The big-endian 32-bit integer at `p`, which must have 4 readable bytes.
+inline uint32_t load_u32_be(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
 class Buffer {
  public:
   // A new block with reference count 1, owned by the caller.

@@ -23,4 +23,8 @@ struct Position {
   std::string to_string() const { return std::to_string(ledger) + ":" + std::to_string(entry); }
 };
 
+// The position just before `p` in its ledger (entry kNoEntry before the
+// first): where a cursor stands to read `p` next.
+inline Position before(Position p) { return Position{p.ledger, p.entry - 1}; }
+
 }  // namespace magnetar::ledger

@@ -11,14 +11,6 @@
 
 namespace magnetar::protocol::pulsar {
 
-namespace {
-
-uint32_t load_u32_be(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
-}
-
-}  // namespace
-
 BatchReader::BatchReader(common::Slice payload, int32_t count) : rest_(std::move(payload)), count_(count) {
   if (count_ < 0) {
     status_ = common::Status::invalid_argument(fmt::format("batch claims {} messages", count_));
@@ -42,7 +34,7 @@ bool BatchReader::next(BatchMessage* out) {
     return false;
   }
   if (rest_.size() < 4) return fail("the batch ends before its metadata size");
-  uint32_t metadata_size = load_u32_be(rest_.data());
+  uint32_t metadata_size = common::load_u32_be(rest_.data());
   if (metadata_size > rest_.size() - 4 || metadata_size > INT_MAX) {
     return fail(fmt::format("metadata size {} exceeds the {} bytes left", metadata_size, rest_.size() - 4));
   }

@@ -12,14 +12,11 @@ namespace magnetar::protocol::pulsar {
 
 namespace {
 
+using common::load_u32_be;
 using common::Slice;
 using common::Status;
 
 uint16_t load_u16_be(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
-
-uint32_t load_u32_be(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
-}
 
 bool read_varint(const uint8_t*& p, const uint8_t* end, uint64_t* out) {
   uint64_t v = 0;

@@ -10,6 +10,10 @@
 
 namespace magnetar::protocol::kafka {
 
+// A group's state in Kafka's rebalance protocol (a member of Group, so not
+// in the anonymous namespace).
+enum class GroupState { kEmpty, kPreparingRebalance, kCompletingRebalance, kStable };
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -20,8 +24,6 @@ constexpr std::chrono::milliseconds kTickInterval{100};
 // tests use shorter ones).
 constexpr int32_t kMinSessionTimeoutMs = 1000;
 constexpr int32_t kMaxSessionTimeoutMs = 30 * 60 * 1000;
-
-enum class GroupState { kEmpty, kPreparingRebalance, kCompletingRebalance, kStable };
 
 std::atomic<uint64_t> next_member{1};
 

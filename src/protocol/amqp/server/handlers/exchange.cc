@@ -13,7 +13,7 @@ namespace {
 
 bool reserved(const std::string& name) { return name.rfind("amq.", 0) == 0; }
 
-void declare(AmqpConnection& c, Channel& ch, const Method& m) {
+void declare_exchange(AmqpConnection& c, Channel& ch, const Method& m) {
   const std::string& name = m.str("exchange");
   auto type = parse_exchange_type(m.str("type"));
   const bool passive = m.flag("passive");
@@ -70,7 +70,7 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
   if (!write) c.answer(ch, m, Method::of(m::kExchangeDeclareOk));
 }
 
-void remove(AmqpConnection& c, Channel& ch, const Method& m) {
+void delete_exchange(AmqpConnection& c, Channel& ch, const Method& m) {
   const std::string& name = m.str("exchange");
   // Others' routing depends on it: deleting is the tenant admins' call, as
   // deleting a topic is.
@@ -101,7 +101,7 @@ void remove(AmqpConnection& c, Channel& ch, const Method& m) {
   c.answer(ch, m, Method::of(m::kExchangeDeleteOk));
 }
 
-void bind(AmqpConnection& c, Channel& ch, const Method& m, bool add) {
+void bind_exchange(AmqpConnection& c, Channel& ch, const Method& m, bool add) {
   if (!c.authorized_in_vhost(ch, broker::TopicAction::kProduce, m.key())) return;
   Binding b;
   b.source = m.str("source");
@@ -164,10 +164,10 @@ void change_binding(AmqpConnection& c, Channel& ch, const Method& m, Binding b, 
 
 void handle_exchange(AmqpConnection& c, Channel& ch, const Method& m) {
   switch (m.key()) {
-    case m::kExchangeDeclare: return declare(c, ch, m);
-    case m::kExchangeDelete: return remove(c, ch, m);
-    case m::kExchangeBind: return bind(c, ch, m, true);
-    case m::kExchangeUnbind: return bind(c, ch, m, false);
+    case m::kExchangeDeclare: return declare_exchange(c, ch, m);
+    case m::kExchangeDelete: return delete_exchange(c, ch, m);
+    case m::kExchangeBind: return bind_exchange(c, ch, m, true);
+    case m::kExchangeUnbind: return bind_exchange(c, ch, m, false);
     default:
       return c.connection_error({kCommandInvalid, fmt::format("{} is not a method a client sends", m.spec->name), m.key()});
   }

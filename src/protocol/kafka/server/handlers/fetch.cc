@@ -102,7 +102,7 @@ Slice whole_batches_within(const Slice& records, size_t budget) {
   return records.sub(0, end);
 }
 
-struct PartitionResult {
+struct FetchedPartition {
   ErrorCode error = kNone;
   int64_t high_watermark = -1;
   int64_t log_start = -1;
@@ -266,10 +266,10 @@ Slice to_batches(const std::string& topic, const std::vector<ledger::LedgerEntry
 // with the positions of the entries that went out. `limits` are charged
 // what went out; `at_least_one`: read an entry even when they are spent.
 void read_partition(broker::Topic* topic, int64_t offset, size_t max_bytes, broker::Topic::FetchLimits limits,
-                    bool at_least_one, std::function<void(PartitionResult)> done,
+                    bool at_least_one, std::function<void(FetchedPartition)> done,
                     std::function<void(std::vector<ledger::Position>)> traced) {
   ledger::Log& log = topic->log();
-  PartitionResult r;
+  FetchedPartition r;
   r.high_watermark = high_watermark(log);
   r.log_start = log_start_offset(log);
   const auto& chain = log.chain();
@@ -344,7 +344,7 @@ void attempt(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
                 key = c.waiter_key(), reader = c.client_info(state->request.header),
                 &broker = c.service().broker()](
                    Result<broker::Topic*> t) {
-      auto report = [reply, state, k, one_done](PartitionResult r) {
+      auto report = [reply, state, k, one_done](FetchedPartition r) {
         reply([state, k, one_done, r = std::move(r)](KafkaConnection& conn) mutable {
           PartitionFetch& part = state->parts[k];
           part.error = r.error;
@@ -357,7 +357,7 @@ void attempt(KafkaConnection& c, const std::shared_ptr<FetchState>& state) {
         });
       };
       if (!t.is_ok()) {
-        PartitionResult r;
+        FetchedPartition r;
         r.error = error_code(t.status());
         return report(r);
       }
