@@ -21,7 +21,7 @@ Mailbox::~Mailbox() {
   std::free(cells_);
 }
 
-bool Mailbox::try_push(Task& task) {
+bool Mailbox::try_push(Task& task, int64_t stamp) {
   uint64_t pos = tail_.load(std::memory_order_relaxed);
   for (;;) {
     size_t index = pos & mask_;
@@ -31,6 +31,7 @@ bool Mailbox::try_push(Task& task) {
     if (diff == 0) {
       if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
         cell.task = std::move(task);
+        cell.stamp = stamp;
         set_sequence(index, pos + 1, std::memory_order_release);
         return true;
       }
@@ -42,13 +43,14 @@ bool Mailbox::try_push(Task& task) {
   }
 }
 
-bool Mailbox::try_pop(Task& out) {
+bool Mailbox::try_pop(Task& out, int64_t* stamp) {
   uint64_t head = head_.load(std::memory_order_relaxed);
   size_t index = head & mask_;
   Cell& cell = cells_[index];
   uint64_t seq = sequence(index, std::memory_order_acquire);
   if (static_cast<int64_t>(seq) - static_cast<int64_t>(head + 1) < 0) return false;
   out = std::move(cell.task);
+  if (stamp != nullptr) *stamp = cell.stamp;
   set_sequence(index, head + mask_ + 1, std::memory_order_release);
   head_.store(head + 1, std::memory_order_relaxed);
   return true;

@@ -3,7 +3,8 @@
 // A ring of cells, each with a sequence number (D. Vyukov's bounded queue):
 // producers claim a cell with one CAS on the tail; the single consumer reads
 // in order. Tasks from one producer thread come out in the order it pushed
-// them. A full mailbox refuses the push (try_push returns false): the caller
+// them. Each cell also carries a stamp the producer chooses (the reactor
+// stores the time of the post, to measure how long tasks wait). A full mailbox refuses the push (try_push returns false): the caller
 // decides whether to back off, fail the request or wait.
 //
 // Memory: cells come zeroed from calloc and a zero cell is a valid empty
@@ -28,9 +29,10 @@ class Mailbox {
   Mailbox& operator=(const Mailbox&) = delete;
 
   // Any thread. Returns false, leaving `task` untouched, when full.
-  bool try_push(Task& task);
-  // Consumer thread only. Returns false when empty.
-  bool try_pop(Task& out);
+  bool try_push(Task& task, int64_t stamp = 0);
+  // Consumer thread only. Returns false when empty. `stamp`, when given,
+  // receives the stamp pushed with the task.
+  bool try_pop(Task& out, int64_t* stamp = nullptr);
   // Approximate; for metrics.
   size_t size_approx() const;
   size_t capacity() const { return mask_ + 1; }
@@ -38,6 +40,7 @@ class Mailbox {
  private:
   struct Cell {
     std::atomic<uint64_t> turn;  // Vyukov's sequence minus the cell's index
+    int64_t stamp;
     Task task;
   };
   uint64_t sequence(size_t index, std::memory_order order) const {

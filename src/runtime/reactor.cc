@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdlib>
+#include <ctime>
 
 #include "common/logging.h"
 #include "common/stage_timing.h"
@@ -18,7 +19,7 @@ thread_local Reactor* t_current = nullptr;
 }  // namespace
 
 Reactor::Reactor(size_t index, std::string name, size_t mailbox_capacity)
-    : index_(index), name_(std::move(name)), mailbox_(mailbox_capacity) {}
+    : index_(index), name_(std::move(name)), stats_(index, name_), mailbox_(mailbox_capacity) {}
 
 Reactor::~Reactor() { stop(); }
 
@@ -39,11 +40,18 @@ void Reactor::die_stopped() const {
 void Reactor::start() {
   assert(!running_.load());
   uv_loop_init(&loop_);
+  // Time blocked in poll, so that an iteration's own running time is known
+  // (one more epoll_wait, with no timeout, before the loop sleeps).
+  uv_loop_configure(&loop_, UV_METRICS_IDLE_TIME);
   loop_.data = this;
   uv_async_init(&loop_, &wakeup_, &Reactor::on_async);
   wakeup_.data = this;
   uv_prepare_init(&loop_, &prepare_);
   prepare_.data = this;
+  uv_prepare_init(&loop_, &iteration_);
+  iteration_.data = this;
+  uv_prepare_start(&iteration_, &Reactor::on_iteration);
+  uv_unref(reinterpret_cast<uv_handle_t*>(&iteration_));  // measures the loop, does not keep it alive
   running_.store(true);
   std::promise<void> ready;
   auto ready_fut = ready.get_future();
@@ -92,7 +100,7 @@ Reactor::PushResult Reactor::push(Task& task) {
   PushResult r = PushResult::kPushed;
   if (stopping_.load()) {
     r = PushResult::kStopping;
-  } else if (!mailbox_.try_push(task)) {
+  } else if (!mailbox_.try_push(task, common::monotonic_ns())) {
     r = PushResult::kFull;
   } else {
     // uv_async_send first reads the handle's pending flag and sends nothing
@@ -197,10 +205,17 @@ void Reactor::on_async(uv_async_t* h) { static_cast<Reactor*>(h->data)->drain_ma
 
 void Reactor::drain_mailbox() {
   Task task;
+  int64_t posted_ns = 0;
+  int64_t start = common::monotonic_ns();
   size_t n = 0;
-  while (n < kMaxTasksPerWakeup && mailbox_.try_pop(task)) {
+  while (n < kMaxTasksPerWakeup && mailbox_.try_pop(task, &posted_ns)) {
+    stats_.task_waited(posted_ns, start);
     task();
+    const std::type_info& type = task.type();
     task.reset();
+    const int64_t end = common::monotonic_ns();
+    stats_.callback_ran("a task", type, start, end);
+    start = end;
     ++n;
   }
   // More queued: come back after this iteration's I/O instead of starving it.
@@ -209,12 +224,36 @@ void Reactor::drain_mailbox() {
 
 void Reactor::on_prepare(uv_prepare_t* h) { static_cast<Reactor*>(h->data)->run_deferred(); }
 
+void Reactor::on_iteration(uv_prepare_t* h) {
+  auto* r = static_cast<Reactor*>(h->data);
+  const uint64_t now = uv_hrtime();
+  const uint64_t idle = uv_metrics_idle_time(&r->loop_);
+  timespec cpu{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+  const int64_t cpu_ns = static_cast<int64_t>(cpu.tv_sec) * 1'000'000'000 + cpu.tv_nsec;
+  if (r->iteration_at_ns_ != 0) {
+    const uint64_t elapsed = now - r->iteration_at_ns_;
+    const uint64_t slept = idle - r->iteration_idle_ns_;
+    r->stats_.iteration_ran(elapsed > slept ? static_cast<int64_t>(elapsed - slept) : 0, cpu_ns - r->iteration_cpu_ns_,
+                            common::monotonic_ns());
+  }
+  r->iteration_at_ns_ = now;
+  r->iteration_idle_ns_ = idle;
+  r->iteration_cpu_ns_ = cpu_ns;
+}
+
 void Reactor::run_deferred() {
   // Tasks deferred while running deferred tasks run in the same pass, bounded
   // so that a task that keeps deferring itself cannot stall the loop.
   for (int round = 0; round < 8 && !deferred_.empty(); ++round) {
     deferred_running_.swap(deferred_);
-    for (auto& t : deferred_running_) t();
+    int64_t start = common::monotonic_ns();
+    for (auto& t : deferred_running_) {
+      t();
+      const int64_t end = common::monotonic_ns();
+      stats_.callback_ran("a deferred task", t.type(), start, end);
+      start = end;
+    }
     deferred_running_.clear();
   }
   if (deferred_.empty()) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "runtime/loop_stats.h"
 #include "runtime/mailbox.h"
 #include "runtime/task.h"
 
@@ -102,6 +103,9 @@ class Reactor {
   std::chrono::nanoseconds loop_lag() const;
   // Any thread: posts a probe unless one is already outstanding.
   void probe_lag();
+  // How long tasks wait and the loop runs; recording on this thread only
+  // (Timer reports its callbacks here), reading from any.
+  LoopStats& loop_stats() { return stats_; }
 
  private:
   [[noreturn]] void die_stopped() const;
@@ -115,12 +119,18 @@ class Reactor {
   void run_deferred();
   static void on_async(uv_async_t* h);
   static void on_prepare(uv_prepare_t* h);
+  static void on_iteration(uv_prepare_t* h);
 
   const size_t index_;
   const std::string name_;
   uv_loop_t loop_{};
   uv_async_t wakeup_{};
   uv_prepare_t prepare_{};
+  uv_prepare_t iteration_{};  // always on, before every poll: measures the iteration
+  uint64_t iteration_at_ns_ = 0;  // uv_hrtime() and the loop's idle time at the last poll
+  uint64_t iteration_idle_ns_ = 0;
+  int64_t iteration_cpu_ns_ = 0;  // the thread's CPU time then
+  LoopStats stats_;
   Mailbox mailbox_;
   std::vector<Task> deferred_;
   std::vector<Task> deferred_running_;

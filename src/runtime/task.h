@@ -1,12 +1,14 @@
 // Task: a move-only callable run once, the unit of work posted between threads.
 //
 // Small captures (up to kInlineSize bytes) live inside the Task with no heap
-// allocation; larger ones are boxed.
+// allocation; larger ones are boxed. type() names the callable held, so that
+// a reactor can say which task held it (runtime/loop_stats.h).
 #pragma once
 
 #include <cstddef>
 #include <new>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 
 namespace magnetar::runtime {
@@ -50,6 +52,8 @@ class Task {
   ~Task() { reset(); }
 
   explicit operator bool() const { return ops_ != nullptr; }
+  // The type of the callable held; typeid(void) when empty.
+  const std::type_info& type() const { return ops_ != nullptr ? *ops_->type : typeid(void); }
   // REQUIRES: a callable is held.
   void operator()() { ops_->call(storage_); }
   void reset() {
@@ -64,6 +68,7 @@ class Task {
     void (*call)(void*);
     void (*move)(void* from, void* to);
     void (*destroy)(void*);
+    const std::type_info* type;
   };
   template <typename Fn>
   static constexpr Ops inline_ops = {
@@ -73,12 +78,14 @@ class Task {
         static_cast<Fn*>(from)->~Fn();
       },
       [](void* s) { static_cast<Fn*>(s)->~Fn(); },
+      &typeid(Fn),
   };
   template <typename Fn>
   static constexpr Ops boxed_ops = {
       [](void* s) { (**static_cast<Fn**>(s))(); },
       [](void* from, void* to) { *static_cast<Fn**>(to) = *static_cast<Fn**>(from); },
       [](void* s) { delete *static_cast<Fn**>(s); },
+      &typeid(Fn),
   };
 
   alignas(std::max_align_t) unsigned char storage_[kInlineSize];

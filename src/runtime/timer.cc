@@ -1,11 +1,14 @@
 #include "runtime/timer.h"
 
+#include "common/stage_timing.h"
+
 namespace magnetar::runtime {
 
 Timer::Timer(Reactor& reactor) : reactor_(reactor), handle_(new Handle) {
   reactor_.assert_on_thread();
   uv_timer_init(reactor_.loop(), &handle_->timer);
   handle_->timer.data = handle_;
+  handle_->reactor = &reactor_;
 }
 
 Timer::~Timer() {
@@ -17,7 +20,15 @@ Timer::~Timer() {
 
 void Timer::on_fire(uv_timer_t* t) {
   auto* h = static_cast<Handle*>(t->data);
-  if (h->fn) h->fn();
+  if (!h->fn) return;
+  // Run from here, not from the handle: once() from inside the callback
+  // replaces the handle's callable, and ~Timer resets it.
+  Task fn = std::move(h->fn);
+  const int64_t start = common::monotonic_ns();
+  fn();
+  h->reactor->loop_stats().callback_ran("a timer", fn.type(), start, common::monotonic_ns());
+  const bool closing = uv_is_closing(reinterpret_cast<uv_handle_t*>(t)) != 0;
+  if (!h->fn && !closing && uv_timer_get_repeat(t) != 0) h->fn = std::move(fn);
 }
 
 void Timer::once(std::chrono::milliseconds delay, Task fn) {

@@ -2,6 +2,7 @@
 //
 // REQUIRES: created, used and destroyed on that reactor's thread. Destroying
 // a Timer cancels it; the callback never runs after the destructor returns.
+// The callback may re-arm its own timer or destroy it while it runs.
 #pragma once
 
 #include <uv.h>
@@ -31,6 +32,7 @@ class Timer {
   struct Handle {
     uv_timer_t timer;
     Task fn;
+    Reactor* reactor;
   };
   static void on_fire(uv_timer_t* t);
 

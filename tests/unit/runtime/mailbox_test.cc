@@ -40,6 +40,22 @@ TEST(MailboxTest, FullRefusesAndKeepsTheTask) {
   EXPECT_EQ(ran, 104);
 }
 
+TEST(MailboxTest, EachTaskKeepsItsStamp) {
+  Mailbox box(2);
+  for (int round = 0; round < 3; ++round) {  // wraps the ring
+    for (int64_t stamp : {int64_t{7} + round, int64_t{8} + round}) {
+      Task t = []() {};
+      ASSERT_TRUE(box.try_push(t, stamp));
+    }
+    Task t;
+    int64_t stamp = 0;
+    ASSERT_TRUE(box.try_pop(t, &stamp));
+    EXPECT_EQ(stamp, 7 + round);
+    ASSERT_TRUE(box.try_pop(t, &stamp));
+    EXPECT_EQ(stamp, 8 + round);
+  }
+}
+
 TEST(MailboxTest, DropsUnrunTasksOnDestruction) {
   auto alive = std::make_shared<int>(1);
   {
@@ -104,6 +120,19 @@ TEST(TaskTest, LargeCapturesAreBoxedAndMoveOnlyWorks) {
   Task u = [p = std::move(owned), &got]() { got = *p; };
   u();
   EXPECT_EQ(got, 5);
+}
+
+TEST(TaskTest, TypeNamesTheCallableHeldInlineOrBoxed) {
+  auto small = []() {};
+  std::array<char, 200> big{};
+  auto large = [big]() { (void)big; };
+  Task a(small);
+  Task b(large);
+  EXPECT_EQ(a.type(), typeid(small));
+  EXPECT_EQ(b.type(), typeid(large));
+  Task moved = std::move(b);
+  EXPECT_EQ(moved.type(), typeid(large));
+  EXPECT_EQ(Task().type(), typeid(void));
 }
 
 }  // namespace

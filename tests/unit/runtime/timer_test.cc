@@ -73,5 +73,47 @@ TEST(TimerTest, DestroyedTimerNeverFires) {
   r.stop();
 }
 
+// once() from inside the timer's own callback replaces the callable that is
+// running: the running one must survive until it returns.
+TEST(TimerTest, OnceCanReArmFromItsOwnCallback) {
+  Reactor r(0, "reactor-test");
+  r.start();
+  std::promise<void> second;
+  auto witness = std::make_shared<int>(0);
+  std::unique_ptr<Timer> timer;
+  r.run_sync([&]() {
+    timer = std::make_unique<Timer>(r);
+    timer->once(std::chrono::milliseconds(1), [&, witness]() {
+      timer->once(std::chrono::milliseconds(1), [&second]() { second.set_value(); });
+      ++*witness;  // a capture of the callable that was replaced
+    });
+  });
+  ASSERT_EQ(second.get_future().wait_for(kBound), std::future_status::ready);
+  EXPECT_EQ(r.run_sync([&]() { return *witness; }), 1);
+  r.run_sync([&]() { timer.reset(); });
+  EXPECT_EQ(witness.use_count(), 1);  // the fired callable was released
+  r.stop();
+}
+
+TEST(TimerTest, CallbackMayDestroyItsTimer) {
+  Reactor r(0, "reactor-test");
+  r.start();
+  std::promise<void> done;
+  auto witness = std::make_shared<int>(0);
+  std::unique_ptr<Timer> timer;
+  r.run_sync([&]() {
+    timer = std::make_unique<Timer>(r);
+    timer->every(std::chrono::milliseconds(1), [&, witness]() {
+      timer.reset();
+      ++*witness;
+      done.set_value();
+    });
+  });
+  ASSERT_EQ(done.get_future().wait_for(kBound), std::future_status::ready);
+  r.run_sync([]() {});
+  EXPECT_EQ(witness.use_count(), 1);
+  r.stop();
+}
+
 }  // namespace
 }  // namespace magnetar::runtime
