@@ -28,6 +28,7 @@
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "metadata/leveldb_store.h"
+#include "server/allocator.h"
 #include "server/process_metrics.h"
 #include "storage/storage.h"
 
@@ -159,6 +160,7 @@ Status Server::start() {
   MAGNETAR_RETURN_IF_ERROR(prepare_authentication());
   MAGNETAR_RETURN_IF_ERROR(prepare_tls());
   MAGNETAR_RETURN_IF_ERROR(prepare_data_dir());
+  tune_allocator();
   runtime_ = std::make_unique<runtime::Runtime>(config_.reactors);
   runtime_->start();
 

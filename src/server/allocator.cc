@@ -1,0 +1,33 @@
+#include "server/allocator.h"
+
+#include <malloc.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/logging.h"
+
+namespace magnetar::server {
+namespace {
+
+// glibc's HEAP_MAX_SIZE on 64-bit: a pad this large never lets a heap go.
+constexpr int kTopPad = 64 << 20;
+
+bool operator_chose_top_pad() {
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables != nullptr && std::strstr(tunables, "glibc.malloc.top_pad") != nullptr) return true;
+  return std::getenv("MALLOC_TOP_PAD_") != nullptr;
+}
+
+}  // namespace
+
+bool tune_allocator() {
+  if (operator_chose_top_pad()) return false;
+  if (mallopt(M_TOP_PAD, kTopPad) != 1) {
+    MLOG_WARN("cannot set malloc's top pad; emptied heaps will be unmapped and mapped again");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace magnetar::server
