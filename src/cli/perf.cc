@@ -14,12 +14,18 @@
 // which the consumer subtracts from its receive time for end-to-end latency;
 // producer and consumer may run in different processes on one machine.
 // Payloads are printable, so `magnetar consume` can show them.
+//
+// Publish latency is split in two more figures, so that a slow client can
+// be told from a slow broker: the sender's lag (intended send time until
+// the producer took the message: a sender short of CPU, or a full pending
+// window) and each batch's round trip (sealed until its receipt was read).
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -116,6 +122,8 @@ double disk_bytes_per_second(const std::string& dir, size_t chunk, size_t total)
 struct Stats {
   std::mutex mu;
   Histogram publish, publish_all;  // µs; this interval, whole run
+  Histogram sender_lag;            // µs, whole run; merged from the sender's own when it ends
+  Histogram round_trip;            // µs per batch, whole run
   Histogram e2e, e2e_all;
   uint64_t acked = 0, acked_interval = 0;
   uint64_t received = 0, received_interval = 0;
@@ -197,6 +205,11 @@ class Run {
     o.batch.max_delay = std::chrono::microseconds(static_cast<int64_t>(a_.batch_delay_ms * 1000));
     o.max_pending_messages = static_cast<uint32_t>(a_.window);
     o.compression = compression;
+    o.on_round_trip = [this](Clock::duration d) {
+      auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+      std::lock_guard g(stats_.mu);
+      stats_.round_trip.record(static_cast<uint64_t>(std::max<int64_t>(0, us)));
+    };
     auto client_options = client_options_of(a_.token);
     if (!client_options) return fail(client_options.status());
     auto producer = client::Producer::create(a_.url, o, *client_options);
@@ -213,6 +226,7 @@ class Run {
     t0_ = start;
     uint64_t wall_start = wall_us();
     int64_t sent = 0;
+    Histogram lag;  // this thread's own, merged into stats_ at the end
     common::Status error;
     for (;;) {
       Clock::time_point now = Clock::now();
@@ -242,7 +256,13 @@ class Run {
         error = st;
         break;
       }
+      auto late = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - intended).count();
+      lag.record(static_cast<uint64_t>(std::max<int64_t>(0, late)));
       ++sent;
+    }
+    {
+      std::lock_guard g(stats_.mu);
+      stats_.sender_lag.merge(lag);
     }
     auto flushed = (*producer)->flush();
     sent_ = sent;
@@ -397,6 +417,8 @@ class Run {
         j["produce_msgs_per_s"] = produce_rate;
         j["produce_bytes_per_s"] = produce_bw;
         j["publish_latency_ms"] = percentiles_ms(stats_.publish_all);
+        j["sender_lag_ms"] = percentiles_ms(stats_.sender_lag);
+        j["round_trip_ms"] = percentiles_ms(stats_.round_trip);
       }
       if (consume_) {
         j["received"] = stats_.received;
@@ -421,6 +443,8 @@ class Run {
       fmt::print("  produced {} in {:.1f} s: {:.0f} msg/s, {:.1f} MiB/s{}\n", stats_.acked, produce_s, produce_rate,
                  produce_bw / (1 << 20), a_.rate > 0 ? fmt::format(" (target {:.0f} msg/s)", a_.rate) : "");
       fmt::print("  publish latency ms     {}\n", percentiles_line(stats_.publish_all));
+      fmt::print("    sender lag ms        {}\n", percentiles_line(stats_.sender_lag));
+      fmt::print("    batch round trip ms  {}\n", percentiles_line(stats_.round_trip));
     }
     if (consume_) {
       fmt::print("  consumed {}: {:.0f} msg/s\n", stats_.received, consume_rate);

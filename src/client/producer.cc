@@ -264,6 +264,7 @@ void Producer::on_receipt(const proto::BaseCommand& c) {
     pending_messages_ -= static_cast<uint64_t>(f.count);
   }
   room_.notify_all();
+  if (options_.on_round_trip) options_.on_round_trip(Clock::now() - f.sent);
   if (!ok) {
     Status st = Status::failed_precondition("the broker refused: " + c.send_error().message());
     for (auto& cb : f.callbacks) cb(st);

@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,6 +40,11 @@ struct ProducerOptions {
   uint32_t max_pending_messages = 1000;
   CompressionType compression = protocol::pulsar::proto::NONE;
   std::chrono::milliseconds send_timeout{30000};
+  // When set, called on the I/O thread with each receipt's round trip: from
+  // its SEND frame made (a batch sealed) to the receipt read. Apart from the
+  // wait for the socket, what the network and the broker took, without the
+  // batching delay or the sender's own waits.
+  std::function<void(std::chrono::steady_clock::duration)> on_round_trip;
 };
 
 class Producer {

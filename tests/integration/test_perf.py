@@ -38,6 +38,13 @@ class PerfTest(NodeTestCase):
         self.check_percentiles(f["end_to_end_latency_ms"])
         self.assertEqual(f["publish_latency_ms"]["count"], 2000)
         self.assertEqual(f["end_to_end_latency_ms"]["count"], 2000)
+        # The publish latency split: the sender's lag per message, the round
+        # trip per batch (batches of at most 1000 here).
+        self.check_percentiles(f["sender_lag_ms"])
+        self.check_percentiles(f["round_trip_ms"])
+        self.assertEqual(f["sender_lag_ms"]["count"], 2000)
+        self.assertGreaterEqual(f["round_trip_ms"]["count"], 2)
+        self.assertLessEqual(f["round_trip_ms"]["count"], 2000)
         # At a fixed rate 2000 messages take about a second: the run paced itself.
         self.assertGreater(f["produce_seconds"], 0.9)
 
@@ -88,6 +95,33 @@ class PerfTest(NodeTestCase):
             got = [json.loads(line) for line in r.stdout.splitlines()]
             self.assertEqual([m["payload"] for m in got], payloads, codec)
             self.assertEqual([m["messageId"] for m in got], ids, codec)
+
+    def test_the_node_reports_where_publish_time_went(self):
+        r = run("perf", "produce", "perf-stages", "--url", self.url(), "-n", "3000", "--rate", "3000",
+                "--disk-dir", "", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        status, body, _ = self.node.get("/metrics")
+        self.assertEqual(status, 200)
+        text = body.decode()
+
+        def count(family, **labels):
+            want = "".join(f'{k}="{v}"' for k, v in labels.items())
+            for line in text.splitlines():
+                if line.startswith(family + "_count{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+                    return float(line.rsplit(" ", 1)[1])
+            self.fail(f"no {family} {want} in /metrics")
+
+        for stage in ("to_topic", "ledger", "storage", "answer", "broker", "total"):
+            self.assertGreater(count("magnetar_publish_stage_seconds", protocol="pulsar", stage=stage), 0, stage)
+        # Every reactor ran loop iterations; the publishes' hops waited in mailboxes.
+        reactors = {line.split('reactor="')[1].split('"')[0] for line in text.splitlines()
+                    if line.startswith("magnetar_reactor_busy_seconds_count")}
+        self.assertGreaterEqual(len(reactors), 1)
+        for reactor in reactors:
+            self.assertGreater(count("magnetar_reactor_busy_seconds", reactor=reactor), 0, reactor)
+        waits = sum(count("magnetar_reactor_mailbox_wait_seconds", reactor=reactor) for reactor in reactors)
+        self.assertGreater(waits, 0)
+        self.assertIn("magnetar_reactor_slow_callbacks_total", text)
 
     def test_bad_options_are_refused(self):
         r = run("perf", "produce", "t", "--url", self.url(), "--compression", "brotli", "-n", "1")
