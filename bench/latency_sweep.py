@@ -11,18 +11,33 @@ messages (our own client, batching 1 ms):
      publishes split into stages (magnetar_publish_stage_seconds: broker
      time, storage time; magnetar_storage_journal_stage_seconds: queue,
      write, sync, index update, completion), with the journal's own fdatasync times;
+     the reactors' loop figures (magnetar_reactor_busy_seconds: one loop
+     iteration's running time; magnetar_reactor_mailbox_wait_seconds: a
+     posted task's wait; the slowest reactor's p99); and the client's own
+     split (sender lag: intended send time until the producer took the
+     message; round trip: batch sealed until its receipt);
   3. right after each step, the disk alone: fdatasync after writes of the
      size the journal wrote per group commit in that step, at the rate it
      synced, in the same data directory (the disk's own p99 to compare with).
+     Besides its percentiles per sync, the disk's p99 per message: a write
+     arriving at a random moment waits for the sync in progress to end and
+     then for one more, so one slow sync delays every message that arrives
+     while it runs (what a broker doing nothing but group commit would show).
 
-    bench/latency_sweep.py [--build build] [--secs 8] [--fractions 0.1,0.25,0.5] [--json]
+    bench/latency_sweep.py [--build build] [--secs 8] [--fractions 0.1,0.25,0.5] [--max-rate N] [--json]
+
+--max-rate skips step 1 and takes N as the maximum, so that two builds are
+compared at the same rates. The node's WARN lines (a callback that held a
+reactor, say) are printed after each step.
 
 Percentiles from the node's histograms are read from bucket bounds
 (2^(1/4) apart): each is the upper bound of its bucket.
 """
 import argparse
+import bisect
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -45,11 +60,14 @@ def start_node(parent):
 
 
 def stop_node(node):
+    """Stops `node`, removes its data and returns its WARN and ERROR lines."""
     try:
         node.stop(timeout=30)
     finally:
         node.close()
+        lines = [line for line in node.read_log().splitlines() if " warning " in line or " error " in line]
         shutil.rmtree(node.data_dir, ignore_errors=True)
+    return lines
 
 
 def pulsar_url(node):
@@ -113,7 +131,16 @@ def stage_figures(text):
                                             "p99_9": percentile(buckets, 0.999), "count": buckets[-1][1]}
     for (_, buckets) in histograms(text, "magnetar_storage_journal_fsync_seconds").items():
         figures["fsync"] = {"p50": percentile(buckets, 0.5), "p99": percentile(buckets, 0.99),
-                            "p99_9": percentile(buckets, 0.999), "count": buckets[-1][1]}
+                            "p99_9": percentile(buckets, 0.999), "count": buckets[-1][1],
+                            "max": percentile(buckets, 1.0)}
+    # The slowest reactor's figures.
+    for family, name in (("magnetar_reactor_busy_seconds", "reactor_busy"),
+                         ("magnetar_reactor_mailbox_wait_seconds", "mailbox_wait")):
+        for (_, buckets) in histograms(text, family).items():
+            f = {"p50": percentile(buckets, 0.5), "p99": percentile(buckets, 0.99),
+                 "p99_9": percentile(buckets, 0.999), "count": buckets[-1][1], "max": percentile(buckets, 1.0)}
+            if f["p99"] is not None and (name not in figures or f["p99"] > figures[name]["p99"]):
+                figures[name] = f
     return figures
 
 
@@ -123,6 +150,7 @@ def raw_disk(directory, write_bytes, syncs_per_s, secs):
     path = os.path.join(directory, "raw-disk-probe")
     block = b"\x5a" * max(1, int(write_bytes))
     lat = []
+    spans = []  # (start, end) of each fdatasync, seconds
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         interval = 1.0 / syncs_per_s if syncs_per_s > 0 else 0
@@ -132,7 +160,9 @@ def raw_disk(directory, write_bytes, syncs_per_s, secs):
             os.write(fd, block)
             t0 = time.perf_counter()
             os.fdatasync(fd)
-            lat.append((time.perf_counter() - t0) * 1000)
+            t1 = time.perf_counter()
+            lat.append((t1 - t0) * 1000)
+            spans.append((t0, t1))
             next_at += interval
             delay = next_at - time.monotonic()
             if delay > 0:
@@ -140,12 +170,34 @@ def raw_disk(directory, write_bytes, syncs_per_s, secs):
     finally:
         os.close(fd)
         os.unlink(path)
+    per_message = disk_wait_per_message(spans)
     lat.sort()
 
     def pct(q):
         return lat[min(len(lat) - 1, int(q * len(lat)))] if lat else None
     return {"p50": pct(0.5), "p99": pct(0.99), "p99_9": pct(0.999), "max": lat[-1] if lat else None,
-            "syncs": len(lat), "write_bytes": int(write_bytes)}
+            "syncs": len(lat), "write_bytes": int(write_bytes),
+            "per_message_p50": per_message(0.5), "per_message_p99": per_message(0.99)}
+
+
+def disk_wait_per_message(spans, samples=200000):
+    """Quantiles (ms) of the wait of a write arriving at a uniformly random
+    moment of the probe: the rest of the sync in progress (none between
+    syncs), then the next sync in full."""
+    if len(spans) < 2:
+        return lambda q: None
+    starts = [s for s, _ in spans]
+    rng = random.Random(7)
+    waits = []
+    for _ in range(samples):
+        t = rng.uniform(starts[0], starts[-1])
+        i = min(bisect.bisect_right(starts, t) - 1, len(spans) - 2)
+        _, end = spans[i]
+        rest = end - t if t < end else 0.0
+        next_start, next_end = spans[i + 1]
+        waits.append((rest + (next_end - next_start)) * 1000)
+    waits.sort()
+    return lambda q: waits[min(len(waits) - 1, int(q * len(waits)))]
 
 
 def perf(build, node, secs, rate=0):
@@ -169,19 +221,25 @@ def main():
     ap.add_argument("--secs", type=float, default=8)
     ap.add_argument("--fractions", default="0.1,0.25,0.5")
     ap.add_argument("--data-parent", default=None, help="where the nodes' data directories go (default: $TMPDIR)")
+    ap.add_argument("--max-rate", type=float, default=0, help="take this as the maximum instead of measuring it")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     magnetar_harness.BIN = os.path.join(args.build, "magnetar")
 
-    node = start_node(args.data_parent)
-    try:
-        top = perf(args.build, node, args.secs)
-    finally:
-        stop_node(node)
-    max_rate = top["produce_msgs_per_s"]
-    if not args.json:
-        print(f"maximum: {max_rate:,.0f} msg/s of 1 KiB, fsync always "
-              f"(publish p99 {fmt(top['publish_latency_ms']['p99'])} ms)", file=sys.stderr)
+    if args.max_rate > 0:
+        max_rate = args.max_rate
+        if not args.json:
+            print(f"maximum: {max_rate:,.0f} msg/s of 1 KiB, fsync always (given)", file=sys.stderr)
+    else:
+        node = start_node(args.data_parent)
+        try:
+            top = perf(args.build, node, args.secs)
+        finally:
+            stop_node(node)
+        max_rate = top["produce_msgs_per_s"]
+        if not args.json:
+            print(f"maximum: {max_rate:,.0f} msg/s of 1 KiB, fsync always "
+                  f"(publish p99 {fmt(top['publish_latency_ms']['p99'])} ms)", file=sys.stderr)
     rows = []
     for fraction in [float(f) for f in args.fractions.split(",")]:
         subprocess.run(["sync"], check=False)
@@ -199,23 +257,38 @@ def main():
             disk = raw_disk(node.data_dir, written / syncs if syncs else 1024, syncs / args.secs if syncs else 100,
                             args.secs)
         finally:
-            stop_node(node)
+            warnings = stop_node(node)
         row = {"fraction": fraction, "rate": rate, "achieved": client["produce_msgs_per_s"],
-               "client_ms": client["publish_latency_ms"], "stages_ms": stages, "disk_fsync_ms": disk}
+               "client_ms": client["publish_latency_ms"], "sender_lag_ms": client.get("sender_lag_ms"),
+               "round_trip_ms": client.get("round_trip_ms"), "stages_ms": stages, "disk_fsync_ms": disk,
+               "slow_callbacks": counter(after, "magnetar_reactor_slow_callbacks_total") -
+               counter(before, "magnetar_reactor_slow_callbacks_total"), "node_warnings": warnings}
         rows.append(row)
         if not args.json:
             lat = client["publish_latency_ms"]
             print(f"{fraction:>5.0%} {rate:>8,} msg/s  client p50 {fmt(lat['p50'])} p99 {fmt(lat['p99'])} "
-                  f"p99.9 {fmt(lat['p99_9'])} max {fmt(lat['max'])} ms", file=sys.stderr)
+                  f"p99.9 {fmt(lat['p99_9'])} max {fmt(lat['max'])} ms  (achieved {client['produce_msgs_per_s']:,.0f}"
+                  f" msg/s)", file=sys.stderr)
+            for key, name in (("sender_lag_ms", "sender lag"), ("round_trip_ms", "round trip")):
+                c = client.get(key)
+                if c:
+                    print(f"        client {name:<10} p50 {fmt(c['p50'])} p99 {fmt(c['p99'])} "
+                          f"p99.9 {fmt(c['p99_9'])} max {fmt(c['max'])} ms", file=sys.stderr)
             for name in ("total", "broker", "storage", "to_topic", "ledger", "answer", "journal_queue",
-                         "journal_write", "journal_sync", "journal_index", "journal_complete", "fsync"):
+                         "journal_write", "journal_sync", "journal_index", "journal_complete", "fsync",
+                         "reactor_busy", "mailbox_wait"):
                 s = stages.get(name)
                 if s:
-                    print(f"        {name:<17} p50 {fmt(s['p50'])} p99 {fmt(s['p99'])} p99.9 {fmt(s['p99_9'])} ms"
-                          f"  ({int(s['count'])} samples)", file=sys.stderr)
+                    top = f" max {fmt(s['max'])}" if "max" in s else ""
+                    print(f"        {name:<17} p50 {fmt(s['p50'])} p99 {fmt(s['p99'])} p99.9 {fmt(s['p99_9'])}"
+                          f"{top} ms  ({int(s['count'])} samples)", file=sys.stderr)
+            print(f"        slow reactor callbacks (>= 20 ms): {int(row['slow_callbacks'])}", file=sys.stderr)
+            for line in warnings[:10]:
+                print(f"        node: {line}", file=sys.stderr)
             print(f"        disk alone        p50 {fmt(disk['p50'])} p99 {fmt(disk['p99'])} "
-                  f"p99.9 {fmt(disk['p99_9'])} ms  ({disk['syncs']} syncs of {disk['write_bytes']} B)",
-                  file=sys.stderr)
+                  f"p99.9 {fmt(disk['p99_9'])} max {fmt(disk['max'])} ms  ({disk['syncs']} syncs of "
+                  f"{disk['write_bytes']} B); per message p50 {fmt(disk['per_message_p50'])} "
+                  f"p99 {fmt(disk['per_message_p99'])} ms", file=sys.stderr)
     result = {"max_rate": max_rate, "steps": rows}
     if args.json:
         print(json.dumps(result))
@@ -224,7 +297,8 @@ def main():
             total = row["stages_ms"].get("total", {}).get("p99")
             broker = row["stages_ms"].get("broker", {}).get("p99")
             print(f"{row['fraction']:.0%}: client p99 {fmt(row['client_ms']['p99'])} ms, broker p99 {fmt(broker)} ms, "
-                  f"node total p99 {fmt(total)} ms, disk fsync p99 {fmt(row['disk_fsync_ms']['p99'])} ms")
+                  f"node total p99 {fmt(total)} ms, disk fsync p99 {fmt(row['disk_fsync_ms']['p99'])} ms "
+                  f"(per message {fmt(row['disk_fsync_ms']['per_message_p99'])} ms)")
 
 
 if __name__ == "__main__":
