@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# How long the README's run command takes to build the binary from a fresh
+# clone with the packages installed and an empty compiler cache: configure,
+# the web console, every compile and the link, timed end to end, with the
+# compilers' own CPU seconds summed (a figure the machine's other load
+# barely moves). With --baseline it builds the same tree a second time as
+# every file was built before unity batches and line-table debug info
+# (-DMAGNETAR_UNITY_BUILD=OFF -DMAGNETAR_FULL_DEBUG_INFO=ON) and prints the
+# ratio.
+#
+#   bench/build_time.sh [--baseline] [--jobs N]
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+jobs="$(nproc)"
+baseline=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --baseline) baseline=1 ;;
+    --jobs) jobs="$2"; shift ;;
+    *) echo "build_time: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+work="$(mktemp -d /tmp/magnetar-build-time.XXXXXX)"
+trap 'rm -rf "$work"' EXIT
+# A clone of the committed tree; the console's npm packages are the ones
+# install-deps.sh put in place (not downloaded again).
+git -C "$root" archive HEAD | tar -x -C "$work"
+mkdir -p "$work/web-ui/node_modules"
+cp -a "$root/web-ui/node_modules/." "$work/web-ui/node_modules/"
+
+# Every compiler run through /usr/bin/time, ccache out of the way.
+cat > "$work/timed-cc.sh" <<'EOF'
+#!/usr/bin/env bash
+exec /usr/bin/time -a -o "$BUILD_TIME_LOG" -f "%U %S" "$@"
+EOF
+chmod +x "$work/timed-cc.sh"
+
+# One clean build of the magnetar target with `flags`; prints seconds of
+# wall clock and of compiler CPU.
+build() {
+  local name="$1"; shift
+  local dir="$work/build-$name"
+  export BUILD_TIME_LOG="$work/$name.times"
+  : > "$BUILD_TIME_LOG"
+  local start end
+  start=$(date +%s.%N)
+  CCACHE_DISABLE=1 cmake -S "$work" -B "$dir" -DMAGNETAR_BUILD_TESTS=OFF -DMAGNETAR_BUILD_BENCH=OFF \
+    -DCMAKE_CXX_COMPILER_LAUNCHER="$work/timed-cc.sh" -DCMAKE_C_COMPILER_LAUNCHER="$work/timed-cc.sh" "$@" \
+    > "$work/$name.log" 2>&1
+  CCACHE_DISABLE=1 cmake --build "$dir" -j"$jobs" --target magnetar >> "$work/$name.log" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 30
+    printf '  %s: %s compiler runs so far, %s\n' "$name" "$(wc -l < "$BUILD_TIME_LOG")" \
+      "$(grep -o '\[ *[0-9]*%\]' "$work/$name.log" | tail -1)" >&2
+  done
+  wait "$pid" || { tail -20 "$work/$name.log" >&2; exit 1; }
+  end=$(date +%s.%N)
+  local cpu
+  cpu=$(awk '{s += $1 + $2} END {printf "%.0f", s}' "$BUILD_TIME_LOG")
+  echo "$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}') $cpu $(wc -l < "$BUILD_TIME_LOG")"
+}
+
+echo "build_time: $(nproc) cores, -j$jobs, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+read -r wall cpu runs < <(build now)
+printf 'run command build: %.0f s wall, %s s compiler CPU in %s compiler runs\n' "$wall" "$cpu" "$runs"
+if [ "$baseline" -eq 1 ]; then
+  read -r bwall bcpu bruns < <(build baseline -DMAGNETAR_UNITY_BUILD=OFF -DMAGNETAR_FULL_DEBUG_INFO=ON)
+  printf 'baseline (one file per run, full debug info): %.0f s wall, %s s compiler CPU in %s compiler runs\n' \
+    "$bwall" "$bcpu" "$bruns"
+  awk -v bw="$bwall" -v w="$wall" -v bc="$bcpu" -v c="$cpu" \
+    'BEGIN {printf "ratio: %.2fx less wall, %.2fx less compiler CPU\n", bw / w, bc / c}'
+fi
