@@ -4,8 +4,9 @@
 // producers claim a cell with one CAS on the tail; the single consumer reads
 // in order. Tasks from one producer thread come out in the order it pushed
 // them. Each cell also carries a stamp the producer chooses (the reactor
-// stores the time of the post, to measure how long tasks wait). A full mailbox refuses the push (try_push returns false): the caller
-// decides whether to back off, fail the request or wait.
+// stores the time of the post, to measure how long tasks wait). A full
+// mailbox refuses the push (try_push returns false): the caller decides
+// whether to back off, fail the request or wait.
 //
 // Memory: cells come zeroed from calloc and a zero cell is a valid empty
 // one (its sequence is stored relative to its index), so an idle mailbox
