@@ -9,6 +9,10 @@ namespace magnetar::common {
 
 // Steady-clock nanoseconds (CLOCK_MONOTONIC; a vDSO read, ~20 ns).
 int64_t monotonic_ns();
+// The same clock as the kernel last ticked it (CLOCK_MONOTONIC_COARSE: a
+// few ns to read, a few ms of resolution): for timing that only needs to
+// tell milliseconds apart on a path that runs per task.
+int64_t monotonic_coarse_ns();
 
 // Seconds from `from_ns` to `to_ns`; zero when the clock did not move.
 inline double seconds_between(int64_t from_ns, int64_t to_ns) {

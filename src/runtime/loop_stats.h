@@ -2,7 +2,8 @@
 // loop runs between polls, for operators, and a warning that names work
 // which held the loop.
 //
-//   magnetar_reactor_mailbox_wait_seconds{reactor}    posted -> began to run, every mailbox task
+//   magnetar_reactor_mailbox_wait_seconds{reactor}    posted -> began to run, a sample of mailbox tasks
+//                                                     (one post in 64 per posting thread)
 //   magnetar_reactor_busy_seconds{reactor}            one loop iteration, poll's return to the next poll
 //                                                     (I/O callbacks, timers, mailbox and deferred tasks)
 //   magnetar_reactor_slow_callbacks_total{reactor}    callbacks (or iterations) that ran past the threshold

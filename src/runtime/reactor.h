@@ -32,6 +32,9 @@ class Reactor {
   static constexpr size_t kDefaultMailboxCapacity = 1 << 16;
   // Mailbox tasks run per wake-up before the loop polls I/O again.
   static constexpr size_t kMaxTasksPerWakeup = 1024;
+  // One post in this many (per posting thread) carries its time, for the
+  // mailbox wait histogram.
+  static constexpr uint32_t kWaitSampleEvery = 64;
 
   Reactor(size_t index, std::string name, size_t mailbox_capacity = kDefaultMailboxCapacity);
   ~Reactor();  // stops and joins if still running
@@ -116,6 +119,8 @@ class Reactor {
   void flush_overflow(Reactor* target);
   void run();
   void drain_mailbox();
+  // The stamp a post carries: its time for one post in kWaitSampleEvery, else 0.
+  static int64_t wait_stamp();
   void run_deferred();
   static void on_async(uv_async_t* h);
   static void on_prepare(uv_prepare_t* h);
