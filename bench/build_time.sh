@@ -30,6 +30,9 @@ trap 'rm -rf "$work"' EXIT
 git -C "$root" archive HEAD | tar -x -C "$work"
 mkdir -p "$work/web-ui/node_modules"
 cp -a "$root/web-ui/node_modules/." "$work/web-ui/node_modules/"
+# As install-deps.sh leaves it: installed after the lock file was written,
+# so the build does not run npm ci again.
+touch "$work/web-ui/node_modules/.package-lock.json"
 
 # Every compiler run through /usr/bin/time, ccache out of the way.
 cat > "$work/timed-cc.sh" <<'EOF'
