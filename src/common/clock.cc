@@ -12,6 +12,11 @@ int64_t wall_clock_ms() {
       .count();
 }
 
+int64_t monotonic_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 std::string iso8601_utc(int64_t ms) {
   std::time_t secs = static_cast<std::time_t>(ms / 1000);
   std::tm tm{};
