@@ -25,6 +25,15 @@ Status StoreMachine::open() {
 }
 
 void StoreMachine::apply(LogIndex index, std::string_view command) {
+  auto op = metadata::decode_write_op(command);
+  if (op.is_ok() && op->kind == metadata::WriteOp::Kind::kImport) {
+    Outcome outcome;
+    Status restored = restore(op->value);
+    outcome.result = restored.is_ok() ? common::Result<metadata::Stat>(metadata::Stat{})
+                                      : common::Result<metadata::Stat>(restored);
+    if (in_flight_ > 0) outcomes_.insert_or_assign(index, std::move(outcome));
+    return;
+  }
   Outcome outcome = state_.apply(command);
   Status committed = state_.commit();
   if (!committed.is_ok()) {
@@ -64,12 +73,12 @@ std::string StoreMachine::snapshot() {
 
 Status StoreMachine::restore(std::string_view bytes) {
   auto events = state_.restore(bytes);
+  if (events.is_ok()) snapshots_restored_++;
   if (!events.is_ok()) {
     if (events.status().code() == common::ErrorCode::kCorruption) return events.status();
     MLOG_ERROR("metadata: cannot restore a snapshot: {}; stopping", events.status().to_string());
     std::abort();
   }
-  snapshots_restored_++;
   watchers_.notify(*events);
   return Status::ok();
 }

@@ -254,6 +254,10 @@ StoreState::Applied StoreState::apply(std::string_view encoded_op) {
       applied.result = st.is_ok() ? Result<Stat>(Stat{}) : Result<Stat>(st);
       break;
     }
+    case WriteOp::Kind::kImport:
+      // The replicated member restores it whole (cluster/store_machine.h); it never joins a group.
+      applied.result = Status::invalid_argument("an import replaces the whole state and is not applied as a write");
+      break;
   }
   return applied;
 }

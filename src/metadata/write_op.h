@@ -14,7 +14,7 @@
 namespace magnetar::metadata {
 
 struct WriteOp {
-  enum class Kind : uint8_t { kPut = 0, kDelete = 1, kOpenSession = 2, kCloseSession = 3 };
+  enum class Kind : uint8_t { kPut = 0, kDelete = 1, kOpenSession = 2, kCloseSession = 3, kImport = 4 };
   Kind kind = Kind::kPut;
   std::string key;
   std::string value;
