@@ -7,6 +7,10 @@
 //   an error raft frees it.
 // - A request struct (raft_apply, raft_change, ...) must stay valid until its
 //   callback ran; each callback runs exactly once after the call returned 0.
+// - raft_uv needs every entry's length to be a multiple of 8: it sends entries
+//   unpadded but decodes them as if padded to 8 bytes (uv_encoding.c), and
+//   asserts the length when it writes a segment (uv_segment.c). A command is
+//   therefore logged padded (see kCommandAlignment).
 #include "cluster/raft_consensus.h"
 
 #include <algorithm>
@@ -25,6 +29,21 @@ using common::Result;
 using common::Status;
 
 namespace {
+
+// A command in the log: its bytes, then 1..8 bytes of padding up to a multiple
+// of 8, the last of which holds the padding's length.
+constexpr size_t kCommandAlignment = 8;
+
+size_t padded_command_length(size_t length) { return length + kCommandAlignment - length % kCommandAlignment; }
+
+// The command inside a logged entry; nullopt when the padding is not ours.
+std::optional<std::string_view> unpad_command(const raft_buffer& buf) {
+  if (buf.len == 0 || buf.len % kCommandAlignment != 0) return std::nullopt;
+  const auto* bytes = static_cast<const unsigned char*>(buf.base);
+  size_t pad = bytes[buf.len - 1];
+  if (pad == 0 || pad > kCommandAlignment) return std::nullopt;
+  return std::string_view(static_cast<const char*>(buf.base), buf.len - pad);
+}
 
 int to_raft_role(Role role) {
   switch (role) {
@@ -114,7 +133,10 @@ struct RaftConsensus::Impl {
   static int fsm_apply(raft_fsm* fsm, const raft_buffer* buf, void** result) {
     auto* impl = static_cast<Impl*>(fsm->data);
     LogIndex index = raft_last_applied(impl->r) + 1;
-    impl->machine.apply(index, std::string_view(static_cast<const char*>(buf->base), buf->len));
+    std::optional<std::string_view> command = unpad_command(*buf);
+    // Not an entry propose() wrote: applying it would diverge, so this member stops applying.
+    if (!command) return RAFT_CORRUPT;
+    impl->machine.apply(index, *command);
     impl->applied = index;
     *result = nullptr;
     return 0;
@@ -351,10 +373,13 @@ Status RaftConsensus::propose(std::string_view command, IndexCallback done) {
   MAGNETAR_RETURN_IF_ERROR(impl_->check_running("propose"));
   if (command.empty()) return Status::invalid_argument("propose: empty command");
   raft_buffer buf;
-  buf.len = command.size();
+  buf.len = padded_command_length(command.size());
   buf.base = raft_malloc(buf.len);
   if (buf.base == nullptr) return Status::resource_exhausted("propose: out of memory");
-  std::memcpy(buf.base, command.data(), buf.len);
+  auto* bytes = static_cast<unsigned char*>(buf.base);
+  std::memcpy(bytes, command.data(), command.size());
+  std::memset(bytes + command.size(), 0, buf.len - command.size());
+  bytes[buf.len - 1] = static_cast<unsigned char>(buf.len - command.size());
   auto request = std::make_unique<Impl::ApplyRequest>(Impl::ApplyRequest{impl_.get(), std::move(done)});
   request->req.data = request.get();
   int rv = raft_apply(impl_->r, &request->req, &buf, 1, &Impl::on_applied);
