@@ -28,6 +28,8 @@
 #include "common/result.h"
 #include "common/status.h"
 
+struct raft_uv_transport;
+
 namespace magnetar::cluster {
 
 enum class Channel : uint8_t { kRaft = 1, kRpc = 2 };
@@ -104,6 +106,33 @@ class LinkConnector {
   uv_loop_t* loop() const;
   ServerId self() const;
   const std::string& self_address() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A raft_uv_transport over a LinkListener (channel kRaft) and a LinkConnector, to pass to raft_uv_init in place
+// of libraft's unauthenticated raft_uv_tcp; it keeps the contract of raft/uv.h. Raft addresses are link addresses
+// ("host:port", "[v6]:port"), the ones the members' connectors declare as self_address.
+//
+// raft_uv drives it: init (from raft_init: the server's id and address must be the connector's self() and
+// self_address(), else RAFT_INVALID), listen (from raft_start: installs the kRaft handler on the listener),
+// connect (RAFT_NOCONNECTION on any failure; raft_uv retries after its connect retry delay), close (from
+// raft_close: removes the kRaft handler, fails pending connects with RAFT_CANCELED, then calls back, never
+// inline). Streams follow libraft's rules: raft reads accepted streams only, writes connected streams only, and
+// closes and raft_free()s both.
+//
+// Order of shutdown: raft_close (RaftConsensus::close) and its callback, raft_uv_close, then the listener's and
+// the connector's close(). The listener and the connector must outlive this object and be open while raft runs.
+class RaftLinkTransport {
+ public:
+  RaftLinkTransport(LinkListener& listener, LinkConnector& connector);
+  ~RaftLinkTransport();  // REQUIRES: raft closed it (its close callback ran), or raft never initialized it
+  RaftLinkTransport(const RaftLinkTransport&) = delete;
+  RaftLinkTransport& operator=(const RaftLinkTransport&) = delete;
+
+  struct raft_uv_transport* get();
 
  private:
   struct Impl;

@@ -1,17 +1,26 @@
-// Links on real sockets (127.0.0.1, port 0), one uv loop run by the test thread: the handshake, and what
-// strangers get. Every wait is bounded by a deadline; none measures speed.
+// Links on real sockets (127.0.0.1, port 0), one uv loop run by the test thread: the handshake, what strangers
+// get, and libraft running over the links. Every wait is bounded by a deadline; none measures speed.
 #include "cluster/link.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "cluster/libraft.h"
 #include "cluster/link_format.h"
+#include "cluster/raft_consensus.h"
+#include "unit/cluster/fixture_cluster.h"
+
+extern "C" {
+#include <raft/uv.h>
+}
 
 namespace magnetar::cluster {
 namespace {
@@ -559,6 +568,202 @@ TEST_F(LinkTest, ResolvesLocalhostAndSpeaksIpv6) {
   ASSERT_TRUE(o6.result->is_ok()) << o6.result->status().to_string();
   close_streams({o6.result->value(), accepted[0].stream});
   close_all(l6.get(), c.get());
+}
+
+// One member of a cluster over raft_uv and the links, with a machine that records what it applies.
+struct RaftMember {
+  ServerId id = 0;
+  std::string dir;
+  std::string address;
+  std::unique_ptr<LinkListener> listener;
+  std::unique_ptr<LinkConnector> connector;
+  std::unique_ptr<RaftLinkTransport> transport;
+  raft_io io{};
+  bool io_initialized = false;
+  testing::LogMachine machine;
+  std::unique_ptr<RaftConsensus> consensus;
+};
+
+class RaftOverLinksTest : public LinkTest {
+ protected:
+  void TearDown() override {
+    shut_down();
+    for (auto& m : members_) {
+      if (!m->dir.empty()) std::filesystem::remove_all(m->dir);
+    }
+    members_.clear();
+    LinkTest::TearDown();
+  }
+
+  RaftMember& add_member(ServerId id, const ClusterSecret& secret) {
+    auto m = std::make_unique<RaftMember>();
+    m->id = id;
+    char tmpl[] = "/tmp/magnetar-link-raft-XXXXXX";
+    EXPECT_NE(mkdtemp(tmpl), nullptr);
+    m->dir = tmpl;
+    m->listener = std::make_unique<LinkListener>(&loop_, secret, id, "127.0.0.1");
+    Status st = m->listener->listen("127.0.0.1", 0);
+    EXPECT_TRUE(st.is_ok()) << st.to_string();
+    m->address = local(m->listener->port());
+    m->connector = std::make_unique<LinkConnector>(&loop_, secret, id, m->address);
+    m->transport = std::make_unique<RaftLinkTransport>(*m->listener, *m->connector);
+    EXPECT_EQ(raft_uv_init(&m->io, &loop_, m->dir.c_str(), m->transport->get()), 0);
+    m->io_initialized = true;
+    raft_uv_set_connect_retry_delay(&m->io, 100);
+    ConsensusOptions options;
+    options.election_timeout_ms = 500;
+    options.heartbeat_timeout_ms = 50;
+    auto created = RaftConsensus::create(&m->io, id, m->address, m->machine, options);
+    EXPECT_TRUE(created.is_ok()) << created.status().to_string();
+    if (created.is_ok()) m->consensus = std::move(created.value());
+    members_.push_back(std::move(m));
+    return *members_.back();
+  }
+
+  // Closes raft on every member, then the links; the loop ends with no handle open.
+  void shut_down() {
+    shutting_down_ = true;
+    int closing = 0;
+    for (auto& m : members_) {
+      if (!m->consensus) continue;
+      closing++;
+      m->consensus->close([&closing] { closing--; });
+    }
+    EXPECT_TRUE(run_until([&] { return closing == 0; }));
+    for (auto& m : members_) {
+      m->consensus.reset();
+      if (m->io_initialized) raft_uv_close(&m->io);
+      m->io_initialized = false;
+      m->transport.reset();
+      close_all(m->listener.get(), m->connector.get());
+      m->listener.reset();
+      m->connector.reset();
+    }
+  }
+
+  // What each member applied, for failure messages.
+  std::string applied_text() {
+    std::string out;
+    for (auto& m : members_) {
+      out += "[" + std::to_string(m->id) + ":";
+      for (const std::string& c : m->machine.commands) out += " '" + c + "'";
+      out += "] ";
+    }
+    return out;
+  }
+
+  std::optional<ServerId> leader() {
+    for (auto& m : members_) {
+      if (m->consensus && m->consensus->is_leader()) return m->id;
+    }
+    return std::nullopt;
+  }
+
+  RaftMember& member(ServerId id) {
+    for (auto& m : members_) {
+      if (m->id == id) return *m;
+    }
+    ADD_FAILURE() << "no member " << id;
+    return *members_.front();
+  }
+
+  std::vector<std::unique_ptr<RaftMember>> members_;
+  // What the members' callbacks report; members of the fixture, as raft calls back until shut_down().
+  int committed_ = 0;
+  std::optional<Status> added_;
+  bool shutting_down_ = false;
+};
+
+TEST_F(RaftOverLinksTest, ThreeMembersElectAndApplyAndAStrangerCannotJoin) {
+  for (ServerId id : {1, 2, 3}) add_member(id, secret_a());
+  std::vector<Server> voters;
+  for (auto& m : members_) voters.push_back({m->id, m->address, Role::kVoter});
+  for (auto& m : members_) {
+    ASSERT_TRUE(m->consensus);
+    ASSERT_TRUE(m->consensus->bootstrap(voters).is_ok());
+    ASSERT_TRUE(m->consensus->start().is_ok());
+  }
+  ASSERT_TRUE(run_until([&] {
+    if (!leader()) return false;
+    for (auto& m : members_) {
+      if (!m->consensus->leader() || m->consensus->leader()->id != *leader()) return false;
+    }
+    return true;
+  }, 30s));
+  RaftMember& lead = member(*leader());
+  EXPECT_EQ(lead.consensus->leader()->address, lead.address);
+
+  std::vector<std::string> proposed = {"one", "exactly8", "more-than-eight-bytes"};
+  for (const std::string& command : proposed) {
+    ASSERT_TRUE(lead.consensus->propose(command, [this](Result<LogIndex> r) {
+      EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+      committed_++;
+    }).is_ok());
+  }
+  ASSERT_TRUE(run_until([&] {
+    if (committed_ < 3) return false;
+    for (auto& m : members_) {
+      if (m->machine.commands != proposed) return false;
+    }
+    return true;
+  }, 30s)) << "committed " << committed_ << "; applied: " << applied_text();
+
+  // A fourth member without the secret: the leader cannot reach it, so it never catches up.
+  RaftMember& stranger = add_member(4, secret_b());
+  ASSERT_TRUE(stranger.consensus);
+  ASSERT_TRUE(stranger.consensus->start().is_ok());
+  ASSERT_TRUE(lead.consensus->add_server(4, stranger.address, Role::kVoter, [this](Status st) {
+    if (!shutting_down_) added_ = std::move(st);
+  }).is_ok());
+  ASSERT_TRUE(lead.consensus->propose("four", [this](Result<LogIndex> r) {
+    committed_ += r.is_ok() ? 1 : 0;
+  }).is_ok());
+  ASSERT_TRUE(run_until([&] {
+    if (committed_ != 4) return false;
+    for (ServerId id : {1, 2, 3}) {
+      if (member(id).machine.commands.size() != 4) return false;
+    }
+    return true;
+  }, 30s));
+  run_for(1500ms);  // several heartbeats and connect retries
+  EXPECT_TRUE(stranger.machine.commands.empty());
+  EXPECT_EQ(stranger.consensus->applied_index(), 0u);
+  if (added_) {
+    EXPECT_FALSE(added_->is_ok()) << "the stranger was promoted";
+  }
+  for (auto& m : members_) {
+    if (m->id == 4) continue;
+    for (const Server& s : m->consensus->members()) {
+      if (s.id == 4) {
+        EXPECT_NE(s.role, Role::kVoter);
+      }
+    }
+  }
+}
+
+TEST_F(RaftOverLinksTest, RaftMustRunAsTheLinksIdentity) {
+  char tmpl[] = "/tmp/magnetar-link-raft-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  auto l = listener(secret_a(), 1);
+  auto c = connector(secret_a(), 1, local(l->port()));
+  {
+    RaftLinkTransport transport(*l, *c);
+    raft_io io{};
+    ASSERT_EQ(raft_uv_init(&io, &loop_, dir.c_str(), transport.get()), 0);
+    testing::LogMachine machine;
+    auto wrong_id = RaftConsensus::create(&io, 2, local(l->port()), machine, {});
+    EXPECT_FALSE(wrong_id.is_ok());
+    auto wrong_address = RaftConsensus::create(&io, 1, "127.0.0.1:1", machine, {});
+    EXPECT_FALSE(wrong_address.is_ok());
+    if (!wrong_address.is_ok()) {
+      EXPECT_NE(wrong_address.status().message().find("link identity"), std::string::npos)
+          << wrong_address.status().to_string();
+    }
+    raft_uv_close(&io);
+  }
+  close_all(l.get(), c.get());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
