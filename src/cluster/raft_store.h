@@ -19,8 +19,8 @@
 // server 2 at 10.0.0.2:6660"), and changes nothing. Reads are refused too,
 // rather than served stale from the local state: the Store contract promises
 // callers the latest committed value (a broker deciding ownership must not act
-// on an old one). Forwarding calls to the leader over the cluster port is the
-// next step; followers' watches already fire, as they apply the log.
+// on an old one). ClusterStore (cluster_store.h) forwards calls to the leader;
+// followers' watches fire as they apply the log.
 //
 // Errors beyond those of store.h: Unavailable (no leader, not the leader,
 // shutting down: nothing changed) and Fenced (leadership was lost while the
@@ -31,13 +31,9 @@
 // held by the leader, renewed by the owner) is not built yet.
 //
 // Threads: every call, and every callback (answers, watch notifications),
-// on the thread that drives the consensus. In-process tests drive
-// libraft's fixture on the test thread. Production runs raft_uv on the
-// "metadata" thread and needs a front in front of this class, as LevelDbStore
-// has: calls from reactors posted to the metadata thread through a bounded
-// queue (full: ResourceExhausted), each answer and each watch notification
-// posted back to the reactor that made the call (Watchers must then record
-// the caller's reactor, not the metadata thread).
+// on the thread that drives the consensus: the test thread stepping libraft's
+// fixture, or a node's "cluster" reactor, where ClusterStore is the front that
+// takes calls from every other thread.
 #pragma once
 
 #include <functional>

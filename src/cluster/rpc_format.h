@@ -1,0 +1,28 @@
+// The frames of the cluster port's RPC channel, defined once for both sides.
+//
+//   u32 length      bytes after this field (header rest + payload), big endian
+//   u64 call        the caller's number for the call; a reply carries it back
+//   u8  kind        kRequest or kReply
+//   u16 method      what the payload is (rpc.fbs)
+//   payload         a FlatBuffers table of rpc.fbs
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace magnetar::cluster::rpc {
+
+inline constexpr size_t kLengthBytes = 4;
+inline constexpr size_t kHeaderBytes = kLengthBytes + 8 + 1 + 2;
+// A peer that announces a larger frame is broken or hostile: the channel closes.
+inline constexpr uint32_t kMaxFrameBytes = 16u << 20;
+
+enum class Kind : uint8_t { kRequest = 1, kReply = 2 };
+
+enum class Method : uint16_t {
+  kMetadata = 1,  // MetadataCall -> MetadataReply
+  kJoin = 2,      // JoinCall -> JoinReply
+  kKeepAlive = 3, // KeepAlive -> KeepAliveReply
+};
+
+}  // namespace magnetar::cluster::rpc
