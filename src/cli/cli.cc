@@ -16,6 +16,7 @@ int run(int argc, char** argv) {
       "Examples:\n"
       "  magnetar standalone                      # everything on one machine, data in ./data\n"
       "  magnetar standalone --http-port 0        # pick free ports, see ./data/ports.json\n"
+      "  magnetar start --cluster-port 6660 --cluster-secret-file cluster.key   # a cluster's first node\n"
       "  magnetar produce my-topic -m hello        # send with the Pulsar protocol\n"
       "  magnetar consume my-topic -s my-sub -n 1  # receive one message\n"
       "  magnetar version\n"
@@ -32,6 +33,7 @@ int run(int argc, char** argv) {
   add_admin_command(app, command);
   add_trace_command(app, command);
   add_tokens_command(app, command);
+  add_cluster_command(app, command);
 
   auto args = expand_config_file(argc, argv, app);
   if (!args) {

@@ -29,5 +29,7 @@ CLI::App* add_trace_command(CLI::App& app, Command& run);
 CLI::App* add_admin_command(CLI::App& app, Command& run);
 // `magnetar tokens ...` (tokens.cc).
 CLI::App* add_tokens_command(CLI::App& app, Command& run);
+// `magnetar cluster ...` (cluster.cc).
+CLI::App* add_cluster_command(CLI::App& app, Command& run);
 
 }  // namespace magnetar::cli

@@ -50,6 +50,20 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
                  "How often the TLS files are checked for changes and reloaded (SIGHUP reloads at once)")
       ->capture_default_str()->check(CLI::Range(1, 86400));
   cmd.add_option("--cluster-name", c.cluster_name, "Name of the cluster this node belongs to")->capture_default_str();
+  add_port_option(cmd, "--cluster-port", c.cluster_port,
+                  "Port other members reach this node on; given, the node is a cluster member (off: standalone)")
+      ->capture_default_str();
+  cmd.add_option("--join", c.join,
+                 "Members to join through (host:port of their cluster ports), at a node's first start only")
+      ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_option("--cluster-secret-file", c.cluster_secret_file,
+                 "The secret every member holds (magnetar cluster create-secret --output FILE)");
+  cmd.add_option("--roles", c.roles, "What this node does: broker, storage (comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"broker", "storage"}))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->capture_default_str();
   cmd.add_option("--fsync", c.fsync,
                  "When a write is acknowledged: always (after fdatasync), interval (fdatasync every --fsync-interval-ms), never")
       ->capture_default_str()

@@ -1,4 +1,6 @@
-// `magnetar standalone`: one node with every role, on embedded defaults.
+// `magnetar start`: a node. Without --cluster-port it is a standalone node
+// with every role, on embedded defaults; `magnetar standalone` is the same
+// command under the name it has always had.
 #include <csignal>
 #include <cstdio>
 
@@ -67,10 +69,22 @@ int run_standalone(const server::Config& config) {
 }  // namespace
 
 CLI::App* add_standalone_command(CLI::App& app, server::Config& config, Command& run) {
+  auto* start = app.add_subcommand("start", "Run a node: standalone, or a cluster member with --cluster-port");
+  add_server_flags(*start, config);
+  start->footer(
+      "Examples:\n"
+      "  magnetar start                                   # standalone, data in ./data\n"
+      "  magnetar cluster create-secret --output cluster.key\n"
+      "  magnetar start --cluster-port 6660 --cluster-secret-file cluster.key --data-dir d1\n"
+      "  magnetar start --cluster-port 6661 --cluster-secret-file cluster.key --data-dir d2 --join host1:6660\n"
+      "A node that joined once restarts without --join. A standalone data directory started with\n"
+      "--cluster-port becomes the first node of a new cluster, with everything it held.\n");
+  start->callback([&run, &config]() { run = [&config]() { return run_standalone(config); }; });
+
   auto* cmd = app.add_subcommand("standalone", "Run a single node with every role (broker, storage, metadata, admin)");
   add_server_flags(*cmd, config);
   cmd->footer(
-      "Examples:\n"
+      "The same as 'magnetar start'. Examples:\n"
       "  magnetar standalone\n"
       "  magnetar standalone --data-dir /tmp/m1 --http-port 0   # free port, see <data-dir>/ports.json\n"
       "  magnetar standalone --config magnetar.toml\n");

@@ -34,6 +34,14 @@ struct Config {
   bool tls_require_trusted_client_cert_on_connect = false;
   uint32_t tls_cert_refresh_check_secs = 60;
   std::string cluster_name = "standalone";
+  // Cluster membership (cluster/node.h). Without a cluster port the node is
+  // standalone. The first node of a cluster starts without `join`; later
+  // nodes name one or more members (host:port of their cluster ports) once,
+  // at their first start. Every member reads the same secret file.
+  int32_t cluster_port = kPortOff;
+  std::vector<std::string> join;
+  std::string cluster_secret_file;
+  std::vector<std::string> roles = {"broker", "storage"};
   // When an add is acknowledged: "always" (after fdatasync of its group
   // commit), "interval" (after write; fdatasync every fsync_interval_ms) or
   // "never" (after write; the OS flushes when it likes).
@@ -86,6 +94,8 @@ struct Config {
     return broker_service_port_tls != kPortOff || web_service_port_tls != kPortOff ||
            kafka_port_tls != kPortOff || amqp_port_tls != kPortOff;
   }
+
+  bool clustered() const { return cluster_port != kPortOff; }
 
   // The address clients should use to reach this node.
   std::string effective_advertised_address() const;

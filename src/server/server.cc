@@ -27,6 +27,9 @@
 #include "protocol/pulsar/server/trace_describer.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "admin/handlers.h"
+#include "cluster/node.h"
+#include "metadata/blocking.h"
 #include "metadata/leveldb_store.h"
 #include "server/allocator.h"
 #include "server/process_metrics.h"
@@ -69,7 +72,8 @@ Status Server::write_ports_file() const {
   nlohmann::json ports = {{"http", ports_.http}, {"pulsar", ports_.pulsar}, {"kafka", ports_.kafka}, {"amqp", ports_.amqp}};
   // TLS listeners appear only when on.
   for (auto [name, port] : {std::pair{"http_tls", ports_.http_tls}, std::pair{"pulsar_tls", ports_.pulsar_tls},
-                            std::pair{"kafka_tls", ports_.kafka_tls}, std::pair{"amqp_tls", ports_.amqp_tls}}) {
+                            std::pair{"kafka_tls", ports_.kafka_tls}, std::pair{"amqp_tls", ports_.amqp_tls},
+                            std::pair{"cluster", ports_.cluster}}) {
     if (port != 0) ports[name] = port;
   }
   std::string path = config_.data_dir + "/ports.json";
@@ -167,10 +171,36 @@ Status Server::start() {
   auto& registry = common::MetricsRegistry::global();
   collector_ids_ = register_process_metrics(registry, *runtime_, version());
 
-  // Metadata first: tenancy reads and writes it, the admin API serves both.
-  auto store = std::make_unique<metadata::LevelDbStore>(
-      metadata::LevelDbStore::Options{config_.data_dir + "/metadata"});
   std::string host = config_.effective_advertised_address();
+  // Metadata first: tenancy reads and writes it, the admin API serves both.
+  // A cluster member's store is replicated and must be reachable before
+  // anything is built on it, so the member starts here.
+  metadata::Store* store = nullptr;
+  if (config_.clustered()) {
+    cluster::ClusterNode::Options cluster_options;
+    cluster_options.data_dir = config_.data_dir;
+    cluster_options.bind = config_.bind;
+    cluster_options.advertised_host = host;
+    cluster_options.port = config_.cluster_port;
+    cluster_options.join = config_.join;
+    cluster_options.secret_file = config_.cluster_secret_file;
+    auto node = std::make_unique<cluster::ClusterNode>(std::move(cluster_options));
+    Status st = node->start();
+    if (!st.is_ok()) {
+      MLOG_ERROR("cluster failed to start: {}", st.to_string());
+      stop();
+      return st;
+    }
+    cluster_ = node.get();
+    store = &node->store();
+    components_.push_back(std::move(node));
+    started_ = components_.size();
+  } else {
+    auto leveldb = std::make_unique<metadata::LevelDbStore>(
+        metadata::LevelDbStore::Options{config_.data_dir + "/metadata"});
+    store = leveldb.get();
+    components_.push_back(std::move(leveldb));
+  }
   broker::BootstrapDefaults defaults;
   defaults.cluster = config_.cluster_name;
   broker::RetentionDefaults defaults_retention;
@@ -202,7 +232,7 @@ Status Server::start() {
     }
     return p;
   };
-  metadata::Store& metadata_store = *store;  // the unique_ptr moves into components_ below
+  metadata::Store& metadata_store = *store;
   auto tenancy = std::make_unique<broker::Tenancy>(*store, std::move(defaults));
   broker::Tenancy* tenancy_ptr = tenancy.get();  // still needed once it joined components_
   // The log: entries on disk under <data-dir>/storage, then the topics on it.
@@ -261,7 +291,6 @@ Status Server::start() {
                                                      tenancy.get(), broker.get(), std::move(address));
   admin->serve_tls(http_ports.plain_enabled, http_ports.tls, http_ports.tls_port);
   if (authenticator_) admin->require_authentication(*authenticator_, authorization);
-  components_.push_back(std::move(store));
   components_.push_back(std::move(tenancy));
   components_.push_back(std::move(policies));
   protocol::pulsar::PulsarServiceOptions pulsar_options;
@@ -313,6 +342,8 @@ Status Server::start() {
   auto storage_quotas = std::make_unique<broker::StorageQuotas>(
       metadata_store, *broker, std::chrono::seconds(config_.storage_quota_check_secs));
   admin::register_tenant_usage_routes(admin->router(), *tenancy_ptr, *broker, *storage_quotas);
+  store_ = &metadata_store;
+  admin::register_node_routes(admin->router(), *tenancy_ptr, config_.cluster_name, [this]() { return nodes(); });
   // Started before the broker, so that it reads the first ledger id this
   // process may hand out before any topic opens (ledger_reconciler.h).
   auto reconciler = std::make_unique<ledger::LedgerReconciler>(*storage, metadata_store,
@@ -327,7 +358,8 @@ Status Server::start() {
   admin_ = admin.get();
   components_.push_back(std::move(admin));
 
-  for (auto& c : components_) {
+  for (size_t i = started_; i < components_.size(); i++) {
+    auto& c = components_[i];
     Status st = c->start();
     if (!st.is_ok()) {
       MLOG_ERROR("{} failed to start: {}", c->name(), st.to_string());
@@ -344,12 +376,65 @@ Status Server::start() {
   ports_.pulsar_tls = pulsar_->tls_port();
   ports_.kafka_tls = kafka_->tls_port();
   ports_.amqp_tls = amqp_->tls_port();
+  ports_.cluster = cluster_ ? static_cast<uint16_t>(cluster_->port()) : 0;
   Status st = write_ports_file();
+  if (st.is_ok() && cluster_) {
+    // What the other members and the admin API tell clients about this node.
+    auto put = metadata::blocking::put(*store_, "/cluster/nodes/" + std::to_string(cluster_->id()),
+                                       node_record().dump());
+    st = put.is_ok() ? Status::ok() : put.status();
+  }
   if (!st.is_ok()) {
     stop();
     return st;
   }
   return Status::ok();
+}
+
+nlohmann::json Server::node_record() const {
+  std::string host = config_.effective_advertised_address();
+  nlohmann::json j = {{"roles", config_.roles}, {"version", version()}};
+  if (ports_.http != 0) j["httpUrl"] = fmt::format("http://{}:{}", host, ports_.http);
+  if (ports_.pulsar != 0) j["brokerServiceUrl"] = fmt::format("pulsar://{}:{}", host, ports_.pulsar);
+  if (ports_.kafka != 0) j["kafkaAddress"] = fmt::format("{}:{}", host, ports_.kafka);
+  if (ports_.amqp != 0) j["amqpUrl"] = fmt::format("amqp://{}:{}", host, ports_.amqp);
+  return j;
+}
+
+common::Result<std::vector<admin::NodeView>> Server::nodes() const {
+  std::vector<admin::NodeView> out;
+  if (!cluster_) {
+    admin::NodeView self;
+    self.id = 0;
+    self.raft_role = "standalone";
+    self.leader = true;
+    self.alive = true;
+    self.record = node_record();
+    out.push_back(std::move(self));
+    return out;
+  }
+  auto ids = metadata::blocking::list_children(*store_, "/cluster/nodes");
+  if (!ids.is_ok()) return ids.status();
+  std::map<uint64_t, nlohmann::json> records;
+  for (const std::string& id : *ids) {
+    auto record = metadata::blocking::get(*store_, "/cluster/nodes/" + id);
+    if (!record.is_ok()) continue;  // removed meanwhile
+    auto j = nlohmann::json::parse(record->value, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_discarded()) records[std::strtoull(id.c_str(), nullptr, 10)] = std::move(j);
+  }
+  for (const auto& m : cluster_->members()) {
+    admin::NodeView view;
+    view.id = m.id;
+    view.cluster_address = m.address;
+    view.raft_role = std::string(cluster::role_name(m.role));
+    view.leader = m.leader;
+    view.alive = m.alive;
+    view.applied_index = m.applied_index;
+    auto it = records.find(m.id);
+    if (it != records.end()) view.record = it->second;
+    out.push_back(std::move(view));
+  }
+  return out;
 }
 
 void Server::stop() {
@@ -371,6 +456,8 @@ void Server::stop() {
   pulsar_ = nullptr;
   kafka_ = nullptr;
   amqp_ = nullptr;
+  cluster_ = nullptr;
+  store_ = nullptr;
   for (uint64_t id : collector_ids_) common::MetricsRegistry::global().remove_collector(id);
   collector_ids_.clear();
   if (runtime_) {
@@ -398,6 +485,10 @@ std::vector<std::string> Server::banner() const {
   line("kafka tls", "", ports_.kafka_tls, "");
   line("amqp", "amqp://", ports_.amqp, "");
   line("amqps", "amqps://", ports_.amqp_tls, "");
+  if (cluster_) {
+    lines.push_back(fmt::format("  {:<12} {} (member {}, {} members)", "cluster", cluster_->address(), cluster_->id(),
+                                cluster_->members().size()));
+  }
   for (auto [scheme, port] : {std::pair{"http://", ports_.http}, std::pair{"https://", ports_.http_tls}}) {
     line("web console", scheme, port, "/");
     line("admin REST", scheme, port, "/admin/v2");

@@ -14,6 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
 #include "common/status.h"
 #include "security/authorizer.h"
 #include "security/token_authenticator.h"
@@ -22,8 +25,17 @@
 #include "runtime/tls_context.h"
 #include "server/config.h"
 
+namespace magnetar::cluster {
+class ClusterNode;
+}
+
+namespace magnetar::metadata {
+class Store;
+}
+
 namespace magnetar::admin {
 class AdminService;
+struct NodeView;
 }
 namespace magnetar::broker {
 class SchemaRegistry;
@@ -50,6 +62,7 @@ struct BoundPorts {
   uint16_t http_tls = 0;
   uint16_t kafka_tls = 0;
   uint16_t amqp_tls = 0;
+  uint16_t cluster = 0;  // a cluster member's cluster port; 0 when standalone
 };
 
 class Server {
@@ -79,6 +92,10 @@ class Server {
   common::Status prepare_tls();
   void watch_tls_files();
   common::Status write_ports_file() const;
+  // What this node tells the others and the admin API about itself.
+  nlohmann::json node_record() const;
+  // Every node of the cluster (this one alone when standalone). Blocks.
+  common::Result<std::vector<admin::NodeView>> nodes() const;
 
   Config config_;
   std::unique_ptr<runtime::Runtime> runtime_;
@@ -89,6 +106,8 @@ class Server {
   protocol::pulsar::PulsarService* pulsar_ = nullptr;
   protocol::kafka::KafkaService* kafka_ = nullptr;
   protocol::amqp::AmqpService* amqp_ = nullptr;
+  cluster::ClusterNode* cluster_ = nullptr;  // a cluster member's membership; null when standalone
+  metadata::Store* store_ = nullptr;         // the metadata store the components use
   std::vector<uint64_t> collector_ids_;
   std::unique_ptr<security::TokenAuthenticator> authenticator_;  // when authentication is on
   std::unique_ptr<security::Authorizer> authorizer_;             // when authorization is on
