@@ -3,8 +3,11 @@
 
 #include <functional>
 
+#include <nlohmann/json.hpp>
+
 #include "admin/router.h"
 #include "common/metrics.h"
+#include "common/result.h"
 
 namespace magnetar::broker {
 class BrokerService;
@@ -58,5 +61,20 @@ void register_overview_routes(Router& router, TopicServices& services);
 void register_trace_routes(Router& router, TopicServices& services);
 // POST /topics/{domain}/{tenant}/{namespace}/{topic}[/partitions/{n}]: Pulsar's REST producer.
 void register_rest_producer_routes(Router& router, TopicServices& services);
+
+// A node of the cluster as the admin API shows it.
+struct NodeView {
+  uint64_t id = 0;
+  std::string cluster_address;  // empty for a standalone node
+  std::string raft_role;        // voter, standby, spare; "standalone"
+  bool leader = false;
+  bool alive = false;
+  uint64_t applied_index = 0;   // the last metadata log entry it applied
+  nlohmann::json record;        // what the node published about itself (its service URLs, roles)
+};
+// Every node; runs on a thread that may block.
+using NodeDirectory = std::function<common::Result<std::vector<NodeView>>()>;
+// GET /admin/v2/cluster/nodes, /admin/v2/brokers/leaderBroker, /admin/v2/brokers/{cluster}.
+void register_node_routes(Router& router, broker::Tenancy& tenancy, std::string cluster_name, NodeDirectory nodes);
 
 }  // namespace magnetar::admin

@@ -22,9 +22,10 @@ STOP_TIMEOUT_S = 20.0
 
 
 class Node:
-    """One `magnetar standalone` process."""
+    """One `magnetar standalone` process (or `command`, e.g. "start")."""
 
-    def __init__(self, *extra_args, data_dir=None, keep_data=False):
+    def __init__(self, *extra_args, data_dir=None, keep_data=False, command="standalone"):
+        self.command = command
         self.owns_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="magnetar-test-")
         self.keep_data = keep_data
@@ -37,8 +38,10 @@ class Node:
         ports_file = os.path.join(self.data_dir, "ports.json")
         if os.path.exists(ports_file):
             os.unlink(ports_file)
-        args = [BIN, "standalone", "--data-dir", self.data_dir, "--http-port", "0",
+        args = [BIN, self.command, "--data-dir", self.data_dir, "--http-port", "0",
                 "--pulsar-port", "0", "--kafka-port", "0", "--amqp-port", "0"] + self.extra_args
+        if getattr(self, "log", None):
+            self.log.close()  # a restart: the log goes on in the same file
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -122,6 +125,14 @@ class Node:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def free_port():
+    """A port nothing listens on now (for listeners that must keep their port
+    across restarts, such as a cluster member's)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def admin(node, *args):

@@ -1,0 +1,258 @@
+"""Clusters of real magnetar processes on loopback, joined by flag.
+
+Each member gets a fixed cluster port (members know each other by address,
+so it must survive restarts), port 0 for everything else, and its own data
+directory. Every wait is bounded.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+from magnetar_harness import BIN, Node, call_json, free_port
+
+WAIT_S = 30.0
+
+
+def wait_for(check, what, timeout=WAIT_S):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+            if last:
+                return last
+        except (OSError, ValueError) as e:  # a node restarting
+            last = e
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+class Cluster:
+    """Members started with `magnetar start --cluster-port`."""
+
+    def __init__(self, secret):
+        self.secret = secret
+        self.members = []
+
+    def add(self, join=None, data_dir=None):
+        port = free_port()
+        args = ["--cluster-port", str(port), "--cluster-secret-file", self.secret, "--reactors", "1"]
+        if join:
+            args += ["--join", ",".join(join)]
+        node = Node(*args, data_dir=data_dir, command="start")
+        node.cluster_port = port
+        node.start()
+        self.members.append(node)
+        return node
+
+    def seed(self):
+        return [f"127.0.0.1:{self.members[0].cluster_port}"]
+
+    def close(self):
+        for node in self.members:
+            node.close()
+
+
+def nodes_of(node):
+    status, nodes = call_json(node, "GET", "/admin/v2/cluster/nodes")
+    if status != 200:
+        raise ValueError(f"GET /admin/v2/cluster/nodes answered {status}: {nodes}")
+    return nodes
+
+
+def leader_id(node):
+    leaders = [n["id"] for n in nodes_of(node) if n["leader"]]
+    return leaders[0] if leaders else None
+
+
+def make_secret(directory):
+    path = os.path.join(directory, "cluster.key")
+    r = subprocess.run([BIN, "cluster", "create-secret", "--output", path], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    return path
+
+
+class ClusterTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="magnetar-cluster-")
+        self.secret = make_secret(self.dir)
+        self.cluster = Cluster(self.secret)
+
+    def tearDown(self):
+        self.cluster.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def start_three(self):
+        first = self.cluster.add()
+        second = self.cluster.add(join=self.cluster.seed())
+        third = self.cluster.add(join=self.cluster.seed())
+        wait_for(lambda: sum(n["raftRole"] == "voter" and n["alive"] for n in nodes_of(first)) == 3,
+                 "three live voters")
+        return first, second, third
+
+    def test_secret_file_is_private_and_never_overwritten(self):
+        mode = os.stat(self.secret).st_mode & 0o777
+        self.assertEqual(mode, 0o600)
+        r = subprocess.run([BIN, "cluster", "create-secret", "--output", self.secret], capture_output=True,
+                           text=True, timeout=30)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("exists", r.stderr)
+
+    def test_three_members_share_metadata(self):
+        first, second, third = self.start_three()
+        nodes = nodes_of(third)
+        self.assertEqual(len(nodes), 3)
+        self.assertEqual(sum(n["leader"] for n in nodes), 1)
+        for n in nodes:
+            self.assertTrue(n["httpUrl"].startswith("http://"), n)
+            self.assertTrue(n["brokerServiceUrl"].startswith("pulsar://"), n)
+        # A write through any member is seen through every other.
+        status, answer = call_json(second, "PUT", "/admin/v2/tenants/acme",
+                                   {"allowedClusters": ["standalone"], "adminRoles": []})
+        self.assertEqual(status, 204, answer)
+        status, answer = call_json(third, "PUT", "/admin/v2/namespaces/acme/orders", {})
+        self.assertEqual(status, 204, answer)
+        for node in (first, second, third):
+            status, namespaces = call_json(node, "GET", "/admin/v2/namespaces/acme")
+            self.assertEqual(status, 200)
+            self.assertIn("acme/orders", namespaces)
+        # Pulsar's broker listing names every live member's web service.
+        status, brokers = call_json(first, "GET", "/admin/v2/brokers/standalone")
+        self.assertEqual(status, 200, brokers)
+        self.assertEqual(len(brokers), 3, brokers)
+        status, leader = call_json(second, "GET", "/admin/v2/brokers/leaderBroker")
+        self.assertEqual(status, 200, leader)
+        self.assertIn(leader["brokerId"], brokers)
+
+    def test_a_stranger_without_the_secret_cannot_join(self):
+        first = self.cluster.add()
+        other_dir = tempfile.mkdtemp(prefix="magnetar-other-", dir=self.dir)
+        wrong = make_secret(other_dir)
+        port = free_port()
+        stranger = Node("--cluster-port", str(port), "--cluster-secret-file", wrong, "--join",
+                        self.cluster.seed()[0], command="start")
+        try:
+            with self.assertRaises(RuntimeError) as refused:
+                stranger.start()
+            self.assertIn("secret", str(refused.exception))
+        finally:
+            stranger.close()
+        self.assertEqual(len(nodes_of(first)), 1)
+
+    def test_kill_the_leader_while_writing(self):
+        first, second, third = self.start_three()
+        by_id = {}
+        for node in (first, second, third):
+            me = [n for n in nodes_of(node) if n["httpUrl"] == node.http_url]
+            by_id[me[0]["id"]] = node
+        leader = by_id[leader_id(first)]
+        survivors = [n for n in (first, second, third) if n is not leader]
+        status, answer = call_json(survivors[0], "PUT", "/admin/v2/tenants/load",
+                                   {"allowedClusters": ["standalone"], "adminRoles": []})
+        self.assertEqual(status, 204, answer)
+
+        acknowledged = []
+        failures = []
+        stop = threading.Event()
+
+        def writer():
+            i = 0
+            while not stop.is_set():
+                name = f"ns{i}"
+                try:
+                    status, answer = call_json(survivors[i % 2], "PUT", f"/admin/v2/namespaces/load/{name}", {})
+                except OSError as e:
+                    status, answer = 0, str(e)
+                if status == 204:
+                    acknowledged.append(name)
+                else:
+                    failures.append((name, status, answer))
+                i += 1
+                time.sleep(0.02)
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            wait_for(lambda: len(acknowledged) >= 20, "writes before the kill")
+            leader.stop(sig=signal.SIGKILL)
+            killed_at = len(acknowledged)
+            wait_for(lambda: len(acknowledged) >= killed_at + 20, "writes after the kill")
+        finally:
+            stop.set()
+            thread.join(timeout=60)
+        # Every acknowledged write survived the leader's death.
+        status, namespaces = call_json(survivors[1], "GET", "/admin/v2/namespaces/load")
+        self.assertEqual(status, 200, namespaces)
+        missing = [n for n in acknowledged if f"load/{n}" not in namespaces]
+        self.assertEqual(missing, [], f"acknowledged but lost; failures: {failures[:5]}")
+        new_leader = wait_for(lambda: leader_id(survivors[0]), "a new leader")
+        self.assertNotIn(new_leader, [i for i, n in by_id.items() if n is leader])
+
+        # The killed member restarts without --join and catches up.
+        leader.start()
+        wait_for(lambda: all(n["alive"] for n in nodes_of(survivors[0])), "the restarted member alive")
+        status, namespaces = call_json(leader, "GET", "/admin/v2/namespaces/load")
+        self.assertEqual(status, 200)
+        self.assertEqual([n for n in acknowledged if f"load/{n}" not in namespaces], [])
+
+        def caught_up():
+            nodes = {n["id"]: n for n in nodes_of(leader)}
+            mine = [n for n in nodes.values() if n["httpUrl"] == leader.http_url][0]
+            status, theirs = call_json(survivors[0], "GET", "/admin/v2/cluster/nodes")
+            reference = [n for n in theirs if n["httpUrl"] == survivors[0].http_url][0]
+            return mine["appliedIndex"] >= reference["appliedIndex"] - 5 and mine["appliedIndex"] > 0
+        wait_for(caught_up, "the restarted member's log caught up")
+
+    def test_a_stopping_leader_hands_leadership_over(self):
+        first, second, third = self.start_three()
+        by_url = {n.http_url: n for n in (first, second, third)}
+        leader = [n for n in nodes_of(first) if n["leader"]][0]
+        stopping = by_url[leader["httpUrl"]]
+        others = [n for n in (first, second, third) if n is not stopping]
+        self.assertEqual(stopping.stop(), 0)
+        self.assertIn("handed leadership over", stopping.read_log())
+        new_leader = wait_for(lambda: leader_id(others[0]), "a new leader")
+        self.assertNotEqual(new_leader, leader["id"])
+        status, answer = call_json(others[1], "PUT", "/admin/v2/tenants/after",
+                                   {"allowedClusters": ["standalone"], "adminRoles": []})
+        self.assertEqual(status, 204, answer)
+        for node in others:
+            self.assertEqual(node.stop(), 0)
+
+    def test_a_standalone_node_grows_into_the_first_member(self):
+        data = tempfile.mkdtemp(prefix="magnetar-grow-", dir=self.dir)
+        alone = Node("--reactors", "1", data_dir=data)
+        alone.start()
+        status, answer = call_json(alone, "PUT", "/admin/v2/tenants/laptop",
+                                   {"allowedClusters": ["standalone"], "adminRoles": []})
+        self.assertEqual(status, 204, answer)
+        status, answer = call_json(alone, "PUT", "/admin/v2/namespaces/laptop/dev", {})
+        self.assertEqual(status, 204, answer)
+        self.assertEqual(alone.stop(), 0)
+        alone.close()
+
+        first = self.cluster.add(data_dir=data)
+        status, namespaces = call_json(first, "GET", "/admin/v2/namespaces/laptop")
+        self.assertEqual(status, 200, namespaces)
+        self.assertIn("laptop/dev", namespaces)
+        self.assertTrue(os.path.isdir(os.path.join(data, "metadata.standalone")))
+        second = self.cluster.add(join=self.cluster.seed())
+        status, namespaces = call_json(second, "GET", "/admin/v2/namespaces/laptop")
+        self.assertEqual(status, 200, namespaces)
+        self.assertIn("laptop/dev", namespaces)
+        # A restart keeps it: the member replays its log, it does not import again.
+        self.assertEqual(first.stop(), 0)
+        first.start()
+        status, namespaces = call_json(first, "GET", "/admin/v2/namespaces/laptop")
+        self.assertEqual(status, 200, namespaces)
+        self.assertIn("laptop/dev", namespaces)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
