@@ -29,7 +29,7 @@ std::string finished_bytes(flatbuffers::FlatBufferBuilder& b) {
 
 Status status_from_wire(uint8_t code, std::string message) {
   if (code == 0) return Status::ok();
-  if (code > static_cast<uint8_t>(ErrorCode::kLimitReached)) return Status::internal(std::move(message));
+  if (code > static_cast<uint8_t>(ErrorCode::kWrongNode)) return Status::internal(std::move(message));
   return Status(static_cast<ErrorCode>(code), std::move(message));
 }
 

@@ -21,6 +21,7 @@ std::string_view error_code_name(ErrorCode code) {
     case ErrorCode::kUnimplemented: return "Unimplemented";
     case ErrorCode::kInternal: return "Internal";
     case ErrorCode::kLimitReached: return "LimitReached";
+    case ErrorCode::kWrongNode: return "WrongNode";
   }
   return "Unknown";
 }

@@ -29,6 +29,7 @@ enum class ErrorCode : int {
   kInternal,           // an invariant broke: a bug
   kLimitReached,       // a configured count limit refuses one more (producer, consumer,
                        // subscription): retrying helps only once one leaves
+  kWrongNode,          // another node of the cluster serves it: look it up again and go there
 };
 
 std::string_view error_code_name(ErrorCode code);
@@ -53,6 +54,7 @@ class [[nodiscard]] Status {
   static Status unimplemented(std::string msg) { return {ErrorCode::kUnimplemented, std::move(msg)}; }
   static Status internal(std::string msg) { return {ErrorCode::kInternal, std::move(msg)}; }
   static Status limit_reached(std::string msg) { return {ErrorCode::kLimitReached, std::move(msg)}; }
+  static Status wrong_node(std::string msg) { return {ErrorCode::kWrongNode, std::move(msg)}; }
   // An I/O error from errno, e.g. from_errno(errno, "open segment 00000001.log").
   static Status from_errno(int err, std::string_view what);
 

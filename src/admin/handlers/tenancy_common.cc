@@ -19,6 +19,7 @@ int http_status(const Status& status) {
     case ErrorCode::kAlreadyExists: return 409;
     case ErrorCode::kFailedPrecondition:
     case ErrorCode::kLimitReached: return 412;
+    case ErrorCode::kWrongNode: return 503;
     case ErrorCode::kPermissionDenied: return 403;
     case ErrorCode::kResourceExhausted: return 429;
     case ErrorCode::kUnavailable: return 503;

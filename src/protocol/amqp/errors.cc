@@ -12,6 +12,7 @@ ReplyCode reply_code(const common::Status& st) {
     case ErrorCode::kAlreadyExists: return kPreconditionFailed;
     case ErrorCode::kPermissionDenied:
     case ErrorCode::kLimitReached: return kAccessRefused;  // as RabbitMQ refuses a queue in exclusive use
+    case ErrorCode::kWrongNode: return kResourceError;
     case ErrorCode::kFenced: return kResourceLocked;
     case ErrorCode::kResourceExhausted: return kResourceError;
     case ErrorCode::kUnimplemented: return kNotImplemented;

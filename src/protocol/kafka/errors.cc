@@ -11,6 +11,7 @@ ErrorCode error_code(const common::Status& st) {
     case ErrorCode::kPermissionDenied: return kTopicAuthorizationFailed;
     case ErrorCode::kResourceExhausted: return kThrottlingQuotaExceeded;
     case ErrorCode::kUnavailable: return kLeaderNotAvailable;
+    case ErrorCode::kWrongNode: return kNotLeaderOrFollower;
     case ErrorCode::kTimeout: return kRequestTimedOut;
     case ErrorCode::kIoError:
     case ErrorCode::kCorruption: return kKafkaStorageError;

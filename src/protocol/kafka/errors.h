@@ -14,6 +14,7 @@ enum ErrorCode : int16_t {
   kCorruptMessage = 2,
   kUnknownTopicOrPartition = 3,
   kLeaderNotAvailable = 5,
+  kNotLeaderOrFollower = 6,  // another broker leads the partition: refresh metadata
   kRequestTimedOut = 7,
   kMessageTooLarge = 10,
   kInvalidTopic = 17,

@@ -42,6 +42,8 @@ proto::ServerError server_error(const Status& st) {
     case ErrorCode::kAlreadyExists: return proto::ProducerBusy;
     case ErrorCode::kFailedPrecondition:
     case ErrorCode::kLimitReached: return proto::ConsumerBusy;  // producers: producer_refusal
+    // Pulsar's answer from a broker that does not own the topic: clients look it up again.
+    case ErrorCode::kWrongNode: return proto::ServiceNotReady;
     case ErrorCode::kInvalidArgument: return proto::InvalidTopicName;
     case ErrorCode::kResourceExhausted: return proto::TooManyRequests;
     case ErrorCode::kUnavailable: return proto::ServiceNotReady;
