@@ -148,7 +148,35 @@ auto load_finisher(std::unordered_map<std::string, std::vector<ledger::Callback<
 
 }  // namespace
 
+namespace {
+
+Status served_elsewhere(const TopicName& topic, const NodeEndpoints& owner) {
+  return Status::wrong_node("topic " + topic.to_string() + " is served by node " + std::to_string(owner.node) +
+                            (owner.pulsar_url.empty() ? "" : " (" + owner.pulsar_url + ")") +
+                            ": look it up again");
+}
+
+}  // namespace
+
 void BrokerService::load(Shard& shard, const TopicName& topic, TopicCreation how, TopicOrigin origin) {
+  if (ownership_ == nullptr) return load_owned(shard, topic, how, origin);
+  if (auto known = ownership_->known_owner(topic)) {
+    if (known->here) return load_owned(shard, topic, how, origin);
+    return load_finisher(shard.loading, topic.to_string())(served_elsewhere(topic, *known));
+  }
+  runtime::Reactor& home = home_of(topic);
+  ownership_->owner_of(topic, [this, &shard, &home, topic, how, origin](Result<NodeEndpoints> owner) {
+    auto back = [this, &shard, topic, how, origin, owner = std::move(owner)]() {
+      if (!owner.is_ok()) return load_finisher(shard.loading, topic.to_string())(owner.status());
+      if (!owner->here) return load_finisher(shard.loading, topic.to_string())(served_elsewhere(topic, *owner));
+      load_owned(shard, topic, how, origin);
+    };
+    if (home.is_on_thread()) return back();
+    if (!home.post_reliably(std::move(back))) MLOG_WARN("cannot reach the home of {}: it is stopping", topic.to_string());
+  });
+}
+
+void BrokerService::load_owned(Shard& shard, const TopicName& topic, TopicCreation how, TopicOrigin origin) {
   std::optional<NamespacePolicies> policies;
   if (policies_ != nullptr) {
     policies = policies_->effective(topic);

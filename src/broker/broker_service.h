@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "broker/naming.h"
+#include "broker/ownership.h"
 #include "broker/policy_cache.h"
 #include "broker/publish_limiter.h"
 #include "broker/tenant_state.h"
@@ -107,6 +108,15 @@ class BrokerService final : public runtime::Component {
   // `done` may run on any thread. REQUIRES: before start().
   using TopicAdmitter = std::function<void(const TopicName&, std::function<void(common::Status)>)>;
   void set_topic_admitter(TopicAdmitter admitter) { admitter_ = std::move(admitter); }
+  // Which node serves each topic (a cluster member's; none when standalone,
+  // where every topic is served here). A topic owned elsewhere is not
+  // loaded: with_topic answers kWrongNode, naming the owner. REQUIRES:
+  // before start(); `ownership` outlives this.
+  void set_ownership(Ownership* ownership) { ownership_ = ownership; }
+  Ownership* ownership() const { return ownership_; }
+  // Calls to other members (a cluster member's; none when standalone).
+  void set_remote_calls(RemoteCalls* calls) { remote_calls_ = calls; }
+  RemoteCalls* remote_calls() const { return remote_calls_; }
   // Whether a new durable subscription may be made (the tenant's
   // subscription count; tenancy.h admit_subscription), given to every
   // topic. REQUIRES: before start().
@@ -188,6 +198,8 @@ class BrokerService final : public runtime::Component {
   void close_and_forget(Shard& shard, const std::string& key, Topic* topic, const common::Status& why,
                         ledger::Callback<common::Status> done);
   void load(Shard& shard, const TopicName& topic, TopicCreation how, TopicOrigin origin);
+  // load() once this node is known to own `topic`.
+  void load_owned(Shard& shard, const TopicName& topic, TopicCreation how, TopicOrigin origin);
   // Opens (or creates) the topic's log and makes it loaded.
   void open(Shard& shard, const TopicName& topic, TopicOrigin origin);
   // Any thread: ok when `topic` exists (its log or its partitioned topic),
@@ -227,6 +239,8 @@ class BrokerService final : public runtime::Component {
   std::shared_ptr<TenantRegistry> tenants_ = std::make_shared<TenantRegistry>(nullptr);
   std::shared_ptr<PublishLimiters> publish_limiters_ = std::make_shared<PublishLimiters>(nullptr, tenants_);
   TopicAdmitter admitter_;
+  Ownership* ownership_ = nullptr;
+  RemoteCalls* remote_calls_ = nullptr;
   TopicContext::SubscriptionAdmitter subscription_admitter_;
   MessageDescriber describer_;
   std::vector<std::unique_ptr<Shard>> shards_;  // by reactor index

@@ -474,6 +474,32 @@ Status ClusterNode::import_standalone() {
   return Status::ok();
 }
 
+void ClusterNode::call(ServerId node, uint16_t method, std::string payload,
+                       std::function<void(Result<std::string>)> done) {
+  runtime::Task task([this, node, method, payload = std::move(payload), done]() mutable {
+    std::string address;
+    for (const Server& m : consensus_->members()) {
+      if (m.id == node) address = m.address;
+    }
+    if (address.empty()) return done(Status::unavailable("server " + std::to_string(node) + " is not a member"));
+    rpc_client_->call(address, static_cast<rpc::Method>(method), std::move(payload), std::move(done));
+  });
+  Status posted = reactor_ ? reactor_->try_post(task) : Status::unavailable("the cluster is stopped");
+  if (!posted.is_ok()) done(posted);
+}
+
+void ClusterNode::handle(uint16_t method, Handler handler) {
+  reactor_->run_sync([&]() {
+    rpc_server_->handle(static_cast<rpc::Method>(method),
+                        [this, handler](const Peer&, std::string_view payload, RpcServer::Reply reply) {
+                          // The answer may come from any thread; the channel lives here.
+                          handler(payload, [this, reply](std::string answer) {
+                            reactor_->post_reliably([reply, answer = std::move(answer)]() { reply(answer); });
+                          });
+                        });
+  });
+}
+
 std::vector<ClusterNode::MemberInfo> ClusterNode::members() {
   std::lock_guard lock(members_mu_);
   return members_snapshot_;

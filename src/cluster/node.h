@@ -104,6 +104,16 @@ class ClusterNode final : public runtime::Component {
   // Any thread: the members and their state, as this node knows them.
   std::vector<MemberInfo> members();
 
+  // Any thread: calls `method` on member `node` over the cluster port;
+  // `done` runs on the cluster reactor (Unavailable for an unknown member).
+  void call(ServerId node, uint16_t method, std::string payload,
+            std::function<void(common::Result<std::string>)> done);
+  // Any thread: answers `method` from other members with `handler`, run on
+  // the cluster reactor; its reply may be given on any thread. REQUIRES:
+  // start() succeeded.
+  using Handler = std::function<void(std::string_view payload, std::function<void(std::string)> reply)>;
+  void handle(uint16_t method, Handler handler);
+
  private:
   common::Status load_identity();
   common::Status open_on_reactor(bool has_log);

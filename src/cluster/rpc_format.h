@@ -23,6 +23,8 @@ enum class Method : uint16_t {
   kMetadata = 1,  // MetadataCall -> MetadataReply
   kJoin = 2,      // JoinCall -> JoinReply
   kKeepAlive = 3, // KeepAlive -> KeepAliveReply
+  // Calls of the layers above (broker::RemoteCalls); their payloads are defined where they are handled.
+  kKafkaGroupOffset = 100,  // protocol/kafka/server/group_offsets.h
 };
 
 }  // namespace magnetar::cluster::rpc

@@ -28,6 +28,7 @@
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "admin/handlers.h"
+#include "broker/bundle_ownership.h"
 #include "cluster/node.h"
 #include "metadata/blocking.h"
 #include "metadata/leveldb_store.h"
@@ -195,6 +196,21 @@ Status Server::start() {
     store = &node->store();
     components_.push_back(std::move(node));
     started_ = components_.size();
+    auto broker_id = allocate_broker_id(*store, cluster_->id());
+    if (!broker_id.is_ok()) {
+      MLOG_ERROR("cannot get a broker id: {}", broker_id.status().to_string());
+      stop();
+      return broker_id.status();
+    }
+    broker_id_ = *broker_id;
+    auto directory = std::make_unique<NodeDirectory>(*store, *cluster_);
+    directory_ = directory.get();
+    components_.push_back(std::move(directory));
+    auto ownership = std::make_unique<broker::BundleOwnership>(*store, cluster_->id(),
+                                                               [this]() { return directory_->nodes(); });
+    ownership_ = ownership.get();
+    remote_calls_ = std::make_unique<ClusterCalls>(*cluster_);
+    components_.push_back(std::move(ownership));
   } else {
     auto leveldb = std::make_unique<metadata::LevelDbStore>(
         metadata::LevelDbStore::Options{config_.data_dir + "/metadata"});
@@ -263,6 +279,8 @@ Status Server::start() {
                                            ? "every " + std::to_string(config_.fsync_interval_ms) + " ms"
                                            : config_.fsync);
   auto broker = std::make_unique<broker::BrokerService>(*runtime_, *storage, *store, broker_options);
+  broker->set_ownership(ownership_);
+  broker->set_remote_calls(remote_calls_.get());
   broker->set_policies(policies.get());
   policies->on_change(broker->policy_listener());
   policies->on_change(broker->policy_change_listener());
@@ -320,6 +338,7 @@ Status Server::start() {
   kafka_options.tls_port = kafka_ports.tls_port;
   kafka_options.advertised_host = host;
   kafka_options.cluster_id = config_.cluster_name;
+  kafka_options.node_id = broker_id_;
   auto kafka = std::make_unique<protocol::kafka::KafkaService>(*runtime_, *broker, kafka_options);
   kafka->set_metadata(tenancy_ptr, policies_ptr);
   if (authenticator_) kafka->set_authenticator(authenticator_.get(), /*required=*/true);
@@ -391,11 +410,46 @@ Status Server::start() {
   return Status::ok();
 }
 
+common::Result<int32_t> Server::allocate_broker_id(metadata::Store& store, uint64_t node) {
+  // Kafka clients cache broker ids: a node keeps the one it got first. The
+  // first node gets 0, the id a standalone node always had.
+  const std::string mine = "/cluster/broker-ids/" + std::to_string(node);
+  const std::string next_key = "/cluster/next-broker-id";
+  for (int attempt = 0; attempt < 100; attempt++) {
+    auto existing = metadata::blocking::get(store, mine);
+    if (existing.is_ok()) return static_cast<int32_t>(std::strtol(existing->value.c_str(), nullptr, 10));
+    if (existing.status().code() != common::ErrorCode::kNotFound) return existing.status();
+    auto counter = metadata::blocking::get(store, next_key);
+    int64_t next = 0;
+    metadata::PutOptions cas;
+    if (counter.is_ok()) {
+      next = std::strtoll(counter->value.c_str(), nullptr, 10);
+      cas.expected_version = counter->stat.version;
+    } else if (counter.status().code() == common::ErrorCode::kNotFound) {
+      cas.expected_version = metadata::kMustNotExist;
+    } else {
+      return counter.status();
+    }
+    auto bumped = metadata::blocking::put(store, next_key, std::to_string(next + 1), cas);
+    if (!bumped.is_ok()) continue;  // another node took it: read again
+    metadata::PutOptions create;
+    create.expected_version = metadata::kMustNotExist;
+    auto taken = metadata::blocking::put(store, mine, std::to_string(next), create);
+    if (taken.is_ok()) {
+      MLOG_INFO("cluster: this node's Kafka broker id is {}", next);
+      return static_cast<int32_t>(next);
+    }
+    if (taken.status().code() != common::ErrorCode::kAlreadyExists) return taken.status();
+  }
+  return Status::unavailable("could not allocate a broker id: too many concurrent attempts");
+}
+
 nlohmann::json Server::node_record() const {
   std::string host = config_.effective_advertised_address();
-  nlohmann::json j = {{"roles", config_.roles}, {"version", version()}};
+  nlohmann::json j = {{"roles", config_.roles}, {"version", version()}, {"brokerId", broker_id_}};
   if (ports_.http != 0) j["httpUrl"] = fmt::format("http://{}:{}", host, ports_.http);
   if (ports_.pulsar != 0) j["brokerServiceUrl"] = fmt::format("pulsar://{}:{}", host, ports_.pulsar);
+  if (ports_.pulsar_tls != 0) j["brokerServiceUrlTls"] = fmt::format("pulsar+ssl://{}:{}", host, ports_.pulsar_tls);
   if (ports_.kafka != 0) j["kafkaAddress"] = fmt::format("{}:{}", host, ports_.kafka);
   if (ports_.amqp != 0) j["amqpUrl"] = fmt::format("amqp://{}:{}", host, ports_.amqp);
   return j;
@@ -458,6 +512,9 @@ void Server::stop() {
   amqp_ = nullptr;
   cluster_ = nullptr;
   store_ = nullptr;
+  ownership_ = nullptr;
+  directory_ = nullptr;
+  remote_calls_.reset();
   for (uint64_t id : collector_ids_) common::MetricsRegistry::global().remove_collector(id);
   collector_ids_.clear();
   if (runtime_) {

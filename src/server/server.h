@@ -24,6 +24,7 @@
 #include "runtime/runtime.h"
 #include "runtime/tls_context.h"
 #include "server/config.h"
+#include "server/node_directory.h"
 
 namespace magnetar::cluster {
 class ClusterNode;
@@ -92,6 +93,8 @@ class Server {
   common::Status prepare_tls();
   void watch_tls_files();
   common::Status write_ports_file() const;
+  // A cluster member's Kafka broker id: the one it got at its first start.
+  static common::Result<int32_t> allocate_broker_id(metadata::Store& store, uint64_t node);
   // What this node tells the others and the admin API about itself.
   nlohmann::json node_record() const;
   // Every node of the cluster (this one alone when standalone). Blocks.
@@ -108,6 +111,10 @@ class Server {
   protocol::amqp::AmqpService* amqp_ = nullptr;
   cluster::ClusterNode* cluster_ = nullptr;  // a cluster member's membership; null when standalone
   metadata::Store* store_ = nullptr;         // the metadata store the components use
+  int32_t broker_id_ = 0;                    // Kafka's broker id for this node
+  NodeDirectory* directory_ = nullptr;        // a cluster member's view of the nodes
+  broker::Ownership* ownership_ = nullptr;    // a cluster member's topic ownership
+  std::unique_ptr<broker::RemoteCalls> remote_calls_;  // a cluster member's calls to the others
   std::vector<uint64_t> collector_ids_;
   std::unique_ptr<security::TokenAuthenticator> authenticator_;  // when authentication is on
   std::unique_ptr<security::Authorizer> authorizer_;             // when authorization is on

@@ -1,0 +1,83 @@
+// Ownership: which node of the cluster serves a topic.
+//
+// Every topic has exactly one owning node at a time. A namespace is split
+// into kBundlesPerNamespace bundles, ranges of a 32-bit hash of topic names
+// (partitions hash apart, so a partitioned topic spreads over nodes), as
+// Pulsar splits it; a node owns whole bundles. A standalone node owns
+// everything.
+//
+// The broker loads a topic only where it is owned (BrokerService asks
+// before it opens one, and answers kWrongNode elsewhere); each protocol
+// names the owner to its clients: Pulsar's lookup, Kafka's partition
+// leaders.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "broker/naming.h"
+#include "common/result.h"
+
+namespace magnetar::broker {
+
+inline constexpr uint32_t kBundlesPerNamespace = 4;
+
+// A node that serves topics, as clients reach it.
+struct NodeEndpoints {
+  uint64_t node = 0;        // the node's id (0: a standalone node)
+  int32_t broker_id = 0;    // its Kafka broker id: small, never reused
+  bool here = true;         // this node
+  std::string pulsar_url;   // pulsar://host:port ("" when off)
+  std::string pulsar_tls_url;
+  std::string http_url;
+  std::string kafka_host;
+  int32_t kafka_port = 0;
+};
+
+// The bundle `topic` falls in: "0x00000000_0x40000000", Pulsar's form.
+std::string bundle_of(const TopicName& topic);
+// The 32-bit hash bundles are ranges of.
+uint32_t topic_hash(const TopicName& topic);
+
+// Calls between cluster members for the layers above the cluster (the
+// cluster port's RPC channel): a protocol asks the owner of a topic to do
+// what only the owner can (a Kafka group's offsets on a partition owned by
+// another member). Methods are numbered in cluster/rpc_format.h.
+class RemoteCalls {
+ public:
+  using Reply = std::function<void(std::string payload)>;
+  using Handler = std::function<void(std::string_view payload, Reply reply)>;
+  using Done = std::function<void(common::Result<std::string>)>;
+  virtual ~RemoteCalls() = default;
+  // Any thread: calls `method` on member `node`; `done` runs on any thread,
+  // with the reply or why there is none (rpc.h: Unavailable never sent,
+  // Timeout sent and unanswered).
+  virtual void call(uint64_t node, uint16_t method, std::string payload, Done done) = 0;
+  // Any thread: `handler` answers `method` from other members. It runs on
+  // the cluster's own thread and must not block; `reply` may be called from
+  // any thread.
+  virtual void handle(uint16_t method, Handler handler) = 0;
+};
+
+class Ownership {
+ public:
+  using OwnerCallback = std::function<void(common::Result<NodeEndpoints>)>;
+  virtual ~Ownership() = default;
+
+  // Any thread: the node that owns `topic`'s bundle, assigning the bundle to
+  // a live node when nobody owns it yet. `done` may run on any thread.
+  // Unavailable when the owner cannot be told (no live node, metadata
+  // unreachable).
+  virtual void owner_of(const TopicName& topic, OwnerCallback done) = 0;
+  // Any thread, without waiting: the owner when this node knows it already.
+  virtual std::optional<NodeEndpoints> known_owner(const TopicName& topic) const = 0;
+  // Any thread: every node that serves topics and is alive, this one too.
+  virtual std::vector<NodeEndpoints> live_nodes() const = 0;
+  // This node.
+  virtual NodeEndpoints self() const = 0;
+};
+
+}  // namespace magnetar::broker

@@ -1,0 +1,64 @@
+// NodeDirectory: a cluster member's view of every node that serves topics:
+// what each published about itself under /cluster/nodes/<id> (its client
+// addresses, Kafka broker id, roles) and whether the cluster hears from it.
+//
+// The records are read at start and kept current by a watch; liveness comes
+// from the membership (cluster/node.h) at each call.
+//
+// Threads: nodes() from any thread.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "broker/ownership.h"
+#include "common/status.h"
+#include "metadata/store.h"
+#include "runtime/component.h"
+
+namespace magnetar::cluster {
+class ClusterNode;
+}
+
+namespace magnetar::server {
+
+// broker::RemoteCalls over the membership's RPC.
+class ClusterCalls final : public broker::RemoteCalls {
+ public:
+  explicit ClusterCalls(cluster::ClusterNode& cluster) : cluster_(cluster) {}
+  void call(uint64_t node, uint16_t method, std::string payload, Done done) override;
+  void handle(uint16_t method, Handler handler) override;
+
+ private:
+  cluster::ClusterNode& cluster_;
+};
+
+class NodeDirectory final : public runtime::Component {
+ public:
+  NodeDirectory(metadata::Store& store, cluster::ClusterNode& cluster);
+  ~NodeDirectory() override;
+
+  std::string_view name() const override { return "node-directory"; }
+  // Reads every record (blocking) and watches for changes.
+  common::Status start() override;
+  void stop() override;
+  // Every node with the broker role that published its addresses, and whether it is alive.
+  std::vector<std::pair<broker::NodeEndpoints, bool>> nodes() const;
+
+  // The record's fields as endpoints; false when it is not a node record.
+  static bool parse_record(uint64_t id, const std::string& json, broker::NodeEndpoints& out);
+
+ private:
+  void remember(const std::string& key, const std::string& value);
+
+  metadata::Store& store_;
+  cluster::ClusterNode& cluster_;
+  metadata::WatchId watch_ = 0;
+  mutable std::mutex mu_;
+  std::map<uint64_t, broker::NodeEndpoints> records_;  // brokers only
+};
+
+}  // namespace magnetar::server
