@@ -68,6 +68,25 @@ Status check_creatable(TopicServices& s, const TopicName& topic) {
 
 }  // namespace
 
+namespace {
+
+// This node's addresses, as Pulsar's lookup answers them.
+Json lookup_json(const AdvertisedAddress& a) {
+  const uint16_t pulsar = a.pulsar_port ? a.pulsar_port() : 0;
+  const uint16_t http = a.http_port ? a.http_port() : 0;
+  const uint16_t pulsar_tls = a.pulsar_tls_port ? a.pulsar_tls_port() : 0;
+  const uint16_t http_tls = a.http_tls_port ? a.http_tls_port() : 0;
+  return Json{{"brokerUrl", pulsar ? fmt::format("pulsar://{}:{}", a.host, pulsar) : ""},
+              {"brokerUrlTls", pulsar_tls ? fmt::format("pulsar+ssl://{}:{}", a.host, pulsar_tls) : ""},
+              {"httpUrl", http ? fmt::format("http://{}:{}", a.host, http) : ""},
+              {"httpUrlTls", http_tls ? fmt::format("https://{}:{}", a.host, http_tls) : ""},
+              {"nativeUrl", pulsar       ? fmt::format("pulsar://{}:{}", a.host, pulsar)
+                            : pulsar_tls ? fmt::format("pulsar+ssl://{}:{}", a.host, pulsar_tls)
+                                         : ""}};
+}
+
+}  // namespace
+
 void register_topic_routes(Router& router, TopicServices& services) {
   TopicServices* s = &services;
   // Registered before the namespace routes, so this one (which knows loaded
@@ -137,19 +156,21 @@ void register_topic_routes(Router& router, TopicServices& services) {
       on_tenancy(*s, d, req, std::move(respond), [s](const TopicName& t, SharedResponder r) {
         auto partitions = s->tenancy.get_partitions(t);  // the namespace must exist
         if (!partitions.is_ok()) return respond_status(r, partitions.status());
-        const AdvertisedAddress& a = s->address;
-        const uint16_t pulsar = a.pulsar_port ? a.pulsar_port() : 0;
-        const uint16_t http = a.http_port ? a.http_port() : 0;
-        const uint16_t pulsar_tls = a.pulsar_tls_port ? a.pulsar_tls_port() : 0;
-        const uint16_t http_tls = a.http_tls_port ? a.http_tls_port() : 0;
-        Json j = {{"brokerUrl", pulsar ? fmt::format("pulsar://{}:{}", a.host, pulsar) : ""},
-                  {"brokerUrlTls", pulsar_tls ? fmt::format("pulsar+ssl://{}:{}", a.host, pulsar_tls) : ""},
-                  {"httpUrl", http ? fmt::format("http://{}:{}", a.host, http) : ""},
-                  {"httpUrlTls", http_tls ? fmt::format("https://{}:{}", a.host, http_tls) : ""},
-                  {"nativeUrl", pulsar ? fmt::format("pulsar://{}:{}", a.host, pulsar)
-                                : pulsar_tls ? fmt::format("pulsar+ssl://{}:{}", a.host, pulsar_tls)
-                                             : ""}};
-        (*r)(HttpResponse::json(200, j));
+        if (broker::Ownership* ownership = s->broker.ownership()) {
+          // A cluster member names the owner; this one answers for itself below.
+          ownership->owner_of(t, [s, t, r](common::Result<broker::NodeEndpoints> owner) {
+            if (!owner.is_ok()) return respond_status(r, owner.status());
+            if (owner->here) return (*r)(HttpResponse::json(200, lookup_json(s->address)));
+            (*r)(HttpResponse::json(200, Json{{"brokerUrl", owner->pulsar_url},
+                                              {"brokerUrlTls", owner->pulsar_tls_url},
+                                              {"httpUrl", owner->http_url},
+                                              {"httpUrlTls", ""},
+                                              {"nativeUrl", owner->pulsar_url.empty() ? owner->pulsar_tls_url
+                                                                                      : owner->pulsar_url}}));
+          });
+          return;
+        }
+        (*r)(HttpResponse::json(200, lookup_json(s->address)));
       });
     });
   }

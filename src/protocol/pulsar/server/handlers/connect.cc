@@ -54,8 +54,31 @@ void handle_lookup(PulsarConnection& c, const proto::CommandLookupTopic& cmd) {
     c.send(commands::lookup_error(cmd.request_id(), proto::AuthorizationError, allowed.message()));
     return;
   }
-  // One node serves every topic: it is always here.
-  c.send(commands::lookup_response(cmd.request_id(), c.service().service_url(), c.service().service_url_tls()));
+  broker::Ownership* ownership = c.service().broker().ownership();
+  if (ownership == nullptr) {
+    // A standalone node serves every topic: it is always here.
+    c.send(commands::lookup_response(cmd.request_id(), c.service().service_url(), c.service().service_url_tls()));
+    return;
+  }
+  // A cluster member names the owner, as Connect with authoritative set:
+  // clients go there directly (pulsar-flex follows a Connect, not a Redirect).
+  uint64_t request_id = cmd.request_id();
+  ownership->owner_of(*topic, [reply = c.request_replier(), request_id](Result<broker::NodeEndpoints> owner) {
+    reply([request_id, owner = std::move(owner)](PulsarConnection& conn) {
+      if (!owner.is_ok()) {
+        return conn.send(commands::lookup_error(request_id, proto::ServiceNotReady, owner.status().message()));
+      }
+      if (owner->here) {
+        return conn.send(
+            commands::lookup_response(request_id, conn.service().service_url(), conn.service().service_url_tls()));
+      }
+      if (owner->pulsar_url.empty() && owner->pulsar_tls_url.empty()) {
+        return conn.send(commands::lookup_error(request_id, proto::ServiceNotReady,
+                                                "the owner serves no Pulsar listener"));
+      }
+      conn.send(commands::lookup_response(request_id, owner->pulsar_url, owner->pulsar_tls_url));
+    });
+  });
 }
 
 namespace {
