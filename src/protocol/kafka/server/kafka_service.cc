@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "protocol/kafka/server/kafka_connection.h"
+#include "protocol/kafka/server/remote_offsets.h"
 
 namespace magnetar::protocol::kafka {
 
@@ -23,6 +24,7 @@ common::Status KafkaService::start() {
   auto ns = broker::NamespaceName::parse(options_.default_namespace);
   if (!ns) return ns.status();
   namespace_ = *ns;
+  if (broker::RemoteCalls* calls = broker_.remote_calls()) serve_remote_group_offsets(*this, *calls);
   runtime::ConnectionOptions conn;
   conn.max_input_bytes = options_.max_request_bytes + kSizePrefixBytes + 4096;
   runtime::ListenerPorts ports{options_.plain_enabled, options_.port, options_.tls, options_.tls_port};
@@ -79,7 +81,9 @@ void KafkaService::make_partitions(const broker::TopicName& topic, int32_t from,
         topic.partition_of(i),
         [making](common::Result<broker::Topic*> t) {
           std::unique_lock lock(making->mu);
-          if (!t.is_ok() && making->first_failure.is_ok()) making->first_failure = t.status();
+          // A partition another member owns is made there, at its first use.
+          bool elsewhere = !t.is_ok() && t.status().code() == common::ErrorCode::kWrongNode;
+          if (!t.is_ok() && !elsewhere && making->first_failure.is_ok()) making->first_failure = t.status();
           if (--making->left > 0) return;
           common::Status st = making->first_failure;
           lock.unlock();
@@ -87,6 +91,12 @@ void KafkaService::make_partitions(const broker::TopicName& topic, int32_t from,
         },
         broker::TopicCreation::kAdmitted, broker::TopicOrigin::kKafka);
   }
+}
+
+int32_t KafkaService::known_partitions(const broker::TopicName& topic) const {
+  std::lock_guard lock(partitions_mu_);
+  auto it = partitions_.find(topic.to_string());
+  return it == partitions_.end() ? -1 : it->second;
 }
 
 void KafkaService::remember_partitions(const broker::TopicName& topic, int32_t partitions) {

@@ -44,6 +44,8 @@ struct KafkaServiceOptions {
   uint16_t tls_port = 0;
   std::string advertised_host;  // what Metadata hands out as this broker's host
   std::string cluster_id = "standalone";
+  // This broker's id in Metadata (a cluster member's comes from the metadata store).
+  int32_t node_id = 0;
   // Kafka topic `t` is persistent://<default_namespace>/t.
   std::string default_namespace = "public/default";
   size_t max_request_bytes = kDefaultMaxRequestBytes;
@@ -121,6 +123,8 @@ class KafkaService final : public runtime::Component {
   // The partition count metadata last gave for `topic` (0: not
   // partitioned); forgotten when the topic is deleted. Any thread.
   void remember_partitions(const broker::TopicName& topic, int32_t partitions);
+  // What remember_partitions last recorded for `topic`; -1 when nothing. Any thread.
+  int32_t known_partitions(const broker::TopicName& topic) const;
   void forget_partitions(const broker::TopicName& topic);
 
   // Idempotent producers' sequence state of the partitions homed on the
@@ -172,7 +176,7 @@ class KafkaService final : public runtime::Component {
   // then forgets them.
   void run_waiters(const std::string& key, runtime::Reactor* reactor);
 
-  std::mutex partitions_mu_;
+  mutable std::mutex partitions_mu_;
   std::unordered_map<std::string, int32_t> partitions_;  // guarded by partitions_mu_
   std::unordered_map<std::string, PartitionsLookup> lookups_;  // guarded by partitions_mu_
   std::vector<std::unique_ptr<ProducerStates>> producer_states_;  // one per reactor, used only there

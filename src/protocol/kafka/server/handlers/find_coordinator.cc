@@ -1,11 +1,23 @@
-// FindCoordinator: this node coordinates every group (and would every
-// transaction, were they served).
+// FindCoordinator: a standalone node coordinates every group (and would
+// every transaction, were they served). In a cluster a group's coordinator is
+// the owner of the bundle its name falls in (as topic "__group-<name>" of
+// the connection's namespace), so every member names the same one.
 #include "protocol/kafka/errors.h"
 #include "protocol/kafka/server/kafka_connection.h"
 
-// Node id 0: the one node Metadata lists.
-
 namespace magnetar::protocol::kafka {
+
+namespace {
+
+void set_coordinator(Struct& resp, int64_t error, int64_t node, const std::string& host, int64_t port) {
+  resp.set("ErrorCode", error);
+  resp.set_null("ErrorMessage");
+  resp.set("NodeId", node);
+  resp.set("Host", host);
+  resp.set("Port", port);
+}
+
+}  // namespace
 
 void handle_find_coordinator(KafkaConnection& c, const Request& request) {
   Struct resp = request.response();
@@ -24,12 +36,29 @@ void handle_find_coordinator(KafkaConnection& c, const Request& request) {
     resp.set("NodeId", int64_t{-1});
     resp.set("Host", std::string());
     resp.set("Port", int64_t{-1});
+  } else if (broker::Ownership* ownership = c.service().broker().ownership(); ownership != nullptr && !group.empty()) {
+    auto pseudo = c.topic_for("__group-" + group);
+    if (!pseudo) {
+      set_coordinator(resp, kInvalidGroupId, -1, {}, -1);
+      return c.respond(request, resp);
+    }
+    ownership->owner_of(*pseudo, [request, resp, reply = c.replier()](common::Result<broker::NodeEndpoints> owner) {
+      reply([request, resp, owner = std::move(owner)](KafkaConnection& conn) mutable {
+        if (!owner.is_ok() || (!owner->here && owner->kafka_port <= 0)) {
+          set_coordinator(resp, kCoordinatorNotAvailable, -1, {}, -1);
+        } else if (owner->here) {
+          set_coordinator(resp, kNone, conn.service().options().node_id, conn.service().options().advertised_host,
+                          conn.advertised_port());
+        } else {
+          set_coordinator(resp, kNone, owner->broker_id, owner->kafka_host, owner->kafka_port);
+        }
+        conn.respond(request, resp);
+      });
+    });
+    return;
   } else {
-    resp.set("ErrorCode", int64_t{group.empty() ? kInvalidGroupId : kNone});
-    resp.set_null("ErrorMessage");
-    resp.set("NodeId", int64_t{0});
-    resp.set("Host", c.service().options().advertised_host);
-    resp.set("Port", int64_t{c.advertised_port()});
+    set_coordinator(resp, group.empty() ? kInvalidGroupId : kNone, c.service().options().node_id,
+                    c.service().options().advertised_host, c.advertised_port());
   }
   c.respond(request, resp);
 }

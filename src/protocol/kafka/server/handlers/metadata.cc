@@ -1,10 +1,14 @@
-// Metadata: this node as the only broker, and the topics of the default
-// namespace led by this node: a partitioned topic with its partitions, any
-// other topic as one partition (0). Topics asked for that do not exist are
+// Metadata: the brokers, and the topics of the connection's namespace: a
+// partitioned topic with its partitions, any other topic as one partition
+// (0). A standalone node is the only broker and leads everything; a cluster
+// member lists every live member that serves Kafka, each with its broker id,
+// and names each partition's owner as its leader. Topics asked for that do not exist are
 // created when the client allows it (AllowAutoTopicCreation) and the
 // namespace's autoTopicCreation policy does, partitioned when it says so.
 #include <algorithm>
 #include <map>
+#include <mutex>
+#include <unordered_map>
 #include <memory>
 #include <vector>
 
@@ -18,8 +22,6 @@ using common::Result;
 using common::Status;
 
 namespace {
-
-constexpr int32_t kNodeId = 0;
 
 struct TopicAnswer {
   std::string name;
@@ -39,21 +41,52 @@ struct MetadataState {
   bool all = false;                 // every topic of the namespace, not the ones named
   std::vector<TopicAnswer> topics;  // the answer, in the order asked
   size_t left = 0;                  // creations not yet done
+  // A cluster member's: each partition's leader ("persistent://.../t-partition-0" -> broker id; -1 when its
+  // owner cannot be told now).
+  std::unordered_map<std::string, int32_t> leaders;
 };
+
+// The partitions of answer `t`, as broker topics.
+std::vector<broker::TopicName> partitions_of(KafkaConnection& c, const TopicAnswer& t) {
+  std::vector<broker::TopicName> out;
+  auto topic = c.topic_for(t.name);
+  if (!topic) return out;
+  if (t.partitions <= 0) {
+    out.push_back(*topic);
+    return out;
+  }
+  for (int32_t k = 0; k < t.partitions; k++) out.push_back(topic->partition_of(k));
+  return out;
+}
 
 // The topics and their partitions are made one at a time while the
 // response is encoded (StructGenerator): a namespace of many topics costs
 // the response's bytes, not a Struct per partition.
-void answer(KafkaConnection& c, const MetadataState& state) {
+void answer_now(KafkaConnection& c, const MetadataState& state) {
   const auto& options = c.service().options();
+  const int64_t self_id = options.node_id;
   Struct resp = state.request.response();
   resp.set("ThrottleTimeMs", int64_t{0});
-  auto& broker = resp.add("Brokers");
-  broker.set("NodeId", int64_t{kNodeId});
-  broker.set("Host", options.advertised_host);
-  broker.set("Port", int64_t{c.advertised_port()});
+  auto& self = resp.add("Brokers");
+  self.set("NodeId", self_id);
+  self.set("Host", options.advertised_host);
+  self.set("Port", int64_t{c.advertised_port()});
+  if (const broker::Ownership* ownership = c.service().broker().ownership()) {
+    for (const auto& node : ownership->live_nodes()) {
+      if (node.here || node.kafka_port <= 0) continue;
+      auto& other = resp.add("Brokers");
+      other.set("NodeId", int64_t{node.broker_id});
+      other.set("Host", node.kafka_host);
+      other.set("Port", int64_t{node.kafka_port});
+    }
+  }
   resp.set("ClusterId", options.cluster_id);
-  resp.set("ControllerId", int64_t{kNodeId});
+  resp.set("ControllerId", self_id);
+  auto topic_name = [&c](const TopicAnswer& t, size_t k) -> std::string {
+    auto topic = c.topic_for(t.name);
+    if (!topic) return {};
+    return t.partitions > 0 ? topic->partition_of(static_cast<int32_t>(k)).to_string() : topic->to_string();
+  };
   const Struct topic_shape = resp.element("Topics");
   const Struct partition_shape = topic_shape.element("Partitions");
   resp.set("Topics", StructGenerator{state.topics.size(), [&](size_t i) {
@@ -66,18 +99,54 @@ void answer(KafkaConnection& c, const MetadataState& state) {
                                        const auto count = static_cast<size_t>(std::max(1, t.partitions));
                                        topic.set("Partitions", StructGenerator{count, [&](size_t k) {
                                                    Struct p = partition_shape;
-                                                   p.set("ErrorCode", int64_t{kNone});
+                                                   int64_t leader = self_id;
+                                                   if (!state.leaders.empty()) {
+                                                     auto it = state.leaders.find(topic_name(t, k));
+                                                     leader = it == state.leaders.end() ? -1 : it->second;
+                                                   }
+                                                   p.set("ErrorCode",
+                                                         int64_t{leader < 0 ? kLeaderNotAvailable : kNone});
                                                    p.set("PartitionIndex", static_cast<int64_t>(k));
-                                                   p.set("LeaderId", int64_t{kNodeId});
+                                                   p.set("LeaderId", leader);
                                                    p.set("LeaderEpoch", int64_t{0});
-                                                   p.set("ReplicaNodes", std::vector<int64_t>{kNodeId});
-                                                   p.set("IsrNodes", std::vector<int64_t>{kNodeId});
+                                                   p.set("ReplicaNodes", std::vector<int64_t>{leader});
+                                                   p.set("IsrNodes", std::vector<int64_t>{leader});
                                                    p.set("OfflineReplicas", std::vector<int64_t>{});
                                                    return p;
                                                  }});
                                        return topic;
                                      }});
   c.respond(state.request, resp);
+}
+
+// Answers `state`, once each partition's leader is known on a cluster member.
+void answer(KafkaConnection& c, const std::shared_ptr<MetadataState>& state) {
+  broker::Ownership* ownership = c.service().broker().ownership();
+  if (ownership == nullptr) return answer_now(c, *state);
+  std::vector<broker::TopicName> partitions;
+  for (const auto& t : state->topics) {
+    if (t.error != kNone) continue;
+    for (auto& p : partitions_of(c, t)) partitions.push_back(std::move(p));
+  }
+  if (partitions.empty()) return answer_now(c, *state);
+  struct Resolving {
+    std::mutex mu;
+    size_t left = 0;
+    std::unordered_map<std::string, int32_t> leaders;
+  };
+  auto resolving = std::make_shared<Resolving>();
+  resolving->left = partitions.size();
+  for (const auto& partition : partitions) {
+    ownership->owner_of(partition, [resolving, state, key = partition.to_string(), reply = c.replier()](
+                                       Result<broker::NodeEndpoints> owner) {
+      std::unique_lock lock(resolving->mu);
+      resolving->leaders[key] = owner.is_ok() ? owner->broker_id : -1;
+      if (--resolving->left > 0) return;
+      state->leaders = std::move(resolving->leaders);
+      lock.unlock();
+      reply([state](KafkaConnection& conn) { answer_now(conn, *state); });
+    });
+  }
 }
 
 // On the connection's reactor, with the namespace's existing topics (local
@@ -89,7 +158,7 @@ void resolve(KafkaConnection& c, const std::shared_ptr<MetadataState>& state, co
     for (const auto& [name, partitions] : existing) {
       if (c.authorize(name, broker::TopicAction::kLookup).is_ok()) topics.push_back({name, kNone, partitions});
     }
-    return answer(c, *state);
+    return answer(c, state);
   }
   const bool client_allows = state->request.body.i("AllowAutoTopicCreation") != 0;
   std::vector<std::pair<size_t, broker::TopicName>> to_create;
@@ -109,14 +178,14 @@ void resolve(KafkaConnection& c, const std::shared_ptr<MetadataState>& state, co
       topics.push_back({std::move(name), kUnknownTopicOrPartition, 0});
     }
   }
-  if (to_create.empty()) return answer(c, *state);
+  if (to_create.empty()) return answer(c, state);
   state->left = to_create.size();
   for (auto& [index, topic] : to_create) {
     auto done = [reply = c.replier(), state, index = index](ErrorCode error, int32_t partitions) {
       reply([state, index, error, partitions](KafkaConnection& conn) {
         state->topics[index].error = error;
         state->topics[index].partitions = partitions;
-        if (--state->left == 0) answer(conn, *state);
+        if (--state->left == 0) answer(conn, state);
       });
     };
     const int32_t partitions = c.service().partitions_on_creation(topic);
@@ -141,7 +210,12 @@ void resolve(KafkaConnection& c, const std::shared_ptr<MetadataState>& state, co
       continue;
     }
     c.service().broker().with_topic(
-        topic, [done](Result<broker::Topic*> t) { done(t.is_ok() ? kNone : error_code(t.status()), 0); },
+        topic,
+        [done](Result<broker::Topic*> t) {
+          // Owned by another member: it makes the topic at its first produce.
+          bool elsewhere = !t.is_ok() && t.status().code() == common::ErrorCode::kWrongNode;
+          done(t.is_ok() || elsewhere ? kNone : error_code(t.status()), 0);
+        },
         broker::TopicCreation::kAutomatic, broker::TopicOrigin::kKafka);
   }
 }

@@ -4,6 +4,7 @@
 #include "protocol/kafka/server/group_coordinator.h"
 #include "protocol/kafka/server/group_offsets.h"
 #include "protocol/kafka/server/kafka_connection.h"
+#include "protocol/kafka/server/remote_offsets.h"
 
 namespace magnetar::protocol::kafka {
 
@@ -60,12 +61,16 @@ void commit_all(KafkaConnection& c, const std::shared_ptr<CommitState>& state) {
       report(kOffsetOutOfRange);
       continue;
     }
-    auto run = [&groups, group = state->group, key = state->group_key, p, report](Result<broker::Topic*> t) {
-      if (!t.is_ok()) return report(error_code(t.status()));
-      commit_group_offset(*t, group, p.offset, [&groups, key, p, report](ErrorCode e, int64_t aligned) {
+    auto run = [&groups, service = &c.service(), ns = c.ns(), group = state->group, key = state->group_key, p,
+                report](Result<broker::Topic*> t) {
+      auto committed = [&groups, key, p, report](ErrorCode e, int64_t aligned) {
         if (e == kNone) groups.remember_offset(key, p.topic, p.partition, p.offset, aligned);
         report(e);
-      });
+      };
+      if (t.is_ok()) return commit_group_offset(*t, group, p.offset, committed);
+      if (t.status().code() != common::ErrorCode::kWrongNode) return report(error_code(t.status()));
+      // Another member owns the partition, and with it the group's cursor there.
+      remote_group_offset(*service, ns, p.topic, p.partition, group, OffsetOp::kCommit, p.offset, committed);
     };
     c.with_partition(p.topic, p.partition, broker::TopicAction::kConsume, std::move(run));
   }

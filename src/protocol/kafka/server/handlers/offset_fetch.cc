@@ -10,6 +10,7 @@
 #include "protocol/kafka/server/group_coordinator.h"
 #include "protocol/kafka/server/group_offsets.h"
 #include "protocol/kafka/server/kafka_connection.h"
+#include "protocol/kafka/server/remote_offsets.h"
 
 namespace magnetar::protocol::kafka {
 
@@ -75,12 +76,16 @@ void fetch_all(KafkaConnection& c, const std::shared_ptr<OffsetsState>& state) {
         one_done(conn, state);
       });
     };
-    auto run = [&groups, group = state->group, key = state->group_key, p, report](Result<broker::Topic*> t) {
-      if (!t.is_ok()) return report(error_code(t.status()), -1);
-      fetch_group_offset(*t, group, [&groups, key, p, report](ErrorCode e, int64_t aligned) {
+    auto run = [&groups, service = &c.service(), ns = c.ns(), group = state->group, key = state->group_key, p,
+                report](Result<broker::Topic*> t) {
+      auto fetched = [&groups, key, p, report](ErrorCode e, int64_t aligned) {
         if (e != kNone || aligned < 0) return report(e, -1);
         report(kNone, groups.exact_offset(key, p.topic, p.partition, aligned));
-      });
+      };
+      if (t.is_ok()) return fetch_group_offset(*t, group, fetched);
+      if (t.status().code() != common::ErrorCode::kWrongNode) return report(error_code(t.status()), -1);
+      // Another member owns the partition, and with it the group's cursor there.
+      remote_group_offset(*service, ns, p.topic, p.partition, group, OffsetOp::kFetch, 0, fetched);
     };
     c.with_partition(p.topic, p.partition, broker::TopicAction::kConsume, std::move(run));
   }
