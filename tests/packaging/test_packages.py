@@ -260,8 +260,9 @@ class DebPackageTest(unittest.TestCase):
                      'printf "%s\\n" "${COMPREPLY[@]}"')
             return run("bash", "-c", probe, script, binary, *words).stdout.split()
 
-        self.assertEqual(complete("st"), ["standalone"])
-        self.assertEqual(set(complete("")), {"standalone", "version", "produce", "consume", "perf", "admin", "trace", "tokens"})
+        self.assertEqual(sorted(complete("st")), ["standalone", "start"])
+        self.assertEqual(set(complete("")), {"start", "standalone", "version", "produce", "consume", "perf", "admin",
+                                             "trace", "tokens", "cluster"})
         self.assertEqual(complete("standalone", "--data-dir", "/tmp", "--http"), ["--http-port"])
         self.assertEqual(complete("admin", "--json", "tenants", "cr"), ["create"])
         self.assertIn("--subscription", complete("consume", "my-topic", "--s"))
