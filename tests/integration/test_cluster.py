@@ -209,6 +209,83 @@ class ClusterTest(unittest.TestCase):
             return mine["appliedIndex"] >= reference["appliedIndex"] - 5 and mine["appliedIndex"] > 0
         wait_for(caught_up, "the restarted member's log caught up")
 
+    def test_kafka_partitions_are_led_by_different_members(self):
+        from confluent_kafka import Consumer, Producer
+        from confluent_kafka.admin import AdminClient
+        first, second, third = self.start_three()
+        status, answer = call_json(first, "PUT", "/admin/v2/persistent/public/default/spread/partitions", 6)
+        self.assertEqual(status, 204, answer)
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{first.ports['kafka']}"})
+        metadata = admin.list_topics("spread", timeout=15)
+        self.assertEqual(len(metadata.brokers), 3, metadata.brokers)
+        self.assertEqual(sorted(b.port for b in metadata.brokers.values()),
+                         sorted(n.ports["kafka"] for n in (first, second, third)))
+        partitions = metadata.topics["spread"].partitions
+        self.assertEqual(len(partitions), 6)
+        leaders = {p.id: p.leader for p in partitions.values()}
+        self.assertTrue(all(leader in metadata.brokers for leader in leaders.values()), leaders)
+        self.assertGreater(len(set(leaders.values())), 1, f"one member leads every partition: {leaders}")
+
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{second.ports['kafka']}", "acks": "all"})
+        failures = []
+        for i in range(60):
+            producer.produce("spread", value=f"v{i}".encode(), partition=i % 6,
+                             on_delivery=lambda err, msg: err and failures.append(err))
+        self.assertEqual(producer.flush(30), 0)
+        self.assertEqual(failures, [])
+
+        consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{third.ports['kafka']}", "group.id": "readers",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            consumer.subscribe(["spread"])
+            got = set()
+            deadline = time.monotonic() + WAIT_S
+            while len(got) < 60 and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and not msg.error():
+                    got.add(msg.value().decode())
+            self.assertEqual(got, {f"v{i}" for i in range(60)})
+            # The group's offsets live with each partition's owner, whichever member coordinates it.
+            consumer.commit(asynchronous=False)
+        finally:
+            consumer.close()
+        for i in range(60, 66):
+            producer.produce("spread", value=f"v{i}".encode(), partition=i % 6)
+        self.assertEqual(producer.flush(30), 0)
+        resumed = Consumer({"bootstrap.servers": f"127.0.0.1:{first.ports['kafka']}", "group.id": "readers",
+                            "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            resumed.subscribe(["spread"])
+            later = []
+            deadline = time.monotonic() + WAIT_S
+            while len(later) < 6 and time.monotonic() < deadline:
+                msg = resumed.poll(0.5)
+                if msg is not None and not msg.error():
+                    later.append(msg.value().decode())
+            extra = resumed.poll(1.0)
+            self.assertEqual(sorted(later), sorted(f"v{i}" for i in range(60, 66)))
+            self.assertTrue(extra is None or extra.error(), "a committed message came again")
+        finally:
+            resumed.close()
+
+    def test_a_producer_on_a_member_that_does_not_own_the_topic_is_told_to_look_again(self):
+        import pulsar_api_pb2 as pb
+        from pulsar_wire import PulsarWire
+        first, second, third = self.start_three()
+        members = (first, second, third)
+        status, lookup = call_json(first, "GET", "/lookup/v2/topic/persistent/public/default/owned")
+        self.assertEqual(status, 200, lookup)
+        owner = [n for n in members if lookup["brokerUrl"].endswith(f":{n.ports['pulsar']}")]
+        self.assertEqual(len(owner), 1, lookup)
+        other = [n for n in members if n is not owner[0]][0]
+        with PulsarWire(other.ports["pulsar"]) as wire:
+            answer = wire.create_producer("persistent://public/default/owned", 1)
+            self.assertEqual(answer.type, pb.BaseCommand.ERROR, answer.cmd)
+            self.assertEqual(answer.cmd.error.error, pb.ServiceNotReady)
+        with PulsarWire(owner[0].ports["pulsar"]) as wire:
+            answer = wire.create_producer("persistent://public/default/owned", 1)
+            self.assertEqual(answer.type, pb.BaseCommand.PRODUCER_SUCCESS, answer.cmd)
+
     def test_a_stopping_leader_hands_leadership_over(self):
         first, second, third = self.start_three()
         by_url = {n.http_url: n for n in (first, second, third)}

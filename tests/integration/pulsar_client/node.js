@@ -20,10 +20,11 @@ async function waitFor(check, timeoutMs, what) {
 }
 
 class Node {
-  // `extraArgs`: more `magnetar standalone` flags.
-  constructor(dataDir, extraArgs = []) {
+  // `extraArgs`: more flags of `command` (`magnetar standalone`, or `start` for a cluster member).
+  constructor(dataDir, extraArgs = [], command = 'standalone') {
     this.dataDir = dataDir || fs.mkdtempSync(path.join(os.tmpdir(), 'magnetar-node-'));
     this.extraArgs = extraArgs;
+    this.command = command;
     this.ownsDir = !dataDir;
     this.log = '';
   }
@@ -31,7 +32,7 @@ class Node {
   async start() {
     const portsFile = path.join(this.dataDir, 'ports.json');
     fs.rmSync(portsFile, { force: true });
-    this.proc = spawn(BIN, ['standalone', '--data-dir', this.dataDir, '--http-port', '0', '--pulsar-port', '0',
+    this.proc = spawn(BIN, [this.command, '--data-dir', this.dataDir, '--http-port', '0', '--pulsar-port', '0',
       '--kafka-port', '0', '--amqp-port', '0', ...this.extraArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.exited = new Promise((resolve) => this.proc.on('exit', (code) => resolve(code)));
     this.proc.stdout.on('data', (d) => { this.log += d; });
