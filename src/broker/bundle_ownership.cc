@@ -202,6 +202,18 @@ std::vector<NodeEndpoints> BundleOwnership::live_nodes() const {
   return out;
 }
 
+std::vector<std::string> BundleOwnership::bundles_of(uint64_t node) const {
+  std::vector<std::string> out;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, owner] : owners_) {
+      if (owner == node) out.push_back(key.substr(kBundlesRoot.size() + 1));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 NodeEndpoints BundleOwnership::self() const {
   auto endpoints = endpoints_of(self_node_);
   if (endpoints.is_ok()) return *endpoints;

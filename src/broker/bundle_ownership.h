@@ -44,6 +44,7 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   std::optional<NodeEndpoints> known_owner(const TopicName& topic) const override;
   std::vector<NodeEndpoints> live_nodes() const override;
   NodeEndpoints self() const override;
+  std::vector<std::string> bundles_of(uint64_t node) const override;
 
   // The metadata key of `topic`'s bundle.
   static std::string bundle_key(const TopicName& topic);

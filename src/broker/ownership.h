@@ -78,6 +78,8 @@ class Ownership {
   virtual std::vector<NodeEndpoints> live_nodes() const = 0;
   // This node.
   virtual NodeEndpoints self() const = 0;
+  // Any thread: the bundles `node` owns ("tenant/namespace/range"), as far as this node knows.
+  virtual std::vector<std::string> bundles_of(uint64_t node) const = 0;
 };
 
 }  // namespace magnetar::broker

@@ -202,6 +202,25 @@ CLI::App* add_admin_command(CLI::App& app, Command& run) {
   brokers->fallthrough();
   add_verb(*brokers, run, options, "healthcheck", "Exit 0 when the node answers its health check",
            []() -> Result<AdminRequest> { return AdminRequest{"GET", "/admin/v2/brokers/health", "", "", nullptr}; });
+  auto* cluster = admin->add_subcommand("cluster", "The members of this node's cluster");
+  cluster->require_subcommand(1);
+  cluster->fallthrough();
+  add_verb(*cluster, run, options, "nodes", "Each member: id, addresses, Raft role, alive, bundles owned",
+           []() -> Result<AdminRequest> {
+             AdminRequest req{"GET", "/admin/v2/cluster/nodes", "", "", nullptr};
+             req.print = [](const Json& nodes) {
+               fmt::print("{:<18} {:<22} {:<9} {:<7} {:<6} {:>7}  {}\n", "ID", "CLUSTER ADDRESS", "ROLE", "LEADER",
+                          "ALIVE", "BUNDLES", "PULSAR / KAFKA");
+               for (const auto& n : nodes) {
+                 fmt::print("{:<18} {:<22} {:<9} {:<7} {:<6} {:>7}  {} {}\n", human_value(n.value("id", Json())),
+                            n.value("clusterAddress", ""), n.value("raftRole", ""),
+                            n.value("leader", false) ? "yes" : "", n.value("alive", false) ? "yes" : "no",
+                            n.contains("ownedBundles") ? n["ownedBundles"].size() : 0, n.value("brokerServiceUrl", ""),
+                            n.value("kafkaAddress", ""));
+               }
+             };
+             return req;
+           });
   add_cluster_commands(*admin, run, options);
   add_tenant_commands(*admin, run, options);
   add_namespace_commands(*admin, run, options);

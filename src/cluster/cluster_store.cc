@@ -4,6 +4,7 @@
 
 #include "cluster/rpc_generated.h"
 #include "common/clock.h"
+#include "common/logging.h"
 #include "metadata/watchers.h"
 
 namespace magnetar::cluster {
@@ -101,8 +102,16 @@ Result<MetadataAnswer> decode_metadata_answer(std::string_view bytes) {
 }
 
 ClusterStore::ClusterStore(runtime::Reactor& reactor, Consensus& consensus, StoreMachine& machine, RaftStore& local,
-                           RpcClient& rpc)
-    : reactor_(reactor), consensus_(consensus), machine_(machine), local_(local), rpc_(rpc) {}
+                           RpcClient& rpc, std::function<bool()> lease_valid)
+    : reactor_(reactor),
+      consensus_(consensus),
+      machine_(machine),
+      local_(local),
+      rpc_(rpc),
+      lease_valid_(std::move(lease_valid)),
+      lease_waits_(&common::MetricsRegistry::global().counter(
+          "magnetar_cluster_lease_waits_total",
+          "Metadata writes that waited because this member's lease had lapsed (it was paused or cut off)")) {}
 
 void ClusterStore::submit(MetadataCall call, Answer done) {
   runtime::Reactor* home = runtime::Reactor::current();
@@ -125,6 +134,19 @@ void ClusterStore::submit(MetadataCall call, Answer done) {
 
 void ClusterStore::execute(MetadataCall call, int64_t deadline_ms, Answer done) {
   if (stopping_) return done(MetadataAnswer::of(Status::unavailable("metadata: shutting down")));
+  if (call.is_write() && lease_valid_ && !lease_valid_()) {
+    // A member that was paused or cut off may act on what it knew before:
+    // nothing it writes goes out until the cluster has heard from it again.
+    if (!lease_lapsed_) {
+      lease_lapsed_ = true;
+      MLOG_WARN("cluster: this member's lease has lapsed (was it paused or cut off?): metadata writes wait "
+                "until the cluster renews it");
+    }
+    lease_waits_->inc();
+    return retry_later(std::move(call), deadline_ms, std::move(done),
+                       Status::unavailable("metadata: this member's lease has lapsed and was not renewed in time"));
+  }
+  if (call.is_write()) lease_lapsed_ = false;
   if (consensus_.is_leader()) {
     run_local(call, [this, call, deadline_ms, done](MetadataAnswer answer) mutable {
       // Leadership moved between the check and the call: nothing changed.

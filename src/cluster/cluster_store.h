@@ -28,6 +28,7 @@
 #include "cluster/raft_store.h"
 #include "cluster/rpc.h"
 #include "cluster/store_machine.h"
+#include "common/metrics.h"
 #include "metadata/store.h"
 #include "runtime/reactor.h"
 #include "runtime/timer.h"
@@ -77,8 +78,10 @@ class ClusterStore final : public metadata::Store {
   static constexpr int64_t kRetryDelayMs = 50;
 
   // Everything lives on `reactor` and outlives this store's last call.
+  // `lease_valid` says whether this member's lease is current (node.h); while
+  // it is not, writes wait (up to their deadline) instead of being sent.
   ClusterStore(runtime::Reactor& reactor, Consensus& consensus, StoreMachine& machine, RaftStore& local,
-               RpcClient& rpc);
+               RpcClient& rpc, std::function<bool()> lease_valid);
 
   void get(std::string key, metadata::Callback<common::Result<metadata::Record>> done) override;
   void put(std::string key, std::string value, metadata::PutOptions options,
@@ -119,6 +122,9 @@ class ClusterStore final : public metadata::Store {
   StoreMachine& machine_;
   RaftStore& local_;
   RpcClient& rpc_;
+  std::function<bool()> lease_valid_;
+  bool lease_lapsed_ = false;  // a write waited for the lease since it was last valid (cluster reactor)
+  common::Counter* lease_waits_ = nullptr;
   std::atomic<bool> stopping_{false};
   // Calls waiting to be tried again, and the timer that tries them (cluster reactor).
   std::vector<Waiting> waiting_;

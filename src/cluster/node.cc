@@ -155,7 +155,7 @@ Status ClusterNode::start() {
     return st;
   }
   started_ = true;
-  reactor_->run_sync([this]() { refresh_members(); });
+  reactor_->run_sync([this]() { tick(); });
   MLOG_INFO("cluster: member {} at {}, {} members", id_, address_, members().size());
   return Status::ok();
 }
@@ -189,7 +189,8 @@ Status ClusterNode::open_on_reactor(bool has_log) {
 
   raft_store_ = std::make_unique<RaftStore>(*consensus_, *machine_);
   rpc_client_ = std::make_unique<RpcClient>(*reactor_, *connector_);
-  store_ = std::make_unique<ClusterStore>(*reactor_, *consensus_, *machine_, *raft_store_, *rpc_client_);
+  store_ = std::make_unique<ClusterStore>(*reactor_, *consensus_, *machine_, *raft_store_, *rpc_client_,
+                                          [this]() { return lease_valid(); });
   rpc_server_ = std::make_unique<RpcServer>();
   rpc_server_->handle(rpc::Method::kMetadata, [this](const Peer&, std::string_view payload, RpcServer::Reply reply) {
     auto call = decode_metadata_call(payload);
@@ -209,6 +210,8 @@ Status ClusterNode::open_on_reactor(bool has_log) {
     handle_join(call->id(), address, [reply](Status st, std::string leader) { reply(join_reply_bytes(st, leader)); });
   });
   rpc_server_->handle(rpc::Method::kKeepAlive, [this](const Peer& peer, std::string_view, RpcServer::Reply reply) {
+    // Only the leader renews leases: an empty answer renews nothing.
+    if (!consensus_->is_leader()) return reply(std::string());
     int64_t now = common::monotonic_ms();
     last_seen_ms_[peer.id] = now;
     std::vector<uint64_t> alive{id_};
@@ -340,19 +343,23 @@ void ClusterNode::tick() {
   if (leading && leading_since_ms_ == 0) {
     leading_since_ms_ = now;
     last_seen_ms_.clear();
+    // A majority just voted for it: that is hearing from them.
+    lease_until_ms_ = std::max(lease_until_ms_.load(), now + kLeaseMs);
     MLOG_INFO("cluster: this node leads now");
   } else if (!leading) {
     leading_since_ms_ = 0;
   }
+  if (leading) renew_leader_lease(now);
   if (!leading) {
     if (auto leader = consensus_->leader()) {
+      const int64_t sent_at = now;
       flatbuffers::FlatBufferBuilder b(32);
       fb::KeepAliveBuilder k(b);
       k.add_id(id_);
       b.Finish(k.Finish());
       rpc_client_->call(leader->address, rpc::Method::kKeepAlive,
                         std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()),
-                        [this](Result<std::string> reply) {
+                        [this, sent_at](Result<std::string> reply) {
                           if (!reply.is_ok()) return;
                           flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(reply->data()),
                                                          reply->size());
@@ -361,6 +368,7 @@ void ClusterNode::tick() {
                           leader_says_alive_.clear();
                           if (r->alive()) leader_says_alive_.assign(r->alive()->begin(), r->alive()->end());
                           leader_said_at_ms_ = common::monotonic_ms();
+                          lease_until_ms_ = std::max(lease_until_ms_.load(), sent_at + kLeaseMs);
                         },
                         static_cast<unsigned>(kKeepAliveMs * 2));
     }
@@ -368,6 +376,28 @@ void ClusterNode::tick() {
     reconcile_membership();
   }
   refresh_members();
+}
+
+bool ClusterNode::lease_valid() const { return common::monotonic_ms() < lease_until_ms_.load(); }
+
+void ClusterNode::renew_leader_lease(int64_t now) {
+  // The voters heard from most recently, this one first: the lease runs from
+  // when the last of a majority of them was heard.
+  std::vector<int64_t> heard;
+  for (const Server& m : consensus_->members()) {
+    if (m.role != Role::kVoter) continue;
+    if (m.id == id_) {
+      heard.push_back(now);
+    } else if (auto seen = last_seen_ms_.find(m.id); seen != last_seen_ms_.end()) {
+      heard.push_back(seen->second);
+    }
+  }
+  size_t voters = 0;
+  for (const Server& m : consensus_->members()) voters += m.role == Role::kVoter ? 1 : 0;
+  size_t majority = voters / 2 + 1;
+  if (heard.size() < majority) return;
+  std::sort(heard.begin(), heard.end(), std::greater<>());
+  lease_until_ms_ = std::max(lease_until_ms_.load(), heard[majority - 1] + kLeaseMs);
 }
 
 void ClusterNode::refresh_members() {

@@ -30,6 +30,7 @@
 // node's own "cluster" reactor. start()/stop() from the main thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -88,6 +89,12 @@ class ClusterNode final : public runtime::Component {
 
   static constexpr int64_t kKeepAliveMs = 1000;
   static constexpr int64_t kDeadAfterMs = 5000;
+  // A member's lease: how long after the cluster last heard from it (a
+  // keepalive the leader answered; for the leader, a majority of voters'
+  // keepalives) it may still write metadata. Measured on the member's own
+  // monotonic clock from when it sent, so a paused process wakes with its
+  // lease lapsed.
+  static constexpr int64_t kLeaseMs = kDeadAfterMs;
 
   explicit ClusterNode(Options options);
   ~ClusterNode() override;
@@ -99,6 +106,8 @@ class ClusterNode final : public runtime::Component {
   // The replicated store. REQUIRES: start() succeeded.
   metadata::Store& store();
   ServerId id() const { return id_; }
+  // Any thread: whether this member's lease is current.
+  bool lease_valid() const;
   const std::string& address() const { return address_; }
   int port() const { return port_; }
   // Any thread: the members and their state, as this node knows them.
@@ -123,6 +132,8 @@ class ClusterNode final : public runtime::Component {
   // Cluster reactor.
   void handle_join(ServerId id, const std::string& address, std::function<void(common::Status, std::string)> reply);
   void tick();
+  // On the leader, each tick: extends the lease by what a majority of voters said.
+  void renew_leader_lease(int64_t now);
   // Publishes what members() answers.
   void refresh_members();
   void reconcile_membership();
@@ -161,6 +172,7 @@ class ClusterNode final : public runtime::Component {
   // A member's view of who is alive: the leader's answer to its last keepalive.
   std::vector<ServerId> leader_says_alive_;
   int64_t leader_said_at_ms_ = 0;
+  std::atomic<int64_t> lease_until_ms_{0};
   std::vector<MemberInfo> members_snapshot_;  // guarded by members_mu_
   std::mutex members_mu_;
 };

@@ -486,6 +486,7 @@ common::Result<std::vector<admin::NodeView>> Server::nodes() const {
     view.applied_index = m.applied_index;
     auto it = records.find(m.id);
     if (it != records.end()) view.record = it->second;
+    if (ownership_ != nullptr) view.record["ownedBundles"] = ownership_->bundles_of(m.id);
     out.push_back(std::move(view));
   }
   return out;
