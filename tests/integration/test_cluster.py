@@ -13,7 +13,7 @@ import threading
 import time
 import unittest
 
-from magnetar_harness import BIN, Node, call_json, free_port
+from magnetar_harness import BIN, Node, admin, call_json, free_port
 
 WAIT_S = 30.0
 
@@ -129,6 +129,12 @@ class ClusterTest(unittest.TestCase):
         status, leader = call_json(second, "GET", "/admin/v2/brokers/leaderBroker")
         self.assertEqual(status, 200, leader)
         self.assertIn(leader["brokerId"], brokers)
+        # The same for people: one row per member, one of them the leader.
+        code, out, err = admin(first, "cluster", "nodes")
+        self.assertEqual(code, 0, err)
+        rows = out.strip().splitlines()[1:]
+        self.assertEqual(len(rows), 3, out)
+        self.assertEqual(sum(" yes " in f" {row} " and "voter" in row for row in rows), 3, out)
 
     def test_a_stranger_without_the_secret_cannot_join(self):
         first = self.cluster.add()
@@ -225,6 +231,9 @@ class ClusterTest(unittest.TestCase):
         leaders = {p.id: p.leader for p in partitions.values()}
         self.assertTrue(all(leader in metadata.brokers for leader in leaders.values()), leaders)
         self.assertGreater(len(set(leaders.values())), 1, f"one member leads every partition: {leaders}")
+        # Each member's bundles, as the admin API shows them, account for the leaders.
+        owned = {n["brokerId"]: n["ownedBundles"] for n in nodes_of(third)}
+        self.assertTrue(all(owned[leader] for leader in set(leaders.values())), owned)
 
         producer = Producer({"bootstrap.servers": f"127.0.0.1:{second.ports['kafka']}", "acks": "all"})
         failures = []
