@@ -212,7 +212,9 @@ class Run {
     };
     auto client_options = client_options_of(a_.token);
     if (!client_options) return fail(client_options.status());
-    auto producer = client::Producer::create(a_.url, o, *client_options);
+    auto url = client::PulsarClient::service_url_for(a_.url, a_.topic, *client_options);
+    if (!url) return fail(url.status());
+    auto producer = client::Producer::create(*url, o, *client_options);
     if (!producer) return fail(producer.status());
     // Random letters and digits, so compression does not shrink the data to
     // nothing; the first 16 bytes are each message's intended send time.
@@ -279,7 +281,9 @@ class Run {
   common::Status start_consumer() {
     auto client_options = client_options_of(a_.token);
     if (!client_options) return client_options.status();
-    auto client = client::PulsarClient::connect(a_.url, *client_options);
+    auto url = client::PulsarClient::service_url_for(a_.url, a_.topic, *client_options);
+    if (!url) return url.status();
+    auto client = client::PulsarClient::connect(*url, *client_options);
     if (!client) return client.status();
     std::string subscription = a_.subscription.empty() ? fmt::format("perf-{}", ::getpid()) : a_.subscription;
     // A fresh subscription at the end of the topic sees exactly this run's messages.

@@ -83,6 +83,9 @@ int run_produce(const ProduceArgs& a) {
   std::vector<std::string> messages = a.messages.empty() ? std::vector<std::string>{""} : a.messages;
   auto client_options = client_options_of(a.token);
   if (!client_options) return fail(client_options.status());
+  // The member that serves the topic (in a cluster, its owner).
+  auto url = client::PulsarClient::service_url_for(a.url, a.topic, *client_options);
+  if (!url) return fail(url.status());
   int produced = 0;
   nlohmann::json ids = nlohmann::json::array();
   if (a.batch || *compression != client::CompressionType::NONE) {
@@ -92,7 +95,7 @@ int run_produce(const ProduceArgs& a) {
     o.topic = a.topic;
     o.batching = a.batch;
     o.compression = *compression;
-    auto producer = client::Producer::create(a.url, o, *client_options);
+    auto producer = client::Producer::create(*url, o, *client_options);
     if (!producer) return fail(producer.status());
     std::vector<std::string> id_of(static_cast<size_t>(a.count) * messages.size());
     std::mutex mu;
@@ -121,7 +124,7 @@ int run_produce(const ProduceArgs& a) {
     for (auto& id : id_of) ids.push_back(id);
     produced = static_cast<int>(id_of.size());
   } else {
-    auto client = client::PulsarClient::connect(a.url, *client_options);
+    auto client = client::PulsarClient::connect(*url, *client_options);
     if (!client) return fail(client.status());
     auto producer = (*client)->create_producer(a.topic);
     if (!producer) return fail(producer.status());
@@ -150,7 +153,9 @@ int run_consume(const ConsumeArgs& a) {
                                                           : client::SubscriptionType::kExclusive;
   auto client_options = client_options_of(a.token);
   if (!client_options) return fail(client_options.status());
-  auto client = client::PulsarClient::connect(a.url, *client_options);
+  auto url = client::PulsarClient::service_url_for(a.url, a.topic, *client_options);
+  if (!url) return fail(url.status());
+  auto client = client::PulsarClient::connect(*url, *client_options);
   if (!client) return fail(client.status());
   std::optional<client::MessageId> start;
   if (!a.start_id.empty()) {

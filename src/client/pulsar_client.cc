@@ -199,6 +199,7 @@ Result<proto::BaseCommand> PulsarClient::await_request(uint64_t request_id) {
       case proto::BaseCommand::SUCCESS: return c.success().request_id() == request_id;
       case proto::BaseCommand::ERROR: return c.error().request_id() == request_id;
       case proto::BaseCommand::PRODUCER_SUCCESS: return c.producer_success().request_id() == request_id;
+      case proto::BaseCommand::LOOKUP_RESPONSE: return c.lookuptopicresponse().request_id() == request_id;
       default: return false;
     }
   };
@@ -226,6 +227,39 @@ Result<proto::BaseCommand> PulsarClient::await_request(uint64_t request_id) {
 Status PulsarClient::request(proto::BaseCommand& command) {
   MAGNETAR_RETURN_IF_ERROR(write_all(pp::encode_command(command)));
   return Status::ok();
+}
+
+Result<std::pair<std::string, bool>> PulsarClient::lookup(const std::string& topic, bool tls) {
+  uint64_t request_id = next_request_++;
+  proto::BaseCommand cmd;
+  cmd.set_type(proto::BaseCommand::LOOKUP);
+  cmd.mutable_lookuptopic()->set_topic(topic);
+  cmd.mutable_lookuptopic()->set_request_id(request_id);
+  MAGNETAR_RETURN_IF_ERROR(request(cmd));
+  auto answer = await_request(request_id);
+  if (!answer) return answer.status();
+  const auto& r = answer->lookuptopicresponse();
+  if (r.response() == proto::CommandLookupTopicResponse::Failed) {
+    return Status::unavailable("lookup of " + topic + " failed: " + r.message());
+  }
+  std::string url = tls ? r.brokerserviceurltls() : r.brokerserviceurl();
+  if (url.empty()) return Status::unavailable("lookup of " + topic + " named no " + (tls ? "TLS " : "") + "URL");
+  return std::make_pair(url, r.response() == proto::CommandLookupTopicResponse::Redirect);
+}
+
+Result<std::string> PulsarClient::service_url_for(const std::string& service_url, const std::string& topic,
+                                                  ClientOptions options) {
+  const bool tls = service_url.rfind("pulsar+ssl://", 0) == 0;
+  std::string url = service_url;
+  for (int hop = 0; hop < 5; hop++) {
+    auto client = connect(url, options);
+    if (!client) return client.status();
+    auto answer = (*client)->lookup(topic, tls);
+    if (!answer) return answer.status();
+    if (!answer->second) return answer->first;
+    url = answer->first;  // a Redirect: ask there
+  }
+  return Status::unavailable("lookup of " + topic + " was redirected more than 5 times");
 }
 
 Result<uint64_t> PulsarClient::create_producer(const std::string& topic, const std::string& name) {

@@ -59,6 +59,15 @@ class PulsarClient {
 
   const std::string& server_version() const { return server_version_; }
 
+  // The service URL that serves `topic`: asks `service_url` (a cluster member
+  // names the topic's owner; a standalone node itself), following redirects
+  // a few hops. The TLS URL when `service_url` is pulsar+ssl://.
+  static common::Result<std::string> service_url_for(const std::string& service_url, const std::string& topic,
+                                                     ClientOptions options = {});
+  // LOOKUP on this connection: the answer's broker URL (TLS or plain, as
+  // asked) and whether the client should look up again there (a Redirect).
+  common::Result<std::pair<std::string, bool>> lookup(const std::string& topic, bool tls);
+
   // Registers a producer; returns its id. The broker names it when `name` is empty.
   common::Result<uint64_t> create_producer(const std::string& topic, const std::string& name = "");
   // Sends one message and waits for its receipt.
