@@ -197,8 +197,9 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(status, 200, namespaces)
         missing = [n for n in acknowledged if f"load/{n}" not in namespaces]
         self.assertEqual(missing, [], f"acknowledged but lost; failures: {failures[:5]}")
-        new_leader = wait_for(lambda: leader_id(survivors[0]), "a new leader")
-        self.assertNotIn(new_leader, [i for i, n in by_id.items() if n is leader])
+        # A member's view of the leader is refreshed each second: wait for it to move.
+        old = [i for i, n in by_id.items() if n is leader]
+        wait_for(lambda: leader_id(survivors[0]) not in [None] + old, "a new leader")
 
         # The killed member restarts without --join and catches up.
         leader.start()
@@ -295,6 +296,24 @@ class ClusterTest(unittest.TestCase):
             answer = wire.create_producer("persistent://public/default/owned", 1)
             self.assertEqual(answer.type, pb.BaseCommand.PRODUCER_SUCCESS, answer.cmd)
 
+    def test_the_command_line_client_finds_the_owner_from_any_member(self):
+        members = self.start_three()
+        topic = "persistent://public/default/cli-anywhere"
+        status, lookup = call_json(members[0], "GET", "/lookup/v2/topic/persistent/public/default/cli-anywhere")
+        self.assertEqual(status, 200, lookup)
+        others = [n for n in members if not lookup["brokerUrl"].endswith(f":{n.ports['pulsar']}")]
+        self.assertEqual(len(others), 2, lookup)
+        for name, flags in (("true", ["--batch"]), ("false", [])):
+            r = subprocess.run([BIN, "produce", topic, "-m", f"via-{name}", *flags, "--url",
+                                f"pulsar://127.0.0.1:{others[0].ports['pulsar']}"], capture_output=True, text=True,
+                               timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        r = subprocess.run([BIN, "consume", topic, "--reader", "-P", "Earliest", "-n", "2", "--timeout", "10",
+                            "--url", f"pulsar://127.0.0.1:{others[1].ports['pulsar']}"], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["via-true", "via-false"])
+
     def test_a_stopping_leader_hands_leadership_over(self):
         first, second, third = self.start_three()
         by_url = {n.http_url: n for n in (first, second, third)}
@@ -303,8 +322,8 @@ class ClusterTest(unittest.TestCase):
         others = [n for n in (first, second, third) if n is not stopping]
         self.assertEqual(stopping.stop(), 0)
         self.assertIn("handed leadership over", stopping.read_log())
-        new_leader = wait_for(lambda: leader_id(others[0]), "a new leader")
-        self.assertNotEqual(new_leader, leader["id"])
+        # A member's view of the leader is refreshed each second: wait for it to move.
+        wait_for(lambda: leader_id(others[0]) not in (None, leader["id"]), "a new leader")
         status, answer = call_json(others[1], "PUT", "/admin/v2/tenants/after",
                                    {"allowedClusters": ["standalone"], "adminRoles": []})
         self.assertEqual(status, 204, answer)
