@@ -88,21 +88,7 @@ class LinkConnector::Impl::Outgoing final : public HandshakeStream {
     auto* self = static_cast<Outgoing*>(req->data);
     self->resolving_ = false;
     std::optional<link_detail::Endpoint> endpoint;
-    const addrinfo* pick = nullptr;
-    for (const addrinfo* ai = res; status == 0 && ai != nullptr; ai = ai->ai_next) {
-      if (ai->ai_family == AF_INET) {
-        pick = ai;
-        break;
-      }
-      if (pick == nullptr && ai->ai_family == AF_INET6) pick = ai;
-    }
-    if (pick != nullptr) {
-      endpoint.emplace();
-      std::memcpy(&endpoint->addr, pick->ai_addr, pick->ai_addrlen);
-      auto port = htons(static_cast<uint16_t>(self->port_));
-      if (pick->ai_family == AF_INET) reinterpret_cast<sockaddr_in*>(&endpoint->addr)->sin_port = port;
-      if (pick->ai_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&endpoint->addr)->sin6_port = port;
-    }
+    if (status == 0) endpoint = link_detail::resolved_endpoint(res, self->port_);
     uv_freeaddrinfo(res);
     if (!self->closing()) {
       if (endpoint) {

@@ -327,22 +327,7 @@ Status LinkListener::listen(const std::string& host, int port) {
     if (rv != 0) {
       return Status::invalid_argument("cluster port: cannot resolve host '" + host + "': " + uv_strerror(rv));
     }
-    const addrinfo* pick = nullptr;
-    for (const addrinfo* ai = req.addrinfo; ai != nullptr; ai = ai->ai_next) {
-      if (ai->ai_family == AF_INET) {
-        pick = ai;
-        break;
-      }
-      if (pick == nullptr && ai->ai_family == AF_INET6) pick = ai;
-    }
-    if (pick != nullptr) {
-      endpoint.emplace();
-      std::memcpy(&endpoint->addr, pick->ai_addr, pick->ai_addrlen);
-      auto* in = reinterpret_cast<sockaddr_in*>(&endpoint->addr);
-      auto* in6 = reinterpret_cast<sockaddr_in6*>(&endpoint->addr);
-      if (pick->ai_family == AF_INET) in->sin_port = htons(static_cast<uint16_t>(port));
-      if (pick->ai_family == AF_INET6) in6->sin6_port = htons(static_cast<uint16_t>(port));
-    }
+    endpoint = link_detail::resolved_endpoint(req.addrinfo, port);
     uv_freeaddrinfo(req.addrinfo);
     if (!endpoint) return Status::invalid_argument("cluster port: host '" + host + "' has no IP address");
   }

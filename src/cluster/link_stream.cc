@@ -61,6 +61,24 @@ Status split_host_port(std::string_view address, std::string* host, int* port) {
   return Status::ok();
 }
 
+std::optional<Endpoint> resolved_endpoint(const addrinfo* resolved, int port) {
+  const addrinfo* pick = nullptr;
+  for (const addrinfo* ai = resolved; ai != nullptr; ai = ai->ai_next) {
+    if (ai->ai_family == AF_INET) {
+      pick = ai;
+      break;
+    }
+    if (pick == nullptr && ai->ai_family == AF_INET6) pick = ai;
+  }
+  if (pick == nullptr) return std::nullopt;
+  Endpoint endpoint;
+  std::memcpy(&endpoint.addr, pick->ai_addr, pick->ai_addrlen);
+  auto net_port = htons(static_cast<uint16_t>(port));
+  if (pick->ai_family == AF_INET) reinterpret_cast<sockaddr_in*>(&endpoint.addr)->sin_port = net_port;
+  if (pick->ai_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&endpoint.addr)->sin6_port = net_port;
+  return endpoint;
+}
+
 std::optional<Endpoint> numeric_endpoint(const std::string& host, int port) {
   Endpoint ep;
   std::string bare = host;

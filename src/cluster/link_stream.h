@@ -25,6 +25,9 @@ struct Endpoint {
 common::Status split_host_port(std::string_view address, std::string* host, int* port);
 // A numeric IPv4 or IPv6 host (brackets removed) as an endpoint; nullopt when `host` is not numeric.
 std::optional<Endpoint> numeric_endpoint(const std::string& host, int port);
+// The address a name resolved to that links use: its first IPv4 address, else its first IPv6 one, with `port`;
+// nullopt when it has neither.
+std::optional<Endpoint> resolved_endpoint(const addrinfo* resolved, int port);
 // "ip:port" or "[ip]:port" of a socket address, for logs.
 std::string endpoint_text(const sockaddr* addr);
 // The peer's address of a connected stream, for logs; "unknown peer" when the OS does not say.
