@@ -184,7 +184,7 @@ void ClusterStore::execute(MetadataCall call, int64_t deadline_ms, Answer done) 
 }
 
 void ClusterStore::retry_later(MetadataCall call, int64_t deadline_ms, Answer done, Status why) {
-  if (stopping_ || common::monotonic_ms() + kRetryDelayMs >= deadline_ms) {
+  if (stopping_ || common::monotonic_ms() + kRetryDelayMs >= deadline_ms || waiting_.size() >= kMaxWaiting) {
     return done(MetadataAnswer::of(Status::unavailable(why.message())));
   }
   waiting_.push_back(Waiting{std::move(call), deadline_ms, std::move(done), std::move(why)});

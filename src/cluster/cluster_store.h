@@ -76,6 +76,9 @@ class ClusterStore final : public metadata::Store {
  public:
   static constexpr int64_t kCallDeadlineMs = 15000;
   static constexpr int64_t kRetryDelayMs = 50;
+  // Calls waiting to be tried again (no leader, a lapsed lease) at most; more
+  // are answered Unavailable at once rather than pile up for the deadline.
+  static constexpr size_t kMaxWaiting = 16384;
 
   // Everything lives on `reactor` and outlives this store's last call.
   // `lease_valid` says whether this member's lease is current (node.h); while
