@@ -23,6 +23,21 @@ int send(const AdminOptions& options, const AdminRequest& req) {
     return 2;
   }
   auto reply = http_request(*url, req.method, req.path, req.body);
+  // A cluster member that does not own a topic sends the call to its owner
+  // (307, as Pulsar does); follow it a few hops, keeping the token.
+  for (int hop = 0; hop < 3 && reply.is_ok() && (reply->status == 307 || reply->status == 308); hop++) {
+    auto location = reply->headers.find("location");
+    if (location == reply->headers.end()) break;
+    auto moved = Url::parse(location->second);
+    if (!moved.is_ok()) break;
+    moved->bearer_token = url->bearer_token;
+    const bool tls = moved->tls.enabled;  // as the new URL says; the trust settings as given
+    moved->tls = url->tls;
+    moved->tls.enabled = tls;
+    std::string path = moved->base_path.empty() ? "/" : moved->base_path;
+    moved->base_path.clear();
+    reply = http_request(*moved, req.method, path, req.body);
+  }
   if (!reply.is_ok()) {
     fmt::print(stderr, "magnetar admin: {}\n", reply.status().message());
     return 1;

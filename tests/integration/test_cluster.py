@@ -4,6 +4,7 @@ Each member gets a fixed cluster port (members know each other by address,
 so it must survive restarts), port 0 for everything else, and its own data
 directory. Every wait is bounded.
 """
+import http.client
 import os
 import shutil
 import signal
@@ -313,6 +314,27 @@ class ClusterTest(unittest.TestCase):
                            text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.split(), ["via-true", "via-false"])
+
+    def test_topic_admin_calls_on_any_member_reach_the_owner(self):
+        members = self.start_three()
+        status, lookup = call_json(members[0], "GET", "/lookup/v2/topic/persistent/public/default/admin-anywhere")
+        self.assertEqual(status, 200, lookup)
+        owner = [n for n in members if lookup["brokerUrl"].endswith(f":{n.ports['pulsar']}")][0]
+        other = [n for n in members if n is not owner][0]
+        # Created through a member that does not own it: sent on to the owner.
+        code, out, err = admin(other, "topics", "create", "persistent://public/default/admin-anywhere")
+        self.assertEqual(code, 0, err)
+        status, _, headers = other.http("GET", "/admin/v2/persistent/public/default/admin-anywhere/stats")
+        self.assertEqual(status, 200)  # urllib followed the 307
+        plain = http.client.HTTPConnection("127.0.0.1", other.ports["http"], timeout=30)  # follows nothing
+        plain.request("GET", "/admin/v2/persistent/public/default/admin-anywhere/stats")
+        moved = plain.getresponse()
+        self.assertEqual(moved.status, 307)
+        self.assertTrue(moved.getheader("Location").startswith(owner.http_url + "/admin/v2/"), moved.getheaders())
+        plain.close()
+        code, out, err = admin(other, "--json", "topics", "stats", "persistent://public/default/admin-anywhere")
+        self.assertEqual(code, 0, err)
+        self.assertIn("publishers", out)
 
     def test_a_stopping_leader_hands_leadership_over(self):
         first, second, third = self.start_three()

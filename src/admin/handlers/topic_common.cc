@@ -19,13 +19,27 @@ bool query_flag(const HttpRequest& req, const std::string& name) {
 
 void respond_status(const SharedResponder& respond, const Status& status) { (*respond)(empty_or_error(status)); }
 
+HttpResponse topic_error_response(const TopicServices& services, const broker::TopicName& topic,
+                                  const std::string& target, const Status& status) {
+  broker::Ownership* ownership = services.broker.ownership();
+  if (status.code() == common::ErrorCode::kWrongNode && ownership != nullptr) {
+    auto owner = ownership->known_owner(topic);
+    if (owner && !owner->here && !owner->http_url.empty()) {
+      HttpResponse moved = HttpResponse::error(307, status.message());
+      moved.headers.emplace_back("Location", owner->http_url + target);
+      return moved;
+    }
+  }
+  return error_response(status);
+}
+
 void on_existing_topic(TopicServices& services, broker::TopicDomain domain, HttpRequest& req, Responder respond,
                        TopicWork work) {
   auto shared = std::make_shared<Responder>(std::move(respond));
   auto name = route_topic(domain, req);
   if (!name.is_ok()) return (*shared)(error_response(name.status()));
   TopicServices* s = &services;
-  Status st = services.tenancy.submit([s, shared, topic = *name, work = std::move(work)]() {
+  Status st = services.tenancy.submit([s, shared, topic = *name, target = req.target, work = std::move(work)]() {
     auto partitions = s->tenancy.get_partitions(topic);
     if (!partitions.is_ok()) return (*shared)(error_response(partitions.status()));
     if (*partitions > 0) {
@@ -33,8 +47,8 @@ void on_existing_topic(TopicServices& services, broker::TopicDomain domain, Http
           "Topic " + topic.to_string() + " is a partitioned topic: use its partitions or partitioned-stats")));
     }
     const bool known = s->tenancy.require_topic(topic).is_ok();
-    s->broker.with_existing_topic(topic, known, [shared, work](Result<broker::Topic*> t) {
-      if (!t.is_ok()) return (*shared)(error_response(t.status()));
+    s->broker.with_existing_topic(topic, known, [s, shared, topic, target, work](Result<broker::Topic*> t) {
+      if (!t.is_ok()) return (*shared)(topic_error_response(*s, topic, target, t.status()));
       work(**t, shared);
     });
   });

@@ -45,6 +45,13 @@ common::Result<broker::TopicName> route_topic(broker::TopicDomain domain, const 
 void on_existing_topic(TopicServices& services, broker::TopicDomain domain, HttpRequest& req, Responder respond,
                        TopicWork work);
 
+// The error answer for a call on `topic` that failed with `status`. A topic
+// another cluster member owns (kWrongNode) is answered as Pulsar does: 307
+// to the same path on the owner's web service, which pulsar-admin and
+// `magnetar admin` follow.
+HttpResponse topic_error_response(const TopicServices& services, const broker::TopicName& topic,
+                                  const std::string& target, const common::Status& status);
+
 // True when the query parameter is "true".
 bool query_flag(const HttpRequest& req, const std::string& name);
 

@@ -105,10 +105,13 @@ void register_topic_routes(Router& router, TopicServices& services) {
     const std::string topic = base + "/{topic}";
 
     router.put(topic, [s, d](HttpRequest& req, Responder respond) {
-      on_tenancy(*s, d, req, std::move(respond), [s](const TopicName& t, SharedResponder r) {
+      on_tenancy(*s, d, req, std::move(respond), [s, target = req.target](const TopicName& t, SharedResponder r) {
         Status st = check_creatable(*s, t);
         if (!st.is_ok()) return respond_status(r, st);
-        s->broker.create_topic(t, [r](Status created) { respond_status(r, created); });
+        s->broker.create_topic(t, [s, t, target, r](Status created) {
+          if (created.is_ok()) return respond_status(r, created);
+          (*r)(topic_error_response(*s, t, target, created));
+        });
       });
     });
 
