@@ -336,6 +336,23 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(code, 0, err)
         self.assertIn("publishers", out)
 
+    def test_group_calls_on_a_member_that_does_not_coordinate_the_group_are_refused(self):
+        import struct
+        from kafka_wire import RawKafkaConnection, kstr
+        members = self.start_three()
+        codes = []
+        for node in members:
+            wire = RawKafkaConnection(node.ports["kafka"], "probe")
+            try:
+                # Heartbeat v0: GroupId, GenerationId, MemberId -> ErrorCode.
+                wire.send(12, 0, kstr("orders-app") + struct.pack(">i", 1) + kstr("nobody"))
+                codes.append(struct.unpack(">h", wire.receive()[4:6])[0])
+            finally:
+                wire.close()
+        # One coordinator (which knows no such member); the others send the client to it.
+        self.assertEqual(sorted(codes)[:2], [16, 16], codes)
+        self.assertNotEqual(sorted(codes)[2], 16, codes)
+
     def test_a_stopping_leader_hands_leadership_over(self):
         first, second, third = self.start_three()
         by_url = {n.http_url: n for n in (first, second, third)}

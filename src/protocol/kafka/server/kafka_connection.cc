@@ -148,10 +148,10 @@ void KafkaConnection::dispatch(Request& request) {
     case kFetch: return handle_fetch(*this, request);
     case kListOffsets: return handle_list_offsets(*this, request);
     case kFindCoordinator: return handle_find_coordinator(*this, request);
-    case kJoinGroup: return handle_join_group(*this, request);
-    case kSyncGroup: return handle_sync_group(*this, request);
-    case kHeartbeat: return handle_heartbeat(*this, request);
-    case kLeaveGroup: return handle_leave_group(*this, request);
+    case kJoinGroup: return on_group_coordinator(*this, request, handle_join_group);
+    case kSyncGroup: return on_group_coordinator(*this, request, handle_sync_group);
+    case kHeartbeat: return on_group_coordinator(*this, request, handle_heartbeat);
+    case kLeaveGroup: return on_group_coordinator(*this, request, handle_leave_group);
     case kOffsetCommit: return handle_offset_commit(*this, request);
     case kOffsetFetch: return handle_offset_fetch(*this, request);
     case kListGroups: return handle_list_groups(*this, request);

@@ -243,6 +243,11 @@ void handle_produce(KafkaConnection& c, const Request& request);
 void handle_fetch(KafkaConnection& c, const Request& request);
 void handle_list_offsets(KafkaConnection& c, const Request& request);
 void handle_find_coordinator(KafkaConnection& c, const Request& request);
+// Runs `handle` when this member coordinates the request's group (any
+// member that is standalone); a cluster member that does not answers
+// NOT_COORDINATOR, on which clients find the coordinator again.
+void on_group_coordinator(KafkaConnection& c, const Request& request,
+                          void (*handle)(KafkaConnection&, const Request&));
 void handle_join_group(KafkaConnection& c, const Request& request);
 void handle_sync_group(KafkaConnection& c, const Request& request);  // in join_group.cc
 void handle_heartbeat(KafkaConnection& c, const Request& request);

@@ -9,6 +9,22 @@ namespace magnetar::protocol::kafka {
 
 namespace {
 
+// The name whose owner coordinates `group` (see the header comment).
+common::Result<broker::TopicName> coordinator_topic(KafkaConnection& c, const std::string& group) {
+  return c.topic_for("__group-" + group);
+}
+
+void refuse_not_coordinator(KafkaConnection& c, const Request& request) {
+  Struct resp = request.response();
+  resp.set("ThrottleTimeMs", int64_t{0});
+  resp.set("ErrorCode", int64_t{kNotCoordinator});
+  if (request.header.api_key == kJoinGroup) {
+    resp.set("GenerationId", int64_t{-1});
+    resp.set("MemberId", request.body.str("MemberId"));
+  }
+  c.respond(request, resp);
+}
+
 void set_coordinator(Struct& resp, int64_t error, int64_t node, const std::string& host, int64_t port) {
   resp.set("ErrorCode", error);
   resp.set_null("ErrorMessage");
@@ -18,6 +34,24 @@ void set_coordinator(Struct& resp, int64_t error, int64_t node, const std::strin
 }
 
 }  // namespace
+
+void on_group_coordinator(KafkaConnection& c, const Request& request,
+                          void (*handle)(KafkaConnection&, const Request&)) {
+  broker::Ownership* ownership = c.service().broker().ownership();
+  const std::string& group = request.body.str("GroupId");
+  if (ownership == nullptr || group.empty()) return handle(c, request);
+  auto pseudo = coordinator_topic(c, group);
+  if (!pseudo) return handle(c, request);  // the handler refuses the bad group id
+  if (auto known = ownership->known_owner(*pseudo)) {
+    return known->here ? handle(c, request) : refuse_not_coordinator(c, request);
+  }
+  ownership->owner_of(*pseudo, [reply = c.replier(), request, handle](common::Result<broker::NodeEndpoints> owner) {
+    reply([request, handle, here = owner.is_ok() && owner->here](KafkaConnection& conn) {
+      if (here) return handle(conn, request);
+      refuse_not_coordinator(conn, request);
+    });
+  });
+}
 
 void handle_find_coordinator(KafkaConnection& c, const Request& request) {
   Struct resp = request.response();
@@ -37,7 +71,7 @@ void handle_find_coordinator(KafkaConnection& c, const Request& request) {
     resp.set("Host", std::string());
     resp.set("Port", int64_t{-1});
   } else if (broker::Ownership* ownership = c.service().broker().ownership(); ownership != nullptr && !group.empty()) {
-    auto pseudo = c.topic_for("__group-" + group);
+    auto pseudo = coordinator_topic(c, group);
     if (!pseudo) {
       set_coordinator(resp, kInvalidGroupId, -1, {}, -1);
       return c.respond(request, resp);
