@@ -243,13 +243,8 @@ void LinkConnector::close(std::function<void()> closed) {
   impl_->closing = true;
   impl_->closed = std::move(closed);
   for (auto& [conn, owned] : impl_->outgoing) conn->fail(Status::unavailable("cluster link: shutting down"));
-  auto* nudge = new uv_idle_t;
-  uv_idle_init(impl_->loop, nudge);
-  nudge->data = impl_.get();
   impl_->nudging = true;
-  uv_close(reinterpret_cast<uv_handle_t*>(nudge), [](uv_handle_t* handle) {
-    auto* impl = static_cast<Impl*>(handle->data);
-    delete reinterpret_cast<uv_idle_t*>(handle);
+  link_detail::after_this_turn(impl_->loop, [impl = impl_.get()]() {
     impl->nudging = false;
     impl->maybe_closed();
   });

@@ -5,6 +5,7 @@
 #include <cassert>
 #include <charconv>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "cluster/libraft.h"
@@ -59,6 +60,18 @@ Status split_host_port(std::string_view address, std::string* host, int* port) {
   *host = std::string(h);
   *port = value;
   return Status::ok();
+}
+
+void after_this_turn(uv_loop_t* loop, std::function<void()> fn) {
+  // A handle closed at once: libuv calls its close callback on the next turn.
+  auto* idle = new uv_idle_t;
+  uv_idle_init(loop, idle);
+  idle->data = new std::function<void()>(std::move(fn));
+  uv_close(reinterpret_cast<uv_handle_t*>(idle), [](uv_handle_t* handle) {
+    std::unique_ptr<std::function<void()>> run(static_cast<std::function<void()>*>(handle->data));
+    delete reinterpret_cast<uv_idle_t*>(handle);
+    (*run)();
+  });
 }
 
 std::optional<Endpoint> resolved_endpoint(const addrinfo* resolved, int port) {

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,9 @@ std::optional<Endpoint> numeric_endpoint(const std::string& host, int port);
 // The address a name resolved to that links use: its first IPv4 address, else its first IPv6 one, with `port`;
 // nullopt when it has neither.
 std::optional<Endpoint> resolved_endpoint(const addrinfo* resolved, int port);
+// Runs `fn` on `loop` once the current turn is over (never inline): for
+// completions that must not run inside the call that caused them.
+void after_this_turn(uv_loop_t* loop, std::function<void()> fn);
 // "ip:port" or "[ip]:port" of a socket address, for logs.
 std::string endpoint_text(const sockaddr* addr);
 // The peer's address of a connected stream, for logs; "unknown peer" when the OS does not say.

@@ -19,6 +19,7 @@
 
 #include "cluster/libraft.h"
 #include "cluster/link.h"
+#include "cluster/link_stream.h"
 #include "common/logging.h"
 
 extern "C" {
@@ -114,13 +115,8 @@ struct RaftLinkTransport::Impl {
     }
     impl->connecting.clear();
     // raft_uv's own transport reports cancellations and its close from close callbacks: so does this one.
-    auto* nudge = new uv_idle_t;
-    uv_idle_init(impl->connector.loop(), nudge);
-    nudge->data = impl;
     impl->nudging = true;
-    uv_close(reinterpret_cast<uv_handle_t*>(nudge), [](uv_handle_t* handle) {
-      auto* impl = static_cast<Impl*>(handle->data);
-      delete reinterpret_cast<uv_idle_t*>(handle);
+    link_detail::after_this_turn(impl->connector.loop(), [impl]() {
       impl->nudging = false;
       std::vector<raft_uv_connect*> canceled = std::move(impl->canceled);
       for (raft_uv_connect* req : canceled) req->cb(req, nullptr, RAFT_CANCELED);
