@@ -16,7 +16,7 @@ const ConsoleAsset* find_asset(std::string_view path) {
 }
 
 // First path segments of the console's client-side pages (web-ui/src/main.ts).
-constexpr std::string_view kPages[] = {"tenants", "monitoring"};
+constexpr std::string_view kPages[] = {"tenants", "monitoring", "nodes"};
 
 // True when the header's comma-separated codings accept gzip: "gzip" or "*"
 // with a q-value above 0 (RFC 9110, 12.5.3).

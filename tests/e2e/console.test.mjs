@@ -295,6 +295,16 @@ test('a policy edited in the UI is what the REST API answers', async () => {
   assert.equal(await page.getByTestId('policy-retention').getByLabel('retentionTimeInMinutes').inputValue(), '120');
 });
 
+test('the nodes page shows this node, the only member of a standalone node', async () => {
+  await page.goto(node.url + '/nodes');
+  const table = page.getByTestId('nodes-table');
+  await table.locator('tbody tr').first().waitFor();
+  assert.strictEqual(await table.locator('tbody tr').count(), 1);
+  const row = await table.locator('tbody tr').first().textContent();
+  assert.ok(row.includes('standalone') && row.includes('leader'), row);
+  assert.ok(row.includes(`127.0.0.1:${node.ports.http}`), row);
+});
+
 test('the metrics page lists what /metrics serves', async () => {
   await page.goto(node.url + '/monitoring');
   const table = page.getByTestId('metrics-table');

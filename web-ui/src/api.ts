@@ -295,8 +295,22 @@ export function topicPath(domain: Domain, tenant: string, ns: string, topic: str
   return `/admin/v2/${domain}/${enc(tenant)}/${enc(ns)}/${enc(topic)}`;
 }
 
+// A member of the cluster, as GET /admin/v2/cluster/nodes shows it.
+export interface ClusterNode {
+  id: number;
+  clusterAddress: string;
+  raftRole: string;
+  leader: boolean;
+  alive: boolean;
+  ownedBundles?: string[];
+  brokerServiceUrl?: string;
+  kafkaAddress?: string;
+  httpUrl?: string;
+}
+
 export const api = {
   overview: () => json<Overview>('GET', '/admin/v2/overview'),
+  nodes: () => json<ClusterNode[]>('GET', '/admin/v2/cluster/nodes'),
 
   me: () => json<Me>('GET', '/admin/v2/me'),
   tenants: () => json<string[]>('GET', '/admin/v2/tenants'),

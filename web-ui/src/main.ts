@@ -11,6 +11,7 @@ import { TenantPage } from './pages/tenant';
 import { NamespacePage } from './pages/namespace';
 import { TopicPage } from './pages/topic';
 import { MonitoringPage } from './pages/monitoring';
+import { NodesPage } from './pages/nodes';
 import { Sidebar } from './tree';
 import { LoginPage } from './pages/login';
 import { LOGIN_EVENT, loadMe, Me, setToken, token } from './api';
@@ -29,6 +30,7 @@ const routes: [RegExp, FunctionComponent<PageProps>, string][] = [
   [/^\/tenants\/([^/]+)\/([^/]+)$/, NamespacePage, 'tenants'],
   [/^\/tenants\/([^/]+)\/([^/]+)\/(persistent|non-persistent)\/([^/]+)$/, TopicPage, 'tenants'],
   [/^\/monitoring$/, MonitoringPage, 'monitoring'],
+  [/^\/nodes$/, NodesPage, 'nodes'],
 ];
 
 function NotFound({ path }: { path: string }) {
@@ -97,6 +99,7 @@ function App() {
       h('nav', { class: 'nav' },
         superuser ? navLink('/', 'Overview', 'overview') : null,
         navLink('/tenants', 'Tenants', 'tenants'),
+        superuser ? navLink('/nodes', 'Nodes', 'nodes') : null,
         superuser ? navLink('/monitoring', 'Metrics', 'monitoring') : null),
       who.authenticated ? h('span', { class: 'who', 'data-testid': 'signed-in-role' }, who.role) : null,
       token()
