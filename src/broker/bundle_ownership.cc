@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "broker/tenancy.h"
 #include "common/logging.h"
 #include "metadata/blocking.h"
 
@@ -142,13 +143,21 @@ void BundleOwnership::owner_of(const TopicName& topic, OwnerCallback done) {
     if (auto it = owners_.find(key); it != owners_.end()) owner = it->second;
   }
   if (owner != 0) return done(endpoints_of(owner));
-  store_.get(key, [this, key, hash = topic_hash(topic), done](Result<metadata::Record> record) {
+  store_.get(key, [this, key, hash = topic_hash(topic), ns = topic.ns, done](Result<metadata::Record> record) {
     if (record.is_ok()) {
       remember(key, record->value);
       return done(endpoints_of(std::strtoull(record->value.c_str(), nullptr, 10)));
     }
     if (record.status().code() != common::ErrorCode::kNotFound) return done(record.status());
-    assign(key, hash, done);
+    // Only a namespace that exists gets bundles: a lookup of an invented
+    // namespace must not leave assignments behind.
+    store_.get(namespace_key(ns), [this, key, hash, ns, done](Result<metadata::Record> exists) {
+      if (!exists.is_ok()) {
+        if (exists.status().code() != common::ErrorCode::kNotFound) return done(exists.status());
+        return done(Status::not_found("namespace " + ns.to_string() + " does not exist"));
+      }
+      assign(key, hash, done);
+    });
   });
 }
 

@@ -3,7 +3,8 @@
 //
 // "/bundles/<tenant>/<namespace>/<range>" holds the id of the node that owns
 // the bundle. The first node that needs a bundle's owner and finds none
-// assigns it, with a create-only write, to the live node that owns the fewest
+// assigns it (in a namespace that exists; NotFound otherwise, so that
+// lookups of invented namespaces leave nothing behind), with a create-only write, to the live node that owns the fewest
 // bundles (ties go by the bundle's hash); a node that lost the race reads the
 // winner's. An assignment is permanent here: the bundle's data stays on its
 // owner's disk (there is no replication yet), so when that node is down its

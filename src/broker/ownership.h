@@ -69,8 +69,8 @@ class Ownership {
 
   // Any thread: the node that owns `topic`'s bundle, assigning the bundle to
   // a live node when nobody owns it yet. `done` may run on any thread.
-  // Unavailable when the owner cannot be told (no live node, metadata
-  // unreachable).
+  // NotFound when the namespace does not exist; Unavailable when the owner
+  // cannot be told (no live node, metadata unreachable).
   virtual void owner_of(const TopicName& topic, OwnerCallback done) = 0;
   // Any thread, without waiting: the owner when this node knows it already.
   virtual std::optional<NodeEndpoints> known_owner(const TopicName& topic) const = 0;

@@ -296,6 +296,14 @@ class ClusterTest(unittest.TestCase):
         with PulsarWire(owner[0].ports["pulsar"]) as wire:
             answer = wire.create_producer("persistent://public/default/owned", 1)
             self.assertEqual(answer.type, pb.BaseCommand.PRODUCER_SUCCESS, answer.cmd)
+        # Lookups of namespaces nobody made are refused and assign nothing.
+        bundles = sum(len(n["ownedBundles"]) for n in nodes_of(first))
+        with PulsarWire(other.ports["pulsar"]) as wire:
+            for i in range(5):
+                answer = wire.request("LOOKUP", ["LOOKUP_RESPONSE"], topic=f"persistent://public/invented-{i}/t")
+                self.assertEqual(answer.cmd.lookupTopicResponse.response, pb.CommandLookupTopicResponse.Failed)
+                self.assertEqual(answer.cmd.lookupTopicResponse.error, pb.TopicNotFound)
+        self.assertEqual(sum(len(n["ownedBundles"]) for n in nodes_of(first)), bundles)
 
     def test_the_command_line_client_finds_the_owner_from_any_member(self):
         members = self.start_three()

@@ -66,7 +66,7 @@ void handle_lookup(PulsarConnection& c, const proto::CommandLookupTopic& cmd) {
   ownership->owner_of(*topic, [reply = c.request_replier(), request_id](Result<broker::NodeEndpoints> owner) {
     reply([request_id, owner = std::move(owner)](PulsarConnection& conn) {
       if (!owner.is_ok()) {
-        return conn.send(commands::lookup_error(request_id, proto::ServiceNotReady, owner.status().message()));
+        return conn.send(commands::lookup_error(request_id, server_error(owner.status()), owner.status().message()));
       }
       if (owner->here) {
         return conn.send(
