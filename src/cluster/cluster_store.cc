@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "cluster/rpc_generated.h"
+#include "cluster/rpc_records.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "metadata/watchers.h"
@@ -16,17 +17,6 @@ using common::Status;
 namespace {
 
 constexpr uint16_t kMaxRpcFormat = 1;
-
-template <typename T>
-const T* verified_rpc_root(std::string_view bytes) {
-  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  if (!verifier.VerifyBuffer<T>(nullptr)) return nullptr;
-  return flatbuffers::GetRoot<T>(bytes.data());
-}
-
-std::string finished_bytes(flatbuffers::FlatBufferBuilder& b) {
-  return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
-}
 
 Status status_from_wire(uint8_t code, std::string message) {
   if (code == 0) return Status::ok();
@@ -47,11 +37,11 @@ std::string encode_metadata_call(const MetadataCall& call) {
   m.add_expected_version(call.expected_version);
   m.add_session(call.session);
   b.Finish(m.Finish());
-  return finished_bytes(b);
+  return record_bytes(b);
 }
 
 Result<MetadataCall> decode_metadata_call(std::string_view bytes) {
-  const auto* m = verified_rpc_root<fb::MetadataCall>(bytes);
+  const auto* m = verified_record<fb::MetadataCall>(bytes);
   if (m == nullptr) return Status::corruption("a metadata call fails verification");
   if (m->format() > kMaxRpcFormat) return Status::corruption("a metadata call is newer than this binary reads");
   if (m->kind() > fb::MetadataCallKind::MAX) return Status::corruption("a metadata call of unknown kind");
@@ -80,11 +70,11 @@ std::string encode_metadata_answer(const MetadataAnswer& answer) {
   r.add_children(children);
   r.add_session(answer.session);
   b.Finish(r.Finish());
-  return finished_bytes(b);
+  return record_bytes(b);
 }
 
 Result<MetadataAnswer> decode_metadata_answer(std::string_view bytes) {
-  const auto* r = verified_rpc_root<fb::MetadataReply>(bytes);
+  const auto* r = verified_record<fb::MetadataReply>(bytes);
   if (r == nullptr) return Status::corruption("a metadata reply fails verification");
   if (r->format() > kMaxRpcFormat) return Status::corruption("a metadata reply is newer than this binary reads");
   MetadataAnswer answer;

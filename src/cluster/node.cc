@@ -15,6 +15,7 @@
 #include "cluster/raft_store.h"
 #include "cluster/rpc.h"
 #include "cluster/rpc_generated.h"
+#include "cluster/rpc_records.h"
 #include "cluster/store_machine.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -45,13 +46,7 @@ std::string join_reply_bytes(const Status& st, const std::string& leader) {
   r.add_message(message);
   r.add_leader(leader_address);
   b.Finish(r.Finish());
-  return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
-}
-
-const fb::JoinReply* read_join_reply(std::string_view bytes) {
-  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  if (!verifier.VerifyBuffer<fb::JoinReply>(nullptr)) return nullptr;
-  return flatbuffers::GetRoot<fb::JoinReply>(bytes.data());
+  return record_bytes(b);
 }
 
 bool dir_has_entries(const fs::path& dir) {
@@ -198,11 +193,8 @@ Status ClusterNode::open_on_reactor(bool has_log) {
     store_->run_local(*call, [reply](MetadataAnswer answer) { reply(encode_metadata_answer(answer)); });
   });
   rpc_server_->handle(rpc::Method::kJoin, [this](const Peer& peer, std::string_view payload, RpcServer::Reply reply) {
-    flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
-    if (!verifier.VerifyBuffer<fb::JoinCall>(nullptr)) {
-      return reply(join_reply_bytes(Status::corruption("a join call fails verification"), ""));
-    }
-    const auto* call = flatbuffers::GetRoot<fb::JoinCall>(payload.data());
+    const auto* call = verified_record<fb::JoinCall>(payload);
+    if (call == nullptr) return reply(join_reply_bytes(Status::corruption("a join call fails verification"), ""));
     std::string address = call->address() ? call->address()->str() : "";
     if (call->id() != peer.id || address != peer.address) {
       return reply(join_reply_bytes(Status::permission_denied("a node may only ask to add itself"), ""));
@@ -223,7 +215,7 @@ Status ClusterNode::open_on_reactor(bool has_log) {
     fb::KeepAliveReplyBuilder r(b);
     r.add_alive(ids);
     b.Finish(r.Finish());
-    reply(std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()));
+    reply(record_bytes(b));
   });
   listener_->set_handler(Channel::kRpc, [this](const Peer& peer, uv_tcp_t* stream) { rpc_server_->accept(peer, stream); });
   ticker_ = std::make_unique<runtime::Timer>(*reactor_);
@@ -264,14 +256,14 @@ Status ClusterNode::join_cluster() {
     j.add_id(id_);
     j.add_address(address);
     b.Finish(j.Finish());
-    std::string payload(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+    std::string payload = record_bytes(b);
     reactor_->post_or_wait([&, target, payload]() mutable {
       rpc_client_->call(target, rpc::Method::kJoin, std::move(payload),
                         [&done](Result<std::string> reply) { done.set_value(std::move(reply)); });
     });
     Result<std::string> reply = fut.get();
     if (reply.is_ok()) {
-      const fb::JoinReply* r = read_join_reply(*reply);
+      const fb::JoinReply* r = verified_record<fb::JoinReply>(*reply);
       if (r == nullptr) {
         last = Status::corruption("a malformed join reply from " + target);
       } else if (r->code() == 0) {
@@ -358,13 +350,11 @@ void ClusterNode::tick() {
       k.add_id(id_);
       b.Finish(k.Finish());
       rpc_client_->call(leader->address, rpc::Method::kKeepAlive,
-                        std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()),
+                        record_bytes(b),
                         [this, sent_at](Result<std::string> reply) {
                           if (!reply.is_ok()) return;
-                          flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(reply->data()),
-                                                         reply->size());
-                          if (!verifier.VerifyBuffer<fb::KeepAliveReply>(nullptr)) return;
-                          const auto* r = flatbuffers::GetRoot<fb::KeepAliveReply>(reply->data());
+                          const auto* r = verified_record<fb::KeepAliveReply>(*reply);
+                          if (r == nullptr) return;
                           leader_says_alive_.clear();
                           if (r->alive()) leader_says_alive_.assign(r->alive()->begin(), r->alive()->end());
                           leader_said_at_ms_ = common::monotonic_ms();
