@@ -206,8 +206,9 @@ Status Server::start() {
     auto directory = std::make_unique<NodeDirectory>(*store, *cluster_);
     directory_ = directory.get();
     components_.push_back(std::move(directory));
-    auto ownership = std::make_unique<broker::BundleOwnership>(*store, cluster_->id(),
-                                                               [this]() { return directory_->nodes(); });
+    auto ownership = std::make_unique<broker::BundleOwnership>(
+        *store, cluster_->id(), [this]() { return directory_->nodes(); },
+        [this](uint64_t id, std::function<void()> done) { directory_->refresh(id, std::move(done)); });
     ownership_ = ownership.get();
     remote_calls_ = std::make_unique<ClusterCalls>(*cluster_);
     components_.push_back(std::move(ownership));
@@ -357,6 +358,7 @@ Status Server::start() {
   amqp->set_tenancy(tenancy_ptr);
   if (authenticator_) amqp->set_authenticator(authenticator_.get());
   amqp->set_authorization(&authorization);
+  if (cluster_) amqp->set_cluster_member(cluster_->id());
   amqp_ = amqp.get();
   auto storage_quotas = std::make_unique<broker::StorageQuotas>(
       metadata_store, *broker, std::chrono::seconds(config_.storage_quota_check_secs));

@@ -13,6 +13,7 @@
 #include "metadata/blocking.h"
 #include "protocol/amqp/convert.h"
 #include "protocol/amqp/server/amqp_connection.h"
+#include "protocol/amqp/server/forwarding.h"
 
 namespace magnetar::protocol::amqp {
 
@@ -78,6 +79,47 @@ std::string binding_id(const Binding& b) {
                      escape(b.routing_key), common::crc32c::value(encode_table(b.arguments)));
 }
 
+// A topology record's fields, as load and sync read them (Persist writes them).
+ExchangeDef exchange_from_record(const std::string& name, const json& j) {
+  ExchangeDef e;
+  e.name = name;
+  auto type = parse_exchange_type(j.value("type", "direct"));
+  e.type = type ? *type : ExchangeType::kDirect;
+  e.durable = true;
+  e.auto_delete = j.value("auto_delete", false);
+  e.internal = j.value("internal", false);
+  e.arguments = decode_table(j.value("arguments", ""));
+  return e;
+}
+
+QueueDef queue_from_record(const std::string& name, const json& j) {
+  QueueDef q;
+  q.name = name;
+  q.durable = j.value("durable", true);
+  q.exclusive = j.value("exclusive", false);
+  q.auto_delete = j.value("auto_delete", false);
+  q.arguments = decode_table(j.value("arguments", ""));
+  auto parsed = parse_queue_arguments(q.arguments);
+  if (parsed) q.parsed = *parsed;
+  q.last_used_ms = common::wall_clock_ms();
+  return q;
+}
+
+Binding binding_from_record(const json& j) {
+  Binding b;
+  b.source = j.value("source", "");
+  b.to_exchange = j.value("to_exchange", false);
+  b.destination = j.value("destination", "");
+  b.routing_key = j.value("routing_key", "");
+  b.arguments = decode_table(j.value("arguments", ""));
+  return b;
+}
+
+bool same_exchange(const ExchangeDef& a, const ExchangeDef& b) {
+  return a.type == b.type && a.durable == b.durable && a.auto_delete == b.auto_delete && a.internal == b.internal &&
+         a.arguments == b.arguments;
+}
+
 }  // namespace
 
 AmqpMetrics& AmqpMetrics::get() {
@@ -100,6 +142,10 @@ AmqpMetrics& AmqpMetrics::get() {
                     "Publishes on channels without confirms that could not be stored"),
         reg.counter("magnetar_amqp_overflow_rejected_total",
                     "Messages a queue at its x-max-length or x-max-length-bytes refused (x-overflow reject-publish)"),
+        reg.counter("magnetar_amqp_forwarded_publishes_out_total",
+                    "Messages published here with copies for queues another cluster member owns, sent there"),
+        reg.counter("magnetar_amqp_forwarded_publishes_in_total",
+                    "Messages another cluster member sent here for queues this member owns"),
     };
   }();
   return metrics;
@@ -116,13 +162,19 @@ AmqpService::AmqpService(runtime::Runtime& runtime, broker::BrokerService& broke
                          AmqpServiceOptions options)
     : runtime_(runtime), broker_(broker), store_(store), options_(std::move(options)), keeper_(*this, runtime) {
   dead_letter_producer_id_ = next_id();
+  forwarded_producer_id_ = next_id();
   dead_letter_producer_ = fmt::format("amqp-dead-letter-{}", options_.cluster_name);
 }
 
-AmqpService::~AmqpService() = default;
+AmqpService::~AmqpService() {
+  std::unique_lock life(sync_->life);
+  sync_->alive = false;
+}
 
 Status AmqpService::start() {
   MAGNETAR_RETURN_IF_ERROR(load_topology());
+  follow_topology();
+  if (broker::RemoteCalls* calls = broker_.remote_calls()) serve_cluster_calls(*this, *calls);
   runtime::ConnectionOptions conn;
   conn.max_input_bytes = size_t{options_.frame_max} * 4 + 4096;
   runtime::ListenerPorts ports{options_.plain_enabled, options_.port, options_.tls, options_.tls_port};
@@ -136,6 +188,8 @@ Status AmqpService::start() {
 
 void AmqpService::stop() {
   stopping_.store(true, std::memory_order_release);
+  if (watch_) store_.unwatch(*watch_);
+  watch_.reset();
   if (listener_) listener_->shutdown();
   if (tls_listener_) tls_listener_->shutdown();
   keeper_.stop();
@@ -216,17 +270,24 @@ const Topology& AmqpService::find_locked(const broker::NamespaceName& ns) const 
 }
 
 void AmqpService::put(std::string key, std::string value, std::function<void(Status)> done) {
-  store_.put(std::move(key), std::move(value), {}, [done = std::move(done)](common::Result<metadata::Stat> r) {
+  write_started(key);
+  store_.put(key, std::move(value), {}, [this, sync = sync_, key, done = std::move(done)](
+                                             common::Result<metadata::Stat> r) {
     if (!r.is_ok()) MLOG_WARN("amqp: a topology write failed: {}", r.status().to_string());
+    std::shared_lock life(sync->life);
+    if (sync->alive) write_finished(key);
     if (done) done(r.is_ok() ? Status::ok() : r.status());
   });
 }
 
 void AmqpService::del(std::string key) {
-  store_.del(std::move(key), metadata::kAnyVersion, [](Status st) {
+  write_started(key);
+  store_.del(key, metadata::kAnyVersion, [this, sync = sync_, key](Status st) {
     if (!st.is_ok() && st.code() != common::ErrorCode::kNotFound) {
       MLOG_WARN("amqp: a topology delete failed: {}", st.to_string());
     }
+    std::shared_lock life(sync->life);
+    if (sync->alive) write_finished(key);
   });
 }
 
@@ -244,8 +305,10 @@ void AmqpService::Persist::forget_exchange(const std::string& name) {
 
 void AmqpService::Persist::save_queue(const QueueDef& q, std::function<void(Status)> done) {
   json j = {{"durable", q.durable && !q.exclusive},
+            {"exclusive", q.exclusive},
             {"auto_delete", q.auto_delete},
-            {"arguments", common::base64_encode(encode_table(q.arguments))}};
+            {"arguments", common::base64_encode(encode_table(q.arguments))},
+            {"node", service_.node_}};
   service_.put(fmt::format("{}/queues/{}", vhost_key(ns_), escape(q.name)), j.dump(), std::move(done));
 }
 
@@ -264,6 +327,129 @@ void AmqpService::Persist::save_binding(const Binding& b, std::function<void(Sta
 
 void AmqpService::Persist::forget_binding(const Binding& b) {
   service_.del(fmt::format("{}/bindings/{}", vhost_key(ns_), binding_id(b)));
+}
+
+// Topology sync between cluster members. Each member changes its own
+// topology first and writes the records after; the others follow the
+// records: every change of one under /amqp/<tenant>/<namespace>/ is read
+// and applied to that vhost's topology, a record at a time, in the order
+// the changes were made (a change that a later one of the same record
+// overtook is dropped: the later one decides). A member ignores changes of
+// records it is writing itself (its topology is ahead of the store there).
+// Runtime state (consumer counts, x-expires use) stays as it is.
+
+void AmqpService::write_started(const std::string& key) {
+  if (node_ == 0) return;
+  std::lock_guard lock(sync_->mu);
+  ++sync_->writes_under_way[key];
+}
+
+void AmqpService::write_finished(const std::string& key) {
+  if (node_ == 0) return;
+  std::lock_guard lock(sync_->mu);
+  auto it = sync_->writes_under_way.find(key);
+  if (it != sync_->writes_under_way.end() && --it->second == 0) sync_->writes_under_way.erase(it);
+}
+
+void AmqpService::follow_topology() {
+  if (node_ == 0) return;
+  auto id = store_.watch(std::string(kRoot) + "/", [this, sync = sync_](const metadata::Event& e) {
+    std::shared_lock life(sync->life);
+    if (sync->alive) record_changed(e.key, e.type == metadata::EventType::kDeleted);
+  });
+  if (id.is_ok()) {
+    watch_ = *id;
+  } else {
+    MLOG_WARN("amqp: cannot follow other members' topology: {}", id.status().to_string());
+  }
+}
+
+void AmqpService::record_changed(const std::string& key, bool deleted) {
+  if (stopping()) return;
+  // /amqp/<tenant>/<namespace>/<kind>/<record>
+  std::vector<std::string_view> parts;
+  std::string_view rest(key);
+  rest.remove_prefix(std::min(rest.size(), kRoot.size() + 1));
+  for (size_t at = rest.find('/'); at != std::string_view::npos; at = rest.find('/')) {
+    parts.push_back(rest.substr(0, at));
+    rest.remove_prefix(at + 1);
+  }
+  parts.push_back(rest);
+  if (parts.size() != 4) return;
+  auto ns = broker::NamespaceName::of(std::string(parts[0]), std::string(parts[1]));
+  if (!ns) return;
+  RecordChange change{*ns, std::string(parts[2]), std::string(parts[3]), key, 0};
+  {
+    std::lock_guard lock(sync_->mu);
+    if (sync_->writes_under_way.count(key)) return;
+    change.seq = ++sync_->changes[key];
+  }
+  if (deleted) return apply_record(change, nullptr);
+  store_.get(key, [this, sync = sync_, change](common::Result<metadata::Record> r) {
+    std::shared_lock life(sync->life);
+    if (!sync->alive) return;
+    if (r.is_ok()) {
+      json j = json::parse(r->value, nullptr, false);
+      if (!j.is_discarded() && j.is_object()) return apply_record(change, &j);
+      MLOG_WARN("amqp: skipping unreadable topology record {}", change.key);
+    } else if (r.status().code() == common::ErrorCode::kNotFound) {
+      return apply_record(change, nullptr);  // deleted again meanwhile
+    } else {
+      MLOG_WARN("amqp: cannot read topology record {} to follow it: {}", change.key, r.status().to_string());
+    }
+    std::lock_guard lock(sync->mu);
+    auto it = sync->changes.find(change.key);
+    if (it != sync->changes.end() && it->second == change.seq) sync->changes.erase(it);
+  });
+}
+
+void AmqpService::apply_record(const RecordChange& change, const json* record) {
+  std::unique_lock topology(mu_);
+  {
+    std::lock_guard lock(sync_->mu);
+    auto it = sync_->changes.find(change.key);
+    if (it == sync_->changes.end() || it->second != change.seq) return;  // a later change decides
+    sync_->changes.erase(it);
+    if (sync_->writes_under_way.count(change.key)) return;
+  }
+  Topology& t = topology_locked(change.ns);
+  const std::string name = unescape(change.record);
+  if (change.kind == "exchanges") {
+    const ExchangeDef* have = t.exchange(name);
+    if (have != nullptr && have->builtin) return;
+    if (record != nullptr) {
+      ExchangeDef e = exchange_from_record(name, *record);
+      if (have == nullptr || !same_exchange(*have, e)) t.put_exchange(std::move(e));
+    } else if (have != nullptr && have->durable) {
+      t.remove_exchange(name);
+    }
+  } else if (change.kind == "queues") {
+    QueueDef* have = t.mutable_queue(name);
+    if (record == nullptr) {
+      if (have != nullptr) t.remove_queue(name);
+      return;
+    }
+    QueueDef q = queue_from_record(name, *record);
+    if (have == nullptr) {
+      if (q.exclusive) q.owner = kElsewhere;
+      t.put_queue(std::move(q));
+    } else if (have->arguments != q.arguments || have->auto_delete != q.auto_delete) {
+      have->arguments = std::move(q.arguments);
+      have->parsed = q.parsed;
+      have->auto_delete = q.auto_delete;
+    }
+  } else if (change.kind == "bindings") {
+    if (record != nullptr) {
+      t.add_binding(binding_from_record(*record));
+      return;
+    }
+    for (const Binding& b : t.bindings()) {
+      if (binding_id(b) != change.record) continue;
+      Binding gone = b;
+      t.remove_binding(gone);
+      return;
+    }
+  }
 }
 
 Status AmqpService::load_topology() {
@@ -298,42 +484,23 @@ Status AmqpService::load_topology() {
         return Status::ok();
       };
       MAGNETAR_RETURN_IF_ERROR(each("exchanges", [&](const std::string& name, const json& j) {
-        ExchangeDef e;
-        e.name = name;
-        auto type = parse_exchange_type(j.value("type", "direct"));
-        e.type = type ? *type : ExchangeType::kDirect;
-        e.durable = true;
-        e.auto_delete = j.value("auto_delete", false);
-        e.internal = j.value("internal", false);
-        e.arguments = decode_table(j.value("arguments", ""));
-        t.put_exchange(std::move(e));
+        t.put_exchange(exchange_from_record(name, j));
         ++exchanges;
       }));
       MAGNETAR_RETURN_IF_ERROR(each("queues", [&](const std::string& name, const json& j) {
-        if (!j.value("durable", true)) {
-          auto parsed = parse_queue_arguments(decode_table(j.value("arguments", "")));
-          transient.emplace_back(*ns, name, parsed ? *parsed : QueueArguments{});
+        QueueDef q = queue_from_record(name, j);
+        // A cluster member's transient queues are its own to delete; the
+        // other members' are in use there.
+        if (!q.durable && j.value("node", uint64_t{0}) == node_) {
+          transient.emplace_back(*ns, name, q.parsed);
           return;
         }
-        QueueDef q;
-        q.name = name;
-        q.durable = true;
-        q.auto_delete = j.value("auto_delete", false);
-        q.arguments = decode_table(j.value("arguments", ""));
-        auto parsed = parse_queue_arguments(q.arguments);
-        if (parsed) q.parsed = *parsed;
-        q.last_used_ms = common::wall_clock_ms();
+        if (q.exclusive) q.owner = kElsewhere;
         t.put_queue(std::move(q));
         ++queues;
       }));
       MAGNETAR_RETURN_IF_ERROR(each("bindings", [&](const std::string&, const json& j) {
-        Binding b;
-        b.source = j.value("source", "");
-        b.to_exchange = j.value("to_exchange", false);
-        b.destination = j.value("destination", "");
-        b.routing_key = j.value("routing_key", "");
-        b.arguments = decode_table(j.value("arguments", ""));
-        t.add_binding(std::move(b));
+        t.add_binding(binding_from_record(j));
         ++bindings;
       }));
     }

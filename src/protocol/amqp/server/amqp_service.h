@@ -26,8 +26,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "broker/authentication.h"
 #include "broker/authorization.h"
@@ -92,6 +96,10 @@ struct AmqpMetrics {
   // reject-publish, reject-publish-dlx): nacked to publishers with
   // confirms, dead-lettered with -dlx, else dropped as RabbitMQ drops them.
   common::Counter& overflow_rejected;
+  // Cluster members: publishes whose copies went to (came from) another
+  // member owning their queues' topics (forwarding.h).
+  common::Counter& forwarded_out;
+  common::Counter& forwarded_in;
   // Channel and connection exceptions raised, by reply code.
   void error(uint16_t code);
   static AmqpMetrics& get();
@@ -140,10 +148,20 @@ class AmqpService final : public runtime::Component {
   const broker::Authorization& authorization() const { return *authorization_; }
   broker::BrokerService& broker() { return broker_; }
   const AmqpServiceOptions& options() const { return options_; }
+
+  // A cluster member (`node`, its id): what other members declare appears
+  // here too, as the topology records change (eventually: a declaration is
+  // seen elsewhere shortly after its declare-ok). Before start().
+  void set_cluster_member(uint64_t node) { node_ = node; }
+  // The owner of an exclusive queue declared on another member: no
+  // connection here has this id.
+  static constexpr uint64_t kElsewhere = UINT64_MAX;
   uint64_t next_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
   // Dead-lettered copies are published by this producer (one per node).
   uint64_t dead_letter_producer_id() const { return dead_letter_producer_id_; }
   const std::string& dead_letter_producer() const { return dead_letter_producer_; }
+  // Copies other cluster members send here are stored by this producer.
+  uint64_t forwarded_producer_id() const { return forwarded_producer_id_; }
   uint64_t next_sequence() { return sequence_.fetch_add(1, std::memory_order_relaxed); }
   QueueKeeper& keeper() { return keeper_; }
   // Queues with dead-lettering, expiry, length limits or x-expires, as the
@@ -219,6 +237,22 @@ class AmqpService final : public runtime::Component {
   common::Status load_topology();
   void put(std::string key, std::string value, std::function<void(common::Status)> done);
   void del(std::string key);
+  // Cluster members: other members' changes of the topology records are
+  // applied here (topology sync in amqp_service.cc).
+  struct RecordChange {
+    broker::NamespaceName ns;
+    std::string kind;    // exchanges, queues or bindings
+    std::string record;  // the record's name
+    std::string key;
+    uint64_t seq = 0;    // the record's changes seen so far
+  };
+  void follow_topology();
+  void record_changed(const std::string& key, bool deleted);
+  void apply_record(const RecordChange& change, const nlohmann::json* record);
+  // Around a write of this member's: `key` has one more (or one fewer)
+  // write under way.
+  void write_started(const std::string& key);
+  void write_finished(const std::string& key);
 
   runtime::Runtime& runtime_;
   broker::BrokerService& broker_;
@@ -234,11 +268,25 @@ class AmqpService final : public runtime::Component {
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> sequence_{0};
   uint64_t dead_letter_producer_id_ = 0;
+  uint64_t forwarded_producer_id_ = 0;
   std::string dead_letter_producer_;
   QueueKeeper keeper_;
   mutable std::shared_mutex mu_;
   std::map<std::string, Topology> vhosts_;  // by "tenant/namespace"; guarded by mu_
   const Topology empty_;
+  uint64_t node_ = 0;  // 0: a standalone node
+  std::optional<metadata::WatchId> watch_;
+  // Topology sync (cluster members). Store callbacks hold `life` shared
+  // while they use this service; the destructor takes it exclusively and
+  // clears `alive`. Lock order: life, mu_, mu.
+  struct SyncState {
+    std::shared_mutex life;
+    bool alive = true;
+    std::mutex mu;
+    std::map<std::string, uint32_t> writes_under_way;  // by record key
+    std::map<std::string, uint64_t> changes;  // records with a change being applied: its sequence number
+  };
+  std::shared_ptr<SyncState> sync_ = std::make_shared<SyncState>();
 };
 
 }  // namespace magnetar::protocol::amqp
