@@ -48,8 +48,8 @@ std::string bundle_of(const TopicName& topic) {
   return fmt::format("0x{:08x}_0x{:08x}", low, high);
 }
 
-BundleOwnership::BundleOwnership(metadata::Store& store, uint64_t self_node, Directory directory)
-    : store_(store), self_node_(self_node), directory_(std::move(directory)) {}
+BundleOwnership::BundleOwnership(metadata::Store& store, uint64_t self_node, Directory directory, Refresh refresh)
+    : store_(store), self_node_(self_node), directory_(std::move(directory)), refresh_(std::move(refresh)) {}
 
 std::string BundleOwnership::bundle_key(const TopicName& topic) {
   return fmt::format("{}/{}/{}/{}", kBundlesRoot, topic.ns.tenant, topic.ns.local, bundle_of(topic));
@@ -122,6 +122,12 @@ Result<NodeEndpoints> BundleOwnership::endpoints_of(uint64_t id) const {
   return Status::unavailable("node " + std::to_string(id) + " owns it and has not published its addresses");
 }
 
+void BundleOwnership::resolve(uint64_t id, OwnerCallback done) {
+  auto found = endpoints_of(id);
+  if (found.is_ok() || !refresh_) return done(std::move(found));
+  refresh_(id, [this, id, done]() { done(endpoints_of(id)); });
+}
+
 std::optional<NodeEndpoints> BundleOwnership::known_owner(const TopicName& topic) const {
   uint64_t owner = 0;
   {
@@ -142,11 +148,11 @@ void BundleOwnership::owner_of(const TopicName& topic, OwnerCallback done) {
     std::lock_guard lock(mu_);
     if (auto it = owners_.find(key); it != owners_.end()) owner = it->second;
   }
-  if (owner != 0) return done(endpoints_of(owner));
+  if (owner != 0) return resolve(owner, std::move(done));
   store_.get(key, [this, key, hash = topic_hash(topic), ns = topic.ns, done](Result<metadata::Record> record) {
     if (record.is_ok()) {
       remember(key, record->value);
-      return done(endpoints_of(std::strtoull(record->value.c_str(), nullptr, 10)));
+      return resolve(std::strtoull(record->value.c_str(), nullptr, 10), done);
     }
     if (record.status().code() != common::ErrorCode::kNotFound) return done(record.status());
     // Only a namespace that exists gets bundles: a lookup of an invented
@@ -195,7 +201,7 @@ void BundleOwnership::assign(const std::string& key, uint32_t hash, OwnerCallbac
     store_.get(key, [this, key, done](Result<metadata::Record> record) {
       if (!record.is_ok()) return done(record.status());
       remember(key, record->value);
-      done(endpoints_of(std::strtoull(record->value.c_str(), nullptr, 10)));
+      resolve(std::strtoull(record->value.c_str(), nullptr, 10), done);
     });
   });
 }

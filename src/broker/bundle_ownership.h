@@ -34,7 +34,12 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   // alive now. Any thread.
   using Directory = std::function<std::vector<std::pair<NodeEndpoints, bool>>()>;
 
-  BundleOwnership(metadata::Store& store, uint64_t self_node, Directory directory);
+  // Reads node `id`'s published addresses afresh (the directory may not
+  // have seen them yet, just after the node joined); `done` runs on any
+  // thread once the directory has what the store holds.
+  using Refresh = std::function<void(uint64_t id, std::function<void()> done)>;
+
+  BundleOwnership(metadata::Store& store, uint64_t self_node, Directory directory, Refresh refresh = {});
 
   std::string_view name() const override { return "ownership"; }
   // Reads the assignments (blocking) and watches them.
@@ -53,12 +58,16 @@ class BundleOwnership final : public Ownership, public runtime::Component {
  private:
   // The endpoints of node `id`, or Unavailable when it has not published them.
   common::Result<NodeEndpoints> endpoints_of(uint64_t id) const;
+  // endpoints_of(), reading the node's addresses afresh when the directory
+  // has none yet.
+  void resolve(uint64_t id, OwnerCallback done);
   void remember(const std::string& key, const std::string& value);
   void assign(const std::string& key, uint32_t hash, OwnerCallback done);
 
   metadata::Store& store_;
   const uint64_t self_node_;
   Directory directory_;
+  Refresh refresh_;
   metadata::WatchId watch_ = 0;
   mutable std::mutex mu_;
   std::unordered_map<std::string, uint64_t> owners_;  // bundle key -> node

@@ -47,6 +47,7 @@ bool NodeDirectory::parse_record(uint64_t id, const std::string& json, broker::N
   out.pulsar_url = j.value("brokerServiceUrl", "");
   out.pulsar_tls_url = j.value("brokerServiceUrlTls", "");
   out.http_url = j.value("httpUrl", "");
+  out.amqp_url = j.value("amqpUrl", "");
   std::string kafka = j.value("kafkaAddress", "");
   if (auto colon = kafka.rfind(':'); colon != std::string::npos) {
     out.kafka_host = kafka.substr(0, colon);
@@ -64,6 +65,14 @@ void NodeDirectory::remember(const std::string& key, const std::string& value) {
   } else {
     records_.erase(id);
   }
+}
+
+void NodeDirectory::refresh(uint64_t id, std::function<void()> done) {
+  store_.get(std::string(kNodesRoot) + "/" + std::to_string(id),
+             [this, done = std::move(done)](common::Result<metadata::Record> record) {
+               if (record.is_ok()) remember(record->key, record->value);
+               done();
+             });
 }
 
 common::Status NodeDirectory::start() {

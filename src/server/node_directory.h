@@ -48,6 +48,10 @@ class NodeDirectory final : public runtime::Component {
   // Every node with the broker role that published its addresses, and whether it is alive.
   std::vector<std::pair<broker::NodeEndpoints, bool>> nodes() const;
 
+  // Any thread: reads node `id`'s record from the store (the watch may not
+  // have brought it yet); `done` runs on any thread once it is remembered.
+  void refresh(uint64_t id, std::function<void()> done);
+
   // The record's fields as endpoints; false when it is not a node record.
   static bool parse_record(uint64_t id, const std::string& json, broker::NodeEndpoints& out);
 
