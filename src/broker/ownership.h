@@ -35,6 +35,7 @@ struct NodeEndpoints {
   std::string http_url;
   std::string kafka_host;
   int32_t kafka_port = 0;
+  std::string amqp_url;     // amqp://host:port ("" when off)
 };
 
 // The bundle `topic` falls in: "0x00000000_0x40000000", Pulsar's form.

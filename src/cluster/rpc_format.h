@@ -25,6 +25,8 @@ enum class Method : uint16_t {
   kKeepAlive = 3, // KeepAlive -> KeepAliveReply
   // Calls of the layers above (broker::RemoteCalls); their payloads are defined where they are handled.
   kKafkaGroupOffset = 100,  // protocol/kafka/server/group_offsets.h
+  kAmqpPublish = 110,       // protocol/amqp/server/forwarding.h
+  kAmqpQueueTopic = 111,    // protocol/amqp/server/forwarding.h
 };
 
 }  // namespace magnetar::cluster::rpc

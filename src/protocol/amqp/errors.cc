@@ -12,7 +12,9 @@ ReplyCode reply_code(const common::Status& st) {
     case ErrorCode::kAlreadyExists: return kPreconditionFailed;
     case ErrorCode::kPermissionDenied:
     case ErrorCode::kLimitReached: return kAccessRefused;  // as RabbitMQ refuses a queue in exclusive use
-    case ErrorCode::kWrongNode: return kResourceError;
+    // Another cluster member serves the queue: a channel exception, so the
+    // connection goes on publishing (which works through any member).
+    case ErrorCode::kWrongNode: return kResourceLocked;
     case ErrorCode::kFenced: return kResourceLocked;
     case ErrorCode::kResourceExhausted: return kResourceError;
     case ErrorCode::kUnimplemented: return kNotImplemented;

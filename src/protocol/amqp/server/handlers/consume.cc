@@ -23,6 +23,7 @@
 #include "protocol/amqp/convert.h"
 #include "ledger/managed_ledger.h"
 #include "protocol/amqp/server/amqp_connection.h"
+#include "protocol/amqp/server/forwarding.h"
 
 namespace magnetar::protocol::amqp {
 
@@ -99,10 +100,11 @@ void attach(AmqpConnection& c, Channel& ch, const std::shared_ptr<QueueConsumer>
     options.durable = false;
   }
   c.service().broker().with_topic(
-      consumer->topic, [reply = c.replier(ch), consumer, permits, options = std::move(options),
+      consumer->topic, [&service = c.service(), reply = c.replier(ch), consumer, permits, options = std::move(options),
                         then](Result<broker::Topic*> t) mutable {
         if (!t.is_ok()) {
-          return reply([then, st = t.status()](AmqpConnection& conn, Channel& chan) { then(conn, chan, st); });
+          Status st = consume_here_refused(service, consumer->topic, t.status());
+          return reply([then, st](AmqpConnection& conn, Channel& chan) { then(conn, chan, st); });
         }
         broker::Topic* topic = *t;
         auto subscribe = [topic, reply, consumer, permits, options = std::move(options), then](

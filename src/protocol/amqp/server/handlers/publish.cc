@@ -14,9 +14,7 @@
 // message: a publisher without confirms chose at-most-once and has no way
 // to hear of one message, and closing its channel would fail every publish
 // after it as well. Publishers that must know use confirms (basic.nack).
-#include <algorithm>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 
@@ -27,6 +25,7 @@
 #include "protocol/amqp/convert.h"
 #include "protocol/amqp/errors.h"
 #include "protocol/amqp/server/amqp_connection.h"
+#include "protocol/amqp/server/forwarding.h"
 #include "protocol/pulsar/frame.h"
 
 namespace magnetar::protocol::amqp {
@@ -48,10 +47,7 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
                                 publish.key()});
   }
   AmqpError error;
-  std::vector<std::string> queues;
-  std::vector<broker::TopicName> topics;  // each queue's topic (a priority queue's: the message's level)
-  std::vector<QueueRef> bounded;  // routed queues that drop their oldest past their length: trimmed before the confirm
-  std::vector<QueueRef> gated;    // routed queues that refuse a message past their length (x-overflow reject-publish)
+  std::vector<RoutedCopy> copies;  // each routed queue, and the level a priority queue takes it on
   c.service().read(c.vhost(), [&](const Topology& t) {
     const ExchangeDef* e = t.exchange(exchange);
     if (e == nullptr) {
@@ -59,18 +55,16 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
     } else if (e->internal) {
       error = {kAccessRefused, fmt::format("cannot publish to internal exchange '{}'", exchange), publish.key()};
     } else {
-      queues = t.route(exchange, routing_key, header.properties.headers ? &*header.properties.headers : nullptr);
-      topics = AmqpService::routed_topics(t, c.vhost(), queues, header.properties.priority);
-      for (const auto& name : queues) {
+      for (auto& name : t.route(exchange, routing_key, header.properties.headers ? &*header.properties.headers : nullptr)) {
         const QueueDef* q = t.queue(name);
-        if (q == nullptr || !q->parsed.bounded()) continue;
-        (q->parsed.rejects_overflow() ? gated : bounded).push_back({c.vhost(), name, q->parsed, q->auto_delete});
+        const uint8_t level = q != nullptr ? q->parsed.level_of(header.properties.priority) : 0;
+        copies.push_back({std::move(name), level});
       }
     }
   });
   if (error.code != 0) return c.channel_error(ch, error);
   const uint64_t seq = ch.confirm ? c.next_confirm(ch) : 0;
-  if (queues.empty()) {
+  if (copies.empty()) {
     if (publish.flag("mandatory")) {
       Method ret = Method::of(m::kBasicReturn);
       ret.set("reply-code", uint64_t{kNoRoute}).set("reply-text", std::string("NO_ROUTE"));
@@ -80,23 +74,32 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
     if (seq != 0) c.settle_confirm(ch, seq, true);
     return;
   }
+  std::vector<broker::TopicName> topics;
+  topics.reserve(copies.size());
+  for (const RoutedCopy& copy : copies) {
+    // Queue names were checked when declared.
+    if (auto topic = AmqpService::queue_topic(c.vhost(), copy.queue, copy.level)) topics.push_back(*topic);
+  }
   for (const auto& topic : topics) {
     if (!c.authorized(ch, topic, broker::TopicAction::kProduce, publish.key())) return;
   }
-  const uint64_t producer_id = c.producer_for_all(topics);
-  // Gated queues take the message only when it fits: not in `topics`.
-  for (const QueueRef& q : gated) {
-    auto topic = AmqpService::queue_topic(q.vhost, q.name);
-    topics.erase(std::remove(topics.begin(), topics.end(), *topic), topics.end());
-  }
-  PublishedEntry entry = message_to_entry(exchange, routing_key, header, body.view(), common::wall_clock_ms(),
-                                          c.producer_name(), c.next_sequence());
+  auto p = std::make_shared<Publication>();
+  p->vhost = c.vhost();
+  p->copies = std::move(copies);
+  p->message = AmqpMessage{exchange, routing_key, header.raw_properties, body};
+  p->publish_time_ms = common::wall_clock_ms();
+  p->producer_name = c.producer_name();
+  p->sequence = c.next_sequence();
+  p->producer_id = c.producer_for_all(topics);
+  p->client = c.client_info();
+  p->entry = message_to_entry(exchange, routing_key, header, body.view(), p->publish_time_ms, p->producer_name,
+                              p->sequence);
   AmqpMetrics::get().published.inc();
   const size_t bytes = body.size();
   c.publish_started(ch, bytes);
   c.charge_publish(topics, static_cast<int64_t>(bytes));
   // Where it went, for the warning about a publish without confirms that
-  // was not stored; made only for those (the callback is copied per queue).
+  // was not stored; made only for those.
   using Route = std::pair<std::string, std::string>;
   auto route = seq == 0 ? std::make_shared<const Route>(exchange, routing_key) : nullptr;
   // `rejected`: a gated queue refused it (nacked with confirms; without,
@@ -117,57 +120,7 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
       conn.publish_finished(id, serial, bytes);
     });
   };
-  std::function<void(Status)> done = [settled](Status st) { settled(st, false); };
-  if (!gated.empty()) {
-    // The copies to gated queues and the rest, settled together.
-    struct Outcome {
-      std::mutex mu;
-      size_t left = 0;
-      Status failed;
-      bool rejected = false;
-    };
-    auto outcome = std::make_shared<Outcome>();
-    outcome->left = gated.size() + 1;
-    auto part = [outcome, settled](Status st, bool rejected) {
-      std::unique_lock lock(outcome->mu);
-      if (!st.is_ok() && outcome->failed.is_ok()) outcome->failed = st;
-      outcome->rejected = outcome->rejected || rejected;
-      if (--outcome->left > 0) return;
-      lock.unlock();
-      settled(outcome->failed, outcome->rejected);
-    };
-    done = [part](Status st) { part(st, false); };
-    auto message = std::make_shared<AmqpMessage>(AmqpMessage{exchange, routing_key, header.raw_properties, body});
-    for (const QueueRef& q : gated) {
-      c.service().broker().with_topic(
-          *AmqpService::queue_topic(q.vhost, q.name),
-          [&service = c.service(), q, entry, message, producer_id, name = c.producer_name(), client = c.client_info(),
-           part](Result<broker::Topic*> t) {
-            if (!t.is_ok()) return part(t.status(), false);
-            admit_or_reject(service, **t, q, entry, *message, producer_id, name, client, part);
-          });
-    }
-  }
-  if (bounded.empty()) {
-    return append_copies(c.service().broker(), topics, entry, producer_id, c.producer_name(), c.client_info(),
-                         std::move(done));
-  }
-  // Queues over their length drop their oldest messages before the
-  // publisher hears the message is stored.
-  append_copies(c.service().broker(), topics, entry, producer_id, c.producer_name(), c.client_info(),
-                [&service = c.service(), bounded = std::move(bounded), done](Status st) {
-                  auto left = std::make_shared<std::atomic<size_t>>(bounded.size());
-                  for (const QueueRef& q : bounded) {
-                    auto topic = AmqpService::queue_topic(q.vhost, q.name);
-                    service.broker().with_topic(*topic, [&service, q, left, st, done](Result<broker::Topic*> t) {
-                      auto one = [left, st, done]() {
-                        if (left->fetch_sub(1) == 1) done(st);
-                      };
-                      if (!t.is_ok()) return one();
-                      sweep(service, **t, q, one);
-                    });
-                  }
-                });
+  store_publication(c.service(), std::move(p), std::move(settled));
 }
 
 void handle_confirm_tx(AmqpConnection& c, Channel& ch, const Method& m) {

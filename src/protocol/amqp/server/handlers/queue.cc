@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "protocol/amqp/server/amqp_connection.h"
+#include "protocol/amqp/server/forwarding.h"
 
 namespace magnetar::protocol::amqp {
 
@@ -21,11 +22,6 @@ using common::Result;
 using common::Status;
 
 namespace {
-
-struct QueueCounts {
-  uint64_t messages = 0;  // ready: not delivered and unacknowledged
-  uint64_t consumers = 0;
-};
 
 QueueCounts counts_of(broker::Subscription* sub) {
   QueueCounts c;
@@ -43,8 +39,6 @@ std::optional<QueueArguments> forget(AmqpService& service, const broker::Namespa
 QueueCounts stream_counts(broker::Topic& topic) {
   return {topic.log().chain().total_messages(), topic.consumer_count()};
 }
-
-using CountsDone = std::function<void(Result<QueueCounts>)>;
 
 // Runs `one` for each of a queue's topics (a priority queue has one per
 // level) and reports once every one has: their messages summed, the most
@@ -257,7 +251,7 @@ void declare(AmqpConnection& c, Channel& ch, const Method& m) {
   const bool stream = args.stream;
   each_topic(AmqpService::queue_topics(c.vhost(), def.name, args),
              [&service = c.service(), fresh, stream](const broker::TopicName& t, CountsDone done) {
-               prepare_topic(service, t, fresh, stream, std::move(done));
+               on_topic_owner(service, t, {TopicCall::Op::kPrepare, fresh, stream}, std::move(done));
              },
              [&service = c.service(), topic = *topic, retention = stream_retention(args), fresh, stream,
               answered](Result<QueueCounts> r) {
@@ -291,25 +285,9 @@ void purge(AmqpConnection& c, Channel& ch, const Method& m) {
                                                                  "vhost '{}': its retention removes messages",
                                                                  q.name, c.vhost_name()), m.key()});
   }
-  auto& broker = c.service().broker();
   each_topic(AmqpService::queue_topics(c.vhost(), q.name, q.parsed),
-             [&broker](const broker::TopicName& name, CountsDone done) {
-               broker.with_topic(name, [&broker, done](Result<broker::Topic*> t) {
-                 if (!t.is_ok()) return done(t.status());
-                 broker::Topic* topic = *t;
-                 broker::Subscription* sub = topic->subscription(queue_subscription());
-                 if (sub == nullptr) return done(QueueCounts{});
-                 const QueueCounts purged = counts_of(sub);
-                 topic->log().reset_cursor(
-                     queue_subscription(), topic->log().last_confirmed(),
-                     [done, purged, &broker, name = topic->name()](Status st) {
-                       // The topic may have been unloaded meanwhile: look it up again.
-                       broker::Topic* now = broker.loaded_topic(name);
-                       broker::Subscription* found = now ? now->subscription(queue_subscription()) : nullptr;
-                       if (found != nullptr && st.is_ok()) found->rewind();
-                       done(st.is_ok() ? Result<QueueCounts>(purged) : Result<QueueCounts>(st));
-                     });
-               });
+             [&service = c.service()](const broker::TopicName& name, CountsDone done) {
+               on_topic_owner(service, name, {TopicCall::Op::kPurge}, std::move(done));
              },
              [reply = c.replier(ch), m](Result<QueueCounts> r) {
                reply([m, r](AmqpConnection& conn, Channel& chan) {
@@ -369,7 +347,9 @@ void delete_topic(AmqpService& service, const broker::TopicName& topic, CountsDo
 void delete_topics(AmqpService& service, const broker::NamespaceName& vhost, const std::string& name,
                    const QueueArguments& args, CountsDone done) {
   each_topic(AmqpService::queue_topics(vhost, name, args),
-             [&service](const broker::TopicName& t, CountsDone one) { delete_topic(service, t, std::move(one)); },
+             [&service](const broker::TopicName& t, CountsDone one) {
+               on_topic_owner(service, t, {TopicCall::Op::kDelete}, std::move(one));
+             },
              std::move(done));
 }
 
@@ -398,11 +378,10 @@ void remove(AmqpConnection& c, Channel& ch, const Method& m) {
   // tenant admins', as deleting a topic is.
   if (!(q.exclusive && q.owner == c.id()) && !c.authorized_admin(ch, m.key())) return;
   if (!m.flag("if-unused") && !m.flag("if-empty")) return drop(c, ch, m, name, q.parsed);
-  auto& broker = c.service().broker();
   each_topic(AmqpService::queue_topics(c.vhost(), name, q.parsed),
-             [&broker](const broker::TopicName& t, CountsDone done) {
-               broker.with_topic(t, [done](Result<broker::Topic*> topic) {
-                 done(topic.is_ok() ? counts_of((*topic)->subscription(queue_subscription())) : QueueCounts{});
+             [&service = c.service()](const broker::TopicName& t, CountsDone done) {
+               on_topic_owner(service, t, {TopicCall::Op::kCounts}, [done](Result<QueueCounts> r) {
+                 done(r.is_ok() ? *r : QueueCounts{});
                });
              },
              [reply = c.replier(ch), m, name, args = q.parsed](Result<QueueCounts> r) {
@@ -452,6 +431,37 @@ void delete_queues(AmqpService& service, const broker::NamespaceName& vhost, con
   // queues are): deleting them would outlive the broker.
   if (service.stopping()) return;
   for (const auto& [name, args] : gone) delete_topics(service, vhost, name, args, [](Result<QueueCounts>) {});
+}
+
+void run_topic_call(AmqpService& service, const broker::TopicName& topic, TopicCall call, CountsDone done) {
+  auto& broker = service.broker();
+  switch (call.op) {
+    case TopicCall::Op::kPrepare: return prepare_topic(service, topic, call.fresh, call.stream, std::move(done));
+    case TopicCall::Op::kDelete: return delete_topic(service, topic, std::move(done));
+    case TopicCall::Op::kCounts:
+      return broker.with_topic(topic, [done](Result<broker::Topic*> t) {
+        if (!t.is_ok()) return done(t.status());
+        done(counts_of((*t)->subscription(queue_subscription())));
+      });
+    case TopicCall::Op::kPurge:
+      return broker.with_topic(topic, [&broker, done](Result<broker::Topic*> t) {
+        if (!t.is_ok()) return done(t.status());
+        broker::Topic* found = *t;
+        broker::Subscription* sub = found->subscription(queue_subscription());
+        if (sub == nullptr) return done(QueueCounts{});
+        const QueueCounts purged = counts_of(sub);
+        found->log().reset_cursor(
+            queue_subscription(), found->log().last_confirmed(),
+            [done, purged, &broker, name = found->name()](Status st) {
+              // The topic may have been unloaded meanwhile: look it up again.
+              broker::Topic* now = broker.loaded_topic(name);
+              broker::Subscription* again = now ? now->subscription(queue_subscription()) : nullptr;
+              if (again != nullptr && st.is_ok()) again->rewind();
+              done(st.is_ok() ? Result<QueueCounts>(purged) : Result<QueueCounts>(st));
+            });
+      });
+  }
+  done(Status::invalid_argument("unknown queue topic call"));
 }
 
 void handle_queue(AmqpConnection& c, Channel& ch, const Method& m) {

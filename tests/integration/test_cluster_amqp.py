@@ -1,0 +1,167 @@
+"""AMQP 0-9-1 on a cluster of three real magnetar processes, driven by pika.
+
+A client connected to any member declares, publishes to, purges and deletes
+queues whatever member owns their topics: declarations reach every member,
+and the copies of a published message go to the members that own the
+queues' topics over the cluster port. Consumers read a queue on its owner.
+"""
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+import pika
+import pika.exceptions
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_cluster import Cluster, make_secret, nodes_of, wait_for  # noqa: E402
+from magnetar_harness import call_json  # noqa: E402
+from memory_watch import metric_value as metric  # noqa: E402
+
+TIMEOUT_S = 15.0
+
+
+def connect(node):
+    return pika.BlockingConnection(pika.ConnectionParameters(
+        "127.0.0.1", node.ports["amqp"], socket_timeout=TIMEOUT_S, blocked_connection_timeout=TIMEOUT_S))
+
+
+def drain(node, queue, expected):
+    """Every message of `queue`, read on `node` with basic.get, in order."""
+    with connect(node) as conn:
+        ch = conn.channel()
+        got = []
+        for _ in range(expected + 1):
+            method, _, body = ch.basic_get(queue, auto_ack=True)
+            if method is None:
+                break
+            got.append(body.decode())
+        return got
+
+
+class ClusterAmqpTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="magnetar-cluster-amqp-")
+        cls.cluster = Cluster(make_secret(cls.dir))
+        first = cls.cluster.add()
+        cls.cluster.add(join=cls.cluster.seed())
+        cls.cluster.add(join=cls.cluster.seed())
+        wait_for(lambda: sum(n["raftRole"] == "voter" and n["alive"] for n in nodes_of(first)) == 3,
+                 "three live voters")
+        cls.members = list(cls.cluster.members)
+        # Every member knows every other's addresses (a member answers for
+        # queues another owns only once it knows where that one is).
+        for member in cls.members:
+            wait_for(lambda: len(call_json(member, "GET", "/admin/v2/brokers/standalone")[1]) == 3,
+                     "every member's addresses")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def owner_of(self, queue):
+        status, lookup = call_json(self.members[0], "GET", f"/lookup/v2/topic/persistent/public/default/{queue}")
+        self.assertEqual(status, 200, lookup)
+        owners = [m for m in self.members if lookup["brokerUrl"].endswith(f":{m.ports['pulsar']}")]
+        self.assertEqual(len(owners), 1, lookup)
+        return owners[0]
+
+    def known_on(self, node, queue):
+        """Whether `node` has heard of `queue` (a passive declare answers)."""
+        with connect(node) as conn:
+            try:
+                return conn.channel().queue_declare(queue, passive=True)
+            except pika.exceptions.ChannelClosedByBroker as e:
+                if e.reply_code == 404:
+                    return None
+                raise
+
+    def test_messages_published_through_one_member_reach_queues_every_member_owns(self):
+        declarer, publisher, _ = self.members
+        queues = [f"spread-{i}" for i in range(9)]
+        with connect(declarer) as conn:
+            ch = conn.channel()
+            ch.exchange_declare("spread", "direct", durable=True)
+            for q in queues:
+                ch.queue_declare(q, durable=True)
+                ch.queue_bind(q, "spread", routing_key="all")
+            ch.queue_declare("spread-declared", durable=True)  # declared last: once seen, the rest is too
+        owners = {q: self.owner_of(q) for q in queues}
+        self.assertGreater(len({id(o) for o in owners.values()}), 1, "one member owns every queue")
+        self.assertTrue(any(o is not publisher for o in owners.values()))
+        wait_for(lambda: self.known_on(publisher, "spread-declared"), "the declarations on the publishing member")
+
+        with connect(publisher) as conn:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            for i in range(40):
+                # Confirmed (pika raises on a nack) only once every copy is stored at its owner.
+                ch.basic_publish("spread", "all", f"m{i}".encode(), mandatory=True)
+        for q in queues:
+            self.assertEqual(drain(owners[q], q, 40), [f"m{i}" for i in range(40)], q)
+        # The publishing member counted the messages whose copies it sent elsewhere.
+        self.assertGreaterEqual(metric(publisher, "magnetar_amqp_forwarded_publishes_out_total"), 40)
+
+    def test_queue_methods_work_on_a_member_that_does_not_own_the_queue(self):
+        queue = next(q for q in (f"remote-{i}" for i in range(32)) if self.owner_of(q) is not self.members[0])
+        owner = self.owner_of(queue)
+        here = self.members[0]
+        with connect(here) as conn:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            ch.queue_declare(queue, durable=True)
+            for i in range(5):
+                ch.basic_publish("", queue, f"first-{i}".encode())
+            # The counts come from the owner.
+            self.assertEqual(ch.queue_declare(queue, passive=True).method.message_count, 5)
+            self.assertEqual(ch.queue_purge(queue).method.message_count, 5)
+            for i in range(3):
+                ch.basic_publish("", queue, f"second-{i}".encode())
+            self.assertEqual(ch.queue_declare(queue, durable=True).method.message_count, 3)
+        wait_for(lambda: self.known_on(owner, queue), "the queue on its owner")
+        self.assertEqual(drain(owner, queue, 3), ["second-0", "second-1", "second-2"])
+        with connect(here) as conn:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            ch.basic_publish("", queue, b"last")
+            with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as refused:
+                ch.queue_delete(queue, if_empty=True)
+            self.assertEqual(refused.exception.reply_code, 406)
+        with connect(here) as conn:
+            self.assertEqual(conn.channel().queue_delete(queue).method.message_count, 1)
+        # Deleted through one member, it is gone on the others too.
+        wait_for(lambda: self.known_on(owner, queue) is None, "the queue gone on its owner")
+
+    def test_a_consumer_on_a_member_that_does_not_own_the_queue_is_told_where_it_is(self):
+        here = self.members[1]
+        queue = next(q for q in (f"elsewhere-{i}" for i in range(32)) if self.owner_of(q) is not here)
+        owner = self.owner_of(queue)
+        with connect(here) as conn:
+            ch = conn.channel()
+            ch.queue_declare(queue, durable=True)
+            with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as refused:
+                ch.basic_consume(queue, lambda *args: None)
+            # A channel exception: the connection stays open for publishing.
+            self.assertEqual(refused.exception.reply_code, 405)
+            self.assertTrue(conn.is_open)
+            with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as got:
+                conn.channel().basic_get(queue)
+            self.assertEqual(got.exception.reply_code, 405)
+            self.assertIn(f"amqp://127.0.0.1:{owner.ports['amqp']}", refused.exception.reply_text)
+        # The owner serves it, and the node that refused still serves its own queues.
+        with connect(owner) as conn:
+            conn.channel().queue_declare(queue, durable=True)
+        mine = next(q for q in (f"mine-{i}" for i in range(32)) if self.owner_of(q) is here)
+        with connect(here) as conn:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            ch.queue_declare(mine, durable=True)
+            ch.basic_publish("", mine, b"still-serving")
+        self.assertEqual(drain(here, mine, 1), ["still-serving"])
+
+
+if __name__ == "__main__":
+    unittest.main()
