@@ -1,0 +1,152 @@
+"""Faults in a cluster of real magnetar processes on loopback: members
+killed with SIGKILL and restarted, a member paused with SIGSTOP past its
+lease. Every wait is bounded; nothing is timed for speed.
+"""
+import http.client
+import json
+import shutil
+import signal
+import tempfile
+import time
+import unittest
+
+from cluster_harness import (Cluster, applied_index, create_tenant, make_secret, nodes_of, request, tenants_of,
+                             wait_for)
+from magnetar_harness import admin
+
+LEASE_S = 5.0  # a member's metadata lease (src/cluster/node.cc, kLeaseMs)
+LEASE_WAITS = "magnetar_cluster_lease_waits_total"
+
+
+def live_voters(node):
+    return sum(n["raftRole"] == "voter" and n["alive"] for n in nodes_of(node))
+
+
+def write_until_acknowledged(test, members, name, attempts=10):
+    """Creates tenant `name` through `members` in turn until one answers 204.
+    A member may answer 503 while a leader is elected (nothing was written);
+    an earlier attempt whose outcome was unknown may have created it, so a
+    409 after such an attempt counts as written. Returns the member that
+    acknowledged it."""
+    unknown = False
+    for i in range(attempts):
+        node = members[i % len(members)]
+        try:
+            status, answer = create_tenant(node, name)
+        except OSError:
+            status, answer = 0, "no answer"
+        if status == 204 or (status == 409 and unknown):
+            return node
+        unknown = unknown or status not in (503, 400)
+        test.assertIn(status, (0, 409, 500, 503), f"creating {name} through {node.http_url}: {answer}")
+        time.sleep(0.5)
+    test.fail(f"tenant {name} was not acknowledged in {attempts} attempts")
+
+
+class ClusterFaultTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="magnetar-faults-")
+        self.cluster = Cluster(self.dir, make_secret(self.dir))
+
+    def tearDown(self):
+        self.cluster.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def start(self, count):
+        first = self.cluster.add()
+        for _ in range(count - 1):
+            self.cluster.add(join=self.cluster.seed())
+        wait_for(lambda: live_voters(first) == min(count, 5), f"{count} live voters", timeout=60)
+        return list(self.cluster.members)
+
+    def test_five_members_survive_two_killed_and_catch_up(self):
+        members = self.start(5)
+        # Every member sees five live voters, and agrees on one leader.
+        for node in members:
+            wait_for(lambda: live_voters(node) == 5, f"{node.http_url} seeing five live voters")
+        leader = self.cluster.leader()
+
+        # Written through one member with the command-line client, read through all five.
+        code, _, err = admin(members[3], "tenants", "create", "five")
+        self.assertEqual(code, 0, err)
+        code, _, err = admin(members[4], "namespaces", "create", "five/orders")
+        self.assertEqual(code, 0, err)
+        for node in members:
+            code, out, err = admin(node, "namespaces", "list", "five")
+            self.assertEqual(code, 0, err)
+            self.assertIn("five/orders", out.split())
+
+        # Two of five killed, the leader among them: a majority is left.
+        killed = [leader, [n for n in members if n is not leader][0]]
+        survivors = [n for n in members if n not in killed]
+        for node in killed:
+            node.stop(sig=signal.SIGKILL)
+        new_leader = self.cluster.leader(among=survivors)
+        self.assertNotIn(new_leader, killed)
+        written = [f"after-kill-{i}" for i in range(6)]
+        for name in written:
+            write_until_acknowledged(self, survivors, name)
+        for node in survivors:
+            self.assertTrue(set(written) <= set(tenants_of(node)), node.http_url)
+
+        # Restarted without --join, each finds the others in its own log and
+        # applies everything it missed.
+        for node in killed:
+            self.assertNotIn("--join", node.extra_args)
+            node.start()
+        for node in members:
+            wait_for(lambda: live_voters(node) == 5, f"{node.http_url} seeing five live voters again", timeout=60)
+        target = applied_index(new_leader)
+        for node in killed:
+            wait_for(lambda: applied_index(node) >= target, f"{node.http_url} applying up to {target}")
+            self.assertTrue(set(written) <= set(tenants_of(node)), node.http_url)
+            code, out, err = admin(node, "namespaces", "list", "five")
+            self.assertEqual(code, 0, err)
+            self.assertIn("five/orders", out.split())
+
+    def test_a_member_paused_past_its_lease_waits_for_a_new_one_before_writing(self):
+        members = self.start(3)
+        leader = self.cluster.leader()
+        paused = [n for n in members if n is not leader][0]
+        others = [n for n in members if n is not paused]
+        waits_before = paused.metric(LEASE_WAITS)
+
+        paused.pause()
+        try:
+            stopped_at = time.monotonic()
+            # The others go on: the leader counts it dead, and writes through
+            # either of them are acknowledged while it sleeps.
+            wait_for(lambda: not [n for n in nodes_of(leader) if n["id"] == paused.id][0]["alive"],
+                     "the leader counting the paused member dead", timeout=LEASE_S * 4)
+            for i in range(4):
+                status, answer = create_tenant(others[i % 2], f"while-paused-{i}")
+                self.assertEqual(status, 204, answer)
+            # Well past its lease, wherever in its keepalive cycle it stopped.
+            time.sleep(max(0.0, stopped_at + LEASE_S + 2.0 - time.monotonic()))
+            # The write is waiting in its socket when it wakes, so it reaches
+            # the metadata store before any keepalive can be answered.
+            conn = http.client.HTTPConnection(paused.host, paused.ports["http"], timeout=30)
+            conn.request("PUT", "/admin/v2/tenants/after-pause", json.dumps({"allowedClusters": [], "adminRoles": []}),
+                         {"Content-Type": "application/json"})
+        finally:
+            paused.resume()
+        answer = conn.getresponse()
+        body = answer.read()
+        conn.close()
+        self.assertEqual(answer.status, 204, body)
+        self.assertGreater(paused.metric(LEASE_WAITS), waits_before,
+                           "the write went out with a lapsed lease, before the cluster renewed it")
+        self.assertIn("lease has lapsed", paused.read_log())
+        for node in members:
+            self.assertIn("after-pause", tenants_of(node), node.http_url)
+            for i in range(4):
+                self.assertIn(f"while-paused-{i}", tenants_of(node), node.http_url)
+        # Renewed, its next write does not wait.
+        waits = paused.metric(LEASE_WAITS)
+        status, answer = create_tenant(paused, "renewed")
+        self.assertEqual(status, 204, answer)
+        self.assertEqual(paused.metric(LEASE_WAITS), waits)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
