@@ -60,6 +60,7 @@ void NodeDirectory::remember(const std::string& key, const std::string& value) {
   uint64_t id = id_of_key(key);
   broker::NodeEndpoints node;
   std::lock_guard lock(mu_);
+  if (id != 0) published_[id] = value;
   if (id != 0 && parse_record(id, value, node)) {
     records_[id] = std::move(node);
   } else {
@@ -80,6 +81,7 @@ common::Status NodeDirectory::start() {
     if (event.type == metadata::EventType::kDeleted) {
       std::lock_guard lock(mu_);
       records_.erase(id_of_key(event.key));
+      published_.erase(id_of_key(event.key));
       return;
     }
     store_.get(event.key, [this](common::Result<metadata::Record> record) {
@@ -96,6 +98,11 @@ common::Status NodeDirectory::start() {
     if (record.is_ok()) remember(key, record->value);
   }
   return common::Status::ok();
+}
+
+std::map<uint64_t, std::string> NodeDirectory::published() const {
+  std::lock_guard lock(mu_);
+  return published_;
 }
 
 std::vector<std::pair<broker::NodeEndpoints, bool>> NodeDirectory::nodes() const {

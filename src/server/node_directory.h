@@ -3,7 +3,9 @@
 // addresses, Kafka broker id, roles) and whether the cluster hears from it.
 //
 // The records are read at start and kept current by a watch; liveness comes
-// from the membership (cluster/node.h) at each call.
+// from the membership (cluster/node.h) at each call. Answers come from what
+// this member has applied, never from a read through the leader, so a member
+// cut off from the majority still answers (with what it last knew).
 //
 // Threads: nodes() from any thread.
 #pragma once
@@ -52,6 +54,9 @@ class NodeDirectory final : public runtime::Component {
   // have brought it yet); `done` runs on any thread once it is remembered.
   void refresh(uint64_t id, std::function<void()> done);
 
+  // What every node published, as it published it (JSON), brokers or not.
+  std::map<uint64_t, std::string> published() const;
+
   // The record's fields as endpoints; false when it is not a node record.
   static bool parse_record(uint64_t id, const std::string& json, broker::NodeEndpoints& out);
 
@@ -63,6 +68,7 @@ class NodeDirectory final : public runtime::Component {
   metadata::WatchId watch_ = 0;
   mutable std::mutex mu_;
   std::map<uint64_t, broker::NodeEndpoints> records_;  // brokers only
+  std::map<uint64_t, std::string> published_;          // every node's record
 };
 
 }  // namespace magnetar::server

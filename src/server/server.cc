@@ -469,14 +469,14 @@ common::Result<std::vector<admin::NodeView>> Server::nodes() const {
     out.push_back(std::move(self));
     return out;
   }
-  auto ids = metadata::blocking::list_children(*store_, "/cluster/nodes");
-  if (!ids.is_ok()) return ids.status();
+  // From what this member applied (the directory's watch), not reads through
+  // the leader: a member cut off from the majority still shows its own view.
   std::map<uint64_t, nlohmann::json> records;
-  for (const std::string& id : *ids) {
-    auto record = metadata::blocking::get(*store_, "/cluster/nodes/" + id);
-    if (!record.is_ok()) continue;  // removed meanwhile
-    auto j = nlohmann::json::parse(record->value, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_discarded()) records[std::strtoull(id.c_str(), nullptr, 10)] = std::move(j);
+  if (directory_ != nullptr) {
+    for (const auto& [id, value] : directory_->published()) {
+      auto j = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_discarded()) records[id] = std::move(j);
+    }
   }
   for (const auto& m : cluster_->members()) {
     admin::NodeView view;
@@ -487,7 +487,11 @@ common::Result<std::vector<admin::NodeView>> Server::nodes() const {
     view.alive = m.alive;
     view.applied_index = m.applied_index;
     auto it = records.find(m.id);
-    if (it != records.end()) view.record = it->second;
+    if (m.id == cluster_->id()) {
+      view.record = node_record();  // its own, even before the watch brings it back
+    } else if (it != records.end()) {
+      view.record = it->second;
+    }
     if (ownership_ != nullptr) view.record["ownedBundles"] = ownership_->bundles_of(m.id);
     out.push_back(std::move(view));
   }
