@@ -81,7 +81,7 @@ class ClusterFaultTest(unittest.TestCase):
         survivors = [n for n in members if n not in killed]
         for node in killed:
             node.stop(sig=signal.SIGKILL)
-        new_leader = self.cluster.leader(among=survivors)
+        new_leader = self.cluster.leader(among=survivors, other_than=killed)
         self.assertNotIn(new_leader, killed)
         written = [f"after-kill-{i}" for i in range(6)]
         for name in written:

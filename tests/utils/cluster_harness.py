@@ -76,14 +76,14 @@ def leader_id(node):
 
 def member_id(node):
     """This member's own id, as it reports itself."""
-    me = [n for n in nodes_of(node) if n["httpUrl"] == node.http_url]
+    me = [n for n in nodes_of(node) if n.get("httpUrl") == node.http_url]
     if len(me) != 1:
         raise ValueError(f"{node.http_url} is not among its own members")
     return me[0]["id"]
 
 
 def applied_index(node):
-    return [n for n in nodes_of(node) if n["httpUrl"] == node.http_url][0]["appliedIndex"]
+    return [n for n in nodes_of(node) if n.get("httpUrl") == node.http_url][0]["appliedIndex"]
 
 
 def create_tenant(node, tenant, timeout=20.0):
@@ -195,14 +195,16 @@ class Cluster:
     def member(self, node_id):
         return [n for n in self.members if n.id == node_id][0]
 
-    def leader(self, among=None, timeout=WAIT_S):
+    def leader(self, among=None, timeout=WAIT_S, other_than=()):
         """The member that every one of `among` (default: all) names as the
-        leader, once they agree (each refreshes its view every second)."""
+        leader, once they agree on one that is not in `other_than` (each
+        member refreshes its view every second)."""
         among = among or self.members
+        excluded = {n.id for n in other_than}
 
         def agreed():
             ids = {leader_id(n) for n in among}
-            return ids.pop() if len(ids) == 1 and None not in ids else None
+            return ids.pop() if len(ids) == 1 and not ids & ({None} | excluded) else None
         return self.member(wait_for(agreed, "members agreeing on a leader", timeout=timeout))
 
     def close(self):
@@ -240,6 +242,12 @@ def remove_stale_networks():
         name = line.split()[0] if line.strip() else ""
         m = _NAME.match(name)
         if m and not _alive(int(m.group(1))):
+            # Members that run there were started by that run: they go with it.
+            for pid in _ip("netns", "pids", name, check=False).split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             _ip("netns", "del", name, check=False)
     for line in _ip("-o", "link", "show").splitlines():
         name = line.split(":")[1].strip().split("@")[0]
@@ -339,6 +347,9 @@ class Network:
         if not self.made:
             return
         for i in range(self.size):
-            _ip("netns", "del", self.namespace(i), check=False)  # takes its veth pair along
+            # A namespace may outlive its name while the kernel still holds
+            # sockets of it, and its veth pair with it: remove the pair first.
+            _ip("link", "del", self.veth(i), check=False)
+            _ip("netns", "del", self.namespace(i), check=False)
         _ip("link", "del", self.bridge, check=False)
         self.made = False
