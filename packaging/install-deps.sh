@@ -49,6 +49,7 @@ test_packages=(
   librabbitmq-client-java default-jdk-headless  # tests/integration: the RabbitMQ Java client, compiled by javac
   librdkafka-dev        # bench/kafka: kafka_perf, the Kafka produce path through librdkafka
   librabbitmq-dev rabbitmq-server  # bench/amqp: amqp_perf (librabbitmq) and the broker it is compared with
+  iproute2              # tests/integration: ip netns, veth, bridge and ip rule cut links between cluster members
 )
 if [ "$with_tests" -eq 1 ]; then
   packages+=("${test_packages[@]}")
