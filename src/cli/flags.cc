@@ -21,6 +21,8 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
   cmd.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd.add_option("--config", "Read settings from a TOML file; keys are flag names (data-dir = \"/var/lib/magnetar\"); flags on the command line win");
   cmd.add_option("--data-dir", c.data_dir, "Where data, metadata and ports.json live")->capture_default_str();
+  cmd.add_option("--ports-file", c.ports_file,
+                 "Also write the bound ports to this file, as ports.json holds them (removed when the node stops)");
   cmd.add_option("--bind", c.bind, "Address every listener binds to (0.0.0.0 for all interfaces)")->capture_default_str();
   cmd.add_option("--advertised-address", c.advertised_address,
                  "Host name or address handed to clients in lookups and metadata (default: the bind address, or the host name when binding to all interfaces)");

@@ -10,6 +10,13 @@ namespace magnetar::server {
 
 struct Config {
   std::string data_dir = "./data";
+  // Where the bound ports are written besides <data_dir>/ports.json, as the
+  // same JSON object; empty: nowhere else. Removed again when the node stops.
+  std::string ports_file;
+  // The data directory is private to this process and removed when it
+  // stops (magnetar start --ephemeral, cli/ephemeral.h): nothing needs to
+  // survive a crash, so the metadata store does not sync its writes either.
+  bool ephemeral = false;
   std::string bind = "127.0.0.1";
   // Host handed to clients in lookups and metadata. Empty: the bind address,
   // or this machine's host name when binding to a wildcard address.

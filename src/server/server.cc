@@ -69,7 +69,7 @@ Status Server::prepare_data_dir() {
   return Status::ok();
 }
 
-Status Server::write_ports_file() const {
+nlohmann::json Server::ports_json() const {
   nlohmann::json ports = {{"http", ports_.http}, {"pulsar", ports_.pulsar}, {"kafka", ports_.kafka}, {"amqp", ports_.amqp}};
   // TLS listeners appear only when on.
   for (auto [name, port] : {std::pair{"http_tls", ports_.http_tls}, std::pair{"pulsar_tls", ports_.pulsar_tls},
@@ -77,14 +77,32 @@ Status Server::write_ports_file() const {
                             std::pair{"cluster", ports_.cluster}}) {
     if (port != 0) ports[name] = port;
   }
-  std::string path = config_.data_dir + "/ports.json";
+  return ports;
+}
+
+namespace {
+
+// Replaces `path` with `text` at once (write beside it, then rename), so a
+// reader never sees half a file.
+Status replace_file(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << ports.dump() << "\n";
+    out << text;
     if (!out) return Status::io_error("cannot write " + tmp);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::from_errno(errno, "rename " + tmp);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status Server::write_ports_file() {
+  std::string text = ports_json().dump() + "\n";
+  MAGNETAR_RETURN_IF_ERROR(replace_file(config_.data_dir + "/ports.json", text));
+  if (config_.ports_file.empty()) return Status::ok();
+  MAGNETAR_RETURN_IF_ERROR(replace_file(config_.ports_file, text));
+  wrote_ports_file_ = true;
   return Status::ok();
 }
 
@@ -213,8 +231,9 @@ Status Server::start() {
     remote_calls_ = std::make_unique<ClusterCalls>(*cluster_);
     components_.push_back(std::move(ownership));
   } else {
-    auto leveldb = std::make_unique<metadata::LevelDbStore>(
-        metadata::LevelDbStore::Options{config_.data_dir + "/metadata"});
+    metadata::LevelDbStore::Options metadata_options{config_.data_dir + "/metadata"};
+    metadata_options.sync_writes = !config_.ephemeral;
+    auto leveldb = std::make_unique<metadata::LevelDbStore>(std::move(metadata_options));
     store = leveldb.get();
     components_.push_back(std::move(leveldb));
   }
@@ -527,6 +546,10 @@ void Server::stop() {
   if (runtime_) {
     runtime_->stop();
     runtime_.reset();
+  }
+  if (wrote_ports_file_) {
+    std::remove(config_.ports_file.c_str());
+    wrote_ports_file_ = false;
   }
   if (lock_fd_ >= 0) {
     ::close(lock_fd_);  // releases the flock

@@ -2,7 +2,7 @@
 //
 // Start-up order: data directory (locked against a second process), runtime,
 // then components in dependency order; the bound ports are written to
-// <data-dir>/ports.json. stop() runs components' stop in reverse, then the
+// <data-dir>/ports.json (and to Config::ports_file when set). stop() runs components' stop in reverse, then the
 // runtime. Start-up does only what serving needs; everything else is lazy.
 #pragma once
 
@@ -80,6 +80,9 @@ class Server {
 
   const Config& config() const { return config_; }
   const BoundPorts& ports() const { return ports_; }
+  // The bound ports as ports.json holds them: {"http": 8080, "pulsar": 6650, ...};
+  // listeners that are off are 0, TLS and cluster ports appear only when on.
+  nlohmann::json ports_json() const;
   runtime::Runtime& runtime() { return *runtime_; }
   // The lines of the start-up banner: what is served where.
   std::vector<std::string> banner() const;
@@ -92,7 +95,7 @@ class Server {
   common::Status prepare_authentication();
   common::Status prepare_tls();
   void watch_tls_files();
-  common::Status write_ports_file() const;
+  common::Status write_ports_file();
   // A cluster member's Kafka broker id: the one it got at its first start.
   static common::Result<int32_t> allocate_broker_id(metadata::Store& store, uint64_t node);
   // What this node tells the others and the admin API about itself.
@@ -125,6 +128,7 @@ class Server {
   bool tls_watch_stop_ = false;  // guarded by tls_watch_mu_
   BoundPorts ports_;
   int lock_fd_ = -1;
+  bool wrote_ports_file_ = false;  // config_.ports_file, removed by stop()
 };
 
 // The version string of this build, e.g. "0.1.0".
