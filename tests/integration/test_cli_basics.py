@@ -22,7 +22,7 @@ class CliBasicsTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0)
         for flag in ("--data-dir", "--bind", "--advertised-address", "--http-port", "--pulsar-port",
                      "--kafka-port", "--amqp-port", "--cluster-name", "--log-level", "--config",
-                     "--fsync", "--fsync-interval-ms"):
+                     "--fsync", "--fsync-interval-ms", "--ephemeral", "--print-env", "--ports-file"):
             self.assertIn(flag, r.stdout)
 
     def test_version(self):

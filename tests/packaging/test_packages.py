@@ -264,6 +264,7 @@ class DebPackageTest(unittest.TestCase):
         self.assertEqual(set(complete("")), {"start", "standalone", "version", "produce", "consume", "perf", "admin",
                                              "trace", "tokens", "cluster"})
         self.assertEqual(complete("standalone", "--data-dir", "/tmp", "--http"), ["--http-port"])
+        self.assertEqual(complete("start", "--eph"), ["--ephemeral"])
         self.assertEqual(complete("admin", "--json", "tenants", "cr"), ["create"])
         self.assertIn("--subscription", complete("consume", "my-topic", "--s"))
 
