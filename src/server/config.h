@@ -15,7 +15,8 @@ struct Config {
   std::string ports_file;
   // The data directory is private to this process and removed when it
   // stops (magnetar start --ephemeral, cli/ephemeral.h): nothing needs to
-  // survive a crash, so the metadata store does not sync its writes either.
+  // survive a crash, so nothing is synced, whatever `fsync` says: neither the
+  // log nor the metadata store nor LevelDB's own files (server/unsynced_files.h).
   bool ephemeral = false;
   std::string bind = "127.0.0.1";
   // Host handed to clients in lookups and metadata. Empty: the bind address,

@@ -34,6 +34,7 @@
 #include "metadata/leveldb_store.h"
 #include "server/allocator.h"
 #include "server/process_metrics.h"
+#include "server/unsynced_files.h"
 #include "storage/storage.h"
 
 #ifndef MAGNETAR_VERSION
@@ -232,7 +233,10 @@ Status Server::start() {
     components_.push_back(std::move(ownership));
   } else {
     metadata::LevelDbStore::Options metadata_options{config_.data_dir + "/metadata"};
-    metadata_options.sync_writes = !config_.ephemeral;
+    if (config_.ephemeral) {
+      metadata_options.sync_writes = false;
+      metadata_options.env = unsynced_leveldb_env();
+    }
     auto leveldb = std::make_unique<metadata::LevelDbStore>(std::move(metadata_options));
     store = leveldb.get();
     components_.push_back(std::move(leveldb));
@@ -279,6 +283,10 @@ Status Server::start() {
                                                              : storage::FsyncMode::kAlways;
   storage_options.fsync_interval = std::chrono::milliseconds(config_.fsync_interval_ms);
   storage_options.compact_ratio = config_.segment_compact_ratio;
+  if (config_.ephemeral) {
+    storage_options.file_ops = unsynced_file_ops();
+    storage_options.index_env = unsynced_leveldb_env();
+  }
   auto storage = storage::make_local_storage(storage_options);
   auto policies = std::make_unique<broker::PolicyCache>(*store);
   const broker::PolicyCache* policies_ptr = policies.get();  // still needed once it joined components_

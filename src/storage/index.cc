@@ -159,9 +159,10 @@ void Index::Batch::drop_segment_ref(uint64_t segment, LedgerId ledger) {
 
 // ---- Index ----
 
-Result<std::unique_ptr<Index>> Index::open(const std::string& path) {
+Result<std::unique_ptr<Index>> Index::open(const std::string& path, leveldb::Env* env) {
   leveldb::Options options;
   options.create_if_missing = true;
+  if (env != nullptr) options.env = env;
   leveldb::DB* db = nullptr;
   leveldb::Status s = leveldb::DB::Open(options, path, &db);
   if (!s.ok()) return from_leveldb(s, "open");

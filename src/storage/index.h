@@ -59,7 +59,8 @@ struct Checkpoint {
 class Index {
  public:
   // Opens (creating if missing) the LevelDB database at `path`.
-  static common::Result<std::unique_ptr<Index>> open(const std::string& path);
+  // `env` null: LevelDB's default file system.
+  static common::Result<std::unique_ptr<Index>> open(const std::string& path, leveldb::Env* env = nullptr);
   ~Index();
   Index(const Index&) = delete;
   Index& operator=(const Index&) = delete;

@@ -21,7 +21,7 @@ constexpr size_t kReplayFlushRecords = 16384;
 Status StorageImpl::recover() {
   MAGNETAR_RETURN_IF_ERROR(ensure_directory(segments_dir_));
   MAGNETAR_RETURN_IF_ERROR(ensure_directory(index_dir_));
-  auto index = Index::open(index_dir_);
+  auto index = Index::open(index_dir_, options_.index_env);
   if (!index) return index.status();
   index_ = std::move(index.value());
   auto cp = index_->checkpoint();

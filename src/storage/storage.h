@@ -30,6 +30,10 @@
 #include "common/status.h"
 #include "runtime/component.h"
 
+namespace leveldb {
+class Env;
+}
+
 namespace magnetar::storage {
 
 class FileOps;
@@ -96,6 +100,9 @@ struct StorageOptions {
   size_t max_read_bytes = 8u << 20;          // one read returns at most this (but >= 1 entry)
   // The file system calls on segments (file_ops.h); null: the real ones.
   std::shared_ptr<FileOps> file_ops;
+  // The file system the index (LevelDB) uses; null: LevelDB's default. Must
+  // outlive the storage.
+  leveldb::Env* index_env = nullptr;
 };
 
 template <typename T>
