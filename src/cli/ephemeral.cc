@@ -43,9 +43,9 @@ void add_ephemeral_flags(CLI::App& cmd, EphemeralOptions& options) {
   cmd.add_flag("--ephemeral", options.enabled,
                "A throwaway node for tests: data in a private directory under $TMPDIR that is removed when it stops "
                "(and, if it was killed, by the next ephemeral start), every listener on a free port unless given, "
-               "--fsync never (nothing is meant to survive), --log-level warn; once ready it prints one JSON line "
-               "on stdout: pid, dataDir, readyMs, ports, pulsarUrl, httpUrl, kafkaBootstrap, amqpUrl. Not with "
-               "--data-dir or --cluster-port");
+               "nothing ever synced to disk (nothing is meant to survive), --log-level warn; once ready it prints "
+               "one JSON line on stdout: pid, dataDir, readyMs, ports, pulsarUrl, httpUrl, kafkaBootstrap, amqpUrl. "
+               "Not with --data-dir, --cluster-port or --fsync");
   cmd.add_flag("--print-env", options.print_env,
                "With --ephemeral: once ready, print PULSAR_URL, PULSAR_HTTP_URL, KAFKA_BOOTSTRAP, AMQP_URL, "
                "MAGNETAR_PID and MAGNETAR_DATA_DIR as KEY=value lines instead of the JSON line and return, "
@@ -64,6 +64,12 @@ void apply_ephemeral_settings(const CLI::App& cmd, const EphemeralOptions& optio
         "private temporary directory that is removed when it stops",
         flag));
   }
+  for (const char* flag : {"--fsync", "--fsync-interval-ms"}) {
+    if (cmd.count(flag) == 0) continue;
+    throw CLI::ValidationError(fmt::format(
+        "--ephemeral cannot be used with {}: an ephemeral node never syncs, its data is removed when it stops",
+        flag));
+  }
   config.ephemeral = true;
   for (auto [flag, port] : {std::pair{"--http-port", &config.http_port},
                             std::pair{"--pulsar-port", &config.pulsar_port},
@@ -71,7 +77,7 @@ void apply_ephemeral_settings(const CLI::App& cmd, const EphemeralOptions& optio
                             std::pair{"--amqp-port", &config.amqp_port}}) {
     if (cmd.count(flag) == 0) *port = 0;
   }
-  if (cmd.count("--fsync") == 0) config.fsync = "never";
+  config.fsync = "never";
   if (cmd.count("--log-level") == 0) config.log_level = "warn";
 }
 

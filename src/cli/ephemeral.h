@@ -25,11 +25,11 @@ void add_ephemeral_flags(CLI::App& cmd, EphemeralOptions& options);
 
 // REQUIRES: `cmd` has been parsed (call it from its callback). Refuses, with
 // a CLI::ValidationError that says why, the flags an ephemeral node cannot
-// honour (--data-dir, --cluster-port, --join, --cluster-secret-file) and
-// --print-env without --ephemeral. Then gives the settings an ephemeral node
-// changes their ephemeral values, unless given on the command line or in
-// --config: every plaintext listener on port 0, --fsync never, --log-level
-// warn.
+// honour (--data-dir, --cluster-port, --join, --cluster-secret-file,
+// --fsync, --fsync-interval-ms) and --print-env without --ephemeral. Then
+// sets Config::ephemeral (nothing is synced) and gives the settings an
+// ephemeral node changes their ephemeral values unless given on the command
+// line or in --config: every plaintext listener on port 0, --log-level warn.
 void apply_ephemeral_settings(const CLI::App& cmd, const EphemeralOptions& options, server::Config& config);
 
 // What a started ephemeral node prints once ready. One JSON object and a

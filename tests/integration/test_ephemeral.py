@@ -310,6 +310,7 @@ class EphemeralTest(unittest.TestCase):
             (["start", "--ephemeral", "--cluster-port", "6660"], "--cluster-port"),
             (["start", "--ephemeral", "--join", "127.0.0.1:6660"], "--join"),
             (["start", "--ephemeral", "--cluster-secret-file", "/etc/magnetar/cluster.key"], "--cluster-secret-file"),
+            (["start", "--ephemeral", "--fsync", "always"], "--fsync"),
             (["start", "--print-env"], "--print-env needs --ephemeral"),
         ]
         for args, what in cases:
@@ -325,7 +326,7 @@ class EphemeralTest(unittest.TestCase):
     def test_help_and_bash_completion_offer_the_flags(self):
         r = subprocess.run([BIN, "start", "--help"], capture_output=True, text=True, timeout=30)
         for flag in ("--ephemeral", "--print-env", "--ports-file", "PULSAR_URL", "KAFKA_BOOTSTRAP", "AMQP_URL",
-                     "MAGNETAR_PID", "--fsync never"):
+                     "MAGNETAR_PID", "nothing ever synced"):
             self.assertIn(flag, r.stdout)
         script = os.path.join(ROOT, "packaging", "magnetar.bash-completion")
         probe = ('source "$0"; COMP_WORDS=("${@}"); COMP_CWORD=$(( $# - 1 )); _magnetar; '
