@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Start-up and idle cost of `magnetar standalone`, against nats-server with
-JetStream measured in the same run when it is installed (Debian package
-nats-server).
+"""Start-up and idle cost of `magnetar standalone` and of `magnetar start
+--ephemeral`, against nats-server with JetStream measured in the same run
+when it is installed (Debian package nats-server).
 
 For each broker, N times on one data directory: exec it, poll its health
 endpoint every 0.2 ms until it answers 200 (time to ready), let it idle, read
 its resident memory and the CPU time it used while idle, then SIGTERM it and
 time the exit. The first run starts on an empty directory (first start,
 which creates the default tenant and namespaces); the others are restarts.
+An ephemeral node is ready when it prints its JSON line, and every one of
+its runs is a first start in a directory of its own under TMPDIR.
 
     bench/startup.py [--runs 10] [--idle 3] [--json]
 """
@@ -75,6 +77,10 @@ def measure(argv, port, health_path, idle_s):
     if ready is None:
         proc.kill()
         raise RuntimeError(f"{argv[0]} did not become healthy")
+    return idle_then_stop(proc, ready, idle_s)
+
+
+def idle_then_stop(proc, ready, idle_s):
     time.sleep(0.5)
     cpu0 = cpu_seconds(proc.pid)
     time.sleep(idle_s)
@@ -92,6 +98,25 @@ def magnetar(binary, d, idle_s):
     return measure([binary, "standalone", "--data-dir", d, "--http-port", str(port),
                     "--pulsar-port", "0", "--kafka-port", "0", "--amqp-port", "0",
                     "--log-level", "warn"], port, "/admin/v2/brokers/health", idle_s)
+
+
+def magnetar_ephemeral(binary, d, idle_s):
+    """`magnetar start --ephemeral` with TMPDIR=d: ready is its JSON line on
+    stdout (every listener bound); every run is a first start in a new
+    directory, which must be gone once the process exited."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen([binary, "start", "--ephemeral"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, TMPDIR=d))
+    line = proc.stdout.readline()
+    ready = time.monotonic() - t0
+    if not line:
+        raise RuntimeError(f"{binary} start --ephemeral exited with {proc.wait(10)} before its JSON line")
+    data_dir = json.loads(line)["dataDir"]
+    result = idle_then_stop(proc, ready, idle_s)
+    proc.stdout.close()
+    if os.path.exists(data_dir):
+        raise RuntimeError(f"{data_dir} is still there after the node exited")
+    return result
 
 
 def nats(binary, d, idle_s):
@@ -117,7 +142,8 @@ def main():
     args = ap.parse_args()
 
     results = {}
-    contenders = [("magnetar", lambda d: magnetar(args.binary, d, args.idle))]
+    contenders = [("magnetar", lambda d: magnetar(args.binary, d, args.idle)),
+                  ("magnetar --ephemeral", lambda d: magnetar_ephemeral(args.binary, d, args.idle))]
     nats_bin = shutil.which("nats-server")
     if nats_bin:
         contenders.append(("nats-server -js", lambda d: nats(nats_bin, d, args.idle)))
@@ -139,9 +165,9 @@ def main():
         print(json.dumps(results, indent=2))
         return
     print(f"\nfirst start, then medians of {max(args.runs - 1, 1)} restarts, {args.idle:.0f} s idle each")
-    print(f"{'':18}{'first ms':>10}{'ready ms':>10}{'RSS MB':>10}{'idle CPU %':>12}{'stop ms':>10}  exit")
+    print(f"{'':22}{'first ms':>10}{'ready ms':>10}{'RSS MB':>10}{'idle CPU %':>12}{'stop ms':>10}  exit")
     for name, r in results.items():
-        print(f"{name:18}{r['first_start_ready_ms']:10.1f}{r['ready_ms']:10.1f}{r['rss_mb']:10.1f}"
+        print(f"{name:22}{r['first_start_ready_ms']:10.1f}{r['ready_ms']:10.1f}{r['rss_mb']:10.1f}"
               f"{r['idle_cpu_pct']:12.2f}{r['stop_ms']:10.1f}  {r['exit_codes']}")
     if "nats-server -js" in results:
         m, n = results["magnetar"], results["nats-server -js"]
