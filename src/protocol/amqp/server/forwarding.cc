@@ -153,7 +153,9 @@ void serve_topic_calls(AmqpService& service, broker::RemoteCalls& calls) {
     auto topic = call != nullptr && call->topic() != nullptr ? broker::TopicName::parse(call->topic()->string_view())
                                                              : Result<broker::TopicName>(Status::invalid_argument(""));
     const auto op = call != nullptr ? static_cast<TopicCall::Op>(call->op()) : TopicCall::Op{};
-    if (!topic.is_ok() || op < TopicCall::Op::kPrepare || op > TopicCall::Op::kDelete) {
+    // Members send full names: a short one ("orders") is not theirs.
+    const bool full = topic.is_ok() && topic->to_string() == call->topic()->string_view();
+    if (!full || op < TopicCall::Op::kPrepare || op > TopicCall::Op::kDelete) {
       return reply(encode_counts(Status::invalid_argument("a queue topic call was refused: it does not decode")));
     }
     run_topic_call(service, *topic, {op, call->fresh(), call->stream()},
