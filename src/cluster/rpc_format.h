@@ -27,6 +27,9 @@ enum class Method : uint16_t {
   kKafkaGroupOffset = 100,  // protocol/kafka/server/group_offsets.h
   kAmqpPublish = 110,       // protocol/amqp/server/forwarding.h
   kAmqpQueueTopic = 111,    // protocol/amqp/server/forwarding.h
+  kAmqpConsumeOpen = 112,   // protocol/amqp/server/remote_consumers.h
+  kAmqpConsumerOp = 113,    // protocol/amqp/server/remote_consumers.h
+  kAmqpDeliveries = 114,    // protocol/amqp/server/remote_consumers.h
 };
 
 }  // namespace magnetar::cluster::rpc

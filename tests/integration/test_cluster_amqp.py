@@ -7,8 +7,10 @@ queues' topics over the cluster port. Consumers read a queue on its owner.
 """
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import time
 import unittest
 
 import pika
@@ -135,7 +137,66 @@ class ClusterAmqpTest(unittest.TestCase):
         # Deleted through one member, it is gone on the others too.
         wait_for(lambda: self.known_on(owner, queue) is None, "the queue gone on its owner")
 
-    def test_a_consumer_on_a_member_that_does_not_own_the_queue_is_told_where_it_is(self):
+    def test_consumers_on_a_member_that_does_not_own_the_queue_read_it_there(self):
+        here = self.members[1]
+        queue = next(q for q in (f"far-{i}" for i in range(32)) if self.owner_of(q) is not here)
+        owner = self.owner_of(queue)
+        publisher = next(m for m in self.members if m is not here and m is not owner)
+        with connect(here) as conn:
+            conn.channel().queue_declare(queue, durable=True)
+        wait_for(lambda: self.known_on(publisher, queue), "the queue on the publishing member")
+        with connect(publisher) as conn:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            for i in range(30):
+                ch.basic_publish("", queue, f"m{i}".encode())
+
+        with connect(here) as conn:
+            ch = conn.channel()
+            ch.basic_qos(prefetch_count=5)
+            got = []
+            redelivered = []
+
+            def on_message(channel, method, properties, body):
+                text = body.decode()
+                if text == "m3" and not method.redelivered:
+                    # Requeued once: it comes back, marked redelivered.
+                    channel.basic_nack(method.delivery_tag, requeue=True)
+                    return
+                if method.redelivered:
+                    redelivered.append(text)
+                got.append(text)
+                channel.basic_ack(method.delivery_tag)
+
+            tag = ch.basic_consume(queue, on_message)
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(got) < 30 and time.monotonic() < deadline:
+                conn.process_data_events(time_limit=0.2)
+            ch.basic_cancel(tag)
+        self.assertEqual(sorted(got, key=lambda t: int(t[1:])), [f"m{i}" for i in range(30)])
+        self.assertEqual(redelivered, ["m3"])
+        self.assertEqual([t for t in got if t != "m3"], [f"m{i}" for i in range(30) if i != 3])
+        wait_for(lambda: self.counts_on(owner, queue) == 0, "every message acknowledged at the owner")
+
+        # What a consumer elsewhere holds unacknowledged goes back to the queue when it goes.
+        with connect(publisher) as conn:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            for i in range(4):
+                ch.basic_publish("", queue, f"held-{i}".encode())
+        conn = connect(here)
+        ch = conn.channel()
+        held = []
+        ch.basic_qos(prefetch_count=10)
+        ch.basic_consume(queue, lambda c, m, p, body: held.append(body.decode()))
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(held) < 4 and time.monotonic() < deadline:
+            conn.process_data_events(time_limit=0.2)
+        self.assertEqual(held, [f"held-{i}" for i in range(4)])
+        conn.close()
+        self.assertEqual(drain(owner, queue, 4), [f"held-{i}" for i in range(4)])
+
+    def test_basic_get_on_a_member_that_does_not_own_the_queue_is_told_where_it_is(self):
         here = self.members[1]
         queue = next(q for q in (f"elsewhere-{i}" for i in range(32)) if self.owner_of(q) is not here)
         owner = self.owner_of(queue)
@@ -143,24 +204,90 @@ class ClusterAmqpTest(unittest.TestCase):
             ch = conn.channel()
             ch.queue_declare(queue, durable=True)
             with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as refused:
-                ch.basic_consume(queue, lambda *args: None)
+                ch.basic_get(queue)
             # A channel exception: the connection stays open for publishing.
             self.assertEqual(refused.exception.reply_code, 405)
-            self.assertTrue(conn.is_open)
-            with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as got:
-                conn.channel().basic_get(queue)
-            self.assertEqual(got.exception.reply_code, 405)
             self.assertIn(f"amqp://127.0.0.1:{owner.ports['amqp']}", refused.exception.reply_text)
-        # The owner serves it, and the node that refused still serves its own queues.
-        with connect(owner) as conn:
-            conn.channel().queue_declare(queue, durable=True)
-        mine = next(q for q in (f"mine-{i}" for i in range(32)) if self.owner_of(q) is here)
-        with connect(here) as conn:
+            self.assertTrue(conn.is_open)
             ch = conn.channel()
             ch.confirm_delivery()
-            ch.queue_declare(mine, durable=True)
-            ch.basic_publish("", mine, b"still-serving")
-        self.assertEqual(drain(here, mine, 1), ["still-serving"])
+            ch.basic_publish("", queue, b"still-serving")
+        self.assertEqual(drain(owner, queue, 1), ["still-serving"])
+
+    def counts_on(self, node, queue):
+        found = self.known_on(node, queue)
+        return found.method.message_count if found else None
+
+class ClusterAmqpFailuresTest(unittest.TestCase):
+    """A member of a remote consumer's pair goes away."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="magnetar-cluster-amqp-")
+        self.cluster = Cluster(make_secret(self.dir))
+        first = self.cluster.add()
+        self.cluster.add(join=self.cluster.seed())
+        self.cluster.add(join=self.cluster.seed())
+        wait_for(lambda: sum(n["raftRole"] == "voter" and n["alive"] for n in nodes_of(first)) == 3,
+                 "three live voters")
+        self.members = list(self.cluster.members)
+        for member in self.members:
+            wait_for(lambda: len(call_json(member, "GET", "/admin/v2/brokers/standalone")[1]) == 3,
+                     "every member's addresses")
+
+    def tearDown(self):
+        self.cluster.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def owner_of(self, queue):
+        return ClusterAmqpTest.owner_of(self, queue)
+
+    def test_a_consumer_whose_member_dies_gives_its_messages_back(self):
+        # The consumer's member is not the first (it keeps the test's view of the cluster).
+        consumer_member = self.members[2]
+        queue = next(q for q in (f"orphan-{i}" for i in range(32)) if self.owner_of(q) is not consumer_member)
+        owner = self.owner_of(queue)
+        with connect(owner) as conn:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            ch.queue_declare(queue, durable=True)
+            for i in range(3):
+                ch.basic_publish("", queue, f"held-{i}".encode())
+        conn = connect(consumer_member)
+        ch = conn.channel()
+        wait_for(lambda: ClusterAmqpTest.known_on(self, consumer_member, queue), "the queue on the consumer's member")
+        held = []
+        ch.basic_consume(queue, lambda c, m, p, body: held.append(body.decode()))
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(held) < 3 and time.monotonic() < deadline:
+            conn.process_data_events(time_limit=0.2)
+        self.assertEqual(held, ["held-0", "held-1", "held-2"])
+        consumer_member.proc.send_signal(signal.SIGKILL)
+        consumer_member.proc.wait(timeout=TIMEOUT_S)
+        # Once the owner sees the member gone, the messages are ready again.
+        wait_for(lambda: ClusterAmqpTest.known_on(self, owner, queue).method.message_count == 3,
+                 "the held messages back in the queue", timeout=30)
+        self.assertEqual(drain(owner, queue, 3), ["held-0", "held-1", "held-2"])
+
+    def test_a_consumer_whose_queue_member_dies_is_cancelled(self):
+        here = self.members[0]
+        queue = next(q for q in (f"lost-{i}" for i in range(64))
+                     if self.owner_of(q) is not here and self.owner_of(q) is not self.members[1])
+        owner = self.owner_of(queue)
+        with connect(here) as conn:
+            conn.channel().queue_declare(queue, durable=True)
+        conn = connect(here)
+        ch = conn.channel()
+        cancelled = []
+        ch.add_on_cancel_callback(lambda frame: cancelled.append(frame.method.consumer_tag))
+        tag = ch.basic_consume(queue, lambda *args: None)
+        owner.proc.send_signal(signal.SIGKILL)
+        owner.proc.wait(timeout=TIMEOUT_S)
+        deadline = time.monotonic() + 30
+        while not cancelled and time.monotonic() < deadline:
+            conn.process_data_events(time_limit=0.2)
+        self.assertEqual(cancelled, [tag])
+        self.assertTrue(conn.is_open)
+        conn.close()
 
 
 if __name__ == "__main__":

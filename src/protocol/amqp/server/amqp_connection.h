@@ -42,6 +42,7 @@
 #include "protocol/amqp/properties.h"
 #include "protocol/amqp/server/amqp_service.h"
 #include "protocol/amqp/server/queue_limits.h"
+#include "protocol/amqp/server/remote_consumers.h"
 #include "protocol/inflight_window.h"
 #include "runtime/connection.h"
 #include "runtime/replier.h"
@@ -106,6 +107,10 @@ struct QueueConsumer {
   // A priority queue's: the consumer's levels, and which one this is.
   std::shared_ptr<PriorityGroup> group;
   uint8_t level = 0;
+  // Set when another cluster member owns the topic: the session there
+  // (remote_consumers.h). Set on the connection's reactor before the
+  // consumer's first permits.
+  std::shared_ptr<RemoteSession> remote;
 };
 
 // A message delivered and not yet acknowledged.
@@ -416,6 +421,10 @@ void handle_ack(AmqpConnection& c, Channel& ch, const Method& m);       // ack, 
 // if the topic is loaded and the queue's subscription is there.
 void on_subscription(AmqpService& service, const std::shared_ptr<QueueConsumer>& consumer,
                      std::function<void(broker::Subscription&, uint64_t)> fn);
+// Runs `fn` with what settles and flows `consumer`'s deliveries: its
+// subscription here, or its session at the member that owns the queue.
+void on_subscription_ops(AmqpService& service, const std::shared_ptr<QueueConsumer>& consumer,
+                         std::function<void(SubscriptionOps&)> fn);
 // Finds queue `name` ("" is the channel's last declared queue) for this
 // connection to use: false after raising 404 when it does not exist or 405
 // when it is another connection's exclusive queue.

@@ -14,6 +14,7 @@
 #include "protocol/amqp/convert.h"
 #include "protocol/amqp/server/amqp_connection.h"
 #include "protocol/amqp/server/forwarding.h"
+#include "protocol/amqp/server/remote_consumers.h"
 
 namespace magnetar::protocol::amqp {
 
@@ -174,7 +175,13 @@ AmqpService::~AmqpService() {
 Status AmqpService::start() {
   MAGNETAR_RETURN_IF_ERROR(load_topology());
   follow_topology();
-  if (broker::RemoteCalls* calls = broker_.remote_calls()) serve_cluster_calls(*this, *calls);
+  if (broker::RemoteCalls* calls = broker_.remote_calls()) {
+    serve_cluster_calls(*this, *calls);
+    if (broker_.ownership() != nullptr && node_ != 0) {
+      remote_consumers_ = std::make_shared<RemoteConsumers>(*this, runtime_, *calls, *broker_.ownership(), node_);
+      remote_consumers_->start();
+    }
+  }
   runtime::ConnectionOptions conn;
   conn.max_input_bytes = size_t{options_.frame_max} * 4 + 4096;
   runtime::ListenerPorts ports{options_.plain_enabled, options_.port, options_.tls, options_.tls_port};
@@ -190,6 +197,7 @@ void AmqpService::stop() {
   stopping_.store(true, std::memory_order_release);
   if (watch_) store_.unwatch(*watch_);
   watch_.reset();
+  if (remote_consumers_) remote_consumers_->stop();
   if (listener_) listener_->shutdown();
   if (tls_listener_) tls_listener_->shutdown();
   keeper_.stop();

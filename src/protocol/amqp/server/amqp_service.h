@@ -49,6 +49,8 @@
 
 namespace magnetar::protocol::amqp {
 
+class RemoteConsumers;
+
 inline constexpr size_t kDefaultMaxTxMessages = 10000;
 inline constexpr size_t kDefaultMaxTxBytes = 64 << 20;
 
@@ -156,6 +158,8 @@ class AmqpService final : public runtime::Component {
   // The owner of an exclusive queue declared on another member: no
   // connection here has this id.
   static constexpr uint64_t kElsewhere = UINT64_MAX;
+  // Consumers of queues other members own (cluster members only; else null).
+  RemoteConsumers* remote_consumers() { return remote_consumers_.get(); }
   uint64_t next_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
   // Dead-lettered copies are published by this producer (one per node).
   uint64_t dead_letter_producer_id() const { return dead_letter_producer_id_; }
@@ -275,6 +279,7 @@ class AmqpService final : public runtime::Component {
   std::map<std::string, Topology> vhosts_;  // by "tenant/namespace"; guarded by mu_
   const Topology empty_;
   uint64_t node_ = 0;  // 0: a standalone node
+  std::shared_ptr<RemoteConsumers> remote_consumers_;
   std::optional<metadata::WatchId> watch_;
   // Topology sync (cluster members). Store callbacks hold `life` shared
   // while they use this service; the destructor takes it exclusively and

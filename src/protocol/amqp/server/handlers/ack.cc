@@ -41,11 +41,11 @@ void settle(AmqpConnection& c, std::vector<Unacked> taken, Settle how) {
       auto message = u.message;  // `u` moves into the callback below
       dead_letter(c.service(), *consumer->limits, *message, "rejected",
                   [&service = c.service(), u = std::move(u)](common::Status) {
-                    on_subscription(service, u.consumer, [u](broker::Subscription& s, uint64_t id) {
+                    on_subscription_ops(service, u.consumer, [u](SubscriptionOps& s) {
                       if (u.batch_size > 1) {
-                        (void)s.ack_batch_index(id, u.position, u.batch_index, u.batch_size);
+                        s.ack_batch_index(u.position, u.batch_index, u.batch_size);
                       } else {
-                        (void)s.ack(id, u.position);
+                        s.ack(u.position);
                       }
                     });
                   });
@@ -59,20 +59,20 @@ void settle(AmqpConnection& c, std::vector<Unacked> taken, Settle how) {
   for (auto& [ptr, list] : by_consumer) {
     auto consumer = list.front().consumer;
     const auto n = static_cast<uint32_t>(list.size());
-    on_subscription(c.service(), consumer, [list = std::move(list), how](broker::Subscription& s, uint64_t id) {
+    on_subscription_ops(c.service(), consumer, [list = std::move(list), how](SubscriptionOps& s) {
       if (how == Settle::kRequeue) {
         std::vector<ledger::Position> positions;
         for (const auto& u : list) {
           if (positions.empty() || positions.back() != u.position) positions.push_back(u.position);
         }
-        s.redeliver_unacknowledged(id, positions);
+        s.redeliver(positions);
         return;
       }
       for (const auto& u : list) {
         if (u.batch_size > 1) {
-          (void)s.ack_batch_index(id, u.position, u.batch_index, u.batch_size);
+          s.ack_batch_index(u.position, u.batch_index, u.batch_size);
         } else {
-          (void)s.ack(id, u.position);
+          s.ack(u.position);
         }
       }
     });

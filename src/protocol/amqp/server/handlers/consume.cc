@@ -103,6 +103,24 @@ void attach(AmqpConnection& c, Channel& ch, const std::shared_ptr<QueueConsumer>
       consumer->topic, [&service = c.service(), reply = c.replier(ch), consumer, permits, options = std::move(options),
                         then](Result<broker::Topic*> t) mutable {
         if (!t.is_ok()) {
+          // A consumer (not a puller or a stream's reader) of a queue another
+          // member owns reads it there.
+          RemoteConsumers* remote = service.remote_consumers();
+          broker::Ownership* ownership = service.broker().ownership();
+          auto owner = ownership != nullptr ? ownership->known_owner(consumer->topic) : std::nullopt;
+          if (t.status().code() == common::ErrorCode::kWrongNode && remote != nullptr && owner && !owner->here &&
+              !consumer->tag.empty() && !consumer->stream) {
+            return remote->open(
+                owner->node, consumer->topic, options, consumer->sink,
+                [reply, consumer, permits, then](Result<std::shared_ptr<RemoteSession>> session) {
+                  reply([consumer, permits, then, session](AmqpConnection& conn, Channel& chan) {
+                    if (!session.is_ok()) return then(conn, chan, session.status());
+                    consumer->remote = *session;
+                    then(conn, chan, Status::ok());
+                    if (permits > 0 && !consumer->cancelled) consumer->remote->flow(permits);
+                  });
+                });
+          }
           Status st = consume_here_refused(service, consumer->topic, t.status());
           return reply([then, st](AmqpConnection& conn, Channel& chan) { then(conn, chan, st); });
         }
@@ -388,6 +406,35 @@ void on_subscription(AmqpService& service, const std::shared_ptr<QueueConsumer>&
                                        });
 }
 
+namespace {
+// A consumer's subscription on this member.
+class LocalOps final : public SubscriptionOps {
+ public:
+  LocalOps(broker::Subscription& s, uint64_t id) : s_(s), id_(id) {}
+  void flow(uint32_t permits) override { s_.flow(id_, permits); }
+  void ack(ledger::Position p) override { (void)s_.ack(id_, p); }
+  void ack_batch_index(ledger::Position p, uint32_t index, uint32_t size) override {
+    (void)s_.ack_batch_index(id_, p, index, size);
+  }
+  void redeliver(const std::vector<ledger::Position>& positions) override {
+    s_.redeliver_unacknowledged(id_, positions);
+  }
+
+ private:
+  broker::Subscription& s_;
+  const uint64_t id_;
+};
+}  // namespace
+
+void on_subscription_ops(AmqpService& service, const std::shared_ptr<QueueConsumer>& consumer,
+                         std::function<void(SubscriptionOps&)> fn) {
+  if (consumer->remote) return fn(*consumer->remote);
+  on_subscription(service, consumer, [fn = std::move(fn)](broker::Subscription& s, uint64_t id) {
+    LocalOps ops(s, id);
+    fn(ops);
+  });
+}
+
 void AmqpConsumerSink::deliver(std::vector<broker::Delivery> entries) {
   runtime::Replier<AmqpConnection>(link_, conn_reactor_)(
       [channel = channel_, serial = serial_, consumer = consumer_, entries = std::move(entries)](
@@ -557,12 +604,16 @@ void AmqpConnection::deliver_entries(Channel& chan, const std::shared_ptr<QueueC
   auto settle = [&service = service_, consumer, settled = std::move(settled), returned = std::move(returned),
                  passed_over = std::move(passed_over)]() {
     if (settled.empty() && returned.empty() && passed_over.empty()) return;
-    on_subscription(service, consumer, [settled, returned, passed_over](broker::Subscription& s, uint64_t id) {
-      for (const auto& p : settled) (void)s.ack(id, p);
+    on_subscription_ops(service, consumer, [settled, returned, passed_over](SubscriptionOps& s) {
+      for (const auto& p : settled) s.ack(p);
       for (const auto& u : passed_over) {
-        (void)(u.batch_size > 1 ? s.ack_batch_index(id, u.position, u.batch_index, u.batch_size) : s.ack(id, u.position));
+        if (u.batch_size > 1) {
+          s.ack_batch_index(u.position, u.batch_index, u.batch_size);
+        } else {
+          s.ack(u.position);
+        }
       }
-      if (!returned.empty()) s.redeliver_unacknowledged(id, returned);
+      if (!returned.empty()) s.redeliver(returned);
     });
   };
   if (dead.empty()) {
@@ -596,7 +647,7 @@ void AmqpConnection::grant(const std::shared_ptr<QueueConsumer>& consumer, uint3
     held_grants_.emplace_back(consumer, n);
     return;
   }
-  on_subscription(service_, consumer, [n](broker::Subscription& s, uint64_t id) { s.flow(id, n); });
+  on_subscription_ops(service_, consumer, [n](SubscriptionOps& s) { s.flow(n); });
 }
 
 void AmqpConnection::uncount(const QueueConsumer& consumer) {
@@ -627,6 +678,13 @@ void AmqpConnection::detach(const std::shared_ptr<QueueConsumer>& consumer) {
   // has let go of it. Posted from this reactor after the consumer's
   // subscribe, it runs after it even while the topic still loads
   // (with_existing_topic waits behind a load under way).
+  if (consumer->remote) {
+    // Its member removes it; an auto-delete queue goes with its last consumer there.
+    const QueueRef* q = consumer->limits.get();
+    const bool auto_delete = q != nullptr && q->auto_delete && !consumer->tag.empty() && !service_.stopping();
+    consumer->remote->close(auto_delete ? q->name : std::string());
+    return;
+  }
   if (consumer->stream) {
     // The consumer's own reader goes with it.
     service_.broker().with_existing_topic(consumer->topic, false, [consumer](Result<broker::Topic*> t) {
