@@ -123,14 +123,21 @@ class ClusterFaultTest(unittest.TestCase):
                 self.assertEqual(status, 204, answer)
             # Well past its lease, wherever in its keepalive cycle it stopped.
             time.sleep(max(0.0, stopped_at + LEASE_S + 2.0 - time.monotonic()))
-            # The write is waiting in its socket when it wakes, so it reaches
-            # the metadata store before any keepalive can be answered.
+            # The write is waiting in its socket when it wakes. The leader is
+            # paused as it wakes, so nobody can renew its lease until the
+            # other two elect a new leader (an election timeout at least):
+            # the write reaches the lease check with the lease lapsed,
+            # however the machine schedules the member's threads.
             conn = http.client.HTTPConnection(paused.host, paused.ports["http"], timeout=30)
             conn.request("PUT", "/admin/v2/tenants/after-pause", json.dumps({"allowedClusters": [], "adminRoles": []}),
                          {"Content-Type": "application/json"})
+            leader.pause()
         finally:
             paused.resume()
-        answer = conn.getresponse()
+        try:
+            answer = conn.getresponse()
+        finally:
+            leader.resume()
         body = answer.read()
         conn.close()
         self.assertEqual(answer.status, 204, body)
