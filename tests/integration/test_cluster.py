@@ -14,23 +14,10 @@ import threading
 import time
 import unittest
 
+from cluster_harness import leader_id, make_secret, nodes_of, wait_for
 from magnetar_harness import BIN, Node, admin, call_json, free_port
 
 WAIT_S = 30.0
-
-
-def wait_for(check, what, timeout=WAIT_S):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-            if last:
-                return last
-        except (OSError, ValueError) as e:  # a node restarting
-            last = e
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
 class Cluster:
@@ -57,26 +44,6 @@ class Cluster:
     def close(self):
         for node in self.members:
             node.close()
-
-
-def nodes_of(node):
-    status, nodes = call_json(node, "GET", "/admin/v2/cluster/nodes")
-    if status != 200:
-        raise ValueError(f"GET /admin/v2/cluster/nodes answered {status}: {nodes}")
-    return nodes
-
-
-def leader_id(node):
-    leaders = [n["id"] for n in nodes_of(node) if n["leader"]]
-    return leaders[0] if leaders else None
-
-
-def make_secret(directory):
-    path = os.path.join(directory, "cluster.key")
-    r = subprocess.run([BIN, "cluster", "create-secret", "--output", path], capture_output=True, text=True,
-                       timeout=30)
-    assert r.returncode == 0, r.stderr
-    return path
 
 
 class ClusterTest(unittest.TestCase):

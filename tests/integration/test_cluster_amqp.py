@@ -42,22 +42,27 @@ def drain(node, queue, expected):
         return got
 
 
+def start_three():
+    """(directory, cluster, members): three members joined by flag, each
+    knowing every other's addresses (a member answers for queues another
+    owns only once it knows where that one is)."""
+    directory = tempfile.mkdtemp(prefix="magnetar-cluster-amqp-")
+    cluster = Cluster(make_secret(directory))
+    first = cluster.add()
+    cluster.add(join=cluster.seed())
+    cluster.add(join=cluster.seed())
+    wait_for(lambda: sum(n["raftRole"] == "voter" and n["alive"] for n in nodes_of(first)) == 3,
+             "three live voters")
+    for member in cluster.members:
+        wait_for(lambda: len(call_json(member, "GET", "/admin/v2/brokers/standalone")[1]) == 3,
+                 "every member's addresses")
+    return directory, cluster, list(cluster.members)
+
+
 class ClusterAmqpTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="magnetar-cluster-amqp-")
-        cls.cluster = Cluster(make_secret(cls.dir))
-        first = cls.cluster.add()
-        cls.cluster.add(join=cls.cluster.seed())
-        cls.cluster.add(join=cls.cluster.seed())
-        wait_for(lambda: sum(n["raftRole"] == "voter" and n["alive"] for n in nodes_of(first)) == 3,
-                 "three live voters")
-        cls.members = list(cls.cluster.members)
-        # Every member knows every other's addresses (a member answers for
-        # queues another owns only once it knows where that one is).
-        for member in cls.members:
-            wait_for(lambda: len(call_json(member, "GET", "/admin/v2/brokers/standalone")[1]) == 3,
-                     "every member's addresses")
+        cls.dir, cls.cluster, cls.members = start_three()
 
     @classmethod
     def tearDownClass(cls):
@@ -222,17 +227,7 @@ class ClusterAmqpFailuresTest(unittest.TestCase):
     """A member of a remote consumer's pair goes away."""
 
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="magnetar-cluster-amqp-")
-        self.cluster = Cluster(make_secret(self.dir))
-        first = self.cluster.add()
-        self.cluster.add(join=self.cluster.seed())
-        self.cluster.add(join=self.cluster.seed())
-        wait_for(lambda: sum(n["raftRole"] == "voter" and n["alive"] for n in nodes_of(first)) == 3,
-                 "three live voters")
-        self.members = list(self.cluster.members)
-        for member in self.members:
-            wait_for(lambda: len(call_json(member, "GET", "/admin/v2/brokers/standalone")[1]) == 3,
-                     "every member's addresses")
+        self.dir, self.cluster, self.members = start_three()
 
     def tearDown(self):
         self.cluster.close()

@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 
-from magnetar_harness import BIN, START_TIMEOUT_S, Node, free_port
+from magnetar_harness import BIN, Node, free_port
 
 WAIT_S = 30.0
 
@@ -113,31 +113,10 @@ class Member(Node):
     def http_url(self):
         return f"http://{self.host}:{self.ports['http']}"
 
-    def start(self):
-        """Starts the process and waits (bounded) for its ports.json."""
-        ports_file = os.path.join(self.data_dir, "ports.json")
-        if os.path.exists(ports_file):
-            os.unlink(ports_file)
+    def launch_prefix(self):
         # `ip netns exec` enters the namespace and execs the binary, so the
         # process left is magnetar itself and signals reach it directly.
-        prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
-        args = prefix + [BIN, self.command, "--data-dir", self.data_dir, "--http-port", "0", "--pulsar-port", "0",
-                         "--kafka-port", "0", "--amqp-port", "0"] + self.extra_args
-        if getattr(self, "log", None):
-            self.log.close()  # a restart: the log goes on in the same file
-        self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"magnetar exited with {self.proc.returncode}: {self.read_log()[-4000:]}")
-            try:
-                with open(ports_file) as f:
-                    self.ports = json.load(f)
-                return self
-            except (FileNotFoundError, json.JSONDecodeError):
-                time.sleep(0.01)
-        raise TimeoutError(f"magnetar did not write ports.json in {START_TIMEOUT_S}s: {self.read_log()[-4000:]}")
+        return ["ip", "netns", "exec", self.netns] if self.netns else []
 
     def pause(self):
         os.kill(self.proc.pid, signal.SIGSTOP)

@@ -38,8 +38,8 @@ class Node:
         ports_file = os.path.join(self.data_dir, "ports.json")
         if os.path.exists(ports_file):
             os.unlink(ports_file)
-        args = [BIN, self.command, "--data-dir", self.data_dir, "--http-port", "0",
-                "--pulsar-port", "0", "--kafka-port", "0", "--amqp-port", "0"] + self.extra_args
+        args = self.launch_prefix() + [BIN, self.command, "--data-dir", self.data_dir, "--http-port", "0",
+                                       "--pulsar-port", "0", "--kafka-port", "0", "--amqp-port", "0"] + self.extra_args
         if getattr(self, "log", None):
             self.log.close()  # a restart: the log goes on in the same file
         self.log = open(self.log_path, "ab")
@@ -47,14 +47,18 @@ class Node:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"magnetar exited with {self.proc.returncode}: {self.read_log()}")
+                raise RuntimeError(f"magnetar exited with {self.proc.returncode}: {self.read_log()[-4000:]}")
             try:
                 with open(ports_file) as f:
                     self.ports = json.load(f)
                 return self
             except (FileNotFoundError, json.JSONDecodeError):
                 time.sleep(0.01)
-        raise TimeoutError(f"magnetar did not write ports.json in {START_TIMEOUT_S}s: {self.read_log()}")
+        raise TimeoutError(f"magnetar did not write ports.json in {START_TIMEOUT_S}s: {self.read_log()[-4000:]}")
+
+    def launch_prefix(self):
+        """What the command line starts with before the binary (none here)."""
+        return []
 
     def read_log(self):
         try:
