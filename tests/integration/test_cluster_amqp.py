@@ -29,6 +29,17 @@ def connect(node):
         "127.0.0.1", node.ports["amqp"], socket_timeout=TIMEOUT_S, blocked_connection_timeout=TIMEOUT_S))
 
 
+def publish(node, queue, bodies, declare=False):
+    """Publishes `bodies` to `queue` through `node`, each confirmed."""
+    with connect(node) as conn:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        if declare:
+            ch.queue_declare(queue, durable=True)
+        for body in bodies:
+            ch.basic_publish("", queue, body.encode())
+
+
 def drain(node, queue, expected):
     """Every message of `queue`, read on `node` with basic.get, in order."""
     with connect(node) as conn:
@@ -150,11 +161,7 @@ class ClusterAmqpTest(unittest.TestCase):
         with connect(here) as conn:
             conn.channel().queue_declare(queue, durable=True)
         wait_for(lambda: self.known_on(publisher, queue), "the queue on the publishing member")
-        with connect(publisher) as conn:
-            ch = conn.channel()
-            ch.confirm_delivery()
-            for i in range(30):
-                ch.basic_publish("", queue, f"m{i}".encode())
+        publish(publisher, queue, [f"m{i}" for i in range(30)])
 
         with connect(here) as conn:
             ch = conn.channel()
@@ -184,11 +191,7 @@ class ClusterAmqpTest(unittest.TestCase):
         wait_for(lambda: self.counts_on(owner, queue) == 0, "every message acknowledged at the owner")
 
         # What a consumer elsewhere holds unacknowledged goes back to the queue when it goes.
-        with connect(publisher) as conn:
-            ch = conn.channel()
-            ch.confirm_delivery()
-            for i in range(4):
-                ch.basic_publish("", queue, f"held-{i}".encode())
+        publish(publisher, queue, [f"held-{i}" for i in range(4)])
         conn = connect(here)
         ch = conn.channel()
         held = []
@@ -241,12 +244,7 @@ class ClusterAmqpFailuresTest(unittest.TestCase):
         consumer_member = self.members[2]
         queue = next(q for q in (f"orphan-{i}" for i in range(32)) if self.owner_of(q) is not consumer_member)
         owner = self.owner_of(queue)
-        with connect(owner) as conn:
-            ch = conn.channel()
-            ch.confirm_delivery()
-            ch.queue_declare(queue, durable=True)
-            for i in range(3):
-                ch.basic_publish("", queue, f"held-{i}".encode())
+        publish(owner, queue, [f"held-{i}" for i in range(3)], declare=True)
         conn = connect(consumer_member)
         ch = conn.channel()
         wait_for(lambda: ClusterAmqpTest.known_on(self, consumer_member, queue), "the queue on the consumer's member")

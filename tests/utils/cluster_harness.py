@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 
-from magnetar_harness import BIN, Node, free_port
+from magnetar_harness import BIN, Node, free_port, json_answer
 
 WAIT_S = 30.0
 
@@ -54,12 +54,7 @@ def request(node, method, path, body=None, timeout=10.0):
             status, raw = resp.status, resp.read()
     except urllib.error.HTTPError as e:
         status, raw = e.code, e.read()
-    if not raw:
-        return status, None
-    try:
-        return status, json.loads(raw)
-    except ValueError:
-        return status, raw.decode(errors="replace")
+    return json_answer(status, raw)
 
 
 def nodes_of(node, timeout=10.0):

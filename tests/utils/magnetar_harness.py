@@ -151,6 +151,11 @@ def call_json(node, method, path, body=None):
     if body is not None and not isinstance(body, str):
         body = json.dumps(body)
     status, raw, _ = node.http(method, path, body, headers={"Content-Type": "application/json"})
+    return json_answer(status, raw)
+
+
+def json_answer(status, raw):
+    """(status, the body parsed as JSON, as text when it is not, or None when empty)."""
     if not raw:
         return status, None
     try:
