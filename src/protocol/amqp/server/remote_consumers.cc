@@ -135,15 +135,17 @@ class RemoteConsumers::ForwardingSink final : public broker::ConsumerSink {
 RemoteSession::~RemoteSession() { close({}); }
 
 void RemoteSession::flow(uint32_t permits) {
-  registry_->send_op(owner_, encode_op(registry_->self_, session_, fb::ConsumerOpKind::Flow, permits, {}));
+  registry_->send_op(owner_, session_,
+                     encode_op(registry_->self_, session_, fb::ConsumerOpKind::Flow, permits, {}));
 }
 
 void RemoteSession::ack(ledger::Position p) {
-  registry_->send_op(owner_, encode_op(registry_->self_, session_, fb::ConsumerOpKind::Ack, 0, {{p, 0, 1}}));
+  registry_->send_op(owner_, session_,
+                     encode_op(registry_->self_, session_, fb::ConsumerOpKind::Ack, 0, {{p, 0, 1}}));
 }
 
 void RemoteSession::ack_batch_index(ledger::Position p, uint32_t index, uint32_t size) {
-  registry_->send_op(owner_,
+  registry_->send_op(owner_, session_,
                      encode_op(registry_->self_, session_, fb::ConsumerOpKind::AckBatchIndex, 0, {{p, index, size}}));
 }
 
@@ -151,7 +153,8 @@ void RemoteSession::redeliver(const std::vector<ledger::Position>& positions) {
   std::vector<OpPosition> list;
   list.reserve(positions.size());
   for (const auto& p : positions) list.push_back({p, 0, 1});
-  registry_->send_op(owner_, encode_op(registry_->self_, session_, fb::ConsumerOpKind::Redeliver, 0, list));
+  registry_->send_op(owner_, session_,
+                     encode_op(registry_->self_, session_, fb::ConsumerOpKind::Redeliver, 0, list));
 }
 
 void RemoteSession::close(const std::string& auto_delete_queue) {
@@ -161,7 +164,7 @@ void RemoteSession::close(const std::string& auto_delete_queue) {
     closed_ = true;
   }
   registry_->forget_consumed(session_);
-  registry_->send_op(owner_,
+  registry_->send_op(owner_, session_,
                      encode_op(registry_->self_, session_, fb::ConsumerOpKind::Close, 0, {}, auto_delete_queue));
 }
 
@@ -244,9 +247,31 @@ void RemoteConsumers::open(uint64_t owner, const broker::TopicName& topic, const
               });
 }
 
-void RemoteConsumers::send_op(uint64_t owner, std::string payload) {
-  calls_.call(owner, kOpMethod, std::move(payload), [](Result<std::string> r) {
-    if (!r.is_ok()) MLOG_DEBUG("amqp: a consumer's operation did not reach its queue's member: {}", r.status().message());
+void RemoteConsumers::send_op(uint64_t owner, uint64_t session, std::string payload) {
+  calls_.call(owner, kOpMethod, std::move(payload), [weak = weak_from_this(), session](Result<std::string> r) {
+    Status st = r.status();
+    if (r.is_ok()) {
+      const auto* reply = cluster::verified_record<fb::ConsumerOpReply>(*r);
+      st = reply != nullptr ? status_of(reply->code(), reply->message())
+                            : Status::internal("a member answered a consumer's operation unreadably");
+    }
+    if (st.is_ok()) return;
+    // A lost permit would stall the consumer for good, and a lost
+    // acknowledgement leaves a message held: the consumer is cancelled
+    // (the client hears basic.cancel) and the owner puts back what it held.
+    auto self = weak.lock();
+    if (self == nullptr) return;
+    std::shared_ptr<broker::ConsumerSink> sink;
+    {
+      std::lock_guard lock(self->mu_);
+      auto it = self->consumed_.find(session);
+      if (it == self->consumed_.end()) return;
+      sink = it->second.sink.lock();
+      self->consumed_.erase(it);
+    }
+    MLOG_WARN("amqp: a consumer's operation failed at its queue's member: {}; the consumer is cancelled",
+              st.message());
+    if (sink != nullptr) sink->closed(Status::unavailable("the cluster member that owns the queue did not answer"));
   });
 }
 

@@ -125,7 +125,9 @@ class RemoteConsumers : public std::enable_shared_from_this<RemoteConsumers> {
   };
   using ServedKey = std::pair<uint64_t, uint64_t>;  // (origin member, session)
 
-  void send_op(uint64_t owner, std::string payload);
+  // Sends a session's operation; one that does not arrive cancels the
+  // consumer here.
+  void send_op(uint64_t owner, uint64_t session, std::string payload);
   void forget_consumed(uint64_t session);
   // Owner: the handlers.
   void serve_open(std::string_view payload, std::function<void(std::string)> reply);

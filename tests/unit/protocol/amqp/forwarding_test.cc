@@ -145,8 +145,8 @@ TEST_F(ForwardingTest, CallsThatDoNotDecodeAreRefusedAndTheMemberGoesOn) {
                 ->code(),
             0);
   ASSERT_EQ(publish(publish_call("q", "after"))->code(), 0);
-  EXPECT_EQ(topic(topic_call("persistent://public/default/q", static_cast<uint8_t>(TopicCall::Op::kCounts)))->messages(),
-            1u);
+  const auto* counts = topic(topic_call("persistent://public/default/q", static_cast<uint8_t>(TopicCall::Op::kCounts)));
+  EXPECT_EQ(counts->messages(), 1u);
 }
 
 }  // namespace

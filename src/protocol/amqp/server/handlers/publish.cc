@@ -55,7 +55,8 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
     } else if (e->internal) {
       error = {kAccessRefused, fmt::format("cannot publish to internal exchange '{}'", exchange), publish.key()};
     } else {
-      for (auto& name : t.route(exchange, routing_key, header.properties.headers ? &*header.properties.headers : nullptr)) {
+      const FieldTable* headers = header.properties.headers ? &*header.properties.headers : nullptr;
+      for (auto& name : t.route(exchange, routing_key, headers)) {
         const QueueDef* q = t.queue(name);
         const uint8_t level = q != nullptr ? q->parsed.level_of(header.properties.priority) : 0;
         copies.push_back({std::move(name), level});
