@@ -180,7 +180,7 @@ class KafkaService final : public runtime::Component {
   std::unordered_map<std::string, int32_t> partitions_;  // guarded by partitions_mu_
   std::unordered_map<std::string, PartitionsLookup> lookups_;  // guarded by partitions_mu_
   std::vector<std::unique_ptr<ProducerStates>> producer_states_;  // one per reactor, used only there
-  ProducerIds producer_ids_;
+  ProducerIds producer_ids_{options_.node_id};
   broker::AllowAllAuthenticator allow_all_;
   broker::Authenticator* authenticator_ = &allow_all_;
   const broker::Authorization* authorization_ = &broker::allow_all_authorization();

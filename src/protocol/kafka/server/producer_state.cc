@@ -112,9 +112,24 @@ void ProducerStates::fail_waiting(std::deque<Written>& batches) {
 }
 
 int64_t ProducerIds::next(int64_t now_ms) {
+  constexpr int kSlot = kCounterBits + kNodeBits;
+  constexpr int64_t kCounterMask = (int64_t{1} << kCounterBits) - 1;
+  const int64_t node = int64_t{node_} << kCounterBits;
   int64_t last = last_.load(std::memory_order_relaxed);
   for (;;) {
-    int64_t id = std::max(now_ms << 12, last + 1);
+    int64_t ms = std::max<int64_t>(now_ms - kEpochMs, 0);
+    int64_t counter = 0;
+    if ((ms << kSlot) <= last) {
+      // This millisecond (or a later one, the clock having stepped back)
+      // was used already: the next counter value, or the next millisecond.
+      ms = last >> kSlot;
+      counter = (last & kCounterMask) + 1;
+      if (counter > kCounterMask) {
+        ++ms;
+        counter = 0;
+      }
+    }
+    const int64_t id = (ms << kSlot) | node | counter;
     if (last_.compare_exchange_weak(last, id, std::memory_order_relaxed)) return id;
   }
 }

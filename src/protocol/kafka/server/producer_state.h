@@ -106,13 +106,24 @@ class ProducerStates {
   int64_t next_expiry_ms_ = 0;
 };
 
-// Producer ids not handed out before, across restarts too: the clock in
-// milliseconds shifted left 12 bits, plus a counter. Any thread.
+// Producer ids not handed out before, across restarts and across the
+// members of a cluster: milliseconds since 2024 (41 bits), the member's
+// Kafka broker id (10 bits: ids from 1024 on share the slots of those
+// below), and a counter (12 bits) that moves to the next millisecond
+// when it runs out. Every id is larger than those the earlier scheme
+// (the clock shifted left 12 bits) handed out. Any thread.
 class ProducerIds {
  public:
+  explicit ProducerIds(int32_t node = 0) : node_(static_cast<uint32_t>(node) & kNodeMask) {}
   int64_t next(int64_t now_ms);
 
+  static constexpr int64_t kEpochMs = 1'704'067'200'000;  // 2024-01-01
+  static constexpr int kCounterBits = 12;
+  static constexpr int kNodeBits = 10;
+  static constexpr uint32_t kNodeMask = (1u << kNodeBits) - 1;
+
  private:
+  const uint32_t node_;
   std::atomic<int64_t> last_{0};
 };
 

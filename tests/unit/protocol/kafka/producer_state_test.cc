@@ -1,6 +1,7 @@
 #include "protocol/kafka/server/producer_state.h"
 
 #include <climits>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -118,6 +119,31 @@ TEST(ProducerStatesTest, NonIdempotentBatchesPassAndIdsNeverRepeat) {
   int64_t c = ids.next(kNow - 1000);  // the clock stepped back
   EXPECT_LT(a, b);
   EXPECT_LT(b, c);
+}
+
+TEST(ProducerIdsTest, MembersNeverHandOutTheSameIdAndIdsOnlyGrow) {
+  constexpr int64_t t0 = 1'796'000'000'000;  // December 2026
+  ProducerIds one(1);
+  ProducerIds two(2);
+  std::set<int64_t> seen;
+  int64_t last_one = 0;
+  int64_t last_two = 0;
+  // Both at the same milliseconds, past one millisecond's counter, and with
+  // the clock stepping back.
+  for (int i = 0; i < 10000; ++i) {
+    const int64_t now = t0 + i / 5000 - (i % 997 == 0 ? 50 : 0);
+    const int64_t a = one.next(now);
+    const int64_t b = two.next(now);
+    EXPECT_GT(a, last_one);
+    EXPECT_GT(b, last_two);
+    last_one = a;
+    last_two = b;
+    EXPECT_TRUE(seen.insert(a).second) << a;
+    EXPECT_TRUE(seen.insert(b).second) << b;
+  }
+  // Larger than any id the earlier scheme (the clock shifted left 12 bits)
+  // gave, even one from 70 years on.
+  EXPECT_GT(ProducerIds(0).next(t0), (t0 + 1000LL * 86400 * 365 * 70) << 12);
 }
 
 }  // namespace
