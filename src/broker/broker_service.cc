@@ -300,6 +300,11 @@ PolicyCache::Listener BrokerService::policy_listener() const {
   };
 }
 
+void BrokerService::set_lease(std::function<bool()> valid) {
+  lease_gate_ = std::make_unique<LeaseGate>(runtime_, std::move(valid));
+  for (auto& shard : shards_) shard->context.lease_gate = lease_gate_.get();
+}
+
 void BrokerService::make_context(Shard& shard) {
   TopicContext& c = shard.context;
   c.store = &store_;
@@ -671,6 +676,8 @@ void BrokerService::stop() {
       shards_[i]->topics.clear();
     });
   }
+  // Acknowledgements held for the lease are answered as the shutdown they are.
+  if (lease_gate_) lease_gate_->stop();
 }
 
 }  // namespace magnetar::broker

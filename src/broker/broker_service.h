@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "broker/naming.h"
+#include "broker/lease_gate.h"
 #include "broker/ownership.h"
 #include "broker/policy_cache.h"
 #include "broker/publish_limiter.h"
@@ -116,6 +117,9 @@ class BrokerService final : public runtime::Component {
   Ownership* ownership() const { return ownership_; }
   // Calls to other members (a cluster member's; none when standalone).
   void set_remote_calls(RemoteCalls* calls) { remote_calls_ = calls; }
+  // A cluster member: publishes are acknowledged only while `valid` says
+  // its lease is current (lease_gate.h). Before start().
+  void set_lease(std::function<bool()> valid);
   RemoteCalls* remote_calls() const { return remote_calls_; }
   // Whether a new durable subscription may be made (the tenant's
   // subscription count; tenancy.h admit_subscription), given to every
@@ -241,6 +245,7 @@ class BrokerService final : public runtime::Component {
   TopicAdmitter admitter_;
   Ownership* ownership_ = nullptr;
   RemoteCalls* remote_calls_ = nullptr;
+  std::unique_ptr<LeaseGate> lease_gate_;
   TopicContext::SubscriptionAdmitter subscription_admitter_;
   MessageDescriber describer_;
   std::vector<std::unique_ptr<Shard>> shards_;  // by reactor index

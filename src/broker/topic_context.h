@@ -23,6 +23,8 @@
 
 namespace magnetar::broker {
 
+class LeaseGate;
+
 class TraceRecorder;
 
 struct TopicContext {
@@ -49,6 +51,9 @@ struct TopicContext {
   // A topic's publish rate limits (publish_limiter.h): made on first use
   // and kept while someone holds them.
   std::function<std::shared_ptr<PublishLimits>(const TopicName&)> publish_limits;
+  // A cluster member's: publishes are acknowledged only while its lease is
+  // current (lease_gate.h). Null on a standalone node.
+  LeaseGate* lease_gate = nullptr;
 
   // The context of topics made without one: every member empty.
   static const TopicContext& none() {

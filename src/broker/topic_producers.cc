@@ -2,6 +2,7 @@
 // backlog quota and the publish path (topic.h).
 #include "common/clock.h"
 #include "broker/topic.h"
+#include "broker/lease_gate.h"
 
 #include "broker/backlog_quota.h"
 #include "common/logging.h"
@@ -434,7 +435,11 @@ void Topic::store_entry(HeldPublish p) {
                         if (cold_ && (cold_->size_quota || cold_->age_exceeded)) check_backlog_quota();
                       }
                     }
-                    done(std::move(r));
+                    if (context_.lease_gate == nullptr || !r.is_ok()) return done(std::move(r));
+                    context_.lease_gate->pass([done = std::move(done), r = std::move(r)](bool acknowledged) mutable {
+                      if (!acknowledged) return done(Status::unavailable("the broker is shutting down"));
+                      done(std::move(r));
+                    });
                   });
 }
 

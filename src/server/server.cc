@@ -309,6 +309,7 @@ Status Server::start() {
   auto broker = std::make_unique<broker::BrokerService>(*runtime_, *storage, *store, broker_options);
   broker->set_ownership(ownership_);
   broker->set_remote_calls(remote_calls_.get());
+  if (cluster_) broker->set_lease([cluster = cluster_]() { return cluster->lease_valid(); });
   broker->set_policies(policies.get());
   policies->on_change(broker->policy_listener());
   policies->on_change(broker->policy_change_listener());

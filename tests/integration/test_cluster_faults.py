@@ -16,6 +16,7 @@ from magnetar_harness import admin
 
 LEASE_S = 5.0  # a member's metadata lease (src/cluster/node.cc, kLeaseMs)
 LEASE_WAITS = "magnetar_cluster_lease_waits_total"
+ACKS_HELD = "magnetar_cluster_acks_held_total"
 
 
 def live_voters(node):
@@ -153,6 +154,56 @@ class ClusterFaultTest(unittest.TestCase):
         status, answer = create_tenant(paused, "renewed")
         self.assertEqual(status, 204, answer)
         self.assertEqual(paused.metric(LEASE_WAITS), waits)
+
+
+    def test_a_member_paused_past_its_lease_holds_publish_acknowledgements(self):
+        import pulsar_api_pb2 as pb
+        from pulsar_wire import PulsarWire
+        members = self.start(3)
+        leader = self.cluster.leader()
+        # A topic that a member other than the leader owns.
+        topic = paused = None
+        for i in range(64):
+            name = f"persistent://public/default/held-{i}"
+            status, lookup = request(leader, "GET", f"/lookup/v2/topic/persistent/public/default/held-{i}")
+            self.assertEqual(status, 200, lookup)
+            owner = [m for m in members if lookup["brokerUrl"].endswith(f":{m.ports['pulsar']}")]
+            if owner and owner[0] is not leader:
+                topic, paused = name, owner[0]
+                break
+        self.assertIsNotNone(paused, "the leader owns every topic tried")
+        with PulsarWire(paused.ports["pulsar"], host=paused.host) as wire:
+            answer = wire.create_producer(topic, 1)
+            self.assertEqual(answer.type, pb.BaseCommand.PRODUCER_SUCCESS, answer.cmd)
+            self.assertEqual(wire.send(1, b"before").type, pb.BaseCommand.SEND_RECEIPT)
+            held_before = paused.metric(ACKS_HELD)
+            paused.pause()
+            try:
+                stopped_at = time.monotonic()
+                wait_for(lambda: not [n for n in nodes_of(leader) if n["id"] == paused.id][0]["alive"],
+                         "the leader counting the paused member dead", timeout=LEASE_S * 4)
+                time.sleep(max(0.0, stopped_at + LEASE_S + 2.0 - time.monotonic()))
+                # Waiting in its socket as it wakes, with the leader paused: the
+                # member stores it, but nobody can renew its lease before the
+                # other two elect a new leader.
+                seq = wire.send(1, b"while-paused", wait=False)
+                leader.pause()
+            finally:
+                paused.resume()
+            try:
+                receipt = wire.next(None, timeout=30, where=lambda f: f.type in (
+                    pb.BaseCommand.SEND_RECEIPT, pb.BaseCommand.SEND_ERROR))
+            finally:
+                leader.resume()
+            self.assertEqual(receipt.type, pb.BaseCommand.SEND_RECEIPT, receipt.cmd)
+            self.assertEqual(receipt.cmd.send_receipt.sequence_id, seq)
+            self.assertGreater(paused.metric(ACKS_HELD), held_before,
+                               "the publish was acknowledged with a lapsed lease, before the cluster renewed it")
+            self.assertIn("publish acknowledgements wait", paused.read_log())
+            # Renewed, the next publish is acknowledged without waiting.
+            held = paused.metric(ACKS_HELD)
+            self.assertEqual(wire.send(1, b"after").type, pb.BaseCommand.SEND_RECEIPT)
+            self.assertEqual(paused.metric(ACKS_HELD), held)
 
 
 if __name__ == "__main__":
