@@ -14,8 +14,12 @@ measured in the same run, as docs/benchmarks.md reports it.
   3. Produce throughput (`magnetar perf produce`, 1 KiB, fsync always): one
      producer per member, each on a topic that member owns, all at once,
      against the same number of producers on one standalone node.
+  4. AMQP through the member that owns a queue and through another member
+     (which forwards over the cluster port), with pika: publishes with
+     confirms one at a time (per second, p50/p99), then consuming what they
+     stored with prefetch 200 and an ack per message (per second).
 
-    bench/cluster_bench.py [--build build] [--writes 300] [--failovers 3] [--secs 8] [--json]
+    bench/cluster_bench.py [--build build] [--writes 300] [--failovers 3] [--secs 8] [--amqp 3000] [--json]
 
 Everything runs on this one machine, so the members share its cores and
 disk: the produce ratio says what three processes on one box give, not
@@ -170,12 +174,58 @@ def perf_all(pairs, secs):
     return total
 
 
+def amqp_paths(cluster, count):
+    """Publish and consume rates of one queue through its owner and through
+    another member."""
+    import pika
+    owner = None
+    for i in range(200):
+        queue = f"amqp-bench-{i}"
+        status, lookup = call_json(cluster.members[0], "GET", f"/lookup/v2/topic/persistent/public/default/{queue}")
+        if status == 200:
+            owner = [m for m in cluster.members if lookup["brokerUrl"].endswith(f":{m.ports['pulsar']}")][0]
+            break
+    other = [m for m in cluster.members if m is not owner][0]
+    body = b"x" * 1024
+    results = {}
+    for label, node in (("owner", owner), ("other", other)):
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", node.ports["amqp"]))
+        ch = conn.channel()
+        ch.queue_declare(f"{queue}-{label}", durable=True)
+        ch.confirm_delivery()
+        latencies = []
+        started = time.monotonic()
+        for _ in range(count):
+            t0 = time.monotonic()
+            ch.basic_publish("", f"{queue}-{label}", body)
+            latencies.append(time.monotonic() - t0)
+        publish_s = time.monotonic() - started
+        got = 0
+        ch.basic_qos(prefetch_count=200)
+        started = time.monotonic()
+        for method, _, _ in ch.consume(f"{queue}-{label}", inactivity_timeout=30):
+            if method is None:
+                break
+            ch.basic_ack(method.delivery_tag)
+            got += 1
+            if got == count:
+                break
+        consume_s = time.monotonic() - started
+        ch.cancel()
+        conn.close()
+        results[label] = {"publish_per_second": count / publish_s, "publish_p50_ms": percentile(latencies, 0.5) * 1000,
+                          "publish_p99_ms": percentile(latencies, 0.99) * 1000,
+                          "consume_per_second": got / consume_s, "consumed": got}
+    return results
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default="build")
     parser.add_argument("--writes", type=int, default=300)
     parser.add_argument("--failovers", type=int, default=3)
     parser.add_argument("--secs", type=float, default=8)
+    parser.add_argument("--amqp", type=int, default=3000, help="messages per AMQP path")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     magnetar_harness.BIN = os.path.join(args.build, "magnetar")
@@ -205,6 +255,17 @@ def main():
             say(f"produce, 3 producers: standalone {results['standalone_produce']:.0f} msg/s, "
                 f"3 members {results['cluster_produce']:.0f} msg/s "
                 f"(ratio {results['cluster_produce'] / results['standalone_produce']:.2f})")
+            if args.amqp > 0:
+                amqp = amqp_paths(cluster, args.amqp)
+                results["amqp"] = amqp
+                for label in ("owner", "other"):
+                    a = amqp[label]
+                    say(f"amqp through the {label:5}: publish (confirmed, one at a time) "
+                        f"{a['publish_per_second']:.0f}/s p50 {a['publish_p50_ms']:.2f} ms "
+                        f"p99 {a['publish_p99_ms']:.2f} ms; consume {a['consume_per_second']:.0f}/s")
+                say(f"amqp through another member vs the owner: publish "
+                    f"{amqp['other']['publish_per_second'] / amqp['owner']['publish_per_second']:.2f}, consume "
+                    f"{amqp['other']['consume_per_second'] / amqp['owner']['consume_per_second']:.2f}")
             trials = []
             for trial in range(args.failovers):
                 trials.append(failover_trial(cluster, trial))
