@@ -204,23 +204,54 @@ class ClusterAmqpTest(unittest.TestCase):
         conn.close()
         self.assertEqual(drain(owner, queue, 4), [f"held-{i}" for i in range(4)])
 
-    def test_basic_get_on_a_member_that_does_not_own_the_queue_is_told_where_it_is(self):
+    def test_basic_get_on_a_member_that_does_not_own_the_queue_reads_it_there(self):
         here = self.members[1]
-        queue = next(q for q in (f"elsewhere-{i}" for i in range(32)) if self.owner_of(q) is not here)
-        owner = self.owner_of(queue)
+        queue = next(q for q in (f"got-{i}" for i in range(32)) if self.owner_of(q) is not here)
+        publish(here, queue, ["g0", "g1", "g2"], declare=True)
         with connect(here) as conn:
             ch = conn.channel()
-            ch.queue_declare(queue, durable=True)
+            method, _, body = ch.basic_get(queue)
+            self.assertEqual(body, b"g0")
+            self.assertEqual(method.message_count, 2)
+            ch.basic_ack(method.delivery_tag)
+            method, _, body = ch.basic_get(queue)
+            self.assertEqual(body, b"g1")
+            ch.basic_nack(method.delivery_tag, requeue=True)  # back to the queue at its owner
+            got = []
+            for _ in range(4):
+                method, _, body = ch.basic_get(queue, auto_ack=True)
+                if method is None:
+                    break
+                got.append(body.decode())
+            self.assertEqual(sorted(got), ["g1", "g2"])
+            self.assertEqual(ch.basic_get(queue), (None, None, None))
+        self.assertEqual(self.counts_on(self.owner_of(queue), queue), 0)
+
+    def test_a_stream_consumer_on_a_member_that_does_not_own_the_stream_is_told_where_it_is(self):
+        here = self.members[1]
+        stream = next(q for q in (f"log-{i}" for i in range(32)) if self.owner_of(q) is not here)
+        owner = self.owner_of(stream)
+        with connect(here) as conn:
+            ch = conn.channel()
+            ch.queue_declare(stream, durable=True, arguments={"x-queue-type": "stream"})
+            ch.basic_qos(prefetch_count=10)
             with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as refused:
-                ch.basic_get(queue)
+                ch.basic_consume(stream, lambda *args: None, arguments={"x-stream-offset": "first"})
             # A channel exception: the connection stays open for publishing.
             self.assertEqual(refused.exception.reply_code, 405)
             self.assertIn(f"amqp://127.0.0.1:{owner.ports['amqp']}", refused.exception.reply_text)
             self.assertTrue(conn.is_open)
+        publish(here, stream, ["still-serving"])
+        with connect(owner) as conn:
             ch = conn.channel()
-            ch.confirm_delivery()
-            ch.basic_publish("", queue, b"still-serving")
-        self.assertEqual(drain(owner, queue, 1), ["still-serving"])
+            ch.basic_qos(prefetch_count=10)
+            got = []
+            ch.basic_consume(stream, lambda c, m, p, body: got.append(body.decode()),
+                             arguments={"x-stream-offset": "first"})
+            deadline = time.monotonic() + TIMEOUT_S
+            while not got and time.monotonic() < deadline:
+                conn.process_data_events(time_limit=0.2)
+        self.assertEqual(got, ["still-serving"])
 
     def counts_on(self, node, queue):
         found = self.known_on(node, queue)

@@ -17,8 +17,10 @@
 // A session whose consumer is gone is closed when the owner next sends to
 // it, or when its last reference goes.
 //
-// Not forwarded: basic.get (pullers) and stream queues' consumers; they are
-// refused elsewhere than on the owner (forwarding.h, consume_here_refused).
+// basic.get reads through a session too (a puller: one permit per get, the
+// ready count asked of the owner first). Not forwarded: stream queues'
+// consumers, refused elsewhere than on the owner (forwarding.h,
+// consume_here_refused).
 #pragma once
 
 #include <cstdint>

@@ -103,13 +103,13 @@ void attach(AmqpConnection& c, Channel& ch, const std::shared_ptr<QueueConsumer>
       consumer->topic, [&service = c.service(), reply = c.replier(ch), consumer, permits, options = std::move(options),
                         then](Result<broker::Topic*> t) mutable {
         if (!t.is_ok()) {
-          // A consumer (not a puller or a stream's reader) of a queue another
+          // A consumer or puller (not a stream's reader) of a queue another
           // member owns reads it there.
           RemoteConsumers* remote = service.remote_consumers();
           broker::Ownership* ownership = service.broker().ownership();
           auto owner = ownership != nullptr ? ownership->known_owner(consumer->topic) : std::nullopt;
           if (t.status().code() == common::ErrorCode::kWrongNode && remote != nullptr && owner && !owner->here &&
-              !consumer->tag.empty() && !consumer->stream) {
+              !consumer->stream) {
             return remote->open(
                 owner->node, consumer->topic, options, consumer->sink,
                 [reply, consumer, permits, then](Result<std::shared_ptr<RemoteSession>> session) {
@@ -302,6 +302,22 @@ void answer_empty(AmqpConnection& c, Channel& ch) {
 // counted).
 void pull_level(AmqpConnection& c, Channel& ch, const std::shared_ptr<QueueConsumer>& p, uint8_t level) {
   const auto& at = p->group ? p->group->levels.at(level) : p;
+  if (at->remote) {
+    // The level's topic is another member's: its counts come from there,
+    // and the permit goes there once the count is in place.
+    return on_topic_owner(c.service(), at->topic, {TopicCall::Op::kCounts},
+                          [reply = c.replier(ch), p, level, at](Result<QueueCounts> r) {
+                            const uint64_t ready = r.is_ok() ? r->messages : 0;
+                            reply([p, level, at, ready](AmqpConnection& c2, Channel& ch2) {
+                              if (ready == 0) {
+                                if (level == 0 || !p->group || p->group->levels.empty()) return answer_empty(c2, ch2);
+                                return pull_level(c2, ch2, p, static_cast<uint8_t>(level - 1));
+                              }
+                              if (!ch2.gets.empty()) ch2.gets.front().message_count = ready - 1;
+                              if (at->remote) at->remote->flow(1);
+                            });
+                          });
+  }
   on_subscription(c.service(), at, [reply = c.replier(ch), p, level](broker::Subscription& s, uint64_t id) {
     auto stats = s.stats();
     const uint64_t ready =
