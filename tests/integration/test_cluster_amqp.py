@@ -227,31 +227,33 @@ class ClusterAmqpTest(unittest.TestCase):
             self.assertEqual(ch.basic_get(queue), (None, None, None))
         self.assertEqual(self.counts_on(self.owner_of(queue), queue), 0)
 
-    def test_a_stream_consumer_on_a_member_that_does_not_own_the_stream_is_told_where_it_is(self):
+    def test_stream_consumers_on_a_member_that_does_not_own_the_stream_read_it_there(self):
         here = self.members[1]
         stream = next(q for q in (f"log-{i}" for i in range(32)) if self.owner_of(q) is not here)
-        owner = self.owner_of(stream)
         with connect(here) as conn:
-            ch = conn.channel()
-            ch.queue_declare(stream, durable=True, arguments={"x-queue-type": "stream"})
-            ch.basic_qos(prefetch_count=10)
-            with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as refused:
-                ch.basic_consume(stream, lambda *args: None, arguments={"x-stream-offset": "first"})
-            # A channel exception: the connection stays open for publishing.
-            self.assertEqual(refused.exception.reply_code, 405)
-            self.assertIn(f"amqp://127.0.0.1:{owner.ports['amqp']}", refused.exception.reply_text)
-            self.assertTrue(conn.is_open)
-        publish(here, stream, ["still-serving"])
-        with connect(owner) as conn:
-            ch = conn.channel()
-            ch.basic_qos(prefetch_count=10)
-            got = []
-            ch.basic_consume(stream, lambda c, m, p, body: got.append(body.decode()),
-                             arguments={"x-stream-offset": "first"})
-            deadline = time.monotonic() + TIMEOUT_S
-            while not got and time.monotonic() < deadline:
-                conn.process_data_events(time_limit=0.2)
-        self.assertEqual(got, ["still-serving"])
+            conn.channel().queue_declare(stream, durable=True, arguments={"x-queue-type": "stream"})
+        publish(here, stream, [f"e{i}" for i in range(5)])
+
+        def read(offset, count):
+            with connect(here) as conn:
+                ch = conn.channel()
+                ch.basic_qos(prefetch_count=10)
+                got = []
+
+                def on_message(channel, method, properties, body):
+                    got.append((properties.headers["x-stream-offset"], body.decode()))
+                    channel.basic_ack(method.delivery_tag)
+
+                ch.basic_consume(stream, on_message, arguments={"x-stream-offset": offset})
+                deadline = time.monotonic() + TIMEOUT_S
+                while len(got) < count and time.monotonic() < deadline:
+                    conn.process_data_events(time_limit=0.2)
+                return got
+
+        self.assertEqual(read("first", 5), [(i, f"e{i}") for i in range(5)])
+        self.assertEqual(read(3, 2), [(3, "e3"), (4, "e4")])
+        # Reading removes nothing: the stream keeps every message at its owner.
+        self.assertEqual(read("first", 5), [(i, f"e{i}") for i in range(5)])
 
     def counts_on(self, node, queue):
         found = self.known_on(node, queue)

@@ -421,6 +421,14 @@ void handle_ack(AmqpConnection& c, Channel& ch, const Method& m);       // ack, 
 // if the topic is loaded and the queue's subscription is there.
 void on_subscription(AmqpService& service, const std::shared_ptr<QueueConsumer>& consumer,
                      std::function<void(broker::Subscription&, uint64_t)> fn);
+// A stream consumer's reader starts after `start_after` (none: at the
+// initial position); a start inside a batch entry passes over the messages
+// before it (QueueConsumer::skip_below).
+using StartAt = std::function<void(std::optional<ledger::Position> start_after, broker::InitialPosition initial,
+                                   int64_t skip_below)>;
+// On the stream's topic home: where x-stream-offset `start` puts a new
+// reader (consume.cc).
+void stream_start(broker::Topic& topic, const StreamStart& start, StartAt then);
 // Runs `fn` with what settles and flows `consumer`'s deliveries: its
 // subscription here, or its session at the member that owns the queue.
 void on_subscription_ops(AmqpService& service, const std::shared_ptr<QueueConsumer>& consumer,

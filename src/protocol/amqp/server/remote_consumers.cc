@@ -9,6 +9,7 @@
 #include "cluster/rpc_format.h"
 #include "cluster/rpc_records.h"
 #include "common/logging.h"
+#include "protocol/amqp/server/amqp_connection.h"
 #include "protocol/amqp/server/amqp_service.h"
 #include "protocol/amqp/server/cluster_generated.h"
 #include "protocol/amqp/server/queue_limits.h"
@@ -31,10 +32,10 @@ Status status_of(uint8_t code, const flatbuffers::String* message) {
   return Status(static_cast<common::ErrorCode>(code), message != nullptr ? message->str() : std::string());
 }
 
-std::string open_reply(const Status& st) {
+std::string open_reply(const Status& st, int64_t skip_below = 0) {
   flatbuffers::FlatBufferBuilder b(64 + st.message().size());
   auto message = b.CreateString(st.message());
-  b.Finish(fb::CreateConsumeOpenReply(b, 1, static_cast<uint8_t>(st.code()), message));
+  b.Finish(fb::CreateConsumeOpenReply(b, 1, static_cast<uint8_t>(st.code()), message, skip_below));
   return cluster::record_bytes(b);
 }
 
@@ -217,7 +218,8 @@ void RemoteConsumers::stop() {
 }
 
 void RemoteConsumers::open(uint64_t owner, const broker::TopicName& topic, const broker::ConsumerOptions& options,
-                           const std::shared_ptr<broker::ConsumerSink>& sink, Opened done) {
+                           const std::shared_ptr<broker::ConsumerSink>& sink, const std::optional<StreamStart>& stream,
+                           Opened done) {
   const uint64_t session = service_.next_id();
   {
     std::lock_guard lock(mu_);
@@ -230,20 +232,23 @@ void RemoteConsumers::open(uint64_t owner, const broker::TopicName& topic, const
   auto name = b.CreateString(options.consumer_name);
   auto address = b.CreateString(options.client.address);
   b.Finish(fb::CreateConsumeOpen(b, 1, self_, session, topic_s, subscription, static_cast<uint8_t>(options.type),
-                                 options.priority, name, 0, address));
+                                 options.priority, name, 0, address, options.durable, stream.has_value(),
+                                 stream ? static_cast<uint8_t>(stream->kind) : 0, stream ? stream->value : 0));
   calls_.call(owner, kOpenMethod, cluster::record_bytes(b),
               [self = shared_from_this(), owner, session, done = std::move(done)](Result<std::string> r) {
                 Status st = r.status();
+                int64_t skip_below = 0;
                 if (r.is_ok()) {
                   const auto* reply = cluster::verified_record<fb::ConsumeOpenReply>(*r);
                   st = reply != nullptr ? status_of(reply->code(), reply->message())
                                         : Status::internal("a member answered a consumer's opening unreadably");
+                  if (reply != nullptr) skip_below = reply->skip_below();
                 }
                 if (!st.is_ok()) {
                   self->forget_consumed(session);
                   return done(st);
                 }
-                done(std::make_shared<RemoteSession>(self, owner, session));
+                done(std::make_shared<RemoteSession>(self, owner, session, skip_below));
               });
 }
 
@@ -285,7 +290,8 @@ void RemoteConsumers::serve_open(std::string_view payload, std::function<void(st
   auto topic = call != nullptr && call->topic() != nullptr ? broker::TopicName::parse(call->topic()->string_view())
                                                            : Result<broker::TopicName>(Status::invalid_argument(""));
   if (!topic.is_ok() || topic->to_string() != call->topic()->string_view() || call->subscription() == nullptr ||
-      call->type() > static_cast<uint8_t>(broker::SubscriptionType::kKeyShared)) {
+      call->type() > static_cast<uint8_t>(broker::SubscriptionType::kKeyShared) ||
+      call->start_kind() > static_cast<uint8_t>(StreamStart::Kind::kTime)) {
     return reply(open_reply(Status::invalid_argument("a consumer's opening was refused: it does not decode")));
   }
   const ServedKey key{call->origin(), call->session()};
@@ -296,6 +302,9 @@ void RemoteConsumers::serve_open(std::string_view payload, std::function<void(st
   options.consumer_name = call->consumer_name() != nullptr ? call->consumer_name()->str() : std::string("amqp");
   options.initial_position = broker::InitialPosition::kLatest;
   options.client = {"amqp", call->client_address() != nullptr ? call->client_address()->str() : std::string(), {}, 0};
+  options.durable = call->durable();
+  std::optional<StreamStart> stream;
+  if (call->stream()) stream = StreamStart{static_cast<StreamStart::Kind>(call->start_kind()), call->start_value()};
   auto sink = std::make_shared<ForwardingSink>(weak_from_this(), calls_, key);
   const uint64_t consumer_id = service_.next_id();
   {
@@ -305,9 +314,9 @@ void RemoteConsumers::serve_open(std::string_view payload, std::function<void(st
     served_[key] = Served{*topic, options.subscription, consumer_id, sink};
   }
   service_.broker().with_topic(
-      *topic, [self = shared_from_this(), key, consumer_id, options = std::move(options), sink,
+      *topic, [self = shared_from_this(), key, consumer_id, options = std::move(options), sink, stream,
                reply](Result<broker::Topic*> t) mutable {
-        auto refuse = [&](const Status& st) {
+        auto refuse = [self, key, reply](const Status& st) {
           {
             std::lock_guard lock(self->mu_);
             self->served_.erase(key);
@@ -315,11 +324,20 @@ void RemoteConsumers::serve_open(std::string_view payload, std::function<void(st
           reply(open_reply(st));
         };
         if (!t.is_ok()) return refuse(t.status());
-        (*t)->subscribe(consumer_id, std::move(options), sink.get(),
-                        [self, key, reply, refuse](Result<broker::Subscription*> s) {
-                          if (!s.is_ok()) return refuse(s.status());
-                          reply(open_reply(Status::ok()));
-                        });
+        broker::Topic* found = *t;
+        auto subscribe = [found, consumer_id, options = std::move(options), sink, reply, refuse](
+                             std::optional<ledger::Position> start_after, broker::InitialPosition initial,
+                             int64_t skip_below) mutable {
+          options.start_after = start_after;
+          options.initial_position = initial;
+          found->subscribe(consumer_id, std::move(options), sink.get(),
+                           [reply, refuse, skip_below](Result<broker::Subscription*> s) {
+                             if (!s.is_ok()) return refuse(s.status());
+                             reply(open_reply(Status::ok(), skip_below));
+                           });
+        };
+        if (!stream) return subscribe(std::nullopt, broker::InitialPosition::kLatest, 0);
+        stream_start(*found, *stream, std::move(subscribe));
       });
 }
 
@@ -422,11 +440,11 @@ void RemoteConsumers::end_served(const ServedKey& key, const std::string& auto_d
   service_.broker().with_existing_topic(
       served.topic, false, [&service = service_, served, auto_delete_queue](Result<broker::Topic*> t) {
         if (!t.is_ok()) return;
+        // A reader's (a stream consumer's) subscription goes with it.
+        (*t)->remove_consumer(served.subscription, served.consumer_id);
         broker::Subscription* s = (*t)->subscription(served.subscription);
-        if (s == nullptr) return;
-        s->remove_consumer(served.consumer_id);
         // An auto-delete queue goes with its last consumer.
-        if (!auto_delete_queue.empty() && s->consumer_count() == 0 && !service.stopping()) {
+        if (s != nullptr && !auto_delete_queue.empty() && s->consumer_count() == 0 && !service.stopping()) {
           delete_queues(service, served.topic.ns, {auto_delete_queue});
         }
       });

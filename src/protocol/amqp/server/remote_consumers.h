@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,7 @@
 #include "broker/consumer.h"
 #include "broker/naming.h"
 #include "common/result.h"
+#include "protocol/amqp/server/topology.h"
 #include "ledger/position.h"
 #include "runtime/timer.h"
 
@@ -68,8 +70,8 @@ class RemoteConsumers;
 // goes.
 class RemoteSession final : public SubscriptionOps {
  public:
-  RemoteSession(std::shared_ptr<RemoteConsumers> registry, uint64_t owner, uint64_t session)
-      : registry_(std::move(registry)), owner_(owner), session_(session) {}
+  RemoteSession(std::shared_ptr<RemoteConsumers> registry, uint64_t owner, uint64_t session, int64_t skip_below)
+      : registry_(std::move(registry)), owner_(owner), session_(session), skip_below_(skip_below) {}
   ~RemoteSession() override;
   RemoteSession(const RemoteSession&) = delete;
   RemoteSession& operator=(const RemoteSession&) = delete;
@@ -82,11 +84,14 @@ class RemoteSession final : public SubscriptionOps {
   // if this was its last consumer. Later calls do nothing.
   void close(const std::string& auto_delete_queue);
   uint64_t owner() const { return owner_; }
+  // A stream consumer's: the offset its first entry's messages start being delivered at.
+  int64_t skip_below() const { return skip_below_; }
 
  private:
   std::shared_ptr<RemoteConsumers> registry_;
   const uint64_t owner_;
   const uint64_t session_;
+  const int64_t skip_below_;
   std::mutex mu_;
   bool closed_ = false;
 };
@@ -107,10 +112,12 @@ class RemoteConsumers : public std::enable_shared_from_this<RemoteConsumers> {
 
   // Consumer's member: a consumer of `topic` at member `owner` with
   // `options`, delivering to `sink` (kept weakly: a sink that is gone ends
-  // the session). It starts without permits: flow() gives them. `done`
-  // runs on any thread.
+  // the session); a stream consumer's reader starts where `stream` says.
+  // It starts without permits: flow() gives them. `done` runs on any
+  // thread.
   void open(uint64_t owner, const broker::TopicName& topic, const broker::ConsumerOptions& options,
-            const std::shared_ptr<broker::ConsumerSink>& sink, Opened done);
+            const std::shared_ptr<broker::ConsumerSink>& sink, const std::optional<StreamStart>& stream,
+            Opened done);
 
  private:
   friend class RemoteSession;

@@ -51,36 +51,6 @@ common::Slice with_stream_offset(const common::Slice& raw, int64_t offset) {
   return out.finish();
 }
 
-// A stream consumer's reader starts after `start_after` (none: at the
-// initial position); a start inside a batch entry passes over the messages
-// before it (QueueConsumer::skip_below).
-using StartAt = std::function<void(std::optional<ledger::Position> start_after, broker::InitialPosition initial,
-                                   int64_t skip_below)>;
-
-// On the stream's topic home: where x-stream-offset `start` puts a new
-// reader. An offset or time past the end is the next message; before the
-// first one kept, the first.
-void stream_start(broker::Topic& topic, const StreamStart& start, StartAt then) {
-  using Kind = StreamStart::Kind;
-  if (start.kind == Kind::kFirst) return then(std::nullopt, broker::InitialPosition::kEarliest, 0);
-  if (start.kind == Kind::kNext) return then(std::nullopt, broker::InitialPosition::kLatest, 0);
-  if (start.kind == Kind::kLast) {
-    const ledger::Position last = topic.log().last_confirmed();
-    if (last.entry == storage::kNoEntry) return then(std::nullopt, broker::InitialPosition::kLatest, 0);
-    return then(ledger::Position{last.ledger, last.entry - 1}, broker::InitialPosition::kLatest, 0);
-  }
-  auto* ml = dynamic_cast<ledger::ManagedLedger*>(&topic.log());
-  if (ml == nullptr) return then(std::nullopt, broker::InitialPosition::kLatest, 0);
-  const int64_t skip_below = start.kind == Kind::kOffset ? start.value : 0;
-  auto found = [alive = topic.liveness(), then, skip_below](Result<ledger::Position> first) {
-    if (alive.expired()) return;
-    if (!first.is_ok()) return then(std::nullopt, broker::InitialPosition::kLatest, 0);
-    then(ledger::Position{first->ledger, first->entry - 1}, broker::InitialPosition::kLatest, skip_below);
-  };
-  if (start.kind == Kind::kOffset) return ml->seek_by_index(start.value, found);
-  ml->seek_by_time(start.value, found);
-}
-
 // Attaches `consumer` to its queue's subscription; `then` runs on the
 // connection with the outcome, before any delivery; the first permits are
 // given after it.
@@ -103,19 +73,21 @@ void attach(AmqpConnection& c, Channel& ch, const std::shared_ptr<QueueConsumer>
       consumer->topic, [&service = c.service(), reply = c.replier(ch), consumer, permits, options = std::move(options),
                         then](Result<broker::Topic*> t) mutable {
         if (!t.is_ok()) {
-          // A consumer or puller (not a stream's reader) of a queue another
-          // member owns reads it there.
+          // A consumer, puller or stream reader of a queue another member
+          // owns reads it there.
           RemoteConsumers* remote = service.remote_consumers();
           broker::Ownership* ownership = service.broker().ownership();
           auto owner = ownership != nullptr ? ownership->known_owner(consumer->topic) : std::nullopt;
-          if (t.status().code() == common::ErrorCode::kWrongNode && remote != nullptr && owner && !owner->here &&
-              !consumer->stream) {
+          if (t.status().code() == common::ErrorCode::kWrongNode && remote != nullptr && owner && !owner->here) {
+            std::optional<StreamStart> stream;
+            if (consumer->stream) stream = consumer->start;
             return remote->open(
-                owner->node, consumer->topic, options, consumer->sink,
+                owner->node, consumer->topic, options, consumer->sink, stream,
                 [reply, consumer, permits, then](Result<std::shared_ptr<RemoteSession>> session) {
                   reply([consumer, permits, then, session](AmqpConnection& conn, Channel& chan) {
                     if (!session.is_ok()) return then(conn, chan, session.status());
                     consumer->remote = *session;
+                    consumer->skip_below = (*session)->skip_below();
                     then(conn, chan, Status::ok());
                     if (permits > 0 && !consumer->cancelled) consumer->remote->flow(permits);
                   });
@@ -410,6 +382,30 @@ void set_global_prefetch(AmqpConnection& c, Channel& ch, uint16_t limit) {
 }
 
 }  // namespace
+
+// On the stream's topic home: where x-stream-offset `start` puts a new
+// reader. An offset or time past the end is the next message; before the
+// first one kept, the first.
+void stream_start(broker::Topic& topic, const StreamStart& start, StartAt then) {
+  using Kind = StreamStart::Kind;
+  if (start.kind == Kind::kFirst) return then(std::nullopt, broker::InitialPosition::kEarliest, 0);
+  if (start.kind == Kind::kNext) return then(std::nullopt, broker::InitialPosition::kLatest, 0);
+  if (start.kind == Kind::kLast) {
+    const ledger::Position last = topic.log().last_confirmed();
+    if (last.entry == storage::kNoEntry) return then(std::nullopt, broker::InitialPosition::kLatest, 0);
+    return then(ledger::Position{last.ledger, last.entry - 1}, broker::InitialPosition::kLatest, 0);
+  }
+  auto* ml = dynamic_cast<ledger::ManagedLedger*>(&topic.log());
+  if (ml == nullptr) return then(std::nullopt, broker::InitialPosition::kLatest, 0);
+  const int64_t skip_below = start.kind == Kind::kOffset ? start.value : 0;
+  auto found = [alive = topic.liveness(), then, skip_below](Result<ledger::Position> first) {
+    if (alive.expired()) return;
+    if (!first.is_ok()) return then(std::nullopt, broker::InitialPosition::kLatest, 0);
+    then(ledger::Position{first->ledger, first->entry - 1}, broker::InitialPosition::kLatest, skip_below);
+  };
+  if (start.kind == Kind::kOffset) return ml->seek_by_index(start.value, found);
+  ml->seek_by_time(start.value, found);
+}
 
 void on_subscription(AmqpService& service, const std::shared_ptr<QueueConsumer>& consumer,
                      std::function<void(broker::Subscription&, uint64_t)> fn) {
