@@ -147,6 +147,12 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
 
   // Deletes ledgers that no cursor needs and retention no longer holds.
   void trim(Callback<common::Status> done);
+  // Deletes the closed ledgers whose messages are all below message index
+  // `index`, whatever cursors and retention say (Kafka's DeleteRecords): a
+  // cursor behind them moves to the first ledger left. Whole ledgers only,
+  // and never the current one, so the log may still start below `index`.
+  // Completes with the index of the first message the log holds afterwards.
+  void delete_before(int64_t index, Callback<common::Result<int64_t>> done);
   // TTL: acknowledges, for every cursor behind it, each entry published
   // more than config.ttl ago. No-op when ttl is 0.
   void expire_messages(Callback<common::Status> done);
@@ -210,6 +216,9 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   // trim may both change it): calls made during a write are answered by
   // the next one, which carries every change so far.
   void persist_chain(Callback<common::Status> done);
+  // Drops the first `count` ledgers of the chain, persists it, then deletes
+  // them from storage. REQUIRES: count < the number of ledgers.
+  void drop_front_ledgers(size_t count, Callback<common::Status> done);
   void write_chain();
   void submit(PendingAdd add);
   void send(SubmittedAdd add);

@@ -1,5 +1,6 @@
-// Retention of the managed ledger: the housekeeping pass, and trimming the
-// ledgers no cursor needs and retention no longer holds.
+// Retention of the managed ledger: the housekeeping pass, trimming the
+// ledgers no cursor needs and retention no longer holds, and dropping a
+// prefix on request (delete_before).
 #include <algorithm>
 
 #include "common/logging.h"
@@ -34,10 +35,32 @@ void ManagedLedger::trim(Callback<Status> done) {
     removable = i + 1;
   }
   if (removable == 0) return later([done]() { done(Status::ok()); });
+  drop_front_ledgers(removable, std::move(done));
+}
+
+void ManagedLedger::delete_before(int64_t index, Callback<Result<int64_t>> done) {
+  check_home();
+  const auto& ledgers = chain_.ledgers();
+  // A closed ledger ends where the next one starts; the current one is
+  // never dropped.
+  size_t removable = 0;
+  while (removable + 1 < ledgers.size() && ledgers[removable + 1].first_index <= index) ++removable;
+  auto self = shared_from_this();
+  auto answer = [self, done](Status st) {
+    if (!st.is_ok()) return done(st);
+    const auto& left = self->chain_.ledgers();
+    done(Result<int64_t>(left.empty() ? self->next_index_ : left.front().first_index));
+  };
+  if (removable == 0) return later([answer]() { answer(Status::ok()); });
+  drop_front_ledgers(removable, std::move(answer));
+}
+
+void ManagedLedger::drop_front_ledgers(size_t count, Callback<Status> done) {
+  const auto& ledgers = chain_.ledgers();
   LedgerChain before = chain_;
   std::vector<LedgerId> removed;
-  for (size_t i = 0; i < removable; ++i) removed.push_back(ledgers[i].id);
-  chain_.drop_front(removable);
+  for (size_t i = 0; i < count; ++i) removed.push_back(ledgers[i].id);
+  chain_.drop_front(count);
   auto self = shared_from_this();
   persist_chain([self, done, before, removed](Status st) {
     if (!st.is_ok()) {
@@ -51,7 +74,7 @@ void ManagedLedger::trim(Callback<Status> done) {
         if (!del.is_ok()) MLOG_WARN("managed ledger {}: ledger {} not deleted: {}", self->name_, id, del.to_string());
       });
     }
-    MLOG_INFO("managed ledger {}: trimmed {} ledgers", self->name_, removed.size());
+    MLOG_INFO("managed ledger {}: dropped {} ledgers", self->name_, removed.size());
     done(Status::ok());
   });
 }
