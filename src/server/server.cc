@@ -368,6 +368,7 @@ Status Server::start() {
   kafka_options.advertised_host = host;
   kafka_options.cluster_id = config_.cluster_name;
   kafka_options.node_id = broker_id_;
+  kafka_options.log_dir = config_.data_dir;
   auto kafka = std::make_unique<protocol::kafka::KafkaService>(*runtime_, *broker, kafka_options);
   kafka->set_metadata(tenancy_ptr, policies_ptr);
   if (authenticator_) kafka->set_authenticator(authenticator_.get(), /*required=*/true);

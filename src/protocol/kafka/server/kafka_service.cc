@@ -110,15 +110,26 @@ void KafkaService::forget_partitions(const broker::TopicName& topic) {
 }
 
 void KafkaService::with_partition(const broker::NamespaceName& ns, const std::string& topic, int32_t partition,
-                                  ledger::Callback<common::Result<broker::Topic*>> fn) {
+                                  ledger::Callback<common::Result<broker::Topic*>> fn, bool create) {
   auto base = topic_for(ns, topic);
   if (!base) return fn(base.status());
-  auto go = [this, base = *base, partition, fn = std::move(fn)](int32_t partitions) mutable {
+  auto go = [this, base = *base, partition, create, fn = std::move(fn)](int32_t partitions) mutable {
     broker::TopicName target = base;
     if (partitions > 0 && partition >= 0 && partition < partitions) {
       target = base.partition_of(partition);
     } else if (partitions > 0 || partition != 0) {
       return fn(common::Status::not_found(fmt::format("topic '{}' has no partition {}", base.local, partition)));
+    }
+    if (!create) {
+      // A partition of a partitioned topic exists with it; a topic that is
+      // not partitioned is asked for (its topic record).
+      if (partitions > 0 || tenancy_ == nullptr) return broker_.with_existing_topic(target, partitions > 0, std::move(fn));
+      auto shared_fn = std::make_shared<ledger::Callback<common::Result<broker::Topic*>>>(std::move(fn));
+      common::Status st = tenancy_->submit([this, target, shared_fn]() {
+        broker_.with_existing_topic(target, tenancy_->require_topic(target).is_ok(), std::move(*shared_fn));
+      });
+      if (!st.is_ok()) (*shared_fn)(st);
+      return;
     }
     if (may_create(target)) {
       // A topic Kafka makes here keeps Kafka's retention; the partitions of

@@ -44,6 +44,8 @@ struct KafkaServiceOptions {
   uint16_t tls_port = 0;
   std::string advertised_host;  // what Metadata hands out as this broker's host
   std::string cluster_id = "standalone";
+  // The data directory, which DescribeLogDirs names as this broker's one log directory.
+  std::string log_dir;
   // This broker's id in Metadata (a cluster member's comes from the metadata store).
   int32_t node_id = 0;
   // Kafka topic `t` is persistent://<default_namespace>/t.
@@ -113,8 +115,10 @@ class KafkaService final : public runtime::Component {
   // topic reach the topic in the order they were made, also while its
   // partition count is being looked up (a connection's pipelined Produce
   // requests are stored in order).
+  // With `create` false a missing topic is never created (kNotFound): the
+  // admin APIs that read or change a partition do not make one.
   void with_partition(const broker::NamespaceName& ns, const std::string& topic, int32_t partition,
-                      ledger::Callback<common::Result<broker::Topic*>> fn);
+                      ledger::Callback<common::Result<broker::Topic*>> fn, bool create = true);
   // Makes partitions [from, to) of partitioned topic `topic` now, recorded
   // as made through Kafka (broker/retention.h), so they keep Kafka's
   // retention whichever protocol uses them first. `done` (any thread) with

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -15,6 +16,19 @@ int32_t after(int32_t sequence) { return sequence == INT32_MAX ? 0 : sequence + 
 
 std::string ProducerStates::key(const std::string& partition, int64_t producer_id) {
   return fmt::format("{}#{}", partition, producer_id);
+}
+
+std::vector<ProducerSnapshot> ProducerStates::producers_of(const std::string& partition) const {
+  std::vector<ProducerSnapshot> out;
+  const std::string prefix = partition + "#";
+  for (const auto& [k, state] : states_) {
+    if (k.compare(0, prefix.size(), prefix) != 0) continue;
+    const int64_t id = std::strtoll(k.c_str() + prefix.size(), nullptr, 10);
+    out.push_back({id, state.epoch, state.last_sequence, state.last_used_ms});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ProducerSnapshot& a, const ProducerSnapshot& b) { return a.producer_id < b.producer_id; });
+  return out;
 }
 
 SequenceCheck ProducerStates::check_and_record(const std::string& partition, const SequencedBatch& batch,

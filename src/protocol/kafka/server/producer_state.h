@@ -53,6 +53,14 @@ struct SequenceCheck {
   std::string why;
 };
 
+// What DescribeProducers shows of one producer on one partition.
+struct ProducerSnapshot {
+  int64_t producer_id = -1;
+  int16_t epoch = 0;
+  int32_t last_sequence = -1;  // of the last batch taken (also while it is being written)
+  int64_t last_used_ms = 0;    // wall clock of the last batch taken or retried
+};
+
 // How a retry of a batch still being written learns the batch's offset.
 using WrittenCallback = std::function<void(ErrorCode, int64_t base_offset)>;
 
@@ -75,6 +83,8 @@ class ProducerStates {
   // its batches are answered KAFKA_STORAGE_ERROR.
   void forget(const std::string& partition, int64_t producer_id);
   size_t size() const { return states_.size(); }
+  // The producers with state on `partition`, by producer id.
+  std::vector<ProducerSnapshot> producers_of(const std::string& partition) const;
 
   static constexpr size_t kRememberedBatches = 5;
   static constexpr int64_t kExpiryMs = 24LL * 3600 * 1000;

@@ -25,6 +25,7 @@
 #include "broker/topic_lifecycle.h"
 #include "common/logging.h"
 #include "protocol/kafka/server/kafka_connection.h"
+#include "protocol/kafka/server/topic_configs.h"
 
 namespace magnetar::protocol::kafka {
 
@@ -33,7 +34,6 @@ using common::Status;
 namespace {
 
 constexpr int32_t kClusterSize = 1;
-constexpr int64_t kMiB = 1024 * 1024;
 
 struct TopicOutcome {
   std::string name;
@@ -48,48 +48,6 @@ bool on_tenancy(KafkaConnection& c, std::function<void(broker::Tenancy&)> work) 
   if (tenancy == nullptr) return false;
   Status st = tenancy->submit([tenancy, work = std::move(work)]() { work(*tenancy); });
   return st.is_ok();
-}
-
-// What a topic config asks of the topic's policies, or why it cannot be had.
-common::Result<std::optional<broker::RetentionPolicy>> apply_config(const std::string& name,
-                                                                   const std::optional<std::string>& value,
-                                                                   broker::RetentionPolicy retention) {
-  static const std::set<std::string> kAcceptedHints = {
-      "segment.bytes",   "segment.ms",          "segment.index.bytes",  "segment.jitter.ms",
-      "min.insync.replicas", "flush.messages",  "flush.ms",             "index.interval.bytes",
-      "preallocate",     "unclean.leader.election.enable", "compression.type", "file.delete.delay.ms",
-      "message.timestamp.type", "max.message.bytes", "min.cleanable.dirty.ratio", "delete.retention.ms"};
-  auto number = [&](int64_t* out) {
-    if (!value) return false;
-    char* end = nullptr;
-    long long v = std::strtoll(value->c_str(), &end, 10);
-    if (value->empty() || end == nullptr || *end != '\0') return false;
-    *out = v;
-    return true;
-  };
-  if (name == "retention.ms") {
-    int64_t ms = 0;
-    if (!number(&ms) || ms < -1) return Status::invalid_argument("retention.ms must be -1 or a number of milliseconds");
-    retention.time_minutes = ms < 0 ? -1 : (ms + 59999) / 60000;
-    return std::optional<broker::RetentionPolicy>(retention);
-  }
-  if (name == "retention.bytes") {
-    int64_t bytes = 0;
-    if (!number(&bytes) || bytes < -1) return Status::invalid_argument("retention.bytes must be -1 or a number of bytes");
-    retention.size_mb = bytes < 0 ? -1 : (bytes + kMiB - 1) / kMiB;
-    return std::optional<broker::RetentionPolicy>(retention);
-  }
-  if (name == "cleanup.policy") {
-    if (value && *value == "delete") return std::optional<broker::RetentionPolicy>();
-    return Status::invalid_argument("cleanup.policy: only 'delete' is served (no log compaction)");
-  }
-  if (kAcceptedHints.count(name) > 0) {
-    if (name == "message.timestamp.type" && value && *value != "CreateTime") {
-      return Status::invalid_argument("message.timestamp.type: only CreateTime is served");
-    }
-    return std::optional<broker::RetentionPolicy>();
-  }
-  return Status::invalid_argument("unknown or unsupported topic config '" + name + "'");
 }
 
 void answer_create(KafkaConnection& c, const Request& request, const std::vector<TopicOutcome>& outcomes) {
@@ -158,7 +116,7 @@ TopicOutcome create_one(broker::Tenancy& tenancy, KafkaService& service, const b
   for (const Struct& config : t.array("Configs")) {
     std::optional<std::string> value;
     if (!config.is_null("Value")) value = config.str("Value");
-    auto applied = apply_config(config.str("Name"), value, retention.value_or(broker::RetentionPolicy{0, 0}));
+    auto applied = apply_topic_config(config.str("Name"), value, retention.value_or(broker::RetentionPolicy{0, 0}));
     if (!applied.is_ok()) return fail(kInvalidConfig, applied.status().message());
     if (applied->has_value()) retention = **applied;
   }
@@ -185,7 +143,6 @@ TopicOutcome create_one(broker::Tenancy& tenancy, KafkaService& service, const b
 
 }  // namespace
 
-// Topic administration is for the tenant's admins (and superusers).
 common::Status may_administer(KafkaConnection& c) {
   return c.service().authorization().check_tenant_admin(c.role(), c.ns().tenant);
 }

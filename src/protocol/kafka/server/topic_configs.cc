@@ -1,0 +1,71 @@
+#include "protocol/kafka/server/topic_configs.h"
+
+#include <cstdlib>
+#include <set>
+
+namespace magnetar::protocol::kafka {
+
+using common::Status;
+
+namespace {
+
+constexpr int64_t kBytesPerMiB = 1024 * 1024;
+
+// Storage tuning Kafka clients like to pass: accepted, no effect here.
+const std::set<std::string>& accepted_hints() {
+  static const std::set<std::string> kHints = {
+      "segment.bytes",          "segment.ms",        "segment.index.bytes",
+      "segment.jitter.ms",      "min.insync.replicas", "flush.messages",
+      "flush.ms",               "index.interval.bytes", "preallocate",
+      "unclean.leader.election.enable", "compression.type", "file.delete.delay.ms",
+      "message.timestamp.type", "max.message.bytes", "min.cleanable.dirty.ratio",
+      "delete.retention.ms"};
+  return kHints;
+}
+
+}  // namespace
+
+common::Result<std::optional<broker::RetentionPolicy>> apply_topic_config(const std::string& name,
+                                                                         const std::optional<std::string>& value,
+                                                                         broker::RetentionPolicy retention) {
+  auto number = [&](int64_t* out) {
+    if (!value) return false;
+    char* end = nullptr;
+    long long v = std::strtoll(value->c_str(), &end, 10);
+    if (value->empty() || end == nullptr || *end != '\0') return false;
+    *out = v;
+    return true;
+  };
+  if (name == "retention.ms") {
+    int64_t ms = 0;
+    if (!number(&ms) || ms < -1) return Status::invalid_argument("retention.ms must be -1 or a number of milliseconds");
+    retention.time_minutes = ms < 0 ? -1 : (ms + 59999) / 60000;
+    return std::optional<broker::RetentionPolicy>(retention);
+  }
+  if (name == "retention.bytes") {
+    int64_t bytes = 0;
+    if (!number(&bytes) || bytes < -1) return Status::invalid_argument("retention.bytes must be -1 or a number of bytes");
+    retention.size_mb = bytes < 0 ? -1 : (bytes + kBytesPerMiB - 1) / kBytesPerMiB;
+    return std::optional<broker::RetentionPolicy>(retention);
+  }
+  if (name == "cleanup.policy") {
+    if (value && *value == "delete") return std::optional<broker::RetentionPolicy>();
+    return Status::invalid_argument("cleanup.policy: only 'delete' is served (no log compaction)");
+  }
+  if (accepted_hints().count(name) > 0) {
+    if (name == "message.timestamp.type" && value && *value != "CreateTime") {
+      return Status::invalid_argument("message.timestamp.type: only CreateTime is served");
+    }
+    return std::optional<broker::RetentionPolicy>();
+  }
+  return Status::invalid_argument("unknown or unsupported topic config '" + name + "'");
+}
+
+bool is_known_topic_config(const std::string& name) {
+  return name == "retention.ms" || name == "retention.bytes" || name == "cleanup.policy" ||
+         accepted_hints().count(name) > 0;
+}
+
+bool is_list_topic_config(const std::string& name) { return name == "cleanup.policy"; }
+
+}  // namespace magnetar::protocol::kafka
