@@ -53,8 +53,11 @@ enum ErrorCode : int16_t {
   kUnknownProducerId = 59,
   kNonEmptyGroup = 68,
   kGroupIdNotFound = 69,
+  kFencedLeaderEpoch = 74,
+  kUnknownLeaderEpoch = 75,
   kUnsupportedCompressionType = 76,
   kGroupMaxSizeReached = 81,
+  kGroupSubscribedToTopic = 86,
   kInvalidRecord = 87,
   kThrottlingQuotaExceeded = 89,
 };

@@ -531,6 +531,213 @@ const Schema kSaslAuthenticateResponse{{
     {"SessionLifetimeMs", T::kInt64, 1},
 }};
 
+// --- DeleteRecords (21)
+const Schema kDeleteRecordsPartition{{
+    {"PartitionIndex", T::kInt32},
+    {"Offset", T::kInt64},
+}};
+const Schema kDeleteRecordsTopic{{
+    {"Name", T::kString},
+    {"Partitions", T::kStructArray, 0, N, N, &kDeleteRecordsPartition},
+}};
+const Schema kDeleteRecordsRequest{{
+    {"Topics", T::kStructArray, 0, N, N, &kDeleteRecordsTopic},
+    {"TimeoutMs", T::kInt32},
+}};
+const Schema kDeleteRecordsPartitionResult{{
+    {"PartitionIndex", T::kInt32},
+    {"LowWatermark", T::kInt64},
+    {"ErrorCode", T::kInt16},
+}};
+const Schema kDeleteRecordsTopicResult{{
+    {"Name", T::kString},
+    {"Partitions", T::kStructArray, 0, N, N, &kDeleteRecordsPartitionResult},
+}};
+const Schema kDeleteRecordsResponse{{
+    {"ThrottleTimeMs", T::kInt32},
+    {"Topics", T::kStructArray, 0, N, N, &kDeleteRecordsTopicResult},
+}};
+
+// --- OffsetForLeaderEpoch (23)
+const Schema kOffsetForLeaderPartition{{
+    {"Partition", T::kInt32},
+    {"CurrentLeaderEpoch", T::kInt32, 2, N, N, nullptr, -1},
+    {"LeaderEpoch", T::kInt32},
+}};
+const Schema kOffsetForLeaderTopic{{
+    {"Topic", T::kString},
+    {"Partitions", T::kStructArray, 0, N, N, &kOffsetForLeaderPartition},
+}};
+const Schema kOffsetForLeaderEpochRequest{{
+    {"ReplicaId", T::kInt32, 3, N, N, nullptr, -2},
+    {"Topics", T::kStructArray, 0, N, N, &kOffsetForLeaderTopic},
+}};
+const Schema kEpochEndOffset{{
+    {"ErrorCode", T::kInt16},
+    {"Partition", T::kInt32},
+    {"LeaderEpoch", T::kInt32, 1, N, N, nullptr, -1},
+    {"EndOffset", T::kInt64, 0, N, N, nullptr, -1},
+}};
+const Schema kOffsetForLeaderTopicResult{{
+    {"Topic", T::kString},
+    {"Partitions", T::kStructArray, 0, N, N, &kEpochEndOffset},
+}};
+const Schema kOffsetForLeaderEpochResponse{{
+    {"ThrottleTimeMs", T::kInt32, 2},
+    {"Topics", T::kStructArray, 0, N, N, &kOffsetForLeaderTopicResult},
+}};
+
+// --- AlterConfigs (33)
+const Schema kAlterableConfig{{
+    {"Name", T::kString},
+    {"Value", T::kString, 0, N, 0},
+}};
+const Schema kAlterConfigsResource{{
+    {"ResourceType", T::kInt8},
+    {"ResourceName", T::kString},
+    {"Configs", T::kStructArray, 0, N, N, &kAlterableConfig},
+}};
+const Schema kAlterConfigsRequest{{
+    {"Resources", T::kStructArray, 0, N, N, &kAlterConfigsResource},
+    {"ValidateOnly", T::kBool},
+}};
+// The same response layout serves IncrementalAlterConfigs.
+const Schema kAlterConfigsResourceResponse{{
+    {"ErrorCode", T::kInt16},
+    {"ErrorMessage", T::kString, 0, N, 0},
+    {"ResourceType", T::kInt8},
+    {"ResourceName", T::kString},
+}};
+const Schema kAlterConfigsResponse{{
+    {"ThrottleTimeMs", T::kInt32},
+    {"Responses", T::kStructArray, 0, N, N, &kAlterConfigsResourceResponse},
+}};
+
+// --- IncrementalAlterConfigs (44)
+const Schema kIncrementalAlterableConfig{{
+    {"Name", T::kString},
+    {"ConfigOperation", T::kInt8},
+    {"Value", T::kString, 0, N, 0},
+}};
+const Schema kIncrementalAlterConfigsResource{{
+    {"ResourceType", T::kInt8},
+    {"ResourceName", T::kString},
+    {"Configs", T::kStructArray, 0, N, N, &kIncrementalAlterableConfig},
+}};
+const Schema kIncrementalAlterConfigsRequest{{
+    {"Resources", T::kStructArray, 0, N, N, &kIncrementalAlterConfigsResource},
+    {"ValidateOnly", T::kBool},
+}};
+
+// --- DescribeLogDirs (35). A null topic list asks for every partition.
+const Schema kDescribableLogDirTopic{{
+    {"Topic", T::kString},
+    {"Partitions", T::kInt32Array},
+}};
+const Schema kDescribeLogDirsRequest{{
+    {"Topics", T::kStructArray, 0, N, 0, &kDescribableLogDirTopic},
+}};
+const Schema kDescribeLogDirsPartition{{
+    {"PartitionIndex", T::kInt32},
+    {"PartitionSize", T::kInt64},
+    {"OffsetLag", T::kInt64},
+    {"IsFutureKey", T::kBool},
+}};
+const Schema kDescribeLogDirsTopic{{
+    {"Name", T::kString},
+    {"Partitions", T::kStructArray, 0, N, N, &kDescribeLogDirsPartition},
+}};
+const Schema kDescribeLogDirsResult{{
+    {"ErrorCode", T::kInt16},
+    {"LogDir", T::kString},
+    {"Topics", T::kStructArray, 0, N, N, &kDescribeLogDirsTopic},
+    {"TotalBytes", T::kInt64, 4, N, N, nullptr, -1},
+    {"UsableBytes", T::kInt64, 4, N, N, nullptr, -1},
+}};
+const Schema kDescribeLogDirsResponse{{
+    {"ThrottleTimeMs", T::kInt32},
+    {"ErrorCode", T::kInt16, 3},
+    {"Results", T::kStructArray, 0, N, N, &kDescribeLogDirsResult},
+}};
+
+// --- OffsetDelete (47)
+const Schema kOffsetDeleteRequestPartition{{
+    {"PartitionIndex", T::kInt32},
+}};
+const Schema kOffsetDeleteRequestTopic{{
+    {"Name", T::kString},
+    {"Partitions", T::kStructArray, 0, N, N, &kOffsetDeleteRequestPartition},
+}};
+const Schema kOffsetDeleteRequest{{
+    {"GroupId", T::kString},
+    {"Topics", T::kStructArray, 0, N, N, &kOffsetDeleteRequestTopic},
+}};
+const Schema kOffsetDeleteResponsePartition{{
+    {"PartitionIndex", T::kInt32},
+    {"ErrorCode", T::kInt16},
+}};
+const Schema kOffsetDeleteResponseTopic{{
+    {"Name", T::kString},
+    {"Partitions", T::kStructArray, 0, N, N, &kOffsetDeleteResponsePartition},
+}};
+const Schema kOffsetDeleteResponse{{
+    {"ErrorCode", T::kInt16},
+    {"ThrottleTimeMs", T::kInt32},
+    {"Topics", T::kStructArray, 0, N, N, &kOffsetDeleteResponseTopic},
+}};
+
+// --- DescribeCluster (60)
+const Schema kDescribeClusterRequest{{
+    {"IncludeClusterAuthorizedOperations", T::kBool},
+    {"EndpointType", T::kInt8, 1, N, N, nullptr, 1},
+}};
+const Schema kDescribeClusterBroker{{
+    {"BrokerId", T::kInt32},
+    {"Host", T::kString},
+    {"Port", T::kInt32},
+    {"Rack", T::kString, 0, N, 0},
+}};
+const Schema kDescribeClusterResponse{{
+    {"ThrottleTimeMs", T::kInt32},
+    {"ErrorCode", T::kInt16},
+    {"ErrorMessage", T::kString, 0, N, 0},
+    {"EndpointType", T::kInt8, 1, N, N, nullptr, 1},
+    {"ClusterId", T::kString},
+    {"ControllerId", T::kInt32, 0, N, N, nullptr, -1},
+    {"Brokers", T::kStructArray, 0, N, N, &kDescribeClusterBroker},
+    {"ClusterAuthorizedOperations", T::kInt32, 0, N, N, nullptr, INT32_MIN},
+}};
+
+// --- DescribeProducers (61)
+const Schema kDescribeProducersTopic{{
+    {"Name", T::kString},
+    {"PartitionIndexes", T::kInt32Array},
+}};
+const Schema kDescribeProducersRequest{{
+    {"Topics", T::kStructArray, 0, N, N, &kDescribeProducersTopic},
+}};
+const Schema kProducerStateResult{{
+    {"ProducerId", T::kInt64},
+    {"ProducerEpoch", T::kInt32},
+    {"LastSequence", T::kInt32, 0, N, N, nullptr, -1},
+    {"LastTimestamp", T::kInt64, 0, N, N, nullptr, -1},
+    {"CurrentTxnStartTimestamp", T::kInt64, 0, N, N, nullptr, -1},
+}};
+const Schema kDescribeProducersPartition{{
+    {"PartitionIndex", T::kInt32},
+    {"ErrorCode", T::kInt16},
+    {"ErrorMessage", T::kString, 0, N, 0},
+    {"ActiveProducers", T::kStructArray, 0, N, N, &kProducerStateResult},
+}};
+const Schema kDescribeProducersTopicResult{{
+    {"Name", T::kString},
+    {"Partitions", T::kStructArray, 0, N, N, &kDescribeProducersPartition},
+}};
+const Schema kDescribeProducersResponse{{
+    {"ThrottleTimeMs", T::kInt32},
+    {"Topics", T::kStructArray, 0, N, N, &kDescribeProducersTopicResult},
+}};
+
 // Produce starts at v3: record batches (message format v2) only. Fetch
 // starts at v4 for the same reason, and stops at v12: v13 names topics by
 // id. The tagged fields of later versions (Produce 10-11, Fetch 12's
@@ -541,7 +748,7 @@ const Schema kSaslAuthenticateResponse{{
 // highest version both sides serve. So do the admin APIs (CreateTopics 5,
 // DeleteTopics 4, CreatePartitions 2, DescribeConfigs 3 with its
 // documentation fields, DeleteGroups 2).
-const std::array<ApiSpec, 22> kApis{{
+const std::array<ApiSpec, 30> kApis{{
     {kProduce, "Produce", 3, 9, 9, &kProduceRequest, &kProduceResponse},
     {kFetch, "Fetch", 4, 12, 12, &kFetchRequest, &kFetchResponse},
     {kListOffsets, "ListOffsets", 0, 6, 6, &kListOffsetsRequest, &kListOffsetsResponse},
@@ -559,11 +766,21 @@ const std::array<ApiSpec, 22> kApis{{
     {kApiVersions, "ApiVersions", 0, 3, 3, &kApiVersionsRequest, &kApiVersionsResponse},
     {kCreateTopics, "CreateTopics", 0, 4, N, &kCreateTopicsRequest, &kCreateTopicsResponse},
     {kDeleteTopics, "DeleteTopics", 0, 3, N, &kDeleteTopicsRequest, &kDeleteTopicsResponse},
+    {kDeleteRecords, "DeleteRecords", 0, 2, 2, &kDeleteRecordsRequest, &kDeleteRecordsResponse},
     {kInitProducerId, "InitProducerId", 0, 4, 2, &kInitProducerIdRequest, &kInitProducerIdResponse},
+    {kOffsetForLeaderEpoch, "OffsetForLeaderEpoch", 0, 4, 4, &kOffsetForLeaderEpochRequest,
+     &kOffsetForLeaderEpochResponse},
     {kDescribeConfigs, "DescribeConfigs", 0, 2, N, &kDescribeConfigsRequest, &kDescribeConfigsResponse},
+    {kAlterConfigs, "AlterConfigs", 0, 2, 2, &kAlterConfigsRequest, &kAlterConfigsResponse},
+    {kDescribeLogDirs, "DescribeLogDirs", 0, 4, 2, &kDescribeLogDirsRequest, &kDescribeLogDirsResponse},
     {kSaslAuthenticate, "SaslAuthenticate", 0, 2, 2, &kSaslAuthenticateRequest, &kSaslAuthenticateResponse},
     {kCreatePartitions, "CreatePartitions", 0, 1, N, &kCreatePartitionsRequest, &kCreatePartitionsResponse},
     {kDeleteGroups, "DeleteGroups", 0, 1, N, &kDeleteGroupsRequest, &kDeleteGroupsResponse},
+    {kIncrementalAlterConfigs, "IncrementalAlterConfigs", 0, 1, 1, &kIncrementalAlterConfigsRequest,
+     &kAlterConfigsResponse},
+    {kOffsetDelete, "OffsetDelete", 0, 0, N, &kOffsetDeleteRequest, &kOffsetDeleteResponse},
+    {kDescribeCluster, "DescribeCluster", 0, 1, 0, &kDescribeClusterRequest, &kDescribeClusterResponse},
+    {kDescribeProducers, "DescribeProducers", 0, 0, 0, &kDescribeProducersRequest, &kDescribeProducersResponse},
 }};
 
 }  // namespace

@@ -30,11 +30,19 @@ enum ApiKey : int16_t {
   kApiVersions = 18,
   kCreateTopics = 19,
   kDeleteTopics = 20,
+  kDeleteRecords = 21,
   kInitProducerId = 22,
+  kOffsetForLeaderEpoch = 23,
   kDescribeConfigs = 32,
+  kAlterConfigs = 33,
+  kDescribeLogDirs = 35,
   kSaslAuthenticate = 36,
   kCreatePartitions = 37,
   kDeleteGroups = 42,
+  kIncrementalAlterConfigs = 44,
+  kOffsetDelete = 47,
+  kDescribeCluster = 60,
+  kDescribeProducers = 61,
 };
 
 struct ApiSpec {

@@ -164,6 +164,14 @@ void KafkaConnection::dispatch(Request& request) {
     case kInitProducerId: return handle_init_producer_id(*this, request);
     case kSaslHandshake: return handle_sasl_handshake(*this, request);
     case kSaslAuthenticate: return handle_sasl_authenticate(*this, request);
+    case kDescribeCluster: return handle_describe_cluster(*this, request);
+    case kAlterConfigs: return handle_alter_configs(*this, request);
+    case kIncrementalAlterConfigs: return handle_incremental_alter_configs(*this, request);
+    case kDeleteRecords: return handle_delete_records(*this, request);
+    case kOffsetDelete: return on_group_coordinator(*this, request, handle_offset_delete);
+    case kOffsetForLeaderEpoch: return handle_offset_for_leader_epoch(*this, request);
+    case kDescribeLogDirs: return handle_describe_log_dirs(*this, request);
+    case kDescribeProducers: return handle_describe_producers(*this, request);
     default: return respond_none(request);
   }
 }
@@ -341,9 +349,9 @@ common::Status KafkaConnection::authorize_group(const std::string& group) const 
 }
 
 void KafkaConnection::with_partition(const std::string& topic, int32_t partition, broker::TopicAction action,
-                                     ledger::Callback<common::Result<broker::Topic*>> fn) {
+                                     ledger::Callback<common::Result<broker::Topic*>> fn, bool create) {
   if (common::Status allowed = authorize(topic, action); !allowed.is_ok()) return fn(allowed);
-  service_.with_partition(ns(), topic, partition, std::move(fn));
+  service_.with_partition(ns(), topic, partition, std::move(fn), create);
 }
 
 broker::ClientInfo KafkaConnection::client_info(const RequestHeader& header) const {

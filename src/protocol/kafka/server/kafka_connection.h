@@ -103,8 +103,9 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   // Runs `fn` with the partition's topic once this connection's role may
   // do `action` on it (PermissionDenied, which answers
   // TOPIC_AUTHORIZATION_FAILED, otherwise).
+  // With `create` false a missing topic is not created (KafkaService::with_partition).
   void with_partition(const std::string& topic, int32_t partition, broker::TopicAction action,
-                      ledger::Callback<common::Result<broker::Topic*>> fn);
+                      ledger::Callback<common::Result<broker::Topic*>> fn, bool create = true);
   // OK when this connection's role may do `action` on Kafka topic `topic`.
   common::Status authorize(const std::string& topic, broker::TopicAction action) const;
   // Consumer groups belong to the connection's namespace: the coordinator
@@ -262,6 +263,17 @@ void handle_delete_topics(KafkaConnection& c, const Request& request);       // 
 void handle_create_partitions(KafkaConnection& c, const Request& request);   // topic_admin.cc
 void handle_describe_configs(KafkaConnection& c, const Request& request);
 void handle_init_producer_id(KafkaConnection& c, const Request& request);
+void handle_describe_cluster(KafkaConnection& c, const Request& request);
+void handle_alter_configs(KafkaConnection& c, const Request& request);              // alter_configs.cc
+void handle_incremental_alter_configs(KafkaConnection& c, const Request& request);  // alter_configs.cc
+void handle_delete_records(KafkaConnection& c, const Request& request);
+void handle_offset_delete(KafkaConnection& c, const Request& request);
+void handle_offset_for_leader_epoch(KafkaConnection& c, const Request& request);
+void handle_describe_log_dirs(KafkaConnection& c, const Request& request);
+void handle_describe_producers(KafkaConnection& c, const Request& request);
+// Topic and config administration is for the tenant's admins (and
+// superusers); PermissionDenied otherwise. In topic_admin.cc.
+common::Status may_administer(KafkaConnection& c);
 void handle_sasl_handshake(KafkaConnection& c, const Request& request);      // sasl.cc
 void handle_sasl_authenticate(KafkaConnection& c, const Request& request);   // sasl.cc
 void handle_raw_sasl_token(KafkaConnection& c, common::Slice token);        // sasl.cc
