@@ -144,3 +144,53 @@ test('KafkaJS', async (t) => {
       (e) => e.groups && e.groups[0].error && e.groups[0].error.type === 'GROUP_ID_NOT_FOUND');
   });
 });
+
+// DeleteRecords and AlterConfigs as KafkaJS's admin sends them, on a node
+// whose ledgers hold 10 entries (records are deleted a closed ledger at a time).
+test('KafkaJS admin: deleteTopicRecords and alterConfigs', async (t) => {
+  const node = await new Node(undefined, ['--managed-ledger-max-entries-per-ledger', '10']).start();
+  const kafka = new Kafka({ clientId: 'kafkajs-admin-apis', brokers: [`127.0.0.1:${node.ports.kafka}`],
+    logLevel: logLevel.NOTHING, retry: { retries: 3 } });
+  const admin = kafka.admin();
+  await admin.connect();
+  t.after(async () => {
+    await admin.disconnect();
+    assert.equal(await node.stop(), 0);
+    await node.close();
+  });
+
+  await t.test('deleteTopicRecords moves the low watermark to a ledger boundary', async () => {
+    await admin.createTopics({ topics: [{ topic: 'js-del' }] });
+    const producer = kafka.producer();
+    await producer.connect();
+    for (let i = 0; i < 25; i++) await producer.send({ topic: 'js-del', messages: [{ value: `v${i}` }] });
+    await producer.disconnect();
+    assert.deepEqual((await admin.fetchTopicOffsets('js-del')).map(({ low, high }) => [low, high]), [['0', '25']]);
+    await admin.deleteTopicRecords({ topic: 'js-del', partitions: [{ partition: 0, offset: '15' }] });
+    assert.deepEqual((await admin.fetchTopicOffsets('js-del')).map(({ low, high }) => [low, high]), [['10', '25']]);
+    // The records from the new start on are intact.
+    const consumer = kafka.consumer({ groupId: 'js-del-reader' });
+    await consumer.connect();
+    await consumer.subscribe({ topic: 'js-del', fromBeginning: true });
+    const seen = [];
+    await consumer.run({ eachMessage: async ({ message }) => { seen.push([message.offset, message.value.toString()]); } });
+    await waitFor(() => seen.length >= 15, WAIT_MS, 'records after the new start');
+    await consumer.disconnect();
+    assert.deepEqual(seen, Array.from({ length: 15 }, (_, i) => [`${i + 10}`, `v${i + 10}`]));
+  });
+
+  await t.test('alterConfigs sets retention, read back by describeConfigs and REST', async () => {
+    await admin.createTopics({ topics: [{ topic: 'js-cfg' }] });
+    await admin.alterConfigs({ validateOnly: false, resources: [{ type: 2, name: 'js-cfg',
+      configEntries: [{ name: 'retention.ms', value: '3600000' }, { name: 'retention.bytes', value: '10485760' }] }] });
+    const described = await admin.describeConfigs({ resources: [{ type: 2, name: 'js-cfg',
+      configNames: ['retention.ms', 'retention.bytes'] }], includeSynonyms: false });
+    const values = Object.fromEntries(described.resources[0].configEntries.map((e) => [e.configName, e.configValue]));
+    assert.deepEqual(values, { 'retention.ms': '3600000', 'retention.bytes': '10485760' });
+    const rest = await httpJson(node, 'GET', '/admin/v2/persistent/public/default/js-cfg/retention');
+    assert.deepEqual(rest.body, { retentionTimeInMinutes: 60, retentionSizeInMB: 10 });
+    await assert.rejects(admin.alterConfigs({ resources: [{ type: 2, name: 'js-cfg',
+      configEntries: [{ name: 'cleanup.policy', value: 'compact' }] }] }),
+    (e) => e.type === 'INVALID_CONFIG' || /INVALID_CONFIG|compaction/.test(`${e.type} ${e.message}`));
+  });
+});
