@@ -263,6 +263,38 @@ TEST_F(ManagedLedgerTest, TrimDeletesLedgersEveryCursorPassed) {
   EXPECT_EQ(rest.size(), 4u);
 }
 
+TEST_F(ManagedLedgerTest, DeleteBeforeDropsClosedLedgersWhateverCursorsSay) {
+  ManagedLedgerConfig config;
+  config.max_entries_per_ledger = 5;
+  auto ml = open("t4b", config);
+  ASSERT_NE(ml, nullptr);
+  // A cursor that acknowledged nothing does not hold the prefix back.
+  auto cur = on_reactor<Result<Cursor*>>([&](auto done) { ml->open_cursor("sub", true, done); });
+  ASSERT_TRUE(cur.is_ok());
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE(add(*ml, "z" + std::to_string(i)).is_ok());
+  const LedgerId oldest = ml->chain().ledgers().front().id;
+  // Index 7 lies in the second ledger [5, 10): only the first goes.
+  auto start = on_reactor<Result<int64_t>>([&](auto done) { ml->delete_before(7, done); });
+  ASSERT_TRUE(start.is_ok());
+  EXPECT_EQ(*start, 5);
+  EXPECT_EQ(ml->chain().ledgers().front().first_index, 5);
+  EXPECT_EQ(storage_->ledger_info(oldest).status().code(), common::ErrorCode::kNotFound);
+  // The cursor moved to the new start; what follows reads back whole.
+  auto rest = read_all(*ml, (*cur)->mark_delete_position());
+  ASSERT_EQ(rest.size(), 7u);
+  EXPECT_EQ(rest.front().payload.to_string(), "z5");
+  // Past the end: every closed ledger goes, the current one stays.
+  start = on_reactor<Result<int64_t>>([&](auto done) { ml->delete_before(100, done); });
+  ASSERT_TRUE(start.is_ok());
+  EXPECT_EQ(*start, ml->chain().ledgers().front().first_index);
+  EXPECT_EQ(ml->chain().ledgers().size(), 1u);
+  // Below the start: nothing to do.
+  const int64_t now_start = *start;
+  start = on_reactor<Result<int64_t>>([&](auto done) { ml->delete_before(0, done); });
+  ASSERT_TRUE(start.is_ok());
+  EXPECT_EQ(*start, now_start);
+}
+
 TEST_F(ManagedLedgerTest, RetentionKeepsConsumedLedgersUntilItChanges) {
   ManagedLedgerConfig config;
   config.max_entries_per_ledger = 5;

@@ -39,6 +39,22 @@ TEST(ProducerStatesTest, InOrderBatchesAppendAndRetriesAreDuplicatesWithTheirOff
   EXPECT_EQ(record(s, "t", batch(7, 0, 10, 10), 110, kNow).error, kNone);
 }
 
+TEST(ProducerStatesTest, ProducersOfAPartitionAreListedById) {
+  ProducerStates s;
+  EXPECT_EQ(record(s, "t-partition-1", batch(9, 2, 0, 4), 100, kNow).error, kNone);
+  EXPECT_EQ(record(s, "t-partition-1", batch(3, 0, 0, 0), 105, kNow + 1).error, kNone);
+  EXPECT_EQ(record(s, "t-partition-10", batch(5, 0, 0, 0), 0, kNow).error, kNone);
+  auto listed = s.producers_of("t-partition-1");
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0].producer_id, 3);
+  EXPECT_EQ(listed[0].last_sequence, 0);
+  EXPECT_EQ(listed[0].last_used_ms, kNow + 1);
+  EXPECT_EQ(listed[1].producer_id, 9);
+  EXPECT_EQ(listed[1].epoch, 2);
+  EXPECT_EQ(listed[1].last_sequence, 4);
+  EXPECT_TRUE(s.producers_of("t").empty());
+}
+
 TEST(ProducerStatesTest, GapsAreOutOfOrderAndOldSequencesDuplicates) {
   ProducerStates s;
   record(s, "t", batch(7, 0, 0, 9), 0, kNow);

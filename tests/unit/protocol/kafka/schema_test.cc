@@ -198,7 +198,8 @@ TEST(KafkaSchemaTest, ServedApisAreListedOnceInKeyOrder) {
   EXPECT_EQ(find_api(kApiVersions)->response_header_version(3), 0);
   EXPECT_EQ(find_api(kMetadata)->response_header_version(9), 1);
   EXPECT_EQ(find_api(kMetadata)->request_header_version(9), 2);
-  EXPECT_EQ(find_api(21), nullptr);  // DeleteRecords: not served
+  EXPECT_EQ(find_api(29), nullptr);  // DescribeAcls: not served
+  EXPECT_EQ(find_api(kDescribeProducers)->request_header_version(0), 2);  // flexible from its first version
   EXPECT_EQ(find_api(kSaslHandshake)->min_version, 0);
 }
 
