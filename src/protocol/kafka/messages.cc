@@ -221,6 +221,7 @@ const Schema kJoinGroupRequest{{
     {"GroupInstanceId", T::kString, 5, N, 5},
     {"ProtocolType", T::kString},
     {"Protocols", T::kStructArray, 0, N, N, &kJoinGroupProtocol},
+    {"Reason", T::kString, 8, N, 8},
 }};
 const Schema kJoinGroupMember{{
     {"MemberId", T::kString},
@@ -231,8 +232,10 @@ const Schema kJoinGroupResponse{{
     {"ThrottleTimeMs", T::kInt32, 2},
     {"ErrorCode", T::kInt16},
     {"GenerationId", T::kInt32, 0, N, N, nullptr, -1},
-    {"ProtocolName", T::kString},
+    {"ProtocolType", T::kString, 7, N, 7},
+    {"ProtocolName", T::kString, 0, N, 7},
     {"Leader", T::kString},
+    {"SkipAssignment", T::kBool, 9},
     {"MemberId", T::kString},
     {"Members", T::kStructArray, 0, N, N, &kJoinGroupMember},
 }};
@@ -249,14 +252,26 @@ const Schema kHeartbeatResponse{{
     {"ErrorCode", T::kInt16},
 }};
 
-// --- LeaveGroup (13). v3 leaves several members at once; not served.
+// --- LeaveGroup (13). From v3 a request names several members.
+const Schema kLeavingMember{{
+    {"MemberId", T::kString},
+    {"GroupInstanceId", T::kString, 3, N, 3},
+    {"Reason", T::kString, 5, N, 5},
+}};
 const Schema kLeaveGroupRequest{{
     {"GroupId", T::kString},
+    {"MemberId", T::kString, 0, 2},
+    {"Members", T::kStructArray, 3, N, N, &kLeavingMember},
+}};
+const Schema kLeftMember{{
     {"MemberId", T::kString},
+    {"GroupInstanceId", T::kString, 3, N, 3},
+    {"ErrorCode", T::kInt16},
 }};
 const Schema kLeaveGroupResponse{{
     {"ThrottleTimeMs", T::kInt32, 1},
     {"ErrorCode", T::kInt16},
+    {"Members", T::kStructArray, 3, N, N, &kLeftMember},
 }};
 
 // --- SyncGroup (14)
@@ -269,11 +284,15 @@ const Schema kSyncGroupRequest{{
     {"GenerationId", T::kInt32},
     {"MemberId", T::kString},
     {"GroupInstanceId", T::kString, 3, N, 3},
+    {"ProtocolType", T::kString, 5, N, 5},
+    {"ProtocolName", T::kString, 5, N, 5},
     {"Assignments", T::kStructArray, 0, N, N, &kSyncGroupAssignment},
 }};
 const Schema kSyncGroupResponse{{
     {"ThrottleTimeMs", T::kInt32, 1},
     {"ErrorCode", T::kInt16},
+    {"ProtocolType", T::kString, 5, N, 5},
+    {"ProtocolName", T::kString, 5, N, 5},
     {"Assignment", T::kBytes},
 }};
 
@@ -318,6 +337,7 @@ const Schema kOffsetFetchTopic{{
 const Schema kOffsetFetchRequest{{
     {"GroupId", T::kString},
     {"Topics", T::kStructArray, 0, N, 2, &kOffsetFetchTopic},
+    {"RequireStable", T::kBool, 7},
 }};
 const Schema kOffsetFetchPartitionResponse{{
     {"PartitionIndex", T::kInt32},
@@ -336,13 +356,9 @@ const Schema kOffsetFetchResponse{{
     {"ErrorCode", T::kInt16, 2},
 }};
 
-// --- DescribeGroups (15). The request's group names are a string array;
-// below flexible versions an array of one-string structs has the same bytes.
-const Schema kDescribeGroupsName{{
-    {"Name", T::kString},
-}};
+// --- DescribeGroups (15)
 const Schema kDescribeGroupsRequest{{
-    {"Groups", T::kStructArray, 0, N, N, &kDescribeGroupsName},
+    {"Groups", T::kStringArray},
     {"IncludeAuthorizedOperations", T::kBool, 3},
 }};
 const Schema kDescribedGroupMember{{
@@ -368,10 +384,13 @@ const Schema kDescribeGroupsResponse{{
 }};
 
 // --- ListGroups (16)
-const Schema kListGroupsRequest{{}};
+const Schema kListGroupsRequest{{
+    {"StatesFilter", T::kStringArray, 4},
+}};
 const Schema kListedGroup{{
     {"GroupId", T::kString},
     {"ProtocolType", T::kString},
+    {"GroupState", T::kString, 4},
 }};
 const Schema kListGroupsResponse{{
     {"ThrottleTimeMs", T::kInt32, 1},
@@ -400,10 +419,20 @@ const Schema kCreateTopicsRequest{{
     {"TimeoutMs", T::kInt32},
     {"ValidateOnly", T::kBool, 1},
 }};
+const Schema kCreatableTopicConfigs{{
+    {"Name", T::kString},
+    {"Value", T::kString, 0, N, 0},
+    {"ReadOnly", T::kBool},
+    {"ConfigSource", T::kInt8, 0, N, N, nullptr, -1},
+    {"IsSensitive", T::kBool},
+}};
 const Schema kCreatableTopicResult{{
     {"Name", T::kString},
     {"ErrorCode", T::kInt16},
     {"ErrorMessage", T::kString, 1, N, 0},
+    {"NumPartitions", T::kInt32, 5, N, N, nullptr, -1},
+    {"ReplicationFactor", T::kInt16, 5, N, N, nullptr, -1},
+    {"Configs", T::kStructArray, 5, N, 5, &kCreatableTopicConfigs},
 }};
 const Schema kCreateTopicsResponse{{
     {"ThrottleTimeMs", T::kInt32, 2},
@@ -418,6 +447,7 @@ const Schema kDeleteTopicsRequest{{
 const Schema kDeletableTopicResult{{
     {"Name", T::kString},
     {"ErrorCode", T::kInt16},
+    {"ErrorMessage", T::kString, 5, N, 5},
 }};
 const Schema kDeleteTopicsResponse{{
     {"ThrottleTimeMs", T::kInt32, 1},
@@ -457,6 +487,7 @@ const Schema kDescribeConfigsResource{{
 const Schema kDescribeConfigsRequest{{
     {"Resources", T::kStructArray, 0, N, N, &kDescribeConfigsResource},
     {"IncludeSynonyms", T::kBool, 1},
+    {"IncludeDocumentation", T::kBool, 3},
 }};
 const Schema kDescribeConfigsSynonym{{
     {"Name", T::kString},
@@ -471,6 +502,8 @@ const Schema kDescribeConfigsResourceResult{{
     {"ConfigSource", T::kInt8, 1, N, N, nullptr, -1},
     {"IsSensitive", T::kBool},
     {"Synonyms", T::kStructArray, 1, N, N, &kDescribeConfigsSynonym},
+    {"ConfigType", T::kInt8, 3},
+    {"Documentation", T::kString, 3, N, 0},
 }};
 const Schema kDescribeConfigsResult{{
     {"ErrorCode", T::kInt16},
@@ -742,40 +775,38 @@ const Schema kDescribeProducersResponse{{
 // starts at v4 for the same reason, and stops at v12: v13 names topics by
 // id. The tagged fields of later versions (Produce 10-11, Fetch 12's
 // ClusterId, diverging epochs, current leader) are neither read nor sent.
-// The group APIs stop before their first flexible versions (OffsetCommit 8,
-// OffsetFetch 6, FindCoordinator 3, JoinGroup 6, Heartbeat 4, LeaveGroup 3
-// with its member batches, SyncGroup 4, DescribeGroups 5, ListGroups 3): clients pick the
-// highest version both sides serve. So do the admin APIs (CreateTopics 5,
-// DeleteTopics 4, CreatePartitions 2, DescribeConfigs 3 with its
-// documentation fields, DeleteGroups 2).
+// The group and admin APIs are served up to the versions before topic ids
+// and batched groups (OffsetFetch 8, FindCoordinator 4, DeleteTopics 6,
+// CreateTopics 7) and before KIP-848's consumer protocol (OffsetCommit 9),
+// flexible versions included, so newer clients do not fall back.
 const std::array<ApiSpec, 30> kApis{{
     {kProduce, "Produce", 3, 9, 9, &kProduceRequest, &kProduceResponse},
     {kFetch, "Fetch", 4, 12, 12, &kFetchRequest, &kFetchResponse},
     {kListOffsets, "ListOffsets", 0, 6, 6, &kListOffsetsRequest, &kListOffsetsResponse},
     {kMetadata, "Metadata", 0, 9, 9, &kMetadataRequest, &kMetadataResponse},
-    {kOffsetCommit, "OffsetCommit", 0, 7, N, &kOffsetCommitRequest, &kOffsetCommitResponse},
-    {kOffsetFetch, "OffsetFetch", 1, 5, N, &kOffsetFetchRequest, &kOffsetFetchResponse},
-    {kFindCoordinator, "FindCoordinator", 0, 2, N, &kFindCoordinatorRequest, &kFindCoordinatorResponse},
-    {kJoinGroup, "JoinGroup", 0, 5, N, &kJoinGroupRequest, &kJoinGroupResponse},
-    {kHeartbeat, "Heartbeat", 0, 3, N, &kHeartbeatRequest, &kHeartbeatResponse},
-    {kLeaveGroup, "LeaveGroup", 0, 2, N, &kLeaveGroupRequest, &kLeaveGroupResponse},
-    {kSyncGroup, "SyncGroup", 0, 3, N, &kSyncGroupRequest, &kSyncGroupResponse},
-    {kDescribeGroups, "DescribeGroups", 0, 4, N, &kDescribeGroupsRequest, &kDescribeGroupsResponse},
-    {kListGroups, "ListGroups", 0, 2, N, &kListGroupsRequest, &kListGroupsResponse},
+    {kOffsetCommit, "OffsetCommit", 0, 8, 8, &kOffsetCommitRequest, &kOffsetCommitResponse},
+    {kOffsetFetch, "OffsetFetch", 1, 7, 6, &kOffsetFetchRequest, &kOffsetFetchResponse},
+    {kFindCoordinator, "FindCoordinator", 0, 3, 3, &kFindCoordinatorRequest, &kFindCoordinatorResponse},
+    {kJoinGroup, "JoinGroup", 0, 9, 6, &kJoinGroupRequest, &kJoinGroupResponse},
+    {kHeartbeat, "Heartbeat", 0, 4, 4, &kHeartbeatRequest, &kHeartbeatResponse},
+    {kLeaveGroup, "LeaveGroup", 0, 5, 4, &kLeaveGroupRequest, &kLeaveGroupResponse},
+    {kSyncGroup, "SyncGroup", 0, 5, 4, &kSyncGroupRequest, &kSyncGroupResponse},
+    {kDescribeGroups, "DescribeGroups", 0, 5, 5, &kDescribeGroupsRequest, &kDescribeGroupsResponse},
+    {kListGroups, "ListGroups", 0, 4, 3, &kListGroupsRequest, &kListGroupsResponse},
     {kSaslHandshake, "SaslHandshake", 0, 1, N, &kSaslHandshakeRequest, &kSaslHandshakeResponse},
     {kApiVersions, "ApiVersions", 0, 3, 3, &kApiVersionsRequest, &kApiVersionsResponse},
-    {kCreateTopics, "CreateTopics", 0, 4, N, &kCreateTopicsRequest, &kCreateTopicsResponse},
-    {kDeleteTopics, "DeleteTopics", 0, 3, N, &kDeleteTopicsRequest, &kDeleteTopicsResponse},
+    {kCreateTopics, "CreateTopics", 0, 6, 5, &kCreateTopicsRequest, &kCreateTopicsResponse},
+    {kDeleteTopics, "DeleteTopics", 0, 5, 4, &kDeleteTopicsRequest, &kDeleteTopicsResponse},
     {kDeleteRecords, "DeleteRecords", 0, 2, 2, &kDeleteRecordsRequest, &kDeleteRecordsResponse},
     {kInitProducerId, "InitProducerId", 0, 4, 2, &kInitProducerIdRequest, &kInitProducerIdResponse},
     {kOffsetForLeaderEpoch, "OffsetForLeaderEpoch", 0, 4, 4, &kOffsetForLeaderEpochRequest,
      &kOffsetForLeaderEpochResponse},
-    {kDescribeConfigs, "DescribeConfigs", 0, 2, N, &kDescribeConfigsRequest, &kDescribeConfigsResponse},
+    {kDescribeConfigs, "DescribeConfigs", 0, 4, 4, &kDescribeConfigsRequest, &kDescribeConfigsResponse},
     {kAlterConfigs, "AlterConfigs", 0, 2, 2, &kAlterConfigsRequest, &kAlterConfigsResponse},
     {kDescribeLogDirs, "DescribeLogDirs", 0, 4, 2, &kDescribeLogDirsRequest, &kDescribeLogDirsResponse},
     {kSaslAuthenticate, "SaslAuthenticate", 0, 2, 2, &kSaslAuthenticateRequest, &kSaslAuthenticateResponse},
-    {kCreatePartitions, "CreatePartitions", 0, 1, N, &kCreatePartitionsRequest, &kCreatePartitionsResponse},
-    {kDeleteGroups, "DeleteGroups", 0, 1, N, &kDeleteGroupsRequest, &kDeleteGroupsResponse},
+    {kCreatePartitions, "CreatePartitions", 0, 3, 2, &kCreatePartitionsRequest, &kCreatePartitionsResponse},
+    {kDeleteGroups, "DeleteGroups", 0, 2, 2, &kDeleteGroupsRequest, &kDeleteGroupsResponse},
     {kIncrementalAlterConfigs, "IncrementalAlterConfigs", 0, 1, 1, &kIncrementalAlterConfigsRequest,
      &kAlterConfigsResponse},
     {kOffsetDelete, "OffsetDelete", 0, 0, N, &kOffsetDeleteRequest, &kOffsetDeleteResponse},

@@ -16,6 +16,12 @@ enum class GroupState { kEmpty, kPreparingRebalance, kCompletingRebalance, kStab
 
 namespace {
 
+// Kafka's names of the states (DescribeGroups, ListGroups v4+).
+std::string group_state_name(GroupState s) {
+  static constexpr const char* kStateNames[] = {"Empty", "PreparingRebalance", "CompletingRebalance", "Stable"};
+  return kStateNames[static_cast<int>(s)];
+}
+
 using Clock = std::chrono::steady_clock;
 
 // How often session and rebalance deadlines are looked at.
@@ -369,10 +375,9 @@ void GroupCoordinator::check_commit(std::string group, int32_t generation, std::
 void GroupCoordinator::describe(std::string group, std::function<void(GroupDescription)> done) {
   if (group.empty()) return done(GroupDescription{"", "Dead", "", "", {}});
   with_group(group, [done = std::move(done)](Group& g) {
-    static constexpr const char* kStateNames[] = {"Empty", "PreparingRebalance", "CompletingRebalance", "Stable"};
     GroupDescription d;
     d.group = g.name;
-    d.state = g.members.empty() ? "Dead" : kStateNames[static_cast<int>(g.state)];
+    d.state = g.members.empty() ? "Dead" : group_state_name(g.state);
     d.protocol_type = g.protocol_type;
     d.protocol_name = g.protocol_name;
     for (const auto& [id, m] : g.members) {
@@ -405,7 +410,7 @@ void GroupCoordinator::list(std::function<void(std::vector<GroupListing>)> done)
     auto task = [shard, gather]() {
       std::vector<GroupListing> mine;
       for (const auto& [name, g] : shard->groups) {
-        if (!g->members.empty()) mine.push_back({name, g->protocol_type});
+        if (!g->members.empty()) mine.push_back({name, g->protocol_type, group_state_name(g->state)});
       }
       std::unique_lock lock(gather->mu);
       gather->groups.insert(gather->groups.end(), mine.begin(), mine.end());

@@ -79,6 +79,7 @@ struct GroupDescription {
 struct GroupListing {
   std::string group;
   std::string protocol_type;
+  std::string state;  // Kafka's name of its state
 };
 
 struct GroupCoordinatorOptions {

@@ -61,6 +61,22 @@ common::Result<std::optional<broker::RetentionPolicy>> apply_topic_config(const 
   return Status::invalid_argument("unknown or unsupported topic config '" + name + "'");
 }
 
+common::Result<broker::RetentionPolicy> retention_policy_for(broker::Tenancy& tenancy, const broker::TopicName& topic,
+                                                             const RetentionAsked& asked,
+                                                             std::optional<broker::TopicOrigin> origin) {
+  auto ns_policies = tenancy.get_policies(topic.ns);
+  if (!ns_policies.is_ok()) return ns_policies.status();
+  if (!origin) {
+    auto recorded = tenancy.topic_origin(topic);
+    if (!recorded.is_ok()) return recorded.status();
+    origin = *recorded;
+  }
+  const auto fallback = broker::retention_in_effect(topic, *ns_policies, false, *origin, tenancy.retention_defaults());
+  const int64_t minutes = fallback.time_ms <= 0 ? -1 : (fallback.time_ms + 59999) / 60000;
+  const int64_t mb = fallback.size_bytes <= 0 ? -1 : (fallback.size_bytes + kBytesPerMiB - 1) / kBytesPerMiB;
+  return broker::RetentionPolicy{asked.time_set ? asked.time_minutes : minutes, asked.size_set ? asked.size_mb : mb};
+}
+
 bool is_known_topic_config(const std::string& name) {
   return name == "retention.ms" || name == "retention.bytes" || name == "cleanup.policy" ||
          accepted_hints().count(name) > 0;

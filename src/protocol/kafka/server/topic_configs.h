@@ -15,6 +15,8 @@
 #include <string>
 
 #include "broker/policies.h"
+#include "broker/retention.h"
+#include "broker/tenancy.h"
 #include "common/result.h"
 
 namespace magnetar::protocol::kafka {
@@ -26,6 +28,28 @@ namespace magnetar::protocol::kafka {
 common::Result<std::optional<broker::RetentionPolicy>> apply_topic_config(const std::string& name,
                                                                          const std::optional<std::string>& value,
                                                                          broker::RetentionPolicy retention);
+
+// What a request asks of a topic's retention: each field a value in
+// Pulsar's units (minutes, MB; -1 unlimited), or, when not set, what the
+// topic has without a retention policy of its own.
+struct RetentionAsked {
+  bool time_set = false;
+  int64_t time_minutes = 0;
+  bool size_set = false;
+  int64_t size_mb = 0;
+
+  bool any() const { return time_set || size_set; }
+};
+
+// Tenancy thread: the topic's retention policy for `asked`, its unset
+// fields from its namespace's policy, else the node's default for the
+// protocol that made it (`origin`; nullopt: as recorded with its log). An
+// unset field whose default is 0 (Pulsar's "none past consumption", which
+// a policy cannot pair with a limit on the other count) is -1: no limit on
+// that count. REQUIRES: asked.any().
+common::Result<broker::RetentionPolicy> retention_policy_for(broker::Tenancy& tenancy, const broker::TopicName& topic,
+                                                             const RetentionAsked& asked,
+                                                             std::optional<broker::TopicOrigin> origin = std::nullopt);
 
 // Whether `name` is a config apply_topic_config knows.
 bool is_known_topic_config(const std::string& name);

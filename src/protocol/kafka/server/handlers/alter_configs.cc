@@ -47,15 +47,6 @@ struct ResourceChange {
   std::string message;
 };
 
-// What a request asks of a topic's retention: each field a value in
-// Pulsar's units, or (not set) the default.
-struct RetentionAsked {
-  bool time_set = false;
-  int64_t time_minutes = 0;
-  bool size_set = false;
-  int64_t size_mb = 0;
-};
-
 std::vector<ResourceChange> read_request(const Request& request, bool incremental) {
   std::vector<ResourceChange> out;
   for (const Struct& r : request.body.array("Resources")) {
@@ -116,9 +107,6 @@ Status apply_change(const ConfigChange& c, RetentionAsked& asked) {
   }
 }
 
-int64_t to_minutes(int64_t ms) { return ms < 0 ? -1 : (ms + 59999) / 60000; }
-int64_t to_mb(int64_t bytes) { return bytes < 0 ? -1 : (bytes + (1 << 20) - 1) >> 20; }
-
 // Tenancy thread: one topic resource.
 void alter_topic(broker::Tenancy& tenancy, KafkaService& service, const broker::NamespaceName& ns, bool incremental,
                  bool validate_only, ResourceChange& r) {
@@ -141,15 +129,10 @@ void alter_topic(broker::Tenancy& tenancy, KafkaService& service, const broker::
   }
   if (validate_only) return;
   std::optional<broker::RetentionPolicy> policy;
-  if (asked.time_set || asked.size_set) {
-    // A field left at its default takes what the topic has without a policy of its own.
-    auto ns_policies = tenancy.get_policies(topic->ns);
-    auto origin = tenancy.topic_origin(*topic);
-    if (!ns_policies.is_ok()) return fail(error_code(ns_policies.status()), ns_policies.status().message());
-    if (!origin.is_ok()) return fail(error_code(origin.status()), origin.status().message());
-    auto fallback = broker::retention_in_effect(*topic, *ns_policies, false, *origin, tenancy.retention_defaults());
-    policy = broker::RetentionPolicy{asked.time_set ? asked.time_minutes : to_minutes(fallback.time_ms),
-                                     asked.size_set ? asked.size_mb : to_mb(fallback.size_bytes)};
+  if (asked.any()) {
+    auto wanted = retention_policy_for(tenancy, *topic, asked);
+    if (!wanted.is_ok()) return fail(error_code(wanted.status()), wanted.status().message());
+    policy = *wanted;
   }
   if (policy == own->retention) return;
   Status st = tenancy.update_topic_policies(*topic, [&](broker::NamespacePolicies& p) {

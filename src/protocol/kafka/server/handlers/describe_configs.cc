@@ -42,11 +42,19 @@ constexpr int8_t kDynamicDefaultBrokerConfig = 3;
 constexpr int8_t kStaticBrokerConfig = 4;
 constexpr int8_t kDefaultConfig = 5;
 
+// ConfigType values (v3+, KIP-569).
+constexpr int8_t kBooleanType = 1;
+constexpr int8_t kStringType = 2;
+constexpr int8_t kIntType = 3;
+constexpr int8_t kLongType = 5;
+constexpr int8_t kListType = 7;
+
 struct ConfigEntry {
   std::string name;
   std::string value;
   int8_t source = kDefaultConfig;
   bool read_only = true;
+  int8_t type = kStringType;
 };
 
 struct ResourceResult {
@@ -70,29 +78,30 @@ std::vector<ConfigEntry> topic_configs(const broker::NamespacePolicies& policies
                                        bool kafka_configured) {
   std::vector<ConfigEntry> out;
   const int8_t retention_source = config_source(r.source, kafka_configured);
-  out.push_back({"retention.ms", std::to_string(r.time_ms), retention_source, false});
-  out.push_back({"retention.bytes", std::to_string(r.size_bytes), retention_source, false});
+  out.push_back({"retention.ms", std::to_string(r.time_ms), retention_source, false, kLongType});
+  out.push_back({"retention.bytes", std::to_string(r.size_bytes), retention_source, false, kLongType});
   out.push_back({"magnetar.retention.source", std::string(broker::retention_source_name(r.source)), retention_source,
                  true});
-  out.push_back({"cleanup.policy", "delete", kDefaultConfig, true});
-  out.push_back({"max.message.bytes", std::to_string(pulsar::kDefaultMaxMessageSize), kStaticBrokerConfig, true});
+  out.push_back({"cleanup.policy", "delete", kDefaultConfig, true, kListType});
+  out.push_back({"max.message.bytes", std::to_string(pulsar::kDefaultMaxMessageSize), kStaticBrokerConfig, true,
+                 kIntType});
   out.push_back({"message.timestamp.type", "CreateTime", kDefaultConfig, true});
   const int32_t ack_quorum = policies.persistence ? policies.persistence->ack_quorum : 1;
   out.push_back({"min.insync.replicas", std::to_string(ack_quorum),
-                 policies.persistence ? kDynamicTopicConfig : kDefaultConfig, true});
+                 policies.persistence ? kDynamicTopicConfig : kDefaultConfig, true, kIntType});
   if (policies.message_ttl_seconds) {
     out.push_back({"message.ttl.ms", std::to_string(int64_t{*policies.message_ttl_seconds} * 1000),
-                   kDynamicTopicConfig, true});
+                   kDynamicTopicConfig, true, kLongType});
   }
   return out;
 }
 
 std::vector<ConfigEntry> broker_configs(KafkaService& service) {
   return {
-      {"broker.id", "0", kStaticBrokerConfig, true},
-      {"auto.create.topics.enable", "true", kStaticBrokerConfig, true},
-      {"num.partitions", "1", kStaticBrokerConfig, true},
-      {"message.max.bytes", std::to_string(pulsar::kDefaultMaxMessageSize), kStaticBrokerConfig, true},
+      {"broker.id", "0", kStaticBrokerConfig, true, kIntType},
+      {"auto.create.topics.enable", "true", kStaticBrokerConfig, true, kBooleanType},
+      {"num.partitions", "1", kStaticBrokerConfig, true, kIntType},
+      {"message.max.bytes", std::to_string(pulsar::kDefaultMaxMessageSize), kStaticBrokerConfig, true, kIntType},
       {"default.namespace", service.default_namespace().to_string(), kStaticBrokerConfig, true},
   };
 }
@@ -120,6 +129,7 @@ void answer(KafkaConnection& c, const Request& request, const std::vector<Resour
       config.set("IsDefault", int64_t{e.source == kDefaultConfig});
       config.set("ConfigSource", int64_t{e.source});
       config.set("IsSensitive", int64_t{0});
+      config.set("ConfigType", int64_t{e.type});  // v3+; Documentation stays null
       if (synonyms) {
         auto& s = config.add("Synonyms");
         s.set("Name", e.name);

@@ -34,13 +34,22 @@ void handle_join_group(KafkaConnection& c, const Request& request) {
   args.rebalance_timeout_ms = static_cast<int32_t>(request.body.i("RebalanceTimeoutMs"));
   args.protocol_type = request.body.str("ProtocolType");
   for (const auto& p : request.body.array("Protocols")) args.protocols.emplace_back(p.str("Name"), bytes_of(p, "Metadata"));
-  c.service().groups().join(std::move(args), [reply = c.replier(), request](JoinResult r) {
-    reply([request, r = std::move(r)](KafkaConnection& conn) {
+  std::string protocol_type = args.protocol_type;
+  c.service().groups().join(std::move(args), [reply = c.replier(), request, protocol_type](JoinResult r) {
+    reply([request, protocol_type, r = std::move(r)](KafkaConnection& conn) {
       Struct resp = request.response();
       resp.set("ThrottleTimeMs", int64_t{0});
       resp.set("ErrorCode", int64_t{r.error});
       resp.set("GenerationId", int64_t{r.generation});
-      resp.set("ProtocolName", r.protocol_name);
+      // v7+: the group's protocol type, null (as the protocol) on an error.
+      if (r.error == kNone) {
+        resp.set("ProtocolType", protocol_type);
+        resp.set("ProtocolName", r.protocol_name);
+      } else if (request.version() >= 7) {
+        resp.set_null("ProtocolName");
+      } else {
+        resp.set("ProtocolName", r.protocol_name);
+      }
       resp.set("Leader", r.leader);
       resp.set("MemberId", r.member_id);
       for (const auto& [id, meta] : r.members) {

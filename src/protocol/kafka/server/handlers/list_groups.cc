@@ -1,5 +1,7 @@
 // ListGroups: every group with members, over all reactors. DescribeGroups:
 // each named group's state and members, with their metadata and assignment.
+#include <algorithm>
+
 #include "protocol/kafka/server/group_coordinator.h"
 #include "protocol/kafka/server/kafka_connection.h"
 
@@ -11,13 +13,17 @@ void handle_list_groups(KafkaConnection& c, const Request& request) {
       Struct resp = request.response();
       resp.set("ThrottleTimeMs", int64_t{0});
       resp.set("ErrorCode", int64_t{kNone});
+      // v4+: only the groups in the states asked for (none named: all).
+      const auto& states = request.body.strings("StatesFilter");
       // Only this namespace's groups, and of those the ones the role may use.
       for (const auto& g : groups) {
         auto name = conn.group_name(g.group);
         if (!name || !conn.authorize_group(*name).is_ok()) continue;
+        if (!states.empty() && std::find(states.begin(), states.end(), g.state) == states.end()) continue;
         auto& out = resp.add("Groups");
         out.set("GroupId", *name);
         out.set("ProtocolType", g.protocol_type);
+        out.set("GroupState", g.state);
       }
       conn.respond(request, resp);
     });
@@ -62,7 +68,7 @@ void answer_describe(KafkaConnection& c, const DescribeState& state) {
 void handle_describe_groups(KafkaConnection& c, const Request& request) {
   auto state = std::make_shared<DescribeState>();
   state->request = request;
-  const auto& names = request.body.array("Groups");
+  const auto& names = request.body.strings("Groups");
   state->groups.resize(names.size());
   state->errors.resize(names.size(), kNone);
   state->left = names.size() + 1;
@@ -70,7 +76,7 @@ void handle_describe_groups(KafkaConnection& c, const Request& request) {
     if (--s->left == 0) answer_describe(conn, *s);
   };
   for (size_t k = 0; k < names.size(); ++k) {
-    std::string name = names[k].str("Name");
+    std::string name = names[k];
     if (!c.authorize_group(name).is_ok()) {
       state->groups[k].group = name;
       state->errors[k] = kGroupAuthorizationFailed;

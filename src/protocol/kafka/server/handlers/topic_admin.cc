@@ -39,6 +39,7 @@ struct TopicOutcome {
   std::string name;
   ErrorCode error = kNone;
   std::string message;
+  int32_t partitions = -1;  // CreateTopics v5+: of a topic made (or validated)
 };
 
 // Runs `work` on the tenancy thread; without tenancy (a bare broker) every
@@ -58,6 +59,11 @@ void answer_create(KafkaConnection& c, const Request& request, const std::vector
     t.set("Name", o.name);
     t.set("ErrorCode", int64_t{o.error});
     if (o.error != kNone) t.set("ErrorMessage", o.message);
+    // v5+: what the topic was made with; its configs are not listed (null).
+    if (o.error == kNone) {
+      t.set("NumPartitions", int64_t{o.partitions});
+      t.set("ReplicationFactor", int64_t{kClusterSize});
+    }
   }
   c.respond(request, resp);
 }
@@ -112,26 +118,33 @@ TopicOutcome create_one(broker::Tenancy& tenancy, KafkaService& service, const b
                             replication, kClusterSize));
   }
   if (!t.array("Assignments").empty()) return fail(kInvalidReplicaAssignment, "manual replica assignment is not served");
-  std::optional<broker::RetentionPolicy> retention;
+  RetentionAsked retention;
   for (const Struct& config : t.array("Configs")) {
     std::optional<std::string> value;
+    const std::string name = config.str("Name");
     if (!config.is_null("Value")) value = config.str("Value");
-    auto applied = apply_topic_config(config.str("Name"), value, retention.value_or(broker::RetentionPolicy{0, 0}));
+    auto applied = apply_topic_config(name, value, broker::RetentionPolicy{});
     if (!applied.is_ok()) return fail(kInvalidConfig, applied.status().message());
-    if (applied->has_value()) retention = **applied;
+    if (name == "retention.ms") retention = {true, (*applied)->time_minutes, retention.size_set, retention.size_mb};
+    if (name == "retention.bytes") retention = {retention.time_set, retention.time_minutes, true, (*applied)->size_mb};
   }
   auto existing = tenancy.get_partitions(*topic);
   if (!existing.is_ok()) return fail(error_code(existing.status()), existing.status().message());
   if (*existing > 0 || tenancy.require_topic(*topic).is_ok()) {
     return fail(kTopicAlreadyExists, fmt::format("topic '{}' already exists", out.name));
   }
+  out.partitions = static_cast<int32_t>(partitions);
   if (validate_only) return out;
   Status created = tenancy.create_partitioned_topic(*topic, static_cast<int32_t>(partitions));
   if (created.code() == common::ErrorCode::kAlreadyExists) return fail(kTopicAlreadyExists, created.message());
   if (!created.is_ok()) return fail(error_code(created), created.message());
-  if (retention) {
+  if (retention.any()) {
+    // A retention config not given is what the topic would have without it
+    // (Kafka's default for a topic Kafka made, unless the namespace says).
+    auto policy = retention_policy_for(tenancy, *topic, retention, broker::TopicOrigin::kKafka);
+    if (!policy.is_ok()) return fail(error_code(policy.status()), policy.status().message());
     Status st = tenancy.update_topic_policies(*topic, [&](broker::NamespacePolicies& p) {
-      p.retention = *retention;
+      p.retention = *policy;
       return Status::ok();
     });
     if (!st.is_ok()) return fail(kInvalidConfig, st.message());
@@ -195,6 +208,7 @@ void answer_delete(KafkaConnection& c, const DeleteState& state) {
     auto& t = resp.add("Responses");
     t.set("Name", o.name);
     t.set("ErrorCode", int64_t{o.error});
+    if (o.error != kNone && !o.message.empty()) t.set("ErrorMessage", o.message);  // v5+
   }
   c.respond(state.request, resp);
 }
