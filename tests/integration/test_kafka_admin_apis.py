@@ -45,6 +45,16 @@ def carray(items):
     return uvarint(len(items) + 1) + b"".join(items)
 
 
+def cbytes(b):
+    """COMPACT_BYTES."""
+    return uvarint(len(b) + 1) + b
+
+
+def cints(values):
+    """A COMPACT_ARRAY of int32."""
+    return uvarint(len(values) + 1) + b"".join(struct.pack(">i", v) for v in values)
+
+
 def classic_array(items):
     return struct.pack(">i", len(items)) + b"".join(items)
 
@@ -100,6 +110,14 @@ class Reader:
             out.append(element(self))
             self.tags()
         return out
+
+    def bytes(self):
+        n = self.uvarint() - 1 if self.flexible else self.i32()
+        if n < 0:
+            return None
+        b = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return b
 
     def tags(self):
         if self.flexible:
@@ -406,6 +424,127 @@ class KafkaAdminApisTest(KafkaNodeTestCase):
         self.assertGreaterEqual(pid, 0)
         self.assertEqual((epoch, last_sequence, txn), (0, 4, -1))
         self.assertGreater(last_ts, 0)
+
+    # --- Flexible versions of the group and admin APIs
+
+    def test_a_group_lives_through_the_flexible_versions(self):
+        self.create("flex-g")
+        self.produce_each("flex-g", 3)
+        conn = RawKafkaConnection(self.node.ports["kafka"], "flex")
+        self.addCleanup(conn.close)
+
+        def call(key, version, body):
+            corr = conn.send(key, version, body, flexible=True)
+            resp = conn.receive()
+            self.assertEqual(struct.unpack(">i", resp[:4])[0], corr)
+            r = Reader(resp[4:], True)
+            r.tags()
+            self.assertEqual(r.i32(), 0)  # throttle time, first in each of these responses
+            return r
+
+        group = "flex-group"
+        # FindCoordinator v3.
+        r = call(10, 3, cstr(group) + b"\x00" + TAGS)
+        self.assertEqual((r.i16(), r.string()), (0, None))
+        r.i32()
+        r.string()
+        self.assertEqual(r.i32(), self.node.ports["kafka"])
+        # JoinGroup v9: the consumer protocol's subscription (version 0, one topic, no user data).
+        subscription = struct.pack(">hi", 0, 1) + kstr("flex-g") + struct.pack(">i", -1)
+        body = (cstr(group) + struct.pack(">ii", 10000, 10000) + cstr("") + cstr(None) + cstr("consumer")
+                + carray([cstr("range") + cbytes(subscription) + TAGS]) + cstr("first join") + TAGS)
+        r = call(11, 9, body)
+        error, generation = r.i16(), r.i32()
+        protocol_type, protocol, leader, skip, member = r.string(), r.string(), r.string(), r.i8(), r.string()
+        members = r.array(lambda x: (x.string(), x.string(), x.bytes()))
+        self.assertEqual((error, protocol_type, protocol, skip), (0, "consumer", "range", 0))
+        self.assertEqual(leader, member)
+        self.assertEqual(members, [(member, None, subscription)])
+        # SyncGroup v5: the leader's assignment comes back.
+        body = (cstr(group) + struct.pack(">i", generation) + cstr(member) + cstr(None) + cstr("consumer")
+                + cstr("range") + carray([cstr(member) + cbytes(b"assigned") + TAGS]) + TAGS)
+        r = call(14, 5, body)
+        self.assertEqual(r.i16(), 0)
+        r.string()
+        r.string()
+        self.assertEqual(r.bytes(), b"assigned")
+        # Heartbeat v4.
+        r = call(12, 4, cstr(group) + struct.pack(">i", generation) + cstr(member) + cstr(None) + TAGS)
+        self.assertEqual(r.i16(), 0)
+        # OffsetCommit v8, then OffsetFetch v7 reads it back.
+        part = struct.pack(">iqi", 0, 2, -1) + cstr("meta") + TAGS
+        body = (cstr(group) + struct.pack(">i", generation) + cstr(member) + cstr(None)
+                + carray([cstr("flex-g") + carray([part]) + TAGS]) + TAGS)
+        r = call(8, 8, body)
+        self.assertEqual(r.array(lambda x: (x.string(), x.array(lambda y: (y.i32(), y.i16())))),
+                         [("flex-g", [(0, 0)])])
+        body = cstr(group) + carray([cstr("flex-g") + cints([0]) + TAGS]) + b"\x01" + TAGS
+        r = call(9, 7, body)
+        fetched = r.array(lambda x: (x.string(), x.array(lambda y: (y.i32(), y.i64(), y.i32(), y.string(), y.i16()))))
+        self.assertEqual([(t, [(p[0], p[1], p[4]) for p in ps]) for t, ps in fetched], [("flex-g", [(0, 2, 0)])])
+        self.assertEqual(r.i16(), 0)
+        # DescribeGroups v5.
+        r = call(15, 5, carray([cstr(group)]) + b"\x00" + TAGS)
+        [described] = r.array(lambda x: (x.i16(), x.string(), x.string(), x.string(), x.string(), x.array(
+            lambda m: (m.string(), m.string(), m.string(), m.string(), m.bytes(), m.bytes())), x.i32()))
+        self.assertEqual(described[:5], (0, group, "Stable", "consumer", "range"))
+        self.assertEqual([(m[0], m[2], m[5]) for m in described[5]], [(member, "flex", b"assigned")])
+        # ListGroups v4, by state.
+        for states, listed in (([], True), (["Stable"], True), (["Empty", "PreparingRebalance"], False)):
+            r = call(16, 4, carray([cstr(x) for x in states]) + TAGS)
+            self.assertEqual(r.i16(), 0)
+            groups = r.array(lambda x: (x.string(), x.string(), x.string()))
+            self.assertEqual((group, "consumer", "Stable") in groups, listed, (states, groups))
+        # LeaveGroup v5: members leave in a batch, each answered.
+        leaving = [cstr(member) + cstr(None) + cstr("done") + TAGS, cstr("nobody") + cstr(None) + cstr(None) + TAGS]
+        r = call(13, 5, cstr(group) + carray(leaving) + TAGS)
+        self.assertEqual(r.i16(), 0)
+        self.assertEqual(r.array(lambda x: (x.string(), x.string(), x.i16())),
+                         [(member, None, 0), ("nobody", None, 25)])
+        # DeleteGroups v2: the group (now without members) and its offsets go.
+        r = call(42, 2, carray([cstr(group)]) + TAGS)
+        self.assertEqual(r.array(lambda x: (x.string(), x.i16())), [(group, 0)])
+
+    def test_topic_admin_in_the_flexible_versions(self):
+        conn = RawKafkaConnection(self.node.ports["kafka"], "flex-admin")
+        self.addCleanup(conn.close)
+
+        def call(key, version, body):
+            corr = conn.send(key, version, body, flexible=True)
+            resp = conn.receive()
+            self.assertEqual(struct.unpack(">i", resp[:4])[0], corr)
+            r = Reader(resp[4:], True)
+            r.tags()
+            self.assertEqual(r.i32(), 0)
+            return r
+
+        # CreateTopics v6 answers what it made.
+        topic = cstr("flex-t") + struct.pack(">ih", 2, 1) + carray([]) + carray(
+            [cstr("retention.ms") + cstr("600000") + TAGS]) + TAGS
+        r = call(19, 6, carray([topic]) + struct.pack(">i", 5000) + b"\x00" + TAGS)
+        [created] = r.array(lambda x: (x.string(), x.i16(), x.string(), x.i32(), x.i16(), x.array(lambda c: c)))
+        self.assertEqual(created, ("flex-t", 0, None, 2, 1, []))
+        # CreatePartitions v3 grows it.
+        r = call(37, 3, carray([cstr("flex-t") + struct.pack(">i", 3) + b"\x00" + TAGS]) + struct.pack(">i", 5000)
+                 + b"\x00" + TAGS)
+        self.assertEqual(r.array(lambda x: (x.string(), x.i16(), x.string())), [("flex-t", 0, None)])
+        self.assertEqual(len(self.admin().list_topics(timeout=TIMEOUT_S).topics["flex-t"].partitions), 3)
+        # DescribeConfigs v4: the value and its type (LONG is 5).
+        resource = struct.pack(">b", 2) + cstr("flex-t") + carray([cstr("retention.ms")]) + TAGS
+        r = call(32, 4, carray([resource]) + b"\x00\x00" + TAGS)
+
+        def config(c):
+            return (c.string(), c.string(), c.i8(), c.i8(), c.i8(), c.array(lambda y: y), c.i8(), c.string())
+
+        [(error, _, rtype, name, configs)] = r.array(lambda x: (x.i16(), x.string(), x.i8(), x.string(),
+                                                                x.array(config)))
+        self.assertEqual((error, rtype, name), (0, 2, "flex-t"))
+        self.assertEqual([(c[0], c[1], c[6]) for c in configs], [("retention.ms", "600000", 5)])
+        # DeleteTopics v5: deleted, and a missing one answered with its reason.
+        r = call(20, 5, carray([cstr("flex-t"), cstr("flex-none")]) + struct.pack(">i", 5000) + TAGS)
+        results = r.array(lambda x: (x.string(), x.i16(), x.string()))
+        self.assertEqual([(n, e) for n, e, _ in results], [("flex-t", 0), ("flex-none", 3)])
+        self.assertNotIn("flex-t", self.admin().list_topics(timeout=TIMEOUT_S).topics)
 
     # --- Malformed bodies
 
