@@ -544,6 +544,8 @@ class KafkaAdminApisTest(KafkaNodeTestCase):
         r = call(20, 5, carray([cstr("flex-t"), cstr("flex-none")]) + struct.pack(">i", 5000) + TAGS)
         results = r.array(lambda x: (x.string(), x.i16(), x.string()))
         self.assertEqual([(n, e) for n, e, _ in results], [("flex-t", 0), ("flex-none", 3)])
+        self.assertIsNone(results[0][2])
+        self.assertIn("flex-none", results[1][2])
         self.assertNotIn("flex-t", self.admin().list_topics(timeout=TIMEOUT_S).topics)
 
     # --- Malformed bodies

@@ -233,21 +233,22 @@ void handle_delete_topics(KafkaConnection& c, const Request& request) {
   bool queued = on_tenancy(c, [reply = c.replier(), state, one_done, service = &c.service(),
                                ns = c.ns()](broker::Tenancy& tenancy) {
     for (size_t k = 0; k < state->outcomes.size(); ++k) {
-      auto report = [reply, state, k, one_done](ErrorCode e) {
-        reply([state, k, one_done, e](KafkaConnection& conn) {
+      auto report = [reply, state, k, one_done](ErrorCode e, std::string why) {
+        reply([state, k, one_done, e, why = std::move(why)](KafkaConnection& conn) {
           state->outcomes[k].error = e;
+          state->outcomes[k].message = why;
           one_done(conn, state);
         });
       };
       auto topic = service->topic_for(ns, state->outcomes[k].name);
       if (!topic) {
-        report(kInvalidTopic);
+        report(kInvalidTopic, topic.status().message());
         continue;
       }
       broker::delete_topic_with_data(service->broker(), tenancy, *topic, /*force=*/true,
                                      [service, topic = *topic, report](Status st) {
                                        service->forget_partitions(topic);
-                                       report(error_code(st));
+                                       report(error_code(st), st.is_ok() ? std::string() : st.message());
                                      });
     }
     reply([state, one_done](KafkaConnection& conn) { one_done(conn, state); });
