@@ -9,7 +9,8 @@ import unittest
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-from kafka_wire import KafkaNodeTestCase, RawKafkaConnection, kstr
+from kafka_wire import (TAGS, KafkaNodeTestCase, RawKafkaConnection, Reader, carray, cbytes, cints, classic_array,
+                        cstr, kstr)
 
 TIMEOUT_S = 20
 # Ledgers of 10 entries, so that DeleteRecords has closed ledgers to drop.
@@ -18,112 +19,6 @@ FAST_LEDGERS = ("--managed-ledger-max-entries-per-ledger", "10")
 DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, ALTER_CONFIGS = 21, 23, 33
 DESCRIBE_LOG_DIRS, INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 35, 44, 47
 DESCRIBE_CLUSTER, DESCRIBE_PRODUCERS = 60, 61
-
-
-def uvarint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def cstr(s):
-    """A COMPACT_STRING (null: 0)."""
-    if s is None:
-        return b"\x00"
-    b = s.encode()
-    return uvarint(len(b) + 1) + b
-
-
-def carray(items):
-    """A COMPACT_ARRAY of already encoded elements."""
-    return uvarint(len(items) + 1) + b"".join(items)
-
-
-def cbytes(b):
-    """COMPACT_BYTES."""
-    return uvarint(len(b) + 1) + b
-
-
-def cints(values):
-    """A COMPACT_ARRAY of int32."""
-    return uvarint(len(values) + 1) + b"".join(struct.pack(">i", v) for v in values)
-
-
-def classic_array(items):
-    return struct.pack(">i", len(items)) + b"".join(items)
-
-
-TAGS = b"\x00"  # no tagged fields
-
-
-class Reader:
-    """Reads a response body, classic or flexible."""
-
-    def __init__(self, data, flexible):
-        self.data, self.pos, self.flexible = data, 0, flexible
-
-    def take(self, fmt):
-        v = struct.unpack_from(fmt, self.data, self.pos)[0]
-        self.pos += struct.calcsize(fmt)
-        return v
-
-    def uvarint(self):
-        shift = n = 0
-        while True:
-            b = self.data[self.pos]
-            self.pos += 1
-            n |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                return n
-
-    def i8(self):
-        return self.take(">b")
-
-    def i16(self):
-        return self.take(">h")
-
-    def i32(self):
-        return self.take(">i")
-
-    def i64(self):
-        return self.take(">q")
-
-    def string(self):
-        n = self.uvarint() - 1 if self.flexible else self.i16()
-        if n < 0:
-            return None
-        s = self.data[self.pos:self.pos + n].decode()
-        self.pos += n
-        return s
-
-    def array(self, element):
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        out = []
-        for _ in range(max(n, 0)):
-            out.append(element(self))
-            self.tags()
-        return out
-
-    def bytes(self):
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        if n < 0:
-            return None
-        b = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return b
-
-    def tags(self):
-        if self.flexible:
-            for _ in range(self.uvarint()):
-                self.uvarint()
-                self.pos += self.uvarint()
 
 
 class KafkaAdminApisTest(KafkaNodeTestCase):
@@ -288,7 +183,8 @@ class KafkaAdminApisTest(KafkaNodeTestCase):
         body = carray([cstr(topic) + carray([struct.pack(">iq", partition, offset) + TAGS]) + TAGS])
         r = self.call(DELETE_RECORDS, 2, body + struct.pack(">i", 5000) + TAGS, flexible=True)
         r.i32()
-        [(name, [(index, low, error)])] = r.array(lambda x: (x.string(), x.array(lambda y: (y.i32(), y.i64(), y.i16()))))
+        [(name, [(index, low, error)])] = r.array(
+            lambda x: (x.string(), x.array(lambda y: (y.i32(), y.i64(), y.i16()))))
         self.assertEqual((name, index), (topic, partition))
         return error, low
 

@@ -1,6 +1,7 @@
 """What the Kafka integration tests share: Kafka's primitive encodings for
-hand-made requests, and a NodeTestCase whose tests run kcat against the
-node's Kafka port. Every wait is bounded."""
+hand-made requests (classic and compact), a reader of responses, and a
+NodeTestCase whose tests run kcat against the node's Kafka port. Every wait
+is bounded."""
 import socket
 import struct
 import subprocess
@@ -51,6 +52,112 @@ def record_batch(values, producer_id=-1, producer_epoch=-1, base_sequence=-1, ti
     return struct.pack(">qi", 0, len(tail)) + tail
 
 
+def uvarint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def cstr(s):
+    """A COMPACT_STRING (null: 0)."""
+    if s is None:
+        return b"\x00"
+    b = s.encode()
+    return uvarint(len(b) + 1) + b
+
+
+def carray(items):
+    """A COMPACT_ARRAY of already encoded elements."""
+    return uvarint(len(items) + 1) + b"".join(items)
+
+
+def cbytes(b):
+    """COMPACT_BYTES."""
+    return uvarint(len(b) + 1) + b
+
+
+def cints(values):
+    """A COMPACT_ARRAY of int32."""
+    return uvarint(len(values) + 1) + b"".join(struct.pack(">i", v) for v in values)
+
+
+def classic_array(items):
+    return struct.pack(">i", len(items)) + b"".join(items)
+
+
+TAGS = b"\x00"  # no tagged fields
+
+
+class Reader:
+    """Reads a response body, classic or flexible."""
+
+    def __init__(self, data, flexible):
+        self.data, self.pos, self.flexible = data, 0, flexible
+
+    def take(self, fmt):
+        v = struct.unpack_from(fmt, self.data, self.pos)[0]
+        self.pos += struct.calcsize(fmt)
+        return v
+
+    def uvarint(self):
+        shift = n = 0
+        while True:
+            b = self.data[self.pos]
+            self.pos += 1
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return n
+
+    def i8(self):
+        return self.take(">b")
+
+    def i16(self):
+        return self.take(">h")
+
+    def i32(self):
+        return self.take(">i")
+
+    def i64(self):
+        return self.take(">q")
+
+    def string(self):
+        n = self.uvarint() - 1 if self.flexible else self.i16()
+        if n < 0:
+            return None
+        s = self.data[self.pos:self.pos + n].decode()
+        self.pos += n
+        return s
+
+    def array(self, element):
+        n = self.uvarint() - 1 if self.flexible else self.i32()
+        out = []
+        for _ in range(max(n, 0)):
+            out.append(element(self))
+            self.tags()
+        return out
+
+    def bytes(self):
+        n = self.uvarint() - 1 if self.flexible else self.i32()
+        if n < 0:
+            return None
+        b = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return b
+
+    def tags(self):
+        if self.flexible:
+            for _ in range(self.uvarint()):
+                self.uvarint()
+                self.pos += self.uvarint()
+
+
 class RawKafkaConnection:
     """One raw Kafka connection: requests with header v1 (v2 when flexible)
     and whole responses back as bytes."""
@@ -77,6 +184,18 @@ class RawKafkaConnection:
         """One whole response (correlation id first)."""
         size = struct.unpack(">i", self.recv_exact(4))[0]
         return self.recv_exact(size)
+
+    def call(self, key, version, body, flexible=False):
+        """Sends one request and reads its response: a Reader at the start
+        of the response body (past the correlation id and, when flexible,
+        the header's tagged fields)."""
+        corr = self.send(key, version, body, flexible=flexible)
+        resp = self.receive()
+        if struct.unpack(">i", resp[:4])[0] != corr:
+            raise AssertionError(f"response to request {struct.unpack('>i', resp[:4])[0]}, expected {corr}")
+        r = Reader(resp[4:], flexible)
+        r.tags()
+        return r
 
     def recv_exact(self, n):
         buf = b""

@@ -173,7 +173,9 @@ test('KafkaJS admin: deleteTopicRecords and alterConfigs', async (t) => {
     await consumer.connect();
     await consumer.subscribe({ topic: 'js-del', fromBeginning: true });
     const seen = [];
-    await consumer.run({ eachMessage: async ({ message }) => { seen.push([message.offset, message.value.toString()]); } });
+    await consumer.run({
+      eachMessage: async ({ message }) => { seen.push([message.offset, message.value.toString()]); },
+    });
     await waitFor(() => seen.length >= 15, WAIT_MS, 'records after the new start');
     await consumer.disconnect();
     assert.deepEqual(seen, Array.from({ length: 15 }, (_, i) => [`${i + 10}`, `v${i + 10}`]));

@@ -123,7 +123,9 @@ void KafkaService::with_partition(const broker::NamespaceName& ns, const std::st
     if (!create) {
       // A partition of a partitioned topic exists with it; a topic that is
       // not partitioned is asked for (its topic record).
-      if (partitions > 0 || tenancy_ == nullptr) return broker_.with_existing_topic(target, partitions > 0, std::move(fn));
+      if (partitions > 0 || tenancy_ == nullptr) {
+        return broker_.with_existing_topic(target, partitions > 0, std::move(fn));
+      }
       auto shared_fn = std::make_shared<ledger::Callback<common::Result<broker::Topic*>>>(std::move(fn));
       common::Status st = tenancy_->submit([this, target, shared_fn]() {
         broker_.with_existing_topic(target, tenancy_->require_topic(target).is_ok(), std::move(*shared_fn));

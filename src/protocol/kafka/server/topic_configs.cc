@@ -44,7 +44,9 @@ common::Result<std::optional<broker::RetentionPolicy>> apply_topic_config(const 
   }
   if (name == "retention.bytes") {
     int64_t bytes = 0;
-    if (!number(&bytes) || bytes < -1) return Status::invalid_argument("retention.bytes must be -1 or a number of bytes");
+    if (!number(&bytes) || bytes < -1) {
+      return Status::invalid_argument("retention.bytes must be -1 or a number of bytes");
+    }
     retention.size_mb = bytes < 0 ? -1 : (bytes + kBytesPerMiB - 1) / kBytesPerMiB;
     return std::optional<broker::RetentionPolicy>(retention);
   }

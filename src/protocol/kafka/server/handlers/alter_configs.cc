@@ -66,7 +66,9 @@ std::vector<ResourceChange> read_request(const Request& request, bool incrementa
 // Applies one config change to `asked`; INVALID_CONFIG's reason when it
 // cannot be had.
 Status apply_change(const ConfigChange& c, RetentionAsked& asked) {
-  if (!is_known_topic_config(c.name)) return Status::invalid_argument("unknown or unsupported topic config '" + c.name + "'");
+  if (!is_known_topic_config(c.name)) {
+    return Status::invalid_argument("unknown or unsupported topic config '" + c.name + "'");
+  }
   switch (c.op) {
     case kOpSet: {
       auto applied = apply_topic_config(c.name, c.value, broker::RetentionPolicy{});
@@ -87,7 +89,9 @@ Status apply_change(const ConfigChange& c, RetentionAsked& asked) {
       return Status::ok();
     case kOpAppend:
     case kOpSubtract: {
-      if (!is_list_topic_config(c.name)) return Status::invalid_argument(fmt::format("'{}' is not a list config", c.name));
+      if (!is_list_topic_config(c.name)) {
+        return Status::invalid_argument(fmt::format("'{}' is not a list config", c.name));
+      }
       const bool append = c.op == kOpAppend;
       const std::string value = c.value.value_or("");
       size_t start = 0;
