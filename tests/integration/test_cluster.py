@@ -328,6 +328,70 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(sorted(codes)[:2], [16, 16], codes)
         self.assertNotEqual(sorted(codes)[2], 16, codes)
 
+    def test_kafka_admin_apis_answer_for_the_partitions_each_member_owns(self):
+        import struct
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import AdminClient
+        from kafka_wire import TAGS, RawKafkaConnection, carray, cints, cstr
+        members = self.start_three()
+        status, answer = call_json(members[0], "PUT", "/admin/v2/persistent/public/default/owned-adm/partitions", 6)
+        self.assertEqual(status, 204, answer)
+        metadata = AdminClient({"bootstrap.servers": f"127.0.0.1:{members[0].ports['kafka']}"}).list_topics(
+            "owned-adm", timeout=15)
+        leaders = {p.id: p.leader for p in metadata.topics["owned-adm"].partitions.values()}
+        port_of = {b.id: b.port for b in metadata.brokers.values()}
+        self.assertGreater(len(set(leaders.values())), 1, f"one member leads every partition: {leaders}")
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{members[1].ports['kafka']}", "acks": "all"})
+        for k in range(6):
+            producer.produce("owned-adm", value=b"x", partition=k)
+        self.assertEqual(producer.flush(30), 0)
+        for node in members:
+            wire = RawKafkaConnection(node.ports["kafka"], "admin-probe")
+            try:
+                owned = sorted(k for k, leader in leaders.items() if port_of[leader] == node.ports["kafka"])
+                expected = {k: 0 if k in owned else 6 for k in range(6)}  # else NOT_LEADER_OR_FOLLOWER
+                # DescribeCluster v1: every member, from any member.
+                r = wire.call(60, 1, b"\x00\x01" + TAGS, flexible=True)
+                r.i32()
+                self.assertEqual((r.i16(), r.string(), r.i8()), (0, None, 1))
+                r.string()
+                r.i32()
+                brokers = r.array(lambda x: (x.i32(), x.string(), x.i32(), x.string()))
+                self.assertEqual(sorted(b[2] for b in brokers), sorted(n.ports["kafka"] for n in members))
+                # OffsetForLeaderEpoch v4: the owner answers, the others send the client on.
+                parts = [struct.pack(">iii", k, -1, 0) + TAGS for k in range(6)]
+                r = wire.call(23, 4, struct.pack(">i", -1) + carray([cstr("owned-adm") + carray(parts) + TAGS]) + TAGS,
+                              flexible=True)
+                r.i32()
+                [(_, answers)] = r.array(
+                    lambda x: (x.string(), x.array(lambda y: (y.i16(), y.i32(), y.i32(), y.i64()))))
+                self.assertEqual({a[1]: a[0] for a in answers}, expected)
+                self.assertTrue(all(a[3] == 1 for a in answers if a[0] == 0), answers)
+                # DescribeProducers v0 the same way.
+                r = wire.call(61, 0, carray([cstr("owned-adm") + cints(list(range(6))) + TAGS]) + TAGS, flexible=True)
+                r.i32()
+                [(_, answers)] = r.array(lambda x: (x.string(), x.array(
+                    lambda y: (y.i32(), y.i16(), y.string(), y.array(lambda z: z)))))
+                self.assertEqual({a[0]: a[1] for a in answers}, expected)
+                # DeleteRecords v2: only the owner deletes (nothing here: one ledger each).
+                parts = [struct.pack(">iq", k, 1) + TAGS for k in range(6)]
+                body = carray([cstr("owned-adm") + carray(parts) + TAGS]) + struct.pack(">i", 5000) + TAGS
+                r = wire.call(21, 2, body, flexible=True)
+                r.i32()
+                [(_, answers)] = r.array(lambda x: (x.string(), x.array(lambda y: (y.i32(), y.i64(), y.i16()))))
+                self.assertEqual({a[0]: a[2] for a in answers}, expected)
+                self.assertTrue(all(a[1] == 0 for a in answers if a[2] == 0), answers)
+                # DescribeLogDirs v4 lists only the partitions this member holds.
+                r = wire.call(35, 4, carray([cstr("owned-adm") + cints(list(range(6))) + TAGS]) + TAGS, flexible=True)
+                r.i32()
+                r.i16()
+                [(_, _, topics, _, _)] = r.array(lambda x: (x.i16(), x.string(), x.array(
+                    lambda t: (t.string(), t.array(lambda p: (p.i32(), p.i64(), p.i64(), p.i8())))), x.i64(), x.i64()))
+                held = sorted(p[0] for t in topics for p in t[1])
+                self.assertEqual(held, owned)
+            finally:
+                wire.close()
+
     def test_a_stopping_leader_hands_leadership_over(self):
         first, second, third = self.start_three()
         by_url = {n.http_url: n for n in (first, second, third)}
