@@ -27,6 +27,20 @@ struct TopicPartition {
   int32_t partition = 0;
 };
 
+// The response's entry for partition `p`, under a "Topics" entry for its
+// topic, made when `p` starts a new topic (a topic's partitions come
+// together, as asked). `topic` carries the current topic entry from one
+// call to the next; start it at null.
+inline Struct& partition_entry(Struct& resp, Struct*& topic, const TopicPartition& p) {
+  if (topic == nullptr || topic->str("Name") != p.topic) {
+    topic = &resp.add("Topics");
+    topic->set("Name", p.topic);
+  }
+  Struct& out = topic->add("Partitions");
+  out.set("PartitionIndex", int64_t{p.partition});
+  return out;
+}
+
 template <typename Answer>
 using PartitionWork =
     std::function<void(size_t index, common::Result<broker::Topic*>, std::function<void(Answer)> answer)>;

@@ -29,19 +29,7 @@ void handle_describe_cluster(KafkaConnection& c, const Request& request) {
     return c.respond(request, resp);
   }
   resp.set("ErrorCode", int64_t{kNone});
-  auto& self = resp.add("Brokers");
-  self.set("BrokerId", int64_t{options.node_id});
-  self.set("Host", options.advertised_host);
-  self.set("Port", int64_t{c.advertised_port()});
-  if (const broker::Ownership* ownership = c.service().broker().ownership()) {
-    for (const auto& node : ownership->live_nodes()) {
-      if (node.here || node.kafka_port <= 0) continue;
-      auto& other = resp.add("Brokers");
-      other.set("BrokerId", int64_t{node.broker_id});
-      other.set("Host", node.kafka_host);
-      other.set("Port", int64_t{node.kafka_port});
-    }
-  }
+  add_brokers(c, resp, "BrokerId");
   c.respond(request, resp);
 }
 

@@ -38,12 +38,7 @@ void handle_describe_producers(KafkaConnection& c, const Request& request) {
     resp.set("ThrottleTimeMs", int64_t{0});
     Struct* topic = nullptr;
     for (size_t k = 0; k < answers.size(); ++k) {
-      if (topic == nullptr || topic->str("Name") != partitions[k].topic) {
-        topic = &resp.add("Topics");
-        topic->set("Name", partitions[k].topic);
-      }
-      auto& p = topic->add("Partitions");
-      p.set("PartitionIndex", int64_t{partitions[k].partition});
+      Struct& p = partition_entry(resp, topic, partitions[k]);
       p.set("ErrorCode", int64_t{answers[k].error});
       if (answers[k].error != kNone) p.set("ErrorMessage", answers[k].message);
       for (const ProducerSnapshot& s : answers[k].producers) {

@@ -67,19 +67,7 @@ void answer_now(KafkaConnection& c, const MetadataState& state) {
   const int64_t self_id = options.node_id;
   Struct resp = state.request.response();
   resp.set("ThrottleTimeMs", int64_t{0});
-  auto& self = resp.add("Brokers");
-  self.set("NodeId", self_id);
-  self.set("Host", options.advertised_host);
-  self.set("Port", int64_t{c.advertised_port()});
-  if (const broker::Ownership* ownership = c.service().broker().ownership()) {
-    for (const auto& node : ownership->live_nodes()) {
-      if (node.here || node.kafka_port <= 0) continue;
-      auto& other = resp.add("Brokers");
-      other.set("NodeId", int64_t{node.broker_id});
-      other.set("Host", node.kafka_host);
-      other.set("Port", int64_t{node.kafka_port});
-    }
-  }
+  add_brokers(c, resp, "NodeId");
   resp.set("ClusterId", options.cluster_id);
   resp.set("ControllerId", self_id);
   auto topic_name = [&c](const TopicAnswer& t, size_t k) -> std::string {
@@ -261,6 +249,23 @@ void handle_metadata(KafkaConnection& c, const Request& request) {
     reply([state, existing = std::move(existing)](KafkaConnection& conn) { resolve(conn, state, existing); });
   });
   if (!st.is_ok()) resolve(c, state, {});
+}
+
+void add_brokers(KafkaConnection& c, Struct& resp, const char* id_field) {
+  const auto& options = c.service().options();
+  auto& self = resp.add("Brokers");
+  self.set(id_field, int64_t{options.node_id});
+  self.set("Host", options.advertised_host);
+  self.set("Port", int64_t{c.advertised_port()});
+  if (const broker::Ownership* ownership = c.service().broker().ownership()) {
+    for (const auto& node : ownership->live_nodes()) {
+      if (node.here || node.kafka_port <= 0) continue;
+      auto& other = resp.add("Brokers");
+      other.set(id_field, int64_t{node.broker_id});
+      other.set("Host", node.kafka_host);
+      other.set("Port", int64_t{node.kafka_port});
+    }
+  }
 }
 
 }  // namespace magnetar::protocol::kafka

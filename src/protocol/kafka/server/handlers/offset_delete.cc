@@ -50,12 +50,7 @@ void answer_offset_delete(KafkaConnection& c, const Request& request, ErrorCode 
   if (top == kNone) {
     Struct* topic = nullptr;
     for (size_t k = 0; k < answers.size(); ++k) {
-      if (topic == nullptr || topic->str("Name") != partitions[k].topic) {
-        topic = &resp.add("Topics");
-        topic->set("Name", partitions[k].topic);
-      }
-      auto& p = topic->add("Partitions");
-      p.set("PartitionIndex", int64_t{partitions[k].partition});
+      Struct& p = partition_entry(resp, topic, partitions[k]);
       p.set("ErrorCode", int64_t{answers[k].error});
     }
   }
