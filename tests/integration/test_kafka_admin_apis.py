@@ -323,10 +323,10 @@ class KafkaAdminApisTest(KafkaNodeTestCase):
 
     # --- Flexible versions of the group and admin APIs
 
-    def test_a_group_lives_through_the_flexible_versions(self):
-        self.create("flex-g")
-        self.produce_each("flex-g", 3)
-        conn = RawKafkaConnection(self.node.ports["kafka"], "flex")
+    def flexible_caller(self, client_id):
+        """call(key, version, body): one flexible request on a connection of
+        its own, the response read past its header tags and throttle time."""
+        conn = RawKafkaConnection(self.node.ports["kafka"], client_id)
         self.addCleanup(conn.close)
 
         def call(key, version, body):
@@ -337,6 +337,13 @@ class KafkaAdminApisTest(KafkaNodeTestCase):
             r.tags()
             self.assertEqual(r.i32(), 0)  # throttle time, first in each of these responses
             return r
+
+        return call
+
+    def test_a_group_lives_through_the_flexible_versions(self):
+        self.create("flex-g")
+        self.produce_each("flex-g", 3)
+        call = self.flexible_caller("flex")
 
         group = "flex-group"
         # FindCoordinator v3.
@@ -402,17 +409,7 @@ class KafkaAdminApisTest(KafkaNodeTestCase):
         self.assertEqual(r.array(lambda x: (x.string(), x.i16())), [(group, 0)])
 
     def test_topic_admin_in_the_flexible_versions(self):
-        conn = RawKafkaConnection(self.node.ports["kafka"], "flex-admin")
-        self.addCleanup(conn.close)
-
-        def call(key, version, body):
-            corr = conn.send(key, version, body, flexible=True)
-            resp = conn.receive()
-            self.assertEqual(struct.unpack(">i", resp[:4])[0], corr)
-            r = Reader(resp[4:], True)
-            r.tags()
-            self.assertEqual(r.i32(), 0)
-            return r
+        call = self.flexible_caller("flex-admin")
 
         # CreateTopics v6 answers what it made.
         topic = cstr("flex-t") + struct.pack(">ih", 2, 1) + carray([]) + carray(

@@ -27,16 +27,7 @@ def kbytes(b):
 
 def zigzag_varint(n):
     """A zigzag varint, as records encode their fields."""
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+    return uvarint((n << 1) ^ (n >> 63))
 
 
 def record_batch(values, producer_id=-1, producer_epoch=-1, base_sequence=-1, timestamp=1700000000000):

@@ -16,9 +16,10 @@ async function httpJson(node, method, path) {
   return { status: res.status, body: text ? JSON.parse(text) : null };
 }
 
-test('KafkaJS', async (t) => {
-  const node = await new Node().start();
-  const kafka = new Kafka({ clientId: 'kafkajs-test', brokers: [`127.0.0.1:${node.ports.kafka}`],
+// A node, a KafkaJS client of it and a connected admin, all closed after `t`.
+async function kafkaNode(t, clientId, args) {
+  const node = await new Node(undefined, args).start();
+  const kafka = new Kafka({ clientId, brokers: [`127.0.0.1:${node.ports.kafka}`],
     logLevel: logLevel.NOTHING, retry: { retries: 3 } });
   const admin = kafka.admin();
   await admin.connect();
@@ -27,6 +28,11 @@ test('KafkaJS', async (t) => {
     assert.equal(await node.stop(), 0);
     await node.close();
   });
+  return { node, kafka, admin };
+}
+
+test('KafkaJS', async (t) => {
+  const { node, kafka, admin } = await kafkaNode(t, 'kafkajs-test');
 
   await t.test('admin creates, grows, describes and deletes topics', async () => {
     assert.equal(await admin.createTopics({ topics: [{ topic: 'js-orders', numPartitions: 3 }], waitForLeaders: true }), true);
@@ -148,16 +154,8 @@ test('KafkaJS', async (t) => {
 // DeleteRecords and AlterConfigs as KafkaJS's admin sends them, on a node
 // whose ledgers hold 10 entries (records are deleted a closed ledger at a time).
 test('KafkaJS admin: deleteTopicRecords and alterConfigs', async (t) => {
-  const node = await new Node(undefined, ['--managed-ledger-max-entries-per-ledger', '10']).start();
-  const kafka = new Kafka({ clientId: 'kafkajs-admin-apis', brokers: [`127.0.0.1:${node.ports.kafka}`],
-    logLevel: logLevel.NOTHING, retry: { retries: 3 } });
-  const admin = kafka.admin();
-  await admin.connect();
-  t.after(async () => {
-    await admin.disconnect();
-    assert.equal(await node.stop(), 0);
-    await node.close();
-  });
+  const { node, kafka, admin } = await kafkaNode(t, 'kafkajs-admin-apis',
+    ['--managed-ledger-max-entries-per-ledger', '10']);
 
   await t.test('deleteTopicRecords moves the low watermark to a ledger boundary', async () => {
     await admin.createTopics({ topics: [{ topic: 'js-del' }] });
