@@ -8,6 +8,7 @@ import time
 import unittest
 
 import confluent_kafka as ck
+import kafka_wire
 from kafka_wire import RawKafkaConnection, kbytes, kstr, record_batch
 from magnetar_harness import Node, NodeTestCase, call_json, raw_exchange
 
@@ -27,40 +28,11 @@ def compact_str(s):
     return uvarint(len(b) + 1) + b
 
 
-class Reader:
+class Reader(kafka_wire.Reader):
+    """A classic (not flexible) response body."""
+
     def __init__(self, data):
-        self.data, self.pos = data, 0
-
-    def take(self, fmt):
-        v = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return v[0]
-
-    def uvarint(self):
-        shift = n = 0
-        while True:
-            b = self.data[self.pos]
-            self.pos += 1
-            n |= (b & 0x7F) << shift
-            if b < 0x80:
-                return n
-            shift += 7
-
-    def string(self):
-        n = self.take(">h")
-        if n < 0:
-            return None
-        s = self.data[self.pos:self.pos + n].decode()
-        self.pos += n
-        return s
-
-    def bytes(self):
-        n = self.take(">i")
-        if n < 0:
-            return None
-        b = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return b
+        super().__init__(data, False)
 
 
 class KafkaWire(RawKafkaConnection):
