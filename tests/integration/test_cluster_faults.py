@@ -23,6 +23,18 @@ def live_voters(node):
     return sum(n["raftRole"] == "voter" and n["alive"] for n in nodes_of(node))
 
 
+def past_its_lease(leader, paused, meanwhile=None):
+    """Returns once `paused` (just stopped with SIGSTOP) is well past its
+    lease, wherever in its keepalive cycle it stopped, and `leader` counts it
+    dead; runs `meanwhile` once it does."""
+    stopped_at = time.monotonic()
+    wait_for(lambda: not [n for n in nodes_of(leader) if n["id"] == paused.id][0]["alive"],
+             "the leader counting the paused member dead", timeout=LEASE_S * 4)
+    if meanwhile:
+        meanwhile()
+    time.sleep(max(0.0, stopped_at + LEASE_S + 2.0 - time.monotonic()))
+
+
 def write_until_acknowledged(test, members, name, attempts=10):
     """Creates tenant `name` through `members` in turn until one answers 204.
     A member may answer 503 while a leader is elected (nothing was written);
@@ -114,16 +126,14 @@ class ClusterFaultTest(unittest.TestCase):
 
         paused.pause()
         try:
-            stopped_at = time.monotonic()
-            # The others go on: the leader counts it dead, and writes through
-            # either of them are acknowledged while it sleeps.
-            wait_for(lambda: not [n for n in nodes_of(leader) if n["id"] == paused.id][0]["alive"],
-                     "the leader counting the paused member dead", timeout=LEASE_S * 4)
-            for i in range(4):
-                status, answer = create_tenant(others[i % 2], f"while-paused-{i}")
-                self.assertEqual(status, 204, answer)
-            # Well past its lease, wherever in its keepalive cycle it stopped.
-            time.sleep(max(0.0, stopped_at + LEASE_S + 2.0 - time.monotonic()))
+            def meanwhile():
+                # The others go on: writes through either of them are
+                # acknowledged while it sleeps.
+                for i in range(4):
+                    status, answer = create_tenant(others[i % 2], f"while-paused-{i}")
+                    self.assertEqual(status, 204, answer)
+
+            past_its_lease(leader, paused, meanwhile)
             # The write is waiting in its socket when it wakes. The leader is
             # paused as it wakes, so nobody can renew its lease until the
             # other two elect a new leader (an election timeout at least):
@@ -179,10 +189,7 @@ class ClusterFaultTest(unittest.TestCase):
             held_before = paused.metric(ACKS_HELD)
             paused.pause()
             try:
-                stopped_at = time.monotonic()
-                wait_for(lambda: not [n for n in nodes_of(leader) if n["id"] == paused.id][0]["alive"],
-                         "the leader counting the paused member dead", timeout=LEASE_S * 4)
-                time.sleep(max(0.0, stopped_at + LEASE_S + 2.0 - time.monotonic()))
+                past_its_lease(leader, paused)
                 # Waiting in its socket as it wakes, with the leader paused: the
                 # member stores it, but nobody can renew its lease before the
                 # other two elect a new leader.

@@ -4,7 +4,7 @@ import time
 import unittest
 
 import confluent_kafka as ck
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 from kafka_wire import KafkaNodeTestCase, RawKafkaConnection, kbytes, kstr, record_batch
 from magnetar_harness import call_json
 
@@ -12,14 +12,6 @@ TIMEOUT_S = 20
 
 
 class KafkaAdminTest(KafkaNodeTestCase):
-    def admin(self):
-        # One client per test: futures fail with _DESTROY once their client is gone.
-        if getattr(self, "_admin", None) is None:
-            self._admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        return self._admin
-
-    def tearDown(self):
-        self._admin = None
 
     def wait_all(self, futures):
         """{name: None or the KafkaException's error} for each future."""

@@ -8,7 +8,7 @@ import struct
 import unittest
 
 import confluent_kafka as ck
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import ConfigResource, NewTopic
 from kafka_wire import (TAGS, KafkaNodeTestCase, RawKafkaConnection, Reader, carray, cbytes, cints, classic_array,
                         cstr, kstr)
 
@@ -65,14 +65,6 @@ class KafkaAdminApisTest(KafkaNodeTestCase):
         finally:
             c.close()
 
-    def admin(self):
-        # One client per test: futures fail with _DESTROY once their client is gone.
-        if getattr(self, "_admin", None) is None:
-            self._admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        return self._admin
-
-    def tearDown(self):
-        self._admin = None
 
     def create(self, *topics):
         futures = self.admin().create_topics([NewTopic(t, num_partitions=1) for t in topics])

@@ -204,6 +204,17 @@ class KafkaNodeTestCase(NodeTestCase):
     def setUp(self):
         self.bootstrap = f"127.0.0.1:{self.node.ports['kafka']}"
 
+    def admin(self):
+        """confluent-kafka's AdminClient of the node, one per test: futures
+        fail with _DESTROY once their client is gone."""
+        if getattr(self, "_admin", None) is None:
+            from confluent_kafka.admin import AdminClient
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        return self._admin
+
+    def tearDown(self):
+        self._admin = None
+
     def kcat(self, *args, stdin=None):
         """kcat's stdout; the test fails when kcat does."""
         r = subprocess.run(["kcat", "-b", self.bootstrap, *args], input=stdin, capture_output=True,
