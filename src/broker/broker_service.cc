@@ -246,6 +246,10 @@ void BrokerService::open(Shard& shard, const TopicName& topic, TopicOrigin origi
   // Retention, TTL and fsync come from the policies once the log is open and its
   // recorded origin known (attach_policies -> Topic::apply_log_policies).
   config.origin = static_cast<uint8_t>(origin);
+  // Its first ledger already gets the copies the namespace asks for.
+  if (policies_ != nullptr) {
+    if (auto p = policies_->namespace_policies(topic.ns)) config.copies = ledger_copies(*p);
+  }
   if (topic.domain == TopicDomain::kNonPersistent) {
     auto log = std::make_shared<ledger::NonPersistentLog>(key, options_.non_persistent_max_entries,
                                                           options_.non_persistent_max_bytes);

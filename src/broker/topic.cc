@@ -68,6 +68,16 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
   });
 }
 
+storage::LedgerOptions ledger_copies(const NamespacePolicies& policies) {
+  storage::LedgerOptions copies;
+  if (policies.persistence) {
+    copies.ensemble = policies.persistence->ensemble;
+    copies.write_quorum = policies.persistence->write_quorum;
+    copies.ack_quorum = policies.persistence->ack_quorum;
+  }
+  return copies;
+}
+
 void Topic::apply_log_policies(const NamespacePolicies& policies) {
   if (context_.retention_defaults == nullptr) return;
   auto* ml = dynamic_cast<ledger::ManagedLedger*>(log_.get());
@@ -86,6 +96,7 @@ void Topic::apply_log_policies(const NamespacePolicies& policies) {
     }
   }
   ml->set_fsync(fsync, std::chrono::milliseconds(policies.persistence ? policies.persistence->fsync_interval_ms : 0));
+  ml->set_copies(ledger_copies(policies));
 }
 
 namespace {

@@ -34,8 +34,13 @@
 #include "ledger/log.h"
 #include "metadata/store.h"
 #include "runtime/timer.h"
+#include "storage/storage.h"
 
 namespace magnetar::broker {
+
+// The copies a namespace's persistence policy asks each ledger to have
+// (zeros, the storage's defaults, when it sets none).
+storage::LedgerOptions ledger_copies(const NamespacePolicies& policies);
 
 // The position a publish completes with when deduplication found the entry
 // stored already: nothing was stored again (Pulsar answers (-1, -1)).

@@ -258,7 +258,7 @@ void ManagedLedger::start_new_ledger(Callback<Status> done) {
   auto self = shared_from_this();
   ids_.allocate([self, done](Result<LedgerId> id) {
     if (!id) return done(id.status());
-    self->storage_.create_ledger(*id, [self, done, id = *id](Result<storage::LedgerWriter> w) {
+    self->storage_.create_ledger_with(*id, self->config_.copies, [self, done, id = *id](Result<storage::LedgerWriter> w) {
       if (!w) return done(w.status());
       if (self->config_.fsync) (void)self->storage_.set_fsync(id, self->config_.fsync, self->config_.fsync_interval);
       self->chain_.append(ChainLedger{id, 0, 0, now_ms(), self->next_index_, {}, 0});

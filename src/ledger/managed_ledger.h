@@ -62,6 +62,9 @@ struct ManagedLedgerConfig {
   // node's mode.
   std::optional<storage::FsyncMode> fsync;
   std::chrono::milliseconds fsync_interval{0};  // kInterval only
+  // How many copies each new ledger gets where the storage keeps several
+  // (the namespace's persistence policy; zeros: the storage's defaults).
+  storage::LedgerOptions copies;
   // Recorded with a log this open creates and kept for its life; an
   // existing log keeps what it was made with (origin()). Its meaning is the
   // owner's (the broker: which protocol made the topic).
@@ -140,6 +143,8 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   std::chrono::milliseconds retention_time() const { return config_.retention_time; }
   // How adds are made durable from now on (ManagedLedgerConfig.fsync).
   void set_fsync(std::optional<storage::FsyncMode> mode, std::chrono::milliseconds interval);
+  // The copies the next ledger gets (ManagedLedgerConfig.copies).
+  void set_copies(const storage::LedgerOptions& copies) { config_.copies = copies; }
   int64_t retention_size() const { return config_.retention_size; }
 
   // Replaces the observer; an empty one stops the reports.

@@ -108,11 +108,25 @@ struct StorageOptions {
 template <typename T>
 using Callback = std::function<void(T)>;
 
+// How many copies of a ledger a replicated storage keeps (0: its defaults).
+// Local storage keeps one whatever they say.
+struct LedgerOptions {
+  int ensemble = 0;      // storage nodes the ledger's entries are spread over
+  int write_quorum = 0;  // copies of each entry
+  int ack_quorum = 0;    // copies stored before an add completes
+};
+
 class Storage : public runtime::Component {
  public:
   // Creates an empty, open ledger with the caller as its writer.
   // kAlreadyExists if `id` exists. Completes once the creation is durable.
   virtual void create_ledger(LedgerId id, Callback<common::Result<LedgerWriter>> done) = 0;
+  // The same, with the copies `options` ask for where the storage keeps several.
+  virtual void create_ledger_with(LedgerId id, const LedgerOptions& options,
+                                  Callback<common::Result<LedgerWriter>> done) {
+    (void)options;
+    create_ledger(id, std::move(done));
+  }
   // Attaches the caller as the writer of an existing open ledger (e.g. after a
   // restart). kFenced if it has a writer, kFailedPrecondition if closed,
   // kNotFound if missing. Immediate: nothing is written.
