@@ -495,14 +495,14 @@ Status ClusterNode::import_standalone() {
 }
 
 void ClusterNode::call(ServerId node, uint16_t method, std::string payload,
-                       std::function<void(Result<std::string>)> done) {
-  runtime::Task task([this, node, method, payload = std::move(payload), done]() mutable {
+                       std::function<void(Result<std::string>)> done, unsigned timeout_ms) {
+  runtime::Task task([this, node, method, payload = std::move(payload), done, timeout_ms]() mutable {
     std::string address;
     for (const Server& m : consensus_->members()) {
       if (m.id == node) address = m.address;
     }
     if (address.empty()) return done(Status::unavailable("server " + std::to_string(node) + " is not a member"));
-    rpc_client_->call(address, static_cast<rpc::Method>(method), std::move(payload), std::move(done));
+    rpc_client_->call(address, static_cast<rpc::Method>(method), std::move(payload), std::move(done), timeout_ms);
   });
   Status posted = reactor_ ? reactor_->try_post(task) : Status::unavailable("the cluster is stopped");
   if (!posted.is_ok()) done(posted);

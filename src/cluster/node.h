@@ -116,7 +116,9 @@ class ClusterNode final : public runtime::Component {
   // Any thread: calls `method` on member `node` over the cluster port;
   // `done` runs on the cluster reactor (Unavailable for an unknown member).
   void call(ServerId node, uint16_t method, std::string payload,
-            std::function<void(common::Result<std::string>)> done);
+            std::function<void(common::Result<std::string>)> done, unsigned timeout_ms = 10000);
+  // The cluster reactor (calls' answers and handlers run on it).
+  runtime::Reactor& reactor() { return *reactor_; }
   // Any thread: answers `method` from other members with `handler`, run on
   // the cluster reactor; its reply may be given on any thread. REQUIRES:
   // start() succeeded.

@@ -30,6 +30,11 @@ enum class Method : uint16_t {
   kAmqpConsumeOpen = 112,   // protocol/amqp/server/remote_consumers.h
   kAmqpConsumerOp = 113,    // protocol/amqp/server/remote_consumers.h
   kAmqpDeliveries = 114,    // protocol/amqp/server/remote_consumers.h
+  // The storage protocol: replication/transport.h, payloads in replication.fbs.
+  kStorageAdd = 120,
+  kStorageRead = 121,
+  kStorageFence = 122,
+  kStorageDelete = 123,
 };
 
 }  // namespace magnetar::cluster::rpc

@@ -1,0 +1,89 @@
+#include "replication/ledger_meta.h"
+
+#include <algorithm>
+
+#include "cluster/rpc_records.h"
+#include "replication/replication_generated.h"
+
+namespace magnetar::replication {
+
+using common::Result;
+using common::Status;
+
+const Fragment& LedgerMeta::fragment_of(EntryId entry) const {
+  size_t i = fragments.size() - 1;
+  while (i > 0 && fragments[i].first_entry > entry) --i;
+  return fragments[i];
+}
+
+EntryId LedgerMeta::fragment_end(size_t i, EntryId last) const {
+  if (i + 1 < fragments.size()) return fragments[i + 1].first_entry - 1;
+  return last;
+}
+
+std::vector<NodeId> LedgerMeta::write_set(EntryId entry) const {
+  const Fragment& f = fragment_of(entry);
+  std::vector<NodeId> out;
+  const size_t n = f.nodes.size();
+  if (n == 0) return out;
+  const size_t quorum = std::min<size_t>(static_cast<size_t>(write_quorum), n);
+  for (size_t k = 0; k < quorum; ++k) out.push_back(f.nodes[(static_cast<size_t>(entry) + k) % n]);
+  return out;
+}
+
+std::vector<NodeId> LedgerMeta::all_nodes() const {
+  std::vector<NodeId> out;
+  for (const Fragment& f : fragments) out.insert(out.end(), f.nodes.begin(), f.nodes.end());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string ledger_key(LedgerId id) { return std::string(kLedgersPrefix) + "/" + std::to_string(id); }
+
+std::string encode_ledger_meta(const LedgerMeta& meta) {
+  flatbuffers::FlatBufferBuilder b(128);
+  std::vector<flatbuffers::Offset<fb::Fragment>> fragments;
+  for (const Fragment& f : meta.fragments) {
+    fragments.push_back(fb::CreateFragment(b, f.first_entry, b.CreateVector(f.nodes)));
+  }
+  b.Finish(fb::CreateLedgerRecord(b, 1, static_cast<uint8_t>(meta.state), static_cast<uint8_t>(meta.ensemble),
+                                  static_cast<uint8_t>(meta.write_quorum), static_cast<uint8_t>(meta.ack_quorum),
+                                  meta.last_entry, meta.created_ms, meta.writer, b.CreateVector(fragments)));
+  return cluster::record_bytes(b);
+}
+
+Result<LedgerMeta> decode_ledger_meta(std::string_view bytes) {
+  const auto* r = cluster::verified_record<fb::LedgerRecord>(bytes);
+  if (r == nullptr) return Status::invalid_argument("not a replicated ledger record");
+  LedgerMeta m;
+  if (r->state() > static_cast<uint8_t>(LedgerState::kClosed)) {
+    return Status::invalid_argument("replicated ledger record: unknown state " + std::to_string(r->state()));
+  }
+  m.state = static_cast<LedgerState>(r->state());
+  m.ensemble = r->ensemble();
+  m.write_quorum = r->write_quorum();
+  m.ack_quorum = r->ack_quorum();
+  m.last_entry = r->last_entry();
+  m.created_ms = r->created_ms();
+  m.writer = r->writer();
+  if (r->fragments() != nullptr) {
+    for (const fb::Fragment* f : *r->fragments()) {
+      Fragment fragment;
+      fragment.first_entry = f->first_entry();
+      if (f->nodes() != nullptr) fragment.nodes.assign(f->nodes()->begin(), f->nodes()->end());
+      if (fragment.nodes.empty()) return Status::invalid_argument("replicated ledger record: a fragment has no node");
+      if (!m.fragments.empty() && fragment.first_entry <= m.fragments.back().first_entry) {
+        return Status::invalid_argument("replicated ledger record: fragments out of order");
+      }
+      m.fragments.push_back(std::move(fragment));
+    }
+  }
+  if (m.fragments.empty()) return Status::invalid_argument("replicated ledger record: no fragment");
+  if (!(m.ack_quorum >= 1 && m.ack_quorum <= m.write_quorum && m.write_quorum <= m.ensemble)) {
+    return Status::invalid_argument("replicated ledger record: quorums out of order");
+  }
+  return m;
+}
+
+}  // namespace magnetar::replication

@@ -1,0 +1,162 @@
+// ReplicatedStorage: storage::Storage over storage nodes, the way
+// BookKeeper does it. The managed ledger above does not change.
+//
+// - create_ledger picks an ensemble of live storage nodes (never two copies
+//   on one node) and records the ledger (ledger_meta.h) in the metadata store.
+// - add_entry sends the entry to its write set and completes once
+//   ack_quorum nodes stored it and every earlier entry completed; the
+//   writer's last add confirmed (LAC) travels with each entry.
+// - A node that fails an add (an error, no answer within add_timeout) is
+//   replaced: a new fragment, from LAC + 1, names a live node not in the
+//   ensemble, written by compare-and-set, and the entries not yet confirmed
+//   go to it. With no node to spare the writer goes on without it while an
+//   ack quorum is left (the ledger is then under-replicated).
+// - close_ledger by the writer seals the record at its LAC. close_ledger by
+//   anyone else recovers the ledger: marks it recovering (so the old writer
+//   can no longer change its ensemble), fences enough of the last
+//   fragment's nodes that no ack quorum is left unfenced, reads forward from
+//   the highest LAC, writes each entry any node returns to its whole write
+//   set, stops at the first entry that enough nodes report absent that no
+//   ack quorum could have held it, and seals the record there.
+// - read_entries reads each fragment from one of its nodes, this node first,
+//   and goes on to the next node when one fails or lacks an entry.
+//
+// Ledgers without a record (made by this node's local storage before
+// replication) are served by `local` as before.
+//
+// Not yet: striping (an ensemble larger than the write quorum is narrowed
+// to it), re-replication of under-replicated ledgers.
+//
+// Threads: every method from any thread; the state lives on the
+// transport's reactor; callbacks run on the calling reactor.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/metrics.h"
+#include "metadata/store.h"
+#include "replication/ledger_meta.h"
+#include "replication/transport.h"
+#include "runtime/reactor.h"
+#include "storage/storage.h"
+
+namespace magnetar::replication {
+
+struct ReplicationSettings {
+  // For ledgers created without options: min(3, live storage nodes) copies,
+  // acknowledged at min(2, live storage nodes).
+  int max_ensemble = 3;
+  int max_ack_quorum = 2;
+  unsigned add_timeout_ms = 5000;
+  unsigned read_timeout_ms = 10000;
+  // Adds a ledger may have waiting for their quorum; more fail with
+  // ResourceExhausted.
+  size_t max_pending_adds = 16384;
+  // Records of ledgers this node only reads, kept for the next read.
+  size_t max_cached_records = 4096;
+};
+
+class ReplicatedStorage final : public storage::Storage {
+ public:
+  ReplicatedStorage(Transport& transport, metadata::Store& store, storage::Storage& local,
+                    ReplicationSettings settings = {});
+  ~ReplicatedStorage() override;
+
+  std::string_view name() const override { return "replicated-storage"; }
+  common::Status start() override;
+  void stop() override;
+
+  void create_ledger(LedgerId id, storage::Callback<common::Result<storage::LedgerWriter>> done) override;
+  void create_ledger_with(LedgerId id, const storage::LedgerOptions& options,
+                          storage::Callback<common::Result<storage::LedgerWriter>> done) override;
+  void open_ledger(LedgerId id, storage::Callback<common::Result<storage::LedgerWriter>> done) override;
+  void add_entry(const storage::LedgerWriter& writer, EntryId entry, common::Slice data,
+                 storage::Callback<common::Status> done) override;
+  common::Status set_fsync(LedgerId id, std::optional<storage::FsyncMode> mode,
+                           std::chrono::milliseconds interval) override;
+  void close_ledger(LedgerId id, storage::Callback<common::Result<EntryId>> done) override;
+  void read_entries(LedgerId id, EntryId first, EntryId last,
+                    storage::Callback<common::Result<std::vector<storage::Entry>>> done) override;
+  void delete_ledger(LedgerId id, storage::Callback<common::Status> done) override;
+  common::Result<storage::LedgerInfo> ledger_info(LedgerId id) const override;
+  std::vector<LedgerId> list_ledgers() const override;
+
+ private:
+  struct PendingAdd {
+    EntryId entry = 0;
+    std::string payload;          // the AddEntry, kept to send it to a replacement
+    std::vector<NodeId> acked;    // nodes of its write set that stored it
+    storage::Callback<common::Status> done;
+    runtime::Reactor* home = nullptr;
+  };
+  using CloseDone = std::pair<runtime::Reactor*, storage::Callback<common::Result<EntryId>>>;
+  struct Ledger {
+    LedgerMeta meta;
+    int64_t version = 0;
+    bool writing = false;  // this node is its writer
+    uint64_t token = 0;
+    EntryId lac = storage::kNoEntry;
+    EntryId next = 0;
+    std::deque<PendingAdd> pending;
+    std::set<NodeId> failed;        // nodes that failed an add: no more adds, never chosen again
+    common::Status failure;
+    bool changing = false;          // an ensemble change is being written
+    bool closing = false;
+    std::vector<CloseDone> closers;
+  };
+  struct Recovery;
+
+  // Transport reactor.
+  void run(runtime::Task task);
+  void deliver(runtime::Reactor* home, runtime::Task fn);
+  void with_record(LedgerId id, std::function<void(common::Result<Ledger*>)> then);
+  void send(LedgerId id, Ledger& l, PendingAdd& add, NodeId node);
+  void on_add_reply(LedgerId id, EntryId entry, NodeId node, common::Status st);
+  void complete(LedgerId id, Ledger& l);
+  void node_failed(LedgerId id, Ledger& l, NodeId node, const common::Status& why);
+  void fail_ledger(LedgerId id, Ledger& l, const common::Status& why);
+  void seal(LedgerId id);
+  void recover(LedgerId id);
+  void recover_entry(const std::shared_ptr<Recovery>& r, EntryId entry);
+  void finish_recovery(const std::shared_ptr<Recovery>& r, common::Status st);
+  void read_from(LedgerId id, const LedgerMeta& meta, EntryId first, EntryId last, size_t node_index,
+                 runtime::Reactor* home, storage::Callback<common::Result<std::vector<storage::Entry>>> done);
+  void publish_info(LedgerId id, const Ledger& l);
+  void forget(LedgerId id);
+
+  Transport& transport_;
+  metadata::Store& store_;
+  storage::Storage& local_;
+  const ReplicationSettings settings_;
+  std::unordered_map<LedgerId, Ledger> ledgers_;  // transport reactor
+  std::deque<LedgerId> cached_order_;             // records kept for reads, oldest first
+  std::set<LedgerId> local_only_;                 // ledgers known to have no record
+  uint64_t next_token_ = 1;
+  bool stopped_ = false;                      // transport reactor
+  std::atomic<bool> stop_requested_{false};   // any thread
+
+  // Any thread: what ledger_info() and set_fsync() need without a hop.
+  mutable std::mutex mu_;
+  std::unordered_map<LedgerId, storage::LedgerInfo> info_;
+  struct FsyncChoice {
+    uint8_t mode = 255;
+    uint32_t interval_ms = 0;
+  };
+  std::unordered_map<LedgerId, FsyncChoice> fsync_;
+
+  common::Counter& ensemble_changes_;
+  common::Counter& recoveries_;
+  common::Counter& recovered_entries_;
+  common::Counter& degraded_adds_;
+};
+
+}  // namespace magnetar::replication

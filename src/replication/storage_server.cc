@@ -1,0 +1,410 @@
+#include "replication/storage_server.h"
+
+#include <leveldb/db.h>
+#include <leveldb/iterator.h>
+#include <leveldb/write_batch.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "cluster/rpc_records.h"
+#include "common/logging.h"
+#include "replication/replication_generated.h"
+#include "runtime/reactor.h"
+
+namespace magnetar::replication {
+
+using common::Result;
+using common::Slice;
+using common::Status;
+
+namespace {
+
+std::string fence_key(LedgerId id) {
+  std::string k(8, '\0');
+  for (int i = 0; i < 8; ++i) k[i] = static_cast<char>(id >> (56 - 8 * i));
+  return k;
+}
+
+void put_i64(uint8_t* at, int64_t v) {
+  const auto u = static_cast<uint64_t>(v);
+  for (int i = 0; i < 8; ++i) at[i] = static_cast<uint8_t>(u >> (8 * i));
+}
+
+int64_t get_i64(const uint8_t* at) {
+  uint64_t u = 0;
+  for (int i = 0; i < 8; ++i) u |= static_cast<uint64_t>(at[i]) << (8 * i);
+  return static_cast<int64_t>(u);
+}
+
+std::optional<storage::FsyncMode> fsync_of(uint8_t mode) {
+  if (mode > static_cast<uint8_t>(storage::FsyncMode::kNever)) return std::nullopt;
+  return static_cast<storage::FsyncMode>(mode);
+}
+
+std::string read_reply(const Status& st, bool held, EntryId first_held, EntryId last_held,
+                       const std::vector<storage::Entry>* entries, size_t max_bytes) {
+  flatbuffers::FlatBufferBuilder b(256);
+  std::vector<flatbuffers::Offset<fb::StoredEntry>> out;
+  size_t bytes = 0;
+  if (entries != nullptr) {
+    for (const storage::Entry& e : *entries) {
+      if (e.data.size() < kReplicaHeaderBytes) break;
+      const size_t n = e.data.size() - kReplicaHeaderBytes;
+      if (!out.empty() && bytes + n > max_bytes) break;
+      bytes += n;
+      out.push_back(fb::CreateStoredEntry(b, get_i64(e.data.data()),
+                                          b.CreateVector(e.data.data() + kReplicaHeaderBytes, n)));
+    }
+  }
+  b.Finish(fb::CreateReadReply(b, 1, static_cast<uint8_t>(st.code()), b.CreateString(st.message()), held,
+                               first_held, last_held, b.CreateVector(out)));
+  return cluster::record_bytes(b);
+}
+
+std::string fence_reply(const Status& st, bool held, EntryId lac, EntryId last_held) {
+  flatbuffers::FlatBufferBuilder b(64);
+  b.Finish(fb::CreateFenceReply(b, 1, static_cast<uint8_t>(st.code()), b.CreateString(st.message()), held, lac,
+                                last_held));
+  return cluster::record_bytes(b);
+}
+
+}  // namespace
+
+std::string encode_outcome(const Status& st) {
+  flatbuffers::FlatBufferBuilder b(64);
+  b.Finish(fb::CreateOutcome(b, 1, static_cast<uint8_t>(st.code()), b.CreateString(st.message())));
+  return cluster::record_bytes(b);
+}
+
+Status decode_outcome(std::string_view bytes) {
+  const auto* o = cluster::verified_record<fb::Outcome>(bytes);
+  if (o == nullptr) return Status::internal("malformed answer from a storage node");
+  if (o->code() == 0) return Status::ok();
+  return Status(static_cast<common::ErrorCode>(o->code()), o->message() ? o->message()->str() : "");
+}
+
+StorageServer::StorageServer(storage::Storage& local, std::string fence_dir)
+    : local_(local),
+      fence_dir_(std::move(fence_dir)),
+      entries_added_(common::MetricsRegistry::global().counter(
+          "magnetar_replica_entries_added_total", "Entries of replicated ledgers this storage node stored")),
+      fences_(common::MetricsRegistry::global().counter(
+          "magnetar_replica_fences_total", "Replicated ledger copies fenced on this node by a recovering owner")) {}
+
+StorageServer::~StorageServer() { stop(); }
+
+Status StorageServer::start() {
+  std::error_code ec;
+  std::filesystem::create_directories(fence_dir_, ec);
+  if (ec) return Status::io_error("cannot create " + fence_dir_ + ": " + ec.message());
+  leveldb::Options options;
+  options.create_if_missing = true;
+  leveldb::DB* db = nullptr;
+  leveldb::Status opened = leveldb::DB::Open(options, fence_dir_, &db);
+  if (!opened.ok()) return Status::io_error("cannot open the fences in " + fence_dir_ + ": " + opened.ToString());
+  fences_db_.reset(db);
+  std::unique_ptr<leveldb::Iterator> it(fences_db_->NewIterator(leveldb::ReadOptions()));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    if (it->key().size() != 8) continue;
+    LedgerId id = 0;
+    for (int i = 0; i < 8; ++i) id = (id << 8) | static_cast<uint8_t>(it->key()[i]);
+    fenced_.insert(id);
+  }
+  fence_thread_ = std::make_unique<runtime::WorkerThread>("storage-fence", 4096);
+  return Status::ok();
+}
+
+void StorageServer::stop() {
+  if (fence_thread_) fence_thread_->stop();
+  fence_thread_.reset();
+  fences_db_.reset();
+}
+
+void StorageServer::persist_fence(LedgerId ledger, bool fenced, std::function<void(Status)> done) {
+  runtime::Reactor* home = runtime::Reactor::current();
+  auto answer = [home, done](Status st) {
+    if (home == nullptr) return done(st);
+    home->post_reliably([done, st]() { done(st); });
+  };
+  if (!fence_thread_) return answer(Status::unavailable("the storage node is stopping"));
+  Status posted = fence_thread_->post([this, ledger, fenced, answer]() {
+    leveldb::WriteOptions sync;
+    sync.sync = true;
+    leveldb::Status s = fenced ? fences_db_->Put(sync, fence_key(ledger), "")
+                               : fences_db_->Delete(sync, fence_key(ledger));
+    answer(s.ok() ? Status::ok() : Status::io_error("writing a fence: " + s.ToString()));
+  });
+  if (!posted.is_ok()) answer(posted);
+}
+
+void StorageServer::with_copy(LedgerId ledger, std::function<void(Copy&)> then) {
+  auto it = copies_.find(ledger);
+  if (it == copies_.end()) {
+    Copy& copy = copies_[ledger];
+    copy.waiting.push_back([this, ledger, then]() { then(copies_[ledger]); });
+    load(ledger);
+    return;
+  }
+  Copy& copy = it->second;
+  if (copy.phase == Copy::Phase::kLoading || copy.phase == Copy::Phase::kCreating) {
+    copy.waiting.push_back([this, ledger, then]() { then(copies_[ledger]); });
+    return;
+  }
+  then(copy);
+}
+
+void StorageServer::run_waiting(Copy& copy) {
+  while (!copy.waiting.empty() && copy.phase != Copy::Phase::kLoading && copy.phase != Copy::Phase::kCreating) {
+    auto next = std::move(copy.waiting.front());
+    copy.waiting.erase(copy.waiting.begin());
+    next();
+  }
+}
+
+// A copy on disk is known by its first and last local entries' headers.
+void StorageServer::load(LedgerId ledger) {
+  auto info = local_.ledger_info(ledger);
+  if (!info) {
+    Copy& copy = copies_[ledger];
+    copy.phase = Copy::Phase::kReady;
+    copy.held = false;
+    return run_waiting(copy);
+  }
+  auto writer = std::make_shared<Result<storage::LedgerWriter>>(Status::ok());
+  const EntryId last_local = info->last_confirmed;
+  local_.open_ledger(ledger, [this, ledger, last_local, writer](Result<storage::LedgerWriter> w) {
+    *writer = std::move(w);
+    auto it = copies_.find(ledger);
+    if (it == copies_.end()) return;
+    Copy& copy = it->second;
+    copy.held = true;
+    if (writer->is_ok()) copy.writer = writer->value();
+    if (last_local == storage::kNoEntry) return finish_load(ledger, Status::ok());
+    local_.read_entries(ledger, 0, 0, [this, ledger, last_local](Result<std::vector<storage::Entry>> first) {
+      if (!first || first->empty() || first->front().data.size() < kReplicaHeaderBytes) {
+        return finish_load(ledger, first ? Status::corruption("the first entry of a copy has no header")
+                                         : first.status());
+      }
+      auto it2 = copies_.find(ledger);
+      if (it2 == copies_.end()) return;
+      it2->second.first = get_i64(first->front().data.data());
+      it2->second.next = it2->second.first + last_local + 1;
+      local_.read_entries(ledger, last_local, last_local, [this, ledger](Result<std::vector<storage::Entry>> last) {
+        if (!last || last->empty() || last->front().data.size() < kReplicaHeaderBytes) {
+          return finish_load(ledger, last ? Status::corruption("the last entry of a copy has no header")
+                                          : last.status());
+        }
+        auto it3 = copies_.find(ledger);
+        if (it3 == copies_.end()) return;
+        it3->second.lac = get_i64(last->front().data.data() + 8);
+        finish_load(ledger, Status::ok());
+      });
+    });
+  });
+}
+
+void StorageServer::finish_load(LedgerId ledger, Status st) {
+  auto it = copies_.find(ledger);
+  if (it == copies_.end()) return;
+  Copy& copy = it->second;
+  if (!st.is_ok()) {
+    MLOG_ERROR("storage node: the copy of ledger {} cannot be read: {}", ledger, st.to_string());
+    copy.phase = Copy::Phase::kBroken;
+    copy.failure = st;
+  } else {
+    copy.phase = Copy::Phase::kReady;
+    // Closed locally (or held by another writer): readable, not writable.
+    if (copy.writer.ledger == 0) {
+      copy.failure = Status::failed_precondition("the copy of ledger " + std::to_string(ledger) + " is sealed");
+    }
+  }
+  run_waiting(copy);
+}
+
+void StorageServer::add(std::string_view payload, Reply reply) {
+  const auto* req = cluster::verified_record<fb::AddEntry>(payload);
+  if (req == nullptr) return reply(encode_outcome(Status::invalid_argument("malformed AddEntry")));
+  const LedgerId ledger = req->ledger();
+  if (req->entry() < 0) return reply(encode_outcome(Status::invalid_argument("negative entry id")));
+  if (!req->recovery() && fenced_.count(ledger) != 0) {
+    return reply(encode_outcome(Status(common::ErrorCode::kFenced,
+                                       "ledger " + std::to_string(ledger) + " is fenced on this node")));
+  }
+  const size_t n = req->data() ? req->data()->size() : 0;
+  Slice data = Slice::allocate(kReplicaHeaderBytes + n);
+  put_i64(data.mutable_data(), req->entry());
+  put_i64(data.mutable_data() + 8, req->lac());
+  if (n > 0) std::memcpy(data.mutable_data() + kReplicaHeaderBytes, req->data()->data(), n);
+  const EntryId entry = req->entry();
+  const EntryId lac = req->lac();
+  const uint8_t fsync = req->fsync();
+  const uint32_t interval = req->fsync_interval_ms();
+  with_copy(ledger, [this, ledger, entry, lac, data = std::move(data), fsync, interval, reply](Copy& copy) {
+    add_loaded(copy, ledger, entry, lac, data, fsync, interval, reply);
+  });
+}
+
+void StorageServer::add_loaded(Copy& copy, LedgerId ledger, EntryId entry, EntryId lac, Slice data, uint8_t fsync,
+                               uint32_t interval_ms, Reply reply) {
+  if (copy.phase == Copy::Phase::kBroken) return reply(encode_outcome(copy.failure));
+  if (copy.phase == Copy::Phase::kCreating) {
+    copy.waiting.push_back([this, ledger, entry, lac, data, fsync, interval_ms, reply]() {
+      add_loaded(copies_[ledger], ledger, entry, lac, data, fsync, interval_ms, reply);
+    });
+    return;
+  }
+  if (!copy.held) {
+    copy.phase = Copy::Phase::kCreating;
+    copy.waiting.push_back([this, ledger, entry, lac, data, fsync, interval_ms, reply]() {
+      add_loaded(copies_[ledger], ledger, entry, lac, data, fsync, interval_ms, reply);
+    });
+    local_.create_ledger(ledger, [this, ledger, entry, fsync, interval_ms](Result<storage::LedgerWriter> w) {
+      auto it = copies_.find(ledger);
+      if (it == copies_.end()) return;
+      Copy& c = it->second;
+      if (!w) {
+        c.phase = Copy::Phase::kBroken;
+        c.failure = w.status();
+      } else {
+        c.phase = Copy::Phase::kReady;
+        c.held = true;
+        c.writer = *w;
+        c.first = entry;
+        c.next = entry;
+        c.fsync = fsync;
+        c.fsync_interval_ms = interval_ms;
+        (void)local_.set_fsync(ledger, fsync_of(fsync), std::chrono::milliseconds(interval_ms));
+      }
+      run_waiting(c);
+    });
+    return;
+  }
+  if (!copy.failure.is_ok()) return reply(encode_outcome(copy.failure));
+  if (copy.first == storage::kNoEntry) {  // created, never written: it starts here
+    copy.first = entry;
+    copy.next = entry;
+  }
+  if (fsync != copy.fsync || interval_ms != copy.fsync_interval_ms) {
+    copy.fsync = fsync;
+    copy.fsync_interval_ms = interval_ms;
+    (void)local_.set_fsync(ledger, fsync_of(fsync), std::chrono::milliseconds(interval_ms));
+  }
+  if (entry < copy.first) {
+    return reply(encode_outcome(Status::invalid_argument("entry " + std::to_string(entry) + " precedes this copy's first, " +
+                                                         std::to_string(copy.first))));
+  }
+  if (entry < copy.next) {
+    // Sent again (a retry or a recovery): answered once it is durable.
+    copy.lac = std::max(copy.lac, lac);
+    if (copy.in_flight == 0) return reply(encode_outcome(Status::ok()));
+    copy.drained.push_back([reply]() { reply(encode_outcome(Status::ok())); });
+    return;
+  }
+  if (entry > copy.next) {
+    return reply(encode_outcome(Status::failed_precondition(
+        "entry " + std::to_string(entry) + " leaves a hole: this copy holds up to " + std::to_string(copy.next - 1))));
+  }
+  append(copy, ledger, entry, lac, std::move(data), std::move(reply));
+}
+
+void StorageServer::append(Copy& copy, LedgerId ledger, EntryId entry, EntryId lac, Slice data, Reply reply) {
+  copy.next = entry + 1;
+  copy.lac = std::max(copy.lac, lac);
+  copy.in_flight++;
+  local_.add_entry(copy.writer, entry - copy.first, std::move(data), [this, ledger, reply](Status st) {
+    auto it = copies_.find(ledger);
+    if (it != copies_.end()) {
+      Copy& c = it->second;
+      c.in_flight--;
+      if (!st.is_ok() && c.failure.is_ok()) {
+        MLOG_WARN("storage node: an add to the copy of ledger {} failed: {}", ledger, st.to_string());
+        c.failure = st;
+      }
+      if (c.in_flight == 0) drain_done(c);
+    }
+    if (st.is_ok()) entries_added_.inc();
+    reply(encode_outcome(st));
+  });
+}
+
+void StorageServer::drain_done(Copy& copy) {
+  std::vector<std::function<void()>> waiting;
+  waiting.swap(copy.drained);
+  for (auto& fn : waiting) fn();
+}
+
+void StorageServer::read(std::string_view payload, Reply reply) {
+  const auto* req = cluster::verified_record<fb::ReadEntries>(payload);
+  if (req == nullptr) return reply(read_reply(Status::invalid_argument("malformed ReadEntries"), false, -1, -1, nullptr, 0));
+  const LedgerId ledger = req->ledger();
+  const EntryId from = req->first();
+  const EntryId to = req->last();
+  const size_t max_bytes = req->max_bytes() == 0 ? (8u << 20) : req->max_bytes();
+  if (from < 0 || to < from) {
+    return reply(read_reply(Status::invalid_argument("bad entry range"), false, -1, -1, nullptr, 0));
+  }
+  with_copy(ledger, [this, ledger, from, to, max_bytes, reply](Copy& copy) {
+    if (copy.phase == Copy::Phase::kBroken) return reply(read_reply(copy.failure, true, -1, -1, nullptr, 0));
+    if (!copy.held || copy.first == storage::kNoEntry) return reply(read_reply(Status::ok(), false, -1, -1, nullptr, 0));
+    auto info = local_.ledger_info(ledger);
+    if (!info) return reply(read_reply(info.status(), false, -1, -1, nullptr, 0));
+    const EntryId first_held = copy.first;
+    const EntryId last_held = copy.first + info->last_confirmed;
+    const EntryId a = std::max(from, first_held);
+    const EntryId b = std::min(to, last_held);
+    if (a > b) return reply(read_reply(Status::ok(), true, first_held, last_held, nullptr, 0));
+    local_.read_entries(ledger, a - first_held, b - first_held,
+                        [reply, first_held, last_held, max_bytes](Result<std::vector<storage::Entry>> got) {
+                          if (!got) return reply(read_reply(got.status(), true, first_held, last_held, nullptr, 0));
+                          reply(read_reply(Status::ok(), true, first_held, last_held, &got.value(), max_bytes));
+                        });
+  });
+}
+
+void StorageServer::fence(std::string_view payload, Reply reply) {
+  const auto* req = cluster::verified_record<fb::Fence>(payload);
+  if (req == nullptr) return reply(fence_reply(Status::invalid_argument("malformed Fence"), false, -1, -1));
+  const LedgerId ledger = req->ledger();
+  auto answer = [this, ledger, reply]() {
+    with_copy(ledger, [this, ledger, reply](Copy& copy) {
+      auto respond = [this, ledger, reply]() {
+        Copy& c = copies_[ledger];
+        if (c.phase == Copy::Phase::kBroken) return reply(fence_reply(c.failure, true, -1, -1));
+        if (!c.held || c.first == storage::kNoEntry) return reply(fence_reply(Status::ok(), false, c.lac, -1));
+        auto info = local_.ledger_info(ledger);
+        const EntryId last_held = info ? c.first + info->last_confirmed : c.next - 1;
+        reply(fence_reply(Status::ok(), true, c.lac, last_held));
+      };
+      if (copy.in_flight == 0) return respond();
+      copy.drained.push_back(respond);
+    });
+  };
+  if (!req->fence()) return answer();
+  const bool first_time = fenced_.insert(ledger).second;
+  if (!first_time) return answer();
+  fences_.inc();
+  persist_fence(ledger, true, [answer, reply, ledger](Status st) {
+    if (!st.is_ok()) {
+      MLOG_ERROR("storage node: fencing ledger {} failed: {}", ledger, st.to_string());
+      return reply(fence_reply(st, false, -1, -1));
+    }
+    answer();
+  });
+}
+
+void StorageServer::remove(std::string_view payload, Reply reply) {
+  const auto* req = cluster::verified_record<fb::DeleteReplica>(payload);
+  if (req == nullptr) return reply(encode_outcome(Status::invalid_argument("malformed DeleteReplica")));
+  const LedgerId ledger = req->ledger();
+  copies_.erase(ledger);
+  if (fenced_.erase(ledger) != 0) persist_fence(ledger, false, [](Status) {});
+  local_.delete_ledger(ledger, [reply](Status st) {
+    if (st.code() == common::ErrorCode::kNotFound) st = Status::ok();
+    reply(encode_outcome(st));
+  });
+}
+
+}  // namespace magnetar::replication

@@ -1,0 +1,117 @@
+// StorageServer: a storage node's side of replicated ledgers. It keeps the
+// copies this node holds in its local storage and answers the storage
+// protocol (replication.fbs): add an entry, read entries, read the last add
+// confirmed with or without fencing, delete a copy.
+//
+// A copy of ledger L is local ledger L (ledger ids are unique in the
+// cluster). A node may hold a run of L's entries that starts past 0 (it
+// joined L's ensemble when another node was replaced), so each local entry
+// starts with a header, the ledger entry id and the writer's last add
+// confirmed, and local entry k holds ledger entry first + k. A copy's entries
+// are contiguous: an add past the next expected entry is refused, so that a
+// writer replaces a node that missed one rather than leave a hole.
+//
+// Fencing (BookKeeper's): once fenced, a copy refuses every add but a
+// recovery's. The fence is written to disk (LevelDB, synced) before it is
+// answered, and the answer waits for the adds already under way, so that
+// whatever the old writer was told is stored is visible to the recovery.
+//
+// Threads: every method on the one reactor the server was started on (the
+// cluster reactor); answers are given there, never inline for a request
+// that touches the disk.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/metrics.h"
+#include "common/status.h"
+#include "replication/ledger_meta.h"
+#include "runtime/worker_thread.h"
+#include "storage/storage.h"
+
+namespace leveldb {
+class DB;
+}
+
+namespace magnetar::replication {
+
+// The bytes a local entry starts with: the ledger entry id and the writer's
+// last add confirmed, both little-endian int64.
+inline constexpr size_t kReplicaHeaderBytes = 16;
+
+class StorageServer {
+ public:
+  using Reply = std::function<void(std::string payload)>;
+
+  // `fence_dir`: where the fences live (created if missing).
+  StorageServer(storage::Storage& local, std::string fence_dir);
+  ~StorageServer();
+  StorageServer(const StorageServer&) = delete;
+  StorageServer& operator=(const StorageServer&) = delete;
+
+  // Blocking, before any request: opens the fences.
+  common::Status start();
+  void stop();
+
+  // One request each (payload: the replication.fbs table); `reply` gets the
+  // answer's bytes.
+  void add(std::string_view payload, Reply reply);
+  void read(std::string_view payload, Reply reply);
+  void fence(std::string_view payload, Reply reply);
+  void remove(std::string_view payload, Reply reply);
+
+  // How many copies this node holds in memory now (for /metrics and tests).
+  size_t copies() const { return copies_.size(); }
+
+ private:
+  struct Copy {
+    enum class Phase { kLoading, kCreating, kReady, kBroken };
+    Phase phase = Phase::kLoading;
+    storage::LedgerWriter writer;
+    bool held = false;                   // a local ledger exists
+    EntryId first = storage::kNoEntry;   // ledger entry of local entry 0
+    EntryId next = 0;                    // the ledger entry the next add must be (when held)
+    EntryId lac = storage::kNoEntry;
+    uint8_t fsync = 255;
+    uint32_t fsync_interval_ms = 0;
+    uint32_t in_flight = 0;              // local adds not yet completed
+    common::Status failure;              // kBroken: why
+    std::vector<std::function<void()>> waiting;  // requests that arrived while loading or creating
+    std::vector<std::function<void()>> drained;  // fence answers waiting for in_flight == 0
+  };
+
+  // Runs `then` once the copy of `ledger` is loaded from local storage (or
+  // known to be absent).
+  void with_copy(LedgerId ledger, std::function<void(Copy&)> then);
+  void load(LedgerId ledger);
+  void finish_load(LedgerId ledger, common::Status st);
+  void run_waiting(Copy& copy);
+  void add_loaded(Copy& copy, LedgerId ledger, EntryId entry, EntryId lac, common::Slice data, uint8_t fsync,
+                  uint32_t interval_ms, Reply reply);
+  void append(Copy& copy, LedgerId ledger, EntryId entry, EntryId lac, common::Slice data, Reply reply);
+  void drain_done(Copy& copy);
+  // Writes (or erases) the fence of `ledger` on the fence thread; `done` runs back here.
+  void persist_fence(LedgerId ledger, bool fenced, std::function<void(common::Status)> done);
+
+  storage::Storage& local_;
+  const std::string fence_dir_;
+  std::unique_ptr<leveldb::DB> fences_db_;
+  std::unique_ptr<runtime::WorkerThread> fence_thread_;
+  std::set<LedgerId> fenced_;
+  std::unordered_map<LedgerId, Copy> copies_;
+  common::Counter& entries_added_;
+  common::Counter& fences_;
+};
+
+// Encodes an Outcome (AddEntry's and DeleteReplica's answer).
+std::string encode_outcome(const common::Status& st);
+common::Status decode_outcome(std::string_view bytes);
+
+}  // namespace magnetar::replication

@@ -1,0 +1,416 @@
+// The replicated storage and its storage nodes in one process: real local
+// storages in temporary directories, real storage servers, a real metadata
+// store; only the network between them is a function call, and a node can
+// be taken "down" (its calls fail as a broken connection's do).
+#include "replication/replicated_storage.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../storage/storage_test_util.h"
+#include "cluster/rpc_records.h"
+#include "metadata/blocking.h"
+#include "metadata/leveldb_store.h"
+#include "replication/replication_generated.h"
+#include "replication/storage_server.h"
+#include "runtime/reactor.h"
+
+namespace magnetar::replication {
+namespace {
+
+using common::ErrorCode;
+using common::Result;
+using common::Slice;
+using common::Status;
+using storage::testing::TempDir;
+
+struct StorageNode {
+  TempDir dir;
+  std::unique_ptr<storage::Storage> local;
+  std::unique_ptr<StorageServer> server;
+};
+
+// The nodes and the calls between them.
+class Fabric {
+ public:
+  explicit Fabric(runtime::Reactor& reactor) : reactor_(reactor) {}
+  runtime::Reactor& reactor() { return reactor_; }
+  std::map<NodeId, std::unique_ptr<StorageNode>> nodes;
+  std::set<NodeId> down;
+
+  void call(NodeId node, StorageMethod method, std::string payload, Transport::Done done) {
+    reactor_.post_reliably([this, node, method, payload = std::move(payload), done]() {
+      auto it = nodes.find(node);
+      if (it == nodes.end() || down.count(node) != 0) {
+        return done(Status::unavailable("storage node " + std::to_string(node) + " is down"));
+      }
+      auto reply = [this, done](std::string answer) {
+        reactor_.post_reliably([done, answer = std::move(answer)]() { done(answer); });
+      };
+      StorageServer& s = *it->second->server;
+      switch (method) {
+        case StorageMethod::kAdd: return s.add(payload, reply);
+        case StorageMethod::kRead: return s.read(payload, reply);
+        case StorageMethod::kFence: return s.fence(payload, reply);
+        case StorageMethod::kDelete: return s.remove(payload, reply);
+      }
+    });
+  }
+
+ private:
+  runtime::Reactor& reactor_;
+};
+
+class FabricTransport : public Transport {
+ public:
+  FabricTransport(Fabric& fabric, NodeId self) : fabric_(fabric), self_(self) {}
+  runtime::Reactor& reactor() override { return fabric_.reactor(); }
+  NodeId self() const override { return self_; }
+  std::vector<NodeId> live_storage_nodes() override {
+    return fabric_.reactor().run_sync([this]() {
+      std::vector<NodeId> out;
+      for (const auto& [id, node] : fabric_.nodes) {
+        if (fabric_.down.count(id) == 0) out.push_back(id);
+      }
+      return out;
+    });
+  }
+  void call(NodeId node, StorageMethod method, std::string payload, Done done, unsigned) override {
+    fabric_.call(node, method, std::move(payload), std::move(done));
+  }
+
+ private:
+  Fabric& fabric_;
+  NodeId self_;
+};
+
+std::string entry_data(LedgerId ledger, EntryId entry) {
+  return "ledger " + std::to_string(ledger) + " entry " + std::to_string(entry);
+}
+
+class ReplicatedStorageTest : public ::testing::Test {
+ protected:
+  ReplicatedStorageTest() : reactor_(0, "storage-net"), fabric_(reactor_) {}
+
+  void SetUp() override {
+    reactor_.start();
+    store_ = std::make_unique<metadata::LevelDbStore>(metadata::LevelDbStore::Options{meta_dir_.path()});
+    ASSERT_TRUE(store_->start().is_ok());
+  }
+
+  void TearDown() override {
+    for (auto& w : writers_) w->stop();
+    reactor_.run_sync([this]() {
+      for (auto& [id, node] : fabric_.nodes) node->server->stop();
+    });
+    for (auto& [id, node] : fabric_.nodes) node->local->stop();
+    writers_.clear();
+    transports_.clear();
+    reactor_.stop();
+    fabric_.nodes.clear();
+    store_->stop();
+  }
+
+  void add_nodes(int count) {
+    for (int i = 1; i <= count; ++i) start_node(static_cast<NodeId>(i));
+  }
+
+  void start_node(NodeId id) {
+    auto node = std::make_unique<StorageNode>();
+    storage::StorageOptions options;
+    options.directory = node->dir.path() + "/storage";
+    node->local = storage::make_local_storage(options);
+    ASSERT_TRUE(node->local->start().is_ok());
+    node->server = std::make_unique<StorageServer>(*node->local, node->dir.path() + "/fences");
+    ASSERT_TRUE(node->server->start().is_ok());
+    fabric_.nodes[id] = std::move(node);
+  }
+
+  // The storage node `id` restarted: a new server over the same local storage.
+  void restart_server(NodeId id) {
+    StorageNode& node = *fabric_.nodes[id];
+    reactor_.run_sync([&]() { node.server->stop(); });
+    node.server = std::make_unique<StorageServer>(*node.local, node.dir.path() + "/fences");
+    ASSERT_TRUE(node.server->start().is_ok());
+  }
+
+  ReplicatedStorage& writer_on(NodeId self) {
+    transports_.push_back(std::make_unique<FabricTransport>(fabric_, self));
+    writers_.push_back(std::make_unique<ReplicatedStorage>(*transports_.back(), *store_, *fabric_.nodes[self]->local));
+    EXPECT_TRUE(writers_.back()->start().is_ok());
+    return *writers_.back();
+  }
+
+  void set_down(NodeId id, bool down) {
+    reactor_.run_sync([&]() {
+      if (down) {
+        fabric_.down.insert(id);
+      } else {
+        fabric_.down.erase(id);
+      }
+    });
+  }
+
+  LedgerMeta record(LedgerId id) {
+    auto rec = metadata::blocking::get(*store_, ledger_key(id));
+    EXPECT_TRUE(rec.is_ok()) << rec.status().to_string();
+    auto meta = decode_ledger_meta(rec->value);
+    EXPECT_TRUE(meta.is_ok());
+    return meta.value();
+  }
+
+  Status add(storage::Storage& s, const storage::LedgerWriter& w, EntryId e) {
+    return storage::testing::add_entry(s, w, e, Slice::copy_of(entry_data(w.ledger, e)));
+  }
+
+  // Every entry first..last read back through `s`, in as many reads as it takes.
+  void expect_entries(storage::Storage& s, LedgerId id, EntryId first, EntryId last) {
+    EntryId next = first;
+    while (next <= last) {
+      auto got = storage::testing::read_entries(s, id, next, last);
+      ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+      ASSERT_FALSE(got->empty());
+      for (const storage::Entry& e : *got) {
+        ASSERT_EQ(e.id, next);
+        EXPECT_EQ(e.data.to_string(), entry_data(id, next));
+        ++next;
+      }
+    }
+  }
+
+  EntryId held_by(NodeId node, LedgerId id) {
+    auto info = fabric_.nodes[node]->local->ledger_info(id);
+    return info ? info->last_confirmed : storage::kNoEntry;
+  }
+
+  TempDir meta_dir_;
+  runtime::Reactor reactor_;
+  Fabric fabric_;
+  std::unique_ptr<metadata::LevelDbStore> store_;
+  std::vector<std::unique_ptr<FabricTransport>> transports_;
+  std::vector<std::unique_ptr<ReplicatedStorage>> writers_;
+};
+
+TEST_F(ReplicatedStorageTest, EntriesGoToThreeNodesAndReadBack) {
+  add_nodes(3);
+  ReplicatedStorage& rs = writer_on(1);
+  auto w = storage::testing::create_ledger(rs, 7);
+  ASSERT_TRUE(w.is_ok()) << w.status().to_string();
+  for (EntryId e = 0; e < 20; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  LedgerMeta meta = record(7);
+  EXPECT_EQ(meta.state, LedgerState::kOpen);
+  EXPECT_EQ(meta.ensemble, 3);
+  EXPECT_EQ(meta.ack_quorum, 2);
+  EXPECT_EQ(meta.fragments[0].nodes.front(), 1u);  // the writer's own node first
+  // Acknowledged at two; the third copy follows.
+  for (NodeId n = 1; n <= 3; ++n) {
+    for (int i = 0; i < 500 && held_by(n, 7) < 19; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(held_by(n, 7), 19) << "node " << n;
+  }
+  expect_entries(rs, 7, 0, 19);
+  auto closed = storage::testing::close_ledger(rs, 7);
+  ASSERT_TRUE(closed.is_ok());
+  EXPECT_EQ(*closed, 19);
+  EXPECT_EQ(record(7).state, LedgerState::kClosed);
+  EXPECT_EQ(record(7).last_entry, 19);
+  EXPECT_EQ(add(rs, *w, 20).code(), ErrorCode::kFenced);
+}
+
+TEST_F(ReplicatedStorageTest, ANodeThatFailsIsReplacedWithoutFailingAnAdd) {
+  add_nodes(4);
+  ReplicatedStorage& rs = writer_on(1);
+  auto w = storage::testing::create_ledger(rs, 8);
+  ASSERT_TRUE(w.is_ok());
+  for (EntryId e = 0; e < 10; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  const NodeId victim = record(8).fragments[0].nodes[1];
+  set_down(victim, true);
+  for (EntryId e = 10; e < 30; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok()) << e;
+  LedgerMeta meta = record(8);
+  ASSERT_EQ(meta.fragments.size(), 2u);
+  const auto& nodes = meta.fragments.back().nodes;
+  EXPECT_EQ(std::count(nodes.begin(), nodes.end(), victim), 0);
+  EXPECT_EQ(nodes.size(), 3u);
+  // Every entry reads back with the failed node still down.
+  expect_entries(rs, 8, 0, 29);
+}
+
+TEST_F(ReplicatedStorageTest, WithNoSpareNodeTheWriterGoesOnWhileAnAckQuorumIsLeft) {
+  add_nodes(3);
+  ReplicatedStorage& rs = writer_on(1);
+  auto w = storage::testing::create_ledger(rs, 9);
+  ASSERT_TRUE(w.is_ok());
+  ASSERT_TRUE(add(rs, *w, 0).is_ok());
+  set_down(3, true);
+  for (EntryId e = 1; e < 10; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  set_down(2, true);
+  Status st = add(rs, *w, 10);
+  EXPECT_EQ(st.code(), ErrorCode::kUnavailable) << st.to_string();
+  // Nothing acknowledged is lost: the writer closes at its last confirmed entry.
+  auto closed = storage::testing::close_ledger(rs, 9);
+  ASSERT_TRUE(closed.is_ok()) << closed.status().to_string();
+  EXPECT_EQ(*closed, 9);
+}
+
+TEST_F(ReplicatedStorageTest, ANewOwnerFencesRecoversAndClosesTheLedger) {
+  add_nodes(3);
+  ReplicatedStorage& old_owner = writer_on(1);
+  auto w = storage::testing::create_ledger(old_owner, 10);
+  ASSERT_TRUE(w.is_ok());
+  for (EntryId e = 0; e < 30; ++e) ASSERT_TRUE(add(old_owner, *w, e).is_ok());
+  // The nodes' last add confirmed lags the last entry (it travels with the
+  // next add), so the recovery finds entry 29 by reading past it.
+  ReplicatedStorage& new_owner = writer_on(2);
+  auto closed = storage::testing::close_ledger(new_owner, 10);
+  ASSERT_TRUE(closed.is_ok()) << closed.status().to_string();
+  EXPECT_EQ(*closed, 29);
+  EXPECT_EQ(record(10).state, LedgerState::kClosed);
+  EXPECT_EQ(record(10).last_entry, 29);
+  // The old writer can never again get an entry acknowledged.
+  EXPECT_EQ(add(old_owner, *w, 30).code(), ErrorCode::kFenced);
+  expect_entries(new_owner, 10, 0, 29);
+  // A second close answers the same.
+  EXPECT_EQ(*storage::testing::close_ledger(new_owner, 10), 29);
+}
+
+TEST_F(ReplicatedStorageTest, RecoveryGoesOnWithOneNodeDownAndRefusesWithTwo) {
+  add_nodes(3);
+  ReplicatedStorage& old_owner = writer_on(1);
+  auto w = storage::testing::create_ledger(old_owner, 11);
+  ASSERT_TRUE(w.is_ok());
+  for (EntryId e = 0; e < 5; ++e) ASSERT_TRUE(add(old_owner, *w, e).is_ok());
+  ReplicatedStorage& new_owner = writer_on(2);
+  set_down(1, true);
+  set_down(3, true);
+  // Two of three down: an ack quorum of unfenced nodes could remain.
+  auto refused = storage::testing::close_ledger(new_owner, 11);
+  EXPECT_EQ(refused.status().code(), ErrorCode::kUnavailable) << refused.status().to_string();
+  EXPECT_NE(record(11).state, LedgerState::kClosed);
+  set_down(3, false);
+  auto closed = storage::testing::close_ledger(new_owner, 11);
+  ASSERT_TRUE(closed.is_ok()) << closed.status().to_string();
+  EXPECT_EQ(*closed, 4);
+  set_down(1, false);
+  EXPECT_EQ(add(old_owner, *w, 5).code(), ErrorCode::kFenced);
+}
+
+TEST_F(ReplicatedStorageTest, DeletingALedgerRemovesItsRecordAndCopies) {
+  add_nodes(3);
+  ReplicatedStorage& rs = writer_on(1);
+  auto w = storage::testing::create_ledger(rs, 12);
+  ASSERT_TRUE(w.is_ok());
+  for (EntryId e = 0; e < 3; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  ASSERT_TRUE(storage::testing::close_ledger(rs, 12).is_ok());
+  auto p = std::make_shared<std::promise<Status>>();
+  auto f = p->get_future();
+  rs.delete_ledger(12, [p](Status st) { p->set_value(st); });
+  ASSERT_TRUE(storage::testing::wait_for(f).is_ok());
+  EXPECT_EQ(metadata::blocking::get(*store_, ledger_key(12)).status().code(), ErrorCode::kNotFound);
+  for (NodeId n = 1; n <= 3; ++n) {
+    for (int i = 0; i < 500 && fabric_.nodes[n]->local->ledger_info(12).is_ok(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_FALSE(fabric_.nodes[n]->local->ledger_info(12).is_ok()) << "node " << n;
+  }
+}
+
+// ---- the storage node's protocol, request by request ----
+
+std::string add_request(LedgerId ledger, EntryId entry, bool recovery) {
+  flatbuffers::FlatBufferBuilder b(128);
+  const std::string data = entry_data(ledger, entry);
+  auto bytes = b.CreateVector(reinterpret_cast<const uint8_t*>(data.data()), data.size());
+  b.Finish(fb::CreateAddEntry(b, 1, ledger, entry, entry - 1, recovery, 255, 0, bytes));
+  return cluster::record_bytes(b);
+}
+
+std::string fence_request(LedgerId ledger) {
+  flatbuffers::FlatBufferBuilder b(32);
+  b.Finish(fb::CreateFence(b, 1, ledger, true));
+  return cluster::record_bytes(b);
+}
+
+std::string read_request(LedgerId ledger, EntryId first, EntryId last) {
+  flatbuffers::FlatBufferBuilder b(32);
+  b.Finish(fb::CreateReadEntries(b, 1, ledger, first, last, 0));
+  return cluster::record_bytes(b);
+}
+
+class StorageServerTest : public ReplicatedStorageTest {
+ protected:
+  std::string ask(StorageMethod method, std::string payload) {
+    auto p = std::make_shared<std::promise<std::string>>();
+    auto f = p->get_future();
+    fabric_.call(1, method, std::move(payload), [p](Result<std::string> r) { p->set_value(r ? *r : ""); });
+    return storage::testing::wait_for(f);
+  }
+  Status add_to_node(LedgerId ledger, EntryId entry, bool recovery = false) {
+    return decode_outcome(ask(StorageMethod::kAdd, add_request(ledger, entry, recovery)));
+  }
+};
+
+TEST_F(StorageServerTest, ACopyIsContiguousAndAnEntrySentTwiceIsStoredOnce) {
+  add_nodes(1);
+  ASSERT_TRUE(add_to_node(5, 0).is_ok());
+  ASSERT_TRUE(add_to_node(5, 1).is_ok());
+  EXPECT_EQ(add_to_node(5, 3).code(), ErrorCode::kFailedPrecondition);  // a hole
+  EXPECT_TRUE(add_to_node(5, 1).is_ok());                                // again: stored once
+  EXPECT_EQ(held_by(1, 5), 1);
+}
+
+TEST_F(StorageServerTest, AFencedCopyTakesOnlyRecoveryAddsAndStaysFencedAfterARestart) {
+  add_nodes(1);
+  ASSERT_TRUE(add_to_node(6, 0).is_ok());
+  ASSERT_TRUE(add_to_node(6, 1).is_ok());
+  const std::string fence_answer = ask(StorageMethod::kFence, fence_request(6));
+  const auto* fenced = cluster::verified_record<fb::FenceReply>(fence_answer);
+  ASSERT_NE(fenced, nullptr);
+  EXPECT_EQ(fenced->code(), 0);
+  EXPECT_TRUE(fenced->held());
+  EXPECT_EQ(fenced->last_held(), 1);
+  EXPECT_EQ(fenced->lac(), 0);
+  EXPECT_EQ(add_to_node(6, 2).code(), ErrorCode::kFenced);
+  EXPECT_TRUE(add_to_node(6, 2, /*recovery=*/true).is_ok());
+  restart_server(1);
+  EXPECT_EQ(add_to_node(6, 3).code(), ErrorCode::kFenced);
+  // The copy found again on disk: its entries and where it starts.
+  std::string answer = ask(StorageMethod::kRead, read_request(6, 0, 10));
+  const auto* read = cluster::verified_record<fb::ReadReply>(answer);
+  ASSERT_NE(read, nullptr);
+  EXPECT_EQ(read->code(), 0);
+  EXPECT_EQ(read->first_held(), 0);
+  EXPECT_EQ(read->last_held(), 2);
+  ASSERT_EQ(read->entries()->size(), 3u);
+  for (flatbuffers::uoffset_t k = 0; k < 3; ++k) {
+    const auto* e = read->entries()->Get(k);
+    EXPECT_EQ(e->entry(), static_cast<EntryId>(k));
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(e->data()->data()), e->data()->size()), entry_data(6, k));
+  }
+}
+
+TEST_F(StorageServerTest, GarbageGetsAClearErrorAndTheCopiesAreIntact) {
+  add_nodes(1);
+  ASSERT_TRUE(add_to_node(4, 0).is_ok());
+  for (StorageMethod m : {StorageMethod::kAdd, StorageMethod::kDelete}) {
+    Status st = decode_outcome(ask(m, "\x01\x02garbage"));
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.to_string();
+  }
+  const std::string read_answer = ask(StorageMethod::kRead, std::string(40, '\xff'));
+  const auto* read = cluster::verified_record<fb::ReadReply>(read_answer);
+  ASSERT_NE(read, nullptr);
+  EXPECT_EQ(read->code(), static_cast<uint8_t>(ErrorCode::kInvalidArgument));
+  const std::string fence_answer = ask(StorageMethod::kFence, "x");
+  const auto* fence = cluster::verified_record<fb::FenceReply>(fence_answer);
+  ASSERT_NE(fence, nullptr);
+  EXPECT_EQ(fence->code(), static_cast<uint8_t>(ErrorCode::kInvalidArgument));
+  ASSERT_TRUE(add_to_node(4, 1).is_ok());
+  EXPECT_EQ(held_by(1, 4), 1);
+}
+
+}  // namespace
+}  // namespace magnetar::replication
