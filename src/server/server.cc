@@ -20,6 +20,7 @@
 #include "broker/schema_registry.h"
 #include "broker/storage_quotas.h"
 #include "ledger/ledger_reconciler.h"
+#include "replication/replicated_storage.h"
 #include "broker/tenancy.h"
 #include "protocol/amqp/server/amqp_service.h"
 #include "protocol/kafka/server/kafka_service.h"
@@ -34,6 +35,7 @@
 #include "metadata/leveldb_store.h"
 #include "server/allocator.h"
 #include "server/process_metrics.h"
+#include "server/storage_node.h"
 #include "server/unsynced_files.h"
 #include "storage/storage.h"
 
@@ -288,6 +290,15 @@ Status Server::start() {
     storage_options.index_env = unsynced_leveldb_env();
   }
   auto storage = storage::make_local_storage(storage_options);
+  // A cluster member is a storage node too, and its topics write through
+  // the replicated storage: each ledger on several members (replication/).
+  std::unique_ptr<StorageNodeService> storage_node;
+  std::unique_ptr<replication::ReplicatedStorage> replicated;
+  if (cluster_) {
+    storage_node = std::make_unique<StorageNodeService>(*cluster_, *storage, config_.data_dir + "/storage-fences");
+    replicated = std::make_unique<replication::ReplicatedStorage>(*storage_node, *store, *storage);
+  }
+  storage::Storage& topic_storage = replicated ? static_cast<storage::Storage&>(*replicated) : *storage;
   auto policies = std::make_unique<broker::PolicyCache>(*store);
   const broker::PolicyCache* policies_ptr = policies.get();  // still needed once it joined components_
   if (config_.authorization_enabled) {
@@ -302,11 +313,12 @@ Status Server::start() {
   broker_options.topic_idle_unload = std::chrono::seconds(config_.topic_idle_unload_secs);
   broker_options.managed_ledger.max_entries_per_ledger = config_.managed_ledger_max_entries_per_ledger;
   broker_options.retention_defaults = defaults_retention;
-  broker_options.storage_durability =
-      "1 copy on this node, fsync " + (config_.fsync == "interval"
-                                           ? "every " + std::to_string(config_.fsync_interval_ms) + " ms"
-                                           : config_.fsync);
-  auto broker = std::make_unique<broker::BrokerService>(*runtime_, *storage, *store, broker_options);
+  const std::string fsync_text =
+      config_.fsync == "interval" ? "every " + std::to_string(config_.fsync_interval_ms) + " ms" : config_.fsync;
+  broker_options.storage_durability = cluster_ ? "up to 3 copies on storage nodes, stored at 2 (fewer when fewer are "
+                                                 "live), fsync " + fsync_text
+                                               : "1 copy on this node, fsync " + fsync_text;
+  auto broker = std::make_unique<broker::BrokerService>(*runtime_, topic_storage, *store, broker_options);
   broker->set_ownership(ownership_);
   broker->set_remote_calls(remote_calls_.get());
   if (cluster_) broker->set_lease([cluster = cluster_]() { return cluster->lease_valid(); });
@@ -399,6 +411,8 @@ Status Server::start() {
   auto reconciler = std::make_unique<ledger::LedgerReconciler>(*storage, metadata_store,
                                                                std::chrono::seconds(config_.ledger_reconcile_secs));
   components_.push_back(std::move(storage));
+  if (storage_node) components_.push_back(std::move(storage_node));
+  if (replicated) components_.push_back(std::move(replicated));
   components_.push_back(std::move(reconciler));
   components_.push_back(std::move(broker));
   components_.push_back(std::move(storage_quotas));

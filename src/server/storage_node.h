@@ -1,0 +1,45 @@
+// StorageNodeService: this member as a storage node of replicated ledgers
+// (replication/storage_server.h answering on the cluster port), and the
+// transport the member's replicated storage reaches every storage node
+// through, itself included without a network hop.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cluster/node.h"
+#include "replication/storage_server.h"
+#include "replication/transport.h"
+#include "runtime/component.h"
+#include "storage/storage.h"
+
+namespace magnetar::server {
+
+class StorageNodeService final : public runtime::Component, public replication::Transport {
+ public:
+  StorageNodeService(cluster::ClusterNode& cluster, storage::Storage& local, std::string fence_dir);
+  ~StorageNodeService() override;
+
+  std::string_view name() const override { return "storage-node"; }
+  // After the local storage started: opens the fences and answers the storage protocol.
+  common::Status start() override;
+  void stop() override;
+
+  // replication::Transport
+  runtime::Reactor& reactor() override { return cluster_.reactor(); }
+  replication::NodeId self() const override { return cluster_.id(); }
+  std::vector<replication::NodeId> live_storage_nodes() override;
+  void call(replication::NodeId node, replication::StorageMethod method, std::string payload, Done done,
+            unsigned timeout_ms) override;
+
+ private:
+  void serve(replication::StorageMethod method, std::string_view payload, replication::StorageServer::Reply reply);
+
+  cluster::ClusterNode& cluster_;
+  replication::StorageServer server_;
+  std::atomic<bool> started_{false};
+};
+
+}  // namespace magnetar::server

@@ -1,0 +1,149 @@
+"""Replicated ledgers in a cluster of real magnetar processes: every entry
+a topic stores is kept on several members (storage nodes), a member that
+dies mid-write is replaced without failing the producer, and a restarted
+owner recovers its last ledger (fencing the copies) without losing an
+acknowledged message. Every wait is bounded; nothing is timed for speed.
+"""
+import shutil
+import signal
+import tempfile
+import unittest
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from cluster_harness import Cluster, make_secret, nodes_of, request, wait_for
+
+STORED = "magnetar_replica_entries_added_total"
+FENCES = "magnetar_replica_fences_total"
+CHANGES = "magnetar_replication_ensemble_changes_total"
+RECOVERIES = "magnetar_replication_recoveries_total"
+
+
+def live_members(node):
+    return sum(n["alive"] for n in nodes_of(node))
+
+
+def kafka_owner(members, topic):
+    """The member that leads partition 0 of `topic` (the owner of its bundle)."""
+    def find():
+        status, lookup = request(members[0], "GET", f"/lookup/v2/topic/persistent/public/default/{topic}")
+        if status != 200:
+            return None
+        found = [n for n in members if lookup["brokerUrl"].endswith(f":{n.ports['pulsar']}")]
+        return found[0] if found else None
+    return wait_for(find, f"an owner for {topic}")
+
+
+def produce(member, topic, values, timeout=60):
+    """Sends `values` with acks=all through `member`; returns the values the
+    node acknowledged and the errors it reported."""
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{member.ports['kafka']}", "acks": "all",
+                         "linger.ms": 2, "message.timeout.ms": 45000, "retries": 0})
+    acked, errors = [], []
+
+    def report(err, msg):
+        (errors if err else acked).append(err or msg.value().decode())
+    for v in values:
+        producer.produce(topic, v.encode(), on_delivery=report)
+        producer.poll(0)
+    left = producer.flush(timeout)
+    assert left == 0, f"{left} messages still unanswered"
+    return acked, errors
+
+
+def consume_all(member, topic, expected, timeout=60):
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{member.ports['kafka']}", "group.id": "check",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    try:
+        def done():
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                got.append(msg.value().decode())
+            return len(got) >= expected
+        wait_for(done, f"{expected} messages from {topic}", timeout=timeout, interval=0)
+    finally:
+        consumer.close()
+    return got
+
+
+class ReplicatedStorageTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="magnetar-storage-")
+        self.cluster = Cluster(self.dir, make_secret(self.dir))
+
+    def tearDown(self):
+        self.cluster.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def start(self, count):
+        first = self.cluster.add()
+        for _ in range(count - 1):
+            self.cluster.add(join=self.cluster.seed())
+        for node in self.cluster.members:
+            wait_for(lambda: live_members(node) == count, f"{node.http_url} seeing {count} live members", timeout=60)
+        return list(self.cluster.members)
+
+    def create_topic(self, member, topic):
+        status, answer = request(member, "PUT", f"/admin/v2/persistent/public/default/{topic}")
+        self.assertIn(status, (204, 307, 409), answer)
+
+    def test_every_entry_is_kept_on_three_members(self):
+        members = self.start(3)
+        before = [m.metric(STORED) for m in members]
+        owner = kafka_owner(members, "copies")
+        acked, errors = produce(owner, "copies", [f"m{i}" for i in range(200)])
+        self.assertEqual(errors, [])
+        self.assertEqual(len(acked), 200)
+        # Each of the three members stored the topic's entries (an entry holds a batch of messages).
+        for m, b in zip(members, before):
+            wait_for(lambda: m.metric(STORED) > b, f"{m.http_url} storing copies")
+        got = consume_all(members[0], "copies", 200)
+        self.assertEqual(got, [f"m{i}" for i in range(200)])
+
+    def test_a_member_killed_mid_write_is_replaced_without_failing_the_producer(self):
+        members = self.start(4)
+        owner = kafka_owner(members, "survives")
+        changes = owner.metric(CHANGES)
+        before = {m.id: m.metric(STORED) for m in members}
+        acked, errors = produce(owner, "survives", [f"a{i}" for i in range(100)])
+        self.assertEqual(errors, [])
+        # The ledger's three copies are on the owner and two of the other
+        # three: kill one of those two, and the fourth member takes its place.
+        def copies_elsewhere():
+            found = [m for m in members if m is not owner and m.metric(STORED) > before[m.id]]
+            return found if len(found) == 2 else None
+        holders = wait_for(copies_elsewhere, "three copies of each entry, one on the owner")
+        holders[0].stop(signal.SIGKILL)
+        more, errors = produce(owner, "survives", [f"b{i}" for i in range(300)])
+        self.assertEqual(errors, [], "a dead storage node failed the producer")
+        self.assertEqual(len(more), 300)
+        self.assertGreater(owner.metric(CHANGES), changes)
+        spare = [m for m in members if m is not owner and m not in holders][0]
+        self.assertGreater(spare.metric(STORED), before[spare.id], "the spare member took the dead one's place")
+        got = consume_all(owner, "survives", 400)
+        self.assertEqual(got, [f"a{i}" for i in range(100)] + [f"b{i}" for i in range(300)])
+
+    def test_a_restarted_owner_recovers_its_open_ledger_and_loses_nothing_acknowledged(self):
+        members = self.start(3)
+        owner = kafka_owner(members, "recovers")
+        acked, errors = produce(owner, "recovers", [f"r{i}" for i in range(500)])
+        self.assertEqual(errors, [])
+        owner.stop(signal.SIGKILL)
+        fenced_before = sum(m.metric(FENCES) for m in members if m is not owner)
+        owner.start()
+        # Back, it owns the topic again: opening it fences and closes the
+        # ledger it was writing, on the other members too.
+        got = consume_all(owner, "recovers", 500, timeout=90)
+        self.assertEqual(got, acked)
+        self.assertGreaterEqual(owner.metric(RECOVERIES), 1)
+        self.assertGreater(sum(m.metric(FENCES) for m in members if m is not owner), fenced_before)
+        # It writes a new ledger and goes on.
+        more, errors = produce(owner, "recovers", [f"s{i}" for i in range(50)])
+        self.assertEqual(errors, [])
+        self.assertEqual(consume_all(owner, "recovers", 550)[500:], more)
+
+
+if __name__ == "__main__":
+    unittest.main()
