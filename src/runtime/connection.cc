@@ -81,6 +81,7 @@ Connection* Connection::adopt(Reactor& reactor, int fd, std::unique_ptr<Connecti
     });
   }
   c->update_reading();
+  c->handler_->on_open(*c);
   return c;
 }
 

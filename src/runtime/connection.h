@@ -45,6 +45,8 @@ class TlsSession;
 class ConnectionHandler {
  public:
   virtual ~ConnectionHandler() = default;
+  // The connection is set up and reading; nothing has arrived yet.
+  virtual void on_open(Connection& conn) {}
   // Bytes arrived; `input` holds everything received and not yet consumed.
   // Consume what can be decoded and leave the rest for the next call.
   virtual void on_data(Connection& conn, common::SliceChain& input) = 0;

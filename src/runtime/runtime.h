@@ -31,9 +31,16 @@ class Runtime {
   // The reactor that owns state keyed by `hash`.
   Reactor& home_for(uint64_t hash) { return *reactors_[hash % reactors_.size()]; }
 
+  // How many connections each listener admits from one client address at a
+  // time (0: no limit); one more is closed as soon as it is accepted.
+  // REQUIRES: set before listeners start.
+  void set_max_connections_per_address(uint32_t max) { max_connections_per_address_ = max; }
+  uint32_t max_connections_per_address() const { return max_connections_per_address_; }
+
  private:
   std::vector<std::unique_ptr<Reactor>> reactors_;
   std::atomic<size_t> next_{0};
+  uint32_t max_connections_per_address_ = 0;
   bool started_ = false;
 };
 

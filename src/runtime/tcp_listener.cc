@@ -24,7 +24,8 @@ TcpListener::TcpListener(Runtime& runtime, std::string name, HandlerFactory fact
       factory_(std::move(factory)),
       options_(options),
       acceptor_(runtime.reactor(0)),
-      connections_(runtime.size()) {}
+      connections_(runtime.size()),
+      max_per_address_(runtime.max_connections_per_address()) {}
 
 TcpListener::~TcpListener() { shutdown(std::chrono::milliseconds(0)); }
 
@@ -90,10 +91,27 @@ Result<std::unique_ptr<TcpListener>> TcpListener::listen(Runtime& runtime, std::
   return l;
 }
 
+namespace {
+
+// The IP of a peer as accept4 gave it, without the port.
+std::string peer_ip(const sockaddr_storage& addr) {
+  char host[INET6_ADDRSTRLEN] = {0};
+  if (addr.ss_family == AF_INET) {
+    uv_ip4_name(reinterpret_cast<const sockaddr_in*>(&addr), host, sizeof(host));
+  } else if (addr.ss_family == AF_INET6) {
+    uv_ip6_name(reinterpret_cast<const sockaddr_in6*>(&addr), host, sizeof(host));
+  }
+  return host;
+}
+
+}  // namespace
+
 void TcpListener::on_readable() {
   // Accept a bounded batch per wake-up so one busy listener cannot starve the loop.
   for (int i = 0; i < 64; ++i) {
-    int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -101,35 +119,69 @@ void TcpListener::on_readable() {
       }
       return;
     }
+    std::string address;
+    if (max_per_address_ > 0) {
+      address = peer_ip(addr);
+      if (!admit_address(address)) {
+        // Logged once per 1000 refusals: a flood must not flood the log too.
+        if (refused_.fetch_add(1, std::memory_order_relaxed) % 1000 == 0) {
+          MLOG_WARN("{}: {} has {} connections, the most one address may have; closing new ones", name_, address,
+                    max_per_address_);
+        }
+        ::close(fd);
+        continue;
+      }
+    }
     Reactor& target = runtime_.next();
     if (&target == &acceptor_) {
-      adopt_on(target, fd);
+      adopt_on(target, fd, std::move(address));
       continue;
     }
-    Status st = target.post([this, &target, fd]() { adopt_on(target, fd); });
+    Status st = target.post([this, &target, fd, address]() { adopt_on(target, fd, address); });
     if (!st.is_ok()) {
       MLOG_WARN("{}: dropping new connection: {}", name_, st.message());
       ::close(fd);
+      if (!address.empty()) release_address(address);
     }
   }
 }
 
-void TcpListener::adopt_on(Reactor& reactor, int fd) {
+bool TcpListener::admit_address(const std::string& address) {
+  std::lock_guard lock(addresses_mu_);
+  uint32_t& count = per_address_[address];
+  if (count >= max_per_address_) return false;
+  ++count;
+  return true;
+}
+
+void TcpListener::release_address(const std::string& address) {
+  std::lock_guard lock(addresses_mu_);
+  auto it = per_address_.find(address);
+  if (it == per_address_.end()) return;
+  if (--it->second == 0) per_address_.erase(it);
+}
+
+void TcpListener::adopt_on(Reactor& reactor, int fd, std::string address) {
   if (shut_down_) {
     ::close(fd);
+    if (!address.empty()) release_address(address);
     return;
   }
   Connection* c = Connection::adopt(reactor, fd, factory_(reactor), options_);
-  if (c == nullptr) return;
+  if (c == nullptr) {
+    if (!address.empty()) release_address(address);
+    return;
+  }
   auto& list = connections_[reactor.index()];
   list.push_back(c);
   live_.fetch_add(1);
-  c->set_on_destroy([this, &list](Connection* gone) {
+  c->set_on_destroy([this, &list, address = std::move(address)](Connection* gone) {
     auto it = std::find(list.begin(), list.end(), gone);
     if (it != list.end()) {
       *it = list.back();
       list.pop_back();
     }
+    if (!address.empty()) release_address(address);
     live_.fetch_sub(1);
   });
 }

@@ -3,7 +3,9 @@
 // The listening socket is watched by one acceptor reactor; each accepted
 // socket is posted to the runtime's next reactor in round-robin order, where
 // `on_accept` turns it into a Connection. The listener tracks its connections
-// so that shutdown can drain them.
+// so that shutdown can drain them, and counts them per client address: past
+// the runtime's max_connections_per_address, a new one is closed at once
+// (a connection flood from one address cannot take every descriptor).
 #pragma once
 
 #include <uv.h>
@@ -11,7 +13,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/result.h"
@@ -38,6 +42,8 @@ class TcpListener {
   const std::string& name() const { return name_; }
   // Live connections over all reactors (approximate while they change).
   size_t connection_count() const;
+  // Connections closed at accept for their address being at its limit.
+  uint64_t refused_count() const { return refused_.load(std::memory_order_relaxed); }
 
   // Off-reactor. Stops accepting, closes every connection gracefully (queued
   // output is sent) and waits up to `grace` for them to go, then aborts the
@@ -47,7 +53,12 @@ class TcpListener {
  private:
   TcpListener(Runtime& runtime, std::string name, HandlerFactory factory, ConnectionOptions options);
   void on_readable();
-  void adopt_on(Reactor& reactor, int fd);
+  // `address`: the client's IP, counted against the per-address limit
+  // (empty: not counted).
+  void adopt_on(Reactor& reactor, int fd, std::string address);
+  // Takes a place for `address`; false when it has the most it may have.
+  bool admit_address(const std::string& address);
+  void release_address(const std::string& address);
 
   Runtime& runtime_;
   const std::string name_;
@@ -60,6 +71,10 @@ class TcpListener {
   // Per reactor (by index), touched only on that reactor.
   std::vector<std::vector<Connection*>> connections_;
   std::atomic<size_t> live_{0};
+  const uint32_t max_per_address_;
+  std::mutex addresses_mu_;  // taken at accept and when a counted connection goes
+  std::unordered_map<std::string, uint32_t> per_address_;
+  std::atomic<uint64_t> refused_{0};
   std::atomic<bool> shut_down_{false};
 };
 
