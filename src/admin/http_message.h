@@ -30,6 +30,7 @@ struct HttpRequest {
   std::map<std::string, std::string> params;   // filled by the router from {name} segments
   std::string role;                            // who sent it, once authenticated
   std::string tls_common_name;                 // CN of the client's verified certificate (HTTPS), or ""
+  std::string client_address;                  // the peer's IP, without its port
   // What that role may do; null when the node authenticates no one (then
   // everyone may do everything).
   const broker::Authorization* authorization = nullptr;

@@ -8,6 +8,7 @@
 
 #include <http_parser.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,12 @@ struct HttpLimits {
   size_t max_url_bytes = 8 << 10;
   size_t max_header_bytes = 64 << 10;
   size_t max_body_bytes = 16 << 20;
+  // A request must arrive whole (headers and body) within this long of its
+  // first byte, else 408 and the connection is closed (a client trickling
+  // bytes cannot hold a connection forever).
+  std::chrono::milliseconds request_timeout{30000};
+  // A connection with no request under way is closed after this long.
+  std::chrono::milliseconds idle_timeout{120000};
 };
 
 class HttpRequestParser {

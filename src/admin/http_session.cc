@@ -8,14 +8,65 @@ namespace magnetar::admin {
 
 using common::Slice;
 
+namespace {
+
+// "1.2.3.4" from "1.2.3.4:5678", "::1" from "[::1]:5678".
+std::string address_of(const std::string& peer) {
+  if (!peer.empty() && peer.front() == '[') {
+    size_t close = peer.find(']');
+    return close == std::string::npos ? peer : peer.substr(1, close - 1);
+  }
+  size_t colon = peer.rfind(':');
+  return colon == std::string::npos ? peer : peer.substr(0, colon);
+}
+
+}  // namespace
+
 HttpSession::HttpSession(runtime::Reactor& reactor, const Router& router, HttpLimits limits)
-    : reactor_(reactor), router_(router), parser_(limits), link_(std::make_shared<Link>(Link{this})) {}
+    : reactor_(reactor),
+      router_(router),
+      limits_(limits),
+      parser_(limits),
+      link_(std::make_shared<Link>(Link{this})) {}
 
 HttpSession::~HttpSession() { link_->session = nullptr; }
+
+void HttpSession::on_open(runtime::Connection& conn) {
+  conn_ = &conn;
+  update_deadline();
+}
+
+void HttpSession::update_deadline() {
+  Deadline want = Deadline::kNone;
+  if (conn_ != nullptr && !conn_->closing() && !waiting_) {
+    want = input_ != nullptr && !input_->empty() ? Deadline::kRequest : Deadline::kIdle;
+  }
+  if (want == deadline_) return;  // a request's deadline counts from its first byte
+  deadline_ = want;
+  if (want == Deadline::kNone) {
+    if (deadline_timer_) deadline_timer_->cancel();
+    return;
+  }
+  if (!deadline_timer_) deadline_timer_ = std::make_unique<runtime::Timer>(reactor_);
+  const bool request = want == Deadline::kRequest;
+  deadline_timer_->once(request ? limits_.request_timeout : limits_.idle_timeout, [this, request]() {
+    deadline_ = Deadline::kNone;
+    if (conn_ == nullptr || conn_->closing() || waiting_) return;
+    if (!request) {
+      conn_->close();
+      return;
+    }
+    MLOG_DEBUG("{}: no whole HTTP request within {} ms; closing the connection", conn_->peer(),
+               limits_.request_timeout.count());
+    head_request_ = false;
+    send(*conn_, HttpResponse::error(408, "the request did not arrive in time"), /*close_after=*/true);
+  });
+}
 
 void HttpSession::on_close(runtime::Connection&, const common::Status& reason) {
   conn_ = nullptr;
   input_ = nullptr;
+  deadline_timer_.reset();
   if (!reason.is_ok()) MLOG_DEBUG("http connection closed: {}", reason.to_string());
 }
 
@@ -24,6 +75,7 @@ void HttpSession::on_data(runtime::Connection& conn, common::SliceChain& input) 
   input_ = &input;
   if (!waiting_) parse(conn, input);
   update_reading(conn, input);
+  update_deadline();
 }
 
 void HttpSession::update_reading(runtime::Connection& conn, const common::SliceChain& input) {
@@ -59,6 +111,8 @@ void HttpSession::parse(runtime::Connection& conn, common::SliceChain& input) {
 void HttpSession::dispatch(std::unique_ptr<HttpRequest> request) {
   waiting_ = true;
   if (conn_ != nullptr && conn_->tls()) request->tls_common_name = conn_->tls_peer_common_name();
+  if (conn_ != nullptr) request->client_address = address_of(conn_->peer());
+  update_deadline();
   head_request_ = request->method == "HEAD";
   std::weak_ptr<Link> weak = link_;
   runtime::Reactor* home = &reactor_;
@@ -103,10 +157,12 @@ void HttpSession::send(runtime::Connection& conn, HttpResponse response, bool cl
       if (s->conn_ == nullptr || s->waiting_ || s->parsing_) return;
       s->parse(*s->conn_, *s->input_);
       s->update_reading(*s->conn_, *s->input_);
+      s->update_deadline();
     });
   } else if (!parsing_ && input_ != nullptr) {
     update_reading(conn, *input_);
   }
+  if (!parsing_) update_deadline();
 }
 
 }  // namespace magnetar::admin

@@ -9,6 +9,10 @@
 // connection's input. Decoding also stops while the connection is not
 // writable (its output over the high watermark): a client that does not
 // read its answers gets no more of them.
+//
+// Deadlines (HttpLimits): while no request is with its handler, the client
+// must send a whole request within request_timeout of its first byte, and a
+// connection with nothing under way is closed after idle_timeout.
 #pragma once
 
 #include <memory>
@@ -17,6 +21,7 @@
 #include "admin/http_request_parser.h"
 #include "admin/http_server.h"
 #include "runtime/connection.h"
+#include "runtime/timer.h"
 
 namespace magnetar::admin {
 
@@ -25,6 +30,7 @@ class HttpSession final : public runtime::ConnectionHandler {
   HttpSession(runtime::Reactor& reactor, const Router& router, HttpLimits limits);
   ~HttpSession() override;
 
+  void on_open(runtime::Connection& conn) override;
   void on_data(runtime::Connection& conn, common::SliceChain& input) override;
   void on_close(runtime::Connection& conn, const common::Status& reason) override;
 
@@ -45,9 +51,18 @@ class HttpSession final : public runtime::ConnectionHandler {
   void update_reading(runtime::Connection& conn, const common::SliceChain& input);
   void dispatch(std::unique_ptr<HttpRequest> request);
   void send(runtime::Connection& conn, HttpResponse response, bool close_after);
+  // Arms the deadline that applies now: none while a handler has the
+  // request, request_timeout from the first byte of a partial request,
+  // idle_timeout with nothing under way.
+  void update_deadline();
+
+  enum class Deadline { kNone, kIdle, kRequest };
 
   runtime::Reactor& reactor_;
   const Router& router_;
+  const HttpLimits limits_;
+  std::unique_ptr<runtime::Timer> deadline_timer_;
+  Deadline deadline_ = Deadline::kNone;
   HttpRequestParser parser_;
   std::shared_ptr<Link> link_;
   runtime::Connection* conn_ = nullptr;     // null once closed
