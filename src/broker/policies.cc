@@ -138,6 +138,8 @@ Status validate(const TenantLimits& p) {
   MAGNETAR_RETURN_IF_ERROR(at_least(p.storage_quota_bytes, -1, "storageQuotaBytes"));
   MAGNETAR_RETURN_IF_ERROR(at_least(p.dispatch_msgs_per_second, -1, "dispatchThrottlingRateInMsg"));
   MAGNETAR_RETURN_IF_ERROR(at_least(p.dispatch_bytes_per_second, -1, "dispatchThrottlingRateInByte"));
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.max_namespaces, -1, "maxNamespaces"));
+  MAGNETAR_RETURN_IF_ERROR(at_least(p.max_message_bytes, -1, "maxMessageSize"));
   return at_least(p.publish_bytes_per_second, -1, "publishThrottlingRateInByte");
 }
 

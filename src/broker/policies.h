@@ -45,6 +45,10 @@ struct TenantLimits {
   int64_t storage_quota_bytes = -1;  // stored bytes over all its topics, loaded or not
   int64_t dispatch_msgs_per_second = -1;  // delivered over all its topics and subscriptions
   int64_t dispatch_bytes_per_second = -1;
+  int32_t max_namespaces = -1;
+  // The largest entry one publish may store (a Pulsar batch, a Kafka record
+  // batch, an AMQP message), below the node's own largest message.
+  int64_t max_message_bytes = -1;
   bool operator==(const TenantLimits&) const = default;
 };
 

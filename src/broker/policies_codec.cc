@@ -110,7 +110,8 @@ std::string encode_tenant_limits(const TenantLimits& l) {
   Builder b(64);
   b.Finish(fb::CreateTenantLimits(b, 1, l.publish_msgs_per_second, l.publish_bytes_per_second, l.max_producers,
                                   l.max_consumers, l.max_connections, l.max_topics, l.max_subscriptions,
-                                  l.storage_quota_bytes, l.dispatch_msgs_per_second, l.dispatch_bytes_per_second));
+                                  l.storage_quota_bytes, l.dispatch_msgs_per_second, l.dispatch_bytes_per_second,
+                                  l.max_namespaces, l.max_message_bytes));
   return finish(b);
 }
 
@@ -121,7 +122,7 @@ Result<TenantLimits> decode_tenant_limits(std::string_view bytes) {
   return TenantLimits{l.publish_msgs_per_second(),  l.publish_bytes_per_second(), l.max_producers(),
                       l.max_consumers(),            l.max_connections(),         l.max_topics(),
                       l.max_subscriptions(),        l.storage_quota_bytes(),     l.dispatch_msgs_per_second(),
-                      l.dispatch_bytes_per_second()};
+                      l.dispatch_bytes_per_second(),  l.max_namespaces(),          l.max_message_bytes()};
 }
 
 std::string encode_policies(const NamespacePolicies& p) {

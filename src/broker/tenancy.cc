@@ -272,6 +272,16 @@ Status Tenancy::create_namespace(const NamespaceName& ns, const NamespacePolicie
       return Status::failed_precondition("cluster '" + c + "' is not allowed for tenant '" + ns.tenant + "'");
     }
   }
+  auto limits = get_tenant_limits(ns.tenant);
+  if (!limits.is_ok()) return limits.status();
+  if (limits->max_namespaces >= 0) {
+    auto existing = md::list_children(store_, "/admin/policies/" + ns.tenant);
+    if (!existing.is_ok()) return existing.status();
+    if (static_cast<int64_t>(existing->size()) >= limits->max_namespaces) {
+      return Status::failed_precondition("Tenant " + ns.tenant + " reached max namespaces limit (" +
+                                         std::to_string(limits->max_namespaces) + ")");
+    }
+  }
   auto r = md::put(store_, namespace_key(ns), encode_policies(policies), {metadata::kMustNotExist});
   return r.is_ok() ? Status::ok() : named(r.status(), quoted("namespace", ns.to_string()));
 }

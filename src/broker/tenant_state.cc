@@ -49,6 +49,7 @@ void TenantRegistry::configure(TenantState& state) {
                     now);
   state.dispatch.set(limits ? limits->dispatch_msgs_per_second : -1, limits ? limits->dispatch_bytes_per_second : -1,
                      now);
+  state.max_message_bytes.store(limits ? limits->max_message_bytes : -1, std::memory_order_relaxed);
 }
 
 }  // namespace magnetar::broker

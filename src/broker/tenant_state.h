@@ -28,6 +28,8 @@ struct TenantState {
   TenantCounters usage;
   RateBuckets publish;   // TenantLimits' publishRate
   RateBuckets dispatch;  // TenantLimits' dispatchRate
+  // TenantLimits' maxMessageSize: a publish storing more is refused. -1: no limit.
+  std::atomic<int64_t> max_message_bytes{-1};
 };
 
 class TenantRegistry {

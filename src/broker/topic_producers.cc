@@ -338,6 +338,14 @@ void Topic::publish(uint64_t producer_id, ledger::MessageHeader header, common::
     done(Status::unavailable("topic " + name_.to_string() + " is closed"));
     return;
   }
+  if (tenant_ != nullptr) {
+    const int64_t max = tenant_->max_message_bytes.load(std::memory_order_relaxed);
+    if (max >= 0 && static_cast<int64_t>(payload.size()) > max) {
+      done(Status::failed_precondition("a message of " + std::to_string(payload.size()) + " bytes is over tenant " +
+                                       name_.ns.tenant + "'s max message size (" + std::to_string(max) + " bytes)"));
+      return;
+    }
+  }
   if (quota_block() == QuotaBlock::kException) {
     done(quota_refusal());
     return;

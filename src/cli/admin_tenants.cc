@@ -83,6 +83,8 @@ void add_tenant_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOpt
     std::string storage_quota = "-1";
     int64_t dispatch_msg_rate = -1;
     int64_t dispatch_byte_rate = -1;
+    int32_t max_namespaces = -1;
+    std::string max_message_size = "-1";
   };
   auto lf = std::make_shared<LimitFlags>();
   auto* set_limits = add_verb(
@@ -91,11 +93,16 @@ void add_tenant_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOpt
       "refused), producers, consumers, connections, topics and subscriptions (more are refused), stored bytes "
       "(publishing is refused while over)",
       [lf]() -> common::Result<AdminRequest> {
-        int64_t quota = -1;
+        int64_t quota = -1, message = -1;
         if (lf->storage_quota != "-1") {
           auto q = parse_size_bytes(lf->storage_quota);
           if (!q.is_ok()) return q.status();
           quota = *q;
+        }
+        if (lf->max_message_size != "-1") {
+          auto m = parse_size_bytes(lf->max_message_size);
+          if (!m.is_ok()) return m.status();
+          message = *m;
         }
         Json body{{"publishRate",
                    {{"publishThrottlingRateInMsg", lf->msg_rate}, {"publishThrottlingRateInByte", lf->byte_rate}}},
@@ -107,7 +114,9 @@ void add_tenant_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOpt
                   {"maxConnections", lf->max_connections},
                   {"maxTopics", lf->max_topics},
                   {"maxSubscriptions", lf->max_subscriptions},
-                  {"storageQuotaBytes", quota}};
+                  {"storageQuotaBytes", quota},
+                  {"maxNamespaces", lf->max_namespaces},
+                  {"maxMessageSize", message}};
         return AdminRequest{"POST", "/admin/v2/tenants/" + escape_segment(lf->tenant) + "/limits", body.dump(),
                             "Set the limits of tenant " + lf->tenant, nullptr};
       });
@@ -137,6 +146,12 @@ void add_tenant_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOpt
       ->capture_default_str();
   set_limits->add_option("--storage-quota", lf->storage_quota,
                          "Stored bytes over all its topics, e.g. 10G (-1: no limit)")
+      ->capture_default_str();
+  set_limits->add_option("--max-namespaces", lf->max_namespaces, "Namespaces of the tenant (-1: no limit)")
+      ->capture_default_str();
+  set_limits->add_option("--max-message-size", lf->max_message_size,
+                         "Largest message (a Pulsar batch, a Kafka record batch) one publish may store, e.g. 1M "
+                         "(-1: the node's own largest, 5 MiB)")
       ->capture_default_str();
   auto unlimited = std::make_shared<std::string>();
   auto* remove_limits = add_verb(*tenants, run, options, "remove-limits", "Remove a tenant's aggregate limits",

@@ -289,6 +289,8 @@ Json to_json(const TenantLimits& l) {
               {"maxTopics", l.max_topics},
               {"maxSubscriptions", l.max_subscriptions},
               {"storageQuotaBytes", l.storage_quota_bytes},
+              {"maxNamespaces", l.max_namespaces},
+              {"maxMessageSize", l.max_message_bytes},
               {"dispatchRate",
                {{"dispatchThrottlingRateInMsg", l.dispatch_msgs_per_second},
                 {"dispatchThrottlingRateInByte", l.dispatch_bytes_per_second}}}};
@@ -311,6 +313,8 @@ Result<TenantLimits> tenant_limits_from_json(const Json& j) {
   f.i32("maxTopics", l.max_topics);
   f.i32("maxSubscriptions", l.max_subscriptions);
   f.i64("storageQuotaBytes", l.storage_quota_bytes);
+  f.i32("maxNamespaces", l.max_namespaces);
+  f.i64("maxMessageSize", l.max_message_bytes);
   if (f.has("dispatchRate")) {
     // Per second, over the whole tenant: no period, nothing relative.
     Fields d(j.at("dispatchRate"), "dispatchRate");
