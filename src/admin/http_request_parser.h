@@ -50,6 +50,8 @@ class HttpRequestParser {
   // Whether the connection may carry another request after the one taken.
   bool keep_alive() const { return keep_alive_; }
   int error_status() const { return error_status_; }
+  // Whether part of a request has been read (its first byte and not yet its end).
+  bool mid_request() const { return request_ != nullptr; }
   const std::string& error_reason() const { return error_reason_; }
 
  private:

@@ -39,7 +39,8 @@ void HttpSession::on_open(runtime::Connection& conn) {
 void HttpSession::update_deadline() {
   Deadline want = Deadline::kNone;
   if (conn_ != nullptr && !conn_->closing() && !waiting_) {
-    want = input_ != nullptr && !input_->empty() ? Deadline::kRequest : Deadline::kIdle;
+    const bool partial = parser_.mid_request() || (input_ != nullptr && !input_->empty());
+    want = partial ? Deadline::kRequest : Deadline::kIdle;
   }
   if (want == deadline_) return;  // a request's deadline counts from its first byte
   deadline_ = want;
