@@ -44,7 +44,7 @@ AdminService::AdminService(runtime::Runtime& runtime, std::string host, uint16_t
 AdminService::~AdminService() = default;
 
 common::Status AdminService::start() {
-  auto server = HttpServer::listen(runtime_, host_, listen_, router_);
+  auto server = HttpServer::listen(runtime_, host_, listen_, router_, http_limits_);
   if (!server) return server.status();
   server_ = std::move(server).value();
   return common::Status::ok();
@@ -65,6 +65,8 @@ namespace {
 //   any other route naming a {tenant}       that tenant's admin, except
 //                                           creating, changing or deleting
 //                                           the tenant itself (superusers)
+//   /admin/v2/trials...                     a superuser (trial tenants'
+//                                           admins may not extend them)
 //   everything else                         a superuser (clusters, the
 //                                           tenant list, /metrics, the
 //                                           broker-wide overview)
@@ -79,6 +81,7 @@ common::Status authorize(const broker::Authorization& authz, const HttpRequest& 
     return broker::TopicName::of(domain, tenant, r.param("namespace"), r.param("topic"));
   };
   if (r.path.rfind("/admin/v2/clusters", 0) == 0 && r.method == "GET") return common::Status::ok();
+  if (r.path.rfind("/admin/v2/trials", 0) == 0) return authz.check_superuser(role);
   // Anyone signed in may ask who they are, and list tenants: the list holds
   // only the tenants the role administers (all of them for a superuser).
   if (r.method == "GET" && (r.path == "/admin/v2/tenants" || r.path == "/admin/v2/me")) return common::Status::ok();
@@ -100,11 +103,11 @@ common::Status authorize(const broker::Authorization& authz, const HttpRequest& 
 
 void AdminService::require_authentication(broker::Authenticator& authenticator,
                                           const broker::Authorization& authorization) {
-  router_.set_guard([&authenticator, &authorization](HttpRequest& request) -> std::optional<HttpResponse> {
+  router_.set_guard([this, &authenticator, &authorization](HttpRequest& request) -> std::optional<HttpResponse> {
     // The console's own page stays open (its files come through the
     // fallback, which is not guarded); the data it shows comes from the
     // API, which is.
-    if (request.path == "/") return std::nullopt;
+    if (request.path == "/" || anonymous_paths_.count(request.path) > 0) return std::nullopt;
     broker::Credentials credentials = broker::credentials_from_http(request.header("authorization"));
     // A client certificate the trusted CAs signed names the role when no
     // token comes with the request, as for Pulsar clients.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 
 #include "admin/handlers/topic_common.h"
@@ -43,6 +44,12 @@ class AdminService final : public runtime::Component {
   // role may call (403 otherwise; admin_service.cc has the rules).
   // Before start().
   void require_authentication(broker::Authenticator& authenticator, const broker::Authorization& authorization);
+  // Requests to `path` (exactly) pass without credentials even when
+  // authentication is required: the handler decides on its own. Before
+  // start().
+  void allow_anonymous(std::string path) { anonymous_paths_.insert(std::move(path)); }
+  // Bounds on requests and on slow clients (HttpLimits). Before start().
+  void set_http_limits(HttpLimits limits) { http_limits_ = limits; }
   // Also (or only, without `plain_enabled`) serve HTTPS on `tls_port` with
   // `tls`. Before start().
   void serve_tls(bool plain_enabled, std::shared_ptr<runtime::TlsContextSource> tls, uint16_t tls_port) {
@@ -61,6 +68,8 @@ class AdminService final : public runtime::Component {
   std::unique_ptr<TopicServices> topics_;
   std::unique_ptr<TopicMetrics> topic_metrics_;
   Router router_;
+  std::set<std::string> anonymous_paths_;
+  HttpLimits http_limits_;
   std::unique_ptr<HttpServer> server_;
 };
 
