@@ -1,5 +1,6 @@
 #include <cstdint>
 
+#include "cli/admin_cli.h"
 #include "cli/commands.h"
 
 namespace magnetar::cli {
@@ -11,6 +12,80 @@ CLI::Option* add_port_option(CLI::App& cmd, const std::string& name, int32_t& po
       ->transform(CLI::Transformer({{"off", std::to_string(server::Config::kPortOff)}}))
       ->check(CLI::Range(server::Config::kPortOff, 65535))
       ->type_name("PORT|off");
+}
+
+// Takes "30s", "10m", "24h", "7d" or bare seconds and hands CLI11 the seconds.
+CLI::Validator duration_seconds() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        auto seconds = parse_duration_seconds(value);
+        if (!seconds.is_ok()) return seconds.status().message();
+        if (*seconds <= 0) return "a duration must be positive";
+        value = std::to_string(*seconds);
+        return std::string();
+      },
+      "DURATION");
+}
+
+// Takes "4096", "64k", "10M", "1G" and hands CLI11 the bytes.
+CLI::Validator size_bytes() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        auto bytes = parse_size_bytes(value);
+        if (!bytes.is_ok()) return bytes.status().message();
+        value = std::to_string(*bytes);
+        return std::string();
+      },
+      "SIZE");
+}
+
+void add_trial_flags(CLI::App& cmd, server::Config& c) {
+  const std::string group = "Free-trial mode";
+  auto opt = [&](const std::string& name, auto& field, const std::string& help) {
+    return cmd.add_option(name, field, help)->group(group)->capture_default_str();
+  };
+  cmd.add_flag("--trial", c.trial,
+               "Free-trial mode: authentication and authorization on, visitors sign up on the web console for a "
+               "tenant of their own that expires")
+      ->group(group);
+  cmd.add_option("--trial-invite-code", c.trial_invite_codes,
+                 "Sign-up needs one of these codes (repeat the flag or separate with commas; default: open to all)")
+      ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->group(group);
+  cmd.add_option("--trial-invite-codes-file", c.trial_invite_codes_file,
+                 "Sign-up needs one of the codes in this file (one a line, # comments)")
+      ->group(group);
+  opt("--trial-expiry", c.trial_expiry_secs, "How long a trial lasts before its tenant and data are deleted (30s, 2h, 7d)")
+      ->transform(duration_seconds())->type_name("DURATION");
+  opt("--trial-max-trials", c.trial_max_trials, "Trials running at once; sign-ups past it are refused (503)")
+      ->check(CLI::Range(1u, 1'000'000u));
+  opt("--trial-signups-per-address", c.trial_signups_per_address,
+      "Sign-ups one client address may make per --trial-signup-window (429 past it; 0: no limit)");
+  opt("--trial-signups-total", c.trial_signups_total,
+      "Sign-ups all client addresses together may make per --trial-signup-window (0: no limit)");
+  opt("--trial-signup-window", c.trial_signup_window_secs, "The window of the sign-up limits (10m, 1h, 1d)")
+      ->transform(duration_seconds())->type_name("DURATION");
+  opt("--trial-max-topics", c.trial_max_topics, "Topics a trial tenant may have (partitions count)")
+      ->check(CLI::Range(1, 100000));
+  opt("--trial-storage-quota", c.trial_storage_quota_bytes, "Bytes a trial tenant may store (64M, 1G)")
+      ->transform(size_bytes())->type_name("SIZE");
+  opt("--trial-publish-rate-msgs", c.trial_publish_rate_msgs, "Messages per second a trial tenant may publish (-1: no limit)")
+      ->check(CLI::Range(int64_t{-1}, INT64_MAX / 2));
+  opt("--trial-publish-rate-bytes", c.trial_publish_rate_bytes, "Bytes per second a trial tenant may publish (1M; -1: no limit)")
+      ->transform(size_bytes())->type_name("SIZE");
+  opt("--trial-dispatch-rate-msgs", c.trial_dispatch_rate_msgs, "Messages per second a trial tenant's consumers receive (-1: no limit)")
+      ->check(CLI::Range(int64_t{-1}, INT64_MAX / 2));
+  opt("--trial-dispatch-rate-bytes", c.trial_dispatch_rate_bytes, "Bytes per second a trial tenant's consumers receive (2M; -1: no limit)")
+      ->transform(size_bytes())->type_name("SIZE");
+  opt("--trial-max-connections", c.trial_max_connections, "Client connections a trial tenant may have, every protocol")
+      ->check(CLI::Range(1, 100000));
+  opt("--trial-max-producers", c.trial_max_producers, "Producers a trial tenant may have")->check(CLI::Range(1, 100000));
+  opt("--trial-max-consumers", c.trial_max_consumers, "Consumers a trial tenant may have")->check(CLI::Range(1, 100000));
+  opt("--trial-max-subscriptions", c.trial_max_subscriptions, "Subscriptions a trial tenant may have")
+      ->check(CLI::Range(1, 1000000));
+  opt("--trial-max-message-size", c.trial_max_message_bytes, "Largest message a trial tenant may publish (256k, 1M)")
+      ->transform(size_bytes())->type_name("SIZE");
 }
 
 }  // namespace
@@ -116,6 +191,16 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
                "Let roles do only what they are granted (tenant admins, namespace permissions); needs authentication");
   cmd.add_option("--superuser-roles", c.superuser_roles, "Roles that may do everything, comma-separated")
       ->delimiter(',');
+  cmd.add_option("--max-connections-per-address", c.max_connections_per_address,
+                 "Connections each listener admits from one client address (0: no limit; default: none, 64 with --trial)")
+      ->check(CLI::Range(0, 1'000'000));
+  cmd.add_option("--http-request-timeout-secs", c.http_request_timeout_secs,
+                 "An HTTP request must arrive whole within this long of its first byte (else 408 and closed)")
+      ->capture_default_str()->check(CLI::Range(1, 3600));
+  cmd.add_option("--http-idle-timeout-secs", c.http_idle_timeout_secs,
+                 "Close an HTTP connection with no request under way after this long")
+      ->capture_default_str()->check(CLI::Range(1, 86400));
+  add_trial_flags(cmd, c);
   cmd.add_option("--reactors", c.reactors, "Event-loop threads (0: one per core)")->capture_default_str();
   cmd.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str()

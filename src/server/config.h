@@ -97,6 +97,40 @@ struct Config {
   bool authorization_enabled = false;
   std::vector<std::string> superuser_roles;
 
+  // Free-trial mode (trial/trial_service.h): authentication and
+  // authorization are on whatever the flags say, and visitors sign up on
+  // the console for a tenant of their own with the limits below, which is
+  // deleted with all its data `trial_expiry_secs` after sign-up. Without a
+  // token key the node makes one, <data_dir>/trial-token.key, and keeps it.
+  bool trial = false;
+  std::vector<std::string> trial_invite_codes;  // empty (and no file): anyone may sign up
+  std::string trial_invite_codes_file;          // one code a line
+  int64_t trial_expiry_secs = 24 * 3600;
+  uint32_t trial_max_trials = 1000;             // live trial tenants at once
+  uint32_t trial_signups_per_address = 5;       // per window, from one client address
+  uint32_t trial_signups_total = 200;           // per window, from all of them
+  int64_t trial_signup_window_secs = 3600;
+  int32_t trial_max_topics = 10;
+  int64_t trial_storage_quota_bytes = 64LL << 20;
+  int64_t trial_publish_rate_msgs = 200;
+  int64_t trial_publish_rate_bytes = 1LL << 20;
+  int64_t trial_dispatch_rate_msgs = 400;
+  int64_t trial_dispatch_rate_bytes = 2LL << 20;
+  int32_t trial_max_connections = 10;
+  int32_t trial_max_producers = 20;
+  int32_t trial_max_consumers = 20;
+  int32_t trial_max_subscriptions = 20;
+  int64_t trial_max_message_bytes = 1LL << 20;
+  // Each listener admits at most this many connections from one client
+  // address at a time. -1: no limit, or kTrialConnectionsPerAddress in trial
+  // mode; 0: no limit.
+  static constexpr int32_t kTrialConnectionsPerAddress = 64;
+  int32_t max_connections_per_address = -1;
+  // HTTP: a request must arrive whole within this long of its first byte;
+  // a connection with nothing under way is closed after the idle time.
+  uint32_t http_request_timeout_secs = 30;
+  uint32_t http_idle_timeout_secs = 120;
+
   // Whether any TLS listener is on.
   bool tls_enabled() const {
     return broker_service_port_tls != kPortOff || web_service_port_tls != kPortOff ||

@@ -38,6 +38,8 @@
 #include "server/storage_node.h"
 #include "server/unsynced_files.h"
 #include "storage/storage.h"
+#include "trial/trial_routes.h"
+#include "trial/trial_service.h"
 
 #ifndef MAGNETAR_VERSION
 #define MAGNETAR_VERSION "0.0.0-dev"
@@ -141,6 +143,52 @@ Status Server::prepare_authentication() {
   return Status::ok();
 }
 
+Status Server::prepare_trial() {
+  if (!config_.trial) return Status::ok();
+  config_.authentication_enabled = true;
+  config_.authorization_enabled = true;
+  if (config_.max_connections_per_address < 0) {
+    config_.max_connections_per_address = Config::kTrialConnectionsPerAddress;
+  }
+  if (!config_.token_public_key.empty() && config_.token_secret_key.empty()) {
+    return Status::invalid_argument(
+        "--trial signs visitors' tokens: it needs --token-secret-key (or no key: one is made in the data directory)");
+  }
+  if (config_.token_secret_key.empty()) {
+    const std::string path = config_.data_dir + "/trial-token.key";
+    if (!std::filesystem::exists(path)) {
+      security::TokenKey key = security::TokenKey::generate_secret();
+      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd < 0) return Status::from_errno(errno, "cannot create " + path);
+      const std::string& bytes = key.secret_bytes();
+      const bool written = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
+      const bool synced = ::fsync(fd) == 0;
+      ::close(fd);
+      if (!written || !synced) return Status::io_error("cannot write " + path);
+      MLOG_INFO("trial: made the token key {} (sign operators' tokens with it)", path);
+    }
+    config_.token_secret_key = "file://" + std::filesystem::absolute(path).string();
+  }
+  if (!config_.trial_invite_codes_file.empty()) {
+    std::ifstream in(config_.trial_invite_codes_file);
+    if (!in) return Status::invalid_argument("cannot read --trial-invite-codes-file " + config_.trial_invite_codes_file);
+    std::string line;
+    while (std::getline(in, line)) {
+      line.erase(0, line.find_first_not_of(" \t\r"));
+      line.erase(line.find_last_not_of(" \t\r") + 1);
+      if (!line.empty() && line[0] != '#') config_.trial_invite_codes.push_back(line);
+    }
+    if (config_.trial_invite_codes.empty()) {
+      return Status::invalid_argument("--trial-invite-codes-file " + config_.trial_invite_codes_file +
+                                      " holds no code (an empty list would let anyone in)");
+    }
+  }
+  if (config_.superuser_roles.empty()) {
+    MLOG_WARN("trial mode with no --superuser-roles: nobody can list, extend or delete trials");
+  }
+  return Status::ok();
+}
+
 // The TLS context every TLS listener shares, read now so a bad certificate
 // stops the start with a clear error; then a thread that reloads it when
 // its files change.
@@ -183,11 +231,26 @@ void Server::reload_tls() {
 }
 
 Status Server::start() {
-  MAGNETAR_RETURN_IF_ERROR(prepare_authentication());
-  MAGNETAR_RETURN_IF_ERROR(prepare_tls());
-  MAGNETAR_RETURN_IF_ERROR(prepare_data_dir());
+  if (config_.trial) {
+    // The trial's token key may live in the data directory: it comes first.
+    MAGNETAR_RETURN_IF_ERROR(prepare_data_dir());
+    Status st = prepare_trial();
+    if (st.is_ok()) st = prepare_authentication();
+    if (st.is_ok()) st = prepare_tls();
+    if (!st.is_ok()) {
+      stop();
+      return st;
+    }
+  } else {
+    MAGNETAR_RETURN_IF_ERROR(prepare_authentication());
+    MAGNETAR_RETURN_IF_ERROR(prepare_tls());
+    MAGNETAR_RETURN_IF_ERROR(prepare_data_dir());
+  }
   tune_allocator();
   runtime_ = std::make_unique<runtime::Runtime>(config_.reactors);
+  if (config_.max_connections_per_address > 0) {
+    runtime_->set_max_connections_per_address(static_cast<uint32_t>(config_.max_connections_per_address));
+  }
   runtime_->start();
 
   auto& registry = common::MetricsRegistry::global();
@@ -319,6 +382,7 @@ Status Server::start() {
                                                  "live), fsync " + fsync_text
                                                : "1 copy on this node, fsync " + fsync_text;
   auto broker = std::make_unique<broker::BrokerService>(*runtime_, topic_storage, *store, broker_options);
+  broker::BrokerService* broker_ptr = broker.get();  // still needed once it joined components_
   broker->set_ownership(ownership_);
   broker->set_remote_calls(remote_calls_.get());
   if (cluster_) broker->set_lease([cluster = cluster_]() { return cluster->lease_valid(); });
@@ -349,6 +413,10 @@ Status Server::start() {
   auto admin = std::make_unique<admin::AdminService>(*runtime_, config_.bind, http_ports.port, registry,
                                                      tenancy.get(), broker.get(), std::move(address));
   admin->serve_tls(http_ports.plain_enabled, http_ports.tls, http_ports.tls_port);
+  admin::HttpLimits http_limits;
+  http_limits.request_timeout = std::chrono::seconds(config_.http_request_timeout_secs);
+  http_limits.idle_timeout = std::chrono::seconds(config_.http_idle_timeout_secs);
+  admin->set_http_limits(http_limits);
   if (authenticator_) admin->require_authentication(*authenticator_, authorization);
   components_.push_back(std::move(tenancy));
   components_.push_back(std::move(policies));
@@ -419,6 +487,40 @@ Status Server::start() {
   components_.push_back(std::move(pulsar));
   components_.push_back(std::move(kafka));
   components_.push_back(std::move(amqp));
+  if (config_.trial) {
+    auto key_bytes = security::TokenKey::read_key_bytes(config_.token_secret_key);
+    if (!key_bytes.is_ok()) {
+      stop();
+      return key_bytes.status();
+    }
+    trial::TrialOptions trial_options;
+    trial_options.expiry = std::chrono::seconds(config_.trial_expiry_secs);
+    trial_options.invite_codes = config_.trial_invite_codes;
+    trial_options.cluster = config_.cluster_name;
+    trial_options.max_trials = config_.trial_max_trials;
+    trial_options.signups.per_address = config_.trial_signups_per_address;
+    trial_options.signups.total = config_.trial_signups_total;
+    trial_options.signups.window = std::chrono::seconds(config_.trial_signup_window_secs);
+    broker::TenantLimits& l = trial_options.limits;
+    l.max_namespaces = 1;
+    l.max_topics = config_.trial_max_topics;
+    l.storage_quota_bytes = config_.trial_storage_quota_bytes;
+    l.publish_msgs_per_second = config_.trial_publish_rate_msgs;
+    l.publish_bytes_per_second = config_.trial_publish_rate_bytes;
+    l.dispatch_msgs_per_second = config_.trial_dispatch_rate_msgs;
+    l.dispatch_bytes_per_second = config_.trial_dispatch_rate_bytes;
+    l.max_connections = config_.trial_max_connections;
+    l.max_producers = config_.trial_max_producers;
+    l.max_consumers = config_.trial_max_consumers;
+    l.max_subscriptions = config_.trial_max_subscriptions;
+    l.max_message_bytes = config_.trial_max_message_bytes;
+    auto trials = std::make_unique<trial::TrialService>(*tenancy_ptr, *broker_ptr, metadata_store, *policies_ptr,
+                                                        security::TokenKey::secret(std::move(*key_bytes)),
+                                                        std::move(trial_options));
+    trial::register_trial_routes(*admin, *trials, [this]() { return client_addresses(); });
+    trials_ = trials.get();
+    components_.push_back(std::move(trials));
+  }
   admin_ = admin.get();
   components_.push_back(std::move(admin));
 
@@ -560,6 +662,7 @@ void Server::stop() {
   pulsar_ = nullptr;
   kafka_ = nullptr;
   amqp_ = nullptr;
+  trials_ = nullptr;
   cluster_ = nullptr;
   store_ = nullptr;
   ownership_ = nullptr;
@@ -579,6 +682,20 @@ void Server::stop() {
     ::close(lock_fd_);  // releases the flock
     lock_fd_ = -1;
   }
+}
+
+nlohmann::json Server::client_addresses() const {
+  std::string host = config_.effective_advertised_address();
+  nlohmann::json j = nlohmann::json::object();
+  if (ports_.pulsar != 0) j["pulsar"] = fmt::format("pulsar://{}:{}", host, ports_.pulsar);
+  if (ports_.pulsar_tls != 0) j["pulsarTls"] = fmt::format("pulsar+ssl://{}:{}", host, ports_.pulsar_tls);
+  if (ports_.http != 0) j["http"] = fmt::format("http://{}:{}", host, ports_.http);
+  if (ports_.http_tls != 0) j["https"] = fmt::format("https://{}:{}", host, ports_.http_tls);
+  if (ports_.kafka != 0) j["kafka"] = fmt::format("{}:{}", host, ports_.kafka);
+  if (ports_.kafka_tls != 0) j["kafkaTls"] = fmt::format("{}:{}", host, ports_.kafka_tls);
+  if (ports_.amqp != 0) j["amqp"] = fmt::format("amqp://{}:{}", host, ports_.amqp);
+  if (ports_.amqp_tls != 0) j["amqps"] = fmt::format("amqps://{}:{}", host, ports_.amqp_tls);
+  return j;
 }
 
 std::vector<std::string> Server::banner() const {
@@ -605,6 +722,11 @@ std::vector<std::string> Server::banner() const {
     line("admin REST", scheme, port, "/admin/v2");
     line("metrics", scheme, port, "/metrics");
     line("health", scheme, port, "/admin/v2/brokers/health");
+  }
+  if (config_.trial) {
+    lines.push_back(fmt::format("  {:<12} sign-up on the web console; each trial lasts {} s{}", "trial",
+                                config_.trial_expiry_secs,
+                                config_.trial_invite_codes.empty() ? "" : " and needs an invite code"));
   }
   return lines;
 }

@@ -50,6 +50,9 @@ class KafkaService;
 namespace magnetar::protocol::amqp {
 class AmqpService;
 }
+namespace magnetar::trial {
+class TrialService;
+}
 
 namespace magnetar::server {
 
@@ -84,6 +87,9 @@ class Server {
   // listeners that are off are 0, TLS and cluster ports appear only when on.
   nlohmann::json ports_json() const;
   runtime::Runtime& runtime() { return *runtime_; }
+  // The addresses clients connect to, as the trial's quick starts show them:
+  // {"pulsar": "pulsar://host:6650", "http": ..., "kafka": "host:9092", "amqp": ...}.
+  nlohmann::json client_addresses() const;
   // The lines of the start-up banner: what is served where.
   std::vector<std::string> banner() const;
   // Rebuilds the TLS context from its files now (SIGHUP). Any thread; a
@@ -93,6 +99,10 @@ class Server {
  private:
   common::Status prepare_data_dir();
   common::Status prepare_authentication();
+  // Trial mode: authentication and authorization on, the per-address
+  // connection limit, the token key (made in the data directory when none is
+  // given) and the invite codes file read.
+  common::Status prepare_trial();
   common::Status prepare_tls();
   void watch_tls_files();
   common::Status write_ports_file();
@@ -113,6 +123,7 @@ class Server {
   protocol::kafka::KafkaService* kafka_ = nullptr;
   protocol::amqp::AmqpService* amqp_ = nullptr;
   cluster::ClusterNode* cluster_ = nullptr;  // a cluster member's membership; null when standalone
+  trial::TrialService* trials_ = nullptr;    // in trial mode
   metadata::Store* store_ = nullptr;         // the metadata store the components use
   int32_t broker_id_ = 0;                    // Kafka's broker id for this node
   NodeDirectory* directory_ = nullptr;        // a cluster member's view of the nodes
