@@ -187,6 +187,55 @@ export interface TraceAnswer {
   messages: MessageTrace[];
 }
 
+// The free-trial mode (a node started with --trial): what a visitor gets,
+// and a sign-up's answer (GET /trial/config, POST /trial/signup).
+export interface TenantLimits {
+  publishRate: { publishThrottlingRateInMsg: number; publishThrottlingRateInByte: number };
+  dispatchRate: { dispatchThrottlingRateInMsg: number; dispatchThrottlingRateInByte: number };
+  maxProducers: number;
+  maxConsumers: number;
+  maxConnections: number;
+  maxTopics: number;
+  maxSubscriptions: number;
+  maxNamespaces: number;
+  maxMessageSize: number;
+  storageQuotaBytes: number;
+}
+
+export interface ClientAddresses {
+  pulsar?: string;
+  http?: string;
+  kafka?: string;
+  amqp?: string;
+}
+
+export interface TrialConfig {
+  trial: boolean;
+  inviteRequired: boolean;
+  expirySeconds: number;
+  namespace: string;
+  limits: TenantLimits;
+  addresses: ClientAddresses;
+}
+
+export interface TrialSignup {
+  tenant: string;
+  namespace: string;  // "tenant/namespace"
+  role: string;
+  token: string;
+  createdAt: string;
+  expiresAt: string;
+  expiresAtMs: number;
+  limits: TenantLimits;
+  addresses: ClientAddresses;
+}
+
+// The trial routes, served only by a node in trial mode (its tests check them).
+export const TRIAL_ROUTES = [
+  'GET /trial/config',
+  'POST /trial/signup',
+] as const;
+
 // The routes this client calls, as the server's router spells them; the
 // integration tests check each against the running binary.
 export const ROUTES = [
@@ -308,7 +357,53 @@ export interface ClusterNode {
   httpUrl?: string;
 }
 
+// The trial's terms; null from a node that is not in trial mode.
+async function trialConfig(): Promise<TrialConfig | null> {
+  let res: Response;
+  try {
+    res = await fetch('/trial/config');
+  } catch {
+    return null;
+  }
+  return res.ok ? ((await res.json()) as TrialConfig) : null;
+}
+
+// Signs up for a trial. No token is sent: sign-up is open to visitors.
+async function signUp(inviteCode: string): Promise<TrialSignup> {
+  let res: Response;
+  try {
+    res = await fetch('/trial/signup', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(inviteCode ? { inviteCode } : {}) });
+  } catch {
+    throw new ApiError(0, 'The server cannot be reached.');
+  }
+  if (!res.ok) {
+    const retry = res.headers.get('Retry-After');
+    const why = await reason(res);
+    throw new ApiError(res.status, retry ? `${why} (Retry-After: ${retry} s)` : why);
+  }
+  return (await res.json()) as TrialSignup;
+}
+
+// The visitor's sign-up, kept for this browser tab like the token.
+const TRIAL_KEY = 'magnetar.trial';
+export function savedTrial(): TrialSignup | null {
+  const text = sessionStorage.getItem(TRIAL_KEY);
+  if (!text) return null;
+  try {
+    return JSON.parse(text) as TrialSignup;
+  } catch {
+    return null;
+  }
+}
+export function saveTrial(t: TrialSignup | null): void {
+  if (t) sessionStorage.setItem(TRIAL_KEY, JSON.stringify(t));
+  else sessionStorage.removeItem(TRIAL_KEY);
+}
+
 export const api = {
+  trialConfig,
+  signUp,
   overview: () => json<Overview>('GET', '/admin/v2/overview'),
   nodes: () => json<ClusterNode[]>('GET', '/admin/v2/cluster/nodes'),
 

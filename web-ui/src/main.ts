@@ -14,7 +14,8 @@ import { MonitoringPage } from './pages/monitoring';
 import { NodesPage } from './pages/nodes';
 import { Sidebar } from './tree';
 import { LoginPage } from './pages/login';
-import { LOGIN_EVENT, loadMe, Me, setToken, token } from './api';
+import { adoptSignup, TrialPage, TrialSignupPage } from './pages/trial';
+import { api, LOGIN_EVENT, loadMe, Me, saveTrial, savedTrial, setToken, token, TrialConfig } from './api';
 
 // A page gets the parts of its path and the query string; it is mounted
 // afresh for every location, and its effects stop its timers when it goes.
@@ -31,6 +32,7 @@ const routes: [RegExp, FunctionComponent<PageProps>, string][] = [
   [/^\/tenants\/([^/]+)\/([^/]+)\/(persistent|non-persistent)\/([^/]+)$/, TopicPage, 'tenants'],
   [/^\/monitoring$/, MonitoringPage, 'monitoring'],
   [/^\/nodes$/, NodesPage, 'nodes'],
+  [/^\/trial$/, TrialPage, 'trial'],
 ];
 
 function NotFound({ path }: { path: string }) {
@@ -48,9 +50,19 @@ function App() {
   const [signIn, setSignIn] = useState(false);
   // Who is signed in; pages show only what that role may use.
   const [who, setWho] = useState<Me | null>(null);
+  // The trial's terms on a node in trial mode; null on any other node,
+  // undefined until known.
+  const [trial, setTrial] = useState<TrialConfig | null | undefined>(undefined);
+  // A visitor on a trial node chose to sign in with a token instead.
+  const [tokenChosen, setTokenChosen] = useState(false);
   useEffect(() => {
-    if (!signIn && who === null) loadMe().then(setWho, () => {});  // a 401 opens the sign-in page
-  }, [signIn, who]);
+    api.trialConfig().then(setTrial);
+  }, []);
+  const signUpFirst = !!trial && !token() && !tokenChosen;
+  useEffect(() => {
+    // A 401 opens the sign-in page (or, on a trial node, the sign-up page).
+    if (trial !== undefined && !signUpFirst && !signIn && who === null) loadMe().then(setWho, () => {});
+  }, [signIn, who, trial, signUpFirst]);
   useEffect(() => {
     const onPop = () => {
       setVisit((v) => v + 1);
@@ -64,6 +76,24 @@ function App() {
       window.removeEventListener(LOGIN_EVENT, onLogin);
     };
   }, []);
+  if (trial === undefined) return h('div', { class: 'main', 'aria-busy': 'true' }, 'Loading…');
+  // On a trial node a visitor without a token lands on the sign-up page.
+  if (signUpFirst) {
+    return h(TrialSignupPage, {
+      config: trial,
+      onSignedUp: (t) => {
+        adoptSignup(t);
+        setWho(null);
+        setSignIn(false);
+        history.pushState(null, '', '/trial');
+        setVisit((v) => v + 1);
+      },
+      onSignIn: () => {
+        setTokenChosen(true);
+        setSignIn(true);
+      },
+    });
+  }
   if (signIn) {
     return h(LoginPage, {
       onSignedIn: () => {
@@ -81,8 +111,10 @@ function App() {
   let section = '';
   // A role that is not a superuser has no node-wide overview or metrics: it
   // starts at the tenants it administers.
-  const visible = routes.filter(([, , s]) => superuser || s === 'tenants');
+  const visible = routes.filter(([, , s]) => superuser || s === 'tenants' || (s === 'trial' && trial));
+  const visitor = !!trial && savedTrial() !== null;
   if (!superuser && path === '/') visible.unshift([/^\/$/, TenantsPage, 'tenants']);
+  if (visitor && path === '/') visible.unshift([/^\/$/, TrialPage, 'trial']);  // a visitor starts at their trial
   for (const [re, component, s] of visible) {
     const m = re.exec(path);
     if (!m) continue;
@@ -98,13 +130,21 @@ function App() {
       h('a', { href: '/', 'data-link': '', class: 'brand' }, h('span', { class: 'logo' }), 'Magnetar'),
       h('nav', { class: 'nav' },
         superuser ? navLink('/', 'Overview', 'overview') : null,
+        visitor ? navLink('/trial', 'Your trial', 'trial') : null,
         navLink('/tenants', 'Tenants', 'tenants'),
         superuser ? navLink('/nodes', 'Nodes', 'nodes') : null,
         superuser ? navLink('/monitoring', 'Metrics', 'monitoring') : null),
       who.authenticated ? h('span', { class: 'who', 'data-testid': 'signed-in-role' }, who.role) : null,
       token()
         ? h('a', { href: '#', class: 'sign-out', 'data-testid': 'sign-out',
-          onClick: (e: Event) => { e.preventDefault(); setToken(null); setWho(null); setSignIn(true); } }, 'Sign out')
+          onClick: (e: Event) => {
+            e.preventDefault();
+            setToken(null);
+            saveTrial(null);
+            setWho(null);
+            setTokenChosen(false);
+            setSignIn(!trial);
+          } }, 'Sign out')
         : null),
     h('div', { class: 'layout' }, h(Sidebar, { path: location.pathname }), h('main', { class: 'main' }, page)));
 }
