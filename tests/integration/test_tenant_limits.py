@@ -44,12 +44,12 @@ class TenantLimitsTest(NodeTestCase):
         self.assertEqual(self.expect("GET", "/admin/v2/tenants/rest-t/limits", status=200),
                          {"publishRate": {"publishThrottlingRateInMsg": -1, "publishThrottlingRateInByte": -1},
                           "maxProducers": -1, "maxConsumers": -1, "maxConnections": -1, "maxTopics": -1,
-                          "maxSubscriptions": -1, "storageQuotaBytes": -1,
+                          "maxSubscriptions": -1, "storageQuotaBytes": -1, "maxNamespaces": -1, "maxMessageSize": -1,
                           "dispatchRate": {"dispatchThrottlingRateInMsg": -1, "dispatchThrottlingRateInByte": -1}})
         code, out, err = admin(self.node, "tenants", "set-limits", "rest-t", "--publish-rate-msgs", "500",
                                "--publish-rate-bytes", "100000", "--max-producers", "7", "--max-topics", "30",
                                "--max-subscriptions", "40", "--storage-quota", "2G", "--dispatch-rate-msgs", "900",
-                               "--dispatch-rate-bytes", "800000")
+                               "--dispatch-rate-bytes", "800000", "--max-namespaces", "1", "--max-message-size", "1M")
         self.assertEqual(code, 0, err)
         code, out, err = admin(self.node, "--json", "tenants", "get-limits", "rest-t")
         self.assertEqual(code, 0, err)
@@ -60,13 +60,21 @@ class TenantLimitsTest(NodeTestCase):
                           got["storageQuotaBytes"]), (7, -1, 30, 40, 2 << 30))
         self.assertEqual(got["dispatchRate"], {"dispatchThrottlingRateInMsg": 900,
                                                "dispatchThrottlingRateInByte": 800000})
+        self.assertEqual((got["maxNamespaces"], got["maxMessageSize"]), (1, 1 << 20))
+        # One namespace may be made, not a second.
+        self.expect("PUT", "/admin/v2/namespaces/rest-t/first", {})
+        got, answer = call_json(self.node, "PUT", "/admin/v2/namespaces/rest-t/second", {})
+        self.assertEqual(got, 412, answer)
+        self.assertIn("max namespaces limit (1)", answer["reason"])
+        self.expect("DELETE", "/admin/v2/namespaces/rest-t/first")
         code, _, err = admin(self.node, "tenants", "set-limits", "rest-t", "--storage-quota", "lots")
         self.assertNotEqual(code, 0)
         self.assertIn("size", err)
         for bad in ({"publishRate": {"publishThrottlingRateInMsg": -7}}, {"publishRate": "fast"}, [1], "{",
                     {"maxProducers": -2}, {"maxConsumers": "many"}, {"maxProducers": 1 << 40},
                     {"maxTopics": -3}, {"maxSubscriptions": 1.5}, {"storageQuotaBytes": "1G"},
-                    {"dispatchRate": 5}, {"dispatchRate": {"dispatchThrottlingRateInMsg": -9}}):
+                    {"dispatchRate": 5}, {"dispatchRate": {"dispatchThrottlingRateInMsg": -9}},
+                    {"maxNamespaces": -2}, {"maxMessageSize": "1M"}):
             got, answer = call_json(self.node, "POST", "/admin/v2/tenants/rest-t/limits", bad)
             self.assertEqual(got, 400, answer)
             self.assertIn("reason", answer)
