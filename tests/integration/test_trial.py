@@ -137,13 +137,13 @@ class Visitor:
             connection_attempts=1, socket_timeout=TIMEOUT_S, blocked_connection_timeout=TIMEOUT_S))
 
 
-class TrialVisitorsTest(unittest.TestCase):
+class TrialNodeTestCase(unittest.TestCase):
+    """Tests sharing one trial node started with ARGS; it must exit 0 when the class is done."""
+    ARGS = ()
+
     @classmethod
     def setUpClass(cls):
-        cls.node = TrialNode("--trial-expiry", "1h", "--trial-max-topics", "8", "--trial-max-message-size", "64k",
-                             "--trial-max-connections", "6").start()
-        cls.a = Visitor(cls.node, cls.node.sign_up())
-        cls.b = Visitor(cls.node, cls.node.sign_up())
+        cls.node = TrialNode(*cls.ARGS).start()
 
     @classmethod
     def tearDownClass(cls):
@@ -151,6 +151,17 @@ class TrialVisitorsTest(unittest.TestCase):
             assert cls.node.stop() == 0, cls.node.read_log()[-3000:]
         finally:
             cls.node.close()
+
+
+class TrialVisitorsTest(TrialNodeTestCase):
+    ARGS = ("--trial-expiry", "1h", "--trial-max-topics", "8", "--trial-max-message-size", "64k",
+            "--trial-max-connections", "6")
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.a = Visitor(cls.node, cls.node.sign_up())
+        cls.b = Visitor(cls.node, cls.node.sign_up())
 
     def test_a_sign_up_answers_a_tenant_a_token_and_where_to_connect(self):
         status, terms, _ = http_from(self.node, "127.0.0.1", "GET", "/trial/config")
@@ -405,18 +416,8 @@ class SignupLimitsTest(unittest.TestCase):
             node.close()
 
 
-class AbuseTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.node = TrialNode("--max-connections-per-address", "16", "--http-request-timeout-secs", "2",
-                             "--http-idle-timeout-secs", "5").start()
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            assert cls.node.stop() == 0, cls.node.read_log()[-3000:]
-        finally:
-            cls.node.close()
+class AbuseTest(TrialNodeTestCase):
+    ARGS = ("--max-connections-per-address", "16", "--http-request-timeout-secs", "2", "--http-idle-timeout-secs", "5")
 
     def assert_serving(self):
         self.assertEqual(self.node.as_admin("GET", "/admin/v2/brokers/health"), (200, b"ok"))
