@@ -291,6 +291,10 @@ void ReplicatedStorage::on_add_reply(LedgerId id, EntryId entry, NodeId node, St
 }
 
 void ReplicatedStorage::complete(LedgerId id, Ledger& l) {
+  // While a new fragment is written every entry waits (as BookKeeper's
+  // writer does): one completed meanwhile would never reach the new node,
+  // whose fragment starts before it.
+  if (l.changing) return;
   bool moved = false;
   while (!l.pending.empty() && static_cast<int>(l.pending.front().acked.size()) >= l.meta.ack_quorum) {
     PendingAdd add = std::move(l.pending.front());

@@ -236,6 +236,19 @@ TEST_F(ReplicatedStorageTest, ANodeThatFailsIsReplacedWithoutFailingAnAdd) {
   const auto& nodes = meta.fragments.back().nodes;
   EXPECT_EQ(std::count(nodes.begin(), nodes.end(), victim), 0);
   EXPECT_EQ(nodes.size(), 3u);
+  // The node that took its place holds every entry of its fragment, those
+  // acknowledged while the new fragment was being recorded included.
+  NodeId replacement = 0;
+  for (NodeId n : nodes) {
+    const auto& old_nodes = meta.fragments[0].nodes;
+    if (std::count(old_nodes.begin(), old_nodes.end(), n) == 0) replacement = n;
+  }
+  ASSERT_NE(replacement, 0u);
+  const EntryId local_last = 29 - meta.fragments.back().first_entry;
+  for (int i = 0; i < 500 && held_by(replacement, 8) < local_last; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(held_by(replacement, 8), local_last);
   // Every entry reads back with the failed node still down.
   expect_entries(rs, 8, 0, 29);
 }
@@ -410,6 +423,53 @@ TEST_F(StorageServerTest, GarbageGetsAClearErrorAndTheCopiesAreIntact) {
   EXPECT_EQ(fence->code(), static_cast<uint8_t>(ErrorCode::kInvalidArgument));
   ASSERT_TRUE(add_to_node(4, 1).is_ok());
   EXPECT_EQ(held_by(1, 4), 1);
+}
+
+TEST_F(StorageServerTest, AWipedNodeNeverAnswersAbsentForALedgerItMayHaveHeld) {
+  add_nodes(1);
+  reactor_.run_sync([&]() { fabric_.nodes[1]->server->set_wiped_below(100); });
+  // Ledger 5 existed before the wipe: an error, which a recovery does not
+  // count as "absent"; ledger 200 is new: a plain "not held".
+  const std::string old_read = ask(StorageMethod::kRead, read_request(5, 0, 0));
+  const auto* r = cluster::verified_record<fb::ReadReply>(old_read);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->code(), static_cast<uint8_t>(ErrorCode::kCorruption));
+  const std::string old_fence = ask(StorageMethod::kFence, fence_request(5));
+  const auto* f = cluster::verified_record<fb::FenceReply>(old_fence);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->code(), static_cast<uint8_t>(ErrorCode::kCorruption));
+  EXPECT_EQ(add_to_node(6, 3).code(), ErrorCode::kCorruption);  // 5 is fenced now: another old one
+  const std::string new_read = ask(StorageMethod::kRead, read_request(200, 0, 0));
+  const auto* n = cluster::verified_record<fb::ReadReply>(new_read);
+  ASSERT_NE(n, nullptr);
+  EXPECT_EQ(n->code(), 0);
+  EXPECT_FALSE(n->held());
+  EXPECT_TRUE(add_to_node(200, 0).is_ok());
+}
+
+TEST_F(ReplicatedStorageTest, ARecoveryDoesNotCutAnEntryBecauseAWipedNodeLacksIt) {
+  add_nodes(3);
+  ReplicatedStorage& old_owner = writer_on(1);
+  auto w = storage::testing::create_ledger(old_owner, 13);
+  ASSERT_TRUE(w.is_ok());
+  for (EntryId e = 0; e < 5; ++e) ASSERT_TRUE(add(old_owner, *w, e).is_ok());
+  // Node 2's disk is replaced (its copy gone) and node 1 is down: only node 3
+  // still has the entries, and node 2 must not vouch that they are absent.
+  reactor_.run_sync([&]() {
+    StorageNode& two = *fabric_.nodes[2];
+    two.local->delete_ledger(13, [](Status) {});
+    two.server->stop();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  restart_server(2);
+  reactor_.run_sync([&]() { fabric_.nodes[2]->server->set_wiped_below(100); });
+  set_down(1, true);
+  ReplicatedStorage& new_owner = writer_on(2);
+  auto closed = storage::testing::close_ledger(new_owner, 13);
+  // Node 3's copy alone cannot fence an ack quorum away: the recovery waits
+  // rather than close the ledger short.
+  EXPECT_FALSE(closed.is_ok());
+  EXPECT_NE(record(13).state, LedgerState::kClosed);
 }
 
 }  // namespace
