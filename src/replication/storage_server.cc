@@ -39,6 +39,12 @@ int64_t get_i64(const uint8_t* at) {
   return static_cast<int64_t>(u);
 }
 
+// What a node whose storage was wiped answers for a ledger it may have held.
+Status forgotten(LedgerId ledger) {
+  return Status::corruption("this storage node's disk was wiped or replaced since ledger " + std::to_string(ledger) +
+                            " was made: it cannot tell whether it held a copy");
+}
+
 std::optional<storage::FsyncMode> fsync_of(uint8_t mode) {
   if (mode > static_cast<uint8_t>(storage::FsyncMode::kNever)) return std::nullopt;
   return static_cast<storage::FsyncMode>(mode);
@@ -243,6 +249,7 @@ void StorageServer::add(std::string_view payload, Reply reply) {
   const uint8_t fsync = req->fsync();
   const uint32_t interval = req->fsync_interval_ms();
   with_copy(ledger, [this, ledger, entry, lac, data = std::move(data), fsync, interval, reply](Copy& copy) {
+    if (!copy.held && ledger < wiped_below_) return reply(encode_outcome(forgotten(ledger)));
     add_loaded(copy, ledger, entry, lac, data, fsync, interval, reply);
   });
 }
@@ -348,6 +355,7 @@ void StorageServer::read(std::string_view payload, Reply reply) {
   }
   with_copy(ledger, [this, ledger, from, to, max_bytes, reply](Copy& copy) {
     if (copy.phase == Copy::Phase::kBroken) return reply(read_reply(copy.failure, true, -1, -1, nullptr, 0));
+    if (!copy.held && ledger < wiped_below_) return reply(read_reply(forgotten(ledger), false, -1, -1, nullptr, 0));
     if (!copy.held || copy.first == storage::kNoEntry) return reply(read_reply(Status::ok(), false, -1, -1, nullptr, 0));
     auto info = local_.ledger_info(ledger);
     if (!info) return reply(read_reply(info.status(), false, -1, -1, nullptr, 0));
@@ -373,6 +381,7 @@ void StorageServer::fence(std::string_view payload, Reply reply) {
       auto respond = [this, ledger, reply]() {
         Copy& c = copies_[ledger];
         if (c.phase == Copy::Phase::kBroken) return reply(fence_reply(c.failure, true, -1, -1));
+        if (!c.held && ledger < wiped_below_) return reply(fence_reply(forgotten(ledger), false, -1, -1));
         if (!c.held || c.first == storage::kNoEntry) return reply(fence_reply(Status::ok(), false, c.lac, -1));
         auto info = local_.ledger_info(ledger);
         const EntryId last_held = info ? c.first + info->last_confirmed : c.next - 1;

@@ -67,6 +67,12 @@ class StorageServer {
   void fence(std::string_view payload, Reply reply);
   void remove(std::string_view payload, Reply reply);
 
+  // Before serving: this node's storage was found wiped (or replaced) at a
+  // time when ledgers below `ledger` existed. It cannot tell whether it held
+  // a copy of one of them, so it never answers "absent" for them (an error
+  // instead, which a recovery does not count) and refuses adds to them.
+  void set_wiped_below(LedgerId ledger) { wiped_below_ = ledger; }
+
   // How many copies this node holds in memory now (for /metrics and tests).
   size_t copies() const { return copies_.size(); }
 
@@ -105,6 +111,7 @@ class StorageServer {
   std::unique_ptr<leveldb::DB> fences_db_;
   std::unique_ptr<runtime::WorkerThread> fence_thread_;
   std::set<LedgerId> fenced_;
+  LedgerId wiped_below_ = 0;
   std::unordered_map<LedgerId, Copy> copies_;
   common::Counter& entries_added_;
   common::Counter& fences_;

@@ -358,7 +358,8 @@ Status Server::start() {
   std::unique_ptr<StorageNodeService> storage_node;
   std::unique_ptr<replication::ReplicatedStorage> replicated;
   if (cluster_) {
-    storage_node = std::make_unique<StorageNodeService>(*cluster_, *storage, config_.data_dir + "/storage-fences");
+    storage_node = std::make_unique<StorageNodeService>(*cluster_, *store, *storage, storage_options.directory,
+                                                        config_.data_dir + "/storage-fences");
     replicated = std::make_unique<replication::ReplicatedStorage>(*storage_node, *store, *storage);
   }
   storage::Storage& topic_storage = replicated ? static_cast<storage::Storage&>(*replicated) : *storage;

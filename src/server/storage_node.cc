@@ -1,9 +1,20 @@
 #include "server/storage_node.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <random>
+#include <sstream>
 #include <utility>
 
 #include "common/logging.h"
+#include "ledger/ledger_ids.h"
+#include "metadata/blocking.h"
 #include "runtime/reactor.h"
 
 namespace magnetar::server {
@@ -12,14 +23,99 @@ using common::Result;
 using common::Status;
 using replication::StorageMethod;
 
-StorageNodeService::StorageNodeService(cluster::ClusterNode& cluster, storage::Storage& local,
-                                       std::string fence_dir)
-    : cluster_(cluster), server_(local, std::move(fence_dir)) {}
+StorageNodeService::StorageNodeService(cluster::ClusterNode& cluster, metadata::Store& store, storage::Storage& local,
+                                       std::string storage_dir, std::string fence_dir)
+    : cluster_(cluster),
+      store_(store),
+      storage_dir_(std::move(storage_dir)),
+      server_(local, std::move(fence_dir)),
+      wiped_below_(common::MetricsRegistry::global().gauge(
+          "magnetar_storage_node_wiped_below",
+          "Ledgers below this id may have had copies on this node before its storage was wiped or replaced "
+          "(0: never wiped); it answers errors, not 'absent', for them")) {}
+
+namespace {
+
+struct Instance {
+  std::string id;
+  uint64_t wiped_below = 0;
+};
+
+std::optional<Instance> parse_instance(const std::string& text) {
+  Instance out;
+  std::istringstream in(text);
+  std::string key;
+  while (in >> key) {
+    if (key == "instance") in >> out.id;
+    if (key == "wiped-below") in >> out.wiped_below;
+  }
+  if (out.id.empty()) return std::nullopt;
+  return out;
+}
+
+std::string format_instance(const Instance& i) {
+  return "instance " + i.id + "\nwiped-below " + std::to_string(i.wiped_below) + "\n";
+}
+
+}  // namespace
+
+Status StorageNodeService::check_instance() {
+  const std::string path = storage_dir_ + "/INSTANCE";
+  std::optional<Instance> local;
+  {
+    std::ifstream in(path);
+    if (in) local = parse_instance(std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  const std::string key = "/storage/nodes/" + std::to_string(cluster_.id());
+  auto rec = metadata::blocking::get(store_, key);
+  if (!rec.is_ok() && rec.status().code() != common::ErrorCode::kNotFound) return rec.status();
+  std::optional<Instance> recorded = rec.is_ok() ? parse_instance(rec->value) : std::nullopt;
+  Instance now;
+  if (local && (!recorded || recorded->id == local->id)) {
+    now = *local;
+    if (recorded) now.wiped_below = std::max(now.wiped_below, recorded->wiped_below);
+  } else {
+    std::random_device rd;
+    char id[17];
+    std::snprintf(id, sizeof id, "%08x%08x", rd(), rd());
+    now.id = id;
+    if (recorded) {
+      // Wiped or replaced: every ledger handed out so far may have had a copy here.
+      auto next = metadata::blocking::get(store_, ledger::LedgerIdAllocator::kNextIdKey);
+      uint64_t below = recorded->wiped_below;
+      if (next.is_ok()) below = std::max<uint64_t>(below, std::strtoull(next->value.c_str(), nullptr, 10));
+      now.wiped_below = below;
+      MLOG_ERROR("storage node: {} does not hold instance {} that the cluster knows this member by: its storage "
+                 "was wiped or replaced. It starts empty and answers errors, not 'absent', for ledgers below {}",
+                 storage_dir_, recorded->id, below);
+    }
+  }
+  // The directory first, synced: a record naming an instance the directory
+  // lacks would read as a wipe at the next start.
+  const std::string text = format_instance(now);
+  const std::string tmp = path + ".tmp";
+  {
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    if (f == nullptr) return Status::io_error("cannot write " + tmp);
+    const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
+                         ::fsync(fileno(f)) == 0;
+    std::fclose(f);
+    if (!written || std::rename(tmp.c_str(), path.c_str()) != 0) return Status::io_error("cannot write " + path);
+  }
+  if (!recorded || recorded->id != now.id || recorded->wiped_below != now.wiped_below) {
+    auto put = metadata::blocking::put(store_, key, text);
+    if (!put.is_ok()) return put.status();
+  }
+  server_.set_wiped_below(now.wiped_below);
+  wiped_below_.set(static_cast<double>(now.wiped_below));
+  return Status::ok();
+}
 
 StorageNodeService::~StorageNodeService() { stop(); }
 
 Status StorageNodeService::start() {
   if (started_) return Status::ok();
+  MAGNETAR_RETURN_IF_ERROR(check_instance());
   MAGNETAR_RETURN_IF_ERROR(server_.start());
   for (StorageMethod m : {StorageMethod::kAdd, StorageMethod::kRead, StorageMethod::kFence, StorageMethod::kDelete}) {
     cluster_.handle(static_cast<uint16_t>(m), [this, m](std::string_view payload, std::function<void(std::string)> reply) {

@@ -2,6 +2,14 @@
 // (replication/storage_server.h answering on the cluster port), and the
 // transport the member's replicated storage reaches every storage node
 // through, itself included without a network hop.
+//
+// A wiped disk never serves as if it had its old data: the storage
+// directory holds an INSTANCE file (a random id, written at its first start)
+// and the metadata store `/storage/nodes/<member id>` the same id. A member
+// whose record names an instance its directory lacks had its storage wiped
+// or replaced: it takes a new instance and remembers the first ledger id
+// not yet handed out then, below which it never answers "absent"
+// (StorageServer::set_wiped_below).
 #pragma once
 
 #include <atomic>
@@ -10,6 +18,8 @@
 #include <vector>
 
 #include "cluster/node.h"
+#include "common/metrics.h"
+#include "metadata/store.h"
 #include "replication/storage_server.h"
 #include "replication/transport.h"
 #include "runtime/component.h"
@@ -19,7 +29,8 @@ namespace magnetar::server {
 
 class StorageNodeService final : public runtime::Component, public replication::Transport {
  public:
-  StorageNodeService(cluster::ClusterNode& cluster, storage::Storage& local, std::string fence_dir);
+  StorageNodeService(cluster::ClusterNode& cluster, metadata::Store& store, storage::Storage& local,
+                     std::string storage_dir, std::string fence_dir);
   ~StorageNodeService() override;
 
   std::string_view name() const override { return "storage-node"; }
@@ -36,9 +47,14 @@ class StorageNodeService final : public runtime::Component, public replication::
 
  private:
   void serve(replication::StorageMethod method, std::string_view payload, replication::StorageServer::Reply reply);
+  // Blocking: compares the directory's instance with the member's record.
+  common::Status check_instance();
 
   cluster::ClusterNode& cluster_;
+  metadata::Store& store_;
+  const std::string storage_dir_;
   replication::StorageServer server_;
+  common::Gauge& wiped_below_;
   std::atomic<bool> started_{false};
 };
 

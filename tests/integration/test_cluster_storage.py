@@ -4,6 +4,7 @@ dies mid-write is replaced without failing the producer, and a restarted
 owner recovers its last ledger (fencing the copies) without losing an
 acknowledged message. Every wait is bounded; nothing is timed for speed.
 """
+import os
 import shutil
 import signal
 import tempfile
@@ -14,6 +15,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from cluster_harness import Cluster, make_secret, nodes_of, request, wait_for
 
 STORED = "magnetar_replica_entries_added_total"
+WIPED_BELOW = "magnetar_storage_node_wiped_below"
 FENCES = "magnetar_replica_fences_total"
 CHANGES = "magnetar_replication_ensemble_changes_total"
 RECOVERIES = "magnetar_replication_recoveries_total"
@@ -144,6 +146,28 @@ class ReplicatedStorageTest(unittest.TestCase):
         more, errors = produce(owner, "recovers", [f"s{i}" for i in range(50)])
         self.assertEqual(errors, [])
         self.assertEqual(consume_all(owner, "recovers", 550)[500:], more)
+
+    def test_a_member_whose_storage_was_wiped_knows_it(self):
+        members = self.start(3)
+        owner = kafka_owner(members, "wiped")
+        acked, errors = produce(owner, "wiped", [f"w{i}" for i in range(100)])
+        self.assertEqual(errors, [])
+        other = [m for m in members if m is not owner][0]
+        self.assertEqual(other.metric(WIPED_BELOW), 0)
+        self.assertEqual(other.stop(), 0)
+        shutil.rmtree(os.path.join(other.data_dir, "storage"))
+        other.start()
+        # It may have held copies of every ledger made so far: it says so,
+        # and answers errors rather than "absent" for them.
+        self.assertGreater(other.metric(WIPED_BELOW), 0)
+        more, errors = produce(owner, "wiped", [f"x{i}" for i in range(100)])
+        self.assertEqual(errors, [])
+        self.assertEqual(consume_all(owner, "wiped", 200), acked + more)
+        # A second restart is not another wipe.
+        self.assertEqual(other.stop(), 0)
+        other.start()
+        wiped = other.metric(WIPED_BELOW)
+        self.assertGreater(wiped, 0)
 
 
 if __name__ == "__main__":
