@@ -13,7 +13,10 @@ measured in the same run, as docs/benchmarks.md reports it.
      times, the killed member restarted between trials.
   3. Produce throughput (`magnetar perf produce`, 1 KiB, fsync always): one
      producer per member, each on a topic that member owns, all at once,
-     against the same number of producers on one standalone node.
+     against the same number of producers on one standalone node. Then one
+     producer alone, as fast as it goes: its msg/s and publish p99 with each
+     entry on 3 members (acknowledged at 2) against 1 copy on a standalone
+     node.
   4. AMQP through the member that owns a queue and through another member
      (which forwards over the cluster port), with pika: publishes with
      confirms one at a time (per second, p50/p99), then consuming what they
@@ -163,6 +166,17 @@ def owned_topics(cluster):
     return list(chosen.values())
 
 
+def perf_one(node, topic, secs):
+    """One producer as fast as it goes: (msg/s, publish p99 ms)."""
+    out = subprocess.run([magnetar_harness.BIN, "perf", "produce", topic, "--url",
+                          f"pulsar://127.0.0.1:{node.ports['pulsar']}", "-t", str(secs), "--json"],
+                         capture_output=True, text=True, timeout=secs + 120).stdout
+    if not out.strip().startswith("{"):
+        return float("nan"), float("nan")
+    j = json.loads(out)
+    return j["produce_msgs_per_s"], j["publish_latency_ms"]["p99"]
+
+
 def perf_all(pairs, secs):
     procs = [subprocess.Popen([magnetar_harness.BIN, "perf", "produce", topic, "--url",
                                f"pulsar://127.0.0.1:{node.ports['pulsar']}", "-t", str(secs), "--json"],
@@ -239,6 +253,7 @@ def main():
             results["standalone_writes"] = timed_writes(alone, "bench", args.writes)
             say(f"  standalone       {results['standalone_writes']}")
             results["standalone_produce"] = perf_all([(alone, f"perf-{i}") for i in range(3)], args.secs)
+            results["standalone_one_producer"] = perf_one(alone, "perf-one", args.secs)
         finally:
             alone.stop()
             alone.close()
@@ -255,6 +270,13 @@ def main():
             say(f"produce, 3 producers: standalone {results['standalone_produce']:.0f} msg/s, "
                 f"3 members {results['cluster_produce']:.0f} msg/s "
                 f"(ratio {results['cluster_produce'] / results['standalone_produce']:.2f})")
+            if pairs:
+                member, topic = pairs[0]
+                results["cluster_one_producer"] = perf_one(member, topic, args.secs)
+                (a_rate, a_p99), (c_rate, c_p99) = results["standalone_one_producer"], results["cluster_one_producer"]
+                say(f"produce, 1 producer: standalone (1 copy) {a_rate:.0f} msg/s p99 {a_p99:.2f} ms; "
+                    f"3 members (3 copies, acked at 2) {c_rate:.0f} msg/s p99 {c_p99:.2f} ms "
+                    f"(rate ratio {c_rate / a_rate:.2f})")
             if args.amqp > 0:
                 amqp = amqp_paths(cluster, args.amqp)
                 results["amqp"] = amqp

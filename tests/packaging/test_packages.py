@@ -263,7 +263,8 @@ class DebPackageTest(unittest.TestCase):
         self.assertEqual(sorted(complete("st")), ["standalone", "start"])
         self.assertEqual(set(complete("")), {"start", "standalone", "version", "produce", "consume", "perf", "admin",
                                              "trace", "tokens", "cluster"})
-        self.assertEqual(complete("standalone", "--data-dir", "/tmp", "--http"), ["--http-port"])
+        self.assertEqual(sorted(complete("standalone", "--data-dir", "/tmp", "--http")),
+                         ["--http-idle-timeout-secs", "--http-port", "--http-request-timeout-secs"])
         self.assertEqual(complete("start", "--eph"), ["--ephemeral"])
         self.assertEqual(complete("admin", "--json", "tenants", "cr"), ["create"])
         self.assertIn("--subscription", complete("consume", "my-topic", "--s"))
