@@ -4,13 +4,11 @@ lease. Every wait is bounded; nothing is timed for speed.
 """
 import http.client
 import json
-import shutil
 import signal
-import tempfile
 import time
 import unittest
 
-from cluster_harness import (Cluster, applied_index, create_tenant, make_secret, nodes_of, request, tenants_of,
+from cluster_harness import (ClusterCase, applied_index, create_tenant, nodes_of, request, tenants_of,
                              wait_for)
 from magnetar_harness import admin
 
@@ -56,21 +54,13 @@ def write_until_acknowledged(test, members, name, attempts=10):
     test.fail(f"tenant {name} was not acknowledged in {attempts} attempts")
 
 
-class ClusterFaultTest(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="magnetar-faults-")
-        self.cluster = Cluster(self.dir, make_secret(self.dir))
-
-    def tearDown(self):
-        self.cluster.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+class ClusterFaultTest(ClusterCase):
+    prefix = "magnetar-faults-"
 
     def start(self, count):
-        first = self.cluster.add()
-        for _ in range(count - 1):
-            self.cluster.add(join=self.cluster.seed())
-        wait_for(lambda: live_voters(first) == min(count, 5), f"{count} live voters", timeout=60)
-        return list(self.cluster.members)
+        members = self.add_members(count)
+        wait_for(lambda: live_voters(members[0]) == min(count, 5), f"{count} live voters", timeout=60)
+        return members
 
     def test_five_members_survive_two_killed_and_catch_up(self):
         members = self.start(5)

@@ -7,12 +7,11 @@ acknowledged message. Every wait is bounded; nothing is timed for speed.
 import os
 import shutil
 import signal
-import tempfile
 import unittest
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from cluster_harness import Cluster, make_secret, nodes_of, request, wait_for
+from cluster_harness import ClusterCase, nodes_of, request, wait_for
 
 STORED = "magnetar_replica_entries_added_total"
 WIPED_BELOW = "magnetar_storage_node_wiped_below"
@@ -70,19 +69,11 @@ def consume_all(member, topic, expected, timeout=60):
     return got
 
 
-class ReplicatedStorageTest(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="magnetar-storage-")
-        self.cluster = Cluster(self.dir, make_secret(self.dir))
-
-    def tearDown(self):
-        self.cluster.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+class ReplicatedStorageTest(ClusterCase):
+    prefix = "magnetar-storage-"
 
     def start(self, count):
-        first = self.cluster.add()
-        for _ in range(count - 1):
-            self.cluster.add(join=self.cluster.seed())
+        self.add_members(count)
         for node in self.cluster.members:
             wait_for(lambda: live_members(node) == count, f"{node.http_url} seeing {count} live members", timeout=60)
         return list(self.cluster.members)

@@ -8,9 +8,12 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
+import unittest
 import urllib.error
 import urllib.request
 
@@ -184,6 +187,27 @@ class Cluster:
     def close(self):
         for node in self.members:
             node.close()
+
+
+class ClusterCase(unittest.TestCase):
+    """A test case with a fresh `Cluster` (on loopback) per test, in a
+    directory of its own that is removed after it."""
+    prefix = "magnetar-cluster-"
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix=self.prefix)
+        self.cluster = Cluster(self.dir, make_secret(self.dir))
+
+    def tearDown(self):
+        self.cluster.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def add_members(self, count):
+        """Founds the cluster and joins count - 1 more members through the first."""
+        self.cluster.add()
+        for _ in range(count - 1):
+            self.cluster.add(join=self.cluster.seed())
+        return list(self.cluster.members)
 
 
 # ---- network namespaces ----
