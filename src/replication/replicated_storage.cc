@@ -115,8 +115,8 @@ void ReplicatedStorage::run(runtime::Task task) {
     if (!r.try_post(task).is_ok() && task) task();
     return;
   }
-  Status st = r.post(std::move(task));
-  if (!st.is_ok()) MLOG_WARN("replicated storage: a call could not reach the cluster reactor: {}", st.to_string());
+  // Never dropped for a full mailbox: a call's callback must run.
+  if (!r.post_reliably(std::move(task))) MLOG_WARN("replicated storage: a call arrived after the cluster stopped");
 }
 
 void ReplicatedStorage::deliver(Reactor* home, runtime::Task fn) {
@@ -211,24 +211,24 @@ Status ReplicatedStorage::set_fsync(LedgerId id, std::optional<storage::FsyncMod
 
 void ReplicatedStorage::add_entry(const LedgerWriter& writer, EntryId entry, Slice data, Callback<Status> done) {
   Reactor* home = Reactor::current();
+  const LedgerId id = writer.ledger;
   FsyncChoice fsync;
+  // The LAC the entry carries is this writer's as of now (an older one is
+  // always safe to send).
+  EntryId lac = storage::kNoEntry;
   bool replicated = false;
   {
     std::lock_guard lock(mu_);
-    replicated = info_.count(writer.ledger) != 0;
-    auto it = fsync_.find(writer.ledger);
-    if (it != fsync_.end()) fsync = it->second;
+    auto info = info_.find(id);
+    if (info != info_.end()) {
+      replicated = true;
+      lac = info->second.last_confirmed;
+      auto f = fsync_.find(id);
+      if (f != fsync_.end()) fsync = f->second;
+    }
   }
   if (!replicated) return local_.add_entry(writer, entry, std::move(data), std::move(done));
-  // Encoded here, on the caller's thread; the LAC it carries is filled in
-  // as of now (an older LAC is always safe to send).
-  const LedgerId id = writer.ledger;
-  EntryId lac = storage::kNoEntry;
-  {
-    std::lock_guard lock(mu_);
-    auto it = info_.find(id);
-    if (it != info_.end()) lac = it->second.last_confirmed;
-  }
+  // Encoded here, on the caller's thread, not on the cluster reactor.
   std::string payload = add_payload(id, entry, lac, false, fsync.mode, fsync.interval_ms, data.data(), data.size());
   run([this, writer, entry, payload = std::move(payload), home, done]() mutable {
     auto fail = [this, home, done](Status st) { deliver(home, [done, st]() { done(st); }); };
