@@ -181,6 +181,10 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
                  "How often storage ledgers that no topic names (left by a crash) are looked for and deleted, after "
                  "the pass at start (0: at start only)")
       ->capture_default_str()->check(CLI::Range(0, 86400 * 7));
+  cmd.add_option("--storage-heal-grace-secs", c.storage_heal_grace_secs,
+                 "In a cluster: how long a storage node may be gone before the copies it held are made again on "
+                 "other members (0: never)")
+      ->capture_default_str()->check(CLI::Range(0, 86400 * 7));
   cmd.add_flag("--authentication-enabled", c.authentication_enabled,
                "Refuse clients without a valid token on every listener (needs --token-secret-key or --token-public-key)");
   cmd.add_option("--token-secret-key", c.token_secret_key,

@@ -86,17 +86,35 @@ ReplicatedStorage::ReplicatedStorage(Transport& transport, metadata::Store& stor
           "Entries past the last add confirmed that a recovery found and wrote to a full write quorum")),
       degraded_adds_(common::MetricsRegistry::global().counter(
           "magnetar_replication_degraded_ledgers_total",
-          "Ledgers that lost a storage node with none to replace it and went on under-replicated")) {}
+          "Ledgers that lost a storage node with none to replace it and went on under-replicated")),
+      healed_fragments_(common::MetricsRegistry::global().counter(
+          "magnetar_replication_healed_fragments_total",
+          "Fragments of closed ledgers copied from a lost storage node's peers to another node")),
+      healed_entries_(common::MetricsRegistry::global().counter(
+          "magnetar_replication_healed_entries_total", "Entries copied to another node by self-healing")),
+      underreplicated_(common::MetricsRegistry::global().gauge(
+          "magnetar_replication_underreplicated_fragments",
+          "Copies named by ledger records on storage nodes that are not live, as of the last healing pass "
+          "(on the member that heals)")) {}
 
 ReplicatedStorage::~ReplicatedStorage() { stop(); }
 
-Status ReplicatedStorage::start() { return Status::ok(); }
+Status ReplicatedStorage::start() {
+  if (heals_ && settings_.heal_interval.count() > 0) {
+    transport_.reactor().run_sync([this]() {
+      heal_timer_ = std::make_unique<runtime::Timer>(transport_.reactor());
+      heal_timer_->every(settings_.heal_interval, [this]() { heal_pass(); });
+    });
+  }
+  return Status::ok();
+}
 
 void ReplicatedStorage::stop() {
   // Once stopped, the transport (and its reactor) may be gone.
   if (stop_requested_.exchange(true)) return;
   transport_.reactor().run_sync([this]() {
     stopped_ = true;
+    heal_timer_.reset();
     for (auto& [id, l] : ledgers_) {
       for (PendingAdd& add : l.pending) deliver(add.home, [done = add.done]() { done(Status::unavailable("storage is stopping")); });
       l.pending.clear();
@@ -810,6 +828,150 @@ std::vector<LedgerId> ReplicatedStorage::list_ledgers() const {
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+// ---- self-healing ----
+
+struct ReplicatedStorage::Healing {
+  std::deque<LedgerId> queue;
+  std::vector<NodeId> live;
+  int64_t underreplicated = 0;
+};
+
+void ReplicatedStorage::heal_pass() {
+  if (healing_ || stopped_ || !heals_ || !heals_()) return;
+  auto h = std::make_shared<Healing>();
+  h->live = transport_.live_storage_nodes();
+  for (auto it = gone_since_ms_.begin(); it != gone_since_ms_.end();) {
+    if (std::find(h->live.begin(), h->live.end(), it->first) != h->live.end()) {
+      it = gone_since_ms_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  healing_ = true;
+  store_.list_children(kLedgersPrefix, [this, h](Result<std::vector<std::string>> names) {
+    if (!names) {
+      healing_ = false;
+      return;
+    }
+    for (const std::string& name : *names) {
+      char* end = nullptr;
+      const unsigned long long id = std::strtoull(name.c_str(), &end, 10);
+      if (end != nullptr && *end == '\0') h->queue.push_back(id);
+    }
+    heal_next(h);
+  });
+}
+
+void ReplicatedStorage::heal_next(const std::shared_ptr<Healing>& h) {
+  if (stopped_ || h->queue.empty()) {
+    if (!stopped_) underreplicated_.set(static_cast<double>(h->underreplicated));
+    healing_ = false;
+    return;
+  }
+  const LedgerId id = h->queue.front();
+  h->queue.pop_front();
+  store_.get(ledger_key(id), [this, h, id](Result<metadata::Record> rec) {
+    if (!rec) return heal_next(h);
+    auto meta = decode_ledger_meta(rec->value);
+    if (!meta) return heal_next(h);
+    const int64_t now = common::monotonic_ms();
+    std::optional<std::pair<size_t, NodeId>> due;
+    for (size_t i = 0; i < meta->fragments.size(); ++i) {
+      for (NodeId n : meta->fragments[i].nodes) {
+        if (std::find(h->live.begin(), h->live.end(), n) != h->live.end()) continue;
+        h->underreplicated++;
+        const int64_t since = gone_since_ms_.emplace(n, now).first->second;
+        // Only closed ledgers: an open one's record is its writer's to change.
+        if (meta->state == LedgerState::kClosed && now - since >= settings_.heal_grace.count() && !due) due = {i, n};
+      }
+    }
+    if (!due) return heal_next(h);
+    const std::vector<NodeId> holding = meta->all_nodes();
+    std::vector<NodeId> spare;
+    for (NodeId n : h->live) {
+      if (std::find(holding.begin(), holding.end(), n) == holding.end()) spare.push_back(n);
+    }
+    if (spare.empty()) return heal_next(h);  // nowhere to put a copy: it stays short
+    static thread_local std::mt19937_64 rng(std::random_device{}());
+    const NodeId target = spare[rng() % spare.size()];
+    const auto [fragment, gone] = *due;
+    const EntryId first = meta->fragments[fragment].first_entry;
+    const EntryId end = meta->fragment_end(fragment, meta->last_entry);
+    MLOG_INFO("replicated storage: healing ledger {} entries {}..{}: copying what storage node {} held to {}", id,
+              first, end, gone, target);
+    heal_copy(h, id, *meta, fragment, gone, target, first, end);
+  });
+}
+
+void ReplicatedStorage::heal_copy(const std::shared_ptr<Healing>& h, LedgerId id, LedgerMeta meta, size_t fragment,
+                                  NodeId gone, NodeId target, EntryId next, EntryId end) {
+  if (stopped_) return heal_next(h);
+  if (next > end) return heal_record(h, id, fragment, gone, target);
+  read_from(id, meta, next, end, 0, nullptr,
+            [this, h, id, meta, fragment, gone, target, end](Result<std::vector<storage::Entry>> got) {
+              if (!got || got->empty()) {
+                MLOG_WARN("replicated storage: healing ledger {}: cannot read its entries: {}", id,
+                          got ? std::string("none returned") : got.status().to_string());
+                return heal_next(h);
+              }
+              // One entry in flight at a time: the copying never crowds out producers.
+              auto entries = std::make_shared<std::vector<storage::Entry>>(std::move(got.value()));
+              // The closure holds itself weakly; the call in flight holds it.
+              auto step = std::make_shared<std::function<void(size_t)>>();
+              std::weak_ptr<std::function<void(size_t)>> weak = step;
+              *step = [this, h, id, meta, fragment, gone, target, end, entries, weak](size_t k) {
+                if (k == entries->size()) {
+                  return heal_copy(h, id, meta, fragment, gone, target, entries->back().id + 1, end);
+                }
+                const storage::Entry& e = (*entries)[k];
+                transport_.call(
+                    target, StorageMethod::kAdd,
+                    add_payload(id, e.id, meta.last_entry, true, 255, 0, e.data.data(), e.data.size()),
+                    [this, h, id, next = weak.lock(), k](Result<std::string> reply) {
+                      Status st = reply ? decode_outcome(*reply) : reply.status();
+                      if (!st.is_ok()) {
+                        MLOG_WARN("replicated storage: healing ledger {}: the new copy refused an entry: {}", id,
+                                  st.to_string());
+                        return heal_next(h);
+                      }
+                      healed_entries_.inc();
+                      (*next)(k + 1);
+                    },
+                    settings_.add_timeout_ms);
+              };
+              (*step)(0);
+            });
+}
+
+void ReplicatedStorage::heal_record(const std::shared_ptr<Healing>& h, LedgerId id, size_t fragment, NodeId gone,
+                                    NodeId target) {
+  store_.get(ledger_key(id), [this, h, id, fragment, gone, target](Result<metadata::Record> rec) {
+    if (!rec) return heal_next(h);
+    auto meta = decode_ledger_meta(rec->value);
+    if (!meta || fragment >= meta->fragments.size()) return heal_next(h);
+    auto& nodes = meta->fragments[fragment].nodes;
+    auto at = std::find(nodes.begin(), nodes.end(), gone);
+    if (at == nodes.end()) return heal_next(h);  // changed meanwhile: the next pass looks again
+    *at = target;
+    const LedgerMeta healed = *meta;
+    store_.put(ledger_key(id), encode_ledger_meta(healed), metadata::PutOptions{rec->stat.version, 0},
+               [this, h, id, healed, gone, target](Result<metadata::Stat> put) {
+                 if (put) {
+                   healed_fragments_.inc();
+                   h->underreplicated = std::max<int64_t>(0, h->underreplicated - 1);
+                   MLOG_INFO("replicated storage: ledger {} healed: storage node {} holds what {} held", id, target,
+                             gone);
+                   auto cached = ledgers_.find(id);
+                   if (cached != ledgers_.end() && !cached->second.writing) {
+                     cached->second.meta = healed;
+                     cached->second.version = put->version;
+                   }
+                 }
+                 heal_next(h);
+               });
+  });
 }
 
 }  // namespace magnetar::replication

@@ -24,14 +24,24 @@
 // Ledgers without a record (made by this node's local storage before
 // replication) are served by `local` as before.
 //
+// - Self-healing: on the member that `heals()` says (the metadata leader),
+//   every heal_interval the records are checked; a fragment naming a
+//   storage node gone longer than heal_grace is copied, entry by entry
+//   (one at a time: that is the throttle), from its other nodes to a live
+//   node that holds no part of the ledger, and the record then names that
+//   node instead (compare-and-set). The last fragment of an open ledger is
+//   its writer's to mend.
+//
 // Not yet: striping (an ensemble larger than the write quorum is narrowed
-// to it), re-replication of under-replicated ledgers.
+// to it).
 //
 // Threads: every method from any thread; the state lives on the
 // transport's reactor; callbacks run on the calling reactor.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -47,6 +57,7 @@
 #include "replication/ledger_meta.h"
 #include "replication/transport.h"
 #include "runtime/reactor.h"
+#include "runtime/timer.h"
 #include "storage/storage.h"
 
 namespace magnetar::replication {
@@ -63,6 +74,10 @@ struct ReplicationSettings {
   size_t max_pending_adds = 16384;
   // Records of ledgers this node only reads, kept for the next read.
   size_t max_cached_records = 4096;
+  // Self-healing: how long a storage node may be gone before its copies are
+  // made again on others, and how often the ledgers are checked (0: never).
+  std::chrono::milliseconds heal_grace{std::chrono::seconds(60)};
+  std::chrono::milliseconds heal_interval{std::chrono::seconds(10)};
 };
 
 class ReplicatedStorage final : public storage::Storage {
@@ -74,6 +89,10 @@ class ReplicatedStorage final : public storage::Storage {
   std::string_view name() const override { return "replicated-storage"; }
   common::Status start() override;
   void stop() override;
+
+  // Any thread, before start(): whether this member runs the self-healing
+  // passes now (the metadata leader); unset, it never does.
+  void set_healer(std::function<bool()> heals) { heals_ = std::move(heals); }
 
   void create_ledger(LedgerId id, storage::Callback<common::Result<storage::LedgerWriter>> done) override;
   void create_ledger_with(LedgerId id, const storage::LedgerOptions& options,
@@ -132,6 +151,13 @@ class ReplicatedStorage final : public storage::Storage {
                  runtime::Reactor* home, storage::Callback<common::Result<std::vector<storage::Entry>>> done);
   void publish_info(LedgerId id, const Ledger& l);
   void forget(LedgerId id);
+  // Self-healing, on the transport reactor.
+  struct Healing;
+  void heal_pass();
+  void heal_next(const std::shared_ptr<Healing>& h);
+  void heal_copy(const std::shared_ptr<Healing>& h, LedgerId id, LedgerMeta meta, size_t fragment, NodeId gone,
+                 NodeId target, EntryId next, EntryId end);
+  void heal_record(const std::shared_ptr<Healing>& h, LedgerId id, size_t fragment, NodeId gone, NodeId target);
 
   Transport& transport_;
   metadata::Store& store_;
@@ -141,6 +167,10 @@ class ReplicatedStorage final : public storage::Storage {
   std::deque<LedgerId> cached_order_;             // records kept for reads, oldest first
   std::set<LedgerId> local_only_;                 // ledgers known to have no record
   uint64_t next_token_ = 1;
+  std::function<bool()> heals_;
+  std::unique_ptr<runtime::Timer> heal_timer_;
+  bool healing_ = false;                           // a pass is under way
+  std::unordered_map<NodeId, int64_t> gone_since_ms_;  // storage nodes not live, since when
   bool stopped_ = false;                      // transport reactor
   std::atomic<bool> stop_requested_{false};   // any thread
 
@@ -157,6 +187,9 @@ class ReplicatedStorage final : public storage::Storage {
   common::Counter& recoveries_;
   common::Counter& recovered_entries_;
   common::Counter& degraded_adds_;
+  common::Counter& healed_fragments_;
+  common::Counter& healed_entries_;
+  common::Gauge& underreplicated_;
 };
 
 }  // namespace magnetar::replication

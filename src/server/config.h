@@ -85,6 +85,9 @@ struct Config {
   // How often storage ledgers that no topic names (left by a crash) are
   // looked for and deleted, after the pass at start (0: at start only).
   uint32_t ledger_reconcile_secs = 600;
+  // A cluster member whose storage is gone this long has its ledgers'
+  // copies made again on other members (0: never).
+  uint32_t storage_heal_grace_secs = 60;
   // Token authentication (security/token_authenticator.h): when on, every
   // listener refuses clients without a valid token. The key verifies the
   // tokens: a secret key (HS256) or a public key (RS256/ES256), given as

@@ -360,7 +360,18 @@ Status Server::start() {
   if (cluster_) {
     storage_node = std::make_unique<StorageNodeService>(*cluster_, *store, *storage, storage_options.directory,
                                                         config_.data_dir + "/storage-fences");
-    replicated = std::make_unique<replication::ReplicatedStorage>(*storage_node, *store, *storage);
+    replication::ReplicationSettings replication_settings;
+    replication_settings.heal_grace = std::chrono::seconds(config_.storage_heal_grace_secs);
+    if (config_.storage_heal_grace_secs == 0) replication_settings.heal_interval = std::chrono::milliseconds(0);
+    replicated = std::make_unique<replication::ReplicatedStorage>(*storage_node, *store, *storage,
+                                                                  replication_settings);
+    // The metadata leader checks the ledgers and mends what a lost member held.
+    replicated->set_healer([cluster = cluster_]() {
+      for (const auto& m : cluster->members()) {
+        if (m.leader) return m.id == cluster->id();
+      }
+      return false;
+    });
   }
   storage::Storage& topic_storage = replicated ? static_cast<storage::Storage&>(*replicated) : *storage;
   auto policies = std::make_unique<broker::PolicyCache>(*store);

@@ -18,6 +18,7 @@ WIPED_BELOW = "magnetar_storage_node_wiped_below"
 FENCES = "magnetar_replica_fences_total"
 CHANGES = "magnetar_replication_ensemble_changes_total"
 RECOVERIES = "magnetar_replication_recoveries_total"
+HEALED = "magnetar_replication_healed_fragments_total"
 
 
 def live_members(node):
@@ -72,8 +73,8 @@ def consume_all(member, topic, expected, timeout=60):
 class ReplicatedStorageTest(ClusterCase):
     prefix = "magnetar-storage-"
 
-    def start(self, count):
-        self.add_members(count)
+    def start(self, count, extra=()):
+        self.add_members(count, extra)
         for node in self.cluster.members:
             wait_for(lambda: live_members(node) == count, f"{node.http_url} seeing {count} live members", timeout=60)
         return list(self.cluster.members)
@@ -137,6 +138,30 @@ class ReplicatedStorageTest(ClusterCase):
         more, errors = produce(owner, "recovers", [f"s{i}" for i in range(50)])
         self.assertEqual(errors, [])
         self.assertEqual(consume_all(owner, "recovers", 550)[500:], more)
+
+    def test_the_copies_a_lost_member_held_are_made_again_on_another(self):
+        members = self.start(4, extra=("--storage-heal-grace-secs", "1"))
+        owner = kafka_owner(members, "heals")
+        before = {m.id: m.metric(STORED) for m in members}
+        acked, errors = produce(owner, "heals", [f"h{i}" for i in range(200)])
+        self.assertEqual(errors, [])
+
+        def copies_elsewhere():
+            found = [m for m in members if m is not owner and m.metric(STORED) > before[m.id]]
+            return found if len(found) == 2 else None
+        holders = wait_for(copies_elsewhere, "three copies of each entry, one on the owner")
+        spare = [m for m in members if m is not owner and m not in holders][0]
+        # Unloading closes the topic's ledger: a closed ledger is healed.
+        status, answer = request(owner, "PUT", "/admin/v2/persistent/public/default/heals/unload")
+        self.assertIn(status, (200, 204), answer)
+        spare_before = spare.metric(STORED)
+        holders[0].stop(signal.SIGKILL)
+        live = [m for m in members if m is not holders[0]]
+        wait_for(lambda: sum(m.metric(HEALED) for m in live) >= 1, "a member healing the lost copies", timeout=90)
+        self.assertGreater(spare.metric(STORED), spare_before)
+        # The second original copy gone too: the owner's and the healed one remain.
+        holders[1].stop(signal.SIGKILL)
+        self.assertEqual(consume_all(owner, "heals", 200, timeout=90), acked)
 
     def test_a_member_whose_storage_was_wiped_knows_it(self):
         members = self.start(3)

@@ -144,7 +144,7 @@ class Cluster:
         self.network = network
         self.members = []
 
-    def add(self, join=None):
+    def add(self, join=None, extra=()):
         index = len(self.members)
         data_dir = os.path.join(self.directory, f"member{index}")
         os.makedirs(data_dir)
@@ -156,6 +156,7 @@ class Cluster:
                 "--bind", host]
         if join:
             args += ["--join", ",".join(join)]
+        args += list(extra)
         node = Member(*args, data_dir=data_dir, command="start", host=host, netns=netns)
         node.cluster_port = port
         self.members.append(node)
@@ -202,11 +203,12 @@ class ClusterCase(unittest.TestCase):
         self.cluster.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def add_members(self, count):
-        """Founds the cluster and joins count - 1 more members through the first."""
-        self.cluster.add()
+    def add_members(self, count, extra=()):
+        """Founds the cluster and joins count - 1 more members through the
+        first, each started with `extra` arguments too."""
+        self.cluster.add(extra=extra)
         for _ in range(count - 1):
-            self.cluster.add(join=self.cluster.seed())
+            self.cluster.add(join=self.cluster.seed(), extra=extra)
         return list(self.cluster.members)
 
 

@@ -140,9 +140,11 @@ class ReplicatedStorageTest : public ::testing::Test {
     ASSERT_TRUE(node.server->start().is_ok());
   }
 
-  ReplicatedStorage& writer_on(NodeId self) {
+  ReplicatedStorage& writer_on(NodeId self, ReplicationSettings settings = {}, bool heals = false) {
     transports_.push_back(std::make_unique<FabricTransport>(fabric_, self));
-    writers_.push_back(std::make_unique<ReplicatedStorage>(*transports_.back(), *store_, *fabric_.nodes[self]->local));
+    writers_.push_back(std::make_unique<ReplicatedStorage>(*transports_.back(), *store_, *fabric_.nodes[self]->local,
+                                                           settings));
+    if (heals) writers_.back()->set_healer([]() { return true; });
     EXPECT_TRUE(writers_.back()->start().is_ok());
     return *writers_.back();
   }
@@ -330,6 +332,39 @@ TEST_F(ReplicatedStorageTest, DeletingALedgerRemovesItsRecordAndCopies) {
     }
     EXPECT_FALSE(fabric_.nodes[n]->local->ledger_info(12).is_ok()) << "node " << n;
   }
+}
+
+TEST_F(ReplicatedStorageTest, TheCopiesALostNodeHeldAreMadeAgainElsewhere) {
+  add_nodes(4);
+  ReplicationSettings settings;
+  settings.heal_grace = std::chrono::milliseconds(0);
+  settings.heal_interval = std::chrono::milliseconds(50);
+  ReplicatedStorage& rs = writer_on(1, settings, /*heals=*/true);
+  auto w = storage::testing::create_ledger(rs, 14);
+  ASSERT_TRUE(w.is_ok());
+  for (EntryId e = 0; e < 40; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  ASSERT_EQ(*storage::testing::close_ledger(rs, 14), 39);
+  const std::vector<NodeId> before = record(14).fragments[0].nodes;
+  const NodeId lost = before[1];
+  NodeId spare = 0;
+  for (NodeId n = 1; n <= 4; ++n) {
+    if (std::count(before.begin(), before.end(), n) == 0) spare = n;
+  }
+  set_down(lost, true);
+  LedgerMeta healed;
+  for (int i = 0; i < 1000; ++i) {
+    healed = record(14);
+    const auto& nodes = healed.fragments[0].nodes;
+    if (std::count(nodes.begin(), nodes.end(), lost) == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const auto& nodes = healed.fragments[0].nodes;
+  EXPECT_EQ(std::count(nodes.begin(), nodes.end(), lost), 0);
+  EXPECT_EQ(std::count(nodes.begin(), nodes.end(), spare), 1);
+  EXPECT_EQ(held_by(spare, 14), 39);  // every entry, before the record named it
+  // Readable with two of the original three copies gone.
+  set_down(before[0] == 1 ? before[2] : before[0], true);
+  expect_entries(rs, 14, 0, 39);
 }
 
 // ---- the storage node's protocol, request by request ----
