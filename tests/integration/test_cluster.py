@@ -60,8 +60,10 @@ class ClusterTest(unittest.TestCase):
         first = self.cluster.add()
         second = self.cluster.add(join=self.cluster.seed())
         third = self.cluster.add(join=self.cluster.seed())
-        wait_for(lambda: sum(n["raftRole"] == "voter" and n["alive"] for n in nodes_of(first)) == 3,
-                 "three live voters")
+        # Each member's own view: a member learns who is alive from the leader's keepalive answers.
+        for node in (first, second, third):
+            wait_for(lambda: sum(n["raftRole"] == "voter" and n["alive"] for n in nodes_of(node)) == 3,
+                     f"{node.http_url} seeing three live voters")
         return first, second, third
 
     def test_secret_file_is_private_and_never_overwritten(self):
