@@ -168,21 +168,22 @@ void Topic::apply_tracing(const NamespacePolicies& policies) {
     }
     return;
   }
-  // What the storage does, not every part of the persistence policy: one
-  // node keeps one copy (whatever the quorums say), synced as the
+  // What the storage does: the node's copies (one on a standalone node,
+  // whatever the quorums say; several in a cluster), synced as the
   // namespace's fsync mode, else the node's, says.
   const std::optional<FsyncMode> fsync = policies.persistence ? policies.persistence->fsync_mode : std::nullopt;
+  const std::string node = context_.storage_durability != nullptr ? *context_.storage_durability
+                                                                  : std::string("1 copy on this node");
   std::string& durability = cold().trace_durability;
   if (name_.domain == TopicDomain::kNonPersistent) {
     durability = "in memory only (non-persistent)";
   } else if (fsync) {
-    durability = "1 copy on this node, fsync " +
+    durability = node.substr(0, node.rfind(", fsync ")) + ", fsync " +
                  (*fsync == FsyncMode::kInterval
                       ? "every " + std::to_string(policies.persistence->fsync_interval_ms) + " ms"
                       : std::string(fsync_mode_name(*fsync)));
   } else {
-    durability =
-        context_.storage_durability != nullptr ? *context_.storage_durability : std::string("1 copy on this node");
+    durability = node;
   }
   if (was_on) return;
   for (auto& [name, sub] : subscriptions_) sub.set_tracing(&tracing);
