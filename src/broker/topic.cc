@@ -171,17 +171,19 @@ void Topic::apply_tracing(const NamespacePolicies& policies) {
   // What the storage does: the node's copies (one on a standalone node,
   // whatever the quorums say; several in a cluster), synced as the
   // namespace's fsync mode, else the node's, says.
-  const std::optional<FsyncMode> fsync = policies.persistence ? policies.persistence->fsync_mode : std::nullopt;
+  std::string fsync;  // the namespace's mode; empty: the node's
+  if (policies.persistence && policies.persistence->fsync_mode) {
+    const FsyncMode mode = *policies.persistence->fsync_mode;
+    fsync = mode == FsyncMode::kInterval ? "every " + std::to_string(policies.persistence->fsync_interval_ms) + " ms"
+                                         : std::string(fsync_mode_name(mode));
+  }
   const std::string node = context_.storage_durability != nullptr ? *context_.storage_durability
                                                                   : std::string("1 copy on this node");
   std::string& durability = cold().trace_durability;
   if (name_.domain == TopicDomain::kNonPersistent) {
     durability = "in memory only (non-persistent)";
-  } else if (fsync) {
-    durability = node.substr(0, node.rfind(", fsync ")) + ", fsync " +
-                 (*fsync == FsyncMode::kInterval
-                      ? "every " + std::to_string(policies.persistence->fsync_interval_ms) + " ms"
-                      : std::string(fsync_mode_name(*fsync)));
+  } else if (!fsync.empty()) {
+    durability = node.substr(0, node.rfind(", fsync ")) + ", fsync " + fsync;
   } else {
     durability = node;
   }
