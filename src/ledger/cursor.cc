@@ -17,7 +17,25 @@ Cursor::Cursor(std::string name, Position mark_delete, bool durable)
 
 bool Cursor::is_acknowledged(Position p) const { return p <= mark_delete_ || acked_.contains(p); }
 
+namespace {
+
+// An entry of a ledger the log dropped since it was read: one a reader of
+// the compacted view was handed (ManagedLedger::read_compacted).
+bool before_chain(Position p, const LedgerChain& chain) {
+  return !chain.empty() && p.ledger < chain.ledgers().front().id;
+}
+
+}  // namespace
+
+bool Cursor::ack_before_chain(Position p) {
+  // Everything before the log's first ledger is gone for every reader: the
+  // position only moves the cursor forward.
+  if (p > mark_delete_) mark_delete_ = p;
+  return true;
+}
+
 Status Cursor::ack(Position p, const LedgerChain& chain) {
+  if (before_chain(p, chain) && ack_before_chain(p)) return Status::ok();
   if (!chain.contains(p)) return Status::invalid_argument("cursor " + name_ + ": no entry " + p.to_string());
   if (is_acknowledged(p)) return Status::ok();
   acked_.add(p);
@@ -27,6 +45,7 @@ Status Cursor::ack(Position p, const LedgerChain& chain) {
 }
 
 Status Cursor::ack_cumulative(Position p, const LedgerChain& chain) {
+  if (before_chain(p, chain) && ack_before_chain(p)) return Status::ok();
   if (!chain.contains(p)) return Status::invalid_argument("cursor " + name_ + ": no entry " + p.to_string());
   if (p <= mark_delete_) return Status::ok();
   mark_delete_ = p;
@@ -35,6 +54,7 @@ Status Cursor::ack_cumulative(Position p, const LedgerChain& chain) {
 }
 
 Status Cursor::ack_batch_index(Position p, uint32_t index, uint32_t batch_size, const LedgerChain& chain) {
+  if (before_chain(p, chain)) return Status::ok();  // acknowledged whole once its last message is
   if (!chain.contains(p)) return Status::invalid_argument("cursor " + name_ + ": no entry " + p.to_string());
   if (batch_size == 0 || index >= batch_size) {
     return Status::invalid_argument("cursor " + name_ + ": message " + std::to_string(index) + " of a batch of " +

@@ -52,8 +52,10 @@ class Cursor {
   Position mark_delete_position() const { return mark_delete_; }
   const RangeSet& individually_acknowledged() const { return acked_; }
 
-  // Acknowledges entry p. kInvalidArgument if the chain does not hold it.
-  // Acknowledging twice is harmless.
+  // Acknowledges entry p. kInvalidArgument if the chain does not hold it,
+  // unless p is before the chain's first ledger (an entry of a dropped
+  // ledger a compacted-view reader was handed): then the mark-delete
+  // position moves up to p. Acknowledging twice is harmless.
   common::Status ack(Position p, const LedgerChain& chain);
   // Acknowledges every entry up to and including p.
   common::Status ack_cumulative(Position p, const LedgerChain& chain);
@@ -85,6 +87,8 @@ class Cursor {
   static common::Result<Cursor> decode(std::string name, std::string_view bytes);
 
  private:
+  // Moves the mark-delete position forward to p; true.
+  bool ack_before_chain(Position p);
   struct Batch {
     uint32_t size = 0;
     std::vector<uint64_t> acked;

@@ -25,6 +25,10 @@ Slice encode_entry(const MessageHeader& header, const Slice& payload) {
   if (!header.key.empty()) h.add_key(key);
   if (header.deliver_at_ms != 0) h.add_deliver_at_ms(header.deliver_at_ms);
   if (header.more_chunks) h.add_more_chunks(true);
+  if (header.origin_ledger != 0) {
+    h.add_origin_ledger(header.origin_ledger);
+    h.add_origin_entry(header.origin_entry);
+  }
   b.Finish(h.Finish());
   const uint32_t hsize = b.GetSize();
   Slice out = Slice::allocate(4 + hsize + payload.size());
@@ -52,6 +56,8 @@ common::Result<std::pair<MessageHeader, Slice>> decode_entry(const Slice& entry)
   if (h->key()) header.key = h->key()->str();
   header.deliver_at_ms = h->deliver_at_ms();
   header.more_chunks = h->more_chunks();
+  header.origin_ledger = h->origin_ledger();
+  header.origin_entry = h->origin_entry();
   return std::make_pair(std::move(header), entry.sub(4 + hsize));
 }
 

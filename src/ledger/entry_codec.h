@@ -29,6 +29,11 @@ struct MessageHeader {
   // last: every chunk carries the message's sequence id, so deduplication
   // judges and records the message by its last chunk alone.
   bool more_chunks = false;
+  // Set in a compacted ledger's entries only (ManagedLedger::compacted()):
+  // the entry's position in the topic's log, which readers of the compacted
+  // view see. 0: an entry of the log itself.
+  uint64_t origin_ledger = 0;
+  int64_t origin_entry = -1;
 };
 
 common::Slice encode_entry(const MessageHeader& header, const common::Slice& payload);

@@ -52,6 +52,16 @@ class Log {
   virtual void read_entries(Position after, size_t max_entries,
                             Callback<common::Result<std::vector<LedgerEntry>>> done) = 0;
 
+  // The log as its compacted view shows it (topic compaction): while
+  // `after` is before the view's horizon, the entries of the compacted
+  // ledger after `after` (each at its position in the log, holding the
+  // latest message of its keys), then the entries after the horizon. A log
+  // without a compacted view reads as read_entries().
+  virtual void read_compacted(Position after, size_t max_entries,
+                              Callback<common::Result<std::vector<LedgerEntry>>> done) {
+    read_entries(after, max_entries, std::move(done));
+  }
+
   // Where a cursor created by open_cursor starts: after the last entry, or
   // before the first entry the log still holds.
   enum class CursorStart { kLatest, kEarliest };
@@ -81,6 +91,12 @@ class Log {
   // The entries the log holds now, for backlog and positions.
   virtual const LedgerChain& chain() const = 0;
   Position last_confirmed() const { return chain().empty() ? Position{} : chain().last_position(); }
+  // Where a cursor stands to read the log from its start: before the first
+  // entry the log holds, or, for a log with a compacted view, before
+  // everything (the view's entries may sit in ledgers since dropped).
+  virtual Position before_first() const {
+    return chain().empty() ? Position{} : Position{chain().ledgers().front().id, storage::kNoEntry};
+  }
   virtual int64_t next_message_index() const = 0;
   // Entries found damaged on disk (failed their checksum, or lost) since the
   // log was opened: each is skipped for every reader and acknowledged for

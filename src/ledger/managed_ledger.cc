@@ -20,7 +20,8 @@ using common::Status;
 namespace {
 
 
-std::string encode_chain(const LedgerChain& chain, uint8_t origin) {
+std::string encode_chain(const LedgerChain& chain, uint8_t origin, const std::optional<CompactedLedger>& compacted,
+                         LedgerId compacting) {
   flatbuffers::FlatBufferBuilder b(128);
   std::vector<fb::LedgerRecord> records;
   for (const ChainLedger& l : chain.ledgers()) {
@@ -35,10 +36,18 @@ std::string encode_chain(const LedgerChain& chain, uint8_t origin) {
     messages.push_back(fb::CreateLedgerMessages(b, l.id, b.CreateVectorOfStructs(runs)));
   }
   auto messages_vec = b.CreateVector(messages);
+  flatbuffers::Offset<fb::CompactedLedger> view;
+  if (compacted) {
+    const CompactedLedger& c = *compacted;
+    view = fb::CreateCompactedLedger(b, c.ledger, c.entries, c.size, c.horizon.ledger, c.horizon.entry,
+                                     c.horizon_index, c.first_index, c.created_ms);
+  }
   fb::LedgerListBuilder list(b);
   list.add_ledgers(vec);
   list.add_messages(messages_vec);
   list.add_origin(origin);
+  if (compacted) list.add_compacted(view);
+  if (compacting != 0) list.add_compacting_ledger(compacting);
   b.Finish(list.Finish());
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
 }
@@ -72,14 +81,27 @@ Result<LedgerChain> decode_chain(const std::string& bytes) {
   return chain;
 }
 
+std::optional<CompactedLedger> decode_compacted(const fb::LedgerList& list) {
+  const fb::CompactedLedger* c = list.compacted();
+  if (c == nullptr) return std::nullopt;
+  return CompactedLedger{c->ledger(),        c->entries(),     c->size(),
+                         Position{c->horizon_ledger(), c->horizon_entry()},
+                         c->horizon_index(), c->first_index(), c->created_ms()};
+}
+
 }  // namespace
+
+std::string ManagedLedger::encode_list() const {
+  return encode_chain(chain_, origin_, compacted_, compacting_.ledger);
+}
 
 int64_t ManagedLedger::now_ms() { return common::wall_clock_ms(); }
 
 Result<uint64_t> ManagedLedger::stored_size(const std::string& record) {
   auto chain = decode_chain(record);
   if (!chain.is_ok()) return chain.status();
-  return chain->total_size();
+  auto view = decode_compacted(**verified_list(record));
+  return chain->total_size() + (view ? view->size : 0);
 }
 
 Result<std::vector<LedgerId>> ManagedLedger::stored_ledgers(const std::string& record) {
@@ -88,6 +110,9 @@ Result<std::vector<LedgerId>> ManagedLedger::stored_ledgers(const std::string& r
   std::vector<LedgerId> ids;
   ids.reserve(chain->ledgers().size());
   for (const auto& l : chain->ledgers()) ids.push_back(l.id);
+  const fb::LedgerList* list = *verified_list(record);
+  if (auto view = decode_compacted(*list)) ids.push_back(view->ledger);
+  if (list->compacting_ledger() != 0) ids.push_back(list->compacting_ledger());
   return ids;
 }
 
@@ -160,6 +185,14 @@ void ManagedLedger::recover(Callback<Status> done) {
     self->chain_ = std::move(chain.value());
     self->chain_version_ = rec->stat.version;
     self->origin_ = ManagedLedger::stored_origin(rec->value).value_or(0);
+    const fb::LedgerList* list = *verified_list(rec->value);
+    self->compacted_ = decode_compacted(*list);
+    // A compaction pass cut short: its half-written ledger goes, the view
+    // in place stays. The list forgets it with its next write.
+    if (const LedgerId unfinished = list->compacting_ledger(); unfinished != 0) {
+      MLOG_INFO("managed ledger {}: deleting compacted ledger {} left unfinished", self->name_, unfinished);
+      self->delete_compacted_ledger(unfinished);
+    }
     if (self->chain_.empty()) return done(Status::ok());
     // Seal the previous owner's ledger: its writer is fenced from now on.
     const LedgerId last = self->chain_.back().id;
@@ -244,7 +277,7 @@ void ManagedLedger::write_chain() {
   std::vector<Callback<Status>> waiters;
   waiters.swap(chain_waiters_);
   auto self = shared_from_this();
-  store_.put(chain_key(), encode_chain(chain_, origin_), metadata::PutOptions{chain_version_, 0},
+  store_.put(chain_key(), encode_list(), metadata::PutOptions{chain_version_, 0},
              [self, waiters = std::move(waiters)](Result<metadata::Stat> st) {
                self->chain_writing_ = false;
                if (st) self->chain_version_ = st->version;
@@ -533,8 +566,14 @@ void ManagedLedger::delete_log(Callback<Status> done) {
     self->store_.del(self->chain_key(), metadata::kAnyVersion, [self, done](Status st) {
       if (!st.is_ok() && st.code() != common::ErrorCode::kNotFound) return done(st);
       if (self->writer_.ledger != 0) self->storage_.close_ledger(self->writer_.ledger, [](Result<EntryId>) {});
-      for (const ChainLedger& l : self->chain_.ledgers()) {
-        self->storage_.delete_ledger(l.id, [self, id = l.id](Status del) {
+      std::vector<LedgerId> ids;
+      for (const ChainLedger& l : self->chain_.ledgers()) ids.push_back(l.id);
+      if (self->compacted_) ids.push_back(self->compacted_->ledger);
+      if (self->compacting_.ledger != 0) ids.push_back(self->compacting_.ledger);
+      self->compacted_.reset();
+      self->compacting_ = CompactingLedger{};
+      for (LedgerId lid : ids) {
+        self->storage_.delete_ledger(lid, [self, id = lid](Status del) {
           if (!del.is_ok() && del.code() != common::ErrorCode::kNotFound) {
             MLOG_WARN("managed ledger {}: ledger {} not deleted: {}", self->name_, id, del.to_string());
           }

@@ -81,6 +81,22 @@ struct LogObserver {
   std::function<void(LedgerId ledger)> removed;
 };
 
+// The compacted view of a log (records.fbs CompactedLedger): a storage
+// ledger holding, in log order, the entries that carry the latest message of
+// each key among those at or before `horizon`. What is in the entries is the
+// broker's business (broker/compaction.h); each carries its position in the
+// log (MessageHeader::origin_ledger/origin_entry).
+struct CompactedLedger {
+  LedgerId ledger = 0;
+  EntryId entries = 0;
+  uint64_t size = 0;          // payload bytes
+  Position horizon;           // the last entry of the log it covers
+  int64_t horizon_index = 0;  // index of the first message after the horizon
+  int64_t first_index = 0;    // index of its first message (horizon_index when it holds none)
+  int64_t created_ms = 0;
+  bool operator==(const CompactedLedger&) const = default;
+};
+
 class ManagedLedger final : public Log, public std::enable_shared_from_this<ManagedLedger> {
  public:
   // `ids` hands out the ids of the ledgers it creates; all three outlive it.
@@ -164,6 +180,42 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   // Housekeeping for the owner to run periodically: rolls an aged ledger
   // over even without new adds, expires messages, then trims.
   void maintain(Callback<common::Status> done);
+  // Topic compaction (managed_ledger_compacted.cc). One compacted ledger is
+  // written at a time: begin_compacted_ledger records its id with the log
+  // before creating it, so one left by a crash is deleted when the log next
+  // opens; kFailedPrecondition while another is under way.
+  void begin_compacted_ledger(Callback<common::Status> done);
+  // Appends one entry to the ledger begin_compacted_ledger made, in log
+  // order; header.origin_ledger/origin_entry say where it sits in the log.
+  // Up to kMaxCompactedInFlight adds may wait at once; more fail with
+  // kResourceExhausted.
+  static constexpr size_t kMaxCompactedInFlight = 256;
+  void add_compacted_entry(const MessageHeader& header, common::Slice payload, Callback<common::Status> done);
+  // Seals the ledger being written and makes it the log's compacted view
+  // covering the log through `horizon` (whose next message index is
+  // `horizon_index`), by one compare-and-set of the ledger list; the
+  // previous compacted ledger is deleted afterwards. With `drop_covered`,
+  // the closed ledgers wholly at or before the horizon leave the log in the
+  // same write (the view replaces them); cursors stay where they are, and
+  // read_compacted serves them.
+  void install_compacted_ledger(Position horizon, int64_t horizon_index, bool drop_covered,
+                                Callback<common::Status> done);
+  // Deletes the ledger begin_compacted_ledger made and forgets it.
+  void abandon_compacted_ledger(Callback<common::Status> done);
+  const std::optional<CompactedLedger>& compacted() const { return compacted_; }
+  Position before_first() const override { return compacted_ ? Position{} : Log::before_first(); }
+  bool compacting() const { return compacting_.active; }
+  // Log: the compacted view.
+  void read_compacted(Position after, size_t max_entries,
+                      Callback<common::Result<std::vector<LedgerEntry>>> done) override;
+  // The view from the entry holding message `index` (or the first after it
+  // that the view holds), as read_compacted: up to max_entries entries.
+  void read_compacted_from_index(int64_t index, size_t max_entries,
+                                 Callback<common::Result<std::vector<LedgerEntry>>> done);
+  // The first message index the compacted view holds (the log's first when
+  // there is no view).
+  int64_t compacted_first_index() const;
+
   // The entry holding message `index`, or the first entry published at or
   // after `time_ms`; kNotFound past the end.
   void seek_by_index(int64_t index, Callback<common::Result<Position>> done);
@@ -246,6 +298,15 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   // Entries before p in the chain. REQUIRES: chain_.contains(p).
   uint64_t ordinal_of(Position p) const;
   static int64_t now_ms();
+  // Compacted ledger entry `first` and up to max_entries - 1 after it, as
+  // entries of the log; then, past its end, the log after the horizon.
+  void read_compacted_at(EntryId first, size_t max_entries, Callback<common::Result<std::vector<LedgerEntry>>> done);
+  // The first compacted entry for which `at_or_after` holds (entries order
+  // by it), by a binary search of single-entry reads; `entries` when none.
+  void find_compacted(std::function<bool(const MessageHeader&)> at_or_after, Callback<common::Result<EntryId>> done);
+  // Deletes a compacted ledger that is no longer named (in the background).
+  void delete_compacted_ledger(LedgerId id);
+  std::string encode_list() const;
   std::string chain_key() const { return "/managed-ledgers/" + name_; }
   std::string cursor_key(const std::string& cursor) const { return chain_key() + "/cursors/" + cursor; }
   void check_home() const;
@@ -272,6 +333,22 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   uint64_t entries_added_ = 0;
   uint64_t damaged_entries_ = 0;
   std::map<std::string, CursorSlot> cursors_;
+  std::optional<CompactedLedger> compacted_;
+  // The compacted ledger being written (begin_compacted_ledger).
+  struct CompactingLedger {
+    bool active = false;   // begun, not yet installed or abandoned
+    storage::LedgerWriter writer;
+    LedgerId ledger = 0;   // recorded in the list; 0: none
+    EntryId next_entry = 0;
+    uint64_t size = 0;
+    int64_t first_index = -1;
+    size_t in_flight = 0;
+    common::Status failed;  // the first add that failed fails the ledger
+  };
+  CompactingLedger compacting_;
+  // Where sequential compacted reads go on: the last position a compacted
+  // read returned -> the compacted entry after it (bounded).
+  std::map<Position, EntryId> compacted_hints_;
   // What few managed ledgers need, made on first use (cold()): a loaded
   // idle topic carries one null pointer for it.
   struct Cold {

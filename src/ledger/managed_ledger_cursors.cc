@@ -16,7 +16,7 @@ void ManagedLedger::open_cursor(std::string name, bool durable, CursorStart star
   if (it != cursors_.end()) return later([done, c = &it->second.cursor]() { done(c); });
   // Before the first entry of the oldest ledger held, or after the last.
   auto start_position = [this, start]() {
-    if (start == CursorStart::kEarliest && !chain_.empty()) return Position{chain_.ledgers().front().id, storage::kNoEntry};
+    if (start == CursorStart::kEarliest && !chain_.empty()) return before_first();
     return last_confirmed();
   };
   if (!durable) {
