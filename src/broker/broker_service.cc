@@ -88,6 +88,11 @@ BrokerService::~BrokerService() {
 
 Status BrokerService::start() { return Status::ok(); }
 
+void BrokerService::set_compaction_codec(std::shared_ptr<const CompactionCodec> codec) {
+  compaction_codec_ = std::move(codec);
+  for (auto& shard : shards_) shard->context.compaction_codec = compaction_codec_.get();
+}
+
 runtime::Reactor& BrokerService::home_of(const TopicName& topic) {
   return runtime_.home_for(std::hash<std::string>{}(topic.to_string()));
 }
@@ -315,6 +320,8 @@ void BrokerService::make_context(Shard& shard) {
   c.trace_recorder = shard.tracer.get();
   c.storage_durability = &options_.storage_durability;
   c.retention_defaults = &options_.retention_defaults;
+  c.compaction_codec = compaction_codec_.get();
+  c.compactions = &compactions_;
   c.policies = [this](const TopicName& topic) -> std::optional<NamespacePolicies> {
     return policies_ == nullptr ? std::nullopt : policies_->effective(topic);
   };

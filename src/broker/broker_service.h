@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "broker/compaction.h"
 #include "broker/naming.h"
 #include "broker/lease_gate.h"
 #include "broker/ownership.h"
@@ -129,6 +130,11 @@ class BrokerService final : public runtime::Component {
   // How traces read the keys and properties of stored messages
   // (tracing.h). REQUIRES: before start().
   void set_message_describer(MessageDescriber describer) { describer_ = std::move(describer); }
+  // How compaction reads stored messages (compaction.h); without one,
+  // topics are not compacted. REQUIRES: before start().
+  void set_compaction_codec(std::shared_ptr<const CompactionCodec> codec);
+  // Any thread: the latest compaction pass of each topic on this node.
+  const CompactionBoard& compactions() const { return compactions_; }
 
   // Any thread: the traced messages of `topic` that match `query`, each
   // with its events in order (trace_lookup.h). An empty answer when nothing
@@ -248,6 +254,8 @@ class BrokerService final : public runtime::Component {
   std::unique_ptr<LeaseGate> lease_gate_;
   TopicContext::SubscriptionAdmitter subscription_admitter_;
   MessageDescriber describer_;
+  std::shared_ptr<const CompactionCodec> compaction_codec_;
+  CompactionBoard compactions_;
   std::vector<std::unique_ptr<Shard>> shards_;  // by reactor index
   std::shared_ptr<PolicyRefresh> policy_refresh_;
   bool stopping_ = false;

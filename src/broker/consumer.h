@@ -111,6 +111,9 @@ struct ConsumerOptions {
   // its handler adds credit (Subscription::add_credit); -1: no credit
   // bound, permits alone decide.
   int64_t delivery_credit = -1;
+  // Read the topic through its compacted view (Log::read_compacted):
+  // persistent topics, Exclusive and Failover subscriptions only.
+  bool read_compacted = false;
 };
 
 class Consumer {

@@ -70,6 +70,26 @@ Result<SubscriptionAuthMode> parse_subscription_auth_mode(std::string_view s) {
   return Status::invalid_argument("invalid subscription auth mode '" + std::string(s) + "': expected None or Prefix");
 }
 
+std::string_view cleanup_policy_name(CleanupPolicy p) {
+  switch (p) {
+    case CleanupPolicy::kCompact:
+      return "compact";
+    case CleanupPolicy::kCompactDelete:
+      return "compact,delete";
+    case CleanupPolicy::kDelete:
+      break;
+  }
+  return "delete";
+}
+
+Result<CleanupPolicy> parse_cleanup_policy(std::string_view s) {
+  if (s == "delete") return CleanupPolicy::kDelete;
+  if (s == "compact") return CleanupPolicy::kCompact;
+  if (s == "compact,delete" || s == "delete,compact") return CleanupPolicy::kCompactDelete;
+  return Status::invalid_argument("invalid cleanup policy '" + std::string(s) +
+                                  "': expected delete, compact or compact,delete");
+}
+
 bool is_auth_action(std::string_view s) {
   for (auto a : kAuthActions) {
     if (a == s) return true;
@@ -194,6 +214,14 @@ Status validate(const NamespacePolicies& p) {
       {&p.subscription_expiration_minutes, "subscriptionExpirationTimeMinutes"},
   };
   for (const auto& [value, name] : limits) {
+    if (*value) MAGNETAR_RETURN_IF_ERROR(at_least(**value, 0, name));
+  }
+  const std::pair<const std::optional<int64_t>*, std::string_view> compaction[] = {
+      {&p.compaction_threshold, "compactionThreshold"},
+      {&p.delete_retention_ms, "delete.retention.ms"},
+      {&p.min_compaction_lag_ms, "min.compaction.lag.ms"},
+  };
+  for (const auto& [value, name] : compaction) {
     if (*value) MAGNETAR_RETURN_IF_ERROR(at_least(**value, 0, name));
   }
   for (const auto& [role, actions] : p.permissions) {

@@ -131,6 +131,14 @@ enum class SubscriptionAuthMode { kNone, kPrefix };
 std::string_view subscription_auth_mode_name(SubscriptionAuthMode m);  // "None", "Prefix"
 common::Result<SubscriptionAuthMode> parse_subscription_auth_mode(std::string_view s);
 
+// Kafka's cleanup.policy: whether a topic's history is trimmed by retention
+// ("delete"), replaced by its compacted view ("compact": compacted
+// automatically, never trimmed by retention time or size), or both.
+enum class CleanupPolicy { kDelete, kCompact, kCompactDelete };
+std::string_view cleanup_policy_name(CleanupPolicy p);  // "delete", "compact", "compact,delete"
+// Also accepts "delete,compact"; InvalidArgument otherwise.
+common::Result<CleanupPolicy> parse_cleanup_policy(std::string_view s);
+
 struct NamespacePolicies {
   std::optional<RetentionPolicy> retention;
   std::optional<int32_t> message_ttl_seconds;
@@ -160,6 +168,13 @@ struct NamespacePolicies {
   std::optional<AutoTopicCreation> auto_topic_creation;
   std::set<std::string> replication_clusters;
   std::optional<TracingPolicy> tracing;  // unset: off
+  // Topic compaction (compaction.h). compactionThreshold: bytes of a
+  // topic's log after its compacted view's horizon that start a pass; 0:
+  // never automatically. The rest are Kafka's topic configs.
+  std::optional<int64_t> compaction_threshold;
+  std::optional<CleanupPolicy> cleanup_policy;  // unset: delete
+  std::optional<int64_t> delete_retention_ms;    // unset: a day for compact topics, 0 otherwise
+  std::optional<int64_t> min_compaction_lag_ms;  // unset: 0
   bool operator==(const NamespacePolicies&) const = default;
 };
 

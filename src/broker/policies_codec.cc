@@ -204,6 +204,10 @@ std::string encode_policies(const NamespacePolicies& p) {
   if (p.subscription_auth_mode) {
     n.add_subscription_auth_mode(static_cast<fb::SubscriptionAuthMode>(*p.subscription_auth_mode));
   }
+  if (p.compaction_threshold) n.add_compaction_threshold(*p.compaction_threshold);
+  if (p.cleanup_policy) n.add_cleanup_policy(static_cast<fb::CleanupPolicy>(*p.cleanup_policy));
+  if (p.delete_retention_ms) n.add_delete_retention_ms(*p.delete_retention_ms);
+  if (p.min_compaction_lag_ms) n.add_min_compaction_lag_ms(*p.min_compaction_lag_ms);
   b.Finish(n.Finish());
   return finish(b);
 }
@@ -257,6 +261,13 @@ Result<NamespacePolicies> decode_policies(std::string_view bytes) {
         std::min<int>(static_cast<int>(t->mode()), static_cast<int>(fb::TraceMode::MAX)));
     p.tracing = TracingPolicy{mode, t->rate(), t->retention_minutes(), t->retention_size_mb()};
   }
+  p.compaction_threshold = opt(n->compaction_threshold());
+  if (auto cleanup = n->cleanup_policy()) {
+    p.cleanup_policy = static_cast<CleanupPolicy>(
+        std::min<int>(static_cast<int>(*cleanup), static_cast<int>(fb::CleanupPolicy::MAX)));
+  }
+  p.delete_retention_ms = opt(n->delete_retention_ms());
+  p.min_compaction_lag_ms = opt(n->min_compaction_lag_ms());
   return p;
 }
 

@@ -60,6 +60,10 @@ void inherit(NamespacePolicies& into, const NamespacePolicies& from) {
   overlay(into.auto_topic_creation, from.auto_topic_creation);
   overlay(into.tracing, from.tracing);
   overlay(into.subscription_auth_mode, from.subscription_auth_mode);
+  overlay(into.compaction_threshold, from.compaction_threshold);
+  overlay(into.cleanup_policy, from.cleanup_policy);
+  overlay(into.delete_retention_ms, from.delete_retention_ms);
+  overlay(into.min_compaction_lag_ms, from.min_compaction_lag_ms);
   if (into.permissions.empty()) into.permissions = from.permissions;
   if (into.subscription_roles.empty()) into.subscription_roles = from.subscription_roles;
   if (into.replication_clusters.empty()) into.replication_clusters = from.replication_clusters;

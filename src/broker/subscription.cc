@@ -535,10 +535,12 @@ void Subscription::dispatch() {
     Position wanted = redeliver_.begin()->first;
     reading_ = true;
     std::weak_ptr<bool> alive = liveness();
-    log_.read_entries(before(wanted), 1, [this, alive, wanted, gen = generation_](Result<std::vector<LedgerEntry>> r) {
+    auto reread = [this, alive, wanted, gen = generation_](Result<std::vector<LedgerEntry>> r) {
       if (alive.expired() || gen != generation_) return;
       on_redelivery_read(wanted, std::move(r));
-    });
+    };
+    if (read_compacted_) return log_.read_compacted(before(wanted), 1, std::move(reread));
+    log_.read_entries(before(wanted), 1, std::move(reread));
     return;
   }
   reading_ = true;
@@ -546,10 +548,12 @@ void Subscription::dispatch() {
       std::min<int64_t>({permits, static_cast<int64_t>(kMaxReadEntries), allowance}));
   n = std::min(n, credit_entries(active));
   std::weak_ptr<bool> alive = liveness();
-  log_.read_entries(read_position_, n, [this, alive, gen = generation_](Result<std::vector<LedgerEntry>> r) {
+  auto read = [this, alive, gen = generation_](Result<std::vector<LedgerEntry>> r) {
     if (alive.expired() || gen != generation_) return;
     on_read(std::move(r));
-  });
+  };
+  if (read_compacted_) return log_.read_compacted(read_position_, n, std::move(read));
+  log_.read_entries(read_position_, n, std::move(read));
 }
 
 void Subscription::on_redelivery_read(Position wanted, Result<std::vector<LedgerEntry>> result) {

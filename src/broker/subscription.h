@@ -166,6 +166,11 @@ class Subscription {
   // mark-delete position. Reads in flight are dropped.
   void rewind();
 
+  // Whether entries are read through the log's compacted view
+  // (Log::read_compacted): the latest consumer to attach decides.
+  void set_read_compacted(bool on) { read_compacted_ = on; }
+  bool read_compacted() const { return read_compacted_; }
+
   // Unacked-message limits (Shared and Key_Shared); 0 = no limit.
   void set_unacked_limits(uint64_t per_consumer, uint64_t per_subscription);
   uint64_t max_unacked_per_consumer() const { return max_unacked_per_consumer_; }
@@ -260,6 +265,7 @@ class Subscription {
 
   uint64_t generation_ = 0;  // bumped by rewind(); reads of an older one are dropped
   ledger::Log& log_;
+  bool read_compacted_ = false;  // set_read_compacted
   ledger::Cursor& cursor_;
   std::vector<std::unique_ptr<Consumer>> consumers_;  // in attach order
   Consumer* failover_active_ = nullptr;

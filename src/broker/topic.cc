@@ -45,6 +45,7 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
     limit_dispatch(sub);
   }
   apply_tracing(policies);
+  apply_compaction_policies(policies);
   apply_log_policies(policies);
   bool want_dedup = policies.deduplication.value_or(false) && context_.store != nullptr &&
                     name_.domain == TopicDomain::kPersistent && !closed_;
@@ -86,6 +87,11 @@ void Topic::apply_log_policies(const NamespacePolicies& policies) {
                                             *context_.retention_defaults);
   const int64_t ttl_ms =
       policies.message_ttl_seconds && !is_trace_topic(name_) ? int64_t{*policies.message_ttl_seconds} * 1000 : 0;
+  if (cleanup_policy() == CleanupPolicy::kCompact) {
+    // Its compacted view replaces its history: never trimmed by age or size.
+    r.time_ms = -1;
+    r.size_bytes = -1;
+  }
   ml->set_retention(std::chrono::milliseconds(r.time_ms), r.size_bytes, std::chrono::milliseconds(ttl_ms));
   std::optional<storage::FsyncMode> fsync;
   if (policies.persistence && policies.persistence->fsync_mode) {
@@ -231,6 +237,14 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
     done(system_topic_refusal());
     return;
   }
+  if (options.read_compacted && (name_.domain != TopicDomain::kPersistent ||
+                                 (options.type != SubscriptionType::kExclusive &&
+                                  options.type != SubscriptionType::kFailover))) {
+    // Pulsar's words.
+    done(Status::invalid_argument("Read compacted can only be used with exclusive or failover persistent "
+                                  "subscriptions"));
+    return;
+  }
   refresh_policies();  // once: the limits below and the new subscription's room read them
   if (auto it = subscriptions_.find(options.subscription); it != subscriptions_.end()) {
     // Pulsar's words: a reader and a subscription never share a name. (A
@@ -305,6 +319,7 @@ void Topic::attach_consumer(uint64_t consumer_id, ConsumerOptions options, Consu
     }
     auto slot = take_tenant_slot(&TenantCounters::consumers);
     if (!slot.is_ok()) return done(slot.status());
+    sub->set_read_compacted(opts.read_compacted);
     auto c = sub->add_consumer(consumer_id, std::move(opts), sink);
     if (!c) return done(c.status());
     (*c)->hold(std::move(slot).value());

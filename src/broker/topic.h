@@ -262,6 +262,25 @@ class Topic {
   // (persistent topics only; FailedPrecondition otherwise).
   void seek_subscription_by_time(const std::string& name, int64_t time_ms, ledger::Callback<common::Status> done);
 
+  // Topic compaction (compaction.h; topic_compaction.cc). Starts a pass in
+  // the background; its outcome goes to the context's compaction board.
+  // kFailedPrecondition for a topic that is not persistent, kAlreadyExists
+  // while a pass of it runs, kUnimplemented without a codec.
+  common::Status start_compaction();
+  // Starts a pass when the bytes after the compacted view's horizon reach
+  // the compactionThreshold policy, or, for a compact cleanup policy
+  // without one, the view's own size and at least kMinCompactableBytes
+  // (Kafka's min.cleanable.dirty.ratio of 0.5). The housekeeping calls it.
+  void check_compaction();
+  static constexpr uint64_t kMinCompactableBytes = 1u << 20;
+  // The bytes of the log after its compacted view's horizon (all of it
+  // without a view).
+  uint64_t bytes_after_compaction_horizon() const;
+  // Kafka's cleanup.policy for this topic (delete unless its policies say).
+  CleanupPolicy cleanup_policy() const {
+    return cold_ && cold_->cleanup ? *cold_->cleanup : CleanupPolicy::kDelete;
+  }
+
   // Expires when this topic is destroyed (unloaded, deleted): work that
   // continues after an asynchronous step checks it before using the topic.
   std::weak_ptr<bool> liveness() const { return alive_; }
@@ -364,6 +383,7 @@ class Topic {
   void act_on_quota(const BacklogQuota& quota, bool by_age);
   void when_dedup_ready(std::function<void()> fn);
   void apply_tracing(const NamespacePolicies& policies);
+  void apply_compaction_policies(const NamespacePolicies& policies);
   // Retention, TTL and the fsync mode of the managed ledger.
   void apply_log_policies(const NamespacePolicies& policies);
   void apply_dispatch_rates(const NamespacePolicies& policies);
@@ -407,6 +427,11 @@ class Topic {
     // and what "persisted" means in a trace under its persistence policy.
     TopicTracing tracing;
     std::string trace_durability;
+    // Compaction policies as last applied (apply_compaction_policies).
+    std::optional<int64_t> compaction_threshold;
+    std::optional<CleanupPolicy> cleanup;
+    std::optional<int64_t> delete_retention_ms;
+    std::optional<int64_t> min_compaction_lag_ms;
   };
   // What subscriptions read their tracing from; null until tracing was first on.
   TopicTracing* tracing_state() { return cold_ ? &cold_->tracing : nullptr; }

@@ -24,6 +24,8 @@
 namespace magnetar::broker {
 
 class LeaseGate;
+class CompactionBoard;
+class CompactionCodec;
 
 class TraceRecorder;
 
@@ -54,6 +56,10 @@ struct TopicContext {
   // A cluster member's: publishes are acknowledged only while its lease is
   // current (lease_gate.h). Null on a standalone node.
   LeaseGate* lease_gate = nullptr;
+  // Topic compaction (compaction.h): how entries' messages are read, and
+  // where passes report. Without a codec, topics are not compacted.
+  const CompactionCodec* compaction_codec = nullptr;
+  CompactionBoard* compactions = nullptr;
 
   // The context of topics made without one: every member empty.
   static const TopicContext& none() {

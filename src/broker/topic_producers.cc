@@ -175,6 +175,7 @@ void Topic::maintain_producers() {
   check_backlog_age();
   if (dedup_) dedup_->snapshot_if_behind();
   drop_abandoned_readers();
+  check_compaction();
 }
 
 uint64_t Topic::backlog_bytes() const {

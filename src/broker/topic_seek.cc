@@ -26,7 +26,7 @@ Position Topic::reader_start(Position start_after, InitialPosition initial) cons
   // decides; before the first entry held, the earliest.
   const auto& chain = log_->chain();
   const Position last = log_->last_confirmed();
-  const Position before_first = chain.empty() ? last : Position{chain.ledgers().front().id, storage::kNoEntry};
+  const Position before_first = chain.empty() ? last : log_->before_first();
   if (start_after > last) return initial == InitialPosition::kEarliest ? before_first : last;
   if (start_after < before_first) return before_first;
   return start_after;
