@@ -22,6 +22,7 @@ AdminService::AdminService(runtime::Runtime& runtime, std::string host, uint16_t
     });
     register_topic_routes(router_, *topics_);
     register_topic_stats_routes(router_, *topics_);
+    register_topic_compaction_routes(router_, *topics_);
     register_subscription_routes(router_, *topics_);
     register_overview_routes(router_, *topics_);
     register_rest_producer_routes(router_, *topics_);

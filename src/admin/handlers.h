@@ -51,6 +51,8 @@ void register_tenant_usage_routes(Router& router, broker::Tenancy& tenancy, brok
 struct TopicServices;
 // /admin/v2/{domain}/{tenant}/{namespace}[/{topic}[/unload]], /lookup/v2/topic/...
 void register_topic_routes(Router& router, TopicServices& services);
+// .../{topic}/compaction: start a compaction pass, and its status.
+void register_topic_compaction_routes(Router& router, TopicServices& services);
 // .../{topic}/stats, /partitioned-stats, /internalStats
 void register_topic_stats_routes(Router& router, TopicServices& services);
 // .../{topic}/subscriptions, /subscription/{sub}/..., /all_subscription/...

@@ -235,6 +235,8 @@ void add_shared_policy_verbs(PolicyVerbs& g, const SharedPolicyNames& n) {
                "maximum consumers per subscription");
   g.int_policy("max-subscriptions-per-topic", "maxSubscriptionsPerTopic", "-m,--max-subscriptions-per-topic",
                "maximum subscriptions per topic");
+  g.int_policy("compaction-threshold", "compactionThreshold", "-t,--threshold",
+               "compaction threshold (bytes after the compaction horizon that start a pass; 0: off)");
 }
 
 }  // namespace magnetar::cli

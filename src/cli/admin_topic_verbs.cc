@@ -1,5 +1,6 @@
 // `magnetar admin topics ...` verbs for topics the broker serves: create,
-// delete, stats, subscriptions and their cursors, peek, unload and lookup.
+// delete, stats, subscriptions and their cursors, peek, unload, lookup and
+// compaction.
 #include <chrono>
 #include <cstdio>
 
@@ -285,6 +286,18 @@ void add_topic_broker_verbs(CLI::App& app, Command& run, std::shared_ptr<AdminOp
                auto path = topic_path(f.topic, "unload");
                if (!path.is_ok()) return path.status();
                return AdminRequest{"PUT", *path, "", "Unloaded " + f.topic, nullptr};
+             });
+  topic_verb(app, run, options, "compact", "Start compacting a persistent topic (latest value per key)", false,
+             [](const TopicFlags& f) -> Result<AdminRequest> {
+               auto path = topic_path(f.topic, "compaction");
+               if (!path.is_ok()) return path.status();
+               return AdminRequest{"PUT", *path, "", "Compaction started for " + f.topic, nullptr};
+             });
+  topic_verb(app, run, options, "compaction-status", "Show the status of a topic's latest compaction", false,
+             [](const TopicFlags& f) -> Result<AdminRequest> {
+               auto path = topic_path(f.topic, "compaction");
+               if (!path.is_ok()) return path.status();
+               return AdminRequest{"GET", *path, "", "", nullptr};
              });
   topic_verb(app, run, options, "lookup", "Show which broker serves a topic", false,
              [](const TopicFlags& f) -> Result<AdminRequest> {

@@ -40,6 +40,7 @@ struct ConsumeArgs {
   int count = 1;          // 0: until --timeout passes without a message
   double timeout_s = 10;  // how long to wait for a message
   bool reader = false;    // a non-durable reader instead of a subscription
+  bool read_compacted = false;  // through the topic's compacted view
   std::string start_id;   // reader: "ledger:entry[:batch index]" to start after (or at, with `inclusive`)
   bool inclusive = false;
   bool json = false;
@@ -163,6 +164,7 @@ int run_consume(const ConsumeArgs& a) {
     if (!id) return fail(id.status());
     start = *id;
   }
+  (*client)->set_read_compacted(a.read_compacted);
   auto consumer = a.reader ? (*client)->create_reader(a.topic, start, a.position == "Earliest", 1000, a.inclusive)
                           : (*client)->subscribe(a.topic, a.subscription, type, a.position == "Earliest");
   if (!consumer) return fail(consumer.status());
@@ -235,6 +237,9 @@ CLI::App* add_consume_command(CLI::App& app, Command& run) {
                   "Reader: start after this message id (ledger:entry[:batch index], as --json prints them)")
       ->needs(reader);
   cmd->add_flag("--inclusive", a->inclusive, "Reader: start at --start-message-id itself")->needs(reader);
+  cmd->add_flag("--read-compacted", a->read_compacted,
+                "Read the topic's compacted view: the latest message of each key up to its compaction horizon, then "
+                "everything after it (Exclusive or Failover)");
   cmd->add_option("-t,--subscription-type", a->type, "Exclusive, Shared, Failover or Key_Shared")
       ->capture_default_str()
       ->transform(CLI::IsMember({"Exclusive", "Shared", "Failover", "Key_Shared"}, CLI::ignore_case));

@@ -161,7 +161,7 @@ void PulsarClient::queue_message(const pp::Frame& frame) {
       int32_t index = 0;
       for (auto& single : *batch) {
         int32_t i = index++;
-        if (acked(i) || (first_index && i < *first_index)) {
+        if (acked(i) || (first_index && i < *first_index) || single.metadata.compacted_out()) {
           ++taken_[consumer];
           continue;
         }
@@ -370,6 +370,7 @@ Result<uint64_t> PulsarClient::subscribe(const std::string& topic, const std::st
   s->set_request_id(request_id);
   s->set_consumer_name(consumer_name.empty() ? subscription : consumer_name);
   s->set_initialposition(earliest ? proto::CommandSubscribe::Earliest : proto::CommandSubscribe::Latest);
+  if (read_compacted_) s->set_read_compacted(true);
   return subscribe_with(cmd, permits);
 }
 
@@ -386,6 +387,7 @@ Result<uint64_t> PulsarClient::create_reader(const std::string& topic, std::opti
   s->set_request_id(next_request_++);
   s->set_durable(false);
   s->set_initialposition(earliest ? proto::CommandSubscribe::Earliest : proto::CommandSubscribe::Latest);
+  if (read_compacted_) s->set_read_compacted(true);
   if (start) {
     auto* mid = s->mutable_start_message_id();
     mid->set_ledgerid(start->ledger);

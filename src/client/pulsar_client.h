@@ -91,6 +91,11 @@ class PulsarClient {
   // with close_consumer().
   common::Result<uint64_t> create_reader(const std::string& topic, std::optional<MessageId> start, bool earliest,
                                          uint32_t permits = 1000, bool inclusive = false);
+  // Subscriptions and readers made from now on read the topic's compacted
+  // view (CommandSubscribe.read_compacted): persistent topics, Exclusive
+  // and Failover only. Messages a compaction removed from a batch
+  // (compacted_out) are never delivered, whatever this says.
+  void set_read_compacted(bool on) { read_compacted_ = on; }
   // The next message for `consumer`, or kTimeout after `wait`. Batches are
   // split into their messages. Grants more permits as messages are taken.
   common::Result<ReceivedMessage> receive(uint64_t consumer, std::chrono::milliseconds wait);
@@ -118,6 +123,7 @@ class PulsarClient {
 
   std::unique_ptr<Transport> transport_;
   ClientOptions options_;
+  bool read_compacted_ = false;
   protocol::pulsar::FrameDecoder decoder_;
   common::SliceChain input_;
   std::string server_version_;

@@ -25,6 +25,7 @@
 #include "protocol/amqp/server/amqp_service.h"
 #include "protocol/kafka/server/kafka_service.h"
 #include "protocol/pulsar/server/pulsar_service.h"
+#include "protocol/pulsar/server/compaction_codec.h"
 #include "protocol/pulsar/server/trace_describer.h"
 #include "common/logging.h"
 #include "common/metrics.h"
@@ -402,6 +403,7 @@ Status Server::start() {
   policies->on_change(broker->policy_listener());
   policies->on_change(broker->policy_change_listener());
   broker->set_message_describer(protocol::pulsar::describe_entry);
+  broker->set_compaction_codec(std::make_shared<protocol::pulsar::PulsarCompactionCodec>());
   // Topic counts: the broker asks tenancy (which reads what metadata knows
   // and what the broker has loaded) before it creates a topic in a
   // namespace or tenant that limits them.

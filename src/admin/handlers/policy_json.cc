@@ -422,6 +422,7 @@ Json to_json(const NamespacePolicies& p, const std::string& cluster) {
       {"max_consumers_per_topic", or_null(p.max_consumers_per_topic)},
       {"max_consumers_per_subscription", or_null(p.max_consumers_per_subscription)},
       {"max_subscriptions_per_topic", or_null(p.max_subscriptions_per_topic)},
+      {"compaction_threshold", p.compaction_threshold ? Json(*p.compaction_threshold) : Json(nullptr)},
       {"max_unacked_messages_per_consumer", or_null(p.max_unacked_messages_per_consumer)},
       {"max_unacked_messages_per_subscription", or_null(p.max_unacked_messages_per_subscription)},
       {"max_topics_per_namespace", or_null(p.max_topics_per_namespace)},

@@ -121,6 +121,15 @@ void register_shared_policies(Router& router, broker::Tenancy& tenancy, const Po
   int_policy(router, tenancy, scope, paths.max_consumers, &NamespacePolicies::max_consumers_per_topic);
   int_policy(router, tenancy, scope, "maxConsumersPerSubscription", &NamespacePolicies::max_consumers_per_subscription);
   int_policy(router, tenancy, scope, "maxSubscriptionsPerTopic", &NamespacePolicies::max_subscriptions_per_topic);
+  optional_policy<int64_t>(
+      router, tenancy, scope, "compactionThreshold", &NamespacePolicies::compaction_threshold,
+      [](const int64_t& v) { return Json(v); },
+      [](const Json& j) -> Result<int64_t> {
+        if (!j.is_number_integer() || j.get<int64_t>() < 0) {
+          return Status::invalid_argument("compactionThreshold must be a number of bytes, at least 0 (0: off)");
+        }
+        return j.get<int64_t>();
+      });
   register_backlog_quota_routes(router, tenancy, scope);
 }
 

@@ -220,6 +220,15 @@ Json internal_stats_json(broker::Topic& topic) {
                          {"properties", Json::object()}};
   }
   const ledger::ChainLedger* current = chain.empty() ? nullptr : &chain.back();
+  // The compacted view (broker/compaction.h), as Pulsar shows its compacted ledger.
+  Json compacted{{"ledgerId", -1}, {"entries", -1}, {"size", -1}, {"offloaded", false}, {"underReplicated", false}};
+  if (ml != nullptr && ml->compacted()) {
+    const ledger::CompactedLedger& view = *ml->compacted();
+    compacted["ledgerId"] = view.ledger;
+    compacted["entries"] = view.entries;
+    compacted["size"] = view.size;
+    compacted["horizon"] = position_string(view.horizon);
+  }
   return Json{{"entriesAddedCounter", ml ? ml->entries_added() : chain.total_entries()},
               {"numberOfEntries", chain.total_entries()},
               {"totalSize", chain.total_size()},
@@ -233,8 +242,7 @@ Json internal_stats_json(broker::Topic& topic) {
               {"ledgers", ledgers},
               {"cursors", cursors},
               {"schemaLedgers", Json::array()},
-              {"compactedLedger", Json{{"ledgerId", -1}, {"entries", -1}, {"size", -1},
-                                       {"offloaded", false}, {"underReplicated", false}}}};
+              {"compactedLedger", compacted}};
 }
 
 }  // namespace magnetar::admin

@@ -83,7 +83,14 @@ common::Result<std::optional<pulsar::Chunk>> append_entry_as_batch(const ledger:
     auto messages = pulsar::split_batch(payload, md.num_messages_in_batch());
     if (!messages) return messages.status();
     int32_t delta = 0;
-    for (const auto& m : *messages) batch.records.push_back(metadata_to_record(m.metadata, m.payload, publish_time, delta++));
+    for (const auto& m : *messages) {
+      // Removed by compaction: its offset is a gap, as in a compacted Kafka log.
+      if (!m.metadata.compacted_out()) {
+        batch.records.push_back(metadata_to_record(m.metadata, m.payload, publish_time, delta));
+      }
+      ++delta;
+    }
+    batch.last_offset_delta = delta - 1;
   } else {
     batch.records.push_back(metadata_to_record(md, payload, publish_time, 0));
   }

@@ -11,6 +11,9 @@
 //   offset                  the topic-wide message index: the entry's
 //                           first_index + the message's index in the batch
 //
+// A message topic compaction removed from a batch (compacted_out) is left
+// out of the record batch, whose offsets still span the whole entry: a gap,
+// as Kafka's own compacted logs have.
 // A Kafka batch is stored as one Pulsar batch entry; a stored entry (batched
 // or not) is served to Kafka as one record batch. An entry holding one chunk
 // of a message a Pulsar producer sent in chunks is not served: a Kafka

@@ -1,8 +1,11 @@
 #include "protocol/kafka/server/offsets.h"
 
+#include "ledger/managed_ledger.h"
+
 namespace magnetar::protocol::kafka {
 
 int64_t log_start_offset(const ledger::Log& log) {
+  if (const auto* managed = dynamic_cast<const ledger::ManagedLedger*>(&log)) return managed->compacted_first_index();
   const auto& chain = log.chain();
   return chain.empty() ? log.next_message_index() : chain.ledgers().front().first_index;
 }

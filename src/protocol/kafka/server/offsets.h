@@ -10,7 +10,8 @@
 
 namespace magnetar::protocol::kafka {
 
-// The first offset the log still holds (what retention left).
+// The first offset the log still holds (what retention left), its
+// compacted view included.
 int64_t log_start_offset(const ledger::Log& log);
 // One past the last offset a read can return now: the end of the entries
 // that are stored. Entries still being written already have offsets

@@ -4,7 +4,10 @@
 //   retention.ms, retention.bytes   the topic's retention policy (Pulsar's
 //                                   minutes and megabytes, rounded up; -1
 //                                   unlimited)
-//   cleanup.policy                  only "delete" (no compaction)
+//   cleanup.policy                  delete, compact or compact,delete: the
+//                                   topic's cleanup policy (compaction.h)
+//   delete.retention.ms,            the topic's tombstone retention and
+//   min.compaction.lag.ms           compaction lag (>= 0)
 //   segment.*, flush.*, min.insync.replicas, compression.type, ...
 //                                   accepted, no effect (storage tuning that
 //                                   has no meaning here)
@@ -50,6 +53,32 @@ struct RetentionAsked {
 common::Result<broker::RetentionPolicy> retention_policy_for(broker::Tenancy& tenancy, const broker::TopicName& topic,
                                                              const RetentionAsked& asked,
                                                              std::optional<broker::TopicOrigin> origin = std::nullopt);
+
+// The compaction configs of a topic's own policies (unset: not its own).
+struct CompactionConfigs {
+  std::optional<broker::CleanupPolicy> cleanup;
+  std::optional<int64_t> delete_retention_ms;
+  std::optional<int64_t> min_compaction_lag_ms;
+
+  static CompactionConfigs of(const broker::NamespacePolicies& p) {
+    return {p.cleanup_policy, p.delete_retention_ms, p.min_compaction_lag_ms};
+  }
+  void store(broker::NamespacePolicies& p) const {
+    p.cleanup_policy = cleanup;
+    p.delete_retention_ms = delete_retention_ms;
+    p.min_compaction_lag_ms = min_compaction_lag_ms;
+  }
+  bool operator==(const CompactionConfigs&) const = default;
+};
+// Whether `name` is one of the compaction configs.
+bool is_compaction_config(const std::string& name);
+// Sets compaction config `name` to `value` (null: unset it) in `configs`;
+// kInvalidArgument for a value that cannot be had.
+common::Status set_compaction_config(const std::string& name, const std::optional<std::string>& value,
+                                     CompactionConfigs& configs);
+// IncrementalAlterConfigs' APPEND (or SUBTRACT) of the comma-separated
+// `items` to cleanup.policy.
+common::Status edit_cleanup_policy(bool append, const std::string& items, CompactionConfigs& configs);
 
 // Whether `name` is a config apply_topic_config knows.
 bool is_known_topic_config(const std::string& name);

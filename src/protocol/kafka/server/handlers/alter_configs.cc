@@ -7,9 +7,10 @@
 // replaces the whole set; IncrementalAlterConfigs: DELETE) takes the value
 // the topic would have without its own policy (its namespace's, else the
 // node's default for the protocol that made it); with both at their
-// default the topic's retention policy is removed. cleanup.policy is
-// "delete" only (APPEND of "compact" is INVALID_CONFIG); the storage hints
-// are accepted with no effect; other names are INVALID_CONFIG. Broker
+// default the topic's retention policy is removed. cleanup.policy,
+// delete.retention.ms and min.compaction.lag.ms are the topic's compaction
+// policies (APPEND and SUBTRACT edit cleanup.policy's items); the storage
+// hints are accepted with no effect; other names are INVALID_CONFIG. Broker
 // configs are set by the node's flags: altering them is INVALID_REQUEST.
 // ValidateOnly checks everything and writes nothing.
 #include <fmt/format.h>
@@ -65,9 +66,22 @@ std::vector<ResourceChange> read_request(const Request& request, bool incrementa
 
 // Applies one config change to `asked`; INVALID_CONFIG's reason when it
 // cannot be had.
-Status apply_change(const ConfigChange& c, RetentionAsked& asked) {
+Status apply_change(const ConfigChange& c, RetentionAsked& asked, CompactionConfigs& compaction) {
   if (!is_known_topic_config(c.name)) {
     return Status::invalid_argument("unknown or unsupported topic config '" + c.name + "'");
+  }
+  if (is_compaction_config(c.name)) {
+    switch (c.op) {
+      case kOpSet: return set_compaction_config(c.name, c.value, compaction);
+      case kOpDelete: return set_compaction_config(c.name, std::nullopt, compaction);
+      case kOpAppend:
+      case kOpSubtract:
+        if (!is_list_topic_config(c.name)) {
+          return Status::invalid_argument(fmt::format("'{}' is not a list config", c.name));
+        }
+        return edit_cleanup_policy(c.op == kOpAppend, c.value.value_or(""), compaction);
+      default: return Status::invalid_argument(fmt::format("unknown config operation {}", c.op));
+    }
   }
   switch (c.op) {
     case kOpSet: {
@@ -88,25 +102,7 @@ Status apply_change(const ConfigChange& c, RetentionAsked& asked) {
       if (c.name == "retention.bytes") asked.size_set = false;
       return Status::ok();
     case kOpAppend:
-    case kOpSubtract: {
-      if (!is_list_topic_config(c.name)) {
-        return Status::invalid_argument(fmt::format("'{}' is not a list config", c.name));
-      }
-      const bool append = c.op == kOpAppend;
-      const std::string value = c.value.value_or("");
-      size_t start = 0;
-      while (start <= value.size()) {
-        size_t comma = value.find(',', start);
-        std::string item = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        if (item == "delete" && !append) return Status::invalid_argument("cleanup.policy stays 'delete'");
-        if (item != "delete" && append) {
-          return Status::invalid_argument("cleanup.policy: only 'delete' is served (no log compaction)");
-        }
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
-      return Status::ok();
-    }
+    case kOpSubtract: return Status::invalid_argument(fmt::format("'{}' is not a list config", c.name));
     default: return Status::invalid_argument(fmt::format("unknown config operation {}", c.op));
   }
 }
@@ -128,10 +124,20 @@ void alter_topic(broker::Tenancy& tenancy, KafkaService& service, const broker::
   if (!own.is_ok()) return fail(error_code(own.status()), own.status().message());
   RetentionAsked asked;
   if (incremental && own->retention) asked = {true, own->retention->time_minutes, true, own->retention->size_mb};
+  // AlterConfigs replaces the whole set: a compaction config not named goes.
+  const CompactionConfigs own_compaction = CompactionConfigs::of(*own);
+  CompactionConfigs compaction = incremental ? own_compaction : CompactionConfigs{};
   for (const ConfigChange& c : r.configs) {
-    if (Status st = apply_change(c, asked); !st.is_ok()) return fail(kInvalidConfig, st.message());
+    if (Status st = apply_change(c, asked, compaction); !st.is_ok()) return fail(kInvalidConfig, st.message());
   }
   if (validate_only) return;
+  if (compaction != own_compaction) {
+    Status st = tenancy.update_topic_policies(*topic, [&](broker::NamespacePolicies& p) {
+      compaction.store(p);
+      return Status::ok();
+    });
+    if (!st.is_ok()) return fail(error_code(st), st.message());
+  }
   std::optional<broker::RetentionPolicy> policy;
   if (asked.any()) {
     auto wanted = retention_policy_for(tenancy, *topic, asked);

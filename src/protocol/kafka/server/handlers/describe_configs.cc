@@ -15,7 +15,11 @@
 //                                    subscription has acknowledged it
 //   magnetar.retention.source        where the retention comes from: topic,
 //                                    namespace, kafka-default, pulsar-default
-//   cleanup.policy                   delete (no compaction)
+//   cleanup.policy                   delete, compact or compact,delete (the
+//                                    topic's policy; default delete)
+//   delete.retention.ms              how long tombstones stay in the
+//                                    compacted view (default a day)
+//   min.compaction.lag.ms            default 0
 //   max.message.bytes                5 MiB, Pulsar's largest message
 //   message.timestamp.type           CreateTime
 //   min.insync.replicas              the persistence policy's ack quorum
@@ -82,7 +86,14 @@ std::vector<ConfigEntry> topic_configs(const broker::NamespacePolicies& policies
   out.push_back({"retention.bytes", std::to_string(r.size_bytes), retention_source, false, kLongType});
   out.push_back({"magnetar.retention.source", std::string(broker::retention_source_name(r.source)), retention_source,
                  true});
-  out.push_back({"cleanup.policy", "delete", kDefaultConfig, true, kListType});
+  auto own = [](bool set) { return set ? kDynamicTopicConfig : kDefaultConfig; };
+  const auto cleanup = policies.cleanup_policy.value_or(broker::CleanupPolicy::kDelete);
+  out.push_back({"cleanup.policy", std::string(broker::cleanup_policy_name(cleanup)),
+                 own(policies.cleanup_policy.has_value()), false, kListType});
+  out.push_back({"delete.retention.ms", std::to_string(policies.delete_retention_ms.value_or(24 * 60 * 60 * 1000)),
+                 own(policies.delete_retention_ms.has_value()), false, kLongType});
+  out.push_back({"min.compaction.lag.ms", std::to_string(policies.min_compaction_lag_ms.value_or(0)),
+                 own(policies.min_compaction_lag_ms.has_value()), false, kLongType});
   out.push_back({"max.message.bytes", std::to_string(pulsar::kDefaultMaxMessageSize), kStaticBrokerConfig, true,
                  kIntType});
   out.push_back({"message.timestamp.type", "CreateTime", kDefaultConfig, true});

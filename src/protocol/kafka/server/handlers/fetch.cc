@@ -290,28 +290,29 @@ void read_partition(broker::Topic* topic, int64_t offset, size_t max_bytes, brok
   // The first batch goes out whole even past the bytes allowance.
   max_bytes = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(max_bytes), allow.bytes));
   const auto n = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(kMaxEntriesPerRead), allow.messages));
-  auto read_from = [topic_name = topic->name().to_string(), max_bytes, n, limits, r, done, traced](
-                       ledger::Log& log, ledger::Position at) mutable {
-    ledger::Position after{at.ledger, at.entry - 1};
-    log.read_entries(after, n,
-                     [topic_name = std::move(topic_name), r, max_bytes, limits, done = std::move(done),
-                      traced = std::move(traced)](Result<std::vector<ledger::LedgerEntry>> entries) mutable {
-                       if (!entries.is_ok()) {
-                         r.error = kKafkaStorageError;
-                         return done(r);
-                       }
-                       std::vector<ledger::Position> sent;
-                       Taken taken;
-                       r.records = to_batches(topic_name, *entries, max_bytes, traced ? &sent : nullptr, taken);
-                       if (taken.messages > 0) {
-                         r.throttle_ns = limits.charge(taken.messages, taken.bytes, broker::limiter_now_ns());
-                       }
-                       if (traced && !sent.empty()) traced(std::move(sent));
-                       done(r);
-                     });
+  auto answer = [topic_name = topic->name().to_string(), r, max_bytes, limits, done,
+                 traced](Result<std::vector<ledger::LedgerEntry>> entries) mutable {
+    if (!entries.is_ok()) {
+      r.error = entries.status().code() == common::ErrorCode::kNotFound ? kOffsetOutOfRange : kKafkaStorageError;
+      return done(r);
+    }
+    std::vector<ledger::Position> sent;
+    Taken taken;
+    r.records = to_batches(topic_name, *entries, max_bytes, traced ? &sent : nullptr, taken);
+    if (taken.messages > 0) r.throttle_ns = limits.charge(taken.messages, taken.bytes, broker::limiter_now_ns());
+    if (traced && !sent.empty()) traced(std::move(sent));
+    done(r);
+  };
+  auto* managed = dynamic_cast<ledger::ManagedLedger*>(&log);
+  // Below the compacted view's horizon: the view, whose removed offsets are
+  // gaps (the next batch starts past them), as a compacted Kafka log reads.
+  if (managed != nullptr && managed->compacted() && offset < managed->compacted()->horizon_index) {
+    return managed->read_compacted_from_index(offset, n, std::move(answer));
+  }
+  auto read_from = [n, answer](ledger::Log& log, ledger::Position at) mutable {
+    log.read_entries(ledger::Position{at.ledger, at.entry - 1}, n, std::move(answer));
   };
   if (auto at = chain.entry_of_index(offset)) return read_from(log, *at);
-  auto* managed = dynamic_cast<ledger::ManagedLedger*>(&log);
   if (managed == nullptr) {
     r.error = kOffsetOutOfRange;
     return done(r);

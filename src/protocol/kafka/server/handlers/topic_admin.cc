@@ -9,7 +9,8 @@
 // replication factor above this cluster's size is refused as Kafka refuses
 // it; manual replica assignments are refused. Of the topic configs,
 // retention.ms and retention.bytes become the topic's retention policy,
-// cleanup.policy=delete is what every topic does, and the storage tuning
+// cleanup.policy, delete.retention.ms and min.compaction.lag.ms become the
+// topic's compaction policies (compaction.h), and the storage tuning
 // knobs Kafka clients like to pass (segment.*, min.insync.replicas, ...)
 // are accepted and have no effect; anything else is INVALID_CONFIG.
 // DeleteTopics deletes the data too, whatever producers and consumers are
@@ -119,12 +120,14 @@ TopicOutcome create_one(broker::Tenancy& tenancy, KafkaService& service, const b
   }
   if (!t.array("Assignments").empty()) return fail(kInvalidReplicaAssignment, "manual replica assignment is not served");
   RetentionAsked retention;
+  CompactionConfigs compaction;
   for (const Struct& config : t.array("Configs")) {
     std::optional<std::string> value;
     const std::string name = config.str("Name");
     if (!config.is_null("Value")) value = config.str("Value");
     auto applied = apply_topic_config(name, value, broker::RetentionPolicy{});
     if (!applied.is_ok()) return fail(kInvalidConfig, applied.status().message());
+    if (is_compaction_config(name)) (void)set_compaction_config(name, value, compaction);
     if (name == "retention.ms") retention = {true, (*applied)->time_minutes, retention.size_set, retention.size_mb};
     if (name == "retention.bytes") retention = {retention.time_set, retention.time_minutes, true, (*applied)->size_mb};
   }
@@ -145,6 +148,13 @@ TopicOutcome create_one(broker::Tenancy& tenancy, KafkaService& service, const b
     if (!policy.is_ok()) return fail(error_code(policy.status()), policy.status().message());
     Status st = tenancy.update_topic_policies(*topic, [&](broker::NamespacePolicies& p) {
       p.retention = *policy;
+      return Status::ok();
+    });
+    if (!st.is_ok()) return fail(kInvalidConfig, st.message());
+  }
+  if (compaction != CompactionConfigs{}) {
+    Status st = tenancy.update_topic_policies(*topic, [&](broker::NamespacePolicies& p) {
+      compaction.store(p);
       return Status::ok();
     });
     if (!st.is_ok()) return fail(kInvalidConfig, st.message());

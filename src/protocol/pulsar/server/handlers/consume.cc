@@ -100,6 +100,7 @@ void attach_consumer(PulsarConnection& c, const proto::CommandSubscribe& cmd, co
   options.client = c.client_info();
   options.priority = cmd.priority_level();
   options.durable = cmd.durable();
+  options.read_compacted = cmd.read_compacted();
   options.initial_position = cmd.initialposition() == proto::CommandSubscribe::Earliest
                                  ? broker::InitialPosition::kEarliest
                                  : broker::InitialPosition::kLatest;
