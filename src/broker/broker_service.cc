@@ -322,6 +322,7 @@ void BrokerService::make_context(Shard& shard) {
   c.retention_defaults = &options_.retention_defaults;
   c.compaction_codec = compaction_codec_.get();
   c.compactions = &compactions_;
+  c.compaction_max_read_bytes_per_second = options_.compaction_max_read_bytes_per_second;
   c.policies = [this](const TopicName& topic) -> std::optional<NamespacePolicies> {
     return policies_ == nullptr ? std::nullopt : policies_->effective(topic);
   };

@@ -58,6 +58,8 @@ struct BrokerOptions {
   // Non-persistent topics keep at most this much in memory each.
   size_t non_persistent_max_entries = 10000;
   size_t non_persistent_max_bytes = 64u << 20;
+  // Topic compaction: bytes a pass reads per second at most (0: no limit).
+  int64_t compaction_max_read_bytes_per_second = 32ll << 20;
   // Retention of topics without a policy of their own or their namespace's,
   // by the protocol that made them (retention.h).
   RetentionDefaults retention_defaults;

@@ -41,6 +41,10 @@ class CompactionPass : public std::enable_shared_from_this<CompactionPass> {
   void start() {
     outcome_.bytes_before = log_bytes(*log_);
     if (log_->compacting()) return answer(Status::failed_precondition("a compaction pass is under way already"));
+    // A view that replaces the history drops the ledgers behind its
+    // horizon: the current one too, once sealed (adds still in flight to it
+    // land after the horizon and keep it for the next pass).
+    if (settings_.drop_covered) log_->roll_over_now();
     auto self = shared_from_this();
     if (settings_.min_lag.count() <= 0) return with_horizon(log_->last_confirmed());
     const int64_t before_ms = common::wall_clock_ms() - settings_.min_lag.count();

@@ -80,7 +80,7 @@ struct CompactionSettings {
   // ledgers wholly before the horizon go (ManagedLedger::install_compacted_ledger).
   bool drop_covered = false;
   // The pass reads at most this many bytes a second (both phases); 0: no limit.
-  int64_t max_read_bytes_per_second = 64ll << 20;
+  int64_t max_read_bytes_per_second = 32ll << 20;
   // A pass remembers at most this many keys; past it, it fails.
   size_t max_keys = 4'000'000;
 };

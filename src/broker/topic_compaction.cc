@@ -73,6 +73,7 @@ Status Topic::start_compaction() {
       delete_retention.value_or(cleanup == CleanupPolicy::kDelete ? 0 : kKafkaDeleteRetentionMs));
   settings.min_lag = std::chrono::milliseconds(min_lag.value_or(0));
   settings.drop_covered = cleanup != CleanupPolicy::kDelete;
+  settings.max_read_bytes_per_second = context_.compaction_max_read_bytes_per_second;
   CompactionBoard* board = context_.compactions;
   run_compaction(ml->shared_from_this(), *context_.compaction_codec, settings, liveness(),
                  [board, topic](common::Result<CompactionOutcome> outcome) {

@@ -60,6 +60,7 @@ struct TopicContext {
   // where passes report. Without a codec, topics are not compacted.
   const CompactionCodec* compaction_codec = nullptr;
   CompactionBoard* compactions = nullptr;
+  int64_t compaction_max_read_bytes_per_second = 0;  // 0: no limit
 
   // The context of topics made without one: every member empty.
   static const TopicContext& none() {

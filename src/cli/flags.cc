@@ -157,6 +157,9 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
   cmd.add_option("--housekeeping-secs", c.housekeeping_secs,
                  "How often topics roll ledgers over by age, apply retention and expire messages past their TTL")
       ->capture_default_str()->check(CLI::Range(1, 3600));
+  cmd.add_option("--compaction-max-read-mib-per-sec", c.compaction_max_read_mib_per_sec,
+                 "Topic compaction reads at most this many MiB a second per pass (0: no limit)")
+      ->capture_default_str()->check(CLI::Range(0, 100000));
   cmd.add_option("--topic-idle-unload-secs", c.topic_idle_unload_secs,
                  "Unload a persistent topic with no producer or consumer unused this long (it loads again on use; "
                  "0: never)")

@@ -200,6 +200,11 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   // read_compacted serves them.
   void install_compacted_ledger(Position horizon, int64_t horizon_index, bool drop_covered,
                                 Callback<common::Status> done);
+  // Seals the current ledger and starts the next now, whatever its size or
+  // age, so that a horizon at its end leaves it wholly behind (a compact
+  // topic's pass drops such ledgers). No-op when it holds no entry or is
+  // not taking adds.
+  void roll_over_now();
   // Deletes the ledger begin_compacted_ledger made and forgets it.
   void abandon_compacted_ledger(Callback<common::Status> done);
   const std::optional<CompactedLedger>& compacted() const { return compacted_; }

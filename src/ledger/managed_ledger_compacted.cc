@@ -187,6 +187,11 @@ void ManagedLedger::install_compacted_ledger(Position horizon, int64_t horizon_i
   });
 }
 
+void ManagedLedger::roll_over_now() {
+  check_home();
+  if (state_ == State::kReady && next_entry_ > 0) roll_over();
+}
+
 void ManagedLedger::abandon_compacted_ledger(Callback<Status> done) {
   check_home();
   const LedgerId id = compacting_.ledger;

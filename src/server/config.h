@@ -70,6 +70,9 @@ struct Config {
   // memory at the next housekeeping run; its next use loads it again.
   // 0: topics stay loaded.
   uint32_t topic_idle_unload_secs = 300;
+  // Topic compaction reads at most this many MiB a second per pass (0: no
+  // limit), so that producers keep the node's disk and cores.
+  uint32_t compaction_max_read_mib_per_sec = 32;
   // Retention of topics made through Kafka when neither the topic nor its
   // namespace sets one (broker/retention.h). -1: no limit.
   static constexpr int64_t kKafkaDefaultRetentionMs = 7LL * 24 * 3600 * 1000;

@@ -387,6 +387,7 @@ Status Server::start() {
   broker::BrokerOptions broker_options;
   broker_options.maintenance_interval = std::chrono::seconds(config_.housekeeping_secs);
   broker_options.topic_idle_unload = std::chrono::seconds(config_.topic_idle_unload_secs);
+  broker_options.compaction_max_read_bytes_per_second = int64_t{config_.compaction_max_read_mib_per_sec} << 20;
   broker_options.managed_ledger.max_entries_per_ledger = config_.managed_ledger_max_entries_per_ledger;
   broker_options.retention_defaults = defaults_retention;
   const std::string fsync_text =
