@@ -246,7 +246,8 @@ class CompactionTest(unittest.TestCase):
         self.assertEqual(json.loads(out)["status"], "NOT_RUN")
         code, out, err = admin(self.node, "topics", "compact", topic)
         self.assertEqual(code, 0, err)
-        wait_for(lambda: json.loads(admin(self.node, "--json", "topics", "compaction-status", topic)[1])["status"] == "SUCCESS",
+        status = lambda: json.loads(admin(self.node, "--json", "topics", "compaction-status", topic)[1])  # noqa: E731
+        wait_for(lambda: status()["status"] == "SUCCESS",
                  "the CLI's compaction succeeds")
         # A Pulsar topic keeps a tombstone for delete.retention.ms (0 unless set): p0 is gone.
         self.assertEqual(dict(pulsar_read_compacted(self.node, topic)), {f"p{k}": "v2" for k in range(1, 5)})

@@ -51,13 +51,13 @@ class KafkaAdminTest(KafkaNodeTestCase):
         result = self.wait_all(self.admin().create_topics([
             NewTopic("adm-exists", num_partitions=1),
             NewTopic("adm-rf3", num_partitions=1, replication_factor=3),
-            NewTopic("adm-compact", num_partitions=1, config={"cleanup.policy": "compact"}),
+            NewTopic("adm-compact", num_partitions=1, config={"cleanup.policy": "shrink"}),
             NewTopic("bad name!", num_partitions=1),
         ]))
         self.assertEqual(result["adm-exists"].code(), ck.KafkaError.TOPIC_ALREADY_EXISTS)
         self.assertEqual(result["adm-rf3"].code(), ck.KafkaError.INVALID_REPLICATION_FACTOR)
         self.assertEqual(result["adm-compact"].code(), ck.KafkaError.INVALID_CONFIG)
-        self.assertIn("compaction", result["adm-compact"].str())
+        self.assertIn("cleanup.policy", result["adm-compact"].str())
         self.assertEqual(result["bad name!"].code(), ck.KafkaError.TOPIC_EXCEPTION)
         # Nothing was made for the refused ones.
         status, _ = call_json(self.node, "GET", "/admin/v2/persistent/public/default/adm-rf3/partitions")

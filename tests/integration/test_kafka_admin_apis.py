@@ -74,7 +74,7 @@ class KafkaAdminApisTest(KafkaNodeTestCase):
     def describe_retention(self, topic):
         res = ConfigResource("topic", topic)
         configs = self.admin().describe_configs([res])[res].result(timeout=TIMEOUT_S)
-        return {k: (configs[k].value, configs[k].source) for k in ("retention.ms", "retention.bytes")}
+        return {k: (configs[k].value, configs[k].source) for k in ("retention.ms", "retention.bytes", "cleanup.policy")}
 
     # --- ApiVersions
 
@@ -126,8 +126,8 @@ class KafkaAdminApisTest(KafkaNodeTestCase):
         got = self.describe_retention("cfg-alter")
         self.assertEqual(got["retention.ms"][0], str(7 * 24 * 3600 * 1000))
         self.assertNotEqual(got["retention.ms"][1], ck.admin.ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
-        # Refusals: compaction, an unknown config, a missing topic; validate_only writes nothing.
-        for config in ({"cleanup.policy": "compact"}, {"no.such.config": "1"}):
+        # Refusals: a bad cleanup policy, an unknown config, a missing topic; validate_only writes nothing.
+        for config in ({"cleanup.policy": "shrink"}, {"no.such.config": "1"}):
             res = ConfigResource("topic", "cfg-alter", set_config=config)
             with self.assertRaises(ck.KafkaException) as e:
                 self.admin().alter_configs([res])[res].result(timeout=TIMEOUT_S)
@@ -163,9 +163,17 @@ class KafkaAdminApisTest(KafkaNodeTestCase):
         got = self.describe_retention("cfg-incr")
         self.assertEqual(got["retention.ms"][0], str(7 * 24 * 3600 * 1000))
         self.assertNotEqual(got["retention.ms"][1], ck.admin.ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
-        error, message = self.incremental("cfg-incr", [("cleanup.policy", 2, "compact")])
-        self.assertEqual(error, 40)  # INVALID_CONFIG
-        self.assertIn("compaction", message)
+        # APPEND and SUBTRACT edit cleanup.policy's items.
+        self.assertEqual(self.incremental("cfg-incr", [("cleanup.policy", 2, "compact")]), (0, None))
+        self.assertEqual(self.describe_retention("cfg-incr")["cleanup.policy"][0], "compact,delete")
+        self.assertEqual(self.incremental("cfg-incr", [("cleanup.policy", 3, "delete")]), (0, None))
+        self.assertEqual(self.describe_retention("cfg-incr")["cleanup.policy"][0], "compact")
+        error, message = self.incremental("cfg-incr", [("cleanup.policy", 3, "compact")])
+        self.assertEqual(error, 40)  # INVALID_CONFIG: it cannot be left empty
+        self.assertIn("cleanup.policy", message)
+        error, message = self.incremental("cfg-incr", [("cleanup.policy", 2, "shrink")])
+        self.assertEqual(error, 40)
+        self.assertIn("shrink", message)
         self.assertEqual(self.incremental("cfg-incr", [("retention.ms", 2, "5")])[0], 40)  # not a list
         self.assertEqual(self.incremental("cfg-missing", [("retention.ms", 0, "5")])[0], 3)
 
