@@ -420,6 +420,8 @@ void ManagedLedger::resume_after_back_off() {
 }
 
 bool ManagedLedger::idle() const {
+  // A compaction pass under way keeps its topic loaded (it would stop).
+  if (compacting_.active) return false;
   if (state_ != State::kReady || in_flight_ > 0 || (cold_ && (!cold_->waiting.empty() || !cold_->refused.empty()))) {
     return false;
   }

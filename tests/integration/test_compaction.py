@@ -16,6 +16,7 @@ import unittest
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from cluster_harness import wait_for
 from magnetar_harness import BIN, Node, admin, call_json, expect_call
 
 TIMEOUT_S = 60
@@ -24,16 +25,6 @@ KAFKAJS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kafkajs"
 KEYS = 100
 VERSIONS = 10
 DELETED = range(0, 100, 10)  # keys that end with a tombstone
-
-
-def wait_for(predicate, what, timeout=TIMEOUT_S):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 def produce_versions(bootstrap, topic, keys=KEYS, versions=VERSIONS, deleted=DELETED):

@@ -89,10 +89,14 @@ class ManagedLedgerFixture : public ::testing::Test {
     if (!r.is_ok()) return r.status();
     return r->position;
   }
-  std::vector<LedgerEntry> read_all(ManagedLedger& ml, Position after) {
+  // Every entry after `after`, through the log's compacted view when `compacted`.
+  std::vector<LedgerEntry> read_all(ManagedLedger& ml, Position after, bool compacted = false) {
     std::vector<LedgerEntry> all;
     for (;;) {
-      auto r = on_reactor<Result<std::vector<LedgerEntry>>>([&](auto done) { ml.read_entries(after, 7, done); });
+      auto r = on_reactor<Result<std::vector<LedgerEntry>>>([&](auto done) {
+        if (compacted) return ml.read_compacted(after, 7, done);
+        ml.read_entries(after, 7, done);
+      });
       EXPECT_TRUE(r.is_ok()) << r.status().to_string();
       if (!r.is_ok() || r->empty()) return all;
       after = r->back().position;

@@ -83,15 +83,7 @@ class CompactionTest : public ledger::ManagedLedgerFixture {
         [&](auto done) { run_compaction(ml, codec_, s, alive_, done); });
   }
   std::vector<LedgerEntry> read_view(ledger::ManagedLedger& ml) {
-    std::vector<LedgerEntry> all;
-    Position after{0, storage::kNoEntry};
-    for (;;) {
-      auto r = on_reactor<Result<std::vector<LedgerEntry>>>([&](auto done) { ml.read_compacted(after, 3, done); });
-      EXPECT_TRUE(r.is_ok()) << r.status().to_string();
-      if (!r.is_ok() || r->empty()) return all;
-      after = r->back().position;
-      for (auto& e : *r) all.push_back(std::move(e));
-    }
+    return read_all(ml, Position{0, storage::kNoEntry}, true);
   }
   // key -> value of the live messages of the view, in order.
   std::vector<std::string> live(ledger::ManagedLedger& ml) {
