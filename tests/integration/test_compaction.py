@@ -300,6 +300,17 @@ class CompactionTest(unittest.TestCase):
                            capture_output=True, text=True, timeout=60)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("exclusive or failover", r.stderr)
+        # A compact topic refuses records without a key, as Kafka does.
+        self.create_kafka_topic("cmp-keyless", {"cleanup.policy": "compact"})
+        p = ck.Producer({"bootstrap.servers": self.bootstrap(), "retries": 0})
+        reports = []
+        # One batch each: Kafka refuses a batch with any record without a key.
+        p.produce("cmp-keyless", value="no key", on_delivery=lambda e, m: reports.append(e))
+        self.assertEqual(p.flush(TIMEOUT_S), 0)
+        p.produce("cmp-keyless", key="k", value="keyed", on_delivery=lambda e, m: reports.append(e))
+        self.assertEqual(p.flush(TIMEOUT_S), 0)
+        self.assertEqual(reports[0].code(), ck.KafkaError.INVALID_RECORD)
+        self.assertIsNone(reports[1])
         # Altering the policy of an existing topic: APPEND compact, then SUBTRACT it.
         self.create_kafka_topic("cmp-alter", {})
         res = ConfigResource(ConfigResource.Type.TOPIC, "cmp-alter", set_config={"cleanup.policy": "compact,delete"})

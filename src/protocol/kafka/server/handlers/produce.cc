@@ -175,8 +175,10 @@ void handle_produce(KafkaConnection& c, const Request& request) {
       std::vector<ConvertedEntry> entries;
       const int64_t now = common::wall_clock_ms();
       bool too_large = false;
+      bool keyless = false;  // a compact topic refuses records without a key, as Kafka does
       for (const RecordBatch& b : *batches) {
         if (b.records.empty()) continue;
+        for (const Record& r : b.records) keyless = keyless || !r.key;
         entries.push_back(batch_to_entry(b, now, producer_name, c.next_sequence(b.records.size())));
         // Pulsar consumers read the same entries: no larger than Pulsar's
         // largest message.
@@ -202,7 +204,7 @@ void handle_produce(KafkaConnection& c, const Request& request) {
       if (known != nullptr) c.charge_publish(*known, messages, bytes);
       auto run = [reply = c.replier(), state, slot, producer_id = producer_id, producer_name = producer_name,
                   client = c.client_info(request.header), charged = known != nullptr, messages, bytes, name,
-                  partition = result.partition, entries = std::move(entries), sequenced, marks,
+                  partition = result.partition, entries = std::move(entries), sequenced, marks, keyless,
                   &service = c.service()](Result<broker::Topic*> t) mutable {
         auto report = [reply, state, slot](ErrorCode e, std::string why, int64_t base, int64_t start,
                                            const broker::PublishStages::Marks& marks = {}) {
@@ -219,6 +221,11 @@ void handle_produce(KafkaConnection& c, const Request& request) {
         if (!t.is_ok()) return report(error_code(t.status()), t.status().message(), -1, -1);
         marks.at_topic_ns = common::monotonic_ns();
         broker::Topic* topic = *t;
+        if (keyless && topic->cleanup_policy() != broker::CleanupPolicy::kDelete) {
+          return report(kInvalidRecord,
+                        "Compacted topic cannot accept message without key in topic partition " +
+                            topic->name().to_string(), -1, -1);
+        }
         Status added = topic->add_producer(producer_id, producer_name, client);
         if (!added.is_ok() && added.code() != common::ErrorCode::kAlreadyExists) {
           return report(error_code(added), added.message(), -1, -1);
