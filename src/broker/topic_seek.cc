@@ -14,8 +14,12 @@ using ledger::Position;
 Position Topic::position_before(Position first) const {
   const auto& chain = log_->chain();
   Position last = log_->last_confirmed();
-  if (chain.empty() || first.ledger < chain.ledgers().front().id) {
-    return chain.empty() ? last : Position{chain.ledgers().front().id, storage::kNoEntry};
+  if (chain.empty()) return last;
+  if (first.ledger < chain.ledgers().front().id) {
+    // Before the log's ledgers: a position its compacted view may still
+    // hold (log_->before_first() is before the view then), else its start.
+    const Position start = log_->before_first();
+    return first > start ? Position{first.ledger, first.entry - 1} : start;
   }
   if (first > last) return last;
   return Position{first.ledger, first.entry - 1};
@@ -69,15 +73,27 @@ void Topic::seek_subscription_by_time(const std::string& name, int64_t time_ms, 
     return;
   }
   std::weak_ptr<bool> alive = alive_;
-  ml->seek_by_time(time_ms, [this, alive, name, done = std::move(done)](common::Result<Position> first) {
+  ml->seek_by_time(time_ms, [this, alive, name, time_ms, done = std::move(done)](common::Result<Position> first) {
     if (alive.expired()) return done(Status::unavailable("the topic was closed meanwhile"));
     Position mark_delete;
     if (first.is_ok()) {
       mark_delete = Position{first->ledger, first->entry - 1};
+      // The log's first entry: from the start, a compacted view included.
+      const auto& ledgers = log_->chain().ledgers();
+      if (first->entry == 0 && !ledgers.empty() && first->ledger == ledgers.front().id) {
+        mark_delete = log_->before_first();
+      }
     } else if (first.status().code() == common::ErrorCode::kNotFound) {
       mark_delete = log_->last_confirmed();  // nothing published since
     } else {
       return done(first.status());
+    }
+    // A compacted view holds no publish times to search, only entries
+    // published before it was made: a time before that reads the whole
+    // view (some of it may be older than asked; never less than asked).
+    auto* managed = dynamic_cast<ledger::ManagedLedger*>(log_.get());
+    if (managed != nullptr && managed->compacted() && time_ms < managed->compacted()->created_ms) {
+      mark_delete = log_->before_first();
     }
     reset_subscription(name, mark_delete, std::move(done));
   });

@@ -174,6 +174,23 @@ class CompactionTest(unittest.TestCase):
         self.assertEqual(latest(confluent_read(self.bootstrap(), topic, len(want) + 1)), want)
         compact(self, self.node, partition)
         self.check_compacted_view(topic, partition, want)
+        # A durable read_compacted subscription acknowledges what it read;
+        # a seek back to the start (resetcursor by time) reads the view again.
+        full = f"persistent://public/default/{partition}"
+
+        def consume_subscription():
+            url = f"pulsar://127.0.0.1:{self.node.ports['pulsar']}"
+            r = subprocess.run([BIN, "consume", full, "-s", "cmp-sub", "-P", "Earliest", "--read-compacted", "--json",
+                                "-n", "0", "--timeout", "3", "--url", url], capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return [(m["key"], m["payload"]) for m in map(json.loads, r.stdout.splitlines())]
+
+        self.assertEqual(dict(consume_subscription()), want)
+        self.assertEqual(consume_subscription(), [])
+        expect_call(self, self.node, "POST", topic_path(partition) + "/subscription/cmp-sub/resetcursor/0")
+        again = consume_subscription()
+        self.assertEqual(len(again), len(want))
+        self.assertEqual(dict(again), want)
 
     def test_b_compaction_under_concurrent_produce_loses_nothing_after_the_horizon(self):
         topic, partition = "cmp-busy", "cmp-busy-partition-0"

@@ -231,24 +231,10 @@ void register_domain(Router& router, TopicServices* s, TopicDomain d) {
   router.post(sub + "/resetcursor/{timestamp}", [s, d](HttpRequest& req, Responder respond) {
     auto ts = count_param(req.param("timestamp"), "the timestamp (ms since the epoch)");
     if (!ts.is_ok()) return respond(error_response(ts.status()));
-    on_subscription(*s, d, req, std::move(respond), [s, ts = *ts](Topic& t, broker::Subscription& sub,
+    on_subscription(*s, d, req, std::move(respond), [ts = *ts](Topic& t, broker::Subscription& sub,
                                                                      SharedResponder r) {
-      auto* ml = persistent_log(t);
-      if (ml == nullptr) return (*r)(not_persistent());
-      ml->seek_by_time(ts, [s, r, topic = t.name(), name = sub.name()](Result<Position> first) {
-        Topic* now = s->broker.loaded_topic(topic);
-        if (now == nullptr) return respond_status(r, Status::unavailable("the topic was unloaded meanwhile"));
-        Topic& t = *now;
-        Position mark_delete;
-        if (first.is_ok()) {
-          mark_delete = Position{first->ledger, first->entry - 1};
-        } else if (first.status().code() == common::ErrorCode::kNotFound) {
-          mark_delete = t.log().last_confirmed();  // nothing was published since
-        } else {
-          return respond_status(r, first.status());
-        }
-        t.reset_subscription(name, mark_delete, [r](Status st) { respond_status(r, st); });
-      });
+      if (persistent_log(t) == nullptr) return (*r)(not_persistent());
+      t.seek_subscription_by_time(sub.name(), ts, [r](Status st) { respond_status(r, st); });
     });
   });
 
