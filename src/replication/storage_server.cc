@@ -270,7 +270,11 @@ void StorageServer::add_loaded(Copy& copy, LedgerId ledger, EntryId entry, Entry
     });
     local_.create_ledger(ledger, [this, ledger, entry, fsync, interval_ms](Result<storage::LedgerWriter> w) {
       auto it = copies_.find(ledger);
-      if (it == copies_.end()) return;
+      if (it == copies_.end()) {
+        // Deleted while it was being made: the copy must not outlive the ledger.
+        if (w) local_.delete_ledger(ledger, [](Status) {});
+        return;
+      }
       Copy& c = it->second;
       if (!w) {
         c.phase = Copy::Phase::kBroken;
