@@ -70,6 +70,17 @@ def consume_all(member, topic, expected, timeout=60):
     return got
 
 
+def other_holders(members, owner, before):
+    """The two members besides `owner` that stored copies since `before`
+    (each member's STORED count then): a ledger's three copies are on the
+    owner and two others. An add completes at two copies, so the third may
+    follow the acknowledgement: waited for."""
+    def found():
+        holding = [m for m in members if m is not owner and m.metric(STORED) > before[m.id]]
+        return holding if len(holding) == 2 else None
+    return wait_for(found, "three copies of each entry, one on the owner")
+
+
 class ReplicatedStorageTest(ClusterCase):
     prefix = "magnetar-storage-"
 
@@ -105,10 +116,7 @@ class ReplicatedStorageTest(ClusterCase):
         self.assertEqual(errors, [])
         # The ledger's three copies are on the owner and two of the other
         # three: kill one of those two, and the fourth member takes its place.
-        def copies_elsewhere():
-            found = [m for m in members if m is not owner and m.metric(STORED) > before[m.id]]
-            return found if len(found) == 2 else None
-        holders = wait_for(copies_elsewhere, "three copies of each entry, one on the owner")
+        holders = other_holders(members, owner, before)
         holders[0].stop(signal.SIGKILL)
         more, errors = produce(owner, "survives", [f"b{i}" for i in range(300)])
         self.assertEqual(errors, [], "a dead storage node failed the producer")
@@ -145,11 +153,7 @@ class ReplicatedStorageTest(ClusterCase):
         before = {m.id: m.metric(STORED) for m in members}
         acked, errors = produce(owner, "heals", [f"h{i}" for i in range(200)])
         self.assertEqual(errors, [])
-
-        def copies_elsewhere():
-            found = [m for m in members if m is not owner and m.metric(STORED) > before[m.id]]
-            return found if len(found) == 2 else None
-        holders = wait_for(copies_elsewhere, "three copies of each entry, one on the owner")
+        holders = other_holders(members, owner, before)
         spare = [m for m in members if m is not owner and m not in holders][0]
         # Unloading closes the topic's ledger: a closed ledger is healed.
         status, answer = request(owner, "PUT", "/admin/v2/persistent/public/default/heals/unload")
