@@ -440,6 +440,20 @@ void ReplicatedStorage::forget(LedgerId id) {
   fsync_.erase(id);
 }
 
+void ReplicatedStorage::keep_for_reads(LedgerId id) {
+  cached_order_.push_back(id);
+  while (cached_order_.size() > std::max<size_t>(settings_.max_cached_records, 1)) {
+    const LedgerId old = cached_order_.front();
+    cached_order_.pop_front();
+    auto o = ledgers_.find(old);
+    if (o == ledgers_.end() || o->second.writing || !o->second.closers.empty()) continue;
+    ledgers_.erase(o);
+    std::lock_guard lock(mu_);
+    info_.erase(old);
+    fsync_.erase(old);
+  }
+}
+
 void ReplicatedStorage::with_record(LedgerId id, std::function<void(Result<Ledger*>)> then) {
   auto it = ledgers_.find(id);
   if (it != ledgers_.end()) return then(&it->second);
@@ -455,13 +469,7 @@ void ReplicatedStorage::with_record(LedgerId id, std::function<void(Result<Ledge
     Ledger& l = ledgers_[id];
     l.meta = std::move(meta.value());
     l.version = rec->stat.version;
-    cached_order_.push_back(id);
-    while (cached_order_.size() > settings_.max_cached_records) {
-      const LedgerId old = cached_order_.front();
-      cached_order_.pop_front();
-      auto o = ledgers_.find(old);
-      if (o != ledgers_.end() && !o->second.writing && o->second.closers.empty()) ledgers_.erase(o);
-    }
+    keep_for_reads(id);
     then(&l);
   });
 }
@@ -520,6 +528,8 @@ void ReplicatedStorage::seal(LedgerId id) {
                  led.writing = false;
                  led.closing = false;
                  publish_info(id, led);
+                 // Sealed, it is read like any other: its record leaves memory in turn.
+                 keep_for_reads(id);
                  for (CloseDone& c : closers) deliver(c.first, [done = c.second, last = next.last_entry]() { done(last); });
                  return;
                }

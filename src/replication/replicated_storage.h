@@ -151,6 +151,9 @@ class ReplicatedStorage final : public storage::Storage {
                  runtime::Reactor* home, storage::Callback<common::Result<std::vector<storage::Entry>>> done);
   void publish_info(LedgerId id, const Ledger& l);
   void forget(LedgerId id);
+  // Keeps a record this node no longer writes among the max_cached_records
+  // most recent ones, dropping the oldest beyond them.
+  void keep_for_reads(LedgerId id);
   // Self-healing, on the transport reactor.
   struct Healing;
   void heal_pass();

@@ -367,6 +367,23 @@ TEST_F(ReplicatedStorageTest, TheCopiesALostNodeHeldAreMadeAgainElsewhere) {
   expect_entries(rs, 14, 0, 39);
 }
 
+TEST_F(ReplicatedStorageTest, ClosedLedgersLeaveMemoryAndAreReadFromTheirRecordsAgain) {
+  add_nodes(3);
+  ReplicationSettings settings;
+  settings.max_cached_records = 2;
+  ReplicatedStorage& rs = writer_on(1, settings);
+  for (LedgerId id = 20; id < 25; ++id) {
+    auto w = storage::testing::create_ledger(rs, id);
+    ASSERT_TRUE(w.is_ok());
+    for (EntryId e = 0; e < 3; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+    ASSERT_EQ(*storage::testing::close_ledger(rs, id), 2);
+  }
+  for (LedgerId id = 20; id < 25; ++id) {
+    expect_entries(rs, id, 0, 2);
+    EXPECT_EQ(*storage::testing::close_ledger(rs, id), 2);
+  }
+}
+
 // ---- the storage node's protocol, request by request ----
 
 std::string add_request(LedgerId ledger, EntryId entry, bool recovery) {
