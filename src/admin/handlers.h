@@ -16,6 +16,10 @@ class StorageQuotas;
 class Tenancy;
 }
 
+namespace magnetar::security {
+class ScramCredentials;
+}  // namespace magnetar::security
+
 namespace magnetar::admin {
 
 // GET /admin/v2/brokers/health -> "ok"; GET /admin/v2/brokers/ready.
@@ -78,5 +82,7 @@ struct NodeView {
 using NodeDirectory = std::function<common::Result<std::vector<NodeView>>()>;
 // GET /admin/v2/cluster/nodes, /admin/v2/brokers/leaderBroker, /admin/v2/brokers/{cluster}.
 void register_node_routes(Router& router, broker::Tenancy& tenancy, std::string cluster_name, NodeDirectory nodes);
+// /admin/v2/scram-users: the SCRAM users of the Kafka listener (scram_users.cc).
+void register_scram_user_routes(Router& router, broker::Tenancy& tenancy, security::ScramCredentials& credentials);
 
 }  // namespace magnetar::admin

@@ -241,6 +241,7 @@ CLI::App* add_admin_command(CLI::App& app, Command& run) {
   add_namespace_commands(*admin, run, options);
   add_topic_commands(*admin, run, options);
   add_trial_commands(*admin, run, options);
+  add_scram_user_commands(*admin, run, options);
   return admin;
 }
 

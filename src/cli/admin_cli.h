@@ -66,6 +66,7 @@ std::string human_value(const Json& v);
 void add_tenant_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOptions> options);
 void add_cluster_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOptions> options);
 void add_trial_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOptions> options);
+void add_scram_user_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOptions> options);
 void add_namespace_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOptions> options);
 void add_topic_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOptions> options);
 // The topic verbs that need the broker (admin_topic_verbs.cc), added to `topics`.

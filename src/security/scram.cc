@@ -226,7 +226,13 @@ Result<std::string> ScramServerExchange::on_client_final(std::string_view messag
   }
   auto binding = common::base64_decode((*attrs)[0].second);
   if (!binding.is_ok() || *binding != gs2_header_) return fail("SCRAM channel binding does not match");
-  if ((*attrs)[1].second != nonce_) return fail("SCRAM nonce does not match");
+  // RFC 5802 wants the nonce echoed; some clients (librdkafka) send their
+  // own part once more in front of it. Kafka accepts any nonce that ends
+  // with the server-first one, which is fresh either way; so do we.
+  std::string_view echoed = (*attrs)[1].second;
+  if (echoed.size() < nonce_.size() || echoed.substr(echoed.size() - nonce_.size()) != nonce_) {
+    return fail("SCRAM nonce does not match");
+  }
   auto proof = common::base64_decode(message.substr(proof_at + 3));
   if (!proof.is_ok()) return fail("malformed SCRAM client proof");
   const std::string auth_message = client_first_bare_ + "," + server_first_ + "," + std::string(without_proof);

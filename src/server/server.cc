@@ -435,6 +435,11 @@ Status Server::start() {
   if (authenticator_) admin->require_authentication(*authenticator_, authorization);
   components_.push_back(std::move(tenancy));
   components_.push_back(std::move(policies));
+  // The SCRAM users of the Kafka listener, loaded before it opens.
+  auto scram = std::make_unique<security::ScramCredentials>(metadata_store);
+  admin::register_scram_user_routes(admin->router(), *tenancy_ptr, *scram);
+  security::ScramCredentials* scram_ptr = scram.get();
+  components_.push_back(std::move(scram));
   protocol::pulsar::PulsarServiceOptions pulsar_options;
   pulsar_options.bind = config_.bind;
   const runtime::ListenerPorts pulsar_ports = listen(config_.pulsar_port, config_.broker_service_port_tls);
@@ -468,6 +473,7 @@ Status Server::start() {
   kafka->set_metadata(tenancy_ptr, policies_ptr);
   if (authenticator_) kafka->set_authenticator(authenticator_.get(), /*required=*/true);
   kafka->set_authorization(&authorization);
+  kafka->set_scram_credentials(scram_ptr);
   kafka_ = kafka.get();
   protocol::amqp::AmqpServiceOptions amqp_options;
   amqp_options.bind = config_.bind;

@@ -60,6 +60,9 @@ enum ErrorCode : int16_t {
   kGroupSubscribedToTopic = 86,
   kInvalidRecord = 87,
   kThrottlingQuotaExceeded = 89,
+  kResourceNotFound = 91,
+  kDuplicateResource = 92,
+  kUnacceptableCredential = 93,
 };
 
 // Maps a broker error (a publish, read or topic load that failed) to the

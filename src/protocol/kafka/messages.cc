@@ -719,6 +719,56 @@ const Schema kOffsetDeleteResponse{{
     {"Topics", T::kStructArray, 0, N, N, &kOffsetDeleteResponseTopic},
 }};
 
+// --- DescribeUserScramCredentials (50); Users null: every user
+const Schema kScramUserName{{
+    {"Name", T::kString},
+}};
+const Schema kDescribeUserScramCredentialsRequest{{
+    {"Users", T::kStructArray, 0, N, 0, &kScramUserName},
+}};
+const Schema kScramCredentialInfo{{
+    {"Mechanism", T::kInt8},
+    {"Iterations", T::kInt32},
+}};
+const Schema kDescribeUserScramCredentialsResult{{
+    {"User", T::kString},
+    {"ErrorCode", T::kInt16},
+    {"ErrorMessage", T::kString, 0, N, 0},
+    {"CredentialInfos", T::kStructArray, 0, N, N, &kScramCredentialInfo},
+}};
+const Schema kDescribeUserScramCredentialsResponse{{
+    {"ThrottleTimeMs", T::kInt32},
+    {"ErrorCode", T::kInt16},
+    {"ErrorMessage", T::kString, 0, N, 0},
+    {"Results", T::kStructArray, 0, N, N, &kDescribeUserScramCredentialsResult},
+}};
+
+// --- AlterUserScramCredentials (51)
+const Schema kScramCredentialDeletion{{
+    {"Name", T::kString},
+    {"Mechanism", T::kInt8},
+}};
+const Schema kScramCredentialUpsertion{{
+    {"Name", T::kString},
+    {"Mechanism", T::kInt8},
+    {"Iterations", T::kInt32},
+    {"Salt", T::kBytes},
+    {"SaltedPassword", T::kBytes},
+}};
+const Schema kAlterUserScramCredentialsRequest{{
+    {"Deletions", T::kStructArray, 0, N, N, &kScramCredentialDeletion},
+    {"Upsertions", T::kStructArray, 0, N, N, &kScramCredentialUpsertion},
+}};
+const Schema kAlterUserScramCredentialsResult{{
+    {"User", T::kString},
+    {"ErrorCode", T::kInt16},
+    {"ErrorMessage", T::kString, 0, N, 0},
+}};
+const Schema kAlterUserScramCredentialsResponse{{
+    {"ThrottleTimeMs", T::kInt32},
+    {"Results", T::kStructArray, 0, N, N, &kAlterUserScramCredentialsResult},
+}};
+
 // --- DescribeCluster (60)
 const Schema kDescribeClusterRequest{{
     {"IncludeClusterAuthorizedOperations", T::kBool},
@@ -779,7 +829,7 @@ const Schema kDescribeProducersResponse{{
 // and batched groups (OffsetFetch 8, FindCoordinator 4, DeleteTopics 6,
 // CreateTopics 7) and before KIP-848's consumer protocol (OffsetCommit 9),
 // flexible versions included, so newer clients do not fall back.
-const std::array<ApiSpec, 30> kApis{{
+const std::array<ApiSpec, 32> kApis{{
     {kProduce, "Produce", 3, 9, 9, &kProduceRequest, &kProduceResponse},
     {kFetch, "Fetch", 4, 12, 12, &kFetchRequest, &kFetchResponse},
     {kListOffsets, "ListOffsets", 0, 6, 6, &kListOffsetsRequest, &kListOffsetsResponse},
@@ -810,6 +860,10 @@ const std::array<ApiSpec, 30> kApis{{
     {kIncrementalAlterConfigs, "IncrementalAlterConfigs", 0, 1, 1, &kIncrementalAlterConfigsRequest,
      &kAlterConfigsResponse},
     {kOffsetDelete, "OffsetDelete", 0, 0, N, &kOffsetDeleteRequest, &kOffsetDeleteResponse},
+    {kDescribeUserScramCredentials, "DescribeUserScramCredentials", 0, 0, 0, &kDescribeUserScramCredentialsRequest,
+     &kDescribeUserScramCredentialsResponse},
+    {kAlterUserScramCredentials, "AlterUserScramCredentials", 0, 0, 0, &kAlterUserScramCredentialsRequest,
+     &kAlterUserScramCredentialsResponse},
     {kDescribeCluster, "DescribeCluster", 0, 1, 0, &kDescribeClusterRequest, &kDescribeClusterResponse},
     {kDescribeProducers, "DescribeProducers", 0, 0, 0, &kDescribeProducersRequest, &kDescribeProducersResponse},
 }};

@@ -41,6 +41,8 @@ enum ApiKey : int16_t {
   kDeleteGroups = 42,
   kIncrementalAlterConfigs = 44,
   kOffsetDelete = 47,
+  kDescribeUserScramCredentials = 50,
+  kAlterUserScramCredentials = 51,
   kDescribeCluster = 60,
   kDescribeProducers = 61,
 };

@@ -62,7 +62,8 @@ TEST(ScramTest, CredentialFromSaltedPasswordMatchesTheOneFromThePassword) {
 
 // A client's side, to run the SHA-512 exchange end to end.
 std::string client_final(ScramMechanism m, std::string_view password, std::string_view client_first_bare,
-                         std::string_view server_first, std::string* server_signature) {
+                         std::string_view server_first, std::string* server_signature,
+                         std::string_view echo_prefix = "") {
   std::string nonce, salt_b64;
   int iterations = 0;
   size_t start = 0;
@@ -76,7 +77,7 @@ std::string client_final(ScramMechanism m, std::string_view password, std::strin
     start = comma + 1;
   }
   std::string salted = scram_salted_password(m, password, *common::base64_decode(salt_b64), iterations);
-  std::string without_proof = "c=biws,r=" + nonce;
+  std::string without_proof = "c=biws,r=" + std::string(echo_prefix) + nonce;
   std::string auth = std::string(client_first_bare) + "," + std::string(server_first) + "," + without_proof;
   std::string client_key = scram_hmac(m, salted, "Client Key");
   std::string signature = scram_hmac(m, scram_hash(m, client_key), auth);
@@ -94,6 +95,19 @@ TEST(ScramTest, Sha512ExchangeWithARandomNonce) {
   std::string expected_signature;
   auto final = exchange.on_client_final(client_final(ScramMechanism::kSha512, "s3cret", "n=alice,r=abc", *first,
                                                      &expected_signature));
+  ASSERT_TRUE(final.is_ok()) << final.status().to_string();
+  EXPECT_EQ(*final, expected_signature);
+}
+
+TEST(ScramTest, ANonceWithTheClientPartRepeatedInFrontIsServedAsKafkaDoes) {
+  // librdkafka echoes its own nonce, then the whole server-first nonce.
+  auto credential = scram_credential(ScramMechanism::kSha256, "pw", "salty-salt", 4096);
+  ScramServerExchange exchange(ScramMechanism::kSha256, [&](const std::string&) { return credential; });
+  auto first = exchange.on_client_first("n,,n=bob,r=xyz");
+  ASSERT_TRUE(first.is_ok());
+  std::string expected_signature;
+  auto final = exchange.on_client_final(
+      client_final(ScramMechanism::kSha256, "pw", "n=bob,r=xyz", *first, &expected_signature, "xyz"));
   ASSERT_TRUE(final.is_ok()) << final.status().to_string();
   EXPECT_EQ(*final, expected_signature);
 }

@@ -172,6 +172,8 @@ void KafkaConnection::dispatch(Request& request) {
     case kOffsetForLeaderEpoch: return handle_offset_for_leader_epoch(*this, request);
     case kDescribeLogDirs: return handle_describe_log_dirs(*this, request);
     case kDescribeProducers: return handle_describe_producers(*this, request);
+    case kDescribeUserScramCredentials: return handle_describe_user_scram_credentials(*this, request);
+    case kAlterUserScramCredentials: return handle_alter_user_scram_credentials(*this, request);
     default: return respond_none(request);
   }
 }

@@ -134,6 +134,8 @@ class KafkaConnection final : public runtime::ConnectionHandler {
     if (ns) ns_ = std::move(ns);
   }
   bool is_authenticated() const { return authenticated_; }
+  // The SCRAM exchange under way after a SCRAM handshake; null otherwise.
+  std::unique_ptr<security::ScramServerExchange>& scram_exchange() { return scram_exchange_; }
   const std::string& role() const { return role_; }
 
   // A Fetch waiting for data: `retry` runs on this connection's reactor
@@ -228,6 +230,7 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   // maxConnections), taken at its first request past the handshake.
   std::optional<broker::TenantSlot> tenant_slot_;
   bool raw_sasl_next_ = false;
+  std::unique_ptr<security::ScramServerExchange> scram_exchange_;
   std::unique_ptr<runtime::Timer> fetch_timer_;
   uint64_t wakes_ = 0;
   int64_t connected_since_ms_ = 0;
@@ -281,5 +284,7 @@ common::Status may_administer(KafkaConnection& c);
 void handle_sasl_handshake(KafkaConnection& c, const Request& request);      // sasl.cc
 void handle_sasl_authenticate(KafkaConnection& c, const Request& request);   // sasl.cc
 void handle_raw_sasl_token(KafkaConnection& c, common::Slice token);        // sasl.cc
+void handle_describe_user_scram_credentials(KafkaConnection& c, const Request& request);  // scram_credentials.cc
+void handle_alter_user_scram_credentials(KafkaConnection& c, const Request& request);     // scram_credentials.cc
 
 }  // namespace magnetar::protocol::kafka

@@ -21,6 +21,7 @@
 #include "broker/naming.h"
 #include "broker/policy_cache.h"
 #include "broker/tenancy.h"
+#include "security/scram_credentials.h"
 #include "protocol/kafka/header.h"
 #include "protocol/kafka/server/fetch_groups.h"
 #include "protocol/kafka/server/group_coordinator.h"
@@ -145,6 +146,11 @@ class KafkaService final : public runtime::Component {
     sasl_required_ = required;
   }
   broker::Authenticator& authenticator() { return *authenticator_; }
+  // The SCRAM users (SCRAM-SHA-256/512 and their administration APIs);
+  // without them every SCRAM exchange fails as for an unknown user and
+  // the administration APIs answer that none are kept. Before start().
+  void set_scram_credentials(security::ScramCredentials* credentials) { scram_credentials_ = credentials; }
+  security::ScramCredentials* scram_credentials() { return scram_credentials_; }
   // What roles may do (default: everything). Before start().
   void set_authorization(const broker::Authorization* a) { authorization_ = a; }
   const broker::Authorization& authorization() const { return *authorization_; }
@@ -187,6 +193,7 @@ class KafkaService final : public runtime::Component {
   ProducerIds producer_ids_{options_.node_id};
   broker::AllowAllAuthenticator allow_all_;
   broker::Authenticator* authenticator_ = &allow_all_;
+  security::ScramCredentials* scram_credentials_ = nullptr;
   const broker::Authorization* authorization_ = &broker::allow_all_authorization();
   bool sasl_required_ = false;
 };
