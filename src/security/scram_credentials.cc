@@ -206,7 +206,7 @@ void ScramCredentials::upsert(std::string user, ScramCredential credential, Done
   }
   if (credential.salt.empty()) return done(Status::invalid_argument("the salt must not be empty"));
   const std::string name = user;
-  modify(std::move(user),
+  modify(store_, state_, std::move(user),
          [name, credential](std::optional<ScramUser> current) -> Result<std::optional<ScramUser>> {
            ScramUser u = current ? std::move(*current) : ScramUser{name, {}};
            auto& cs = u.credentials;
@@ -223,7 +223,7 @@ void ScramCredentials::upsert(std::string user, ScramCredential credential, Done
 
 void ScramCredentials::remove(std::string user, ScramMechanism mechanism, Done done) {
   const std::string name = user;
-  modify(std::move(user),
+  modify(store_, state_, std::move(user),
          [name, mechanism](std::optional<ScramUser> current) -> Result<std::optional<ScramUser>> {
            auto missing = Status::not_found(fmt::format("user '{}' has no {} credential", name,
                                                         scram_mechanism_name(mechanism)));
@@ -240,7 +240,7 @@ void ScramCredentials::remove(std::string user, ScramMechanism mechanism, Done d
 
 void ScramCredentials::remove_user(std::string user, Done done) {
   const std::string name = user;
-  modify(std::move(user),
+  modify(store_, state_, std::move(user),
          [name](std::optional<ScramUser> current) -> Result<std::optional<ScramUser>> {
            if (!current) return Status::not_found(fmt::format("no SCRAM user '{}'", name));
            return std::optional<ScramUser>();
@@ -248,10 +248,11 @@ void ScramCredentials::remove_user(std::string user, Done done) {
          std::move(done), kScramWriteAttempts);
 }
 
-void ScramCredentials::modify(std::string user, Change change, Done done, int attempts_left) {
+void ScramCredentials::modify(metadata::Store& store, std::shared_ptr<State> state, std::string user, Change change,
+                              Done done, int attempts_left) {
   if (Status st = validate_scram_user(user); !st.is_ok()) return done(st);
   std::string key = scram_user_key(user);
-  store_.get(key, [this, user, key, change, done, attempts_left](Result<metadata::Record> r) mutable {
+  store.get(key, [&store, state, user, key, change, done, attempts_left](Result<metadata::Record> r) mutable {
     if (!r.is_ok() && r.status().code() != ErrorCode::kNotFound) return done(r.status());
     std::optional<ScramUser> current;
     int64_t version = metadata::kMustNotExist;
@@ -264,15 +265,16 @@ void ScramCredentials::modify(std::string user, Change change, Done done, int at
     auto next = change(std::move(current));
     if (!next.is_ok()) return done(next.status());
     // Another write came first: read again and redo the change.
-    auto retry = [this, user, change, done, attempts_left](Status st) mutable {
+    auto retry = [&store, state, user, change, done, attempts_left](Status st) mutable {
       const bool raced = st.code() == ErrorCode::kFailedPrecondition || st.code() == ErrorCode::kAlreadyExists ||
                          st.code() == ErrorCode::kNotFound;
-      if (raced && attempts_left > 1) return modify(std::move(user), std::move(change), std::move(done), attempts_left - 1);
+      if (raced && attempts_left > 1) {
+        return modify(store, state, std::move(user), std::move(change), std::move(done), attempts_left - 1);
+      }
       done(st);
     };
-    auto state = state_;
     if (!next->has_value()) {
-      store_.del(key, version, [state, key, done, retry](Status st) mutable {
+      store.del(key, version, [state, key, done, retry](Status st) mutable {
         if (!st.is_ok()) return retry(st);
         state->erase(key);
         done(Status::ok());
@@ -283,7 +285,7 @@ void ScramCredentials::modify(std::string user, Change change, Done done, int at
     metadata::PutOptions options;
     options.expected_version = version;
     // The compare-and-set makes the written version the one after `version`.
-    store_.put(key, bytes, options, [state, key, bytes, version, done, retry](Result<metadata::Stat> st) mutable {
+    store.put(key, bytes, options, [state, key, bytes, version, done, retry](Result<metadata::Stat> st) mutable {
       if (!st.is_ok()) return retry(st.status());
       state->put(key, bytes, version + 1);
       done(Status::ok());

@@ -79,7 +79,9 @@ class ScramCredentials final : public runtime::Component {
   // Changes a user's record: `change` edits it (nullopt: none yet) and
   // answers what to store (nullopt: delete), or an error that aborts.
   using Change = std::function<common::Result<std::optional<ScramUser>>(std::optional<ScramUser>)>;
-  void modify(std::string user, Change change, Done done, int attempts_left);
+  // Static: its callbacks may outlive this object (they hold the state).
+  static void modify(metadata::Store& store, std::shared_ptr<State> state, std::string user, Change change,
+                     Done done, int attempts_left);
 
   metadata::Store& store_;
   std::shared_ptr<State> state_;

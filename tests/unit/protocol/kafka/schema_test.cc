@@ -203,6 +203,33 @@ TEST(KafkaSchemaTest, ServedApisAreListedOnceInKeyOrder) {
   EXPECT_EQ(find_api(kSaslHandshake)->min_version, 0);
 }
 
+TEST(KafkaSchemaTest, ScramCredentialApisRoundTrip) {
+  const ApiSpec* describe = find_api(kDescribeUserScramCredentials);
+  ASSERT_NE(describe, nullptr);
+  EXPECT_TRUE(describe->flexible(0));
+  Struct all(*describe->request);
+  all.set_null("Users");
+  EXPECT_TRUE(round_trip(all, 0, true).is_null("Users"));
+  Struct some(*describe->request);
+  some.add("Users").set("Name", std::string("alice"));
+  EXPECT_EQ(round_trip(some, 0, true).array("Users")[0].str("Name"), "alice");
+
+  const ApiSpec* alter = find_api(kAlterUserScramCredentials);
+  ASSERT_NE(alter, nullptr);
+  Struct req(*alter->request);
+  req.add("Deletions").set("Name", std::string("bob")).set("Mechanism", int64_t{2});
+  Struct& up = req.add("Upsertions");
+  up.set("Name", std::string("alice")).set("Mechanism", int64_t{1}).set("Iterations", int64_t{4096});
+  up.set("Salt", common::Slice::copy_of("salt")).set("SaltedPassword", common::Slice::copy_of(std::string(32, 'x')));
+  Struct back = round_trip(req, 0, true);
+  EXPECT_EQ(back.array("Deletions")[0].i("Mechanism"), 2);
+  const Struct& u = back.array("Upsertions")[0];
+  EXPECT_EQ(u.str("Name"), "alice");
+  EXPECT_EQ(u.i("Iterations"), 4096);
+  EXPECT_EQ(u.bytes("Salt")->view(), "salt");
+  EXPECT_EQ(u.bytes("SaltedPassword")->size(), 32u);
+}
+
 TEST(KafkaSchemaTest, StringArraysRoundTripAndRefuseNullElements) {
   const ApiSpec* api = find_api(kDeleteTopics);
   Struct req(*api->request);
