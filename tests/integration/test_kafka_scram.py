@@ -321,6 +321,10 @@ class ScramTest(unittest.TestCase):
     def test_user_apis_over_the_wire(self):
         # A superuser (by token over PLAIN) describes and alters.
         w = ScramWire(self.port)
+        r = w.conn.call(18, 0, b"")  # ApiVersions lists both APIs at v0
+        self.assertEqual(r.i16(), 0)
+        served = {k: (lo, hi) for k, lo, hi in r.array(lambda x: (x.i16(), x.i16(), x.i16()))}
+        self.assertEqual((served[DESCRIBE_SCRAM], served[ALTER_SCRAM]), ((0, 0), (0, 0)))
         w.plain(self.tokens["root"])
         error, _, results = w.describe(None)
         self.assertEqual(error, 0)
