@@ -16,6 +16,7 @@ import unittest
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient
+from cluster_harness import ClusterCase, request, wait_for
 from kafka_wire import TAGS, RawKafkaConnection, carray, cbytes, cstr, kstr
 from magnetar_harness import BIN, Node
 
@@ -378,6 +379,27 @@ class ScramRestartTest(unittest.TestCase):
             self.assertEqual(node.stop(), 0)
         finally:
             node.close()
+
+
+class ScramClusterTest(ClusterCase):
+    def test_a_user_made_on_one_member_signs_in_on_every_member(self):
+        members = self.add_members(3)
+        leader = self.cluster.leader()
+        follower = next(m for m in members if m.id != leader.id)
+        # Made through a member that is not the metadata leader.
+        status, body = request(follower, "PUT", "/admin/v2/scram-users/everywhere", {"password": "pw-everywhere"})
+        self.assertEqual(status, 204, body)
+
+        def signs_in(member):
+            try:
+                config = scram_config(member.ports["kafka"], "SCRAM-SHA-256", "everywhere", "pw-everywhere")
+                AdminClient(config).list_topics(timeout=5)
+                return True
+            except ck.KafkaException:
+                return False
+        for member in members:
+            wait_for(lambda: signs_in(member), f"member {member.id} to know the SCRAM user")
+            self.assertEqual(request(member, "GET", "/admin/v2/scram-users/everywhere")[0], 200)
 
 
 if __name__ == "__main__":
