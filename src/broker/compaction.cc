@@ -71,7 +71,12 @@ class CompactionPass : public std::enable_shared_from_this<CompactionPass> {
 
   void with_horizon(Position horizon) {
     const auto& view = log_->compacted();
-    if (horizon.entry < 0 || (view && horizon <= view->horizon)) {
+    // Aging rewrites the view through its own horizon when nothing came after.
+    const bool nothing_new = horizon.entry < 0 || (view && horizon <= view->horizon);
+    if (settings_.max_age.count() > 0 && view && view->entries > 0 && nothing_new) {
+      horizon = view->horizon;
+      outcome_.horizon_index = view->horizon_index;
+    } else if (nothing_new) {
       outcome_.nothing_to_do = true;
       if (view) {
         outcome_.horizon = view->horizon;
@@ -145,10 +150,13 @@ class CompactionPass : public std::enable_shared_from_this<CompactionPass> {
 
   // Phase two: the surviving messages of each entry, written in order.
   void write(const std::vector<LedgerEntry>& entries, bool phase_ends) {
-    const int64_t tombstones_before = common::wall_clock_ms() - settings_.delete_retention.count();
+    const int64_t now_ms = common::wall_clock_ms();
+    const int64_t tombstones_before = now_ms - settings_.delete_retention.count();
+    const int64_t aged_before = settings_.max_age.count() > 0 ? now_ms - settings_.max_age.count() : INT64_MIN;
     auto self = shared_from_this();
     pending_ = 1;  // this call's own, until every add is issued
     for (const auto& e : entries) {
+      if (e.header.publish_time_ms <= aged_before) continue;  // past retention: the whole entry goes
       Slice payload = e.payload;
       auto messages = codec_.messages(e.payload);
       if (!messages) {

@@ -18,7 +18,8 @@
 // values dropped, and an entry left with no live message is left out. A
 // tombstone (a key with an empty Pulsar payload or a null Kafka value)
 // stays in the view while younger than delete.retention.ms and then goes,
-// its key with it. Messages without a key are left out of the view (as
+// its key with it. In a compact,delete topic, entries older than its
+// retention time leave the view too (CompactionSettings::max_age). Messages without a key are left out of the view (as
 // Pulsar's topicCompactionRetainNullKey=false), and so are entries the
 // codec cannot read, which are reported and kept whole instead.
 //
@@ -79,6 +80,11 @@ struct CompactionSettings {
   // A compact-only topic: the view replaces the log's history, whose
   // ledgers wholly before the horizon go (ManagedLedger::install_compacted_ledger).
   bool drop_covered = false;
+  // A compact,delete topic's retention time: entries published longer ago
+  // leave the view, their keys (and tombstones) with them, as Kafka deletes
+  // a compacted log's segments past retention.ms. 0: kept at any age. With
+  // it, a pass rewrites the view even when nothing came after its horizon.
+  std::chrono::milliseconds max_age{0};
   // The pass reads at most this many bytes a second (both phases); 0: no limit.
   int64_t max_read_bytes_per_second = 32ll << 20;
   // A pass remembers at most this many keys; past it, it fails.

@@ -3,6 +3,7 @@
 #include "broker/backlog_quota.h"
 #include "broker/compaction.h"
 #include "broker/topic.h"
+#include "common/clock.h"
 #include "common/logging.h"
 
 namespace magnetar::broker {
@@ -13,6 +14,13 @@ namespace {
 
 // Kafka's default delete.retention.ms for a compact topic: one day.
 constexpr int64_t kKafkaDeleteRetentionMs = 24 * 60 * 60 * 1000;
+
+// How old a compact,delete topic's view entries may grow: its retention time
+// in effect, when that is a time (not forever, not "none past consumption").
+std::chrono::milliseconds view_max_age(CleanupPolicy cleanup, const ledger::ManagedLedger& ml) {
+  if (cleanup != CleanupPolicy::kCompactDelete || ml.retention_time().count() <= 0) return {};
+  return ml.retention_time();
+}
 
 }  // namespace
 
@@ -46,9 +54,20 @@ void Topic::check_compaction() {
     const uint64_t clean = ml->compacted() ? ml->compacted()->size : 0;
     due = dirty >= kMinCompactableBytes && dirty >= clean;
   }
-  if (!due) return;
+  // A compact,delete view ages: rewritten each half retention time, so an
+  // entry leaves it at most half a retention time late.
+  const auto max_age = view_max_age(cleanup_policy(), *ml);
+  const bool aging = !due && max_age.count() > 0 && ml->compacted() && ml->compacted()->entries > 0 &&
+                     common::wall_clock_ms() - ml->compacted()->created_ms >= max_age.count() / 2;
+  if (!due && !aging) return;
   Status st = start_compaction();
-  if (st.is_ok()) MLOG_INFO("topic {}: {} bytes after the compaction horizon, compacting", name_.to_string(), dirty);
+  if (!st.is_ok()) return;
+  if (aging) {
+    MLOG_INFO("topic {}: the compacted view is {} ms old, past half the retention time; aging it",
+              name_.to_string(), common::wall_clock_ms() - ml->compacted()->created_ms);
+  } else {
+    MLOG_INFO("topic {}: {} bytes after the compaction horizon, compacting", name_.to_string(), dirty);
+  }
 }
 
 Status Topic::start_compaction() {
@@ -73,6 +92,7 @@ Status Topic::start_compaction() {
       delete_retention.value_or(cleanup == CleanupPolicy::kDelete ? 0 : kKafkaDeleteRetentionMs));
   settings.min_lag = std::chrono::milliseconds(min_lag.value_or(0));
   settings.drop_covered = cleanup != CleanupPolicy::kDelete;
+  settings.max_age = view_max_age(cleanup, *ml);
   settings.max_read_bytes_per_second = context_.compaction_max_read_bytes_per_second;
   CompactionBoard* board = context_.compactions;
   run_compaction(ml->shared_from_this(), *context_.compaction_codec, settings, liveness(),

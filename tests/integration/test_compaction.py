@@ -335,5 +335,42 @@ class CompactionTest(unittest.TestCase):
         self.assertEqual(self.describe("cmp-alter")["cleanup.policy"], "compact,delete")
 
 
+class CompactDeleteRetentionTest(unittest.TestCase):
+    """A `compact,delete` topic's compacted view ages out by its retention
+    time, as Kafka deletes a compacted log's old segments."""
+
+    def test_the_view_of_a_compact_delete_topic_ages_out_by_retention(self):
+        node = Node(*NODE_ARGS, "--kafka-default-retention-ms", "1000").start()
+        try:
+            bootstrap = f"127.0.0.1:{node.ports['kafka']}"
+            a = AdminClient({"bootstrap.servers": bootstrap})
+            topic = "cmp-aging"
+            a.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact,delete", "retention.ms": "-1"})])[
+                topic].result(timeout=TIMEOUT_S)
+            live = produce_versions(bootstrap, topic, keys=20, versions=3, deleted=[])
+            compact(self, node, topic + "-partition-0")
+            # Retention forever: the view keeps every key.
+            self.assertEqual({k: v for _, k, v in confluent_read(bootstrap, topic, len(live))}, live)
+            # Its retention falls back to the node's (1 s): the view ages out.
+            res = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={"cleanup.policy": "compact,delete"})
+            a.alter_configs([res])[res].result(timeout=TIMEOUT_S)
+            c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "aging"})
+            try:
+                tp = ck.TopicPartition(topic, 0)
+                wait_for(lambda: (lambda w: w[0] == w[1] == 60)(c.get_watermark_offsets(tp, timeout=TIMEOUT_S)),
+                         "every key aged out of the view")
+            finally:
+                c.close()
+            self.assertEqual(confluent_read(bootstrap, topic, 1), [])
+            # The topic goes on after it.
+            p = ck.Producer({"bootstrap.servers": bootstrap})
+            p.produce(topic, key="fresh", value="v")
+            self.assertEqual(p.flush(TIMEOUT_S), 0)
+            self.assertEqual(confluent_read(bootstrap, topic, 1), [(60, "fresh", "v")])
+            self.assertEqual(node.stop(), 0)
+        finally:
+            node.close()
+
+
 if __name__ == "__main__":
     unittest.main()

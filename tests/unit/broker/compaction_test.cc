@@ -150,6 +150,38 @@ TEST_F(CompactionTest, TombstonesStayForTheDeleteRetention) {
   EXPECT_EQ(live(*ml), (std::vector<std::string>{"a=1", "b="}));
 }
 
+TEST_F(CompactionTest, ACompactDeleteViewAgesOutByItsRetentionTime) {
+  auto ml = open("t", small_ledgers());
+  const int64_t now = common::wall_clock_ms();
+  ASSERT_TRUE(add(*ml, "a=1|b=1", 2, now - 2 * 3600 * 1000).is_ok());  // past an hour's retention
+  ASSERT_TRUE(add(*ml, "b=", 1, now - 2 * 3600 * 1000).is_ok());       // a tombstone as old
+  ASSERT_TRUE(add(*ml, "c=1", 1, now - 30 * 60 * 1000).is_ok());
+  ASSERT_TRUE(add(*ml, "d=1", 1, now).is_ok());
+  CompactionSettings s;
+  s.delete_retention = std::chrono::hours(24);
+  s.drop_covered = true;  // as a compact,delete topic's pass
+  s.max_age = std::chrono::hours(1);
+  auto first = compact(ml, s);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  EXPECT_EQ(live(*ml), (std::vector<std::string>{"c=1", "d=1"}));
+  EXPECT_EQ(first->keys, 2u);
+  EXPECT_EQ(ml->compacted_first_index(), 3);  // Kafka's log start moves past what aged out
+  const int64_t horizon_index = ml->compacted()->horizon_index;
+  // Nothing new, but the view ages: a pass with a shorter retention rewrites it.
+  s.max_age = std::chrono::minutes(10);
+  auto second = compact(ml, s);
+  ASSERT_TRUE(second.is_ok()) << second.status().to_string();
+  EXPECT_FALSE(second->nothing_to_do);
+  EXPECT_EQ(live(*ml), (std::vector<std::string>{"d=1"}));
+  EXPECT_EQ(ml->compacted()->horizon_index, horizon_index);
+  EXPECT_EQ(ml->compacted_first_index(), 4);
+  // Without an age limit, nothing new is nothing to do.
+  auto third = compact(ml, CompactionSettings{});
+  ASSERT_TRUE(third.is_ok());
+  EXPECT_TRUE(third->nothing_to_do);
+  EXPECT_EQ(live(*ml), (std::vector<std::string>{"d=1"}));
+}
+
 TEST_F(CompactionTest, ASecondPassFoldsTheViewAndWhatCameAfterIt) {
   auto ml = open("t", small_ledgers());
   for (int v = 0; v < 5; ++v) add_messages(*ml, "a=" + std::to_string(v) + "|b=" + std::to_string(v));
