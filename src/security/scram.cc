@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <vector>
 
 #include "common/base64.h"
 
@@ -45,7 +47,8 @@ std::optional<std::vector<std::pair<char, std::string_view>>> scram_attributes(s
   size_t start = 0;
   while (true) {
     size_t comma = text.find(',', start);
-    std::string_view part = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const size_t end = comma == std::string_view::npos ? text.size() : comma;
+    std::string_view part = text.substr(start, end - start);
     if (part.size() < 2 || part[1] != '=' || !std::isalpha(static_cast<unsigned char>(part[0]))) return std::nullopt;
     out.emplace_back(part[0], part.substr(2));
     if (comma == std::string_view::npos) break;

@@ -229,7 +229,8 @@ void ScramCredentials::remove(std::string user, ScramMechanism mechanism, Done d
                                                         scram_mechanism_name(mechanism)));
            if (!current) return missing;
            auto& cs = current->credentials;
-           auto it = std::find_if(cs.begin(), cs.end(), [&](const ScramCredential& c) { return c.mechanism == mechanism; });
+           auto it = std::find_if(cs.begin(), cs.end(),
+                                  [&](const ScramCredential& c) { return c.mechanism == mechanism; });
            if (it == cs.end()) return missing;
            cs.erase(it);
            if (cs.empty()) return std::optional<ScramUser>();

@@ -109,7 +109,8 @@ class ScramWire:
         client_key = hmac.new(salted, b"Client Key", h).digest()
         signature = hmac.new(hashlib.new(h, client_key).digest(), auth, h).digest()
         proof = bytes(a ^ b for a, b in zip(client_key, signature))
-        error, message, server_final = self.authenticate(f"{without_proof},p={base64.b64encode(proof).decode()}".encode())
+        final = f"{without_proof},p={base64.b64encode(proof).decode()}"
+        error, message, server_final = self.authenticate(final.encode())
         if error:
             return error, message
         server_key = hmac.new(salted, b"Server Key", h).digest()
@@ -156,8 +157,8 @@ class ScramTest(unittest.TestCase):
         cls.dir = tempfile.TemporaryDirectory()
         key = os.path.join(cls.dir.name, "token.key")
         magnetar("tokens", "create-secret-key", "--output", key)
-        cls.tokens = {role: magnetar("tokens", "create", "--secret-key", "file://" + key, "--subject", role).stdout.strip()
-                      for role in ("root", "mallory")}
+        cls.tokens = {role: magnetar("tokens", "create", "--secret-key", "file://" + key, "--subject",
+                                     role).stdout.strip() for role in ("root", "mallory")}
         cls.node = Node("--authentication-enabled", "--token-secret-key", "file://" + key,
                         "--authorization-enabled", "--superuser-roles", "root").start()
         cls.port = cls.node.ports["kafka"]
@@ -201,8 +202,8 @@ class ScramTest(unittest.TestCase):
         self.assertNotIn("password", json.dumps(users))
         self.assertEqual(self.call("mallory", "GET", "/admin/v2/scram-users")[0], 403)
         self.assertEqual(self.call("mallory", "PUT", "/admin/v2/scram-users/mallory", {"password": "x"})[0], 403)
-        for bad in ({}, {"password": ""}, {"password": "x", "iterations": 100}, {"password": "x", "mechanisms": ["MD5"]},
-                    {"password": "x", "mechanisms": []}, "not json"):
+        for bad in ({}, {"password": ""}, {"password": "x", "iterations": 100},
+                    {"password": "x", "mechanisms": ["MD5"]}, {"password": "x", "mechanisms": []}, "not json"):
             status, body = self.call("root", "PUT", "/admin/v2/scram-users/bad", bad)
             self.assertEqual(status, 400, bad)
         self.assertEqual(self.call("root", "GET", "/admin/v2/scram-users/bad")[0], 404)
@@ -372,7 +373,8 @@ class ScramRestartTest(unittest.TestCase):
             self.assertEqual(node.stop(), 0)
             node.start()
             self.assertEqual(consume(config(), "kept", 1, "g-kept"), [b"one"])
-            reports, errors = produce(scram_config(node.ports["kafka"], "SCRAM-SHA-512", "keeper", "nope"), "kept", [b"x"])
+            wrong = scram_config(node.ports["kafka"], "SCRAM-SHA-512", "keeper", "nope")
+            reports, _ = produce(wrong, "kept", [b"x"])
             self.assertIsNotNone(reports[0])
             status, body, _ = node.http("GET", "/admin/v2/scram-users/keeper")
             self.assertEqual((status, json.loads(body)["user"]), (200, "keeper"))

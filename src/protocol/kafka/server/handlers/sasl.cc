@@ -64,12 +64,12 @@ void handle_sasl_handshake(KafkaConnection& c, const Request& request) {
   }
   c.set_sasl_mechanism(mechanism);
   if (scram) {
+    // The users are read from memory when the client names one.
     security::ScramCredentials* credentials = c.service().scram_credentials();
-    c.scram_exchange() = std::make_unique<security::ScramServerExchange>(
-        *security::scram_mechanism_from_name(mechanism),
-        [credentials, m = *security::scram_mechanism_from_name(mechanism)](const std::string& user) {
-          return credentials == nullptr ? std::nullopt : credentials->find(user, m);
-        });
+    const security::ScramMechanism m = *security::scram_mechanism_from_name(mechanism);
+    c.scram_exchange() = std::make_unique<security::ScramServerExchange>(m, [credentials, m](const std::string& user) {
+      return credentials == nullptr ? std::nullopt : credentials->find(user, m);
+    });
   }
   resp.set("ErrorCode", int64_t{kNone});
   c.respond(request, resp);

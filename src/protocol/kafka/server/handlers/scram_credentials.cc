@@ -59,7 +59,9 @@ void file_scram_op(std::map<std::string, UserOps>& users, const Struct& item, bo
     u.message = std::move(why);
   };
   auto mechanism = security::scram_mechanism_from_wire(item.i("Mechanism"));
-  if (!mechanism) return fail(kUnsupportedSaslMechanism, fmt::format("unknown SCRAM mechanism {}", item.i("Mechanism")));
+  if (!mechanism) {
+    return fail(kUnsupportedSaslMechanism, fmt::format("unknown SCRAM mechanism {}", item.i("Mechanism")));
+  }
   if (name.empty()) return fail(kUnacceptableCredential, "the user name is empty");
   if (auto st = security::validate_scram_user(name); !st.is_ok()) return fail(kUnacceptableCredential, st.message());
   for (const ScramOp& other : u.ops) {
