@@ -118,6 +118,7 @@ Status StorageServer::start() {
     LedgerId id = 0;
     for (int i = 0; i < 8; ++i) id = (id << 8) | static_cast<uint8_t>(it->key()[i]);
     fenced_.insert(id);
+    durable_fences_.insert(id);
   }
   fence_thread_ = std::make_unique<runtime::WorkerThread>("storage-fence", 4096);
   return Status::ok();
@@ -396,15 +397,27 @@ void StorageServer::fence(std::string_view payload, Reply reply) {
     });
   };
   if (!req->fence()) return answer();
-  const bool first_time = fenced_.insert(ledger).second;
-  if (!first_time) return answer();
-  fences_.inc();
-  persist_fence(ledger, true, [answer, reply, ledger](Status st) {
+  // Adds are refused from now on; the answer waits until the fence is on
+  // disk, for every request, not only the first (a second recovery told
+  // "fenced" before the sync could lose the fence to a crash).
+  if (fenced_.insert(ledger).second) fences_.inc();
+  if (durable_fences_.count(ledger) != 0) return answer();
+  auto& waiting = fences_syncing_[ledger];
+  waiting.push_back([answer, reply, ledger](Status st) {
     if (!st.is_ok()) {
       MLOG_ERROR("storage node: fencing ledger {} failed: {}", ledger, st.to_string());
       return reply(fence_reply(st, false, -1, -1));
     }
     answer();
+  });
+  if (waiting.size() > 1) return;  // a sync is under way: answered with it
+  persist_fence(ledger, true, [this, ledger](Status st) {
+    auto it = fences_syncing_.find(ledger);
+    if (it == fences_syncing_.end()) return;
+    auto answers = std::move(it->second);
+    fences_syncing_.erase(it);
+    if (st.is_ok()) durable_fences_.insert(ledger);
+    for (auto& a : answers) a(st);
   });
 }
 
@@ -413,6 +426,7 @@ void StorageServer::remove(std::string_view payload, Reply reply) {
   if (req == nullptr) return reply(encode_outcome(Status::invalid_argument("malformed DeleteReplica")));
   const LedgerId ledger = req->ledger();
   copies_.erase(ledger);
+  durable_fences_.erase(ledger);
   if (fenced_.erase(ledger) != 0) persist_fence(ledger, false, [](Status) {});
   local_.delete_ledger(ledger, [reply](Status st) {
     if (st.code() == common::ErrorCode::kNotFound) st = Status::ok();

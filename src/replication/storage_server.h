@@ -110,7 +110,10 @@ class StorageServer {
   const std::string fence_dir_;
   std::unique_ptr<leveldb::DB> fences_db_;
   std::unique_ptr<runtime::WorkerThread> fence_thread_;
-  std::set<LedgerId> fenced_;
+  std::set<LedgerId> fenced_;          // refusing adds but a recovery's
+  std::set<LedgerId> durable_fences_;  // ... and on disk
+  // Fences being synced, and the answers that wait for the sync.
+  std::unordered_map<LedgerId, std::vector<std::function<void(common::Status)>>> fences_syncing_;
   LedgerId wiped_below_ = 0;
   std::unordered_map<LedgerId, Copy> copies_;
   common::Counter& entries_added_;

@@ -384,6 +384,24 @@ TEST_F(ReplicatedStorageTest, ClosedLedgersLeaveMemoryAndAreReadFromTheirRecords
   }
 }
 
+TEST_F(ReplicatedStorageTest, AnOldWriterIsRefusedOnceARecoveryFencedEvenAfterTheNodesRestart) {
+  add_nodes(3);
+  ReplicatedStorage& old_owner = writer_on(1);
+  auto w = storage::testing::create_ledger(old_owner, 15);
+  ASSERT_TRUE(w.is_ok());
+  for (EntryId e = 0; e < 10; ++e) ASSERT_TRUE(add(old_owner, *w, e).is_ok());
+  ReplicatedStorage& new_owner = writer_on(2);
+  ASSERT_EQ(*storage::testing::close_ledger(new_owner, 15), 9);
+  // Every storage node restarts: the fences were synced before they were
+  // answered, so they hold, and the old writer, which still believes the
+  // ledger open, has no node store its next entry.
+  for (NodeId n = 1; n <= 3; ++n) restart_server(n);
+  EXPECT_EQ(add(old_owner, *w, 10).code(), ErrorCode::kFenced);
+  for (NodeId n = 1; n <= 3; ++n) EXPECT_EQ(held_by(n, 15), 9) << "node " << n;
+  EXPECT_EQ(record(15).last_entry, 9);
+  expect_entries(new_owner, 15, 0, 9);
+}
+
 // ---- the storage node's protocol, request by request ----
 
 std::string add_request(LedgerId ledger, EntryId entry, bool recovery) {
@@ -456,6 +474,32 @@ TEST_F(StorageServerTest, AFencedCopyTakesOnlyRecoveryAddsAndStaysFencedAfterARe
     EXPECT_EQ(e->entry(), static_cast<EntryId>(k));
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(e->data()->data()), e->data()->size()), entry_data(6, k));
   }
+}
+
+TEST_F(StorageServerTest, EveryFenceAnswerWaitsForTheFenceOnDisk) {
+  add_nodes(1);
+  ASSERT_TRUE(add_to_node(7, 0).is_ok());
+  // Two recoveries fence at once. The second must not be told "fenced"
+  // before the first one's fence is synced: its answer comes after.
+  std::vector<int> order;
+  std::promise<void> both;
+  auto ask_fence = [&](int who) {
+    fabric_.call(1, StorageMethod::kFence, fence_request(7), [&, who](Result<std::string> r) {
+      const auto* f = r ? cluster::verified_record<fb::FenceReply>(*r) : nullptr;
+      EXPECT_TRUE(f != nullptr && f->code() == 0);
+      order.push_back(who);
+      if (order.size() == 2) both.set_value();
+    });
+  };
+  reactor_.run_sync([&]() {
+    ask_fence(1);
+    ask_fence(2);
+  });
+  ASSERT_EQ(both.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_EQ(add_to_node(7, 1).code(), ErrorCode::kFenced);
+  restart_server(1);
+  EXPECT_EQ(add_to_node(7, 1).code(), ErrorCode::kFenced);
 }
 
 TEST_F(StorageServerTest, GarbageGetsAClearErrorAndTheCopiesAreIntact) {
