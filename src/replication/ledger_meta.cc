@@ -31,6 +31,8 @@ std::vector<NodeId> LedgerMeta::write_set(EntryId entry) const {
   return out;
 }
 
+std::string draining_key(NodeId node) { return std::string(kDrainingPrefix) + "/" + std::to_string(node); }
+
 std::vector<NodeId> LedgerMeta::all_nodes() const {
   std::vector<NodeId> out;
   for (const Fragment& f : fragments) out.insert(out.end(), f.nodes.begin(), f.nodes.end());

@@ -55,6 +55,12 @@ struct LedgerMeta {
 std::string ledger_key(LedgerId id);
 inline constexpr const char* kLedgersPrefix = "/storage/ledgers";
 
+// /storage/draining/<node>: storage node `node` is being decommissioned: it
+// gets no new copies and the copies it holds are made on other nodes. The
+// value is the wall-clock time (ms) it was asked.
+inline constexpr const char* kDrainingPrefix = "/storage/draining";
+std::string draining_key(NodeId node);
+
 std::string encode_ledger_meta(const LedgerMeta& meta);
 // InvalidArgument for bytes that are not a LedgerRecord, or one that breaks
 // the rules above (no fragment, quorums out of order).

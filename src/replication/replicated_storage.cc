@@ -9,6 +9,7 @@
 #include "cluster/rpc_records.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "replication/placement.h"
 #include "replication/replication_generated.h"
 #include "replication/storage_server.h"
 
@@ -92,21 +93,41 @@ ReplicatedStorage::ReplicatedStorage(Transport& transport, metadata::Store& stor
           "Fragments of closed ledgers copied from a lost storage node's peers to another node")),
       healed_entries_(common::MetricsRegistry::global().counter(
           "magnetar_replication_healed_entries_total", "Entries copied to another node by self-healing")),
+      moved_copies_(common::MetricsRegistry::global().counter(
+          "magnetar_replication_moved_copies_total",
+          "Copies of open ledgers a writer moved off a storage node being decommissioned")),
       underreplicated_(common::MetricsRegistry::global().gauge(
           "magnetar_replication_underreplicated_fragments",
-          "Copies named by ledger records on storage nodes that are not live, as of the last healing pass "
-          "(on the member that heals)")) {}
+          "Copies named by ledger records on storage nodes that are not live or are being decommissioned, as of "
+          "the last healing pass (on the member that heals)")) {}
 
 ReplicatedStorage::~ReplicatedStorage() { stop(); }
 
 Status ReplicatedStorage::start() {
-  if (heals_ && settings_.heal_interval.count() > 0) {
-    transport_.reactor().run_sync([this]() {
-      heal_timer_ = std::make_unique<runtime::Timer>(transport_.reactor());
-      heal_timer_->every(settings_.heal_interval, [this]() { heal_pass(); });
+  return transport_.reactor().run_sync([this]() -> Status {
+    // Watched from the transport reactor: the changes arrive there.
+    auto watched = store_.watch(std::string(kDrainingPrefix) + "/", [this](const metadata::Event&) {
+      refresh_draining();
     });
-  }
-  return Status::ok();
+    if (!watched) return watched.status();
+    draining_watch_ = *watched;
+    refresh_draining();
+    if (settings_.heal_interval.count() > 0) {
+      heal_timer_ = std::make_unique<runtime::Timer>(transport_.reactor());
+      heal_timer_->every(settings_.heal_interval, [this]() {
+        // A move given up (a node failed to answer) is tried again here.
+        if (!draining_.empty()) {
+          std::vector<LedgerId> mine;
+          for (const auto& [id, l] : ledgers_) {
+            if (l.writing) mine.push_back(id);
+          }
+          for (LedgerId id : mine) move_off_draining(id);
+        }
+        heal_pass();
+      });
+    }
+    return Status::ok();
+  });
 }
 
 void ReplicatedStorage::stop() {
@@ -115,6 +136,8 @@ void ReplicatedStorage::stop() {
   transport_.reactor().run_sync([this]() {
     stopped_ = true;
     heal_timer_.reset();
+    if (draining_watch_ != 0) store_.unwatch(draining_watch_);
+    draining_watch_ = 0;
     for (auto& [id, l] : ledgers_) {
       for (PendingAdd& add : l.pending) deliver(add.home, [done = add.done]() { done(Status::unavailable("storage is stopping")); });
       l.pending.clear();
@@ -153,7 +176,7 @@ void ReplicatedStorage::create_ledger_with(LedgerId id, const storage::LedgerOpt
     auto answer = [this, home, done](Result<LedgerWriter> r) { deliver(home, [done, r]() { done(r); }); };
     if (stopped_) return answer(Status::unavailable("storage is stopping"));
     if (ledgers_.count(id) != 0) return answer(Status::already_exists("ledger " + std::to_string(id) + " exists"));
-    std::vector<NodeId> live = transport_.live_storage_nodes();
+    std::vector<NodeId> live = placeable(transport_.live_storage_nodes());
     const int n = static_cast<int>(live.size());
     int ensemble = options.ensemble > 0 ? options.ensemble : std::min(settings_.max_ensemble, n);
     int write_quorum = options.write_quorum > 0 ? options.write_quorum : ensemble;
@@ -172,18 +195,19 @@ void ReplicatedStorage::create_ledger_with(LedgerId id, const storage::LedgerOpt
       ensemble = n;
       write_quorum = n;
     }
-    // This node first (its reads stay local), the others at random.
+    // This node first (its reads stay local), the others at random, spread across zones.
     static thread_local std::mt19937_64 rng(std::random_device{}());
     std::shuffle(live.begin(), live.end(), rng);
     auto self = std::find(live.begin(), live.end(), transport_.self());
     if (self != live.end()) std::iter_swap(live.begin(), self);
+    live = choose_nodes(live, {}, static_cast<size_t>(ensemble), [this](NodeId node) { return zone_of(node); });
     LedgerMeta meta;
     meta.ensemble = ensemble;
     meta.write_quorum = write_quorum;
     meta.ack_quorum = ack_quorum;
     meta.created_ms = wall_ms();
     meta.writer = transport_.self();
-    meta.fragments.push_back(Fragment{0, std::vector<NodeId>(live.begin(), live.begin() + ensemble)});
+    meta.fragments.push_back(Fragment{0, live});
     store_.put(ledger_key(id), encode_ledger_meta(meta), metadata::PutOptions{metadata::kMustNotExist, 0},
                [this, id, meta, answer](Result<metadata::Stat> put) {
                  if (!put) return answer(put.status());
@@ -333,7 +357,7 @@ void ReplicatedStorage::node_failed(LedgerId id, Ledger& l, NodeId node, const S
   l.failed.insert(node);
   if (l.changing) return;  // the change under way is retried with this node out too
   std::vector<NodeId> spare;
-  for (NodeId n : transport_.live_storage_nodes()) {
+  for (NodeId n : placeable(transport_.live_storage_nodes())) {
     if (l.failed.count(n) != 0) continue;
     if (std::find(current.nodes.begin(), current.nodes.end(), n) != current.nodes.end()) continue;
     spare.push_back(n);
@@ -351,7 +375,12 @@ void ReplicatedStorage::node_failed(LedgerId id, Ledger& l, NodeId node, const S
     return complete(id, l);
   }
   static thread_local std::mt19937_64 rng(std::random_device{}());
-  const NodeId replacement = spare[rng() % spare.size()];
+  std::shuffle(spare.begin(), spare.end(), rng);
+  std::vector<NodeId> kept;
+  for (NodeId n : current.nodes) {
+    if (l.failed.count(n) == 0) kept.push_back(n);
+  }
+  const NodeId replacement = choose_nodes(spare, kept, 1, [this](NodeId n) { return zone_of(n); }).front();
   LedgerMeta next = l.meta;
   Fragment fragment = current;
   for (NodeId& n : fragment.nodes) {
@@ -366,9 +395,13 @@ void ReplicatedStorage::node_failed(LedgerId id, Ledger& l, NodeId node, const S
   } else {
     next.fragments.push_back(fragment);
   }
+  change_ensemble(id, l, std::move(next), node, replacement);
+}
+
+void ReplicatedStorage::change_ensemble(LedgerId id, Ledger& l, LedgerMeta next, NodeId old, NodeId replacement) {
   l.changing = true;
   store_.put(ledger_key(id), encode_ledger_meta(next), metadata::PutOptions{l.version, 0},
-             [this, id, next, node, replacement](Result<metadata::Stat> put) {
+             [this, id, next, old, replacement](Result<metadata::Stat> put) {
                auto it = ledgers_.find(id);
                if (it == ledgers_.end()) return;
                Ledger& led = it->second;
@@ -381,37 +414,42 @@ void ReplicatedStorage::node_failed(LedgerId id, Ledger& l, NodeId node, const S
                }
                ensemble_changes_.inc();
                MLOG_INFO("replicated storage: ledger {} from entry {} on storage node {} in place of {}", id,
-                         next.fragments.back().first_entry, replacement, node);
+                         next.fragments.back().first_entry, replacement, old);
                led.meta = next;
                led.version = put->version;
-               // Every entry still waiting is in the new fragment: acks from
-               // nodes outside it no longer count, and its new node gets them all.
-               const std::vector<NodeId>& nodes = led.meta.fragments.back().nodes;
-               for (PendingAdd& add : led.pending) {
-                 std::vector<NodeId> kept;
-                 for (NodeId n : add.acked) {
-                   if (std::find(nodes.begin(), nodes.end(), n) != nodes.end()) kept.push_back(n);
-                 }
-                 add.acked = std::move(kept);
-               }
-               for (PendingAdd& add : led.pending) {
-                 for (NodeId n : led.meta.write_set(add.entry)) {
-                   const bool had = std::find(add.acked.begin(), add.acked.end(), n) != add.acked.end();
-                   // The nodes kept were sent every entry already, unless it
-                   // arrived while the change was written.
-                   if (!had && led.failed.count(n) == 0) send(id, led, add, n);
-                 }
-               }
-               // A node that failed meanwhile is replaced in turn.
-               for (NodeId n : led.meta.fragments.back().nodes) {
-                 if (led.failed.count(n) != 0) {
-                   led.failed.erase(n);
-                   node_failed(id, led, n, Status::unavailable("failed while the ensemble changed"));
-                   return;
-                 }
-               }
-               complete(id, led);
+               resume_adds(id, led);
+               move_off_draining(id);
              });
+}
+
+void ReplicatedStorage::resume_adds(LedgerId id, Ledger& led) {
+  // Every entry still waiting is in the last fragment: acks from nodes
+  // outside it no longer count, and its new node gets them all.
+  const std::vector<NodeId>& nodes = led.meta.fragments.back().nodes;
+  for (PendingAdd& add : led.pending) {
+    std::vector<NodeId> kept;
+    for (NodeId n : add.acked) {
+      if (std::find(nodes.begin(), nodes.end(), n) != nodes.end()) kept.push_back(n);
+    }
+    add.acked = std::move(kept);
+  }
+  for (PendingAdd& add : led.pending) {
+    for (NodeId n : led.meta.write_set(add.entry)) {
+      const bool had = std::find(add.acked.begin(), add.acked.end(), n) != add.acked.end();
+      // The nodes kept were sent every entry already, unless it arrived
+      // while the change was written (sent twice, a node stores it once).
+      if (!had && led.failed.count(n) == 0) send(id, led, add, n);
+    }
+  }
+  // A node that failed meanwhile is replaced in turn.
+  for (NodeId n : led.meta.fragments.back().nodes) {
+    if (led.failed.count(n) != 0) {
+      led.failed.erase(n);
+      node_failed(id, led, n, Status::unavailable("failed while the ensemble changed"));
+      return;
+    }
+  }
+  complete(id, led);
 }
 
 void ReplicatedStorage::fail_ledger(LedgerId id, Ledger& l, const Status& why) {
@@ -840,12 +878,190 @@ std::vector<LedgerId> ReplicatedStorage::list_ledgers() const {
   return out;
 }
 
+// ---- decommissioning ----
+
+std::vector<NodeId> ReplicatedStorage::draining() const {
+  std::lock_guard lock(mu_);
+  return draining_copy_;
+}
+
+std::vector<NodeId> ReplicatedStorage::placeable(std::vector<NodeId> live) const {
+  live.erase(std::remove_if(live.begin(), live.end(), [this](NodeId n) { return draining_.count(n) != 0; }),
+             live.end());
+  return live;
+}
+
+void ReplicatedStorage::refresh_draining() {
+  store_.list_children(kDrainingPrefix, [this](Result<std::vector<std::string>> names) {
+    if (!names || stopped_) return;
+    std::set<NodeId> now;
+    for (const std::string& name : *names) {
+      char* end = nullptr;
+      const unsigned long long node = std::strtoull(name.c_str(), &end, 10);
+      if (end != nullptr && *end == '\0' && node != 0) now.insert(node);
+    }
+    bool added = false;
+    for (NodeId n : now) added = added || draining_.count(n) == 0;
+    draining_ = std::move(now);
+    {
+      std::lock_guard lock(mu_);
+      draining_copy_.assign(draining_.begin(), draining_.end());
+    }
+    if (!added) return;
+    MLOG_INFO("replicated storage: storage nodes being decommissioned: {}", draining_copy_.size());
+    std::vector<LedgerId> mine;
+    for (const auto& [id, l] : ledgers_) {
+      if (l.writing) mine.push_back(id);
+    }
+    for (LedgerId id : mine) move_off_draining(id);
+    heal_pass();
+  });
+}
+
+// The writer moves its open ledger's copy off a draining node.
+void ReplicatedStorage::move_off_draining(LedgerId id) {
+  if (draining_.empty() || stopped_) return;
+  auto it = ledgers_.find(id);
+  if (it == ledgers_.end()) return;
+  Ledger& l = it->second;
+  if (!l.writing || l.moving || l.changing || l.closing || !l.failure.is_ok() || l.meta.state != LedgerState::kOpen) {
+    return;
+  }
+  const Fragment& last = l.meta.fragments.back();
+  NodeId leaving = 0;
+  std::vector<NodeId> staying;
+  for (NodeId n : last.nodes) {
+    if (leaving == 0 && draining_.count(n) != 0 && l.failed.count(n) == 0) {
+      leaving = n;
+    } else {
+      staying.push_back(n);
+    }
+  }
+  if (leaving == 0) return;
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  const std::vector<NodeId> holding = l.meta.all_nodes();
+  const std::vector<NodeId> live = placeable(transport_.live_storage_nodes());
+  std::vector<NodeId> fresh;  // hold no part of the ledger: can take the fragment's copy whole
+  std::vector<NodeId> other;  // not in the last fragment: can take its new entries
+  for (NodeId n : live) {
+    if (l.failed.count(n) != 0) continue;
+    if (std::find(holding.begin(), holding.end(), n) == holding.end()) fresh.push_back(n);
+    if (std::find(last.nodes.begin(), last.nodes.end(), n) == last.nodes.end()) other.push_back(n);
+  }
+  std::shuffle(fresh.begin(), fresh.end(), rng);
+  std::shuffle(other.begin(), other.end(), rng);
+  auto zone = [this](NodeId n) { return zone_of(n); };
+  if (!fresh.empty()) {
+    const NodeId target = choose_nodes(fresh, staying, 1, zone).front();
+    MLOG_INFO("replicated storage: moving ledger {}'s copy from entry {} off storage node {} (decommissioned) to {}",
+              id, last.first_entry, leaving, target);
+    l.moving = true;
+    return move_copy(id, leaving, target, last.first_entry, last.first_entry, 0);
+  }
+  if (other.empty()) return;  // nowhere to go: it stays, and the node is not drained
+  // No node can hold the fragment whole: new entries avoid the draining
+  // node, whose older entries stay until a node is free to take them.
+  const NodeId replacement = choose_nodes(other, staying, 1, zone).front();
+  LedgerMeta next = l.meta;
+  Fragment fragment = last;
+  std::replace(fragment.nodes.begin(), fragment.nodes.end(), leaving, replacement);
+  fragment.first_entry = l.lac + 1;
+  if (next.fragments.back().first_entry == fragment.first_entry) {
+    next.fragments.back() = fragment;
+  } else {
+    next.fragments.push_back(fragment);
+  }
+  MLOG_INFO("replicated storage: ledger {}'s new entries avoid storage node {} (decommissioned)", id, leaving);
+  change_ensemble(id, l, std::move(next), leaving, replacement);
+}
+
+// Copies the last fragment's entries next..LAC to `target`, in batches,
+// while adds go on; once close to the LAC, holds the adds (so the LAC stays
+// put), copies the rest and names `target` in `leaving`'s place.
+void ReplicatedStorage::move_copy(LedgerId id, NodeId leaving, NodeId target, EntryId first, EntryId next,
+                                  int rounds) {
+  auto it = ledgers_.find(id);
+  if (it == ledgers_.end()) return;
+  Ledger& l = it->second;
+  if (!l.moving) return;
+  const Fragment& last = l.meta.fragments.back();
+  const bool unchanged = !stopped_ && l.writing && l.failure.is_ok() && !l.closing &&
+                         l.meta.state == LedgerState::kOpen && last.first_entry == first &&
+                         std::find(last.nodes.begin(), last.nodes.end(), leaving) != last.nodes.end() &&
+                         l.failed.count(leaving) == 0 && draining_.count(leaving) != 0;
+  if (!unchanged) return end_move(id, l);
+  if (!l.move_holds && (next > l.lac || rounds >= 8 || l.lac - next < 256)) {
+    if (l.changing) return end_move(id, l);  // another change under way: tried again after it
+    l.changing = true;
+    l.move_holds = true;
+  }
+  if (next > l.lac) {
+    // `target` holds first..LAC and the adds are held: it takes `leaving`'s place.
+    LedgerMeta changed = l.meta;
+    std::replace(changed.fragments.back().nodes.begin(), changed.fragments.back().nodes.end(), leaving, target);
+    l.moving = false;
+    l.move_holds = false;
+    moved_copies_.inc();
+    return change_ensemble(id, l, std::move(changed), leaving, target);
+  }
+  const EntryId lac = l.lac;
+  read_from(id, l.meta, next, lac, 0, nullptr,
+            [this, id, leaving, target, first, lac, rounds](Result<std::vector<storage::Entry>> got) {
+              auto found = ledgers_.find(id);
+              if (found == ledgers_.end()) return;
+              if (!got || got->empty()) {
+                MLOG_WARN("replicated storage: moving ledger {}'s copy: cannot read its entries: {}", id,
+                          got ? std::string("none returned") : got.status().to_string());
+                return end_move(id, found->second);
+              }
+              auto entries = std::make_shared<std::vector<storage::Entry>>(std::move(got.value()));
+              // One entry in flight at a time, as healing does; the closure holds itself weakly.
+              auto step = std::make_shared<std::function<void(size_t)>>();
+              std::weak_ptr<std::function<void(size_t)>> weak = step;
+              *step = [this, id, leaving, target, first, lac, rounds, entries, weak](size_t k) {
+                if (k == entries->size()) {
+                  return move_copy(id, leaving, target, first, entries->back().id + 1, rounds + 1);
+                }
+                const storage::Entry& e = (*entries)[k];
+                transport_.call(
+                    target, StorageMethod::kAdd,
+                    add_payload(id, e.id, lac, false, 255, 0, e.data.data(), e.data.size()),
+                    [this, id, next = weak.lock(), k](Result<std::string> reply) {
+                      Status st = reply ? decode_outcome(*reply) : reply.status();
+                      if (!st.is_ok()) {
+                        MLOG_WARN("replicated storage: moving ledger {}'s copy: the new node refused an entry: {}",
+                                  id, st.to_string());
+                        auto found = ledgers_.find(id);
+                        if (found != ledgers_.end()) end_move(id, found->second);
+                        return;
+                      }
+                      (*next)(k + 1);
+                    },
+                    settings_.add_timeout_ms);
+              };
+              (*step)(0);
+            });
+}
+
+void ReplicatedStorage::end_move(LedgerId id, Ledger& l) {
+  l.moving = false;
+  if (!l.move_holds) return;
+  l.move_holds = false;
+  l.changing = false;
+  if (!l.failure.is_ok()) {
+    if (l.closing) seal(id);
+    return;
+  }
+  resume_adds(id, l);
+}
+
 // ---- self-healing ----
 
 struct ReplicatedStorage::Healing {
   std::deque<LedgerId> queue;
   std::vector<NodeId> live;
   int64_t underreplicated = 0;
+  int64_t healed = 0;
 };
 
 void ReplicatedStorage::heal_pass() {
@@ -878,6 +1094,9 @@ void ReplicatedStorage::heal_next(const std::shared_ptr<Healing>& h) {
   if (stopped_ || h->queue.empty()) {
     if (!stopped_) underreplicated_.set(static_cast<double>(h->underreplicated));
     healing_ = false;
+    // A pass mends one fragment per ledger: while copies leave draining
+    // nodes, the next pass follows at once.
+    if (!stopped_ && h->healed > 0 && !draining_.empty()) run([this]() { heal_pass(); });
     return;
   }
   const LedgerId id = h->queue.front();
@@ -890,23 +1109,31 @@ void ReplicatedStorage::heal_next(const std::shared_ptr<Healing>& h) {
     std::optional<std::pair<size_t, NodeId>> due;
     for (size_t i = 0; i < meta->fragments.size(); ++i) {
       for (NodeId n : meta->fragments[i].nodes) {
-        if (std::find(h->live.begin(), h->live.end(), n) != h->live.end()) continue;
+        const bool lost = std::find(h->live.begin(), h->live.end(), n) == h->live.end();
+        const bool leaving = draining_.count(n) != 0;
+        if (!lost && !leaving) continue;
         h->underreplicated++;
-        const int64_t since = gone_since_ms_.emplace(n, now).first->second;
+        // A decommissioned node's copies move at once; a lost one's after the grace.
+        const bool ready = leaving || now - gone_since_ms_.emplace(n, now).first->second >= settings_.heal_grace.count();
         // Only closed ledgers: an open one's record is its writer's to change.
-        if (meta->state == LedgerState::kClosed && now - since >= settings_.heal_grace.count() && !due) due = {i, n};
+        if (meta->state == LedgerState::kClosed && ready && !due) due = {i, n};
       }
     }
     if (!due) return heal_next(h);
     const std::vector<NodeId> holding = meta->all_nodes();
     std::vector<NodeId> spare;
-    for (NodeId n : h->live) {
+    for (NodeId n : placeable(h->live)) {
       if (std::find(holding.begin(), holding.end(), n) == holding.end()) spare.push_back(n);
     }
     if (spare.empty()) return heal_next(h);  // nowhere to put a copy: it stays short
     static thread_local std::mt19937_64 rng(std::random_device{}());
-    const NodeId target = spare[rng() % spare.size()];
+    std::shuffle(spare.begin(), spare.end(), rng);
     const auto [fragment, gone] = *due;
+    std::vector<NodeId> staying;
+    for (NodeId n : meta->fragments[fragment].nodes) {
+      if (n != gone) staying.push_back(n);
+    }
+    const NodeId target = choose_nodes(spare, staying, 1, [this](NodeId n) { return zone_of(n); }).front();
     const EntryId first = meta->fragments[fragment].first_entry;
     const EntryId end = meta->fragment_end(fragment, meta->last_entry);
     MLOG_INFO("replicated storage: healing ledger {} entries {}..{}: copying what storage node {} held to {}", id,
@@ -970,6 +1197,7 @@ void ReplicatedStorage::heal_record(const std::shared_ptr<Healing>& h, LedgerId 
                [this, h, id, healed, gone, target](Result<metadata::Stat> put) {
                  if (put) {
                    healed_fragments_.inc();
+                   h->healed++;
                    h->underreplicated = std::max<int64_t>(0, h->underreplicated - 1);
                    MLOG_INFO("replicated storage: ledger {} healed: storage node {} holds what {} held", id, target,
                              gone);

@@ -31,6 +31,15 @@
 //   node that holds no part of the ledger, and the record then names that
 //   node instead (compare-and-set). The last fragment of an open ledger is
 //   its writer's to mend.
+// - Decommissioning (kDrainingPrefix in ledger_meta.h): a draining node is
+//   never chosen for a copy. A writer whose open ledger has a copy on it
+//   gives a node that holds no part of the ledger the fragment's entries up
+//   to the LAC, then, with adds held, the last ones, then names it in the
+//   draining node's place and sends it the adds waiting; with no such node
+//   it changes the ensemble so that new entries avoid the draining node.
+//   The healer copies closed ledgers' fragments off draining nodes without
+//   waiting for heal_grace.
+// - Placement (placement.h): copies spread across the zones nodes declare.
 //
 // Not yet: striping (an ensemble larger than the write quorum is narrowed
 // to it).
@@ -107,6 +116,8 @@ class ReplicatedStorage final : public storage::Storage {
                     storage::Callback<common::Result<std::vector<storage::Entry>>> done) override;
   void delete_ledger(LedgerId id, storage::Callback<common::Status> done) override;
   common::Result<storage::LedgerInfo> ledger_info(LedgerId id) const override;
+  // Any thread: the storage nodes being decommissioned, as this node last read them.
+  std::vector<NodeId> draining() const;
   std::vector<LedgerId> list_ledgers() const override;
 
  private:
@@ -129,6 +140,8 @@ class ReplicatedStorage final : public storage::Storage {
     std::set<NodeId> failed;        // nodes that failed an add: no more adds, never chosen again
     common::Status failure;
     bool changing = false;          // an ensemble change is being written
+    bool moving = false;            // a copy is being moved off a draining node
+    bool move_holds = false;        // ... and `changing` is set by the move, holding the adds
     bool closing = false;
     std::vector<CloseDone> closers;
   };
@@ -143,6 +156,20 @@ class ReplicatedStorage final : public storage::Storage {
   void complete(LedgerId id, Ledger& l);
   void node_failed(LedgerId id, Ledger& l, NodeId node, const common::Status& why);
   void fail_ledger(LedgerId id, Ledger& l, const common::Status& why);
+  // Writes `next` (the last fragment changed: `old` replaced by
+  // `replacement`) by compare-and-set, then resumes the adds.
+  void change_ensemble(LedgerId id, Ledger& l, LedgerMeta next, NodeId old, NodeId replacement);
+  // After the last fragment changed (or a change was given up): every entry
+  // waiting goes to the nodes of its write set that lack it, a node that
+  // failed meanwhile is replaced, and the adds complete.
+  void resume_adds(LedgerId id, Ledger& l);
+  // Decommissioning (transport reactor).
+  std::vector<NodeId> placeable(std::vector<NodeId> live) const;
+  std::string zone_of(NodeId node) { return transport_.zone_of(node); }
+  void refresh_draining();
+  void move_off_draining(LedgerId id);
+  void move_copy(LedgerId id, NodeId leaving, NodeId target, EntryId first, EntryId next, int rounds);
+  void end_move(LedgerId id, Ledger& l);
   void seal(LedgerId id);
   void recover(LedgerId id);
   void recover_entry(const std::shared_ptr<Recovery>& r, EntryId entry);
@@ -173,6 +200,8 @@ class ReplicatedStorage final : public storage::Storage {
   std::function<bool()> heals_;
   std::unique_ptr<runtime::Timer> heal_timer_;
   bool healing_ = false;                           // a pass is under way
+  std::set<NodeId> draining_;                      // storage nodes being decommissioned
+  metadata::WatchId draining_watch_ = 0;
   std::unordered_map<NodeId, int64_t> gone_since_ms_;  // storage nodes not live, since when
   bool stopped_ = false;                      // transport reactor
   std::atomic<bool> stop_requested_{false};   // any thread
@@ -185,6 +214,7 @@ class ReplicatedStorage final : public storage::Storage {
     uint32_t interval_ms = 0;
   };
   std::unordered_map<LedgerId, FsyncChoice> fsync_;
+  std::vector<NodeId> draining_copy_;
 
   common::Counter& ensemble_changes_;
   common::Counter& recoveries_;
@@ -192,6 +222,7 @@ class ReplicatedStorage final : public storage::Storage {
   common::Counter& degraded_adds_;
   common::Counter& healed_fragments_;
   common::Counter& healed_entries_;
+  common::Counter& moved_copies_;
   common::Gauge& underreplicated_;
 };
 

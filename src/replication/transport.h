@@ -35,6 +35,11 @@ class Transport {
   virtual NodeId self() const = 0;
   // The storage nodes that are members and alive now, as this node knows.
   virtual std::vector<NodeId> live_storage_nodes() = 0;
+  // The zone storage node `node` declared (`--zone`); empty when none.
+  virtual std::string zone_of(NodeId node) {
+    (void)node;
+    return {};
+  }
   // Calls `method` on storage node `node` (this node's own server too);
   // `done` runs exactly once, never inline.
   virtual void call(NodeId node, StorageMethod method, std::string payload, Done done, unsigned timeout_ms) = 0;

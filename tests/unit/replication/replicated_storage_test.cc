@@ -43,6 +43,7 @@ class Fabric {
   runtime::Reactor& reactor() { return reactor_; }
   std::map<NodeId, std::unique_ptr<StorageNode>> nodes;
   std::set<NodeId> down;
+  std::map<NodeId, std::string> zones;  // set before any writer starts
 
   void call(NodeId node, StorageMethod method, std::string payload, Transport::Done done) {
     reactor_.post_reliably([this, node, method, payload = std::move(payload), done]() {
@@ -83,6 +84,10 @@ class FabricTransport : public Transport {
   }
   void call(NodeId node, StorageMethod method, std::string payload, Done done, unsigned) override {
     fabric_.call(node, method, std::move(payload), std::move(done));
+  }
+  std::string zone_of(NodeId node) override {
+    auto it = fabric_.zones.find(node);
+    return it == fabric_.zones.end() ? std::string() : it->second;
   }
 
  private:
@@ -382,6 +387,90 @@ TEST_F(ReplicatedStorageTest, ClosedLedgersLeaveMemoryAndAreReadFromTheirRecords
     expect_entries(rs, id, 0, 2);
     EXPECT_EQ(*storage::testing::close_ledger(rs, id), 2);
   }
+}
+
+TEST_F(ReplicatedStorageTest, ADecommissionedNodesCopiesMoveOffItOpenLedgersToo) {
+  add_nodes(4);
+  ReplicationSettings settings;
+  settings.heal_grace = std::chrono::hours(1);  // only the decommissioned node's copies move
+  settings.heal_interval = std::chrono::milliseconds(50);
+  ReplicatedStorage& rs = writer_on(1, settings, /*heals=*/true);
+  auto closed = storage::testing::create_ledger(rs, 30);
+  ASSERT_TRUE(closed.is_ok());
+  for (EntryId e = 0; e < 20; ++e) ASSERT_TRUE(add(rs, *closed, e).is_ok());
+  ASSERT_EQ(*storage::testing::close_ledger(rs, 30), 19);
+  auto open = storage::testing::create_ledger(rs, 31);
+  ASSERT_TRUE(open.is_ok());
+  for (EntryId e = 0; e < 30; ++e) ASSERT_TRUE(add(rs, *open, e).is_ok());
+  // A node with a copy of the open ledger, not the writer's own.
+  const NodeId leaving = record(31).fragments[0].nodes[1];
+  ASSERT_NE(leaving, 1u);
+  auto names = [&](LedgerId id) {
+    const std::vector<NodeId> nodes = record(id).all_nodes();
+    return std::count(nodes.begin(), nodes.end(), leaving) != 0;
+  };
+  // Ledger 30 holds a copy there too, whatever its ensemble was.
+  const bool closed_had_it = names(30);
+  ASSERT_TRUE(metadata::blocking::put(*store_, draining_key(leaving), "0").is_ok());
+  for (int i = 0; i < 1000 && (names(30) || names(31)); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_FALSE(names(30)) << "the closed ledger's copy " << (closed_had_it ? "was not moved" : "appeared");
+  EXPECT_FALSE(names(31)) << "the open ledger still names the decommissioned node";
+  EXPECT_EQ(record(31).state, LedgerState::kOpen);
+  // Moved whole: the new node holds the fragment from its first entry.
+  ASSERT_EQ(record(31).fragments.size(), 1u);
+  EXPECT_EQ(record(31).fragments[0].nodes.size(), 3u);
+  NodeId target = 0;
+  const std::vector<NodeId> moved_to = record(31).fragments[0].nodes;
+  for (NodeId n : moved_to) {
+    if (n != 1 && held_by(n, 31) != storage::kNoEntry && n != leaving) target = n;
+  }
+  // The writer goes on, and a new ledger is never placed on the node.
+  for (EntryId e = 30; e < 50; ++e) ASSERT_TRUE(add(rs, *open, e).is_ok()) << e;
+  EXPECT_FALSE(names(31));
+  EXPECT_EQ(rs.draining(), std::vector<NodeId>{leaving});
+  for (LedgerId id = 32; id < 40; ++id) {
+    ASSERT_TRUE(storage::testing::create_ledger(rs, id).is_ok());
+    EXPECT_FALSE(names(id)) << "ledger " << id;
+    EXPECT_EQ(record(id).fragments[0].nodes.size(), 3u);
+  }
+  // The decommissioned node stopped: every entry reads back, and closing loses none.
+  set_down(leaving, true);
+  expect_entries(rs, 30, 0, 19);
+  expect_entries(rs, 31, 0, 49);
+  ASSERT_EQ(*storage::testing::close_ledger(rs, 31), 49);
+  const std::vector<NodeId> final_nodes = record(31).fragments[0].nodes;
+  for (NodeId n : final_nodes) {
+    for (int i = 0; i < 500 && held_by(n, 31) < 49; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(held_by(n, 31), 49) << "node " << n << (n == target ? " (the new copy)" : "");
+  }
+}
+
+TEST_F(ReplicatedStorageTest, CopiesSpreadAcrossZones) {
+  add_nodes(6);
+  fabric_.zones = {{1, "a"}, {2, "a"}, {3, "b"}, {4, "b"}, {5, "c"}, {6, "c"}};
+  ReplicatedStorage& rs = writer_on(1);
+  auto zones_of = [&](const std::vector<NodeId>& nodes) {
+    std::set<std::string> zones;
+    for (NodeId n : nodes) zones.insert(fabric_.zones[n]);
+    return zones.size();
+  };
+  for (LedgerId id = 40; id < 60; ++id) {
+    ASSERT_TRUE(storage::testing::create_ledger(rs, id).is_ok());
+    const std::vector<NodeId> nodes = record(id).fragments[0].nodes;
+    ASSERT_EQ(nodes.size(), 3u);
+    EXPECT_EQ(nodes[0], 1u);
+    EXPECT_EQ(zones_of(nodes), 3u) << "ledger " << id;
+  }
+  // A node that fails is replaced from the zone it leaves without a copy.
+  auto w = storage::testing::create_ledger(rs, 60);
+  ASSERT_TRUE(w.is_ok());
+  ASSERT_TRUE(add(rs, *w, 0).is_ok());
+  const NodeId lost = record(60).fragments[0].nodes[2];
+  set_down(lost, true);
+  for (EntryId e = 1; e < 5; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  const std::vector<NodeId> now = record(60).fragments.back().nodes;
+  EXPECT_EQ(std::count(now.begin(), now.end(), lost), 0);
+  EXPECT_EQ(zones_of(now), 3u);
 }
 
 TEST_F(ReplicatedStorageTest, AnOldWriterIsRefusedOnceARecoveryFencedEvenAfterTheNodesRestart) {
