@@ -85,4 +85,15 @@ void register_node_routes(Router& router, broker::Tenancy& tenancy, std::string 
 // /admin/v2/scram-users: the SCRAM users of the Kafka listener (scram_users.cc).
 void register_scram_user_routes(Router& router, broker::Tenancy& tenancy, security::ScramCredentials& credentials);
 
+// Decommissioning a cluster's storage nodes; each runs on a thread that may block.
+struct StorageNodesAdmin {
+  // Starts (drain) or cancels decommissioning node `node`.
+  std::function<common::Status(uint64_t node, bool drain)> set_draining;
+  // {"id", "alive", "state": active | draining | drained, "fragments" and
+  // "ledgers" still naming it, "underReplicatedFragments" in the cluster}.
+  std::function<common::Result<nlohmann::json>(uint64_t node)> status;
+};
+// POST, GET, DELETE /admin/v2/cluster/nodes/{node}/decommission.
+void register_storage_node_routes(Router& router, broker::Tenancy& tenancy, StorageNodesAdmin admin);
+
 }  // namespace magnetar::admin

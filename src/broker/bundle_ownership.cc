@@ -170,9 +170,9 @@ void BundleOwnership::owner_of(const TopicName& topic, OwnerCallback done) {
 void BundleOwnership::assign(const std::string& key, uint32_t hash, OwnerCallback done) {
   // The live node owning the fewest bundles; ties by the bundle's hash.
   std::map<uint64_t, size_t> load;
-  load[self_node_] = 0;
+  if (serves_topics_) load[self_node_] = 0;
   for (auto& [node, alive] : directory_()) {
-    if (alive) load[node.node] = 0;
+    if (alive && (node.node != self_node_ || serves_topics_)) load[node.node] = 0;
   }
   if (load.empty()) return done(Status::unavailable("no live node serves topics"));
   {

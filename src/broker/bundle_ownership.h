@@ -41,6 +41,10 @@ class BundleOwnership final : public Ownership, public runtime::Component {
 
   BundleOwnership(metadata::Store& store, uint64_t self_node, Directory directory, Refresh refresh = {});
 
+  // Before start(): this node serves no topics (it has no broker role), so
+  // it never assigns a bundle to itself.
+  void set_serves_topics(bool serves) { serves_topics_ = serves; }
+
   std::string_view name() const override { return "ownership"; }
   // Reads the assignments (blocking) and watches them.
   common::Status start() override;
@@ -66,6 +70,7 @@ class BundleOwnership final : public Ownership, public runtime::Component {
 
   metadata::Store& store_;
   const uint64_t self_node_;
+  bool serves_topics_ = true;
   Directory directory_;
   Refresh refresh_;
   metadata::WatchId watch_ = 0;

@@ -236,6 +236,30 @@ CLI::App* add_admin_command(CLI::App& app, Command& run) {
              };
              return req;
            });
+  // Decommissioning a storage node: start, follow, cancel.
+  struct Decommission {
+    const char* verb;
+    const char* method;
+    const char* help;
+  };
+  for (const Decommission& d :
+       {Decommission{"decommission", "POST",
+                     "Move every ledger copy off a storage node, which then gets no new ones; prints its progress"},
+        Decommission{"decommission-status", "GET",
+                     "A storage node's state (active, draining, drained) and the copies still on it"},
+        Decommission{"recommission", "DELETE", "Cancel a decommission: the node gets new copies again"}}) {
+    auto node = std::make_shared<uint64_t>(0);
+    auto* verb = add_verb(*cluster, run, options, d.verb, d.help, [node, method = d.method]() -> Result<AdminRequest> {
+      AdminRequest req{method, "/admin/v2/cluster/nodes/" + std::to_string(*node) + "/decommission", "", "", nullptr};
+      req.print = [](const Json& s) {
+        fmt::print("node {}: {} ({} fragments of {} ledgers still on it; {} under-replicated in the cluster)\n",
+                   human_value(s.value("id", Json())), s.value("state", ""), s.value("fragments", 0),
+                   s.value("ledgers", 0), s.value("underReplicatedFragments", 0));
+      };
+      return req;
+    });
+    verb->add_option("node", *node, "The node's id (magnetar admin cluster nodes)")->required();
+  }
   add_cluster_commands(*admin, run, options);
   add_tenant_commands(*admin, run, options);
   add_namespace_commands(*admin, run, options);

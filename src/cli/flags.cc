@@ -1,3 +1,4 @@
+#include <cctype>
 #include <cstdint>
 
 #include "cli/admin_cli.h"
@@ -141,6 +142,18 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
       ->check(CLI::IsMember({"broker", "storage"}))
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->capture_default_str();
+  cmd.add_option("--zone", c.zone,
+                 "In a cluster: the zone (rack, availability zone) this node is in; a ledger's copies spread across "
+                 "zones")
+      ->check([](const std::string& zone) -> std::string {
+        if (zone.empty() || zone.size() > 64) return "a zone name has 1 to 64 characters";
+        for (char ch : zone) {
+          if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.') {
+            return "a zone name has letters, digits, '-', '_' and '.' only";
+          }
+        }
+        return "";
+      });
   cmd.add_option("--fsync", c.fsync,
                  "When a write is acknowledged: always (after fdatasync), interval (fdatasync every --fsync-interval-ms), never")
       ->capture_default_str()

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace magnetar::server {
@@ -49,7 +50,18 @@ struct Config {
   int32_t cluster_port = kPortOff;
   std::vector<std::string> join;
   std::string cluster_secret_file;
+  // broker: serves clients (Pulsar, Kafka, AMQP) and owns bundles; storage:
+  // keeps ledger copies. A cluster member has either or both.
   std::vector<std::string> roles = {"broker", "storage"};
+  bool has_role(std::string_view role) const {
+    for (const auto& r : roles) {
+      if (r == role) return true;
+    }
+    return false;
+  }
+  // The zone (rack, availability zone) a cluster member is in: ledger copies
+  // spread across zones. Empty: none declared.
+  std::string zone;
   // When an add is acknowledged: "always" (after fdatasync of its group
   // commit), "interval" (after write; fdatasync every fsync_interval_ms) or
   // "never" (after write; the OS flushes when it likes).

@@ -59,8 +59,16 @@ bool NodeDirectory::parse_record(uint64_t id, const std::string& json, broker::N
 void NodeDirectory::remember(const std::string& key, const std::string& value) {
   uint64_t id = id_of_key(key);
   broker::NodeEndpoints node;
+  Storage storage;
+  auto j = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_discarded() && j.is_object()) {
+    auto roles = j.value("roles", std::vector<std::string>{"broker", "storage"});
+    storage.stores = std::find(roles.begin(), roles.end(), "storage") != roles.end();
+    storage.zone = j.value("zone", "");
+  }
   std::lock_guard lock(mu_);
   if (id != 0) published_[id] = value;
+  if (id != 0) storage_[id] = storage;
   if (id != 0 && parse_record(id, value, node)) {
     records_[id] = std::move(node);
   } else {
@@ -82,6 +90,7 @@ common::Status NodeDirectory::start() {
       std::lock_guard lock(mu_);
       records_.erase(id_of_key(event.key));
       published_.erase(id_of_key(event.key));
+      storage_.erase(id_of_key(event.key));
       return;
     }
     store_.get(event.key, [this](common::Result<metadata::Record> record) {
@@ -98,6 +107,18 @@ common::Status NodeDirectory::start() {
     if (record.is_ok()) remember(key, record->value);
   }
   return common::Status::ok();
+}
+
+bool NodeDirectory::stores(uint64_t id) const {
+  std::lock_guard lock(mu_);
+  auto it = storage_.find(id);
+  return it == storage_.end() || it->second.stores;
+}
+
+std::string NodeDirectory::zone_of(uint64_t id) const {
+  std::lock_guard lock(mu_);
+  auto it = storage_.find(id);
+  return it == storage_.end() ? std::string() : it->second.zone;
 }
 
 std::map<uint64_t, std::string> NodeDirectory::published() const {

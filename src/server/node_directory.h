@@ -57,6 +57,12 @@ class NodeDirectory final : public runtime::Component {
   // What every node published, as it published it (JSON), brokers or not.
   std::map<uint64_t, std::string> published() const;
 
+  // Any thread: whether node `id` keeps ledger copies (its record names the
+  // storage role; a node not yet heard of is taken to) and the zone it
+  // declared ("" for none).
+  bool stores(uint64_t id) const;
+  std::string zone_of(uint64_t id) const;
+
   // The record's fields as endpoints; false when it is not a node record.
   static bool parse_record(uint64_t id, const std::string& json, broker::NodeEndpoints& out);
 
@@ -69,6 +75,11 @@ class NodeDirectory final : public runtime::Component {
   mutable std::mutex mu_;
   std::map<uint64_t, broker::NodeEndpoints> records_;  // brokers only
   std::map<uint64_t, std::string> published_;          // every node's record
+  struct Storage {
+    bool stores = true;
+    std::string zone;
+  };
+  std::map<uint64_t, Storage> storage_;                 // every node's storage role and zone
 };
 
 }  // namespace magnetar::server

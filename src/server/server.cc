@@ -4,7 +4,9 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -232,6 +234,15 @@ void Server::reload_tls() {
 }
 
 Status Server::start() {
+  if (!config_.has_role("broker") && !config_.has_role("storage")) {
+    return Status::invalid_argument("--roles needs broker, storage or both");
+  }
+  if (!config_.clustered() && !(config_.has_role("broker") && config_.has_role("storage"))) {
+    return Status::invalid_argument("--roles applies to cluster members; a standalone node is broker and storage");
+  }
+  if (!config_.clustered() && !config_.zone.empty()) {
+    return Status::invalid_argument("--zone applies to cluster members (--cluster-port)");
+  }
   if (config_.trial) {
     // The trial's token key may live in the data directory: it comes first.
     MAGNETAR_RETURN_IF_ERROR(prepare_data_dir());
@@ -294,6 +305,7 @@ Status Server::start() {
     auto ownership = std::make_unique<broker::BundleOwnership>(
         *store, cluster_->id(), [this]() { return directory_->nodes(); },
         [this](uint64_t id, std::function<void()> done) { directory_->refresh(id, std::move(done)); });
+    ownership->set_serves_topics(config_.has_role("broker"));
     ownership_ = ownership.get();
     remote_calls_ = std::make_unique<ClusterCalls>(*cluster_);
     components_.push_back(std::move(ownership));
@@ -328,6 +340,8 @@ Status Server::start() {
     defaults.cluster_info.broker_service_url_tls = fmt::format("pulsar+ssl://{}:{}", host, config_.broker_service_port_tls);
   }
   // Each protocol's listeners: the plaintext one unless off, the TLS one when on.
+  // A member without the broker role serves no client protocol.
+  const bool serves_clients = config_.has_role("broker");
   auto listen = [this](int32_t port, int32_t tls_port) {
     runtime::ListenerPorts p;
     p.plain_enabled = port != Config::kPortOff;
@@ -361,11 +375,13 @@ Status Server::start() {
   if (cluster_) {
     storage_node = std::make_unique<StorageNodeService>(*cluster_, *store, *storage, storage_options.directory,
                                                         config_.data_dir + "/storage-fences");
+    storage_node->set_roles(directory_, config_.has_role("storage"), config_.zone);
     replication::ReplicationSettings replication_settings;
     replication_settings.heal_grace = std::chrono::seconds(config_.storage_heal_grace_secs);
     if (config_.storage_heal_grace_secs == 0) replication_settings.heal_interval = std::chrono::milliseconds(0);
     replicated = std::make_unique<replication::ReplicatedStorage>(*storage_node, *store, *storage,
                                                                   replication_settings);
+    replicated_ = replicated.get();
     // The metadata leader checks the ledgers and mends what a lost member held.
     replicated->set_healer([cluster = cluster_]() {
       for (const auto& m : cluster->members()) {
@@ -442,7 +458,8 @@ Status Server::start() {
   components_.push_back(std::move(scram));
   protocol::pulsar::PulsarServiceOptions pulsar_options;
   pulsar_options.bind = config_.bind;
-  const runtime::ListenerPorts pulsar_ports = listen(config_.pulsar_port, config_.broker_service_port_tls);
+  const runtime::ListenerPorts pulsar_ports =
+      serves_clients ? listen(config_.pulsar_port, config_.broker_service_port_tls) : listen(Config::kPortOff, Config::kPortOff);
   pulsar_options.port = pulsar_ports.port;
   pulsar_options.plain_enabled = pulsar_ports.plain_enabled;
   pulsar_options.tls = pulsar_ports.tls;
@@ -460,7 +477,8 @@ Status Server::start() {
   pulsar_ = pulsar.get();
   protocol::kafka::KafkaServiceOptions kafka_options;
   kafka_options.bind = config_.bind;
-  const runtime::ListenerPorts kafka_ports = listen(config_.kafka_port, config_.kafka_port_tls);
+  const runtime::ListenerPorts kafka_ports =
+      serves_clients ? listen(config_.kafka_port, config_.kafka_port_tls) : listen(Config::kPortOff, Config::kPortOff);
   kafka_options.port = kafka_ports.port;
   kafka_options.plain_enabled = kafka_ports.plain_enabled;
   kafka_options.tls = kafka_ports.tls;
@@ -477,7 +495,8 @@ Status Server::start() {
   kafka_ = kafka.get();
   protocol::amqp::AmqpServiceOptions amqp_options;
   amqp_options.bind = config_.bind;
-  const runtime::ListenerPorts amqp_ports = listen(config_.amqp_port, config_.amqp_port_tls);
+  const runtime::ListenerPorts amqp_ports =
+      serves_clients ? listen(config_.amqp_port, config_.amqp_port_tls) : listen(Config::kPortOff, Config::kPortOff);
   amqp_options.port = amqp_ports.port;
   amqp_options.plain_enabled = amqp_ports.plain_enabled;
   amqp_options.tls = amqp_ports.tls;
@@ -495,6 +514,10 @@ Status Server::start() {
   admin::register_tenant_usage_routes(admin->router(), *tenancy_ptr, *broker, *storage_quotas);
   store_ = &metadata_store;
   admin::register_node_routes(admin->router(), *tenancy_ptr, config_.cluster_name, [this]() { return nodes(); });
+  admin::StorageNodesAdmin storage_admin;
+  storage_admin.set_draining = [this](uint64_t node, bool drain) { return set_draining(node, drain); };
+  storage_admin.status = [this](uint64_t node) { return storage_status(node); };
+  admin::register_storage_node_routes(admin->router(), *tenancy_ptr, std::move(storage_admin));
   // Started before the broker, so that it reads the first ledger id this
   // process may hand out before any topic opens (ledger_reconciler.h).
   auto reconciler = std::make_unique<ledger::LedgerReconciler>(*storage, metadata_store,
@@ -615,6 +638,7 @@ common::Result<int32_t> Server::allocate_broker_id(metadata::Store& store, uint6
 nlohmann::json Server::node_record() const {
   std::string host = config_.effective_advertised_address();
   nlohmann::json j = {{"roles", config_.roles}, {"version", version()}, {"brokerId", broker_id_}};
+  if (!config_.zone.empty()) j["zone"] = config_.zone;
   if (ports_.http != 0) j["httpUrl"] = fmt::format("http://{}:{}", host, ports_.http);
   if (ports_.pulsar != 0) j["brokerServiceUrl"] = fmt::format("pulsar://{}:{}", host, ports_.pulsar);
   if (ports_.pulsar_tls != 0) j["brokerServiceUrlTls"] = fmt::format("pulsar+ssl://{}:{}", host, ports_.pulsar_tls);
@@ -659,9 +683,85 @@ common::Result<std::vector<admin::NodeView>> Server::nodes() const {
       view.record = it->second;
     }
     if (ownership_ != nullptr) view.record["ownedBundles"] = ownership_->bundles_of(m.id);
+    if (replicated_ != nullptr) {
+      const std::vector<uint64_t> draining = replicated_->draining();
+      const bool leaving = std::find(draining.begin(), draining.end(), m.id) != draining.end();
+      view.record["storageState"] = leaving ? "decommissioned" : "active";
+    }
     out.push_back(std::move(view));
   }
   return out;
+}
+
+Status Server::set_draining(uint64_t node, bool drain) {
+  if (!cluster_ || store_ == nullptr) {
+    return Status::failed_precondition("a standalone node keeps the only copy of its ledgers: there is nothing to "
+                                       "decommission it to");
+  }
+  bool member = false;
+  for (const auto& m : cluster_->members()) member = member || m.id == node;
+  if (!member) return Status::not_found("node " + std::to_string(node) + " is not a member of this cluster");
+  const std::string key = replication::draining_key(node);
+  if (!drain) {
+    Status st = metadata::blocking::del(*store_, key);
+    return st.code() == common::ErrorCode::kNotFound ? Status::ok() : st;
+  }
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  metadata::PutOptions create;
+  create.expected_version = metadata::kMustNotExist;
+  auto put = metadata::blocking::put(*store_, key, std::to_string(now), create);
+  if (!put.is_ok() && put.status().code() != common::ErrorCode::kAlreadyExists) return put.status();
+  if (put.is_ok()) MLOG_INFO("cluster: storage node {} is being decommissioned", node);
+  return Status::ok();
+}
+
+common::Result<nlohmann::json> Server::storage_status(uint64_t node) const {
+  if (!cluster_ || store_ == nullptr) {
+    return Status::failed_precondition("a standalone node has no storage nodes to decommission");
+  }
+  std::set<uint64_t> live;
+  bool member = false;
+  for (const auto& m : cluster_->members()) {
+    member = member || m.id == node;
+    if (m.alive || m.id == cluster_->id()) live.insert(m.id);
+  }
+  if (!member) return Status::not_found("node " + std::to_string(node) + " is not a member of this cluster");
+  std::set<uint64_t> draining;
+  auto names = metadata::blocking::list_children(*store_, replication::kDrainingPrefix);
+  if (!names.is_ok()) return names.status();
+  for (const std::string& name : *names) draining.insert(std::strtoull(name.c_str(), nullptr, 10));
+  auto ledgers = metadata::blocking::list_children(*store_, replication::kLedgersPrefix);
+  if (!ledgers.is_ok()) return ledgers.status();
+  uint64_t fragments = 0;
+  uint64_t ledgers_held = 0;
+  uint64_t short_copies = 0;
+  for (const std::string& name : *ledgers) {
+    auto rec = metadata::blocking::get(*store_, std::string(replication::kLedgersPrefix) + "/" + name);
+    if (!rec.is_ok()) continue;  // deleted meanwhile
+    auto meta = replication::decode_ledger_meta(rec->value);
+    if (!meta.is_ok()) continue;
+    bool holds = false;
+    for (const replication::Fragment& f : meta->fragments) {
+      for (uint64_t n : f.nodes) {
+        if (n == node) {
+          ++fragments;
+          holds = true;
+        }
+        if (live.count(n) == 0 || draining.count(n) != 0) ++short_copies;
+      }
+    }
+    if (holds) ++ledgers_held;
+  }
+  const bool leaving = draining.count(node) != 0;
+  nlohmann::json j;
+  j["id"] = node;
+  j["alive"] = live.count(node) != 0;
+  j["state"] = !leaving ? "active" : fragments == 0 ? "drained" : "draining";
+  j["fragments"] = fragments;
+  j["ledgers"] = ledgers_held;
+  j["underReplicatedFragments"] = short_copies;
+  return j;
 }
 
 void Server::stop() {
@@ -688,6 +788,7 @@ void Server::stop() {
   store_ = nullptr;
   ownership_ = nullptr;
   directory_ = nullptr;
+  replicated_ = nullptr;
   remote_calls_.reset();
   for (uint64_t id : collector_ids_) common::MetricsRegistry::global().remove_collector(id);
   collector_ids_.clear();

@@ -30,6 +30,10 @@ namespace magnetar::cluster {
 class ClusterNode;
 }
 
+namespace magnetar::replication {
+class ReplicatedStorage;
+}
+
 namespace magnetar::metadata {
 class Store;
 }
@@ -112,6 +116,9 @@ class Server {
   nlohmann::json node_record() const;
   // Every node of the cluster (this one alone when standalone). Blocks.
   common::Result<std::vector<admin::NodeView>> nodes() const;
+  // Decommissioning storage nodes (replication/): start or cancel; progress. Block.
+  common::Status set_draining(uint64_t node, bool drain);
+  common::Result<nlohmann::json> storage_status(uint64_t node) const;
 
   Config config_;
   std::unique_ptr<runtime::Runtime> runtime_;
@@ -128,6 +135,7 @@ class Server {
   int32_t broker_id_ = 0;                    // Kafka's broker id for this node
   NodeDirectory* directory_ = nullptr;        // a cluster member's view of the nodes
   broker::Ownership* ownership_ = nullptr;    // a cluster member's topic ownership
+  replication::ReplicatedStorage* replicated_ = nullptr;  // a cluster member's replicated ledgers
   std::unique_ptr<broker::RemoteCalls> remote_calls_;  // a cluster member's calls to the others
   std::vector<uint64_t> collector_ids_;
   std::unique_ptr<security::TokenAuthenticator> authenticator_;  // when authentication is on

@@ -14,7 +14,9 @@
 
 #include "common/logging.h"
 #include "ledger/ledger_ids.h"
+#include "cluster/rpc_records.h"
 #include "metadata/blocking.h"
+#include "replication/replication_generated.h"
 #include "runtime/reactor.h"
 
 namespace magnetar::server {
@@ -28,6 +30,7 @@ StorageNodeService::StorageNodeService(cluster::ClusterNode& cluster, metadata::
     : cluster_(cluster),
       store_(store),
       storage_dir_(std::move(storage_dir)),
+      local_(local),
       server_(local, std::move(fence_dir)),
       wiped_below_(common::MetricsRegistry::global().gauge(
           "magnetar_storage_node_wiped_below",
@@ -137,6 +140,14 @@ void StorageNodeService::stop() {
 void StorageNodeService::serve(StorageMethod method, std::string_view payload,
                                replication::StorageServer::Reply reply) {
   if (!started_) return reply(std::string());  // read by the caller as a malformed answer: the node failed
+  if (!stores_ && method == StorageMethod::kAdd) {
+    // No storage role: only copies it held before (a recovery writes to them) take adds.
+    const auto* add = cluster::verified_record<replication::fb::AddEntry>(payload);
+    if (add != nullptr && !local_.ledger_info(add->ledger()).is_ok()) {
+      return reply(replication::encode_outcome(common::Status::failed_precondition(
+          "this node has no storage role (--roles): it takes no new ledger copies")));
+    }
+  }
   switch (method) {
     case StorageMethod::kAdd: return server_.add(payload, std::move(reply));
     case StorageMethod::kRead: return server_.read(payload, std::move(reply));
@@ -145,10 +156,25 @@ void StorageNodeService::serve(StorageMethod method, std::string_view payload,
   }
 }
 
+void StorageNodeService::set_roles(const NodeDirectory* directory, bool stores, std::string zone) {
+  directory_ = directory;
+  stores_ = stores;
+  zone_ = std::move(zone);
+}
+
+std::string StorageNodeService::zone_of(replication::NodeId node) {
+  if (node == cluster_.id()) return zone_;
+  return directory_ != nullptr ? directory_->zone_of(node) : std::string();
+}
+
 std::vector<replication::NodeId> StorageNodeService::live_storage_nodes() {
   std::vector<replication::NodeId> out;
   for (const auto& m : cluster_.members()) {
-    if (m.alive || m.id == cluster_.id()) out.push_back(m.id);
+    if (m.id == cluster_.id()) {
+      if (stores_) out.push_back(m.id);
+    } else if (m.alive && (directory_ == nullptr || directory_->stores(m.id))) {
+      out.push_back(m.id);
+    }
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

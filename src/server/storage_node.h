@@ -23,6 +23,7 @@
 #include "replication/storage_server.h"
 #include "replication/transport.h"
 #include "runtime/component.h"
+#include "server/node_directory.h"
 #include "storage/storage.h"
 
 namespace magnetar::server {
@@ -42,6 +43,14 @@ class StorageNodeService final : public runtime::Component, public replication::
   runtime::Reactor& reactor() override { return cluster_.reactor(); }
   replication::NodeId self() const override { return cluster_.id(); }
   std::vector<replication::NodeId> live_storage_nodes() override;
+  std::string zone_of(replication::NodeId node) override;
+
+  // Before start(): the other nodes' roles and zones come from `directory`;
+  // this node keeps copies when `stores` (its storage role), in `zone`.
+  // A node without the storage role is never chosen for a copy; one asked
+  // for a new copy anyway (chosen before its record was read) refuses, so
+  // the writer replaces it.
+  void set_roles(const NodeDirectory* directory, bool stores, std::string zone);
   void call(replication::NodeId node, replication::StorageMethod method, std::string payload, Done done,
             unsigned timeout_ms) override;
 
@@ -52,7 +61,11 @@ class StorageNodeService final : public runtime::Component, public replication::
 
   cluster::ClusterNode& cluster_;
   metadata::Store& store_;
+  const NodeDirectory* directory_ = nullptr;
+  bool stores_ = true;
+  std::string zone_;
   const std::string storage_dir_;
+  storage::Storage& local_;
   replication::StorageServer server_;
   common::Gauge& wiped_below_;
   std::atomic<bool> started_{false};

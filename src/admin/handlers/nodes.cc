@@ -1,5 +1,6 @@
-// The nodes of the cluster: /admin/v2/cluster/nodes, and Pulsar's
-// /admin/v2/brokers/leaderBroker and /admin/v2/brokers/{cluster}.
+// The nodes of the cluster: /admin/v2/cluster/nodes (and decommissioning a
+// storage node), and Pulsar's /admin/v2/brokers/leaderBroker and
+// /admin/v2/brokers/{cluster}.
 #include <nlohmann/json.hpp>
 
 #include "admin/handlers.h"
@@ -28,7 +29,47 @@ std::string broker_id(const NodeView& node) {
   return scheme == std::string::npos ? url : url.substr(scheme + 3);
 }
 
+common::Result<uint64_t> node_param(const HttpRequest& req) {
+  const std::string text = req.param("node");
+  char* end = nullptr;
+  const unsigned long long id = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || end == nullptr || *end != '\0' || text[0] == '-' || id == 0) {
+    return common::Status::invalid_argument("'" + text + "' is not a node id (GET /admin/v2/cluster/nodes lists them)");
+  }
+  return static_cast<uint64_t>(id);
+}
+
 }  // namespace
+
+void register_storage_node_routes(Router& router, broker::Tenancy& tenancy, StorageNodesAdmin admin) {
+  auto shared = std::make_shared<StorageNodesAdmin>(std::move(admin));
+  const std::string path = "/admin/v2/cluster/nodes/{node}/decommission";
+  router.get(path, [&tenancy, shared](HttpRequest& req, Responder respond) {
+    run_blocking(tenancy, std::move(respond), [shared, node = node_param(req)]() {
+      if (!node.is_ok()) return error_response(node.status());
+      auto status = shared->status(*node);
+      if (!status.is_ok()) return error_response(status.status());
+      return HttpResponse::json(200, *status);
+    });
+  });
+  for (bool drain : {true, false}) {
+    auto handler = [&tenancy, shared, drain](HttpRequest& req, Responder respond) {
+      run_blocking(tenancy, std::move(respond), [shared, drain, node = node_param(req)]() {
+        if (!node.is_ok()) return error_response(node.status());
+        common::Status st = shared->set_draining(*node, drain);
+        if (!st.is_ok()) return error_response(st);
+        auto status = shared->status(*node);
+        if (!status.is_ok()) return error_response(status.status());
+        return HttpResponse::json(200, *status);
+      });
+    };
+    if (drain) {
+      router.post(path, handler);
+    } else {
+      router.del(path, handler);
+    }
+  }
+}
 
 void register_node_routes(Router& router, broker::Tenancy& tenancy, std::string cluster_name, NodeDirectory nodes) {
   router.get("/admin/v2/cluster/nodes", [&tenancy, nodes](HttpRequest&, Responder respond) {
