@@ -3,7 +3,8 @@ a storage node decommissioned with `magnetar admin cluster decommission`
 gives up every ledger copy it holds (those of the ledger being written too)
 and can then be stopped with nothing lost and nothing under-replicated; a
 member with only the storage role serves no client and owns no bundle, and
-one with only the broker role keeps no copy. Every wait is bounded.
+one with only the broker role keeps no copy; copies spread across the zones
+members declare. Every wait is bounded.
 """
 import json
 import signal
@@ -124,6 +125,22 @@ class DecommissionTest(ClusterCase):
             if n["id"] != broker.id:
                 self.assertEqual(n["ownedBundles"], [], f"storage-only member {n['id']} owns bundles")
             self.assertEqual(n["roles"], ["broker"] if n["id"] == broker.id else ["storage"])
+
+    def test_copies_spread_across_zones(self):
+        zones = [("--zone", "a"), ("--zone", "a"), ("--zone", "b"), ("--zone", "c")]
+        members = self.start(4, per_member=zones)
+        listed = {n["id"]: n.get("zone") for n in nodes_of(members[0])}
+        self.assertEqual([listed[m.id] for m in members], ["a", "a", "b", "c"])
+        owner = kafka_owner(members, "zoned")
+        before = {m.id: m.metric(STORED) for m in members}
+        acked, errors = produce(owner, "zoned", [f"z{i}" for i in range(100)])
+        self.assertEqual(errors, [])
+        # Three copies on three zones: b and c hold one each, zone a one at most.
+        holding = other_holders(members, owner, before) + [owner]
+        self.assertIn(members[2], holding)
+        self.assertIn(members[3], holding)
+        self.assertFalse(members[0] in holding and members[1] in holding, "two copies in zone a")
+        self.assertEqual(consume_all(owner, "zoned", 100), acked)
 
 
 if __name__ == "__main__":
