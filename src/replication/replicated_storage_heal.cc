@@ -1,0 +1,360 @@
+// ReplicatedStorage: copies that move: off a decommissioned node, and off a
+// lost one (self-healing).
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <utility>
+
+#include "cluster/rpc_records.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "replication/placement.h"
+#include "replication/replicated_storage.h"
+#include "replication/replication_generated.h"
+#include "replication/requests.h"
+#include "replication/storage_server.h"
+
+namespace magnetar::replication {
+
+using common::ErrorCode;
+using common::Result;
+using common::Slice;
+using common::Status;
+using runtime::Reactor;
+using storage::Callback;
+
+// ---- decommissioning ----
+
+std::vector<NodeId> ReplicatedStorage::draining() const {
+  std::lock_guard lock(mu_);
+  return draining_copy_;
+}
+
+std::vector<NodeId> ReplicatedStorage::placeable(std::vector<NodeId> live) const {
+  live.erase(std::remove_if(live.begin(), live.end(), [this](NodeId n) { return draining_.count(n) != 0; }),
+             live.end());
+  return live;
+}
+
+void ReplicatedStorage::refresh_draining() {
+  store_.list_children(kDrainingPrefix, [this](Result<std::vector<std::string>> names) {
+    if (!names || stopped_) return;
+    std::set<NodeId> now;
+    for (const std::string& name : *names) {
+      char* end = nullptr;
+      const unsigned long long node = std::strtoull(name.c_str(), &end, 10);
+      if (end != nullptr && *end == '\0' && node != 0) now.insert(node);
+    }
+    bool added = false;
+    for (NodeId n : now) added = added || draining_.count(n) == 0;
+    draining_ = std::move(now);
+    {
+      std::lock_guard lock(mu_);
+      draining_copy_.assign(draining_.begin(), draining_.end());
+    }
+    if (!added) return;
+    MLOG_INFO("replicated storage: storage nodes being decommissioned: {}", draining_copy_.size());
+    std::vector<LedgerId> mine;
+    for (const auto& [id, l] : ledgers_) {
+      if (l.writing) mine.push_back(id);
+    }
+    for (LedgerId id : mine) move_off_draining(id);
+    heal_pass();
+  });
+}
+
+// The writer moves its open ledger's copy off a draining node.
+void ReplicatedStorage::move_off_draining(LedgerId id) {
+  if (draining_.empty() || stopped_) return;
+  auto it = ledgers_.find(id);
+  if (it == ledgers_.end()) return;
+  Ledger& l = it->second;
+  if (!l.writing || l.moving || l.changing || l.closing || !l.failure.is_ok() || l.meta.state != LedgerState::kOpen) {
+    return;
+  }
+  const Fragment& last = l.meta.fragments.back();
+  NodeId leaving = 0;
+  std::vector<NodeId> staying;
+  for (NodeId n : last.nodes) {
+    if (leaving == 0 && draining_.count(n) != 0 && l.failed.count(n) == 0) {
+      leaving = n;
+    } else {
+      staying.push_back(n);
+    }
+  }
+  if (leaving == 0) return;
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  const std::vector<NodeId> holding = l.meta.all_nodes();
+  const std::vector<NodeId> live = placeable(transport_.live_storage_nodes());
+  std::vector<NodeId> fresh;  // hold no part of the ledger: can take the fragment's copy whole
+  std::vector<NodeId> other;  // not in the last fragment: can take its new entries
+  for (NodeId n : live) {
+    if (l.failed.count(n) != 0) continue;
+    if (std::find(holding.begin(), holding.end(), n) == holding.end()) fresh.push_back(n);
+    if (std::find(last.nodes.begin(), last.nodes.end(), n) == last.nodes.end()) other.push_back(n);
+  }
+  std::shuffle(fresh.begin(), fresh.end(), rng);
+  std::shuffle(other.begin(), other.end(), rng);
+  auto zone = [this](NodeId n) { return zone_of(n); };
+  if (!fresh.empty()) {
+    const NodeId target = choose_nodes(fresh, staying, 1, zone).front();
+    MLOG_INFO("replicated storage: moving ledger {}'s copy from entry {} off storage node {} (decommissioned) to {}",
+              id, last.first_entry, leaving, target);
+    l.moving = true;
+    return move_copy(id, leaving, target, last.first_entry, last.first_entry, 0);
+  }
+  if (other.empty()) return;  // nowhere to go: it stays, and the node is not drained
+  // No node can hold the fragment whole: new entries avoid the draining
+  // node, whose older entries stay until a node is free to take them.
+  const NodeId replacement = choose_nodes(other, staying, 1, zone).front();
+  LedgerMeta next = l.meta;
+  Fragment fragment = last;
+  std::replace(fragment.nodes.begin(), fragment.nodes.end(), leaving, replacement);
+  fragment.first_entry = l.lac + 1;
+  if (next.fragments.back().first_entry == fragment.first_entry) {
+    next.fragments.back() = fragment;
+  } else {
+    next.fragments.push_back(fragment);
+  }
+  MLOG_INFO("replicated storage: ledger {}'s new entries avoid storage node {} (decommissioned)", id, leaving);
+  change_ensemble(id, l, std::move(next), leaving, replacement);
+}
+
+// Copies the last fragment's entries next..LAC to `target`, in batches,
+// while adds go on; once close to the LAC, holds the adds (so the LAC stays
+// put), copies the rest and names `target` in `leaving`'s place.
+void ReplicatedStorage::move_copy(LedgerId id, NodeId leaving, NodeId target, EntryId first, EntryId next,
+                                  int rounds) {
+  auto it = ledgers_.find(id);
+  if (it == ledgers_.end()) return;
+  Ledger& l = it->second;
+  if (!l.moving) return;
+  const Fragment& last = l.meta.fragments.back();
+  const bool unchanged = !stopped_ && l.writing && l.failure.is_ok() && !l.closing &&
+                         l.meta.state == LedgerState::kOpen && last.first_entry == first &&
+                         std::find(last.nodes.begin(), last.nodes.end(), leaving) != last.nodes.end() &&
+                         l.failed.count(leaving) == 0 && draining_.count(leaving) != 0;
+  if (!unchanged) return end_move(id, l);
+  if (!l.move_holds && (next > l.lac || rounds >= 8 || l.lac - next < 256)) {
+    if (l.changing) return end_move(id, l);  // another change under way: tried again after it
+    l.changing = true;
+    l.move_holds = true;
+  }
+  if (next > l.lac) {
+    // `target` holds first..LAC and the adds are held: it takes `leaving`'s place.
+    LedgerMeta changed = l.meta;
+    std::replace(changed.fragments.back().nodes.begin(), changed.fragments.back().nodes.end(), leaving, target);
+    l.moving = false;
+    l.move_holds = false;
+    moved_copies_.inc();
+    return change_ensemble(id, l, std::move(changed), leaving, target);
+  }
+  const EntryId lac = l.lac;
+  read_from(id, l.meta, next, lac, 0, nullptr,
+            [this, id, leaving, target, first, lac, rounds](Result<std::vector<storage::Entry>> got) {
+              auto found = ledgers_.find(id);
+              if (found == ledgers_.end()) return;
+              if (!got || got->empty()) {
+                MLOG_WARN("replicated storage: moving ledger {}'s copy: cannot read its entries: {}", id,
+                          got ? std::string("none returned") : got.status().to_string());
+                return end_move(id, found->second);
+              }
+              auto entries = std::make_shared<std::vector<storage::Entry>>(std::move(got.value()));
+              // One entry in flight at a time, as healing does; the closure holds itself weakly.
+              auto step = std::make_shared<std::function<void(size_t)>>();
+              std::weak_ptr<std::function<void(size_t)>> weak = step;
+              *step = [this, id, leaving, target, first, lac, rounds, entries, weak](size_t k) {
+                if (k == entries->size()) {
+                  return move_copy(id, leaving, target, first, entries->back().id + 1, rounds + 1);
+                }
+                const storage::Entry& e = (*entries)[k];
+                transport_.call(
+                    target, StorageMethod::kAdd,
+                    encode_add(id, e.id, lac, false, 255, 0, e.data.data(), e.data.size()),
+                    [this, id, next = weak.lock(), k](Result<std::string> reply) {
+                      Status st = reply ? decode_outcome(*reply) : reply.status();
+                      if (!st.is_ok()) {
+                        MLOG_WARN("replicated storage: moving ledger {}'s copy: the new node refused an entry: {}",
+                                  id, st.to_string());
+                        auto found = ledgers_.find(id);
+                        if (found != ledgers_.end()) end_move(id, found->second);
+                        return;
+                      }
+                      (*next)(k + 1);
+                    },
+                    settings_.add_timeout_ms);
+              };
+              (*step)(0);
+            });
+}
+
+void ReplicatedStorage::end_move(LedgerId id, Ledger& l) {
+  l.moving = false;
+  if (!l.move_holds) return;
+  l.move_holds = false;
+  l.changing = false;
+  if (!l.failure.is_ok()) {
+    if (l.closing) seal(id);
+    return;
+  }
+  resume_adds(id, l);
+}
+
+// ---- self-healing ----
+
+struct ReplicatedStorage::Healing {
+  std::deque<LedgerId> queue;
+  std::vector<NodeId> live;
+  int64_t underreplicated = 0;
+  int64_t healed = 0;
+};
+
+void ReplicatedStorage::heal_pass() {
+  if (healing_ || stopped_ || !heals_ || !heals_()) return;
+  auto h = std::make_shared<Healing>();
+  h->live = transport_.live_storage_nodes();
+  for (auto it = gone_since_ms_.begin(); it != gone_since_ms_.end();) {
+    if (std::find(h->live.begin(), h->live.end(), it->first) != h->live.end()) {
+      it = gone_since_ms_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  healing_ = true;
+  store_.list_children(kLedgersPrefix, [this, h](Result<std::vector<std::string>> names) {
+    if (!names) {
+      healing_ = false;
+      return;
+    }
+    for (const std::string& name : *names) {
+      char* end = nullptr;
+      const unsigned long long id = std::strtoull(name.c_str(), &end, 10);
+      if (end != nullptr && *end == '\0') h->queue.push_back(id);
+    }
+    heal_next(h);
+  });
+}
+
+void ReplicatedStorage::heal_next(const std::shared_ptr<Healing>& h) {
+  if (stopped_ || h->queue.empty()) {
+    if (!stopped_) underreplicated_.set(static_cast<double>(h->underreplicated));
+    healing_ = false;
+    // A pass mends one fragment per ledger: while copies leave draining
+    // nodes, the next pass follows at once.
+    if (!stopped_ && h->healed > 0 && !draining_.empty()) run([this]() { heal_pass(); });
+    return;
+  }
+  const LedgerId id = h->queue.front();
+  h->queue.pop_front();
+  store_.get(ledger_key(id), [this, h, id](Result<metadata::Record> rec) {
+    if (!rec) return heal_next(h);
+    auto meta = decode_ledger_meta(rec->value);
+    if (!meta) return heal_next(h);
+    const int64_t now = common::monotonic_ms();
+    std::optional<std::pair<size_t, NodeId>> due;
+    for (size_t i = 0; i < meta->fragments.size(); ++i) {
+      for (NodeId n : meta->fragments[i].nodes) {
+        const bool lost = std::find(h->live.begin(), h->live.end(), n) == h->live.end();
+        const bool leaving = draining_.count(n) != 0;
+        if (!lost && !leaving) continue;
+        h->underreplicated++;
+        // A decommissioned node's copies move at once; a lost one's after the grace.
+        const bool ready = leaving || now - gone_since_ms_.emplace(n, now).first->second >= settings_.heal_grace.count();
+        // Only closed ledgers: an open one's record is its writer's to change.
+        if (meta->state == LedgerState::kClosed && ready && !due) due = {i, n};
+      }
+    }
+    if (!due) return heal_next(h);
+    const std::vector<NodeId> holding = meta->all_nodes();
+    std::vector<NodeId> spare;
+    for (NodeId n : placeable(h->live)) {
+      if (std::find(holding.begin(), holding.end(), n) == holding.end()) spare.push_back(n);
+    }
+    if (spare.empty()) return heal_next(h);  // nowhere to put a copy: it stays short
+    static thread_local std::mt19937_64 rng(std::random_device{}());
+    std::shuffle(spare.begin(), spare.end(), rng);
+    const auto [fragment, gone] = *due;
+    std::vector<NodeId> staying;
+    for (NodeId n : meta->fragments[fragment].nodes) {
+      if (n != gone) staying.push_back(n);
+    }
+    const NodeId target = choose_nodes(spare, staying, 1, [this](NodeId n) { return zone_of(n); }).front();
+    const EntryId first = meta->fragments[fragment].first_entry;
+    const EntryId end = meta->fragment_end(fragment, meta->last_entry);
+    MLOG_INFO("replicated storage: healing ledger {} entries {}..{}: copying what storage node {} held to {}", id,
+              first, end, gone, target);
+    heal_copy(h, id, *meta, fragment, gone, target, first, end);
+  });
+}
+
+void ReplicatedStorage::heal_copy(const std::shared_ptr<Healing>& h, LedgerId id, LedgerMeta meta, size_t fragment,
+                                  NodeId gone, NodeId target, EntryId next, EntryId end) {
+  if (stopped_) return heal_next(h);
+  if (next > end) return heal_record(h, id, fragment, gone, target);
+  read_from(id, meta, next, end, 0, nullptr,
+            [this, h, id, meta, fragment, gone, target, end](Result<std::vector<storage::Entry>> got) {
+              if (!got || got->empty()) {
+                MLOG_WARN("replicated storage: healing ledger {}: cannot read its entries: {}", id,
+                          got ? std::string("none returned") : got.status().to_string());
+                return heal_next(h);
+              }
+              // One entry in flight at a time: the copying never crowds out producers.
+              auto entries = std::make_shared<std::vector<storage::Entry>>(std::move(got.value()));
+              // The closure holds itself weakly; the call in flight holds it.
+              auto step = std::make_shared<std::function<void(size_t)>>();
+              std::weak_ptr<std::function<void(size_t)>> weak = step;
+              *step = [this, h, id, meta, fragment, gone, target, end, entries, weak](size_t k) {
+                if (k == entries->size()) {
+                  return heal_copy(h, id, meta, fragment, gone, target, entries->back().id + 1, end);
+                }
+                const storage::Entry& e = (*entries)[k];
+                transport_.call(
+                    target, StorageMethod::kAdd,
+                    encode_add(id, e.id, meta.last_entry, true, 255, 0, e.data.data(), e.data.size()),
+                    [this, h, id, next = weak.lock(), k](Result<std::string> reply) {
+                      Status st = reply ? decode_outcome(*reply) : reply.status();
+                      if (!st.is_ok()) {
+                        MLOG_WARN("replicated storage: healing ledger {}: the new copy refused an entry: {}", id,
+                                  st.to_string());
+                        return heal_next(h);
+                      }
+                      healed_entries_.inc();
+                      (*next)(k + 1);
+                    },
+                    settings_.add_timeout_ms);
+              };
+              (*step)(0);
+            });
+}
+
+void ReplicatedStorage::heal_record(const std::shared_ptr<Healing>& h, LedgerId id, size_t fragment, NodeId gone,
+                                    NodeId target) {
+  store_.get(ledger_key(id), [this, h, id, fragment, gone, target](Result<metadata::Record> rec) {
+    if (!rec) return heal_next(h);
+    auto meta = decode_ledger_meta(rec->value);
+    if (!meta || fragment >= meta->fragments.size()) return heal_next(h);
+    auto& nodes = meta->fragments[fragment].nodes;
+    auto at = std::find(nodes.begin(), nodes.end(), gone);
+    if (at == nodes.end()) return heal_next(h);  // changed meanwhile: the next pass looks again
+    *at = target;
+    const LedgerMeta healed = *meta;
+    store_.put(ledger_key(id), encode_ledger_meta(healed), metadata::PutOptions{rec->stat.version, 0},
+               [this, h, id, healed, gone, target](Result<metadata::Stat> put) {
+                 if (put) {
+                   healed_fragments_.inc();
+                   h->healed++;
+                   h->underreplicated = std::max<int64_t>(0, h->underreplicated - 1);
+                   MLOG_INFO("replicated storage: ledger {} healed: storage node {} holds what {} held", id, target,
+                             gone);
+                   auto cached = ledgers_.find(id);
+                   if (cached != ledgers_.end() && !cached->second.writing) {
+                     cached->second.meta = healed;
+                     cached->second.version = put->version;
+                   }
+                 }
+                 heal_next(h);
+               });
+  });
+}
+
+}  // namespace magnetar::replication

@@ -1,0 +1,182 @@
+// ReplicatedStorage: a new owner recovering a ledger (fence, read forward, close).
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <utility>
+
+#include "cluster/rpc_records.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "replication/placement.h"
+#include "replication/replicated_storage.h"
+#include "replication/replication_generated.h"
+#include "replication/requests.h"
+#include "replication/storage_server.h"
+
+namespace magnetar::replication {
+
+using common::ErrorCode;
+using common::Result;
+using common::Slice;
+using common::Status;
+using runtime::Reactor;
+using storage::Callback;
+
+// One recovery of a ledger this node does not write.
+struct ReplicatedStorage::Recovery {
+  LedgerId id = 0;
+  LedgerMeta meta;
+  int64_t version = 0;
+  std::vector<CloseDone> waiters;
+};
+
+void ReplicatedStorage::recover(LedgerId id) {
+  auto r = std::make_shared<Recovery>();
+  r->id = id;
+  Ledger& l = ledgers_[id];
+  r->meta = l.meta;
+  r->version = l.version;
+  recoveries_.inc();
+  MLOG_INFO("replicated storage: recovering ledger {} (written by node {})", id, l.meta.writer);
+  // Recovering first: the old writer's ensemble changes fail from here on.
+  LedgerMeta marked = r->meta;
+  marked.state = LedgerState::kRecovering;
+  store_.put(ledger_key(id), encode_ledger_meta(marked), metadata::PutOptions{r->version, 0},
+             [this, r, marked](Result<metadata::Stat> put) {
+               if (!put) return finish_recovery(r, put.status());
+               r->meta = marked;
+               r->version = put->version;
+               const Fragment& last = r->meta.fragments.back();
+               struct Fencing {
+                 size_t answered = 0;
+                 size_t fenced = 0;
+                 EntryId lac = storage::kNoEntry;
+               };
+               auto f = std::make_shared<Fencing>();
+               const size_t total = last.nodes.size();
+               for (NodeId node : last.nodes) {
+                 transport_.call(
+                     node, StorageMethod::kFence, encode_fence(r->id, true),
+                     [this, r, f, total](Result<std::string> reply) {
+                       f->answered++;
+                       if (reply) {
+                         const auto* fr = cluster::verified_record<fb::FenceReply>(*reply);
+                         if (fr != nullptr && fr->code() == 0) {
+                           f->fenced++;
+                           f->lac = std::max<EntryId>(f->lac, fr->lac());
+                         }
+                       }
+                       if (f->answered < total) return;
+                       // No ack quorum may be left unfenced.
+                       const size_t needed = total - static_cast<size_t>(r->meta.ack_quorum) + 1;
+                       if (f->fenced < needed) {
+                         return finish_recovery(r, Status::unavailable(
+                                                       "ledger " + std::to_string(r->id) + ": fenced " +
+                                                       std::to_string(f->fenced) + " of the " +
+                                                       std::to_string(needed) + " storage nodes needed"));
+                       }
+                       const EntryId start = std::max(f->lac, r->meta.fragments.back().first_entry - 1) + 1;
+                       recover_entry(r, start);
+                     },
+                     settings_.add_timeout_ms);
+               }
+             });
+}
+
+void ReplicatedStorage::recover_entry(const std::shared_ptr<Recovery>& r, EntryId entry) {
+  struct Probe {
+    size_t answered = 0;
+    size_t absent = 0;
+    std::optional<std::string> data;
+  };
+  auto p = std::make_shared<Probe>();
+  const std::vector<NodeId> set = r->meta.write_set(entry);
+  for (NodeId node : set) {
+    transport_.call(
+        node, StorageMethod::kRead, encode_read(r->id, entry, entry),
+        [this, r, p, entry, set](Result<std::string> reply) {
+          p->answered++;
+          if (reply) {
+            const auto* rr = cluster::verified_record<fb::ReadReply>(*reply);
+            if (rr != nullptr && rr->code() == 0) {
+              const auto* entries = rr->entries();
+              if (entries != nullptr && entries->size() > 0 && entries->Get(0)->entry() == entry &&
+                  entries->Get(0)->data() != nullptr) {
+                if (!p->data) {
+                  const auto* d = entries->Get(0)->data();
+                  p->data.emplace(reinterpret_cast<const char*>(d->data()), d->size());
+                }
+              } else if (!rr->held() || rr->last_held() < entry) {
+                p->absent++;
+              }
+            }
+          }
+          if (p->answered < set.size()) return;
+          if (!p->data) {
+            const size_t absent_needed = set.size() - static_cast<size_t>(r->meta.ack_quorum) + 1;
+            if (p->absent >= absent_needed) {
+              r->meta.last_entry = entry - 1;
+              return finish_recovery(r, Status::ok());
+            }
+            return finish_recovery(r, Status::unavailable("ledger " + std::to_string(r->id) + ": entry " +
+                                                          std::to_string(entry) +
+                                                          " could not be found or ruled out; too few storage nodes"));
+          }
+          // Found: written again to its whole write set before going on.
+          std::string payload = encode_add(r->id, entry, entry - 1, true, 255, 0,
+                                            reinterpret_cast<const uint8_t*>(p->data->data()), p->data->size());
+          auto written = std::make_shared<std::pair<size_t, size_t>>(0, 0);  // answered, stored
+          for (NodeId node : set) {
+            transport_.call(
+                node, StorageMethod::kAdd, payload,
+                [this, r, entry, written, set](Result<std::string> added) {
+                  written->first++;
+                  if (added && decode_outcome(*added).is_ok()) written->second++;
+                  if (written->first < set.size()) return;
+                  if (static_cast<int>(written->second) < r->meta.ack_quorum) {
+                    return finish_recovery(r, Status::unavailable("ledger " + std::to_string(r->id) +
+                                                                  ": a recovered entry reached too few storage nodes"));
+                  }
+                  recovered_entries_.inc();
+                  recover_entry(r, entry + 1);
+                },
+                settings_.add_timeout_ms);
+          }
+        },
+        settings_.read_timeout_ms);
+  }
+}
+
+void ReplicatedStorage::finish_recovery(const std::shared_ptr<Recovery>& r, Status st) {
+  auto answer = [this, r](Result<EntryId> outcome) {
+    auto it = ledgers_.find(r->id);
+    if (it == ledgers_.end()) return;
+    std::vector<CloseDone> closers;
+    closers.swap(it->second.closers);
+    if (outcome) {
+      it->second.meta = r->meta;
+      it->second.version = r->version;
+      publish_info(r->id, it->second);
+    } else {
+      ledgers_.erase(it);  // read again by the next attempt
+    }
+    for (CloseDone& c : closers) deliver(c.first, [done = c.second, outcome]() { done(outcome); });
+  };
+  if (!st.is_ok()) {
+    MLOG_WARN("replicated storage: recovery of ledger {} failed: {}", r->id, st.to_string());
+    return answer(st);
+  }
+  LedgerMeta closed = r->meta;
+  closed.state = LedgerState::kClosed;
+  store_.put(ledger_key(r->id), encode_ledger_meta(closed), metadata::PutOptions{r->version, 0},
+             [r, closed, answer](Result<metadata::Stat> put) {
+               if (!put) return answer(put.status());
+               r->meta = closed;
+               r->version = put->version;
+               MLOG_INFO("replicated storage: ledger {} recovered and closed at entry {}", r->id, closed.last_entry);
+               answer(closed.last_entry);
+             });
+}
+
+
+}  // namespace magnetar::replication

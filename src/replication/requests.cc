@@ -1,0 +1,39 @@
+#include "replication/requests.h"
+
+#include "cluster/rpc_records.h"
+#include "replication/replication_generated.h"
+
+namespace magnetar::replication {
+
+std::string encode_add(LedgerId ledger, EntryId entry, EntryId lac, bool recovery, uint8_t fsync,
+                       uint32_t interval_ms, const uint8_t* data, size_t size) {
+  flatbuffers::FlatBufferBuilder b(size + 96);
+  auto bytes = b.CreateVector(data, size);
+  b.Finish(fb::CreateAddEntry(b, 1, ledger, entry, lac, recovery, fsync, interval_ms, bytes));
+  return cluster::record_bytes(b);
+}
+
+std::string encode_read(LedgerId ledger, EntryId first, EntryId last) {
+  flatbuffers::FlatBufferBuilder b(64);
+  b.Finish(fb::CreateReadEntries(b, 1, ledger, first, last, 0));
+  return cluster::record_bytes(b);
+}
+
+std::string encode_fence(LedgerId ledger, bool fence) {
+  flatbuffers::FlatBufferBuilder b(32);
+  b.Finish(fb::CreateFence(b, 1, ledger, fence));
+  return cluster::record_bytes(b);
+}
+
+std::string encode_delete(LedgerId ledger) {
+  flatbuffers::FlatBufferBuilder b(32);
+  b.Finish(fb::CreateDeleteReplica(b, 1, ledger));
+  return cluster::record_bytes(b);
+}
+
+common::Status reply_status(uint8_t code, const flatbuffers::String* message) {
+  if (code == 0) return common::Status::ok();
+  return common::Status(static_cast<common::ErrorCode>(code), message ? message->str() : "");
+}
+
+}  // namespace magnetar::replication

@@ -1,0 +1,27 @@
+// The storage protocol's requests as the replicated storage sends them
+// (replication.fbs), encoded in one place for its rooms.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "replication/ledger_meta.h"
+
+namespace flatbuffers {
+struct String;
+}
+
+namespace magnetar::replication {
+
+// AddEntry; `fsync` 255 leaves the node's own mode.
+std::string encode_add(LedgerId ledger, EntryId entry, EntryId lac, bool recovery, uint8_t fsync,
+                       uint32_t interval_ms, const uint8_t* data, size_t size);
+std::string encode_read(LedgerId ledger, EntryId first, EntryId last);
+std::string encode_fence(LedgerId ledger, bool fence);
+std::string encode_delete(LedgerId ledger);
+// A reply's code and message as a Status.
+common::Status reply_status(uint8_t code, const flatbuffers::String* message);
+
+}  // namespace magnetar::replication
