@@ -355,6 +355,9 @@ export interface ClusterNode {
   brokerServiceUrl?: string;
   kafkaAddress?: string;
   httpUrl?: string;
+  roles?: string[];
+  zone?: string;
+  storageState?: 'active' | 'decommissioned';
 }
 
 // The trial's terms; null from a node that is not in trial mode.
