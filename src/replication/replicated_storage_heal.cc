@@ -53,7 +53,7 @@ void ReplicatedStorage::refresh_draining() {
       draining_copy_.assign(draining_.begin(), draining_.end());
     }
     if (!added) return;
-    MLOG_INFO("replicated storage: storage nodes being decommissioned: {}", draining_copy_.size());
+    MLOG_INFO("replicated storage: storage nodes being decommissioned: {}", draining_.size());
     std::vector<LedgerId> mine;
     for (const auto& [id, l] : ledgers_) {
       if (l.writing) mine.push_back(id);
