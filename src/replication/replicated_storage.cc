@@ -338,6 +338,18 @@ void ReplicatedStorage::node_failed(LedgerId id, Ledger& l, NodeId node, const S
   }
   static thread_local std::mt19937_64 rng(std::random_device{}());
   std::shuffle(spare.begin(), spare.end(), rng);
+  // A node holding an older part of the ledger (a healed or moved copy) can
+  // take only the entries that follow its own: one holding none comes first.
+  const std::vector<NodeId> holding = l.meta.all_nodes();
+  std::stable_partition(spare.begin(), spare.end(), [&holding](NodeId n) {
+    return std::find(holding.begin(), holding.end(), n) == holding.end();
+  });
+  if (std::find(holding.begin(), holding.end(), spare.front()) == holding.end()) {
+    spare.erase(std::remove_if(spare.begin(), spare.end(), [&holding](NodeId n) {
+                  return std::find(holding.begin(), holding.end(), n) != holding.end();
+                }),
+                spare.end());
+  }
   std::vector<NodeId> kept;
   for (NodeId n : current.nodes) {
     if (l.failed.count(n) == 0) kept.push_back(n);
@@ -360,10 +372,37 @@ void ReplicatedStorage::node_failed(LedgerId id, Ledger& l, NodeId node, const S
   change_ensemble(id, l, std::move(next), node, replacement);
 }
 
-void ReplicatedStorage::change_ensemble(LedgerId id, Ledger& l, LedgerMeta next, NodeId old, NodeId replacement) {
+void ReplicatedStorage::write_record(LedgerId id, int64_t version, LedgerMeta next, int attempt,
+                                     std::function<void(Result<metadata::Stat>, LedgerMeta)> done) {
+  store_.put(ledger_key(id), encode_ledger_meta(next), metadata::PutOptions{version, 0},
+             [this, id, next, attempt, done](Result<metadata::Stat> put) {
+               if (put || put.status().code() != ErrorCode::kFailedPrecondition || attempt >= 8) {
+                 return done(std::move(put), next);
+               }
+               const Status conflict = put.status();
+               store_.get(ledger_key(id), [this, id, next, attempt, done, conflict](Result<metadata::Record> rec) {
+                 auto it = ledgers_.find(id);
+                 auto stored = rec ? decode_ledger_meta(rec->value) : Result<LedgerMeta>(rec.status());
+                 if (!stored || it == ledgers_.end()) return done(conflict, next);
+                 // Only the healer changed it: still open, the same last fragment.
+                 const LedgerMeta& mine = it->second.meta;
+                 const Fragment& theirs = stored->fragments.back();
+                 const bool healed = stored->state == LedgerState::kOpen &&
+                                     stored->fragments.size() == mine.fragments.size() &&
+                                     theirs.first_entry == mine.fragments.back().first_entry &&
+                                     theirs.nodes == mine.fragments.back().nodes;
+                 if (!healed) return done(conflict, next);
+                 LedgerMeta merged = next;
+                 for (size_t j = 0; j + 1 < mine.fragments.size(); ++j) merged.fragments[j] = stored->fragments[j];
+                 write_record(id, rec->stat.version, std::move(merged), attempt + 1, done);
+               });
+             });
+}
+
+void ReplicatedStorage::change_ensemble(LedgerId id, Ledger& l, LedgerMeta proposed, NodeId old, NodeId replacement) {
   l.changing = true;
-  store_.put(ledger_key(id), encode_ledger_meta(next), metadata::PutOptions{l.version, 0},
-             [this, id, next, old, replacement](Result<metadata::Stat> put) {
+  write_record(id, l.version, std::move(proposed), 0,
+             [this, id, old, replacement](Result<metadata::Stat> put, LedgerMeta next) {
                auto it = ledgers_.find(id);
                if (it == ledgers_.end()) return;
                Ledger& led = it->second;
@@ -514,43 +553,42 @@ void ReplicatedStorage::seal(LedgerId id) {
   next.state = LedgerState::kClosed;
   next.last_entry = l.lac;
   l.changing = true;  // no second seal while this one is written
-  store_.put(ledger_key(id), encode_ledger_meta(next), metadata::PutOptions{l.version, 0},
-             [this, id, next](Result<metadata::Stat> put) {
-               auto found = ledgers_.find(id);
-               if (found == ledgers_.end()) return;
-               Ledger& led = found->second;
-               led.changing = false;
-               std::vector<CloseDone> closers;
-               closers.swap(led.closers);
-               if (put) {
-                 led.meta = next;
-                 led.version = put->version;
-                 led.writing = false;
-                 led.closing = false;
-                 publish_info(id, led);
-                 // Sealed, it is read like any other: its record leaves memory in turn.
-                 keep_for_reads(id);
-                 for (CloseDone& c : closers) deliver(c.first, [done = c.second, last = next.last_entry]() { done(last); });
-                 return;
-               }
-               // Someone recovered it meanwhile: its record says where it ends.
-               MLOG_WARN("replicated storage: closing ledger {}: {}; reading its record", id, put.status().to_string());
-               led.writing = false;
-               ledgers_.erase(found);
-               with_record(id, [this, closers](Result<Ledger*> now) {
-                 for (const CloseDone& c : closers) {
-                   Status st = !now ? now.status()
-                               : (*now)->meta.state == LedgerState::kClosed
-                                   ? Status::ok()
-                                   : Status::unavailable("the ledger is being recovered by another owner");
-                   const EntryId last = st.is_ok() ? (*now)->meta.last_entry : storage::kNoEntry;
-                   deliver(c.first, [done = c.second, st, last]() {
-                     if (st.is_ok()) return done(last);
-                     done(st);
-                   });
-                 }
-               });
-             });
+  write_record(id, l.version, std::move(next), 0, [this, id](Result<metadata::Stat> put, LedgerMeta sealed) {
+    auto found = ledgers_.find(id);
+    if (found == ledgers_.end()) return;
+    Ledger& led = found->second;
+    led.changing = false;
+    std::vector<CloseDone> closers;
+    closers.swap(led.closers);
+    if (put) {
+      led.meta = sealed;
+      led.version = put->version;
+      led.writing = false;
+      led.closing = false;
+      publish_info(id, led);
+      // Sealed, it is read like any other: its record leaves memory in turn.
+      keep_for_reads(id);
+      for (CloseDone& c : closers) deliver(c.first, [done = c.second, last = sealed.last_entry]() { done(last); });
+      return;
+    }
+    // Someone recovered it meanwhile: its record says where it ends.
+    MLOG_WARN("replicated storage: closing ledger {}: {}; reading its record", id, put.status().to_string());
+    led.writing = false;
+    ledgers_.erase(found);
+    with_record(id, [this, closers](Result<Ledger*> now) {
+      for (const CloseDone& c : closers) {
+        Status st = !now ? now.status()
+                    : (*now)->meta.state == LedgerState::kClosed
+                        ? Status::ok()
+                        : Status::unavailable("the ledger is being recovered by another owner");
+        const EntryId last = st.is_ok() ? (*now)->meta.last_entry : storage::kNoEntry;
+        deliver(c.first, [done = c.second, st, last]() {
+          if (st.is_ok()) return done(last);
+          done(st);
+        });
+      }
+    });
+  });
 }
 
 void ReplicatedStorage::read_entries(LedgerId id, EntryId first, EntryId last,

@@ -30,15 +30,16 @@
 //   (one at a time: that is the throttle), from its other nodes to a live
 //   node that holds no part of the ledger, and the record then names that
 //   node instead (compare-and-set). The last fragment of an open ledger is
-//   its writer's to mend.
+//   its writer's to mend; its older ones are healed like a closed ledger's,
+//   and the writer merges such a change into its own (write_record).
 // - Decommissioning (kDrainingPrefix in ledger_meta.h): a draining node is
 //   never chosen for a copy. A writer whose open ledger has a copy on it
 //   gives a node that holds no part of the ledger the fragment's entries up
 //   to the LAC, then, with adds held, the last ones, then names it in the
 //   draining node's place and sends it the adds waiting; with no such node
 //   it changes the ensemble so that new entries avoid the draining node.
-//   The healer copies closed ledgers' fragments off draining nodes without
-//   waiting for heal_grace.
+//   The healer copies fragments off draining nodes without waiting for
+//   heal_grace.
 // - Placement (placement.h): copies spread across the zones nodes declare.
 //
 // Not yet: striping (an ensemble larger than the write quorum is narrowed
@@ -156,6 +157,13 @@ class ReplicatedStorage final : public storage::Storage {
   void complete(LedgerId id, Ledger& l);
   void node_failed(LedgerId id, Ledger& l, NodeId node, const common::Status& why);
   void fail_ledger(LedgerId id, Ledger& l, const common::Status& why);
+  // The writer's compare-and-set of its record at `version`. A conflict with
+  // the healer (which changes only the fragments before the last of an open
+  // ledger) is merged: read again, still open with the same last fragment,
+  // its older fragments are taken into `next` and the write is tried again.
+  // Any other change (a recovery) is the answer. `done` gets what was written.
+  void write_record(LedgerId id, int64_t version, LedgerMeta next, int attempt,
+                    std::function<void(common::Result<metadata::Stat>, LedgerMeta)> done);
   // Writes `next` (the last fragment changed: `old` replaced by
   // `replacement`) by compare-and-set, then resumes the adds.
   void change_ensemble(LedgerId id, Ledger& l, LedgerMeta next, NodeId old, NodeId replacement);

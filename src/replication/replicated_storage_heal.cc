@@ -93,6 +93,7 @@ void ReplicatedStorage::move_off_draining(LedgerId id) {
     if (std::find(holding.begin(), holding.end(), n) == holding.end()) fresh.push_back(n);
     if (std::find(last.nodes.begin(), last.nodes.end(), n) == last.nodes.end()) other.push_back(n);
   }
+
   std::shuffle(fresh.begin(), fresh.end(), rng);
   std::shuffle(other.begin(), other.end(), rng);
   auto zone = [this](NodeId n) { return zone_of(n); };
@@ -260,8 +261,10 @@ void ReplicatedStorage::heal_next(const std::shared_ptr<Healing>& h) {
         h->underreplicated++;
         // A decommissioned node's copies move at once; a lost one's after the grace.
         const bool ready = leaving || now - gone_since_ms_.emplace(n, now).first->second >= settings_.heal_grace.count();
-        // Only closed ledgers: an open one's record is its writer's to change.
-        if (meta->state == LedgerState::kClosed && ready && !due) due = {i, n};
+        // Not an open ledger's last fragment: that one is its writer's to mend.
+        const bool settled = meta->state == LedgerState::kClosed ||
+                             (meta->state == LedgerState::kOpen && i + 1 < meta->fragments.size());
+        if (settled && ready && !due) due = {i, n};
       }
     }
     if (!due) return heal_next(h);

@@ -372,6 +372,41 @@ TEST_F(ReplicatedStorageTest, TheCopiesALostNodeHeldAreMadeAgainElsewhere) {
   expect_entries(rs, 14, 0, 39);
 }
 
+TEST_F(ReplicatedStorageTest, AnOpenLedgersOlderFragmentIsHealedAndItsWriterGoesOn) {
+  add_nodes(5);
+  ReplicationSettings settings;
+  settings.heal_grace = std::chrono::milliseconds(0);
+  settings.heal_interval = std::chrono::milliseconds(50);
+  ReplicatedStorage& rs = writer_on(1, settings, /*heals=*/true);
+  auto w = storage::testing::create_ledger(rs, 16);
+  ASSERT_TRUE(w.is_ok());
+  for (EntryId e = 0; e < 10; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  // A node of the first fragment is lost: the writer moves on without it,
+  // and the healer copies what it held to the one node left untouched.
+  const NodeId lost = record(16).fragments[0].nodes[1];
+  set_down(lost, true);
+  for (EntryId e = 10; e < 20; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  ASSERT_EQ(record(16).fragments.size(), 2u);
+  auto first_names_lost = [&]() {
+    const std::vector<NodeId> nodes = record(16).fragments[0].nodes;
+    return std::count(nodes.begin(), nodes.end(), lost) != 0;
+  };
+  for (int i = 0; i < 1000 && first_names_lost(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_FALSE(first_names_lost());
+  EXPECT_EQ(record(16).state, LedgerState::kOpen);
+  // The writer's next change of the record meets the healer's: it keeps it
+  // and goes on (another ensemble change, then its close).
+  const std::vector<NodeId> second = record(16).fragments[1].nodes;
+  const NodeId next_lost = second[1] == 1 ? second[2] : second[1];
+  set_down(next_lost, true);
+  for (EntryId e = 20; e < 30; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok()) << e;
+  ASSERT_EQ(*storage::testing::close_ledger(rs, 16), 29);
+  const LedgerMeta closed = record(16);
+  EXPECT_EQ(closed.state, LedgerState::kClosed);
+  EXPECT_EQ(std::count(closed.fragments[0].nodes.begin(), closed.fragments[0].nodes.end(), lost), 0);
+  expect_entries(rs, 16, 0, 29);
+}
+
 TEST_F(ReplicatedStorageTest, ClosedLedgersLeaveMemoryAndAreReadFromTheirRecordsAgain) {
   add_nodes(3);
   ReplicationSettings settings;
