@@ -706,6 +706,21 @@ Status Server::set_draining(uint64_t node, bool drain) {
     Status st = metadata::blocking::del(*store_, key);
     return st.code() == common::ErrorCode::kNotFound ? Status::ok() : st;
   }
+  // The last storage node cannot leave: nothing could take its copies, nor a new ledger's.
+  auto names = metadata::blocking::list_children(*store_, replication::kDrainingPrefix);
+  if (!names.is_ok()) return names.status();
+  std::set<uint64_t> draining;
+  for (const std::string& name : *names) draining.insert(std::strtoull(name.c_str(), nullptr, 10));
+  size_t staying = 0;
+  for (const auto& m : cluster_->members()) {
+    const bool self = m.id == cluster_->id();
+    const bool stores = self ? config_.has_role("storage") : directory_ == nullptr || directory_->stores(m.id);
+    if ((m.alive || self) && stores && m.id != node && draining.count(m.id) == 0) ++staying;
+  }
+  if (staying == 0 && draining.count(node) == 0) {
+    return Status::failed_precondition("node " + std::to_string(node) + " is the last storage node left: no other "
+                                       "could take its copies or a new ledger's");
+  }
   const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
   metadata::PutOptions create;

@@ -125,6 +125,13 @@ class DecommissionTest(ClusterCase):
             if n["id"] != broker.id:
                 self.assertEqual(n["ownedBundles"], [], f"storage-only member {n['id']} owns bundles")
             self.assertEqual(n["roles"], ["broker"] if n["id"] == broker.id else ["storage"])
+        # Two of the three storage members may leave; the last may not.
+        for m in keepers[:2]:
+            self.assertEqual(request(broker, "POST", f"/admin/v2/cluster/nodes/{m.id}/decommission")[0], 200)
+        status, answer = request(broker, "POST", f"/admin/v2/cluster/nodes/{keepers[2].id}/decommission")
+        self.assertEqual(status, 412, answer)
+        self.assertIn("last storage node", json.dumps(answer))
+        self.assertEqual(decommission_status(broker, keepers[2].id)["state"], "active")
 
     def test_copies_spread_across_zones(self):
         zones = [("--zone", "a"), ("--zone", "a"), ("--zone", "b"), ("--zone", "c")]
