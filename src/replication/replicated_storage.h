@@ -36,10 +36,9 @@
 //   never chosen for a copy. A writer whose open ledger has a copy on it
 //   gives a node that holds no part of the ledger the fragment's entries up
 //   to the LAC, then, with adds held, the last ones, then names it in the
-//   draining node's place and sends it the adds waiting; with no such node
-//   it changes the ensemble so that new entries avoid the draining node.
-//   The healer copies fragments off draining nodes without waiting for
-//   heal_grace.
+//   draining node's place and sends it the adds waiting (with no such node
+//   the copy stays until one is free or the ledger closes). The healer
+//   copies fragments off draining nodes without waiting for heal_grace.
 // - Placement (placement.h): copies spread across the zones nodes declare.
 //
 // Not yet: striping (an ensemble larger than the write quorum is narrowed

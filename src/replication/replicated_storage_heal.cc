@@ -83,42 +83,24 @@ void ReplicatedStorage::move_off_draining(LedgerId id) {
     }
   }
   if (leaving == 0) return;
-  static thread_local std::mt19937_64 rng(std::random_device{}());
+  // Only a node that holds no part of the ledger can take the fragment's
+  // copy whole. A node with an older part could take only entries that
+  // follow its own run, which ends before this fragment: none is asked, and
+  // with no other the copy stays (the node is not drained) until one is free
+  // or the ledger closes and the healer moves it.
   const std::vector<NodeId> holding = l.meta.all_nodes();
-  const std::vector<NodeId> live = placeable(transport_.live_storage_nodes());
-  std::vector<NodeId> fresh;  // hold no part of the ledger: can take the fragment's copy whole
-  std::vector<NodeId> other;  // not in the last fragment: can take its new entries
-  for (NodeId n : live) {
-    if (l.failed.count(n) != 0) continue;
-    if (std::find(holding.begin(), holding.end(), n) == holding.end()) fresh.push_back(n);
-    if (std::find(last.nodes.begin(), last.nodes.end(), n) == last.nodes.end()) other.push_back(n);
+  std::vector<NodeId> fresh;
+  for (NodeId n : placeable(transport_.live_storage_nodes())) {
+    if (l.failed.count(n) == 0 && std::find(holding.begin(), holding.end(), n) == holding.end()) fresh.push_back(n);
   }
-
+  if (fresh.empty()) return;
+  static thread_local std::mt19937_64 rng(std::random_device{}());
   std::shuffle(fresh.begin(), fresh.end(), rng);
-  std::shuffle(other.begin(), other.end(), rng);
-  auto zone = [this](NodeId n) { return zone_of(n); };
-  if (!fresh.empty()) {
-    const NodeId target = choose_nodes(fresh, staying, 1, zone).front();
-    MLOG_INFO("replicated storage: moving ledger {}'s copy from entry {} off storage node {} (decommissioned) to {}",
-              id, last.first_entry, leaving, target);
-    l.moving = true;
-    return move_copy(id, leaving, target, last.first_entry, last.first_entry, 0);
-  }
-  if (other.empty()) return;  // nowhere to go: it stays, and the node is not drained
-  // No node can hold the fragment whole: new entries avoid the draining
-  // node, whose older entries stay until a node is free to take them.
-  const NodeId replacement = choose_nodes(other, staying, 1, zone).front();
-  LedgerMeta next = l.meta;
-  Fragment fragment = last;
-  std::replace(fragment.nodes.begin(), fragment.nodes.end(), leaving, replacement);
-  fragment.first_entry = l.lac + 1;
-  if (next.fragments.back().first_entry == fragment.first_entry) {
-    next.fragments.back() = fragment;
-  } else {
-    next.fragments.push_back(fragment);
-  }
-  MLOG_INFO("replicated storage: ledger {}'s new entries avoid storage node {} (decommissioned)", id, leaving);
-  change_ensemble(id, l, std::move(next), leaving, replacement);
+  const NodeId target = choose_nodes(fresh, staying, 1, [this](NodeId n) { return zone_of(n); }).front();
+  MLOG_INFO("replicated storage: moving ledger {}'s copy from entry {} off storage node {} (decommissioned) to {}", id,
+            last.first_entry, leaving, target);
+  l.moving = true;
+  move_copy(id, leaving, target, last.first_entry, last.first_entry, 0);
 }
 
 // Copies the last fragment's entries next..LAC to `target`, in batches,
