@@ -242,7 +242,8 @@ void ReplicatedStorage::heal_next(const std::shared_ptr<Healing>& h) {
         if (!lost && !leaving) continue;
         h->underreplicated++;
         // A decommissioned node's copies move at once; a lost one's after the grace.
-        const bool ready = leaving || now - gone_since_ms_.emplace(n, now).first->second >= settings_.heal_grace.count();
+        const bool ready =
+            leaving || now - gone_since_ms_.emplace(n, now).first->second >= settings_.heal_grace.count();
         // Not an open ledger's last fragment: that one is its writer's to mend.
         const bool settled = meta->state == LedgerState::kClosed ||
                              (meta->state == LedgerState::kOpen && i + 1 < meta->fragments.size());

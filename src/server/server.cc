@@ -458,8 +458,10 @@ Status Server::start() {
   components_.push_back(std::move(scram));
   protocol::pulsar::PulsarServiceOptions pulsar_options;
   pulsar_options.bind = config_.bind;
-  const runtime::ListenerPorts pulsar_ports =
-      serves_clients ? listen(config_.pulsar_port, config_.broker_service_port_tls) : listen(Config::kPortOff, Config::kPortOff);
+  auto client_listen = [&](int32_t port, int32_t tls_port) {
+    return serves_clients ? listen(port, tls_port) : listen(Config::kPortOff, Config::kPortOff);
+  };
+  const runtime::ListenerPorts pulsar_ports = client_listen(config_.pulsar_port, config_.broker_service_port_tls);
   pulsar_options.port = pulsar_ports.port;
   pulsar_options.plain_enabled = pulsar_ports.plain_enabled;
   pulsar_options.tls = pulsar_ports.tls;
@@ -477,8 +479,7 @@ Status Server::start() {
   pulsar_ = pulsar.get();
   protocol::kafka::KafkaServiceOptions kafka_options;
   kafka_options.bind = config_.bind;
-  const runtime::ListenerPorts kafka_ports =
-      serves_clients ? listen(config_.kafka_port, config_.kafka_port_tls) : listen(Config::kPortOff, Config::kPortOff);
+  const runtime::ListenerPorts kafka_ports = client_listen(config_.kafka_port, config_.kafka_port_tls);
   kafka_options.port = kafka_ports.port;
   kafka_options.plain_enabled = kafka_ports.plain_enabled;
   kafka_options.tls = kafka_ports.tls;
@@ -495,8 +496,7 @@ Status Server::start() {
   kafka_ = kafka.get();
   protocol::amqp::AmqpServiceOptions amqp_options;
   amqp_options.bind = config_.bind;
-  const runtime::ListenerPorts amqp_ports =
-      serves_clients ? listen(config_.amqp_port, config_.amqp_port_tls) : listen(Config::kPortOff, Config::kPortOff);
+  const runtime::ListenerPorts amqp_ports = client_listen(config_.amqp_port, config_.amqp_port_tls);
   amqp_options.port = amqp_ports.port;
   amqp_options.plain_enabled = amqp_ports.plain_enabled;
   amqp_options.tls = amqp_ports.tls;
