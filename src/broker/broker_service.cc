@@ -335,6 +335,9 @@ void BrokerService::make_context(Shard& shard) {
     subscription_admitter_(topic, subscription, std::move(done));
   };
   c.publish_limits = [this](const TopicName& topic) { return publish_limiters_->for_topic(topic); };
+  c.on_policies = [this](Topic& topic, const NamespacePolicies& policies) {
+    if (policies_hook_) policies_hook_(topic, policies);
+  };
 }
 
 void BrokerService::attach_policies(Topic& topic) {

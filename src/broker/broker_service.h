@@ -129,6 +129,13 @@ class BrokerService final : public runtime::Component {
   // topic. REQUIRES: before start().
   void set_subscription_admitter(TopicContext::SubscriptionAdmitter admitter) { subscription_admitter_ = std::move(admitter); }
 
+  // Called with each persistent topic's effective policies whenever they
+  // are applied (TopicContext::on_policies): geo-replication's entry point.
+  // REQUIRES: before start().
+  void set_topic_policies_hook(std::function<void(Topic&, const NamespacePolicies&)> hook) {
+    policies_hook_ = std::move(hook);
+  }
+
   // How traces read the keys and properties of stored messages
   // (tracing.h). REQUIRES: before start().
   void set_message_describer(MessageDescriber describer) { describer_ = std::move(describer); }
@@ -256,6 +263,7 @@ class BrokerService final : public runtime::Component {
   std::unique_ptr<LeaseGate> lease_gate_;
   TopicContext::SubscriptionAdmitter subscription_admitter_;
   MessageDescriber describer_;
+  std::function<void(Topic&, const NamespacePolicies&)> policies_hook_;
   std::shared_ptr<const CompactionCodec> compaction_codec_;
   CompactionBoard compactions_;
   std::vector<std::unique_ptr<Shard>> shards_;  // by reactor index

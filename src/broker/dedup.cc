@@ -128,7 +128,7 @@ void Deduplication::replay(ledger::Log& log, Position after, ledger::Callback<St
                      for (const auto& e : *r) {
                        ++since_snapshot_;
                        // A chunk before its message's last says nothing yet.
-                       if (e.header.producer.empty() || e.header.more_chunks) continue;
+                       if (e.header.producer.empty() || e.header.more_chunks || !judges(e.header.producer)) continue;
                        state_.persisted(e.header.producer,
                                         highest_sequence_id(e.header.sequence_id, -1, e.header.messages),
                                         e.position);

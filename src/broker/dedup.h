@@ -87,6 +87,10 @@ class Deduplication {
   ~Deduplication();
 
   DedupState& state() { return state_; }
+  // Judge only producers whose names start with `prefix` (empty: every
+  // producer): others are stored without a look and recorded nowhere.
+  void set_only_prefix(std::string prefix) { only_prefix_ = std::move(prefix); }
+  bool judges(std::string_view producer) const { return producer.starts_with(only_prefix_); }
   bool ready() const { return ready_; }
 
   // Loads the snapshot, then replays every entry of `log` after it.
@@ -113,6 +117,7 @@ class Deduplication {
   metadata::Store& store_;
   const std::string key_;
   DedupState state_;
+  std::string only_prefix_;
   bool ready_ = false;
   uint64_t since_snapshot_ = 0;
   bool writing_ = false;

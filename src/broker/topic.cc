@@ -47,14 +47,29 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
   apply_tracing(policies);
   apply_compaction_policies(policies);
   apply_log_policies(policies);
-  bool want_dedup = policies.deduplication.value_or(false) && context_.store != nullptr &&
-                    name_.domain == TopicDomain::kPersistent && !closed_;
+  apply_dedup(policies);
+  if (context_.on_policies && name_.domain == TopicDomain::kPersistent && !closed_) context_.on_policies(*this, policies);
+}
+
+void Topic::apply_dedup(const NamespacePolicies& policies) {
+  // A namespace replicated between clusters always deduplicates what the
+  // replicators of the other clusters send (by their origin positions);
+  // the deduplication policy extends that to every producer.
+  const bool all = policies.deduplication.value_or(false);
+  const bool replicated = policies.replication_clusters.size() > 1;
+  bool want_dedup = (all || replicated) && context_.store != nullptr && name_.domain == TopicDomain::kPersistent &&
+                    !closed_;
   if (!want_dedup) {
     if (dedup_ && dedup_->ready()) dedup_.reset();
     return;
   }
-  if (dedup_) return;
+  const std::string only = all ? std::string() : std::string(kReplicatorPrefix);
+  if (dedup_) {
+    dedup_->set_only_prefix(only);
+    return;
+  }
   dedup_ = std::make_unique<Deduplication>(*context_.store, Deduplication::snapshot_key(name_));
+  dedup_->set_only_prefix(only);
   std::weak_ptr<bool> alive = alive_;
   dedup_->recover(*log_, [this, alive](Status st) {
     if (alive.expired()) return;
@@ -235,6 +250,11 @@ void Topic::subscribe(uint64_t consumer_id, ConsumerOptions options, ConsumerSin
   }
   if (is_trace_topic(name_)) {
     done(system_topic_refusal());
+    return;
+  }
+  if (is_replicator_name(options.subscription)) {
+    done(Status::invalid_argument("subscription names starting with '" + std::string(kReplicatorPrefix) +
+                                  "' are reserved for geo-replication"));
     return;
   }
   if (options.read_compacted && (name_.domain != TopicDomain::kPersistent ||
@@ -520,7 +540,7 @@ void Topic::create_subscription(const std::string& name, InitialPosition start,
 void Topic::restore_subscriptions() {
   for (const std::string& name : log_->cursor_names()) {
     ledger::Cursor* c = log_->cursor(name);
-    if (c == nullptr || !c->durable() || subscriptions_.count(name) > 0) continue;
+    if (c == nullptr || !c->durable() || subscriptions_.count(name) > 0 || is_replicator_name(name)) continue;
     subscriptions_.try_emplace(name, *log_, *c).first->second.set_tracing(tracing_state());
   }
 }
@@ -554,9 +574,43 @@ void Topic::move_subscription(const std::string& name, Position mark_delete, std
   });
 }
 
+void Topic::attach(const std::string& key, std::unique_ptr<TopicAttachment> attachment) {
+  cold().attachments[key] = std::move(attachment);
+}
+
+TopicAttachment* Topic::attachment(const std::string& key) {
+  if (!cold_) return nullptr;
+  auto it = cold_->attachments.find(key);
+  return it == cold_->attachments.end() ? nullptr : it->second.get();
+}
+
+std::unique_ptr<TopicAttachment> Topic::detach(const std::string& key) {
+  if (!cold_) return nullptr;
+  auto it = cold_->attachments.find(key);
+  if (it == cold_->attachments.end()) return nullptr;
+  auto a = std::move(it->second);
+  cold_->attachments.erase(it);
+  return a;
+}
+
+std::vector<std::string> Topic::attachment_keys() const {
+  std::vector<std::string> keys;
+  if (cold_) {
+    for (const auto& [key, a] : cold_->attachments) keys.push_back(key);
+  }
+  return keys;
+}
+
 bool Topic::idle() const {
+  auto busy_attachment = [this]() {
+    for (const auto& [key, a] : cold_->attachments) {
+      if (a->busy()) return true;
+    }
+    return false;
+  };
   const bool cold_idle = !cold_ || (cold_->waiting_producers.empty() && cold_->entry_waiters.empty() &&
-                                    cold_->held.empty() && cold_->dedup_waiters.empty() && !cold_->age_checking);
+                                    cold_->held.empty() && cold_->dedup_waiters.empty() && !cold_->age_checking &&
+                                    !busy_attachment());
   return !closed_ && producers_.empty() && cold_idle && consumer_count() == 0 && log_->idle();
 }
 
@@ -603,6 +657,11 @@ TopicStats Topic::stats_at(RateMeter::Clock::time_point now) {
       c.byte_rate_out = cr.bytes;
     }
   }
+  for (auto& r : s.replication) {
+    auto rr = rates("r/" + r.cluster, r.messages_out, r.bytes_out);
+    r.msg_rate_out = rr.messages;
+    r.byte_rate_out = rr.bytes;
+  }
   if (cold_ || !kept.empty()) cold().meters = std::move(kept);  // meters of producers and subscriptions gone are dropped
   last_sample_ = now;
   return s;
@@ -648,6 +707,9 @@ TopicStats Topic::stats() const {
     s.messages_out += s.subscriptions.back().messages_out;
     s.bytes_out += s.subscriptions.back().bytes_out;
   }
+  if (cold_) {
+    for (const auto& [key, a] : cold_->attachments) a->add_stats(s);
+  }
   return s;
 }
 
@@ -671,6 +733,7 @@ void Topic::close(const Status& why, ledger::Callback<Status> done) {
     cold_->held.clear();
   }
   for (auto& [name, sub] : subscriptions_) sub.close_consumers(why);
+  if (cold_) cold_->attachments.clear();  // they use the log: gone before it closes
   if (dedup_ && dedup_->ready()) {
     // The snapshot saves replaying the log at the next load.
     std::weak_ptr<bool> alive = alive_;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "broker/consumer.h"
@@ -60,6 +61,27 @@ struct PublisherStats {
   ClientInfo client{};
 };
 
+// Geo-replication: the cursor a topic's replicator to cluster C reads from
+// is named kReplicatorPrefix + C, and its producer on the remote cluster is
+// named kReplicatorPrefix + the origin cluster (Pulsar's names). Neither is
+// a subscription clients see or may use.
+inline constexpr std::string_view kReplicatorPrefix = "pulsar.repl.";
+inline bool is_replicator_name(std::string_view name) { return name.starts_with(kReplicatorPrefix); }
+
+// Replication of a topic to one remote cluster (Pulsar's "replication" map
+// in topic stats).
+struct ReplicatorStats {
+  std::string cluster;
+  bool connected = false;           // its producer on the remote cluster is ready
+  uint64_t backlog_messages = 0;    // not yet acknowledged by the remote cluster
+  uint64_t messages_out = 0;        // replicated and acknowledged
+  uint64_t bytes_out = 0;
+  double delay_seconds = 0;         // age of the oldest message not yet acknowledged; 0 when caught up
+  std::string last_error;           // why the link last failed; empty when it never did
+  double msg_rate_out = 0;          // filled by Topic::stats_at
+  double byte_rate_out = 0;
+};
+
 struct TopicStats {
   uint64_t messages_in = 0;
   uint64_t bytes_in = 0;
@@ -85,6 +107,20 @@ struct TopicStats {
   // Its tenant's aggregate publish limit (TenantLimits); -1: none.
   int64_t tenant_publish_rate_msgs = -1;
   int64_t tenant_publish_rate_bytes = -1;
+  // One per remote cluster this topic replicates to.
+  std::vector<ReplicatorStats> replication;
+};
+
+// Work that runs beside a loaded topic on its home reactor (a geo-replicator).
+// The topic owns it once attached and destroys it before its log closes.
+class TopicAttachment {
+ public:
+  virtual ~TopicAttachment() = default;
+  // An entry was stored.
+  virtual void on_entries_added() {}
+  // True while it has work that should keep the topic loaded.
+  virtual bool busy() const { return false; }
+  virtual void add_stats(TopicStats& stats) const {}
 };
 
 class Topic {
@@ -294,6 +330,13 @@ class Topic {
   // idle log. Such a topic may leave memory; the next use loads it again.
   bool idle() const;
 
+  // Attachments (TopicAttachment), by key; attaching under a key in use
+  // replaces (destroys) the one there. Home reactor.
+  void attach(const std::string& key, std::unique_ptr<TopicAttachment> attachment);
+  TopicAttachment* attachment(const std::string& key);
+  std::unique_ptr<TopicAttachment> detach(const std::string& key);
+  std::vector<std::string> attachment_keys() const;
+
   TopicStats stats() const;
   // stats() plus message and byte rates per second (see RateMeter).
   TopicStats stats_at(RateMeter::Clock::time_point now);
@@ -382,6 +425,8 @@ class Topic {
   // Applies `quota`'s policy once the backlog is over it (by size or age).
   void act_on_quota(const BacklogQuota& quota, bool by_age);
   void when_dedup_ready(std::function<void()> fn);
+  // Deduplication on (every producer, or replicators only) or off.
+  void apply_dedup(const NamespacePolicies& policies);
   void apply_tracing(const NamespacePolicies& policies);
   void apply_compaction_policies(const NamespacePolicies& policies);
   // Retention, TTL and the fsync mode of the managed ledger.
@@ -432,6 +477,7 @@ class Topic {
     std::optional<CleanupPolicy> cleanup;
     std::optional<int64_t> delete_retention_ms;
     std::optional<int64_t> min_compaction_lag_ms;
+    std::map<std::string, std::unique_ptr<TopicAttachment>> attachments;
   };
   // What subscriptions read their tracing from; null until tracing was first on.
   TopicTracing* tracing_state() { return cold_ ? &cold_->tracing : nullptr; }

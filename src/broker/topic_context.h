@@ -24,6 +24,7 @@
 namespace magnetar::broker {
 
 class LeaseGate;
+class Topic;
 class CompactionBoard;
 class CompactionCodec;
 
@@ -61,6 +62,11 @@ struct TopicContext {
   const CompactionCodec* compaction_codec = nullptr;
   CompactionBoard* compactions = nullptr;
   int64_t compaction_max_read_bytes_per_second = 0;  // 0: no limit
+
+  // Called with a persistent topic's effective policies each time they are
+  // applied (at load and on every refresh), on its home reactor: where
+  // geo-replication starts and stops the topic's replicators.
+  std::function<void(Topic&, const NamespacePolicies&)> on_policies;
 
   // The context of topics made without one: every member empty.
   static const TopicContext& none() {

@@ -388,7 +388,7 @@ void Topic::store_entry(HeldPublish p) {
   int64_t highest = highest_sequence_id(p.header.sequence_id, p.highest_sequence_id, p.header.messages);
   // A chunk before a message's last is stored as it comes: the message's
   // sequence id is judged and recorded with its last chunk (Pulsar's rule).
-  const bool judged = dedup_ != nullptr && !p.header.more_chunks;
+  const bool judged = dedup_ != nullptr && !p.header.more_chunks && dedup_->judges(producer);
   if (judged) {
     switch (dedup_->state().check(producer, p.header.sequence_id)) {
       case DedupVerdict::kDuplicate:
@@ -436,6 +436,9 @@ void Topic::store_entry(HeldPublish p) {
                           trace_stored(r->position, received_ms, producer_id, traced->first, traced->second);
                         }
                         for (auto& [name, sub] : subscriptions_) sub.on_entries_added();
+                        if (cold_) {
+                          for (auto& [key, a] : cold_->attachments) a->on_entries_added();
+                        }
                         if (cold_ && !cold_->entry_waiters.empty()) {
                           auto waiters = std::move(cold_->entry_waiters);
                           cold_->entry_waiters.clear();

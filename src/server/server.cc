@@ -34,6 +34,7 @@
 #include "admin/handlers.h"
 #include "broker/bundle_ownership.h"
 #include "cluster/node.h"
+#include "georep/geo_replication.h"
 #include "metadata/blocking.h"
 #include "metadata/leveldb_store.h"
 #include "server/allocator.h"
@@ -419,6 +420,14 @@ Status Server::start() {
   broker->set_policies(policies.get());
   policies->on_change(broker->policy_listener());
   policies->on_change(broker->policy_change_listener());
+  // Geo-replication: each topic of a namespace replicated to other clusters
+  // gets a replicator per remote cluster when its policies are applied.
+  georep::GeoReplicationOptions georep_options;
+  georep_options.local_cluster = config_.cluster_name;
+  auto geo = std::make_unique<georep::GeoReplication>(*tenancy_ptr, georep_options);
+  broker->set_topic_policies_hook([g = geo.get()](broker::Topic& topic, const broker::NamespacePolicies& policies) {
+    g->on_policies(topic, policies);
+  });
   broker->set_message_describer(protocol::pulsar::describe_entry);
   broker->set_compaction_codec(std::make_shared<protocol::pulsar::PulsarCompactionCodec>());
   // Topic counts: the broker asks tenancy (which reads what metadata knows
@@ -526,6 +535,7 @@ Status Server::start() {
   if (storage_node) components_.push_back(std::move(storage_node));
   if (replicated) components_.push_back(std::move(replicated));
   components_.push_back(std::move(reconciler));
+  components_.push_back(std::move(geo));  // before the broker: stopped after it, once no topic uses it
   components_.push_back(std::move(broker));
   components_.push_back(std::move(storage_quotas));
   components_.push_back(std::move(pulsar));

@@ -54,6 +54,29 @@ const Family kFamilies[] = {
      [](const BrokerService::TopicSample& s) { return static_cast<double>(consumers(s)); }},
 };
 
+// Per topic and remote cluster (label remote_cluster), Pulsar's names.
+struct ReplicationFamily {
+  const char* name;
+  const char* help;
+  MetricType type;
+  double (*value)(const broker::ReplicatorStats&);
+};
+
+const ReplicationFamily kReplicationFamilies[] = {
+    {"pulsar_replication_rate_out", "Messages per second replicated to the remote cluster", MetricType::kGauge,
+     [](const broker::ReplicatorStats& r) { return r.msg_rate_out; }},
+    {"pulsar_replication_throughput_out", "Bytes per second replicated to the remote cluster", MetricType::kGauge,
+     [](const broker::ReplicatorStats& r) { return r.byte_rate_out; }},
+    {"pulsar_replication_backlog", "Messages not yet replicated to the remote cluster", MetricType::kGauge,
+     [](const broker::ReplicatorStats& r) { return static_cast<double>(r.backlog_messages); }},
+    {"pulsar_replication_delay_in_seconds", "Age of the oldest message not yet replicated to the remote cluster",
+     MetricType::kGauge, [](const broker::ReplicatorStats& r) { return r.delay_seconds; }},
+    {"pulsar_replication_connected_count", "1 while the replicator's producer on the remote cluster is connected",
+     MetricType::kUntyped, [](const broker::ReplicatorStats& r) { return r.connected ? 1.0 : 0.0; }},
+    {"magnetar_replication_out_messages_total", "Messages replicated to the remote cluster since the topic loaded",
+     MetricType::kCounter, [](const broker::ReplicatorStats& r) { return static_cast<double>(r.messages_out); }},
+};
+
 }  // namespace
 
 TopicMetrics::TopicMetrics(common::MetricsRegistry& registry, BrokerService& broker, std::string cluster)
@@ -68,6 +91,22 @@ TopicMetrics::TopicMetrics(common::MetricsRegistry& registry, BrokerService& bro
             out.sample(name,
                        {{"cluster", cluster}, {"namespace", s.name.ns.to_string()}, {"topic", s.name.to_string()}},
                        value(s));
+          }
+        }));
+  }
+  for (const ReplicationFamily& f : kReplicationFamilies) {
+    auto value = f.value;
+    collector_ids_.push_back(registry_.add_collector(
+        f.name, f.help, f.type, [snapshot = snapshot_, cluster = cluster_, name = std::string(f.name), value](
+                                    common::SampleWriter& out) {
+          std::lock_guard<std::mutex> lock(snapshot->mu);
+          for (const auto& s : snapshot->samples) {
+            for (const auto& r : s.stats.replication) {
+              out.sample(name,
+                         {{"cluster", cluster}, {"namespace", s.name.ns.to_string()}, {"topic", s.name.to_string()},
+                          {"remote_cluster", r.cluster}},
+                         value(r));
+            }
           }
         }));
   }

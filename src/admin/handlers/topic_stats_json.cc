@@ -97,6 +97,44 @@ std::string iso_time(int64_t ms) { return common::iso8601_utc(ms); }
 
 std::string position_string(ledger::Position p) { return fmt::format("{}:{}", p.ledger, p.entry); }
 
+// Pulsar's "replication" map: per remote cluster, what this topic's
+// replicator sends there and what that cluster's replicator publishes here.
+static Json replication_json(const broker::TopicStats& s) {
+  Json out = Json::object();
+  auto entry = [&out](const std::string& cluster) -> Json& {
+    if (!out.contains(cluster)) {
+      out[cluster] = Json{{"msgRateIn", 0.0},           {"msgThroughputIn", 0.0},
+                          {"msgRateOut", 0.0},          {"msgThroughputOut", 0.0},
+                          {"msgRateExpired", 0.0},      {"replicationBacklog", 0},
+                          {"connected", false},         {"replicationDelayInSeconds", 0},
+                          {"msgOutCounter", 0},         {"bytesOutCounter", 0},
+                          {"inboundConnection", ""},    {"inboundConnectedSince", ""},
+                          {"outboundConnection", ""},   {"outboundConnectedSince", ""}};
+    }
+    return out[cluster];
+  };
+  for (const auto& r : s.replication) {
+    Json& j = entry(r.cluster);
+    j["msgRateOut"] = r.msg_rate_out;
+    j["msgThroughputOut"] = r.byte_rate_out;
+    j["replicationBacklog"] = r.backlog_messages;
+    j["connected"] = r.connected;
+    j["replicationDelayInSeconds"] = static_cast<int64_t>(r.delay_seconds);
+    j["msgOutCounter"] = r.messages_out;
+    j["bytesOutCounter"] = r.bytes_out;
+    if (!r.last_error.empty()) j["lastError"] = r.last_error;
+  }
+  for (const auto& p : s.publishers) {
+    if (!broker::is_replicator_name(p.producer_name)) continue;
+    Json& j = entry(p.producer_name.substr(broker::kReplicatorPrefix.size()));
+    j["msgRateIn"] = j["msgRateIn"].get<double>() + p.msg_rate_in;
+    j["msgThroughputIn"] = j["msgThroughputIn"].get<double>() + p.byte_rate_in;
+    j["inboundConnection"] = p.client.address;
+    j["inboundConnectedSince"] = p.client.connected_since_ms > 0 ? iso_time(p.client.connected_since_ms) : "";
+  }
+  return out;
+}
+
 Json topic_stats_json(const broker::TopicStats& s) {
   Json publishers = Json::array();
   for (const auto& p : s.publishers) {
@@ -145,7 +183,7 @@ Json topic_stats_json(const broker::TopicStats& s) {
               {"publishers", publishers},
               {"waitingPublishers", 0},
               {"subscriptions", subscriptions},
-              {"replication", Json::object()},
+              {"replication", replication_json(s)},
               {"deduplicationStatus", "Disabled"},
               {"nonContiguousDeletedMessagesRanges", 0},
               {"nonContiguousDeletedMessagesRangesSerializedSize", 0}};

@@ -1,0 +1,155 @@
+#include "georep/geo_replication.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "broker/tracing.h"
+#include "common/logging.h"
+#include "georep/replicator.h"
+
+namespace magnetar::georep {
+
+using common::Result;
+using common::Status;
+
+namespace {
+
+constexpr std::string_view kAttachmentPrefix = "georep:";
+
+// "pulsar://host:port" -> host, port. kInvalidArgument otherwise.
+Status split_service_url(const std::string& url, std::string* host, std::string* port) {
+  constexpr std::string_view kScheme = "pulsar://";
+  if (url.starts_with("pulsar+ssl://")) {
+    return Status::unimplemented("TLS links between clusters are not supported yet (" + url + ")");
+  }
+  if (!url.starts_with(kScheme)) return Status::invalid_argument("'" + url + "' is not a pulsar:// URL");
+  std::string rest = url.substr(kScheme.size());
+  if (auto slash = rest.find('/'); slash != std::string::npos) rest.resize(slash);
+  if (auto comma = rest.find(','); comma != std::string::npos) rest.resize(comma);  // the first of several hosts
+  auto colon = rest.rfind(':');
+  if (colon == std::string::npos) {
+    *host = rest;
+    *port = "6650";
+  } else {
+    *host = rest.substr(0, colon);
+    *port = rest.substr(colon + 1);
+  }
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
+  if (host->empty() || port->empty()) return Status::invalid_argument("'" + url + "' names no host and port");
+  return Status::ok();
+}
+
+// A socket connected to host:port within `timeout`, or why not.
+Result<int> connect_socket(const std::string& host, const std::string& port, std::chrono::milliseconds timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    return Status::unavailable("cannot resolve " + host + ": " + gai_strerror(rc));
+  }
+  std::string last = "no address";
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
+      if (rc == 1) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        rc = err == 0 ? 0 : -1;
+        errno = err;
+      } else {
+        if (rc == 0) errno = ETIMEDOUT;
+        rc = -1;
+      }
+    }
+    if (rc == 0) {
+      ::freeaddrinfo(found);
+      return fd;
+    }
+    last = std::strerror(errno);
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return Status::unavailable("cannot connect to " + host + ":" + port + ": " + last);
+}
+
+}  // namespace
+
+GeoReplication::GeoReplication(broker::Tenancy& tenancy, GeoReplicationOptions options)
+    : tenancy_(tenancy), options_(std::move(options)) {}
+
+GeoReplication::~GeoReplication() { stop(); }
+
+Status GeoReplication::start() {
+  worker_ = std::make_unique<runtime::WorkerThread>("georep", 1 << 12);
+  return Status::ok();
+}
+
+void GeoReplication::stop() {
+  if (worker_) worker_->stop();
+}
+
+void GeoReplication::on_policies(broker::Topic& topic, const broker::NamespacePolicies& policies) {
+  if (broker::is_trace_topic(topic.name())) return;
+  std::set<std::string> remotes;
+  for (const auto& c : policies.replication_clusters) {
+    if (c != options_.local_cluster) remotes.insert(c);
+  }
+  // The replicators of clusters no longer listed go, and so do their cursors.
+  for (const std::string& key : topic.attachment_keys()) {
+    if (!key.starts_with(kAttachmentPrefix)) continue;
+    std::string cluster = key.substr(kAttachmentPrefix.size());
+    if (remotes.count(cluster) == 0) topic.detach(key);
+  }
+  for (const std::string& cursor : topic.log().cursor_names()) {
+    if (!broker::is_replicator_name(cursor)) continue;
+    std::string cluster = cursor.substr(broker::kReplicatorPrefix.size());
+    if (remotes.count(cluster) > 0) continue;
+    MLOG_INFO("topic {}: no longer replicated to {}; its replication cursor goes", topic.name().to_string(), cluster);
+    topic.log().delete_cursor(cursor, [](Status) {});
+  }
+  for (const std::string& cluster : remotes) {
+    std::string key = std::string(kAttachmentPrefix) + cluster;
+    if (topic.attachment(key) != nullptr) continue;
+    auto replicator = std::make_unique<Replicator>(topic, cluster, *this);
+    Replicator* r = replicator.get();
+    topic.attach(key, std::move(replicator));
+    r->start();
+  }
+}
+
+void GeoReplication::connect(const std::string& cluster, runtime::Reactor& reactor,
+                             std::function<void(Result<int>)> done) {
+  auto task = [this, cluster, &reactor, done]() {
+    Result<int> fd = [&]() -> Result<int> {
+      auto info = tenancy_.get_cluster(cluster);
+      if (!info.is_ok()) return Status::not_found("cluster " + cluster + ": " + info.status().message());
+      if (info->broker_service_url.empty()) {
+        return Status::not_found("cluster " + cluster + " has no brokerServiceUrl to replicate to");
+      }
+      std::string host, port;
+      Status st = split_service_url(info->broker_service_url, &host, &port);
+      if (!st.is_ok()) return st;
+      return connect_socket(host, port, options_.connect_timeout);
+    }();
+    const int socket = fd.is_ok() ? *fd : -1;
+    Status posted = reactor.post([done, fd = std::move(fd)]() mutable { done(std::move(fd)); });
+    if (!posted.is_ok() && socket >= 0) ::close(socket);
+  };
+  Status queued = worker_ ? worker_->post(std::move(task)) : Status::unavailable("geo-replication is not running");
+  if (!queued.is_ok()) done(queued);
+}
+
+}  // namespace magnetar::georep

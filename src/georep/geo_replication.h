@@ -1,0 +1,77 @@
+// GeoReplication: replicates the topics of namespaces whose
+// replication_clusters name other clusters to those clusters (Pulsar's
+// geo-replication).
+//
+// For every loaded persistent topic whose effective policies list clusters
+// besides the local one, the topic carries one Replicator per remote cluster
+// (replicator.h), started when the policies are applied (at load and on
+// every policy change) and stopped, its cursor deleted, when a cluster
+// leaves the list. A cluster must be registered (/admin/v2/clusters) with a
+// Pulsar service URL; the replicator connects to it there.
+//
+// Blocking work (reading a cluster's record, connecting a socket) runs on
+// this component's own thread; everything else on the topics' reactors.
+//
+// Threads: on_policies on a topic's home reactor; connect from any reactor.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "broker/policies.h"
+#include "broker/tenancy.h"
+#include "broker/topic.h"
+#include "common/result.h"
+#include "runtime/component.h"
+#include "runtime/reactor.h"
+#include "runtime/worker_thread.h"
+
+namespace magnetar::georep {
+
+struct GeoReplicationOptions {
+  std::string local_cluster;
+  // Sent as the token (auth method "token") when connecting to remote
+  // clusters that require authentication; empty: none.
+  std::string token;
+  // Entries sent to the remote cluster and not yet acknowledged, per replicator.
+  size_t max_in_flight = 1000;
+  // Entries read from the log at once.
+  size_t read_batch = 100;
+  // Waits between attempts to reach a remote cluster: doubling from min to max.
+  std::chrono::milliseconds min_backoff{100};
+  std::chrono::milliseconds max_backoff{5000};
+  std::chrono::milliseconds connect_timeout{5000};
+};
+
+class GeoReplication final : public runtime::Component {
+ public:
+  // REQUIRES: `tenancy` outlives this.
+  GeoReplication(broker::Tenancy& tenancy, GeoReplicationOptions options);
+  ~GeoReplication() override;
+
+  const GeoReplicationOptions& options() const { return options_; }
+
+  // BrokerService's topic policies hook: makes and drops `topic`'s replicators.
+  void on_policies(broker::Topic& topic, const broker::NamespacePolicies& policies);
+
+  // Connects a socket to `cluster`'s Pulsar service URL (its broker service
+  // URL as registered). `done` runs on `reactor` with the connected socket
+  // (the caller owns it) or why not: kNotFound for a cluster that is not
+  // registered or names no pulsar:// URL, kUnavailable when it cannot be
+  // reached within connect_timeout. The socket is closed if `reactor` stops
+  // first.
+  void connect(const std::string& cluster, runtime::Reactor& reactor, std::function<void(common::Result<int>)> done);
+
+  std::string_view name() const override { return "geo-replication"; }
+  common::Status start() override;
+  void stop() override;
+
+ private:
+  broker::Tenancy& tenancy_;
+  const GeoReplicationOptions options_;
+  std::unique_ptr<runtime::WorkerThread> worker_;
+};
+
+}  // namespace magnetar::georep

@@ -1,0 +1,216 @@
+#include "georep/replicator.h"
+
+#include <algorithm>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "georep/geo_replication.h"
+#include "protocol/pulsar/frame.h"
+#include "runtime/connection.h"
+#include "runtime/reactor.h"
+
+namespace magnetar::georep {
+
+namespace pp = protocol::pulsar;
+using common::Result;
+using common::Status;
+
+Replicator::Replicator(broker::Topic& topic, std::string remote_cluster, GeoReplication& service)
+    : topic_(topic), remote_(std::move(remote_cluster)), service_(service), topic_name_(topic.name().to_string()),
+      backoff_(service.options().min_backoff), retry_timer_(*runtime::Reactor::current()) {}
+
+Replicator::~Replicator() {
+  *alive_ = false;
+  if (link_ != nullptr) link_->detach();
+}
+
+void Replicator::start() {
+  std::weak_ptr<bool> alive = alive_;
+  topic_.log().open_cursor(cursor_name(), true, ledger::Log::CursorStart::kEarliest,
+                           [this, alive](Result<ledger::Cursor*> c) {
+                             if (alive.expired()) return;
+                             if (!c.is_ok()) {
+                               last_error_ = "cannot open the replication cursor: " + c.status().message();
+                               MLOG_WARN("topic {}: replication to {}: {}", topic_name_, remote_, last_error_);
+                               retry_timer_.once(service_.options().max_backoff, [this]() { start(); });
+                               return;
+                             }
+                             cursor_ = *c;
+                             read_after_ = cursor_->mark_delete_position();
+                             connect();
+                           });
+}
+
+void Replicator::connect() {
+  if (connecting_ || link_ != nullptr) return;
+  connecting_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  runtime::Reactor& home = *runtime::Reactor::current();
+  service_.connect(remote_, home, [this, alive, &home](Result<int> fd) {
+    if (alive.expired()) {
+      if (fd.is_ok()) ::close(*fd);
+      return;
+    }
+    connecting_ = false;
+    if (!fd.is_ok()) return retry_later(fd.status());
+    auto handler = std::make_unique<RemoteLink>(this, topic_name_,
+                                                std::string(broker::kReplicatorPrefix) + service_.options().local_cluster,
+                                                service_.options().token);
+    link_ = handler.get();
+    if (runtime::Connection::adopt(home, *fd, std::move(handler)) == nullptr) {
+      link_ = nullptr;
+      retry_later(Status::unavailable("cannot use the socket to the remote cluster"));
+    }
+  });
+}
+
+void Replicator::retry_later(const Status& why) {
+  last_error_ = why.message();
+  MLOG_INFO("topic {}: replication to {} waits {} ms: {}", topic_name_, remote_, backoff_.count(), why.message());
+  retry_timer_.once(backoff_, [this]() { connect(); });
+  backoff_ = std::min(backoff_ * 2, service_.options().max_backoff);
+}
+
+void Replicator::link_ready() {
+  backoff_ = service_.options().min_backoff;
+  last_error_.clear();
+  pump();
+}
+
+void Replicator::link_failed(const Status& why) {
+  link_ = nullptr;
+  ++epoch_;
+  if (!in_flight_.empty()) oldest_pending_ms_ = in_flight_.front().publish_ms;
+  in_flight_.clear();
+  // What was in flight is read again; the remote drops what it stored already.
+  if (cursor_ != nullptr) read_after_ = cursor_->mark_delete_position();
+  retry_later(why);
+}
+
+void Replicator::pump() {
+  if (cursor_ == nullptr || link_ == nullptr || !link_->ready()) return;
+  if (reading_) {
+    wake_ = true;
+    return;
+  }
+  const size_t max = service_.options().max_in_flight;
+  if (in_flight_.size() >= max) return;
+  reading_ = true;
+  wake_ = false;
+  const uint64_t epoch = epoch_;
+  std::weak_ptr<bool> alive = alive_;
+  topic_.log().read_entries(read_after_, std::min(max - in_flight_.size(), service_.options().read_batch),
+                            [this, alive, epoch](Result<std::vector<ledger::LedgerEntry>> r) {
+                              if (alive.expired()) return;
+                              reading_ = false;
+                              if (epoch != epoch_) return pump();
+                              if (!r.is_ok()) {
+                                last_error_ = "cannot read the topic: " + r.status().message();
+                                MLOG_WARN("topic {}: replication to {}: {}", topic_name_, remote_, last_error_);
+                                retry_timer_.once(service_.options().max_backoff, [this]() { pump(); });
+                                return;
+                              }
+                              if (r->empty()) {
+                                if (wake_) pump();
+                                return;
+                              }
+                              send_entries(std::move(*r));
+                              pump();
+                            });
+}
+
+void Replicator::send_entries(std::vector<ledger::LedgerEntry> entries) {
+  const std::string& local = service_.options().local_cluster;
+  for (auto& e : entries) {
+    read_after_ = e.position;
+    InFlight f;
+    f.position = e.position;
+    f.publish_ms = e.header.publish_time_ms;
+    f.messages = e.header.messages;
+    f.bytes = e.payload.size();
+    if (oldest_pending_ms_ == 0) oldest_pending_ms_ = f.publish_ms;
+    pp::proto::MessageMetadata md;
+    common::Slice payload;
+    Status st = pp::parse_entry(e.payload, false, &md, &payload);
+    bool skip = !st.is_ok() || md.has_replicated_from();
+    if (st.is_ok() && md.replicate_to_size() > 0) {
+      skip = skip || std::find(md.replicate_to().begin(), md.replicate_to().end(), remote_) == md.replicate_to().end();
+    }
+    if (!st.is_ok()) {
+      MLOG_WARN("topic {}: entry {} cannot be replicated to {}: {}", topic_name_, e.position.to_string(), remote_,
+                st.message());
+    }
+    if (skip) {
+      f.done = true;
+      in_flight_.push_back(f);
+      continue;
+    }
+    md.set_replicated_from(local);
+    auto* origin = md.add_properties();
+    origin->set_key(std::string(kOriginPositionProperty));
+    origin->set_value(e.position.to_string());
+    const auto first = static_cast<uint64_t>(e.header.first_index);
+    const uint64_t highest = first + std::max<uint32_t>(e.header.messages, 1) - 1;
+    f.sequence_id = first;
+    f.sent = true;
+    link_->send(first, highest, static_cast<int32_t>(e.header.messages), pp::encode_entry(md, payload.view()));
+    in_flight_.push_back(f);
+  }
+  ack_front();
+}
+
+void Replicator::link_receipt(uint64_t sequence_id) {
+  // Receipts come in the order of the SENDs: the first sent entry not yet
+  // acknowledged is the one.
+  for (auto& f : in_flight_) {
+    if (f.done) continue;
+    if (f.sequence_id != sequence_id) {
+      MLOG_WARN("topic {}: replication to {}: receipt for {} while {} was expected", topic_name_, remote_,
+                sequence_id, f.sequence_id);
+      return;
+    }
+    f.done = true;
+    messages_out_ += f.messages;
+    bytes_out_ += f.bytes;
+    break;
+  }
+  ack_front();
+  pump();
+}
+
+void Replicator::ack_front() {
+  bool moved = false;
+  ledger::Position last;
+  while (!in_flight_.empty() && in_flight_.front().done) {
+    last = in_flight_.front().position;
+    in_flight_.pop_front();
+    moved = true;
+  }
+  if (moved && cursor_ != nullptr) {
+    Status st = topic_.log().ack_cumulative(cursor_name(), last);
+    if (!st.is_ok()) MLOG_WARN("topic {}: replication cursor to {}: {}", topic_name_, remote_, st.to_string());
+  }
+  oldest_pending_ms_ = in_flight_.empty() ? 0 : in_flight_.front().publish_ms;
+}
+
+uint64_t Replicator::backlog_messages() const {
+  return cursor_ == nullptr ? 0 : cursor_->backlog_messages(topic_.log().chain());
+}
+
+bool Replicator::busy() const { return !in_flight_.empty() || backlog_messages() > 0; }
+
+void Replicator::add_stats(broker::TopicStats& stats) const {
+  broker::ReplicatorStats r;
+  r.cluster = remote_;
+  r.connected = link_ != nullptr && link_->ready();
+  r.backlog_messages = backlog_messages();
+  r.messages_out = messages_out_;
+  r.bytes_out = bytes_out_;
+  if (oldest_pending_ms_ > 0 && r.backlog_messages > 0) {
+    r.delay_seconds = std::max<int64_t>(0, common::wall_clock_ms() - oldest_pending_ms_) / 1000.0;
+  }
+  r.last_error = last_error_;
+  stats.replication.push_back(std::move(r));
+}
+
+}  // namespace magnetar::georep
