@@ -43,6 +43,9 @@ struct GeoReplicationOptions {
   std::chrono::milliseconds min_backoff{100};
   std::chrono::milliseconds max_backoff{5000};
   std::chrono::milliseconds connect_timeout{5000};
+  // A connected link is pinged this often; one silent for three times this
+  // long (a cut cable: no error, no answer) is dropped and made again.
+  std::chrono::milliseconds keepalive{5000};
 };
 
 class GeoReplication final : public runtime::Component {

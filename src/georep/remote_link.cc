@@ -1,5 +1,6 @@
 #include "georep/remote_link.h"
 
+#include "common/clock.h"
 #include "common/logging.h"
 #include "protocol/pulsar/commands.h"
 #include "protocol/pulsar/frame.h"
@@ -20,6 +21,7 @@ RemoteLink::RemoteLink(LinkListener* listener, std::string topic, std::string pr
 
 void RemoteLink::on_open(runtime::Connection& conn) {
   conn_ = &conn;
+  last_heard_ms_ = common::monotonic_ms();
   pp::proto::BaseCommand cmd;
   cmd.set_type(pp::proto::BaseCommand::CONNECT);
   auto* connect = cmd.mutable_connect();
@@ -38,6 +40,7 @@ void RemoteLink::on_data(runtime::Connection& conn, common::SliceChain& input) {
   while (!failed_) {
     pp::DecodeResult r = decoder_.decode(input, &frame);
     if (r == pp::DecodeResult::kNeedMore) return;
+    last_heard_ms_ = common::monotonic_ms();
     if (r != pp::DecodeResult::kFrame) {
       decoder_broken_ = r == pp::DecodeResult::kStreamError;
       fail(Status::corruption("the remote cluster sent a frame that cannot be read: " + decoder_.status().message()));
@@ -96,6 +99,10 @@ void RemoteLink::send(uint64_t sequence_id, uint64_t highest_sequence_id, int32_
   s->set_highest_sequence_id(highest_sequence_id);
   conn_->write(pp::encode_payload_head(cmd, entry.size()));
   conn_->write(entry);
+}
+
+void RemoteLink::ping() {
+  if (conn_ != nullptr && !failed_) conn_->write(pp::encode_command(pp::commands::ping()));
 }
 
 void RemoteLink::detach() {

@@ -41,6 +41,13 @@ class RemoteLink final : public runtime::ConnectionHandler {
   // REQUIRES: ready().
   void send(uint64_t sequence_id, uint64_t highest_sequence_id, int32_t messages, const common::Slice& entry);
   bool ready() const { return ready_; }
+  // Sends PING: the remote answers PONG, so a live link is heard from at
+  // least once per ping.
+  void ping();
+  // When a frame last arrived (steady clock, ms); 0 before the first.
+  int64_t last_heard_ms() const { return last_heard_ms_; }
+  // Ends the link as a failure of the remote would (link_failed follows).
+  void fail(const common::Status& why);
   // Forgets the listener and closes the connection.
   void detach();
 
@@ -49,8 +56,6 @@ class RemoteLink final : public runtime::ConnectionHandler {
   void on_close(runtime::Connection& conn, const common::Status& reason) override;
 
  private:
-  void fail(const common::Status& why);
-
   LinkListener* listener_;
   const std::string topic_;
   const std::string producer_name_;
@@ -60,6 +65,7 @@ class RemoteLink final : public runtime::ConnectionHandler {
   runtime::Connection* conn_ = nullptr;
   bool ready_ = false;
   bool failed_ = false;
+  int64_t last_heard_ms_ = 0;
 };
 
 }  // namespace magnetar::georep

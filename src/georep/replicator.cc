@@ -17,7 +17,8 @@ using common::Status;
 
 Replicator::Replicator(broker::Topic& topic, std::string remote_cluster, GeoReplication& service)
     : topic_(topic), remote_(std::move(remote_cluster)), service_(service), topic_name_(topic.name().to_string()),
-      backoff_(service.options().min_backoff), retry_timer_(*runtime::Reactor::current()) {}
+      backoff_(service.options().min_backoff), retry_timer_(*runtime::Reactor::current()),
+      keepalive_timer_(*runtime::Reactor::current()) {}
 
 Replicator::~Replicator() {
   *alive_ = false;
@@ -37,6 +38,7 @@ void Replicator::start() {
                              }
                              cursor_ = *c;
                              read_after_ = cursor_->mark_delete_position();
+                             keepalive_timer_.every(service_.options().keepalive, [this]() { keep_alive(); });
                              connect();
                            });
 }
@@ -62,6 +64,16 @@ void Replicator::connect() {
       retry_later(Status::unavailable("cannot use the socket to the remote cluster"));
     }
   });
+}
+
+void Replicator::keep_alive() {
+  if (link_ == nullptr) return;
+  const int64_t silent = common::monotonic_ms() - link_->last_heard_ms();
+  if (silent > 3 * service_.options().keepalive.count()) {
+    link_->fail(Status::timeout("no answer from the remote cluster for " + std::to_string(silent) + " ms"));
+    return;
+  }
+  link_->ping();
 }
 
 void Replicator::retry_later(const Status& why) {

@@ -23,6 +23,8 @@
 // At most options.max_in_flight entries are unacknowledged at once. When
 // the link fails, everything in flight is read again from the cursor and
 // the link is made again after a back-off that doubles up to max_backoff.
+// A link that stays silent for three keepalive periods (a cut cable gives
+// no error) counts as failed.
 //
 // Threads: the topic's home reactor, like its Topic, which owns it.
 #pragma once
@@ -71,6 +73,8 @@ class Replicator final : public broker::TopicAttachment, public LinkListener {
   };
 
   void connect();
+  // Pings the link, or drops it when it has been silent too long.
+  void keep_alive();
   void retry_later(const common::Status& why);
   // Reads and sends while the link is ready and there is room.
   void pump();
@@ -97,6 +101,7 @@ class Replicator final : public broker::TopicAttachment, public LinkListener {
   std::deque<InFlight> in_flight_;
   std::chrono::milliseconds backoff_;
   runtime::Timer retry_timer_;
+  runtime::Timer keepalive_timer_;
   uint64_t messages_out_ = 0;
   uint64_t bytes_out_ = 0;
   int64_t oldest_pending_ms_ = 0;  // publish time of the oldest entry read and not acknowledged

@@ -29,6 +29,8 @@ def topic_url(name):
 class Site:
     """One node as cluster `name`, on ports that stay the same across restarts."""
 
+    host = "127.0.0.1"
+
     def __init__(self, name):
         self.name = name
         self.pulsar_port = free_port()
@@ -57,8 +59,8 @@ def link(a, b):
     """Registers each site on the other and replicates public/default to both."""
     for here, there in ((a, b), (b, a)):
         here.call("PUT", f"/admin/v2/clusters/{there.name}",
-                  {"serviceUrl": f"http://127.0.0.1:{there.http_port}",
-                   "brokerServiceUrl": f"pulsar://127.0.0.1:{there.pulsar_port}"})
+                  {"serviceUrl": f"http://{there.host}:{there.http_port}",
+                   "brokerServiceUrl": f"pulsar://{there.host}:{there.pulsar_port}"})
         here.call("POST", "/admin/v2/tenants/public", {"allowedClusters": [a.name, b.name]})
         here.call("POST", f"/admin/v2/namespaces/{NS}/replication", [a.name, b.name])
 
@@ -77,7 +79,7 @@ def wait_until(test, cond, what, timeout=WAIT_S):
 
 
 def produce(site, topic, payloads, producer_id=1):
-    with PulsarWire(site.pulsar_port) as w:
+    with PulsarWire(site.pulsar_port, site.host) as w:
         r = w.create_producer(topic_url(topic), producer_id)
         assert r.type == pb.BaseCommand.PRODUCER_SUCCESS, r
         for p in payloads:
@@ -89,7 +91,7 @@ def read_all(site, topic, expected, subscription="check"):
     """Every MESSAGE frame stored in `topic` on `site`, from the start, once
     `expected` messages arrived and nothing more follows within a second."""
     out = []
-    with PulsarWire(site.pulsar_port) as w:
+    with PulsarWire(site.pulsar_port, site.host) as w:
         r = w.subscribe(topic_url(topic), subscription, 1, initial="Earliest")
         assert r.type == pb.BaseCommand.SUCCESS, r
         w.flow(1, 100000)
