@@ -130,6 +130,41 @@ void GeoReplication::on_policies(broker::Topic& topic, const broker::NamespacePo
   }
 }
 
+void GeoReplication::resume(broker::BrokerService& broker) {
+  auto task = [this, &broker]() {
+    size_t loaded = 0;
+    auto tenants = tenancy_.list_tenants();
+    if (!tenants.is_ok()) {
+      MLOG_WARN("geo-replication cannot list tenants to resume: {}", tenants.status().to_string());
+      return;
+    }
+    for (const auto& tenant : *tenants) {
+      auto namespaces = tenancy_.list_namespaces(tenant);
+      if (!namespaces.is_ok()) continue;
+      for (const auto& full : *namespaces) {
+        auto ns = broker::NamespaceName::parse(full);
+        if (!ns.is_ok()) continue;
+        auto policies = tenancy_.get_policies(*ns);
+        if (!policies.is_ok()) continue;
+        bool remote = false;
+        for (const auto& c : policies->replication_clusters) remote = remote || c != options_.local_cluster;
+        if (!remote) continue;
+        auto topics = tenancy_.list_topics(*ns, broker::TopicDomain::kPersistent);
+        if (!topics.is_ok()) continue;
+        for (const auto& t : *topics) {
+          auto name = broker::TopicName::parse(t);
+          if (!name.is_ok()) continue;
+          broker.with_existing_topic(*name, true, [](Result<broker::Topic*>) {});
+          ++loaded;
+        }
+      }
+    }
+    if (loaded > 0) MLOG_INFO("geo-replication: loading {} replicated topics to resume their replicators", loaded);
+  };
+  Status queued = worker_ ? worker_->post(std::move(task)) : Status::unavailable("geo-replication is not running");
+  if (!queued.is_ok()) MLOG_WARN("geo-replication cannot resume: {}", queued.to_string());
+}
+
 void GeoReplication::connect(const std::string& cluster, runtime::Reactor& reactor,
                              std::function<void(Result<int>)> done) {
   auto task = [this, cluster, &reactor, done]() {

@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 
+#include "broker/broker_service.h"
 #include "broker/policies.h"
 #include "broker/tenancy.h"
 #include "broker/topic.h"
@@ -66,6 +67,12 @@ class GeoReplication final : public runtime::Component {
   // reached within connect_timeout. The socket is closed if `reactor` stops
   // first.
   void connect(const std::string& cluster, runtime::Reactor& reactor, std::function<void(common::Result<int>)> done);
+
+  // Loads, in the background, every persistent topic of the namespaces
+  // replicated to another cluster, so that their replicators resume after a
+  // restart without waiting for a client to use each topic. Call once the
+  // broker has started. REQUIRES: `broker` outlives this.
+  void resume(broker::BrokerService& broker);
 
   std::string_view name() const override { return "geo-replication"; }
   common::Status start() override;

@@ -425,6 +425,7 @@ Status Server::start() {
   georep::GeoReplicationOptions georep_options;
   georep_options.local_cluster = config_.cluster_name;
   auto geo = std::make_unique<georep::GeoReplication>(*tenancy_ptr, georep_options);
+  georep::GeoReplication* geo_ptr = geo.get();  // resumed once everything started
   broker->set_topic_policies_hook([g = geo.get()](broker::Topic& topic, const broker::NamespacePolicies& policies) {
     g->on_policies(topic, policies);
   });
@@ -588,6 +589,7 @@ Status Server::start() {
     }
     ++started_;
   }
+  geo_ptr->resume(*broker_ptr);
   ports_.http = admin_->port();
   ports_.pulsar = pulsar_->port();
   ports_.kafka = kafka_->port();
