@@ -204,6 +204,23 @@ class GeoReplicationTest(unittest.TestCase):
             self.assertTrue(send(w, 7, b"seven"))
         self.assertEqual(payloads_of(read_all(self.b, "dedup", 3)), [b"five", b"seven", b"six"])
 
+    def test_a_topic_policy_narrows_replication(self):
+        self.a.call("PUT", f"/admin/v2/persistent/{NS}/narrow")
+        self.a.call("POST", f"/admin/v2/persistent/{NS}/narrow/replication", ["a"])
+        self.assertEqual(self.a.call("GET", f"/admin/v2/persistent/{NS}/narrow/replication"), ["a"])
+        wait_until(self, lambda: "b" not in self.a.stats("narrow")["replication"], "narrow's replicator gone")
+        produce(self.a, "narrow", [b"stays on a"])
+        produce(self.a, "wide", [b"goes to b"])
+        wait_until(self, lambda: self.caught_up(self.a, "wide", "b"), "wide replicated")
+        self.assertEqual(payloads_of(read_all(self.b, "wide", 1)), [b"goes to b"])
+        status, _, _ = self.b.node.http("GET", f"/admin/v2/persistent/{NS}/narrow/stats")
+        if status == 200:
+            self.assertEqual(self.b.stats("narrow")["msgInCounter"], 0)
+        # Without its own list, the topic follows its namespace again.
+        self.a.call("DELETE", f"/admin/v2/persistent/{NS}/narrow/replication")
+        wait_until(self, lambda: self.caught_up(self.a, "narrow", "b"), "narrow replicated after all")
+        self.assertEqual(payloads_of(read_all(self.b, "narrow", 1)), [b"stays on a"])
+
     def test_reserved_subscription_names_are_refused(self):
         with PulsarWire(self.a.pulsar_port) as w:
             r = w.subscribe(topic_url("reserved"), "pulsar.repl.b", 1)

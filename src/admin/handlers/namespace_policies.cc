@@ -82,7 +82,9 @@ void register_permission_routes(Router& router, broker::Tenancy& tenancy, const 
       });
 }
 
-void register_replication_routes(Router& router, broker::Tenancy& tenancy, const PolicyScope& scope) {
+}  // namespace
+
+void register_replication_routes(Router& router, broker::Tenancy& tenancy, const PolicyScope& scope, bool with_delete) {
   router.get(scope.base + "replication", policy_handler(tenancy, [scope](broker::Tenancy& t, const PolicyRequest& r) {
                auto p = scope.read(t, r);
                return p.is_ok() ? HttpResponse::json(200, p->replication_clusters) : error_response(p.status());
@@ -107,9 +109,15 @@ void register_replication_routes(Router& router, broker::Tenancy& tenancy, const
                   return Status::ok();
                 }));
               }));
+  if (!with_delete) return;
+  router.del(scope.base + "replication", policy_handler(tenancy, [scope](broker::Tenancy& t, const PolicyRequest& r) {
+               return empty_or_error(scope.update(t, r, [](NamespacePolicies& p) {
+                 p.replication_clusters.clear();  // the namespace's list applies again
+                 return Status::ok();
+               }));
+             }));
 }
 
-}  // namespace
 
 void register_namespace_policy_routes(Router& router, broker::Tenancy& tenancy) {
   PolicyScope scope = namespace_scope();
@@ -127,7 +135,7 @@ void register_namespace_policy_routes(Router& router, broker::Tenancy& tenancy) 
       router, tenancy, scope, "tracing", &NamespacePolicies::tracing,
       [](const broker::TracingPolicy& v) { return to_json(v); }, tracing_from_json);
   register_permission_routes(router, tenancy, scope);
-  register_replication_routes(router, tenancy, scope);
+  register_replication_routes(router, tenancy, scope, false);
 }
 
 }  // namespace magnetar::admin

@@ -112,6 +112,10 @@ struct SharedPolicyPaths {
 // role had); DELETE permissions/{role} revokes. A namespace's grants cover
 // its topics; a topic's add to them.
 void register_role_permission_routes(Router& router, broker::Tenancy& tenancy, const PolicyScope& scope);
+// GET/POST `replication` (the replication clusters) under the scope; with
+// `with_delete`, DELETE too, which clears the scope's own list (a topic's:
+// its namespace's applies again).
+void register_replication_routes(Router& router, broker::Tenancy& tenancy, const PolicyScope& scope, bool with_delete);
 
 void register_shared_policies(Router& router, broker::Tenancy& tenancy, const PolicyScope& scope,
                               const SharedPolicyPaths& paths);

@@ -65,6 +65,8 @@ void register_topic_policy_routes(Router& router, broker::Tenancy& tenancy) {
     register_shared_policies(router, tenancy, topic_scope(d), {"deduplicationEnabled", "maxProducers", "maxConsumers"});
     register_role_permission_routes(router, tenancy, topic_scope(d));
   }
+  // A topic's own replication clusters narrow (or widen) its namespace's.
+  register_replication_routes(router, tenancy, topic_scope(TopicDomain::kPersistent), true);
 }
 
 }  // namespace magnetar::admin
