@@ -144,6 +144,35 @@ TEST_F(DedupTopicTest, AChunkedMessageIsJudgedByItsLastChunk) {
   EXPECT_EQ(*send(kTopic, 2, 2, "again"), kDuplicatePosition);
 }
 
+TEST_F(DedupTopicTest, AReplicatedNamespaceJudgesOnlyReplicatorsWithoutTheDeduplicationPolicy) {
+  NamespacePolicies replicated;
+  replicated.replication_clusters = {"a", "b"};
+  auto replicate = [&]() {
+    on_topic<bool>(kTopic, [replicated](Topic& t, auto done) {
+      t.apply_policies(replicated);
+      done(t.deduplication_enabled());
+    });
+  };
+  replicate();
+  ASSERT_TRUE(admit(kTopic, 1, "pulsar.repl.a").is_ok());
+  ASSERT_TRUE(admit(kTopic, 2, "p").is_ok());
+  EXPECT_NE(*send(kTopic, 1, 7, "from a"), kDuplicatePosition);
+  EXPECT_EQ(*send(kTopic, 1, 7, "from a, again"), kDuplicatePosition);
+  EXPECT_EQ(*send(kTopic, 1, 3, "older"), kDuplicatePosition);
+  EXPECT_NE(*send(kTopic, 2, 0, "local"), kDuplicatePosition);
+  EXPECT_NE(*send(kTopic, 2, 0, "local, again"), kDuplicatePosition);  // not judged
+  EXPECT_EQ(stats(kTopic).entries, 3u);
+  // Rebuilt from the log after an unload: still the replicator only.
+  unload(kTopic);
+  replicate();
+  ASSERT_TRUE(admit(kTopic, 3, "pulsar.repl.a").is_ok());
+  ASSERT_TRUE(admit(kTopic, 4, "p").is_ok());
+  EXPECT_EQ(*send(kTopic, 3, 7, "from a, once more"), kDuplicatePosition);
+  EXPECT_NE(*send(kTopic, 3, 8, "next from a"), kDuplicatePosition);
+  EXPECT_NE(*send(kTopic, 4, 0, "local, a third time"), kDuplicatePosition);
+  EXPECT_EQ(stats(kTopic).entries, 5u);
+}
+
 TEST_F(DedupTopicTest, TurningDeduplicationOnRebuildsTheStateFromTheLog) {
   ASSERT_TRUE(admit(kTopic, 1, "p").is_ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(send(kTopic, 1, i, "x").is_ok());

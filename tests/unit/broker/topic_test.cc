@@ -174,6 +174,31 @@ TEST_F(TopicTest, AcknowledgedProgressAndBacklogSurviveARestart) {
   EXPECT_EQ(again.settle_count(), 3u);
 }
 
+TEST_F(TopicTest, ReplicatorCursorsAreNoSubscriptionsAndTheirNamesAreReserved) {
+  ASSERT_TRUE(add_producer(kTopic, 1, "p").is_ok());
+  publish(kTopic, 1, 3);
+  RecordingSink& sink = new_sink();
+  Status refused = subscribe(kTopic, 1, options("pulsar.repl.west", SubscriptionType::kExclusive), &sink);
+  EXPECT_EQ(refused.code(), common::ErrorCode::kInvalidArgument);
+  // A replicator's durable cursor, as geo-replication opens it.
+  auto opened = on_topic<Status>(kTopic, [](Topic& t, auto done) {
+    t.log().open_cursor("pulsar.repl.west", true, ledger::Log::CursorStart::kEarliest,
+                        [done](Result<ledger::Cursor*> c) { done(c.status()); });
+  });
+  ASSERT_TRUE(opened.is_ok());
+  close_node();
+  open_node();
+  auto names = on_topic<std::vector<std::string>>(kTopic, [](Topic& t, auto done) {
+    done(t.subscription_names());
+  });
+  EXPECT_TRUE(names.empty());
+  auto cursors = on_topic<std::vector<std::string>>(kTopic, [](Topic& t, auto done) {
+    done(t.log().cursor_names());
+  });
+  EXPECT_EQ(cursors, std::vector<std::string>{"pulsar.repl.west"});  // recovered, kept
+  EXPECT_TRUE(stats(kTopic).subscriptions.empty());
+}
+
 TEST_F(TopicTest, LatestSubscriptionStartsAtTheEnd) {
   ASSERT_TRUE(add_producer(kTopic, 1, "p").is_ok());
   publish(kTopic, 1, 5, "old");
