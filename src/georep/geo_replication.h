@@ -38,6 +38,9 @@ struct GeoReplicationOptions {
   std::string token;
   // Entries sent to the remote cluster and not yet acknowledged, per replicator.
   size_t max_in_flight = 1000;
+  // ... and bytes of them: a replicator stops reading at this many (at
+  // least one entry goes out whatever its size).
+  size_t max_in_flight_bytes = 16u << 20;
   // Entries read from the log at once.
   size_t read_batch = 100;
   // Waits between attempts to reach a remote cluster: doubling from min to max.

@@ -94,6 +94,7 @@ void Replicator::link_failed(const Status& why) {
   ++epoch_;
   if (!in_flight_.empty()) oldest_pending_ms_ = in_flight_.front().publish_ms;
   in_flight_.clear();
+  in_flight_bytes_ = 0;
   // What was in flight is read again; the remote drops what it stored already.
   if (cursor_ != nullptr) read_after_ = cursor_->mark_delete_position();
   retry_later(why);
@@ -106,7 +107,7 @@ void Replicator::pump() {
     return;
   }
   const size_t max = service_.options().max_in_flight;
-  if (in_flight_.size() >= max) return;
+  if (in_flight_.size() >= max || in_flight_bytes_ >= service_.options().max_in_flight_bytes) return;
   reading_ = true;
   wake_ = false;
   const uint64_t epoch = epoch_;
@@ -141,6 +142,7 @@ void Replicator::send_entries(std::vector<ledger::LedgerEntry> entries) {
     f.messages = e.header.messages;
     f.bytes = e.payload.size();
     if (oldest_pending_ms_ == 0) oldest_pending_ms_ = f.publish_ms;
+    in_flight_bytes_ += f.bytes;
     pp::proto::MessageMetadata md;
     common::Slice payload;
     Status st = pp::parse_entry(e.payload, false, &md, &payload);
@@ -195,6 +197,7 @@ void Replicator::ack_front() {
   ledger::Position last;
   while (!in_flight_.empty() && in_flight_.front().done) {
     last = in_flight_.front().position;
+    in_flight_bytes_ -= in_flight_.front().bytes;
     in_flight_.pop_front();
     moved = true;
   }

@@ -20,7 +20,8 @@
 // once. The entry's ledger:entry position goes along in the
 // kOriginPositionProperty message property, for people.
 //
-// At most options.max_in_flight entries are unacknowledged at once. When
+// At most options.max_in_flight entries (and max_in_flight_bytes) are
+// unacknowledged at once. When
 // the link fails, everything in flight is read again from the cursor and
 // the link is made again after a back-off that doubles up to max_backoff.
 // A link that stays silent for three keepalive periods (a cut cable gives
@@ -99,6 +100,7 @@ class Replicator final : public broker::TopicAttachment, public LinkListener {
   uint64_t epoch_ = 0;  // a link failure makes reads and connects under way stale
   ledger::Position read_after_;
   std::deque<InFlight> in_flight_;
+  size_t in_flight_bytes_ = 0;
   std::chrono::milliseconds backoff_;
   runtime::Timer retry_timer_;
   runtime::Timer keepalive_timer_;
