@@ -97,8 +97,9 @@ def main():
                                     "--time", str(args.seconds + 5), "--json", "steady"],
                                    stdout=subprocess.PIPE, text=True)
         time.sleep(1)
-        produce(a, "steady", rate=args.rate, time=args.seconds)
+        steady = produce(a, "steady", rate=args.rate, time=args.seconds)
         out, _ = consume.communicate(timeout=args.seconds + 60)
+        result["delay_produced"] = steady["messages"]
         lat = json.loads(out.strip().splitlines()[-1])
         result["delay_rate"] = args.rate
         result["delay_received"] = lat["received"]
@@ -133,7 +134,7 @@ def main():
           f"ratio {result['catch_up_ratio']:.2f}")
     print(f"delay at {args.rate:.0f} msg/s: a->b p50 {result['delay_p50_ms']:.1f} ms, p99 "
           f"{result['delay_p99_ms']:.1f} ms (local produce->consume p50 {result['local_p50_ms']:.1f} ms, "
-          f"p99 {result['local_p99_ms']:.1f} ms; {result['delay_received']} received)")
+          f"p99 {result['local_p99_ms']:.1f} ms; {result['delay_received']} of {result['delay_produced']} received on b)")
 
 
 if __name__ == "__main__":
