@@ -76,7 +76,18 @@ void Replicator::keep_alive() {
   link_->ping();
 }
 
+void Replicator::note_oldest_pending() {
+  if (cursor_ == nullptr || oldest_pending_ms_ != 0 || backlog_messages() == 0) return;
+  std::weak_ptr<bool> alive = alive_;
+  topic_.log().read_entries(cursor_->mark_delete_position(), 1,
+                            [this, alive](Result<std::vector<ledger::LedgerEntry>> r) {
+                              if (alive.expired() || !r.is_ok() || r->empty() || oldest_pending_ms_ != 0) return;
+                              oldest_pending_ms_ = r->front().header.publish_time_ms;
+                            });
+}
+
 void Replicator::retry_later(const Status& why) {
+  note_oldest_pending();  // the delay keeps growing while the link is down
   last_error_ = why.message();
   MLOG_INFO("topic {}: replication to {} waits {} ms: {}", topic_name_, remote_, backoff_.count(), why.message());
   retry_timer_.once(backoff_, [this]() { connect(); });

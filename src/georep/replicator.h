@@ -77,6 +77,9 @@ class Replicator final : public broker::TopicAttachment, public LinkListener {
   // Pings the link, or drops it when it has been silent too long.
   void keep_alive();
   void retry_later(const common::Status& why);
+  // While the link is down: learns the publish time of the oldest entry not
+  // yet replicated, for the delay in stats, when nothing told it yet.
+  void note_oldest_pending();
   // Reads and sends while the link is ready and there is room.
   void pump();
   void send_entries(std::vector<ledger::LedgerEntry> entries);

@@ -366,6 +366,21 @@ test('a traced message shows as a timeline of its stages, and an unknown key say
   assert.ok((await alert.textContent()).includes('never produced'));
 });
 
+test('a topic replicated to a cluster that cannot be reached shows its backlog and why', async () => {
+  const ok = (r) => assert.ok(r.status === 204 || r.status === 200, JSON.stringify(r));
+  ok(await node.rest('PUT', '/admin/v2/clusters/west',
+    { serviceUrl: 'http://127.0.0.1:1', brokerServiceUrl: 'pulsar://127.0.0.1:1' }));
+  ok(await node.rest('PUT', '/admin/v2/tenants/geo', { allowedClusters: ['standalone', 'west'] }));
+  ok(await node.rest('PUT', '/admin/v2/namespaces/geo/ns'));
+  ok(await node.rest('POST', '/admin/v2/namespaces/geo/ns/replication', ['standalone', 'west']));
+  await node.produce('persistent://geo/ns/orders', '-m', 'to the other site', '-n', '3');
+  await page.goto(node.url + '/tenants/geo/ns/persistent/orders');
+  await textOf('replication-backlog-west', (t) => t === '3', 'a replication backlog of 3');
+  const linkText = await textOf('replication-link-west', (t) => t.startsWith('down: '), 'the link down, and why');
+  assert.ok(linkText.includes('127.0.0.1:1'), linkText);
+  await shot('topic-replication');
+});
+
 test('the overview says when the node cannot be reached', async () => {
   await page.goto(node.url + '/');
   await textOf('overview-status', (t) => t === 'Healthy', 'status Healthy');

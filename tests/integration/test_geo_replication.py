@@ -254,6 +254,8 @@ class GeoReplicationTest(unittest.TestCase):
         produce(self.a, "down", sent)
         wait_until(self, lambda: self.a.replication("down", "b")["replicationBacklog"] == 100, "a backlog of 100")
         self.assertFalse(self.a.replication("down", "b")["connected"])
+        wait_until(self, lambda: self.a.replication("down", "b")["replicationDelayInSeconds"] >= 1,
+                   "the delay growing while b is down")
         self.b.start()
         wait_until(self, lambda: self.caught_up(self.a, "down", "b"), "replicated after b came back")
         self.assertEqual(payloads_of(read_all(self.b, "down", 101)), sorted(sent + [b"before"]))

@@ -81,6 +81,16 @@ export interface SubscriptionStats {
   consumers: ConsumerStats[];
 }
 
+// One remote cluster in a topic's stats (geo-replication).
+export interface ReplicatorStats {
+  msgRateIn: number;
+  msgRateOut: number;
+  replicationBacklog: number;
+  connected: boolean;
+  replicationDelayInSeconds: number;
+  lastError?: string;
+}
+
 export interface TopicStats {
   msgRateIn: number;
   msgRateOut: number;
@@ -93,6 +103,7 @@ export interface TopicStats {
   averageMsgSize?: number;
   publishers: PublisherStats[];
   subscriptions: Record<string, SubscriptionStats>;
+  replication?: Record<string, ReplicatorStats>;
   metadata?: { partitions: number };
   partitions?: Record<string, TopicStats>;
 }

@@ -194,6 +194,7 @@ export function TopicPage({ params: [tenant, ns, domainName, topic] }: PageProps
 
   const s = stats;
   const subs = Object.entries(s?.subscriptions ?? {});
+  const replication = Object.entries(s?.replication ?? {}).sort(([a], [b]) => a.localeCompare(b));
   const names = subs.map(([n]) => n);
   const backlog = subs.reduce((sum, [, v]) => sum + (v.msgBacklog ?? 0), 0);
   const attached = subs.flatMap(([sub, v]) => (v.consumers ?? []).map((c) => ({ sub, c })));
@@ -247,6 +248,16 @@ export function TopicPage({ params: [tenant, ns, domainName, topic] }: PageProps
       : table(['Producer', 'Protocol', 'Address', 'Rate in', 'Throughput in'], 3, s.publishers.map((p) =>
         h('tr', {}, h('td', {}, p.producerName), h('td', {}, protocolName(p.protocol)), h('td', {}, p.address || '—'),
           num(fmtRate(p.msgRateIn, 'msg')), num(fmtBytes(p.msgThroughputIn) + '/s'))))),
+    replication.length === 0 ? null : h(Fragment, {},
+      h('h2', {}, 'Replication'),
+      h('div', { 'data-testid': 'replication' },
+        table(['Cluster', 'Link', 'Backlog', 'Delay', 'Rate out', 'Rate in'], 2, replication.map(([cluster, r]) =>
+          h('tr', { key: cluster, 'data-cluster': cluster }, h('td', {}, cluster),
+            h('td', { 'data-testid': `replication-link-${cluster}` },
+              r.connected ? 'connected' : 'down' + (r.lastError ? `: ${r.lastError}` : '')),
+            num(fmtNumber(r.replicationBacklog), { 'data-testid': `replication-backlog-${cluster}` }),
+            num(`${fmtNumber(r.replicationDelayInSeconds)} s`),
+            num(fmtRate(r.msgRateOut, 'msg')), num(fmtRate(r.msgRateIn, 'msg'))))))),
     h('h2', {}, 'Subscriptions'),
     h('div', { 'data-testid': 'subscriptions' }, s === null ? null : subs.length === 0
       ? h('p', { class: 'empty-state' }, 'No subscriptions. Create one below, or attach a consumer.')
