@@ -104,8 +104,13 @@ void GeoReplication::stop() {
 void GeoReplication::on_policies(broker::Topic& topic, const broker::NamespacePolicies& policies) {
   if (broker::is_trace_topic(topic.name())) return;
   std::set<std::string> remotes;
-  for (const auto& c : policies.replication_clusters) {
-    if (c != options_.local_cluster) remotes.insert(c);
+  // A namespace that does not list this cluster is not replicated from
+  // here (a data directory started again under another --cluster-name
+  // keeps namespaces that list the old name, whose record names this node).
+  if (policies.replication_clusters.count(options_.local_cluster) > 0) {
+    for (const auto& c : policies.replication_clusters) {
+      if (c != options_.local_cluster) remotes.insert(c);
+    }
   }
   // The replicators of clusters no longer listed go, and so do their cursors.
   for (const std::string& key : topic.attachment_keys()) {
@@ -148,6 +153,7 @@ void GeoReplication::resume(broker::BrokerService& broker) {
         if (!policies.is_ok()) continue;
         bool remote = false;
         for (const auto& c : policies->replication_clusters) remote = remote || c != options_.local_cluster;
+        remote = remote && policies->replication_clusters.count(options_.local_cluster) > 0;
         if (!remote) continue;
         auto topics = tenancy_.list_topics(*ns, broker::TopicDomain::kPersistent);
         if (!topics.is_ok()) continue;

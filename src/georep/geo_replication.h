@@ -2,8 +2,8 @@
 // replication_clusters name other clusters to those clusters (Pulsar's
 // geo-replication).
 //
-// For every loaded persistent topic whose effective policies list clusters
-// besides the local one, the topic carries one Replicator per remote cluster
+// For every loaded persistent topic whose effective policies list the local
+// cluster and others, the topic carries one Replicator per remote cluster
 // (replicator.h), started when the policies are applied (at load and on
 // every policy change) and stopped, its cursor deleted, when a cluster
 // leaves the list. A cluster must be registered (/admin/v2/clusters) with a

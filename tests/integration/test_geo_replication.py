@@ -209,13 +209,19 @@ class GeoReplicationTest(unittest.TestCase):
         self.a.call("POST", f"/admin/v2/persistent/{NS}/narrow/replication", ["a"])
         self.assertEqual(self.a.call("GET", f"/admin/v2/persistent/{NS}/narrow/replication"), ["a"])
         wait_until(self, lambda: "b" not in self.a.stats("narrow")["replication"], "narrow's replicator gone")
+        # A list without the local cluster is not replicated from here either.
+        self.a.call("PUT", f"/admin/v2/persistent/{NS}/elsewhere")
+        self.a.call("POST", f"/admin/v2/persistent/{NS}/elsewhere/replication", ["b"])
+        wait_until(self, lambda: "b" not in self.a.stats("elsewhere")["replication"], "elsewhere's replicator gone")
         produce(self.a, "narrow", [b"stays on a"])
+        produce(self.a, "elsewhere", [b"also stays on a"])
         produce(self.a, "wide", [b"goes to b"])
         wait_until(self, lambda: self.caught_up(self.a, "wide", "b"), "wide replicated")
         self.assertEqual(payloads_of(read_all(self.b, "wide", 1)), [b"goes to b"])
-        status, _, _ = self.b.node.http("GET", f"/admin/v2/persistent/{NS}/narrow/stats")
-        if status == 200:
-            self.assertEqual(self.b.stats("narrow")["msgInCounter"], 0)
+        for topic in ("narrow", "elsewhere"):
+            status, _, _ = self.b.node.http("GET", f"/admin/v2/persistent/{NS}/{topic}/stats")
+            if status == 200:
+                self.assertEqual(self.b.stats(topic)["msgInCounter"], 0)
         # Without its own list, the topic follows its namespace again.
         self.a.call("DELETE", f"/admin/v2/persistent/{NS}/narrow/replication")
         wait_until(self, lambda: self.caught_up(self.a, "narrow", "b"), "narrow replicated after all")
