@@ -134,7 +134,8 @@ def main():
           f"ratio {result['catch_up_ratio']:.2f}")
     print(f"delay at {args.rate:.0f} msg/s: a->b p50 {result['delay_p50_ms']:.1f} ms, p99 "
           f"{result['delay_p99_ms']:.1f} ms (local produce->consume p50 {result['local_p50_ms']:.1f} ms, "
-          f"p99 {result['local_p99_ms']:.1f} ms; {result['delay_received']} of {result['delay_produced']} received on b)")
+          f"p99 {result['local_p99_ms']:.1f} ms; {result['delay_received']} of {result['delay_produced']} "
+          "received on b)")
 
 
 if __name__ == "__main__":

@@ -48,7 +48,9 @@ void Topic::apply_policies(const NamespacePolicies& policies) {
   apply_compaction_policies(policies);
   apply_log_policies(policies);
   apply_dedup(policies);
-  if (context_.on_policies && name_.domain == TopicDomain::kPersistent && !closed_) context_.on_policies(*this, policies);
+  if (context_.on_policies && name_.domain == TopicDomain::kPersistent && !closed_) {
+    context_.on_policies(*this, policies);
+  }
 }
 
 void Topic::apply_dedup(const NamespacePolicies& policies) {

@@ -98,6 +98,7 @@ Status GeoReplication::start() {
 }
 
 void GeoReplication::stop() {
+  stopping_ = true;  // connects still queued give up at once
   if (worker_) worker_->stop();
 }
 
@@ -137,6 +138,7 @@ void GeoReplication::on_policies(broker::Topic& topic, const broker::NamespacePo
 
 void GeoReplication::resume(broker::BrokerService& broker) {
   auto task = [this, &broker]() {
+    if (stopping_) return;
     size_t loaded = 0;
     auto tenants = tenancy_.list_tenants();
     if (!tenants.is_ok()) {
@@ -175,6 +177,7 @@ void GeoReplication::connect(const std::string& cluster, runtime::Reactor& react
                              std::function<void(Result<int>)> done) {
   auto task = [this, cluster, &reactor, done]() {
     Result<int> fd = [&]() -> Result<int> {
+      if (stopping_) return Status::unavailable("geo-replication is stopping");
       auto info = tenancy_.get_cluster(cluster);
       if (!info.is_ok()) return Status::not_found("cluster " + cluster + ": " + info.status().message());
       if (info->broker_service_url.empty()) {

@@ -15,6 +15,7 @@
 // Threads: on_policies on a topic's home reactor; connect from any reactor.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -85,6 +86,7 @@ class GeoReplication final : public runtime::Component {
   broker::Tenancy& tenancy_;
   const GeoReplicationOptions options_;
   std::unique_ptr<runtime::WorkerThread> worker_;
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace magnetar::georep

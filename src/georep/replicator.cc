@@ -1,5 +1,7 @@
 #include "georep/replicator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "common/clock.h"
@@ -55,9 +57,8 @@ void Replicator::connect() {
     }
     connecting_ = false;
     if (!fd.is_ok()) return retry_later(fd.status());
-    auto handler = std::make_unique<RemoteLink>(this, topic_name_,
-                                                std::string(broker::kReplicatorPrefix) + service_.options().local_cluster,
-                                                service_.options().token);
+    std::string producer = std::string(broker::kReplicatorPrefix) + service_.options().local_cluster;
+    auto handler = std::make_unique<RemoteLink>(this, topic_name_, std::move(producer), service_.options().token);
     link_ = handler.get();
     if (runtime::Connection::adopt(home, *fd, std::move(handler)) == nullptr) {
       link_ = nullptr;
