@@ -505,6 +505,11 @@ void Topic::create_subscription(const std::string& name, InitialPosition start,
     done(Status::invalid_argument("a subscription needs a name"));
     return;
   }
+  if (is_replicator_name(name)) {
+    done(Status::invalid_argument("subscription names starting with '" + std::string(kReplicatorPrefix) +
+                                  "' are reserved for geo-replication"));
+    return;
+  }
   if (subscriptions_.count(name) > 0 || log_->cursor(name) != nullptr) {
     done(Status::already_exists("Subscription " + name + " already exists on " + name_.to_string()));
     return;

@@ -120,7 +120,8 @@ void GeoReplication::on_policies(broker::Topic& topic, const broker::NamespacePo
     if (remotes.count(cluster) == 0) topic.detach(key);
   }
   for (const std::string& cursor : topic.log().cursor_names()) {
-    if (!broker::is_replicator_name(cursor)) continue;
+    // A subscription of that name (one made before names were reserved) is left alone.
+    if (!broker::is_replicator_name(cursor) || topic.subscription(cursor) != nullptr) continue;
     std::string cluster = cursor.substr(broker::kReplicatorPrefix.size());
     if (remotes.count(cluster) > 0) continue;
     MLOG_INFO("topic {}: no longer replicated to {}; its replication cursor goes", topic.name().to_string(), cluster);

@@ -231,6 +231,9 @@ class GeoReplicationTest(unittest.TestCase):
         with PulsarWire(self.a.pulsar_port) as w:
             r = w.subscribe(topic_url("reserved"), "pulsar.repl.b", 1)
             self.assertEqual(r.type, pb.BaseCommand.ERROR)
+        status, raw, _ = self.a.node.http("PUT", f"/admin/v2/persistent/{NS}/reserved/subscription/pulsar.repl.b")
+        self.assertEqual(status // 100, 4, raw)
+        self.assertIn(b"reserved for geo-replication", raw)
 
     def test_kafka_and_amqp_messages_replicate(self):
         p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{self.a.node.ports['kafka']}", "acks": "all"})
