@@ -23,6 +23,11 @@ struct ClusterInfo {
   std::string service_url_tls;
   std::string broker_service_url;      // pulsar://host:6650
   std::string broker_service_url_tls;
+  // How geo-replicators authenticate to this cluster: Pulsar's token plugin
+  // with parameters "token:<jwt>" or "file:///path/to/token"; empty: they
+  // do not. The parameters are a secret: never shown by the admin API.
+  std::string authentication_plugin;
+  std::string authentication_parameters;
   bool operator==(const ClusterInfo&) const = default;
 };
 

@@ -79,7 +79,8 @@ std::optional<T> opt(const flatbuffers::Optional<T>& v) {
 std::string encode_cluster(const ClusterInfo& c) {
   Builder b(256);
   auto off = fb::CreateClusterDirect(b, 1, c.service_url.c_str(), c.service_url_tls.c_str(),
-                                     c.broker_service_url.c_str(), c.broker_service_url_tls.c_str());
+                                     c.broker_service_url.c_str(), c.broker_service_url_tls.c_str(),
+                                     c.authentication_plugin.c_str(), c.authentication_parameters.c_str());
   b.Finish(off);
   return finish(b);
 }
@@ -88,8 +89,9 @@ Result<ClusterInfo> decode_cluster(std::string_view bytes) {
   auto r = root<fb::Cluster>(bytes, "cluster");
   if (!r.is_ok()) return r.status();
   const fb::Cluster* c = *r;
-  return ClusterInfo{str(c->service_url()), str(c->service_url_tls()), str(c->broker_service_url()),
-                     str(c->broker_service_url_tls())};
+  return ClusterInfo{str(c->service_url()),           str(c->service_url_tls()),
+                     str(c->broker_service_url()),    str(c->broker_service_url_tls()),
+                     str(c->authentication_plugin()), str(c->authentication_parameters())};
 }
 
 std::string encode_tenant(const TenantInfo& t) {

@@ -7,7 +7,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cctype>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <set>
 
 #include "broker/tracing.h"
@@ -83,6 +86,34 @@ Result<int> connect_socket(const std::string& host, const std::string& port, std
   }
   ::freeaddrinfo(found);
   return Status::unavailable("cannot connect to " + host + ":" + port + ": " + last);
+}
+
+// The token a cluster record's authentication settings give: Pulsar's
+// token plugin with "token:<jwt>", "file:///path" (the file's content,
+// trimmed) or the token itself; "" without a plugin.
+Result<std::string> link_token(const broker::ClusterInfo& info, const std::string& cluster) {
+  if (info.authentication_plugin.empty()) return std::string();
+  if (info.authentication_plugin.find("AuthenticationToken") == std::string::npos &&
+      info.authentication_plugin != "token") {
+    return Status::invalid_argument("cluster " + cluster + ": authentication plugin '" + info.authentication_plugin +
+                                    "' is not supported for replication (only the token plugin)");
+  }
+  const std::string& p = info.authentication_parameters;
+  std::string token;
+  if (p.starts_with("token:")) {
+    token = p.substr(6);
+  } else if (p.starts_with("file://")) {
+    std::ifstream in(p.substr(7));
+    if (!in) return Status::invalid_argument("cluster " + cluster + ": cannot read the token file " + p.substr(7));
+    std::stringstream content;
+    content << in.rdbuf();
+    token = content.str();
+  } else {
+    token = p;
+  }
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.empty()) return Status::invalid_argument("cluster " + cluster + ": the token plugin has no token");
+  return token;
 }
 
 }  // namespace
@@ -175,21 +206,25 @@ void GeoReplication::resume(broker::BrokerService& broker) {
 }
 
 void GeoReplication::connect(const std::string& cluster, runtime::Reactor& reactor,
-                             std::function<void(Result<int>)> done) {
+                             std::function<void(Result<RemoteSocket>)> done) {
   auto task = [this, cluster, &reactor, done]() {
-    Result<int> fd = [&]() -> Result<int> {
+    Result<RemoteSocket> fd = [&]() -> Result<RemoteSocket> {
       if (stopping_) return Status::unavailable("geo-replication is stopping");
       auto info = tenancy_.get_cluster(cluster);
       if (!info.is_ok()) return Status::not_found("cluster " + cluster + ": " + info.status().message());
       if (info->broker_service_url.empty()) {
         return Status::not_found("cluster " + cluster + " has no brokerServiceUrl to replicate to");
       }
+      auto token = link_token(*info, cluster);
+      if (!token.is_ok()) return token.status();
       std::string host, port;
       Status st = split_service_url(info->broker_service_url, &host, &port);
       if (!st.is_ok()) return st;
-      return connect_socket(host, port, options_.connect_timeout);
+      auto socket = connect_socket(host, port, options_.connect_timeout);
+      if (!socket.is_ok()) return socket.status();
+      return RemoteSocket{*socket, *token};
     }();
-    const int socket = fd.is_ok() ? *fd : -1;
+    const int socket = fd.is_ok() ? fd->fd : -1;
     Status posted = reactor.post([done, fd = std::move(fd)]() mutable { done(std::move(fd)); });
     if (!posted.is_ok() && socket >= 0) ::close(socket);
   };

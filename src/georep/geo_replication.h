@@ -34,9 +34,6 @@ namespace magnetar::georep {
 
 struct GeoReplicationOptions {
   std::string local_cluster;
-  // Sent as the token (auth method "token") when connecting to remote
-  // clusters that require authentication; empty: none.
-  std::string token;
   // Entries sent to the remote cluster and not yet acknowledged, per replicator.
   size_t max_in_flight = 1000;
   // ... and bytes of them: a replicator stops reading at this many (at
@@ -64,13 +61,21 @@ class GeoReplication final : public runtime::Component {
   // BrokerService's topic policies hook: makes and drops `topic`'s replicators.
   void on_policies(broker::Topic& topic, const broker::NamespacePolicies& policies);
 
+  // A socket connected to a remote cluster and the token (empty: none) its
+  // record says to CONNECT with.
+  struct RemoteSocket {
+    int fd = -1;
+    std::string token;
+  };
   // Connects a socket to `cluster`'s Pulsar service URL (its broker service
   // URL as registered). `done` runs on `reactor` with the connected socket
   // (the caller owns it) or why not: kNotFound for a cluster that is not
-  // registered or names no pulsar:// URL, kUnavailable when it cannot be
-  // reached within connect_timeout. The socket is closed if `reactor` stops
-  // first.
-  void connect(const std::string& cluster, runtime::Reactor& reactor, std::function<void(common::Result<int>)> done);
+  // registered or names no pulsar:// URL, kInvalidArgument for
+  // authentication parameters that cannot be used, kUnavailable when it
+  // cannot be reached within connect_timeout. The socket is closed if
+  // `reactor` stops first.
+  void connect(const std::string& cluster, runtime::Reactor& reactor,
+               std::function<void(common::Result<RemoteSocket>)> done);
 
   // Loads, in the background, every persistent topic of the namespaces
   // replicated to another cluster, so that their replicators resume after a

@@ -50,17 +50,17 @@ void Replicator::connect() {
   connecting_ = true;
   std::weak_ptr<bool> alive = alive_;
   runtime::Reactor& home = *runtime::Reactor::current();
-  service_.connect(remote_, home, [this, alive, &home](Result<int> fd) {
+  service_.connect(remote_, home, [this, alive, &home](Result<GeoReplication::RemoteSocket> socket) {
     if (alive.expired()) {
-      if (fd.is_ok()) ::close(*fd);
+      if (socket.is_ok()) ::close(socket->fd);
       return;
     }
     connecting_ = false;
-    if (!fd.is_ok()) return retry_later(fd.status());
+    if (!socket.is_ok()) return retry_later(socket.status());
     std::string producer = std::string(broker::kReplicatorPrefix) + service_.options().local_cluster;
-    auto handler = std::make_unique<RemoteLink>(this, topic_name_, std::move(producer), service_.options().token);
+    auto handler = std::make_unique<RemoteLink>(this, topic_name_, std::move(producer), std::move(socket->token));
     link_ = handler.get();
-    if (runtime::Connection::adopt(home, *fd, std::move(handler)) == nullptr) {
+    if (runtime::Connection::adopt(home, socket->fd, std::move(handler)) == nullptr) {
       link_ = nullptr;
       retry_later(Status::unavailable("cannot use the socket to the remote cluster"));
     }

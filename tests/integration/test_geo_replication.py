@@ -6,8 +6,12 @@ messages are never sent back, and what a replicator sends again after a
 restart or a lost link is dropped by the remote side's deduplication by
 origin position."""
 import json
+import os
+import shutil
 import signal
 import struct
+import subprocess
+import tempfile
 import time
 import unittest
 
@@ -15,6 +19,7 @@ import confluent_kafka as ck
 import pika
 
 import pulsar_api_pb2 as pb
+import magnetar_harness
 from magnetar_harness import Node, free_port
 from pulsar_wire import PulsarWire
 
@@ -30,20 +35,22 @@ class Site:
     """One node as cluster `name`, on ports that stay the same across restarts."""
 
     host = "127.0.0.1"
+    token = None  # sent as a bearer token to its REST API when set
 
-    def __init__(self, name):
+    def __init__(self, name, *extra):
         self.name = name
         self.pulsar_port = free_port()
         self.http_port = free_port()
         self.node = Node("--cluster-name", name, "--pulsar-port", str(self.pulsar_port),
-                         "--http-port", str(self.http_port), "--housekeeping-secs", "1")
+                         "--http-port", str(self.http_port), "--housekeeping-secs", "1", *extra)
 
     def start(self):
         self.node.start()
         return self
 
     def call(self, method, path, body=None, expect=(200, 204)):
-        status, raw, _ = self.node.http(method, path, body)
+        headers = {"Authorization": "Bearer " + self.token} if self.token else None
+        status, raw, _ = self.node.http(method, path, body, headers=headers)
         if status not in expect:
             raise AssertionError(f"{method} {path} on {self.name}: {status} {raw[:300]!r}")
         return json.loads(raw) if raw else None
@@ -97,11 +104,12 @@ def produce(site, topic, payloads, producer_id=1, window=1):
             unanswered -= 1
 
 
-def read_all(site, topic, expected, subscription="check"):
+def read_all(site, topic, expected, subscription="check", token=None):
     """Every MESSAGE frame stored in `topic` on `site`, from the start, once
     `expected` messages arrived and nothing more follows within a second."""
     out = []
-    with PulsarWire(site.pulsar_port, site.host) as w:
+    auth = {"auth_method_name": "token", "auth_data": token.encode()} if token else {}
+    with PulsarWire(site.pulsar_port, site.host, **auth) as w:
         r = w.subscribe(topic_url(topic), subscription, 1, initial="Earliest")
         assert r.type == pb.BaseCommand.SUCCESS, r
         w.flow(1, 100000)
@@ -288,6 +296,54 @@ class GeoReplicationTest(unittest.TestCase):
         self.assertEqual(on_b, sorted(sent))
         wait_until(self, lambda: self.caught_up(self.a, "killed", "b"), "a's replicator caught up")
         self.assertLess(on_b_at_kill, len(sent), "a was killed after it had replicated everything")
+
+class AuthenticatedLinkTest(unittest.TestCase):
+    """b requires tokens: a's replicator gets in once b's cluster record on a
+    carries one (Pulsar's token plugin), and not before."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="magnetar-georep-auth-")
+        key = os.path.join(self.dir, "key")
+        magnetar_cli("tokens", "create-secret-key", "--output", key)
+        self.b_token = magnetar_cli("tokens", "create", "--secret-key", "file://" + key, "--subject", "replicator")
+        self.a = Site("a").start()
+        self.b = Site("b", "--authentication-enabled", "--token-secret-key", "file://" + key)
+        self.b.token = self.b_token
+        self.b.start()
+        link(self.a, self.b)
+
+    def tearDown(self):
+        for s in (self.a, self.b):
+            s.node.stop()
+            s.node.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_the_link_authenticates_with_the_token_of_the_cluster_record(self):
+        produce(self.a, "guarded", [b"one"])
+        wait_until(self, lambda: self.a.replication("guarded", "b").get("lastError", "") != "", "a refused link")
+        r = self.a.replication("guarded", "b")
+        self.assertFalse(r["connected"])
+        self.assertEqual(r["replicationBacklog"], 1)
+        record = {"serviceUrl": f"http://127.0.0.1:{self.b.http_port}",
+                  "brokerServiceUrl": f"pulsar://127.0.0.1:{self.b.pulsar_port}",
+                  "authenticationPlugin": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+                  "authenticationParameters": "token:" + self.b_token}
+        self.a.call("POST", "/admin/v2/clusters/b", record)
+        shown = self.a.call("GET", "/admin/v2/clusters/b")
+        self.assertEqual(shown["authenticationPlugin"], record["authenticationPlugin"])
+        self.assertNotIn("authenticationParameters", shown)  # a secret
+        wait_until(self, lambda: self.caught_up(self.a, "guarded", "b"), "replicated with the token")
+        self.assertEqual(payloads_of(read_all(self.b, "guarded", 1, token=self.b_token)), [b"one"])
+
+    def caught_up(self, site, topic, remote):
+        r = site.replication(topic, remote)
+        return r is not None and r["connected"] and r["replicationBacklog"] == 0
+
+
+def magnetar_cli(*args):
+    out = subprocess.run([magnetar_harness.BIN, *args], capture_output=True, text=True, timeout=30, check=True)
+    return out.stdout.strip()
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -179,7 +179,8 @@ Json to_json(const ClusterInfo& c) {
   return Json{{"serviceUrl", c.service_url},
               {"serviceUrlTls", c.service_url_tls},
               {"brokerServiceUrl", c.broker_service_url},
-              {"brokerServiceUrlTls", c.broker_service_url_tls}};
+              {"brokerServiceUrlTls", c.broker_service_url_tls},
+              {"authenticationPlugin", c.authentication_plugin}};  // the parameters are a secret: not shown
 }
 
 Result<ClusterInfo> cluster_from_json(const Json& j) {
@@ -190,6 +191,8 @@ Result<ClusterInfo> cluster_from_json(const Json& j) {
   f.str("serviceUrlTls", c.service_url_tls);
   f.str("brokerServiceUrl", c.broker_service_url);
   f.str("brokerServiceUrlTls", c.broker_service_url_tls);
+  f.str("authenticationPlugin", c.authentication_plugin);
+  f.str("authenticationParameters", c.authentication_parameters);
   return finish(f, c);
 }
 

@@ -65,8 +65,10 @@ TEST(PoliciesTest, APersistencePolicyWithoutFsyncModeKeepsTheNodes) {
 TEST(PoliciesTest, TenantsClustersPartitions) {
   TenantInfo t{{"admin"}, {"standalone", "east"}};
   EXPECT_EQ(*decode_tenant(encode_tenant(t)), t);
-  ClusterInfo c{"http://h:8080", "", "pulsar://h:6650", ""};
+  ClusterInfo c{"http://h:8080", "", "pulsar://h:6650", "", "", ""};
   EXPECT_EQ(*decode_cluster(encode_cluster(c)), c);
+  ClusterInfo with_auth{"http://h:8080", "", "pulsar://h:6650", "", "AuthenticationToken", "token:abc"};
+  EXPECT_EQ(*decode_cluster(encode_cluster(with_auth)), with_auth);
   EXPECT_EQ(*decode_partitions(encode_partitions(12)), 12);
   EXPECT_EQ(decode_tenant("garbage").status().code(), ErrorCode::kCorruption);
 }

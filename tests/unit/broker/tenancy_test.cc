@@ -34,7 +34,7 @@ class TenancyTest : public ::testing::Test {
     store_ = std::make_unique<metadata::LevelDbStore>(metadata::LevelDbStore::Options{dir_.string()});
     ASSERT_TRUE(store_->start().is_ok());
     tenancy_ = std::make_unique<Tenancy>(
-        *store_, BootstrapDefaults{"standalone", {"http://localhost:8080", "", "pulsar://localhost:6650", ""},
+        *store_, BootstrapDefaults{"standalone", {"http://localhost:8080", "", "pulsar://localhost:6650", "", "", ""},
                                    RetentionDefaults{}});
     ASSERT_TRUE(tenancy_->start().is_ok());
   }
