@@ -298,8 +298,9 @@ test('a policy edited in the UI is what the REST API answers', async () => {
 test('the nodes page shows this node, the only member of a standalone node', async () => {
   await page.goto(node.url + '/nodes');
   const table = page.getByTestId('nodes-table');
-  await table.locator('tbody tr').first().waitFor();
-  assert.strictEqual(await table.locator('tbody tr').count(), 1);
+  // The first answer replaces a 'Loading…' row.
+  await waitFor(async () => (await table.locator('tbody tr').count()) === 1 &&
+    !(await table.locator('tbody tr').first().textContent()).includes('Loading'), UI_TIMEOUT, 'the nodes row');
   const row = await table.locator('tbody tr').first().textContent();
   assert.ok(row.includes('standalone') && row.includes('leader'), row);
   assert.ok(row.includes(`127.0.0.1:${node.ports.http}`), row);

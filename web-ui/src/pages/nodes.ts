@@ -10,7 +10,8 @@ const REFRESH_MS = 3000;
 
 export function NodesPage() {
   const status = useNotice();
-  const [rows, setRows] = useState<ClusterNode[]>([]);
+  // null until the first answer: an empty table then would say there are no nodes.
+  const [rows, setRows] = useState<ClusterNode[] | null>(null);
   useEffect(() => {
     document.title = 'Nodes · Magnetar';
     let stopped = false;
@@ -47,6 +48,7 @@ export function NodesPage() {
     h('p', { class: 'muted' }, 'Every member of this cluster: its Raft role, whether the leader hears from it, and ',
       'the bundles of topics it owns. A standalone node is its only member.'),
     status.el,
-    h(DataTable<ClusterNode>, { columns, rows, testid: 'nodes-table', empty: 'No nodes.',
+    h(DataTable<ClusterNode>, { columns, rows: rows ?? [], testid: 'nodes-table',
+      empty: rows === null ? 'Loading…' : 'No nodes.',
       rowKey: (n: ClusterNode) => String(n.id) }));
 }
