@@ -9,7 +9,6 @@ import hmac
 import json
 import os
 import struct
-import subprocess
 import tempfile
 import time
 import unittest
@@ -18,7 +17,7 @@ import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient
 from cluster_harness import ClusterCase, request, wait_for
 from kafka_wire import TAGS, RawKafkaConnection, carray, cbytes, cstr, kstr
-from magnetar_harness import BIN, Node
+from magnetar_harness import KeyedNodeTest, Node, magnetar
 
 TIMEOUT_S = 20
 SASL_AUTHENTICATION_FAILED = 58
@@ -29,13 +28,6 @@ DUPLICATE_RESOURCE = 92
 UNACCEPTABLE_CREDENTIAL = 93
 DESCRIBE_SCRAM, ALTER_SCRAM = 50, 51
 HASHES = {1: "sha256", 2: "sha512"}
-
-
-def magnetar(*args, check=True):
-    r = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=60)
-    if check and r.returncode != 0:
-        raise AssertionError(f"magnetar {' '.join(args)}: {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r
 
 
 def scram_config(port, mechanism, user, password):
@@ -149,7 +141,7 @@ def upsertion(name, mechanism, password, iterations=4096):
     return name, mechanism, iterations, salt, salted
 
 
-class ScramTest(unittest.TestCase):
+class ScramTest(KeyedNodeTest):
     """Authentication and authorization on; superuser `root`."""
 
     @classmethod
@@ -165,13 +157,6 @@ class ScramTest(unittest.TestCase):
         cls.call("root", "PUT", "/admin/v2/scram-users/alice", {"password": "alice-pw"}, expect=204)
         cls.call("root", "POST", "/admin/v2/namespaces/public/default/permissions/alice", ["produce", "consume"],
                  expect=204)
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.node.stop()
-        cls.node.close()
-        cls.dir.cleanup()
-        assert code == 0, f"exit code {code}"
 
     @classmethod
     def call(cls, role, method, path, body=None, expect=None):

@@ -16,17 +16,10 @@ import pulsar_api_pb2 as pb
 from amqp_pika import channel_refusal, open_refusal, publish_confirmed
 from amqp_wire import HEADER, AmqpWire, longstr, method, shortstr, table
 from kafka_wire import RawKafkaConnection, kbytes, kstr
-from magnetar_harness import BIN, Node
+from magnetar_harness import BIN, KeyedNodeTest, Node, magnetar
 from pulsar_wire import PulsarWire, command, decode, encode
 
 TIMEOUT_S = 20
-
-
-def magnetar(*args, check=True):
-    r = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=60)
-    if check and r.returncode != 0:
-        raise AssertionError(f"magnetar {' '.join(args)}: {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r
 
 
 def pulsar_connect(port, **auth):
@@ -92,18 +85,6 @@ class TokensCliTest(unittest.TestCase):
         r = magnetar("tokens", "show", "not-a-token", check=False)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("malformed token", r.stderr)
-
-
-class KeyedNodeTest(unittest.TestCase):
-    """A node started by setUpClass with a key in `cls.dir`: stopped cleanly
-    (exit code 0) and its key directory removed afterwards."""
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.node.stop()
-        cls.node.close()
-        cls.dir.cleanup()
-        assert code == 0, f"exit code {code}"
 
 
 class AuthenticatedNodeTest(KeyedNodeTest):

@@ -11,24 +11,16 @@ import os
 import re
 import select
 import socket
-import subprocess
 import time
 import unittest
 
 import confluent_kafka as ck
 import pika
 from amqp_pika import open_refusal, wait_for
-from magnetar_harness import BIN, Node
+from magnetar_harness import Node, magnetar
 
 TIMEOUT_S = 20
 API_TS = os.path.join(os.path.dirname(__file__), "..", "..", "web-ui", "src", "api.ts")
-
-
-def magnetar(*args, check=True):
-    r = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=60)
-    if check and r.returncode != 0:
-        raise AssertionError(f"magnetar {' '.join(args)}: {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r
 
 
 def http_from(node, source, method, path, body=None, headers=None):

@@ -171,6 +171,26 @@ def expect_call(test, node, method, path, body=None, status=204):
     return answer
 
 
+def magnetar(*args, check=True):
+    """Runs the CLI; with `check`, a non-zero exit fails with its output."""
+    r = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=60)
+    if check and r.returncode != 0:
+        raise AssertionError(f"magnetar {' '.join(args)}: {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+class KeyedNodeTest(unittest.TestCase):
+    """A node started by setUpClass with a key in `cls.dir`: stopped cleanly
+    (exit code 0) and its key directory removed afterwards."""
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.node.stop()
+        cls.node.close()
+        cls.dir.cleanup()
+        assert code == 0, f"exit code {code}"
+
+
 class NodeTestCase(unittest.TestCase):
     """A test class sharing one node among its tests; the node must exit 0
     when the class is done."""
