@@ -97,8 +97,10 @@ std::string iso_time(int64_t ms) { return common::iso8601_utc(ms); }
 
 std::string position_string(ledger::Position p) { return fmt::format("{}:{}", p.ledger, p.entry); }
 
-// Pulsar's "replication" map: per remote cluster, what this topic's
-// replicator sends there and what that cluster's replicator publishes here.
+// Pulsar's "replication" map: per remote cluster this topic replicates to,
+// what its replicator sends there and what that cluster's replicator
+// publishes here. A remote that only sends here has no entry (as in Pulsar):
+// its producer is in "publishers".
 static Json replication_json(const broker::TopicStats& s) {
   Json out = Json::object();
   auto entry = [&out](const std::string& cluster) -> Json& {
@@ -126,7 +128,9 @@ static Json replication_json(const broker::TopicStats& s) {
   }
   for (const auto& p : s.publishers) {
     if (!broker::is_replicator_name(p.producer_name)) continue;
-    Json& j = entry(p.producer_name.substr(broker::kReplicatorPrefix.size()));
+    const std::string remote = p.producer_name.substr(broker::kReplicatorPrefix.size());
+    if (!out.contains(remote)) continue;
+    Json& j = out[remote];
     j["msgRateIn"] = j["msgRateIn"].get<double>() + p.msg_rate_in;
     j["msgThroughputIn"] = j["msgThroughputIn"].get<double>() + p.byte_rate_in;
     j["inboundConnection"] = p.client.address;
