@@ -10,7 +10,10 @@
 // good sync covered plus the stretches a failed sync lost after it.
 //
 // Faults apply to files whose path contains `match` (".seg" by default).
-// Thread-safe: storage calls it from several threads at once.
+// Thread-safe: storage calls it from several threads at once. Writes and
+// syncs of matching files run one at a time under the lock a power loss
+// takes, so the power goes between two of them, never inside one: a sync
+// that reports success covered bytes that are still there.
 #pragma once
 
 #include <fcntl.h>
@@ -74,31 +77,15 @@ class FaultyFileOps final : public FileOps {
   // it had died: the descriptors stay valid but the data is gone).
   void power_loss() {
     std::lock_guard lock(mu_);
-    for (auto& [path, file] : files_) {
-      int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-      if (fd < 0) continue;  // removed since
-      struct stat sb {};
-      ::fstat(fd, &sb);
-      for (const auto& [from, to] : file.lost) {
-        if (from >= file.durable) continue;
-        uint64_t end = std::min<uint64_t>(to, file.durable);
-        std::vector<char> zeros(end - from, 0);
-        (void)!::pwrite(fd, zeros.data(), zeros.size(), static_cast<off_t>(from));
-      }
-      if (static_cast<uint64_t>(sb.st_size) > file.durable) (void)!::ftruncate(fd, static_cast<off_t>(file.durable));
-      ::fsync(fd);
-      ::close(fd);
-      file.lost.clear();
-      file.size = file.durable;
-    }
+    power_loss_locked();
   }
 
   // The process dies with the power: a power loss, and from now on every
   // write, sync and cut of a segment fails (nothing a dying process does
   // reaches the disk) until clear_faults(), which starts the next process.
   void crash() {
-    power_loss();
     std::lock_guard lock(mu_);
+    power_loss_locked();
     dead_ = true;
   }
 
@@ -145,18 +132,14 @@ class FaultyFileOps final : public FileOps {
   ssize_t pwritev(int fd, const struct iovec* iov, int count, off_t offset) override {
     std::string path;
     if (!tracked(fd, &path)) return ::pwritev(fd, iov, count, offset);
-    if (int err = take(write_fault_); err != 0) {
+    std::lock_guard lock(mu_);
+    if (int err = take_locked(write_fault_); err != 0) {
       errno = err;
       return -1;
     }
-    size_t limit = 0;
-    {
-      std::lock_guard lock(mu_);
-      limit = short_write_bytes_;
-    }
     std::vector<iovec> cut;
-    if (limit > 0) {
-      size_t left = limit;
+    if (short_write_bytes_ > 0) {
+      size_t left = short_write_bytes_;
       for (int i = 0; i < count && left > 0; ++i) {
         size_t n = std::min(left, iov[i].iov_len);
         cut.push_back(iovec{iov[i].iov_base, n});
@@ -167,7 +150,6 @@ class FaultyFileOps final : public FileOps {
     }
     ssize_t n = ::pwritev(fd, iov, count, offset);
     if (n > 0) {
-      std::lock_guard lock(mu_);
       File& f = files_[path];
       f.size = std::max<uint64_t>(f.size, static_cast<uint64_t>(offset) + static_cast<uint64_t>(n));
     }
@@ -191,18 +173,14 @@ class FaultyFileOps final : public FileOps {
       delay = sync_delay_;
     }
     if (delay.count() > 0) std::this_thread::sleep_for(delay);
-    bool crash_now = false;
-    {
-      std::lock_guard lock(mu_);
-      crash_now = crash_countdown_ > 0 && --crash_countdown_ == 0;
-    }
-    if (crash_now) {
-      crash();
+    std::lock_guard lock(mu_);
+    if (crash_countdown_ > 0 && --crash_countdown_ == 0) {
+      power_loss_locked();
+      dead_ = true;
       errno = EIO;
       return -1;
     }
-    int err = take(sync_fault_);
-    std::lock_guard lock(mu_);
+    int err = take_locked(sync_fault_);
     File& f = files_[path];
     if (err != 0) {
       // The pages written since the last good sync never reach the disk.
@@ -220,14 +198,14 @@ class FaultyFileOps final : public FileOps {
   int fsync(int fd) override { return ::fsync(fd); }
   int ftruncate(int fd, off_t size) override {
     std::string path;
-    const bool t = tracked(fd, &path);
-    if (t && is_dead()) {
+    if (!tracked(fd, &path)) return ::ftruncate(fd, size);
+    std::lock_guard lock(mu_);
+    if (dead_) {
       errno = EIO;
       return -1;
     }
     int rc = ::ftruncate(fd, size);
-    if (rc == 0 && t) {
-      std::lock_guard lock(mu_);
+    if (rc == 0) {
       File& f = files_[path];
       f.size = static_cast<uint64_t>(size);
       f.durable = std::min<uint64_t>(f.durable, f.size);
@@ -261,12 +239,36 @@ class FaultyFileOps final : public FileOps {
     uint64_t size = 0;     // bytes written
   };
 
+  // REQUIRES: mu_ held.
+  void power_loss_locked() {
+    for (auto& [path, file] : files_) {
+      int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0) continue;  // removed since
+      struct stat sb {};
+      ::fstat(fd, &sb);
+      for (const auto& [from, to] : file.lost) {
+        if (from >= file.durable) continue;
+        uint64_t end = std::min<uint64_t>(to, file.durable);
+        std::vector<char> zeros(end - from, 0);
+        (void)!::pwrite(fd, zeros.data(), zeros.size(), static_cast<off_t>(from));
+      }
+      if (static_cast<uint64_t>(sb.st_size) > file.durable) (void)!::ftruncate(fd, static_cast<off_t>(file.durable));
+      ::fsync(fd);
+      ::close(fd);
+      file.lost.clear();
+      file.size = file.durable;
+    }
+  }
+
   void arm(Fault& f, int err, int count) {
     std::lock_guard lock(mu_);
     f = Fault{err, count};
   }
   int take(Fault& f) {
     std::lock_guard lock(mu_);
+    return take_locked(f);
+  }
+  int take_locked(Fault& f) {
     if (dead_ && &f != &read_fault_) return EIO;
     if (f.err == 0 || f.left == 0) return 0;
     if (f.left > 0) --f.left;
