@@ -103,27 +103,22 @@ std::string position_string(ledger::Position p) { return fmt::format("{}:{}", p.
 // its producer is in "publishers".
 static Json replication_json(const broker::TopicStats& s) {
   Json out = Json::object();
-  auto entry = [&out](const std::string& cluster) -> Json& {
-    if (!out.contains(cluster)) {
-      out[cluster] = Json{{"msgRateIn", 0.0},           {"msgThroughputIn", 0.0},
-                          {"msgRateOut", 0.0},          {"msgThroughputOut", 0.0},
-                          {"msgRateExpired", 0.0},      {"replicationBacklog", 0},
-                          {"connected", false},         {"replicationDelayInSeconds", 0},
-                          {"msgOutCounter", 0},         {"bytesOutCounter", 0},
-                          {"inboundConnection", ""},    {"inboundConnectedSince", ""},
-                          {"outboundConnection", ""},   {"outboundConnectedSince", ""}};
-    }
-    return out[cluster];
-  };
   for (const auto& r : s.replication) {
-    Json& j = entry(r.cluster);
-    j["msgRateOut"] = r.msg_rate_out;
-    j["msgThroughputOut"] = r.byte_rate_out;
-    j["replicationBacklog"] = r.backlog_messages;
-    j["connected"] = r.connected;
-    j["replicationDelayInSeconds"] = static_cast<int64_t>(r.delay_seconds);
-    j["msgOutCounter"] = r.messages_out;
-    j["bytesOutCounter"] = r.bytes_out;
+    Json& j = out[r.cluster];
+    j = Json{{"msgRateIn", 0.0},
+             {"msgThroughputIn", 0.0},
+             {"msgRateOut", r.msg_rate_out},
+             {"msgThroughputOut", r.byte_rate_out},
+             {"msgRateExpired", 0.0},
+             {"replicationBacklog", r.backlog_messages},
+             {"connected", r.connected},
+             {"replicationDelayInSeconds", static_cast<int64_t>(r.delay_seconds)},
+             {"msgOutCounter", r.messages_out},
+             {"bytesOutCounter", r.bytes_out},
+             {"inboundConnection", ""},
+             {"inboundConnectedSince", ""},
+             {"outboundConnection", ""},
+             {"outboundConnectedSince", ""}};
     if (!r.last_error.empty()) j["lastError"] = r.last_error;
   }
   for (const auto& p : s.publishers) {
