@@ -27,6 +27,7 @@ AdminService::AdminService(runtime::Runtime& runtime, std::string host, uint16_t
     register_overview_routes(router_, *topics_);
     register_rest_producer_routes(router_, *topics_);
     register_trace_routes(router_, *topics_);
+    register_bundle_routes(router_, *topics_);
   } else {
     register_metrics_routes(router_, registry);
   }
@@ -66,6 +67,8 @@ namespace {
 //   any other route naming a {tenant}       that tenant's admin, except
 //                                           creating, changing or deleting
 //                                           the tenant itself (superusers)
+//   PUT  /admin/v2/namespaces/.../unload    a superuser (bundles move
+//                                           between brokers)
 //   /admin/v2/trials...                     a superuser (trial tenants'
 //                                           admins may not extend them)
 //   everything else                         a superuser (clusters, the
@@ -91,6 +94,12 @@ common::Status authorize(const broker::Authorization& authz, const HttpRequest& 
     if (!topic.is_ok()) return common::Status::ok();  // the handler answers the bad name
     return authz.check(role, *topic,
                        r.path.rfind("/topics/", 0) == 0 ? broker::TopicAction::kProduce : broker::TopicAction::kLookup);
+  }
+  // Moving bundles between brokers is the operator's, as in Pulsar.
+  const std::string unload_suffix = "/unload";
+  if (r.path.rfind("/admin/v2/namespaces/", 0) == 0 && r.path.size() > unload_suffix.size() &&
+      r.path.compare(r.path.size() - unload_suffix.size(), unload_suffix.size(), unload_suffix) == 0) {
+    return authz.check_superuser(role);
   }
   if (!tenant.empty()) {
     const bool tenant_itself = r.path.rfind("/admin/v2/tenants/", 0) == 0;

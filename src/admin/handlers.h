@@ -65,6 +65,8 @@ void register_subscription_routes(Router& router, TopicServices& services);
 void register_overview_routes(Router& router, TopicServices& services);
 // GET .../{topic}/trace: message traces (broker/trace_lookup.h).
 void register_trace_routes(Router& router, TopicServices& services);
+// /admin/v2/namespaces/{tenant}/{namespace}/{bundles,bundle-owners,unload,{bundle}/unload}
+void register_bundle_routes(Router& router, TopicServices& services);
 // POST /topics/{domain}/{tenant}/{namespace}/{topic}[/partitions/{n}]: Pulsar's REST producer.
 void register_rest_producer_routes(Router& router, TopicServices& services);
 

@@ -165,6 +165,10 @@ Status served_elsewhere(const TopicName& topic, const NodeEndpoints& owner) {
 
 void BrokerService::load(Shard& shard, const TopicName& topic, TopicCreation how, TopicOrigin origin) {
   if (ownership_ == nullptr) return load_owned(shard, topic, how, origin);
+  if (ownership_->releasing(topic)) {
+    return load_finisher(shard.loading, topic.to_string())(Status::unavailable(
+        "topic " + topic.to_string() + " is moving to another node: look it up again shortly"));
+  }
   if (auto known = ownership_->known_owner(topic)) {
     if (known->here) return load_owned(shard, topic, how, origin);
     return load_finisher(shard.loading, topic.to_string())(served_elsewhere(topic, *known));
@@ -549,6 +553,40 @@ void BrokerService::unload_topic(const TopicName& topic, ledger::Callback<Status
   // Never dropped for a full mailbox: a SEND or ACK lost here would leave
   // its client waiting for an answer that never comes.
   if (!home.post_reliably(std::move(run))) MLOG_WARN("cannot reach the home of {}: it is stopping", topic.to_string());
+}
+
+void BrokerService::unload_bundle(const std::string& bundle, std::function<void()> done) {
+  struct Gather {
+    std::atomic<size_t> left;
+    std::function<void()> done;
+  };
+  auto g = std::make_shared<Gather>();
+  g->left = runtime_.size();
+  g->done = std::move(done);
+  auto one_done = [g]() {
+    if (--g->left == 0) g->done();
+  };
+  for (size_t i = 0; i < runtime_.size(); ++i) {
+    auto run = [this, i, bundle, one_done]() {
+      Shard& shard = *shards_[i];
+      std::vector<std::pair<std::string, Topic*>> moving;
+      for (auto& [key, topic] : shard.topics) {
+        // A topic closing already (idle, deleted) goes by itself.
+        if (!topic->closed() && qualified_bundle(topic->name()) == bundle) moving.emplace_back(key, topic.get());
+      }
+      if (moving.empty()) return one_done();
+      auto left = std::make_shared<size_t>(moving.size());
+      for (auto& [key, topic] : moving) {
+        close_and_forget(shard, key, topic,
+                         Status::unavailable("topic " + key + " is moving to another node: look it up again"),
+                         [key = key, left, one_done](Status closed) {
+                           if (!closed.is_ok()) MLOG_WARN("closing moving topic {}: {}", key, closed.to_string());
+                           if (--*left == 0) one_done();
+                         });
+      }
+    };
+    if (!runtime_.reactor(i).post_reliably(std::move(run))) one_done();
+  }
 }
 
 void BrokerService::collect_stats(ledger::Callback<std::vector<TopicSample>> done) {

@@ -184,6 +184,11 @@ class BrokerService final : public runtime::Component {
   // when it is not loaded. `done` runs on the home reactor.
   void unload_topic(const TopicName& topic, ledger::Callback<common::Status> done);
 
+  // Any thread: closes every loaded topic of `bundle` ("tenant/namespace/
+  // range", ownership.h) on every reactor, telling their clients to look
+  // them up again; `done` on a reactor once all are closed.
+  void unload_bundle(const std::string& bundle, std::function<void()> done);
+
   struct TopicSample {
     TopicName name;
     TopicStats stats;

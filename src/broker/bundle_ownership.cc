@@ -3,11 +3,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <map>
 
 #include "broker/tenancy.h"
+#include "cluster/rpc_format.h"
+#include "common/clock.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "metadata/blocking.h"
+#include "runtime/reactor.h"
+#include "runtime/timer.h"
 
 namespace magnetar::broker {
 
@@ -17,6 +23,14 @@ using common::Status;
 namespace {
 
 constexpr std::string_view kBundlesRoot = "/bundles";
+constexpr auto kReleaseMethod = static_cast<uint16_t>(cluster::rpc::Method::kReleaseBundle);
+// Moves started by one failover pass; the rest wait for the next second.
+constexpr size_t kMovesPerPass = 256;
+
+common::Counter& bundle_moves(const std::string& reason) {
+  return common::MetricsRegistry::global().counter(
+      "magnetar_bundle_moves_total", "Bundles this node moved to another owner, by why", {{"reason", reason}});
+}
 
 // FNV-1a, then MurmurHash3's finalizer: stable across builds and machines
 // (std::hash is not), and names that differ in their last character (the
@@ -48,29 +62,75 @@ std::string bundle_of(const TopicName& topic) {
   return fmt::format("0x{:08x}_0x{:08x}", low, high);
 }
 
+std::vector<std::string> namespace_bundles() {
+  const uint64_t width = (uint64_t{1} << 32) / kBundlesPerNamespace;
+  std::vector<std::string> out;
+  for (uint64_t index = 0; index < kBundlesPerNamespace; ++index) {
+    uint64_t low = index * width;
+    uint64_t high = index + 1 == kBundlesPerNamespace ? 0xffffffffu : low + width;
+    out.push_back(fmt::format("0x{:08x}_0x{:08x}", low, high));
+  }
+  return out;
+}
+
+std::string qualified_bundle(const TopicName& topic) {
+  return fmt::format("{}/{}/{}", topic.ns.tenant, topic.ns.local, bundle_of(topic));
+}
+
 BundleOwnership::BundleOwnership(metadata::Store& store, uint64_t self_node, Directory directory, Refresh refresh)
     : store_(store), self_node_(self_node), directory_(std::move(directory)), refresh_(std::move(refresh)) {}
 
+BundleOwnership::~BundleOwnership() = default;
+
 std::string BundleOwnership::bundle_key(const TopicName& topic) {
-  return fmt::format("{}/{}/{}/{}", kBundlesRoot, topic.ns.tenant, topic.ns.local, bundle_of(topic));
+  return std::string(kBundlesRoot) + "/" + qualified_bundle(topic);
 }
 
-void BundleOwnership::remember(const std::string& key, const std::string& value) {
+void BundleOwnership::remember(const std::string& key, const std::string& value, int64_t version) {
   uint64_t node = std::strtoull(value.c_str(), nullptr, 10);
   if (node == 0) return;
-  std::lock_guard lock(mu_);
-  owners_[key] = node;
+  bool taken_away = false;
+  {
+    std::lock_guard lock(mu_);
+    Assignment& known = owners_[key];
+    if (version < known.version) return;  // an older read that answered late
+    taken_away = known.node == self_node_ && node != self_node_;
+    known = Assignment{node, version};
+  }
+  if (taken_away) lost(key);
+}
+
+void BundleOwnership::forget(const std::string& key) {
+  bool was_here = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = owners_.find(key);
+    if (it == owners_.end()) return;
+    was_here = it->second.node == self_node_;
+    owners_.erase(it);
+  }
+  if (was_here) lost(key);
+}
+
+void BundleOwnership::lost(const std::string& key) {
+  // Also after a release of this node's own: a topic that was loading
+  // while it closed the others goes now.
+  if (!unloader_) return;
+  std::string bundle = key.substr(kBundlesRoot.size() + 1);
+  bool releasing = false;
+  {
+    std::lock_guard lock(mu_);
+    releasing = releasing_.count(key) != 0;
+  }
+  if (!releasing) MLOG_WARN("ownership: bundle {} served here now belongs to another node: closing its topics", bundle);
+  unloader_(bundle, []() {});
 }
 
 Status BundleOwnership::start() {
   auto watched = store_.watch(std::string(kBundlesRoot) + "/", [this](const metadata::Event& event) {
-    if (event.type == metadata::EventType::kDeleted) {
-      std::lock_guard lock(mu_);
-      owners_.erase(event.key);
-      return;
-    }
+    if (event.type == metadata::EventType::kDeleted) return forget(event.key);
     store_.get(event.key, [this](Result<metadata::Record> record) {
-      if (record.is_ok()) remember(record->key, record->value);
+      if (record.is_ok()) remember(record->key, record->value, record->stat.version);
     });
   });
   if (!watched.is_ok()) return watched.status();
@@ -90,17 +150,35 @@ Status BundleOwnership::start() {
         std::string key = tenant_key + "/" + ns + "/" + bundle;
         auto record = metadata::blocking::get(store_, key);
         if (record.is_ok()) {
-          remember(key, record->value);
+          remember(key, record->value, record->stat.version);
           count++;
         }
       }
     }
   }
   MLOG_INFO("ownership: {} bundles assigned in the cluster", count);
+  if (calls_ != nullptr) {
+    // payload: "<tenant>/<namespace>/<range>\n<destination node, 0 for any>"; reply: "" or why not.
+    calls_->handle(kReleaseMethod, [this](std::string_view payload, RemoteCalls::Reply reply) {
+      auto newline = payload.find('\n');
+      if (newline == std::string_view::npos) return reply("malformed bundle release");
+      std::string bundle(payload.substr(0, newline));
+      uint64_t destination = std::strtoull(std::string(payload.substr(newline + 1)).c_str(), nullptr, 10);
+      bundle_moves("unload").inc();
+      release(bundle, destination, [reply](Status st) { reply(st.is_ok() ? std::string() : st.message()); });
+    });
+  }
+  if (reactor_ != nullptr && serves_topics_) {
+    reactor_->run_sync([this]() {
+      pass_timer_ = std::make_unique<runtime::Timer>(*reactor_);
+      pass_timer_->every(std::chrono::seconds(1), [this]() { failover_pass(); });
+    });
+  }
   return Status::ok();
 }
 
 void BundleOwnership::stop() {
+  if (pass_timer_) reactor_->run_sync([this]() { pass_timer_.reset(); });
   if (watch_ != 0) store_.unwatch(watch_);
   watch_ = 0;
 }
@@ -128,14 +206,38 @@ void BundleOwnership::resolve(uint64_t id, OwnerCallback done) {
   refresh_(id, [this, id, done]() { done(endpoints_of(id)); });
 }
 
+bool BundleOwnership::alive(uint64_t node) const {
+  if (node == self_node_) return true;
+  for (auto& [endpoints, live] : directory_()) {
+    if (endpoints.node == node) return live;
+  }
+  return false;
+}
+
+bool BundleOwnership::movable(uint64_t node) const {
+  if (node == self_node_ || !may_move()) return false;
+  if (alive(node)) {
+    std::lock_guard lock(mu_);
+    dead_since_ms_.erase(node);
+    return false;
+  }
+  if (failover_after_.count() == 0) return true;
+  int64_t now = common::monotonic_ms();
+  std::lock_guard lock(mu_);
+  auto [it, first] = dead_since_ms_.emplace(node, now);
+  return now - it->second >= failover_after_.count();
+}
+
 std::optional<NodeEndpoints> BundleOwnership::known_owner(const TopicName& topic) const {
   uint64_t owner = 0;
   {
     std::lock_guard lock(mu_);
     auto it = owners_.find(bundle_key(topic));
     if (it == owners_.end()) return std::nullopt;
-    owner = it->second;
+    owner = it->second.node;
   }
+  // A dead owner is not an answer: owner_of() moves its bundle.
+  if (movable(owner)) return std::nullopt;
   auto endpoints = endpoints_of(owner);
   if (!endpoints.is_ok()) return std::nullopt;
   return *endpoints;
@@ -143,16 +245,21 @@ std::optional<NodeEndpoints> BundleOwnership::known_owner(const TopicName& topic
 
 void BundleOwnership::owner_of(const TopicName& topic, OwnerCallback done) {
   std::string key = bundle_key(topic);
-  uint64_t owner = 0;
+  Assignment known;
   {
     std::lock_guard lock(mu_);
-    if (auto it = owners_.find(key); it != owners_.end()) owner = it->second;
+    if (auto it = owners_.find(key); it != owners_.end()) known = it->second;
   }
-  if (owner != 0) return resolve(owner, std::move(done));
+  if (known.node != 0) {
+    if (!movable(known.node)) return resolve(known.node, std::move(done));
+    return take_over(key, known.node, known.version, std::move(done));
+  }
   store_.get(key, [this, key, hash = topic_hash(topic), ns = topic.ns, done](Result<metadata::Record> record) {
     if (record.is_ok()) {
-      remember(key, record->value);
-      return resolve(std::strtoull(record->value.c_str(), nullptr, 10), done);
+      remember(key, record->value, record->stat.version);
+      uint64_t node = std::strtoull(record->value.c_str(), nullptr, 10);
+      if (movable(node)) return take_over(key, node, record->stat.version, done);
+      return resolve(node, done);
     }
     if (record.status().code() != common::ErrorCode::kNotFound) return done(record.status());
     // Only a namespace that exists gets bundles: a lookup of an invented
@@ -167,18 +274,17 @@ void BundleOwnership::owner_of(const TopicName& topic, OwnerCallback done) {
   });
 }
 
-void BundleOwnership::assign(const std::string& key, uint32_t hash, OwnerCallback done) {
-  // The live node owning the fewest bundles; ties by the bundle's hash.
+uint64_t BundleOwnership::least_loaded(uint32_t hash, uint64_t excluded) const {
   std::map<uint64_t, size_t> load;
-  if (serves_topics_) load[self_node_] = 0;
-  for (auto& [node, alive] : directory_()) {
-    if (alive && (node.node != self_node_ || serves_topics_)) load[node.node] = 0;
+  if (serves_topics_ && self_node_ != excluded) load[self_node_] = 0;
+  for (auto& [node, live] : directory_()) {
+    if (live && node.node != excluded && (node.node != self_node_ || serves_topics_)) load[node.node] = 0;
   }
-  if (load.empty()) return done(Status::unavailable("no live node serves topics"));
+  if (load.empty()) return 0;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [bundle, node] : owners_) {
-      if (auto it = load.find(node); it != load.end()) it->second++;
+    for (const auto& [bundle, owner] : owners_) {
+      if (auto it = load.find(owner.node); it != load.end()) it->second++;
     }
   }
   size_t fewest = SIZE_MAX;
@@ -187,12 +293,17 @@ void BundleOwnership::assign(const std::string& key, uint32_t hash, OwnerCallbac
   for (const auto& [node, count] : load) {
     if (count == fewest) candidates.push_back(node);
   }
-  uint64_t chosen = candidates[hash % candidates.size()];
+  return candidates[hash % candidates.size()];
+}
+
+void BundleOwnership::assign(const std::string& key, uint32_t hash, OwnerCallback done) {
+  uint64_t chosen = least_loaded(hash, 0);
+  if (chosen == 0) return done(Status::unavailable("no live node serves topics"));
   metadata::PutOptions create;
   create.expected_version = metadata::kMustNotExist;
   store_.put(key, std::to_string(chosen), create, [this, key, chosen, done](Result<metadata::Stat> put) {
     if (put.is_ok()) {
-      remember(key, std::to_string(chosen));
+      remember(key, std::to_string(chosen), put->version);
       MLOG_INFO("ownership: bundle {} assigned to node {}", key, chosen);
       return done(endpoints_of(chosen));
     }
@@ -200,10 +311,225 @@ void BundleOwnership::assign(const std::string& key, uint32_t hash, OwnerCallbac
     // Another node assigned it first: its choice stands.
     store_.get(key, [this, key, done](Result<metadata::Record> record) {
       if (!record.is_ok()) return done(record.status());
-      remember(key, record->value);
+      remember(key, record->value, record->stat.version);
       resolve(std::strtoull(record->value.c_str(), nullptr, 10), done);
     });
   });
+}
+
+void BundleOwnership::take_over(const std::string& key, uint64_t from, int64_t version, OwnerCallback done) {
+  uint64_t to = least_loaded(stable_hash32(key), from);
+  if (to == 0) {
+    return done(Status::unavailable("node " + std::to_string(from) + " owns it and is not alive; no live node "
+                                    "can take it"));
+  }
+  bundle_moves("failover").inc();
+  move(key, version, to, "node " + std::to_string(from) + " is not alive", std::move(done));
+}
+
+void BundleOwnership::move(const std::string& key, int64_t version, uint64_t to, const std::string& why,
+                           OwnerCallback done) {
+  metadata::PutOptions cas;
+  cas.expected_version = version;
+  store_.put(key, std::to_string(to), cas, [this, key, to, why, done](Result<metadata::Stat> put) {
+    if (put.is_ok()) {
+      MLOG_INFO("ownership: bundle {} moved to node {}: {}", key.substr(kBundlesRoot.size() + 1), to, why);
+      remember(key, std::to_string(to), put->version);
+      return resolve(to, done);
+    }
+    // Another node moved it first (or it is gone): what stands now.
+    store_.get(key, [this, key, done](Result<metadata::Record> record) {
+      if (!record.is_ok()) return done(record.status());
+      remember(key, record->value, record->stat.version);
+      resolve(std::strtoull(record->value.c_str(), nullptr, 10), done);
+    });
+  });
+}
+
+void BundleOwnership::failover_pass() {
+  if (!serves_topics_ || !may_move()) return;
+  auto nodes = directory_();
+  std::unordered_set<uint64_t> live{self_node_};
+  for (auto& [endpoints, is_alive] : nodes) {
+    if (!is_alive) continue;
+    // The live broker with the lowest id moves the bundles; the others
+    // would only lose the compare-and-set to it.
+    if (endpoints.node < self_node_) return;
+    live.insert(endpoints.node);
+  }
+  std::unordered_set<uint64_t> owners;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, owner] : owners_) {
+      if (live.count(owner.node) == 0) owners.insert(owner.node);
+    }
+  }
+  std::unordered_set<uint64_t> dead;
+  for (uint64_t node : owners) {
+    if (movable(node)) dead.insert(node);
+  }
+  if (dead.empty()) return;
+  std::vector<std::pair<std::string, Assignment>> orphans;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, owner] : owners_) {
+      if (dead.count(owner.node) == 0 || taking_over_.count(key) != 0) continue;
+      orphans.emplace_back(key, owner);
+      taking_over_.insert(key);
+      if (orphans.size() == kMovesPerPass) break;
+    }
+  }
+  for (auto& [key, owner] : orphans) {
+    take_over(key, owner.node, owner.version, [this, key = key](Result<NodeEndpoints>) {
+      std::lock_guard lock(mu_);
+      taking_over_.erase(key);
+    });
+  }
+}
+
+bool BundleOwnership::releasing(const TopicName& topic) const {
+  std::lock_guard lock(mu_);
+  return !releasing_.empty() && releasing_.count(bundle_key(topic)) != 0;
+}
+
+void BundleOwnership::release(const std::string& bundle, uint64_t destination, std::function<void(Status)> done) {
+  std::string key = std::string(kBundlesRoot) + "/" + bundle;
+  int64_t version = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto it = owners_.find(key);
+    if (it == owners_.end() || it->second.node != self_node_) {
+      return done(Status::failed_precondition("bundle " + bundle + " is not owned by node " +
+                                              std::to_string(self_node_)));
+    }
+    if (releasing_.count(key) != 0) {
+      return done(Status::failed_precondition("bundle " + bundle + " is already being handed over"));
+    }
+    version = it->second.version;
+  }
+  if (destination != 0 && destination != self_node_ && !alive(destination)) {
+    return done(Status::invalid_argument("node " + std::to_string(destination) + " is not a live broker"));
+  }
+  uint64_t to = destination != 0 ? destination : least_loaded(stable_hash32(key), self_node_);
+  if (to == self_node_) {
+    // Unloaded, and served here again from the next lookup, as Pulsar's unload to the same broker.
+    if (!unloader_) return done(Status::ok());
+    return unloader_(bundle, [done]() { done(Status::ok()); });
+  }
+  if (to == 0) return done(Status::unavailable("no other live broker can take bundle " + bundle));
+  {
+    std::lock_guard lock(mu_);
+    releasing_.insert(key);
+  }
+  auto hand = [this, key, bundle, version, to, done]() {
+    move(key, version, to, "handed over by node " + std::to_string(self_node_),
+         [this, key, done](Result<NodeEndpoints> owner) {
+           bool still_here = false;
+           {
+             std::lock_guard lock(mu_);
+             releasing_.erase(key);
+             auto it = owners_.find(key);
+             still_here = it != owners_.end() && it->second.node == self_node_;
+           }
+           if (!owner.is_ok()) return done(owner.status());
+           if (still_here) return done(Status::unavailable("bundle " + key + " could not be handed over"));
+           done(Status::ok());
+         });
+  };
+  if (!unloader_) return hand();
+  unloader_(bundle, std::move(hand));
+}
+
+void BundleOwnership::unload(const std::string& bundle, uint64_t destination, std::function<void(Status)> done) {
+  std::string key = std::string(kBundlesRoot) + "/" + bundle;
+  Assignment known;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = owners_.find(key); it != owners_.end()) known = it->second;
+  }
+  if (known.node == 0) return done(Status::ok());  // nobody serves it: nothing to unload
+  if (known.node == self_node_) {
+    bundle_moves("unload").inc();
+    return release(bundle, destination, std::move(done));
+  }
+  if (!alive(known.node)) {
+    if (!may_move()) return done(Status::unavailable("this node's view of the cluster is not current"));
+    // An operator's unload moves a dead owner's bundle at once, whatever the failover delay.
+    uint64_t to = destination != 0 ? destination : least_loaded(stable_hash32(key), known.node);
+    if (to == 0 || !alive(to)) return done(Status::unavailable("no live broker can take bundle " + bundle));
+    bundle_moves("failover").inc();
+    return move(key, known.version, to, "unloaded from node " + std::to_string(known.node) + ", not alive",
+                [done](Result<NodeEndpoints> owner) { done(owner.is_ok() ? Status::ok() : owner.status()); });
+  }
+  if (calls_ == nullptr) return done(Status::unavailable("cannot reach node " + std::to_string(known.node)));
+  calls_->call(known.node, kReleaseMethod, bundle + "\n" + std::to_string(destination),
+               [done](Result<std::string> reply) {
+                 if (!reply.is_ok()) return done(reply.status());
+                 if (!reply->empty()) return done(Status::failed_precondition(*reply));
+                 done(Status::ok());
+               });
+}
+
+size_t BundleOwnership::hand_over(std::chrono::milliseconds timeout) {
+  serves_topics_ = false;  // no new bundle comes here from now on
+  std::vector<std::string> mine = bundles_of(self_node_);
+  if (mine.empty()) return 0;
+  // Spread them: each to the live broker with the fewest so far.
+  std::map<uint64_t, size_t> load;
+  for (auto& [node, live] : directory_()) {
+    if (live && node.node != self_node_) load[node.node] = 0;
+  }
+  if (load.empty()) {
+    MLOG_INFO("ownership: no other live broker; {} bundles stay with this node", mine.size());
+    return 0;
+  }
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, owner] : owners_) {
+      if (auto it = load.find(owner.node); it != load.end()) it->second++;
+    }
+  }
+  struct Wait {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t left = 0;
+    size_t moved = 0;
+  };
+  auto wait = std::make_shared<Wait>();
+  wait->left = mine.size();
+  MLOG_INFO("ownership: handing {} bundles over to {} other brokers", mine.size(), load.size());
+  for (const auto& bundle : mine) {
+    auto target = std::min_element(load.begin(), load.end(),
+                                   [](const auto& a, const auto& b) { return a.second < b.second; });
+    target->second++;
+    bundle_moves("shutdown").inc();
+    release(bundle, target->first, [wait, bundle](Status st) {
+      if (!st.is_ok()) MLOG_WARN("ownership: bundle {} not handed over: {}", bundle, st.to_string());
+      std::lock_guard lock(wait->mu);
+      if (st.is_ok()) wait->moved++;
+      if (--wait->left == 0) wait->cv.notify_all();
+    });
+  }
+  std::unique_lock lock(wait->mu);
+  wait->cv.wait_for(lock, timeout, [&]() { return wait->left == 0; });
+  return wait->moved;
+}
+
+std::vector<BundleOwner> BundleOwnership::bundles_in(const NamespaceName& ns) const {
+  std::vector<BundleOwner> out;
+  for (const auto& range : namespace_bundles()) {
+    BundleOwner b;
+    b.range = range;
+    std::string key = fmt::format("{}/{}/{}/{}", kBundlesRoot, ns.tenant, ns.local, range);
+    {
+      std::lock_guard lock(mu_);
+      if (auto it = owners_.find(key); it != owners_.end()) b.node = it->second.node;
+      b.releasing = releasing_.count(key) != 0;
+    }
+    b.alive = b.node != 0 && alive(b.node);
+    out.push_back(std::move(b));
+  }
+  return out;
 }
 
 std::vector<NodeEndpoints> BundleOwnership::live_nodes() const {
@@ -222,7 +548,7 @@ std::vector<std::string> BundleOwnership::bundles_of(uint64_t node) const {
   {
     std::lock_guard lock(mu_);
     for (const auto& [key, owner] : owners_) {
-      if (owner == node) out.push_back(key.substr(kBundlesRoot.size() + 1));
+      if (owner.node == node) out.push_back(key.substr(kBundlesRoot.size() + 1));
     }
   }
   std::sort(out.begin(), out.end());

@@ -4,27 +4,53 @@
 // "/bundles/<tenant>/<namespace>/<range>" holds the id of the node that owns
 // the bundle. The first node that needs a bundle's owner and finds none
 // assigns it (in a namespace that exists; NotFound otherwise, so that
-// lookups of invented namespaces leave nothing behind), with a create-only write, to the live node that owns the fewest
-// bundles (ties go by the bundle's hash); a node that lost the race reads the
-// winner's. An assignment is permanent here: the bundle's data stays on its
-// owner's disk (there is no replication yet), so when that node is down its
-// bundles wait for it rather than move to a node without the data.
+// lookups of invented namespaces leave nothing behind), with a create-only
+// write, to the live node that owns the fewest bundles (ties go by the
+// bundle's hash); a node that lost the race reads the winner's.
 //
-// Assignments are cached in memory and kept current by a watch on
-// "/bundles/", so lookups cost a metadata read only the first time.
+// A bundle moves, always by a compare-and-set on the version its mover read:
+// - Failover: an owner the membership no longer hears from (cluster/node.h,
+//   dead after kDeadAfterMs, by which time its own lease has lapsed, so it
+//   acknowledges nothing more) loses its bundles to live brokers: at the
+//   next lookup of one of its topics, and in a pass every second run by the
+//   live broker with the lowest id. Only a node whose own lease is current
+//   moves bundles: a node just started, or cut off, has no fresh view of who
+//   is alive. The new owner's first open of each topic recovers and fences
+//   the old owner's open ledger (ledger/managed_ledger.h), so a wrongly
+//   presumed dead owner cannot add to it.
+// - Handover (release(): unload, graceful stop): the owner marks the bundle
+//   releasing (its topics refuse to load here, retriably), closes its loaded
+//   topics (their logs close cleanly, clients are told), then writes the
+//   new owner; clients that look the topics up again find it there.
+// Every node watches "/bundles/": a node that sees a bundle it served move
+// to another closes its topics of that bundle (a failover of a node that
+// was only cut off).
+//
+// Assignments are cached in memory and kept current by the watch, so
+// lookups cost a metadata read only the first time.
 //
 // Threads: every call from any thread; callbacks on any thread.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "broker/ownership.h"
 #include "metadata/store.h"
 #include "runtime/component.h"
+
+namespace magnetar::runtime {
+class Reactor;
+class Timer;
+}
 
 namespace magnetar::broker {
 
@@ -39,11 +65,29 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   // thread once the directory has what the store holds.
   using Refresh = std::function<void(uint64_t id, std::function<void()> done)>;
 
+  // Closes this node's loaded topics of `bundle` ("tenant/namespace/range"),
+  // then calls `done` (any thread).
+  using Unloader = std::function<void(const std::string& bundle, std::function<void()> done)>;
+
   BundleOwnership(metadata::Store& store, uint64_t self_node, Directory directory, Refresh refresh = {});
+  ~BundleOwnership() override;
 
   // Before start(): this node serves no topics (it has no broker role), so
   // it never assigns a bundle to itself.
   void set_serves_topics(bool serves) { serves_topics_ = serves; }
+  // Before start(): whether this node's cluster lease is current (any
+  // thread). Without it, this node never moves a dead owner's bundles.
+  void set_lease(std::function<bool()> valid) { lease_ = std::move(valid); }
+  // Before start(): how long a dead broker keeps its bundles before they move.
+  void set_failover_after(std::chrono::milliseconds after) { failover_after_ = after; }
+  // Before start(): where the failover pass runs every second (none: only
+  // lookups move a dead owner's bundles).
+  void set_reactor(runtime::Reactor* reactor) { reactor_ = reactor; }
+  // Before start(): how this node closes its topics of a bundle it gives up.
+  void set_unloader(Unloader unloader) { unloader_ = std::move(unloader); }
+  // Before start(): calls to other members, for unload() of a bundle owned
+  // elsewhere (its owner releases it).
+  void set_remote_calls(RemoteCalls* calls) { calls_ = calls; }
 
   std::string_view name() const override { return "ownership"; }
   // Reads the assignments (blocking) and watches them.
@@ -55,6 +99,18 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   std::vector<NodeEndpoints> live_nodes() const override;
   NodeEndpoints self() const override;
   std::vector<std::string> bundles_of(uint64_t node) const override;
+  bool releasing(const TopicName& topic) const override;
+  void unload(const std::string& bundle, uint64_t destination, std::function<void(common::Status)> done) override;
+  std::vector<BundleOwner> bundles_in(const NamespaceName& ns) const override;
+
+  // Any thread: hands `bundle`, owned here, to `destination` (0: the live
+  // broker owning the fewest bundles, not this one), closing its topics
+  // here first. FailedPrecondition when this node does not own it.
+  void release(const std::string& bundle, uint64_t destination, std::function<void(common::Status)> done);
+  // Blocking, at a graceful stop: takes no more bundles and releases every
+  // bundle owned here to other live brokers, waiting at most `timeout`.
+  // Returns how many moved.
+  size_t hand_over(std::chrono::milliseconds timeout);
 
   // The metadata key of `topic`'s bundle.
   static std::string bundle_key(const TopicName& topic);
@@ -65,17 +121,49 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   // endpoints_of(), reading the node's addresses afresh when the directory
   // has none yet.
   void resolve(uint64_t id, OwnerCallback done);
-  void remember(const std::string& key, const std::string& value);
+  struct Assignment {
+    uint64_t node = 0;
+    int64_t version = 0;  // of the metadata record
+  };
+  // Caches what the store holds for `key`; when that takes a bundle served
+  // here away, closes its topics here.
+  void remember(const std::string& key, const std::string& value, int64_t version);
+  void forget(const std::string& key);
+  void lost(const std::string& key);
+  // The live broker owning the fewest bundles (ties by `hash`), other than
+  // `excluded`; 0 when there is none.
+  uint64_t least_loaded(uint32_t hash, uint64_t excluded) const;
   void assign(const std::string& key, uint32_t hash, OwnerCallback done);
+  // Moves `key` from dead `from` (at `version`) to a live broker.
+  void take_over(const std::string& key, uint64_t from, int64_t version, OwnerCallback done);
+  // Writes `to` as `key`'s owner over `version`, then reads back who owns it.
+  void move(const std::string& key, int64_t version, uint64_t to, const std::string& why, OwnerCallback done);
+  // Whether `node` is a live broker, as the membership says.
+  bool alive(uint64_t node) const;
+  // Whether `node`'s bundles may move: this node's view is current and
+  // `node` has been dead for failover_after_.
+  bool movable(uint64_t node) const;
+  bool may_move() const { return !lease_ || lease_(); }
+  // The failover pass: the bundles of dead owners go to live brokers.
+  void failover_pass();
 
   metadata::Store& store_;
   const uint64_t self_node_;
-  bool serves_topics_ = true;
+  std::atomic<bool> serves_topics_{true};
   Directory directory_;
   Refresh refresh_;
+  std::function<bool()> lease_;
+  std::chrono::milliseconds failover_after_{0};
+  runtime::Reactor* reactor_ = nullptr;
+  std::unique_ptr<runtime::Timer> pass_timer_;  // on reactor_
+  Unloader unloader_;
+  RemoteCalls* calls_ = nullptr;
   metadata::WatchId watch_ = 0;
   mutable std::mutex mu_;
-  std::unordered_map<std::string, uint64_t> owners_;  // bundle key -> node
+  std::unordered_map<std::string, Assignment> owners_;  // bundle key -> owner
+  std::unordered_set<std::string> releasing_;           // bundle keys being handed over by this node
+  std::set<std::string> taking_over_;                   // bundle keys with a move under way from here
+  mutable std::unordered_map<uint64_t, int64_t> dead_since_ms_;  // owners seen dead, when first seen so
 };
 
 }  // namespace magnetar::broker

@@ -40,6 +40,18 @@ struct NodeEndpoints {
 
 // The bundle `topic` falls in: "0x00000000_0x40000000", Pulsar's form.
 std::string bundle_of(const TopicName& topic);
+// Every bundle of a namespace, in hash order, in the same form.
+std::vector<std::string> namespace_bundles();
+// "tenant/namespace/range": how a bundle is named across namespaces.
+std::string qualified_bundle(const TopicName& topic);
+
+// A bundle and its owner, as a node knows them.
+struct BundleOwner {
+  std::string range;  // "0x00000000_0x40000000"
+  uint64_t node = 0;  // 0: not assigned yet
+  bool alive = false;
+  bool releasing = false;  // being handed over by its owner (this node)
+};
 // The 32-bit hash bundles are ranges of.
 uint32_t topic_hash(const TopicName& topic);
 
@@ -81,6 +93,16 @@ class Ownership {
   virtual NodeEndpoints self() const = 0;
   // Any thread: the bundles `node` owns ("tenant/namespace/range"), as far as this node knows.
   virtual std::vector<std::string> bundles_of(uint64_t node) const = 0;
+  // Any thread: whether this node is handing `topic`'s bundle over (its
+  // topics must not load here meanwhile; clients are told to retry).
+  virtual bool releasing(const TopicName& topic) const = 0;
+  // Any thread: moves `bundle` ("tenant/namespace/range") off its owner,
+  // which closes its topics first, to `destination` (0: the live broker
+  // owning the fewest bundles). Asks the owner over the cluster when it is
+  // another node; a bundle nobody owns is left so. `done` on any thread.
+  virtual void unload(const std::string& bundle, uint64_t destination, std::function<void(common::Status)> done) = 0;
+  // Any thread: the bundles of `ns` and their owners, as this node knows them.
+  virtual std::vector<BundleOwner> bundles_in(const NamespaceName& ns) const = 0;
 };
 
 }  // namespace magnetar::broker

@@ -1,5 +1,7 @@
 // `magnetar admin namespaces ...`: namespaces and every namespace policy,
 // with pulsar-admin's verb names (set-X / get-X / remove-X).
+#include <fmt/format.h>
+
 #include "cli/admin_cli.h"
 #include "cli/admin_policy_verbs.h"
 #include "cli/http_client.h"
@@ -30,6 +32,49 @@ void add_namespace_commands(CLI::App& admin, Command& run, std::shared_ptr<Admin
   g.verb("delete", "Delete a namespace that has no topics", "DELETE", "", "Deleted namespace");
   g.verb("policies", "Show every policy of a namespace", "GET", "", "");
   g.verb("topics", "List the topics of a namespace", "GET", "topics", "");
+
+  // Bundles: which broker serves each, and moving them (pulsar-admin's unload).
+  {
+    auto ns = std::make_shared<std::string>();
+    add_verb(*app, run, options, "bundles", "Show a namespace's bundles and the broker serving each",
+             [ns]() -> Result<AdminRequest> {
+               auto path = namespace_path(*ns, "bundle-owners");
+               if (!path.is_ok()) return path.status();
+               AdminRequest req{"GET", *path, "", "", nullptr};
+               req.print = [](const Json& owners) {
+                 fmt::print("{:<24} {:>20} {:<6} {}\n", "BUNDLE", "OWNER", "ALIVE", "BROKER");
+                 for (const auto& b : owners) {
+                   const uint64_t owner = b.value("owner", uint64_t{0});
+                   std::string broker = b["brokerUrl"].is_string() ? b["brokerUrl"].get<std::string>() : "-";
+                   if (b.value("releasing", false)) broker += " (moving)";
+                   fmt::print("{:<24} {:>20} {:<6} {}\n", b.value("bundle", ""),
+                              owner == 0 ? std::string("-") : std::to_string(owner),
+                              owner == 0 ? "-" : b.value("alive", false) ? "yes" : "no", broker);
+                 }
+               };
+               return req;
+             })
+        ->add_option("namespace", *ns, "tenant/namespace")
+        ->required();
+    struct UnloadFlags {
+      std::string ns, bundle, destination;
+    };
+    auto u = std::make_shared<UnloadFlags>();
+    auto* unload = add_verb(
+        *app, run, options, "unload",
+        "Move a namespace's bundles (or one) off their brokers: topics close there and clients look them up again",
+        [u]() -> Result<AdminRequest> {
+          auto path = namespace_path(u->ns, u->bundle.empty() ? "unload" : escape_segment(u->bundle) + "/unload");
+          if (!path.is_ok()) return path.status();
+          if (!u->destination.empty()) *path += "?destinationBroker=" + escape_segment(u->destination);
+          return AdminRequest{"PUT", *path, "",
+                              "Unloaded " + (u->bundle.empty() ? "namespace " + u->ns : "bundle " + u->bundle), nullptr};
+        });
+    unload->add_option("namespace", u->ns, "tenant/namespace")->required();
+    unload->add_option("-b,--bundle", u->bundle, "One bundle, as `bundles` shows it (default: every bundle)");
+    unload->add_option("-d,--destination", u->destination,
+                       "The broker to move to: its node id or host:port (default: the least loaded)");
+  }
 
   add_shared_policy_verbs(g, {"deduplication", "max-producers-per-topic", "maxProducersPerTopic",
                               "-p,--max-producers-per-topic", "max-consumers-per-topic", "maxConsumersPerTopic",

@@ -154,6 +154,10 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
         }
         return "";
       });
+  cmd.add_option("--failover-after-secs", c.failover_after_secs,
+                 "In a cluster: how long after a broker is counted dead (about 5 s of silence) its topics move to "
+                 "live brokers (0: at once)")
+      ->capture_default_str()->check(CLI::Range(0, 86400));
   cmd.add_option("--fsync", c.fsync,
                  "When a write is acknowledged: always (after fdatasync), interval (fdatasync every --fsync-interval-ms), never")
       ->capture_default_str()

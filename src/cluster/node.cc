@@ -358,6 +358,11 @@ void ClusterNode::tick() {
                           leader_says_alive_.clear();
                           if (r->alive()) leader_says_alive_.assign(r->alive()->begin(), r->alive()->end());
                           leader_said_at_ms_ = common::monotonic_ms();
+                          // Who is alive is published before the lease: a
+                          // member with a current lease never reads a view
+                          // from before it had one (ownership moves the
+                          // bundles of members it sees dead).
+                          refresh_members();
                           lease_until_ms_ = std::max(lease_until_ms_.load(), sent_at + kLeaseMs);
                         },
                         static_cast<unsigned>(kKeepAliveMs * 2));

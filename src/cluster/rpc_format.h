@@ -35,6 +35,7 @@ enum class Method : uint16_t {
   kStorageRead = 121,
   kStorageFence = 122,
   kStorageDelete = 123,
+  kReleaseBundle = 130,     // broker/bundle_ownership.h
 };
 
 }  // namespace magnetar::cluster::rpc

@@ -62,6 +62,9 @@ struct Config {
   // The zone (rack, availability zone) a cluster member is in: ledger copies
   // spread across zones. Empty: none declared.
   std::string zone;
+  // How long after the membership counts a broker dead (about 5 s of
+  // silence) its bundles move to live brokers; 0: at once.
+  uint32_t failover_after_secs = 0;
   // When an add is acknowledged: "always" (after fdatasync of its group
   // commit), "interval" (after write; fdatasync every fsync_interval_ms) or
   // "never" (after write; the OS flushes when it likes).

@@ -307,8 +307,12 @@ Status Server::start() {
         *store, cluster_->id(), [this]() { return directory_->nodes(); },
         [this](uint64_t id, std::function<void()> done) { directory_->refresh(id, std::move(done)); });
     ownership->set_serves_topics(config_.has_role("broker"));
+    ownership->set_lease([cluster = cluster_]() { return cluster->lease_valid(); });
+    ownership->set_reactor(&cluster_->reactor());
+    ownership->set_failover_after(std::chrono::seconds(config_.failover_after_secs));
     ownership_ = ownership.get();
     remote_calls_ = std::make_unique<ClusterCalls>(*cluster_);
+    ownership->set_remote_calls(remote_calls_.get());
     components_.push_back(std::move(ownership));
   } else {
     metadata::LevelDbStore::Options metadata_options{config_.data_dir + "/metadata"};
@@ -415,6 +419,11 @@ Status Server::start() {
   auto broker = std::make_unique<broker::BrokerService>(*runtime_, topic_storage, *store, broker_options);
   broker::BrokerService* broker_ptr = broker.get();  // still needed once it joined components_
   broker->set_ownership(ownership_);
+  if (ownership_ != nullptr) {
+    ownership_->set_unloader([broker_ptr](const std::string& bundle, std::function<void()> done) {
+      broker_ptr->unload_bundle(bundle, std::move(done));
+    });
+  }
   broker->set_remote_calls(remote_calls_.get());
   if (cluster_) broker->set_lease([cluster = cluster_]() { return cluster->lease_valid(); });
   broker->set_policies(policies.get());
@@ -792,6 +801,12 @@ common::Result<nlohmann::json> Server::storage_status(uint64_t node) const {
 }
 
 void Server::stop() {
+  // A graceful stop of a member first hands its bundles to the others,
+  // while its listeners still tell clients where their topics went.
+  if (ownership_ != nullptr && started_ == components_.size() && config_.has_role("broker")) {
+    size_t moved = ownership_->hand_over(std::chrono::seconds(10));
+    if (moved > 0) MLOG_INFO("handed {} bundles over to other brokers", moved);
+  }
   if (tls_watcher_.joinable()) {
     {
       std::lock_guard lock(tls_watch_mu_);

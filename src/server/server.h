@@ -24,6 +24,7 @@
 #include "runtime/runtime.h"
 #include "runtime/tls_context.h"
 #include "server/config.h"
+#include "broker/bundle_ownership.h"
 #include "server/node_directory.h"
 
 namespace magnetar::cluster {
@@ -134,7 +135,7 @@ class Server {
   metadata::Store* store_ = nullptr;         // the metadata store the components use
   int32_t broker_id_ = 0;                    // Kafka's broker id for this node
   NodeDirectory* directory_ = nullptr;        // a cluster member's view of the nodes
-  broker::Ownership* ownership_ = nullptr;    // a cluster member's topic ownership
+  broker::BundleOwnership* ownership_ = nullptr;  // a cluster member's topic ownership
   replication::ReplicatedStorage* replicated_ = nullptr;  // a cluster member's replicated ledgers
   std::unique_ptr<broker::RemoteCalls> remote_calls_;  // a cluster member's calls to the others
   std::vector<uint64_t> collector_ids_;

@@ -1,5 +1,7 @@
 #include "admin/handlers/policy_json.h"
 
+#include "broker/ownership.h"
+
 #include <cmath>
 #include <limits>
 
@@ -398,6 +400,13 @@ Json backlog_quota_map(const NamespacePolicies& p) {
   return m;
 }
 
+Json bundles_json() {
+  Json boundaries = Json::array();
+  for (const auto& range : broker::namespace_bundles()) boundaries.push_back(range.substr(0, range.find('_')));
+  boundaries.push_back("0xffffffff");
+  return Json{{"boundaries", boundaries}, {"numBundles", broker::kBundlesPerNamespace}};
+}
+
 Json to_json(const NamespacePolicies& p, const std::string& cluster) {
   Json auth = Json::object();
   for (const auto& [role, actions] : p.permissions) auth[role] = actions;
@@ -410,7 +419,7 @@ Json to_json(const NamespacePolicies& p, const std::string& cluster) {
       {"subscription_auth_mode",
        std::string(broker::subscription_auth_mode_name(p.subscription_auth_mode.value_or(broker::SubscriptionAuthMode::kNone)))},
       {"replication_clusters", p.replication_clusters},
-      {"bundles", {{"boundaries", {"0x00000000", "0xffffffff"}}, {"numBundles", 1}}},
+      {"bundles", bundles_json()},
       {"backlog_quota_map", backlog_quota_map(p)},
       {"topicDispatchRate", per_cluster(p.dispatch_rate ? to_json(*p.dispatch_rate) : Json(nullptr))},
       {"subscriptionDispatchRate",

@@ -1,5 +1,7 @@
 #include "admin/handlers/topic_common.h"
 
+#include <fmt/format.h>
+
 #include "admin/handlers/tenancy_common.h"
 
 namespace magnetar::admin {
@@ -10,6 +12,20 @@ using common::Status;
 
 Result<TopicName> route_topic(broker::TopicDomain domain, const HttpRequest& req) {
   return TopicName::of(domain, req.param("tenant"), req.param("namespace"), req.param("topic"));
+}
+
+Json lookup_json(const AdvertisedAddress& a) {
+  const uint16_t pulsar = a.pulsar_port ? a.pulsar_port() : 0;
+  const uint16_t http = a.http_port ? a.http_port() : 0;
+  const uint16_t pulsar_tls = a.pulsar_tls_port ? a.pulsar_tls_port() : 0;
+  const uint16_t http_tls = a.http_tls_port ? a.http_tls_port() : 0;
+  return Json{{"brokerUrl", pulsar ? fmt::format("pulsar://{}:{}", a.host, pulsar) : ""},
+              {"brokerUrlTls", pulsar_tls ? fmt::format("pulsar+ssl://{}:{}", a.host, pulsar_tls) : ""},
+              {"httpUrl", http ? fmt::format("http://{}:{}", a.host, http) : ""},
+              {"httpUrlTls", http_tls ? fmt::format("https://{}:{}", a.host, http_tls) : ""},
+              {"nativeUrl", pulsar       ? fmt::format("pulsar://{}:{}", a.host, pulsar)
+                            : pulsar_tls ? fmt::format("pulsar+ssl://{}:{}", a.host, pulsar_tls)
+                                         : ""}};
 }
 
 bool query_flag(const HttpRequest& req, const std::string& name) {

@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "admin/router.h"
 #include "broker/broker_service.h"
 #include "broker/tenancy.h"
@@ -22,6 +24,9 @@ struct AdvertisedAddress {
   std::function<uint16_t()> pulsar_tls_port;  // null or 0: no TLS listener
   std::function<uint16_t()> http_tls_port;
 };
+
+// This node's addresses, as Pulsar's lookup answers them.
+nlohmann::json lookup_json(const AdvertisedAddress& a);
 
 struct TopicServices {
   broker::Tenancy& tenancy;

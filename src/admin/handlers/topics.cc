@@ -68,25 +68,6 @@ Status check_creatable(TopicServices& s, const TopicName& topic) {
 
 }  // namespace
 
-namespace {
-
-// This node's addresses, as Pulsar's lookup answers them.
-Json lookup_json(const AdvertisedAddress& a) {
-  const uint16_t pulsar = a.pulsar_port ? a.pulsar_port() : 0;
-  const uint16_t http = a.http_port ? a.http_port() : 0;
-  const uint16_t pulsar_tls = a.pulsar_tls_port ? a.pulsar_tls_port() : 0;
-  const uint16_t http_tls = a.http_tls_port ? a.http_tls_port() : 0;
-  return Json{{"brokerUrl", pulsar ? fmt::format("pulsar://{}:{}", a.host, pulsar) : ""},
-              {"brokerUrlTls", pulsar_tls ? fmt::format("pulsar+ssl://{}:{}", a.host, pulsar_tls) : ""},
-              {"httpUrl", http ? fmt::format("http://{}:{}", a.host, http) : ""},
-              {"httpUrlTls", http_tls ? fmt::format("https://{}:{}", a.host, http_tls) : ""},
-              {"nativeUrl", pulsar       ? fmt::format("pulsar://{}:{}", a.host, pulsar)
-                            : pulsar_tls ? fmt::format("pulsar+ssl://{}:{}", a.host, pulsar_tls)
-                                         : ""}};
-}
-
-}  // namespace
-
 void register_topic_routes(Router& router, TopicServices& services) {
   TopicServices* s = &services;
   // Registered before the namespace routes, so this one (which knows loaded

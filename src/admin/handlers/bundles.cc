@@ -1,0 +1,156 @@
+// Namespace bundles and who serves them, on Pulsar's routes:
+//   GET /admin/v2/namespaces/{tenant}/{namespace}/bundles
+//       {"boundaries": [...], "numBundles": N}, Pulsar's BundlesData
+//   GET /admin/v2/namespaces/{tenant}/{namespace}/bundle-owners
+//       [{"bundle", "owner", "alive", "releasing", "brokerUrl", "webServiceUrl"}]
+//   PUT /admin/v2/namespaces/{tenant}/{namespace}/unload
+//   PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload[?destinationBroker=B]
+// An unload closes the bundle's topics on its owner (clients are told and
+// look them up again) and hands the bundle to `destinationBroker` (a node id,
+// or host:port of its web or Pulsar service) or to the live broker owning
+// the fewest bundles. A standalone node closes the topics and serves them
+// again at their next use.
+#include <algorithm>
+#include <memory>
+#include <mutex>
+
+#include "admin/handlers.h"
+#include "admin/handlers/policy_json.h"
+#include "admin/handlers/tenancy_common.h"
+#include "admin/handlers/topic_common.h"
+#include "broker/broker_service.h"
+#include "broker/ownership.h"
+#include "broker/tenancy.h"
+
+namespace magnetar::admin {
+
+using common::Result;
+using common::Status;
+
+namespace {
+
+// The node `broker` names: its id, or host:port of one of its service URLs.
+Result<uint64_t> destination_node(const broker::Ownership& ownership, const std::string& broker) {
+  if (broker.empty()) return uint64_t{0};
+  const bool by_id = broker.find_first_not_of("0123456789") == std::string::npos && broker.size() < 20;
+  const uint64_t id = by_id ? std::strtoull(broker.c_str(), nullptr, 10) : 0;
+  auto names = [&broker](const std::string& url) {
+    return !url.empty() && url.size() >= broker.size() &&
+           url.compare(url.size() - broker.size(), broker.size(), broker) == 0 &&
+           (url.size() == broker.size() || url[url.size() - broker.size() - 1] == '/');
+  };
+  for (const auto& node : ownership.live_nodes()) {
+    if (by_id ? node.node == id : names(node.http_url) || names(node.pulsar_url) || names(node.pulsar_tls_url)) {
+      return node.node;
+    }
+  }
+  return Status::invalid_argument("destinationBroker " + broker + " is not a live broker (a node id or host:port)");
+}
+
+// Unloads `bundles` of `ns`, answering once every one is done (the first
+// failure, if any).
+void unload_bundles(TopicServices& services, const broker::NamespaceName& ns, std::vector<std::string> bundles,
+                    uint64_t destination, const SharedResponder& respond) {
+  struct Gather {
+    std::mutex mu;
+    size_t left;
+    Status first_failure = Status::ok();
+    SharedResponder respond;
+  };
+  auto g = std::make_shared<Gather>();
+  g->left = bundles.size();
+  g->respond = respond;
+  auto one_done = [g](Status st) {
+    std::lock_guard lock(g->mu);
+    if (!st.is_ok() && g->first_failure.is_ok()) g->first_failure = st;
+    if (--g->left == 0) (*g->respond)(empty_or_error(g->first_failure));
+  };
+  broker::Ownership* ownership = services.broker.ownership();
+  for (const auto& range : bundles) {
+    std::string bundle = ns.tenant + "/" + ns.local + "/" + range;
+    if (ownership == nullptr) {
+      services.broker.unload_bundle(bundle, [one_done]() { one_done(Status::ok()); });
+    } else {
+      ownership->unload(bundle, destination, one_done);
+    }
+  }
+}
+
+}  // namespace
+
+void register_bundle_routes(Router& router, TopicServices& services) {
+  TopicServices* s = &services;
+  const std::string ns_path = "/admin/v2/namespaces/{tenant}/{namespace}";
+  router.get(ns_path + "/bundles", [s](HttpRequest& req, Responder respond) {
+    run_blocking(s->tenancy, std::move(respond), [s, t = req.param("tenant"), n = req.param("namespace")]() {
+      auto ns = broker::NamespaceName::of(t, n);
+      if (!ns.is_ok()) return error_response(ns.status());
+      auto p = s->tenancy.get_policies(*ns);
+      if (!p.is_ok()) return error_response(p.status());
+      return HttpResponse::json(200, bundles_json());
+    });
+  });
+  router.get(ns_path + "/bundle-owners", [s](HttpRequest& req, Responder respond) {
+    run_blocking(s->tenancy, std::move(respond), [s, t = req.param("tenant"), n = req.param("namespace")]() {
+      auto ns = broker::NamespaceName::of(t, n);
+      if (!ns.is_ok()) return error_response(ns.status());
+      auto p = s->tenancy.get_policies(*ns);
+      if (!p.is_ok()) return error_response(p.status());
+      Json out = Json::array();
+      broker::Ownership* ownership = s->broker.ownership();
+      if (ownership == nullptr) {
+        // A standalone node serves every bundle.
+        Json here = lookup_json(s->address);
+        for (const auto& range : broker::namespace_bundles()) {
+          out.push_back({{"bundle", range}, {"owner", 0}, {"alive", true}, {"releasing", false},
+                         {"brokerUrl", here["brokerUrl"]}, {"webServiceUrl", here["httpUrl"]}});
+        }
+        return HttpResponse::json(200, out);
+      }
+      auto nodes = ownership->live_nodes();
+      for (const auto& b : ownership->bundles_in(*ns)) {
+        Json entry{{"bundle", b.range}, {"owner", b.node}, {"alive", b.alive}, {"releasing", b.releasing},
+                   {"brokerUrl", nullptr}, {"webServiceUrl", nullptr}};
+        for (const auto& node : nodes) {
+          if (node.node != b.node) continue;
+          entry["brokerUrl"] = node.pulsar_url;
+          entry["webServiceUrl"] = node.http_url;
+        }
+        out.push_back(std::move(entry));
+      }
+      return HttpResponse::json(200, out);
+    });
+  });
+  auto unload = [s](HttpRequest& req, Responder respond, bool one_bundle) {
+    auto shared = std::make_shared<Responder>(std::move(respond));
+    auto ns = broker::NamespaceName::of(req.param("tenant"), req.param("namespace"));
+    if (!ns.is_ok()) return (*shared)(error_response(ns.status()));
+    std::vector<std::string> bundles = broker::namespace_bundles();
+    if (one_bundle) {
+      std::string range = req.param("bundle");
+      if (std::find(bundles.begin(), bundles.end(), range) == bundles.end()) {
+        return (*shared)(error_response(Status::not_found("namespace " + ns->to_string() + " has no bundle " + range)));
+      }
+      bundles = {range};
+    }
+    uint64_t destination = 0;
+    auto it = req.query.find("destinationBroker");
+    if (it != req.query.end() && s->broker.ownership() != nullptr) {
+      auto node = destination_node(*s->broker.ownership(), it->second);
+      if (!node.is_ok()) return (*shared)(error_response(node.status()));
+      destination = *node;
+    }
+    Status st = s->tenancy.submit([s, shared, ns = *ns, bundles, destination]() {
+      auto p = s->tenancy.get_policies(ns);
+      if (!p.is_ok()) return (*shared)(error_response(p.status()));
+      unload_bundles(*s, ns, bundles, destination, shared);
+    });
+    if (!st.is_ok()) (*shared)(error_response(st));
+  };
+  router.put(ns_path + "/unload",
+             [unload](HttpRequest& req, Responder respond) { unload(req, std::move(respond), false); });
+  router.put(ns_path + "/{bundle}/unload",
+             [unload](HttpRequest& req, Responder respond) { unload(req, std::move(respond), true); });
+}
+
+}  // namespace magnetar::admin

@@ -1,0 +1,279 @@
+"""Bundles move between the members of a cluster of real magnetar
+processes: a killed owner's topics are served again by a live member once
+the membership counts it dead, a member stopped with SIGTERM hands its
+bundles over before it goes, an operator moves a bundle with the REST API or
+the CLI, and a rolling restart of every member under a real producer loses no
+acknowledged message. Every wait is bounded; figures are printed, never
+asserted.
+"""
+import signal
+import subprocess
+import threading
+import time
+import unittest
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from cluster_harness import BIN, ClusterCase, nodes_of, request, wait_for
+
+NS = "public/default"
+
+
+def bundle_owners(member, ns=NS):
+    status, owners = request(member, "GET", f"/admin/v2/namespaces/{ns}/bundle-owners")
+    if status != 200:
+        raise ValueError(f"bundle-owners answered {status}: {owners}")
+    return owners
+
+
+def owner_of(members, topic, via=None):
+    """The member that Pulsar's lookup names for `topic` (asked of `via`,
+    default the first member)."""
+    via = via or members[0]
+
+    def find():
+        status, lookup = request(via, "GET", f"/lookup/v2/topic/persistent/{NS}/{topic}")
+        if status != 200:
+            return None
+        found = [n for n in members if n.proc.poll() is None and
+                 lookup["brokerUrl"].endswith(f":{n.ports['pulsar']}")]
+        return found[0] if found else None
+    return wait_for(find, f"an owner for {topic}", timeout=60)
+
+
+def owned_by(members, topic, expected, via):
+    """Waits until `via` names `expected` as `topic`'s owner (a move reaches
+    each member's view through its watch, a moment after it is written)."""
+    wait_for(lambda: owner_of(members, topic, via=via) is expected,
+             f"{via.http_url} naming {expected.http_url} as the owner of {topic}", timeout=30)
+
+
+def bootstrap(members):
+    return ",".join(f"127.0.0.1:{m.ports['kafka']}" for m in members if m.proc.poll() is None)
+
+
+def produce(members, topic, values, timeout=90):
+    """Sends `values` with acks=all; returns (acknowledged values, errors)."""
+    producer = Producer({"bootstrap.servers": bootstrap(members), "acks": "all", "linger.ms": 2,
+                         "message.timeout.ms": 60000})
+    acked, errors = [], []
+
+    def report(err, msg):
+        (errors if err else acked).append(err or msg.value().decode())
+    for v in values:
+        producer.produce(topic, v.encode(), on_delivery=report)
+        producer.poll(0)
+    left = producer.flush(timeout)
+    assert left == 0, f"{left} messages still unanswered"
+    return acked, errors
+
+
+def consume_all(members, topic, expected, timeout=90):
+    consumer = Consumer({"bootstrap.servers": bootstrap(members), "group.id": "check",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    try:
+        def done():
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                got.append(msg.value().decode())
+            return len(set(got)) >= expected
+        wait_for(done, f"{expected} messages from {topic}", timeout=timeout, interval=0)
+    finally:
+        consumer.close()
+    return got
+
+
+def moves(member, reason):
+    """magnetar_bundle_moves_total{reason=...} on `member`."""
+    status, body, _ = member.get("/metrics", timeout=30)
+    assert status == 200, status
+    for line in body.decode().splitlines():
+        if line.startswith("magnetar_bundle_moves_total{") and f'reason="{reason}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+class FailoverTest(ClusterCase):
+    prefix = "magnetar-failover-"
+
+    def start(self, count, extra=()):
+        self.add_members(count, extra)
+        for node in self.cluster.members:
+            wait_for(lambda: sum(n["alive"] for n in nodes_of(node)) == count,
+                     f"{node.http_url} seeing {count} live members", timeout=60)
+        return list(self.cluster.members)
+
+    def test_bundles_are_listed_with_their_owners(self):
+        members = self.start(3)
+        status, bundles = request(members[0], "GET", f"/admin/v2/namespaces/{NS}/bundles")
+        self.assertEqual(status, 200, bundles)
+        self.assertEqual(bundles["numBundles"], 4)
+        self.assertEqual(bundles["boundaries"][0], "0x00000000")
+        self.assertEqual(bundles["boundaries"][-1], "0xffffffff")
+        self.assertEqual(len(bundles["boundaries"]), 5)
+        status, policies = request(members[0], "GET", f"/admin/v2/namespaces/{NS}")
+        self.assertEqual(policies["bundles"], bundles)
+        # Unassigned until a topic of the bundle is looked up.
+        self.assertEqual({b["owner"] for b in bundle_owners(members[1])}, {0})
+        for i in range(24):
+            owner_of(members, f"listed-{i}")
+        owners = wait_for(lambda: (lambda o: o if all(b["owner"] for b in o) else None)(bundle_owners(members[2])),
+                          "every bundle assigned")
+        self.assertEqual([b["bundle"] for b in owners],
+                         [f"{lo}_{hi}" for lo, hi in zip(bundles["boundaries"], bundles["boundaries"][1:])])
+        ids = {m.id for m in members}
+        for b in owners:
+            self.assertIn(b["owner"], ids)
+            self.assertTrue(b["alive"])
+            self.assertFalse(b["releasing"])
+            self.assertEqual(b["brokerUrl"], f"pulsar://127.0.0.1:{self.cluster.member(b['owner']).ports['pulsar']}")
+        # Four bundles over three members: each has at least one.
+        self.assertEqual({b["owner"] for b in owners}, ids)
+        status, answer = request(members[0], "GET", "/admin/v2/namespaces/public/nowhere/bundle-owners")
+        self.assertEqual(status, 404, answer)
+
+    def test_a_killed_owner_topics_are_served_by_a_live_member(self):
+        members = self.start(3)
+        owner = owner_of(members, "failover")
+        acked, errors = produce(members, "failover", [f"a{i}" for i in range(300)])
+        self.assertEqual((len(acked), errors), (300, []))
+        survivors = [m for m in members if m is not owner]
+        owner.stop(signal.SIGKILL)
+        killed_at = time.monotonic()
+        # A client that keeps trying gets its message in once the bundle moved.
+        more, errors = produce(survivors, "failover", ["after"])
+        served_after = time.monotonic() - killed_at
+        self.assertEqual((more, errors), (["after"], []))
+        print(f"\nfailover: topic served again {served_after:.1f} s after kill -9 of its owner")
+        new_owner = owner_of(members, "failover", via=survivors[0])
+        self.assertIn(new_owner, survivors)
+        self.assertGreater(sum(moves(m, "failover") for m in survivors), 0)
+        self.assertIn("is not alive", "".join(m.read_log() for m in survivors))
+        for b in bundle_owners(survivors[1]):
+            self.assertNotEqual(b["owner"], owner.id, b)  # every bundle it had moved
+        got = consume_all(survivors, "failover", 301)
+        self.assertEqual(sorted(set(got)), sorted(acked + ["after"]))
+        # Back, the old owner serves none of them: they stay where they went.
+        owner.start()
+        wait_for(lambda: sum(n["alive"] for n in nodes_of(survivors[0])) == 3, "the old owner back")
+        owned_by(members, "failover", new_owner, via=owner)
+        self.assertEqual(moves(owner, "failover"), 0, "the restarted member took bundles back")
+
+    def test_a_member_stopped_with_sigterm_hands_its_bundles_over_first(self):
+        # Dead owners keep their bundles for ten minutes here: whatever moves, moves by the handover.
+        members = self.start(3, extra=("--failover-after-secs", "600"))
+        for i in range(24):
+            owner_of(members, f"handed-{i}")
+        leaving = owner_of(members, "handed-0")
+        had = [b["bundle"] for b in bundle_owners(members[0]) if b["owner"] == leaving.id]
+        self.assertTrue(had)
+        acked, errors = produce(members, "handed-0", [f"h{i}" for i in range(100)])
+        self.assertEqual(errors, [])
+        self.assertEqual(leaving.stop(), 0)
+        self.assertIn(f"handed {len(had)} bundles over", leaving.read_log())
+        stayed = [m for m in members if m is not leaving]
+        for m in stayed:
+            owners = wait_for(lambda: (lambda o: o if all(b["owner"] != leaving.id for b in o) else None)(
+                bundle_owners(m)), f"{m.http_url} seeing the bundles moved", timeout=30)
+            self.assertTrue(all(b["owner"] in {s.id for s in stayed} for b in owners), owners)
+        self.assertEqual(sum(moves(m, "failover") for m in stayed), 0)
+        more, errors = produce(stayed, "handed-0", [f"i{i}" for i in range(100)])
+        self.assertEqual(errors, [])
+        got = consume_all(stayed, "handed-0", 200)
+        self.assertEqual(sorted(set(got)), sorted(acked + more))
+
+    def test_an_operator_moves_a_bundle_with_rest_and_cli(self):
+        members = self.start(3)
+        owner = owner_of(members, "moved")
+        acked, errors = produce(members, "moved", [f"m{i}" for i in range(50)])
+        self.assertEqual(errors, [])
+        bundle = [b for b in bundle_owners(members[0]) if b["owner"] == owner.id][0]["bundle"]
+        target, other = [m for m in members if m is not owner]
+        # Asked of a member that does not own it: the owner is told over the cluster.
+        status, answer = request(other, "PUT",
+                                 f"/admin/v2/namespaces/{NS}/{bundle}/unload?destinationBroker={target.id}")
+        self.assertEqual(status, 204, answer)
+        # The owner wrote the move before it answered.
+        self.assertEqual({b["bundle"]: b["owner"] for b in bundle_owners(owner)}[bundle], target.id)
+        owned_by(members, "moved", target, via=other)
+        self.assertGreater(moves(owner, "unload"), 0)
+        # And back with the CLI, named by host:port of its web service.
+        r = subprocess.run([BIN, "admin", "--url", target.http_url, "namespaces", "unload", NS, "--bundle", bundle,
+                            "--destination", f"127.0.0.1:{owner.ports['http']}"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual({b["bundle"]: b["owner"] for b in bundle_owners(target)}[bundle], owner.id)
+        owned_by(members, "moved", owner, via=other)
+        r = subprocess.run([BIN, "admin", "--url", other.http_url, "namespaces", "bundles", NS, "--json"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f'"{bundle}"', r.stdout)
+        more, errors = produce(members, "moved", [f"n{i}" for i in range(50)])
+        self.assertEqual(errors, [])
+        self.assertEqual(sorted(set(consume_all(members, "moved", 100))), sorted(acked + more))
+        # A whole namespace: every bundle leaves its owner (to the least loaded).
+        status, answer = request(members[0], "PUT", f"/admin/v2/namespaces/{NS}/unload")
+        self.assertEqual(status, 204, answer)
+        # Refusals, each with a clear answer.
+        for path, code in ((f"/admin/v2/namespaces/{NS}/0x00000000_0x00000001/unload", 404),
+                           (f"/admin/v2/namespaces/{NS}/{bundle}/unload?destinationBroker=nowhere:1", 400),
+                           (f"/admin/v2/namespaces/{NS}/{bundle}/unload?destinationBroker=999999", 400),
+                           ("/admin/v2/namespaces/public/nowhere/unload", 404),
+                           ("/admin/v2/namespaces/public/Bad%20Name/unload", 400)):
+            status, answer = request(members[1], "PUT", path)
+            self.assertEqual(status, code, f"{path}: {answer}")
+        self.assertEqual(len(bundle_owners(members[2])), 4)
+
+    def test_a_rolling_restart_under_load_loses_nothing_acknowledged(self):
+        members = self.start(3)
+        topic = "rolling"
+        owner_of(members, topic)
+        acked, errors, ack_times = [], [], []
+        stop = threading.Event()
+
+        def run():
+            producer = Producer({"bootstrap.servers": bootstrap(members), "acks": "all", "linger.ms": 1,
+                                 "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000})
+
+            def report(err, msg):
+                if err:
+                    errors.append(str(err))
+                else:
+                    acked.append(msg.value().decode())
+                    ack_times.append(time.monotonic())
+            i = 0
+            while not stop.is_set():
+                producer.produce(topic, f"r{i}".encode(), on_delivery=report)
+                i += 1
+                producer.poll(0.005)
+            producer.flush(90)
+        worker = threading.Thread(target=run)
+        worker.start()
+        try:
+            wait_for(lambda: len(acked) > 200, "the producer under way")
+            rolled_from = time.monotonic()
+            for member in members:
+                self.assertEqual(member.stop(), 0)
+                member.start()
+                for m in members:
+                    wait_for(lambda: sum(n["alive"] for n in nodes_of(m)) == 3, f"{m.http_url} seeing 3 live",
+                             timeout=60)
+            rolled_until = time.monotonic()
+            count = len(acked)
+            wait_for(lambda: len(acked) > count + 200, "the producer going on after the restarts", timeout=60)
+        finally:
+            stop.set()
+            worker.join(120)
+        self.assertFalse(worker.is_alive())
+        self.assertEqual(errors, [])
+        during = [t for t in ack_times if rolled_from <= t <= rolled_until + 5]
+        gaps = [b - a for a, b in zip(during, during[1:])] or [0.0]
+        print(f"\nrolling restart: {len(acked)} acknowledged, longest producer stall {max(gaps):.2f} s")
+        got = set(consume_all(members, topic, len(set(acked)), timeout=120))
+        self.assertEqual(set(acked) - got, set(), "acknowledged messages lost")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

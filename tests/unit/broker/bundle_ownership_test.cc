@@ -1,0 +1,222 @@
+#include "broker/bundle_ownership.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <thread>
+
+#include "broker/tenancy.h"
+#include "metadata/blocking.h"
+#include "metadata/leveldb_store.h"
+
+namespace magnetar::broker {
+namespace {
+
+constexpr uint64_t kSelf = 1;
+
+bool soon(const std::function<bool()>& done) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return done();
+}
+
+class BundleOwnershipTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("magnetar-bundles-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    store_ = std::make_unique<metadata::LevelDbStore>(metadata::LevelDbStore::Options{dir_.string()});
+    ASSERT_TRUE(store_->start().is_ok());
+    tenancy_ = std::make_unique<Tenancy>(*store_, BootstrapDefaults{});
+    ASSERT_TRUE(tenancy_->start().is_ok());
+    for (uint64_t id : {uint64_t{1}, uint64_t{2}, uint64_t{3}}) alive_[id] = true;
+  }
+  void TearDown() override {
+    if (ownership_) ownership_->stop();
+    ownership_.reset();
+    tenancy_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void start(std::chrono::milliseconds failover_after = std::chrono::milliseconds(0)) {
+    ownership_ = std::make_unique<BundleOwnership>(*store_, kSelf, [this]() {
+      std::lock_guard lock(mu_);
+      std::vector<std::pair<NodeEndpoints, bool>> out;
+      for (auto [id, live] : alive_) {
+        NodeEndpoints n;
+        n.node = id;
+        n.pulsar_url = "pulsar://node" + std::to_string(id);
+        out.emplace_back(n, live);
+      }
+      return out;
+    });
+    ownership_->set_lease([this]() { return lease_.load(); });
+    ownership_->set_failover_after(failover_after);
+    ownership_->set_unloader([this](const std::string& bundle, std::function<void()> done) {
+      // May run on the store's thread (a watch): nothing here waits for the store.
+      auto mine = ownership_->bundles_of(kSelf);
+      {
+        std::lock_guard lock(mu_);
+        unloads_.push_back(bundle);
+        owned_at_unload_.push_back(std::find(mine.begin(), mine.end(), bundle) != mine.end());
+      }
+      done();
+    });
+    ASSERT_TRUE(ownership_->start().is_ok());
+  }
+
+  void set_alive(uint64_t id, bool live) {
+    std::lock_guard lock(mu_);
+    alive_[id] = live;
+  }
+  uint64_t owner(const TopicName& topic) {
+    std::promise<common::Result<NodeEndpoints>> p;
+    ownership_->owner_of(topic, [&p](common::Result<NodeEndpoints> r) { p.set_value(std::move(r)); });
+    auto r = p.get_future().get();
+    EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+    return r.is_ok() ? r->node : 0;
+  }
+  std::string stored(const TopicName& topic) {
+    auto record = metadata::blocking::get(*store_, BundleOwnership::bundle_key(topic));
+    return record.is_ok() ? record->value : "";
+  }
+  void write(const TopicName& topic, uint64_t node) {
+    ASSERT_TRUE(metadata::blocking::put(*store_, BundleOwnership::bundle_key(topic), std::to_string(node)).is_ok());
+  }
+  // One topic name per bundle of public/default.
+  std::map<std::string, TopicName> one_topic_per_bundle() {
+    std::map<std::string, TopicName> out;
+    for (int i = 0; out.size() < kBundlesPerNamespace && i < 10000; ++i) {
+      auto t = TopicName::parse("persistent://public/default/t" + std::to_string(i));
+      out.emplace(bundle_of(*t), *t);
+    }
+    return out;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<metadata::LevelDbStore> store_;
+  std::unique_ptr<Tenancy> tenancy_;
+  std::unique_ptr<BundleOwnership> ownership_;
+  std::mutex mu_;
+  std::map<uint64_t, bool> alive_;
+  std::atomic<bool> lease_{true};
+  std::vector<std::string> unloads_;
+  std::vector<bool> owned_at_unload_;
+};
+
+TEST_F(BundleOwnershipTest, EveryBundleGoesToALiveNodeAndTheyAreSpread) {
+  start();
+  std::map<uint64_t, int> per_node;
+  for (auto& [bundle, topic] : one_topic_per_bundle()) per_node[owner(topic)]++;
+  EXPECT_EQ(per_node.size(), 3u);
+  for (auto& [node, count] : per_node) EXPECT_TRUE(node >= 1 && node <= 3) << node;
+  auto bundles = ownership_->bundles_in(NamespaceName{"public", "default"});
+  ASSERT_EQ(bundles.size(), kBundlesPerNamespace);
+  for (const auto& b : bundles) EXPECT_NE(b.node, 0u);
+}
+
+TEST_F(BundleOwnershipTest, ADeadOwnersBundleMovesAtLookupOnlyWhileThisNodesLeaseIsCurrent) {
+  auto topic = *TopicName::parse("persistent://public/default/moving");
+  write(topic, 2);
+  start();
+  EXPECT_EQ(owner(topic), 2u);
+  set_alive(2, false);
+  lease_ = false;  // a node that cannot trust its view of who is alive moves nothing
+  EXPECT_EQ(owner(topic), 2u);
+  EXPECT_EQ(stored(topic), "2");
+  lease_ = true;
+  EXPECT_FALSE(ownership_->known_owner(topic).has_value());  // a dead owner is no answer
+  uint64_t now = owner(topic);
+  EXPECT_TRUE(now == 1 || now == 3) << now;
+  EXPECT_EQ(stored(topic), std::to_string(now));
+}
+
+TEST_F(BundleOwnershipTest, ADeadOwnerKeepsItsBundlesForTheFailoverDelay) {
+  auto topic = *TopicName::parse("persistent://public/default/waits");
+  write(topic, 2);
+  start(std::chrono::hours(1));
+  set_alive(2, false);
+  EXPECT_EQ(owner(topic), 2u);
+  EXPECT_EQ(stored(topic), "2");
+}
+
+TEST_F(BundleOwnershipTest, AReleaseClosesTheTopicsBeforeItWritesTheNewOwner) {
+  auto topic = *TopicName::parse("persistent://public/default/released");
+  write(topic, kSelf);
+  start();
+  std::promise<common::Status> p;
+  ownership_->release(qualified_bundle(topic), 3, [&p](common::Status st) { p.set_value(st); });
+  auto st = p.get_future().get();
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(stored(topic), "3");
+  EXPECT_FALSE(ownership_->releasing(topic));
+  std::lock_guard lock(mu_);
+  ASSERT_FALSE(unloads_.empty());
+  EXPECT_EQ(unloads_[0], qualified_bundle(topic));
+  EXPECT_TRUE(owned_at_unload_[0]);  // still this node's while its topics closed
+}
+
+TEST_F(BundleOwnershipTest, AReleaseOfABundleOwnedElsewhereOrToADeadNodeIsRefused) {
+  auto mine = *TopicName::parse("persistent://public/default/mine");
+  start();
+  write(mine, kSelf);
+  ASSERT_TRUE(soon([&]() { return ownership_->known_owner(mine).has_value(); }));
+  set_alive(3, false);
+  std::promise<common::Status> dead;
+  ownership_->release(qualified_bundle(mine), 3, [&dead](common::Status st) { dead.set_value(st); });
+  EXPECT_EQ(dead.get_future().get().code(), common::ErrorCode::kInvalidArgument);
+  EXPECT_EQ(stored(mine), "1");
+  std::promise<common::Status> nowhere;
+  ownership_->release("public/default/0x00000000_0x00000001", 0, [&nowhere](common::Status st) {
+    nowhere.set_value(st);
+  });
+  EXPECT_EQ(nowhere.get_future().get().code(), common::ErrorCode::kFailedPrecondition);
+}
+
+TEST_F(BundleOwnershipTest, ABundleTakenAwayClosesItsTopicsHere) {
+  auto topic = *TopicName::parse("persistent://public/default/taken");
+  write(topic, kSelf);
+  start();
+  write(topic, 2);  // another node moved it (this one was thought dead)
+  ASSERT_TRUE(soon([&]() {
+    std::lock_guard lock(mu_);
+    return !unloads_.empty();
+  }));
+  std::lock_guard lock(mu_);
+  EXPECT_EQ(unloads_[0], qualified_bundle(topic));
+}
+
+TEST_F(BundleOwnershipTest, AHandOverSpreadsEveryBundleOverTheOtherLiveBrokers) {
+  auto topics = one_topic_per_bundle();
+  for (auto& [bundle, topic] : topics) write(topic, kSelf);
+  start();
+  EXPECT_EQ(ownership_->hand_over(std::chrono::seconds(10)), kBundlesPerNamespace);
+  std::map<std::string, int> per_node;
+  for (auto& [bundle, topic] : topics) per_node[stored(topic)]++;
+  EXPECT_EQ(per_node, (std::map<std::string, int>{{"2", 2}, {"3", 2}}));
+  EXPECT_TRUE(ownership_->bundles_of(kSelf).empty());
+}
+
+TEST_F(BundleOwnershipTest, AHandOverWithNoOtherLiveBrokerKeepsTheBundles) {
+  auto topic = *TopicName::parse("persistent://public/default/alone");
+  write(topic, kSelf);
+  set_alive(2, false);
+  set_alive(3, false);
+  start();
+  EXPECT_EQ(ownership_->hand_over(std::chrono::seconds(10)), 0u);
+  EXPECT_EQ(stored(topic), "1");
+}
+
+}  // namespace
+}  // namespace magnetar::broker
