@@ -161,6 +161,55 @@ class FailoverTest(ClusterCase):
         owned_by(members, "failover", new_owner, via=owner)
         self.assertEqual(moves(owner, "failover"), 0, "the restarted member took bundles back")
 
+    def test_an_owner_paused_past_its_death_loses_its_topics_and_adds_nothing_unread(self):
+        import pulsar_api_pb2 as pb
+        from pulsar_wire import PulsarWire
+        members = self.start(3)
+        leader = self.cluster.leader()
+        topic = paused = None
+        for i in range(64):
+            candidate = owner_of(members, f"paused-{i}")
+            if candidate is not leader:
+                topic, paused = f"paused-{i}", candidate
+                break
+        self.assertIsNotNone(paused, "the leader owns every topic tried")
+        others = [m for m in members if m is not paused]
+        name = f"persistent://{NS}/{topic}"
+        with PulsarWire(paused.ports["pulsar"]) as wire:
+            self.assertEqual(wire.create_producer(name, 1).type, pb.BaseCommand.PRODUCER_SUCCESS)
+            for i in range(5):
+                self.assertEqual(wire.send(1, f"before-{i}".encode()).type, pb.BaseCommand.SEND_RECEIPT)
+            paused.pause()
+            try:
+                # Counted dead, its bundles move; the new owner opens the topic
+                # (fencing the paused member's ledger) and takes writes.
+                wait_for(lambda: owner_of(members, topic, via=others[0]) in others, "the topic moving", timeout=60)
+                more, errors = produce(others, topic, [f"moved-{i}" for i in range(5)])
+                self.assertEqual(errors, [])
+                wire.send(1, b"while-paused", wait=False)  # waits in its socket
+            finally:
+                paused.resume()
+            # It wakes to find the topic gone: the producer is closed, and the
+            # write it held is never acknowledged (or, if it is, it was stored).
+            answers = []
+            try:
+                while True:
+                    f = wire.next(None, timeout=10, where=lambda f: f.type in (
+                        pb.BaseCommand.SEND_RECEIPT, pb.BaseCommand.SEND_ERROR, pb.BaseCommand.CLOSE_PRODUCER))
+                    answers.append(f.type)
+                    if f.type == pb.BaseCommand.CLOSE_PRODUCER:
+                        break
+            except (TimeoutError, OSError, ConnectionError):
+                pass
+        names = {pb.BaseCommand.SEND_RECEIPT: "receipt", pb.BaseCommand.SEND_ERROR: "send error",
+                 pb.BaseCommand.CLOSE_PRODUCER: "close producer"}
+        print(f"\nthe paused owner, woken, answered: {[names[a] for a in answers]}")
+        got = set(consume_all(others, topic, 10))
+        self.assertTrue({f"before-{i}" for i in range(5)} | set(more) <= got, got)
+        if pb.BaseCommand.SEND_RECEIPT in answers:
+            self.assertIn("while-paused", got, "acknowledged by the paused member, and lost")
+        self.assertIn("belongs to another node", paused.read_log())
+
     def test_a_member_stopped_with_sigterm_hands_its_bundles_over_first(self):
         # Dead owners keep their bundles for ten minutes here: whatever moves, moves by the handover.
         members = self.start(3, extra=("--failover-after-secs", "600"))
