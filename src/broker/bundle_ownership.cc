@@ -27,6 +27,12 @@ constexpr auto kReleaseMethod = static_cast<uint16_t>(cluster::rpc::Method::kRel
 // Moves started by one failover pass; the rest wait for the next second.
 constexpr size_t kMovesPerPass = 256;
 
+// "tenant/namespace" of a bundle key "/bundles/tenant/namespace/range".
+std::string namespace_of_key(const std::string& key) {
+  std::string rest = key.substr(kBundlesRoot.size() + 1);
+  return rest.substr(0, rest.rfind('/'));
+}
+
 common::Counter& bundle_moves(const std::string& reason) {
   return common::MetricsRegistry::global().counter(
       "magnetar_bundle_moves_total", "Bundles this node moved to another owner, by why", {{"reason", reason}});
@@ -157,6 +163,24 @@ Status BundleOwnership::start() {
     }
   }
   MLOG_INFO("ownership: {} bundles assigned in the cluster", count);
+  if (!cluster_.empty()) {
+    auto isolation = store_.watch(isolation_prefix(cluster_) + "/", [this](const metadata::Event&) {
+      reload_isolation();
+    });
+    if (!isolation.is_ok()) return isolation.status();
+    isolation_watch_ = *isolation;
+    std::map<std::string, IsolationPolicy> policies;
+    auto names = metadata::blocking::list_children(store_, isolation_prefix(cluster_));
+    if (names.is_ok()) {
+      for (const auto& name : *names) {
+        auto record = metadata::blocking::get(store_, isolation_key(cluster_, name));
+        if (!record.is_ok()) continue;
+        if (auto p = decode_isolation(record->value); p.is_ok()) policies.emplace(name, *p);
+      }
+    }
+    std::lock_guard lock(mu_);
+    isolation_ = std::make_shared<IsolationRules>(policies);
+  }
   if (calls_ != nullptr) {
     // payload: "<tenant>/<namespace>/<range>\n<destination node, 0 for any>"; reply: "" or why not.
     calls_->handle(kReleaseMethod, [this](std::string_view payload, RemoteCalls::Reply reply) {
@@ -177,7 +201,43 @@ Status BundleOwnership::start() {
   return Status::ok();
 }
 
+void BundleOwnership::reload_isolation() {
+  const uint64_t read = ++isolation_reads_;
+  store_.list_children(isolation_prefix(cluster_), [this, read](Result<std::vector<std::string>> names) {
+    struct Gather {
+      std::mutex mu;
+      size_t left = 0;
+      std::map<std::string, IsolationPolicy> policies;
+    };
+    auto g = std::make_shared<Gather>();
+    auto apply = [this, read, g]() {
+      if (read != isolation_reads_.load()) return;  // a later read will apply
+      auto rules = std::make_shared<IsolationRules>(g->policies);
+      std::lock_guard lock(mu_);
+      isolation_ = std::move(rules);
+      MLOG_INFO("ownership: {} namespace isolation policies in force", g->policies.size());
+    };
+    if (!names.is_ok() || names->empty()) return apply();
+    g->left = names->size();
+    for (const auto& name : *names) {
+      store_.get(isolation_key(cluster_, name), [g, name, apply](Result<metadata::Record> record) {
+        bool last = false;
+        {
+          std::lock_guard lock(g->mu);
+          if (record.is_ok()) {
+            if (auto p = decode_isolation(record->value); p.is_ok()) g->policies.emplace(name, *p);
+          }
+          last = --g->left == 0;
+        }
+        if (last) apply();
+      });
+    }
+  });
+}
+
 void BundleOwnership::stop() {
+  if (isolation_watch_ != 0) store_.unwatch(isolation_watch_);
+  isolation_watch_ = 0;
   if (pass_timer_) reactor_->run_sync([this]() { pass_timer_.reset(); });
   if (watch_ != 0) store_.unwatch(watch_);
   watch_ = 0;
@@ -274,12 +334,38 @@ void BundleOwnership::owner_of(const TopicName& topic, OwnerCallback done) {
   });
 }
 
-uint64_t BundleOwnership::least_loaded(uint32_t hash, uint64_t excluded) const {
-  std::map<uint64_t, size_t> load;
-  if (serves_topics_ && self_node_ != excluded) load[self_node_] = 0;
-  for (auto& [node, live] : directory_()) {
-    if (live && node.node != excluded && (node.node != self_node_ || serves_topics_)) load[node.node] = 0;
+std::vector<uint64_t> BundleOwnership::allowed_for(const std::string& key, uint64_t excluded) const {
+  std::vector<NodeEndpoints> live;
+  bool self_listed = false;
+  for (auto& [node, is_alive] : directory_()) {
+    if (!is_alive || node.node == excluded) continue;
+    if (node.node == self_node_) {
+      if (!serves_topics_) continue;
+      self_listed = true;
+    }
+    live.push_back(node);
   }
+  if (serves_topics_ && !self_listed && self_node_ != excluded) {
+    NodeEndpoints here;
+    here.node = self_node_;
+    live.push_back(here);
+  }
+  std::shared_ptr<const IsolationRules> rules;
+  {
+    std::lock_guard lock(mu_);
+    rules = isolation_;
+  }
+  if (rules->empty()) {
+    std::vector<uint64_t> all;
+    for (const auto& n : live) all.push_back(n.node);
+    return all;
+  }
+  return rules->allowed(namespace_of_key(key), live);
+}
+
+uint64_t BundleOwnership::least_loaded(const std::string& key, uint32_t hash, uint64_t excluded) const {
+  std::map<uint64_t, size_t> load;
+  for (uint64_t node : allowed_for(key, excluded)) load[node] = 0;
   if (load.empty()) return 0;
   {
     std::lock_guard lock(mu_);
@@ -297,8 +383,8 @@ uint64_t BundleOwnership::least_loaded(uint32_t hash, uint64_t excluded) const {
 }
 
 void BundleOwnership::assign(const std::string& key, uint32_t hash, OwnerCallback done) {
-  uint64_t chosen = least_loaded(hash, 0);
-  if (chosen == 0) return done(Status::unavailable("no live node serves topics"));
+  uint64_t chosen = least_loaded(key, hash, 0);
+  if (chosen == 0) return done(Status::unavailable("no live node may serve " + namespace_of_key(key)));
   metadata::PutOptions create;
   create.expected_version = metadata::kMustNotExist;
   store_.put(key, std::to_string(chosen), create, [this, key, chosen, done](Result<metadata::Stat> put) {
@@ -318,7 +404,7 @@ void BundleOwnership::assign(const std::string& key, uint32_t hash, OwnerCallbac
 }
 
 void BundleOwnership::take_over(const std::string& key, uint64_t from, int64_t version, OwnerCallback done) {
-  uint64_t to = least_loaded(stable_hash32(key), from);
+  uint64_t to = least_loaded(key, stable_hash32(key), from);
   if (to == 0) {
     return done(Status::unavailable("node " + std::to_string(from) + " owns it and is not alive; no live node "
                                     "can take it"));
@@ -368,9 +454,8 @@ void BundleOwnership::failover_pass() {
   for (uint64_t node : owners) {
     if (movable(node)) dead.insert(node);
   }
-  if (dead.empty()) return;
   std::vector<std::pair<std::string, Assignment>> orphans;
-  {
+  if (!dead.empty()) {
     std::lock_guard lock(mu_);
     for (const auto& [key, owner] : owners_) {
       if (dead.count(owner.node) == 0 || taking_over_.count(key) != 0) continue;
@@ -381,6 +466,46 @@ void BundleOwnership::failover_pass() {
   }
   for (auto& [key, owner] : orphans) {
     take_over(key, owner.node, owner.version, [this, key = key](Result<NodeEndpoints>) {
+      std::lock_guard lock(mu_);
+      taking_over_.erase(key);
+    });
+  }
+  move_misplaced(live);
+}
+
+void BundleOwnership::move_misplaced(const std::unordered_set<uint64_t>& live) {
+  {
+    std::lock_guard lock(mu_);
+    if (isolation_->empty()) return;
+  }
+  std::vector<std::pair<std::string, uint64_t>> owned;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, owner] : owners_) {
+      if (live.count(owner.node) != 0 && taking_over_.count(key) == 0) owned.emplace_back(key, owner.node);
+    }
+  }
+  std::map<std::string, std::vector<uint64_t>> allowed;  // by namespace, for this pass
+  std::vector<std::string> misplaced;
+  for (const auto& [key, node] : owned) {
+    std::string ns = namespace_of_key(key);
+    auto it = allowed.find(ns);
+    if (it == allowed.end()) it = allowed.emplace(ns, allowed_for(key, 0)).first;
+    // Nowhere allowed is alive: it stays rather than go dark.
+    if (it->second.empty() || std::find(it->second.begin(), it->second.end(), node) != it->second.end()) continue;
+    misplaced.push_back(key);
+    if (misplaced.size() == kMovesPerPass) break;
+  }
+  for (const auto& key : misplaced) {
+    {
+      std::lock_guard lock(mu_);
+      taking_over_.insert(key);
+    }
+    std::string bundle = key.substr(kBundlesRoot.size() + 1);
+    MLOG_INFO("ownership: bundle {} is on a broker its namespace's isolation policy does not allow: moving it", bundle);
+    bundle_moves("isolation").inc();
+    unload(bundle, 0, [this, key, bundle](Status st) {
+      if (!st.is_ok()) MLOG_WARN("ownership: moving bundle {}: {}", bundle, st.to_string());
       std::lock_guard lock(mu_);
       taking_over_.erase(key);
     });
@@ -410,7 +535,14 @@ void BundleOwnership::release(const std::string& bundle, uint64_t destination, s
   if (destination != 0 && destination != self_node_ && !alive(destination)) {
     return done(Status::invalid_argument("node " + std::to_string(destination) + " is not a live broker"));
   }
-  uint64_t to = destination != 0 ? destination : least_loaded(stable_hash32(key), self_node_);
+  if (destination != 0) {
+    auto allowed = allowed_for(key, 0);
+    if (std::find(allowed.begin(), allowed.end(), destination) == allowed.end()) {
+      return done(Status::invalid_argument("node " + std::to_string(destination) + " may not serve " +
+                                           namespace_of_key(key) + " (namespace isolation policies)"));
+    }
+  }
+  uint64_t to = destination != 0 ? destination : least_loaded(key, stable_hash32(key), self_node_);
   if (to == self_node_) {
     // Unloaded, and served here again from the next lookup, as Pulsar's unload to the same broker.
     if (!unloader_) return done(Status::ok());
@@ -455,7 +587,7 @@ void BundleOwnership::unload(const std::string& bundle, uint64_t destination, st
   if (!alive(known.node)) {
     if (!may_move()) return done(Status::unavailable("this node's view of the cluster is not current"));
     // An operator's unload moves a dead owner's bundle at once, whatever the failover delay.
-    uint64_t to = destination != 0 ? destination : least_loaded(stable_hash32(key), known.node);
+    uint64_t to = destination != 0 ? destination : least_loaded(key, stable_hash32(key), known.node);
     if (to == 0 || !alive(to)) return done(Status::unavailable("no live broker can take bundle " + bundle));
     bundle_moves("failover").inc();
     return move(key, known.version, to, "unloaded from node " + std::to_string(known.node) + ", not alive",
@@ -474,7 +606,7 @@ size_t BundleOwnership::hand_over(std::chrono::milliseconds timeout) {
   serves_topics_ = false;  // no new bundle comes here from now on
   std::vector<std::string> mine = bundles_of(self_node_);
   if (mine.empty()) return 0;
-  // Spread them: each to the live broker with the fewest so far.
+  // Spread them: each to the allowed live broker with the fewest so far.
   std::map<uint64_t, size_t> load;
   for (auto& [node, live] : directory_()) {
     if (live && node.node != self_node_) load[node.node] = 0;
@@ -499,11 +631,24 @@ size_t BundleOwnership::hand_over(std::chrono::milliseconds timeout) {
   wait->left = mine.size();
   MLOG_INFO("ownership: handing {} bundles over to {} other brokers", mine.size(), load.size());
   for (const auto& bundle : mine) {
-    auto target = std::min_element(load.begin(), load.end(),
-                                   [](const auto& a, const auto& b) { return a.second < b.second; });
-    target->second++;
+    uint64_t target = 0;
+    size_t fewest = SIZE_MAX;
+    for (uint64_t node : allowed_for(std::string(kBundlesRoot) + "/" + bundle, self_node_)) {
+      auto it = load.find(node);
+      if (it != load.end() && it->second < fewest) {
+        target = node;
+        fewest = it->second;
+      }
+    }
+    if (target == 0) {
+      MLOG_WARN("ownership: no other live broker may serve bundle {}; it stays here", bundle);
+      std::lock_guard lock(wait->mu);
+      if (--wait->left == 0) wait->cv.notify_all();
+      continue;
+    }
+    load[target]++;
     bundle_moves("shutdown").inc();
-    release(bundle, target->first, [wait, bundle](Status st) {
+    release(bundle, target, [wait, bundle](Status st) {
       if (!st.is_ok()) MLOG_WARN("ownership: bundle {} not handed over: {}", bundle, st.to_string());
       std::lock_guard lock(wait->mu);
       if (st.is_ok()) wait->moved++;

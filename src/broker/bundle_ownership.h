@@ -43,6 +43,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "broker/isolation.h"
 #include "broker/ownership.h"
 #include "metadata/store.h"
 #include "runtime/component.h"
@@ -78,6 +79,9 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   // Before start(): whether this node's cluster lease is current (any
   // thread). Without it, this node never moves a dead owner's bundles.
   void set_lease(std::function<bool()> valid) { lease_ = std::move(valid); }
+  // Before start(): the cluster whose namespace isolation policies
+  // (isolation.h) choose the brokers of isolated namespaces.
+  void set_cluster(std::string cluster) { cluster_ = std::move(cluster); }
   // Before start(): how long a dead broker keeps its bundles before they move.
   void set_failover_after(std::chrono::milliseconds after) { failover_after_ = after; }
   // Before start(): where the failover pass runs every second (none: only
@@ -131,8 +135,13 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   void forget(const std::string& key);
   void lost(const std::string& key);
   // The live broker owning the fewest bundles (ties by `hash`), other than
-  // `excluded`; 0 when there is none.
-  uint64_t least_loaded(uint32_t hash, uint64_t excluded) const;
+  // `excluded`, among those the isolation policies allow for `key`'s
+  // namespace; 0 when there is none.
+  uint64_t least_loaded(const std::string& key, uint32_t hash, uint64_t excluded) const;
+  // The live brokers (this one while it serves topics) that may own `key`.
+  std::vector<uint64_t> allowed_for(const std::string& key, uint64_t excluded) const;
+  // Reads the isolation policies again (after a change), without waiting.
+  void reload_isolation();
   void assign(const std::string& key, uint32_t hash, OwnerCallback done);
   // Moves `key` from dead `from` (at `version`) to a live broker.
   void take_over(const std::string& key, uint64_t from, int64_t version, OwnerCallback done);
@@ -144,8 +153,10 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   // `node` has been dead for failover_after_.
   bool movable(uint64_t node) const;
   bool may_move() const { return !lease_ || lease_(); }
-  // The failover pass: the bundles of dead owners go to live brokers.
+  // The failover pass: the bundles of dead owners go to live brokers, then
+  // bundles on brokers their isolation policy does not allow move.
   void failover_pass();
+  void move_misplaced(const std::unordered_set<uint64_t>& live);
 
   metadata::Store& store_;
   const uint64_t self_node_;
@@ -153,6 +164,9 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   Directory directory_;
   Refresh refresh_;
   std::function<bool()> lease_;
+  std::string cluster_;
+  metadata::WatchId isolation_watch_ = 0;
+  std::atomic<uint64_t> isolation_reads_{0};
   std::chrono::milliseconds failover_after_{0};
   runtime::Reactor* reactor_ = nullptr;
   std::unique_ptr<runtime::Timer> pass_timer_;  // on reactor_
@@ -161,6 +175,7 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   metadata::WatchId watch_ = 0;
   mutable std::mutex mu_;
   std::unordered_map<std::string, Assignment> owners_;  // bundle key -> owner
+  std::shared_ptr<const IsolationRules> isolation_ = std::make_shared<IsolationRules>();
   std::unordered_set<std::string> releasing_;           // bundle keys being handed over by this node
   std::set<std::string> taking_over_;                   // bundle keys with a move under way from here
   mutable std::unordered_map<uint64_t, int64_t> dead_since_ms_;  // owners seen dead, when first seen so

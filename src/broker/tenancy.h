@@ -74,6 +74,8 @@ inline constexpr std::string_view kDefaultNamespace = "default";
 inline constexpr std::string_view kSystemTenant = "pulsar";
 inline constexpr std::string_view kSystemNamespace = "system";
 
+struct IsolationPolicy;
+
 class Tenancy final : public runtime::Component {
  public:
   Tenancy(metadata::Store& store, BootstrapDefaults defaults);
@@ -98,6 +100,12 @@ class Tenancy final : public runtime::Component {
   common::Status create_cluster(const std::string& cluster, const ClusterInfo& info);
   common::Status update_cluster(const std::string& cluster, const ClusterInfo& info);
   common::Status delete_cluster(const std::string& cluster);
+  // Namespace isolation policies of `cluster` (isolation.h), by name.
+  common::Result<std::map<std::string, IsolationPolicy>> isolation_policies(const std::string& cluster);
+  // Creates or replaces one; InvalidArgument when it does not validate.
+  common::Status set_isolation_policy(const std::string& cluster, const std::string& name,
+                                      const IsolationPolicy& policy);
+  common::Status delete_isolation_policy(const std::string& cluster, const std::string& name);
 
   // Tenants.
   common::Result<std::vector<std::string>> list_tenants();

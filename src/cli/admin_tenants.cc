@@ -208,6 +208,54 @@ void add_cluster_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOp
                                              "Deleted cluster " + *victim, nullptr};
                        });
   del->add_option("cluster", *victim, "Cluster name")->required();
+
+  // Namespace isolation policies (pulsar-admin's ns-isolation-policy).
+  struct Isolation {
+    std::string cluster, policy;
+    std::vector<std::string> namespaces, primary, secondary;
+    uint32_t min_limit = 1;
+  };
+  auto iso = std::make_shared<Isolation>();
+  auto isolation_path = [iso]() {
+    return "/admin/v2/clusters/" + escape_segment(iso->cluster) + "/namespaceIsolationPolicies" +
+           (iso->policy.empty() ? "" : "/" + escape_segment(iso->policy));
+  };
+  auto* list = add_verb(*clusters, run, options, "isolation-policies",
+                        "Show a cluster's namespace isolation policies",
+                        [isolation_path]() -> common::Result<AdminRequest> {
+                          return AdminRequest{"GET", isolation_path(), "", "", nullptr};
+                        });
+  list->add_option("cluster", iso->cluster, "Cluster name")->required();
+  auto* set = add_verb(
+      *clusters, run, options, "set-isolation-policy",
+      "Pin namespaces to brokers: their bundles go only to the primary brokers (secondary ones while fewer than "
+      "--min-limit primaries are alive)",
+      [iso, isolation_path]() -> common::Result<AdminRequest> {
+        Json body{{"namespaces", iso->namespaces},
+                  {"primary", iso->primary},
+                  {"secondary", iso->secondary},
+                  {"auto_failover_policy",
+                   {{"policy_type", "min_available"},
+                    {"parameters", {{"min_limit", std::to_string(iso->min_limit)}, {"usage_threshold", "100"}}}}}};
+        return AdminRequest{"POST", isolation_path(), body.dump(), "Set isolation policy " + iso->policy, nullptr};
+      });
+  set->add_option("cluster", iso->cluster, "Cluster name")->required();
+  set->add_option("policy", iso->policy, "Policy name")->required();
+  set->add_option("--namespaces", iso->namespaces, "Regular expressions of tenant/namespace (comma separated)")
+      ->required()->delimiter(',');
+  set->add_option("--primary", iso->primary,
+                  "Regular expressions of brokers: node id, host or host:web-port (comma separated)")
+      ->required()->delimiter(',');
+  set->add_option("--secondary", iso->secondary, "Brokers used while too few primaries are alive")->delimiter(',');
+  set->add_option("--min-limit", iso->min_limit, "Primaries that must be alive before secondaries are used")
+      ->capture_default_str();
+  auto* remove = add_verb(*clusters, run, options, "delete-isolation-policy", "Remove a namespace isolation policy",
+                          [iso, isolation_path]() -> common::Result<AdminRequest> {
+                            return AdminRequest{"DELETE", isolation_path(), "",
+                                                "Deleted isolation policy " + iso->policy, nullptr};
+                          });
+  remove->add_option("cluster", iso->cluster, "Cluster name")->required();
+  remove->add_option("policy", iso->policy, "Policy name")->required();
 }
 
 }  // namespace magnetar::cli

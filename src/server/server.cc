@@ -310,6 +310,7 @@ Status Server::start() {
     ownership->set_lease([cluster = cluster_]() { return cluster->lease_valid(); });
     ownership->set_reactor(&cluster_->reactor());
     ownership->set_failover_after(std::chrono::seconds(config_.failover_after_secs));
+    ownership->set_cluster(config_.cluster_name);
     ownership_ = ownership.get();
     remote_calls_ = std::make_unique<ClusterCalls>(*cluster_);
     ownership->set_remote_calls(remote_calls_.get());

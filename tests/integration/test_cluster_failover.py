@@ -26,13 +26,13 @@ def bundle_owners(member, ns=NS):
     return owners
 
 
-def owner_of(members, topic, via=None):
+def owner_of(members, topic, via=None, ns=NS):
     """The member that Pulsar's lookup names for `topic` (asked of `via`,
     default the first member)."""
     via = via or members[0]
 
     def find():
-        status, lookup = request(via, "GET", f"/lookup/v2/topic/persistent/{NS}/{topic}")
+        status, lookup = request(via, "GET", f"/lookup/v2/topic/persistent/{ns}/{topic}")
         if status != 200:
             return None
         found = [n for n in members if n.proc.poll() is None and
@@ -274,6 +274,60 @@ class FailoverTest(ClusterCase):
             status, answer = request(members[1], "PUT", path)
             self.assertEqual(status, code, f"{path}: {answer}")
         self.assertEqual(len(bundle_owners(members[2])), 4)
+
+    def test_an_isolated_namespace_stays_on_its_brokers(self):
+        members = self.start(3)
+        pinned, backup, shared = members[2], members[1], members[0]
+        status, clusters = request(shared, "GET", "/admin/v2/clusters")
+        self.assertEqual(status, 200, clusters)
+        cluster = clusters[0]
+        policy = f"/admin/v2/clusters/{cluster}/namespaceIsolationPolicies/vip"
+        # Brokers are named by host:port of their web service, as Pulsar names them.
+        r = subprocess.run([BIN, "admin", "--url", shared.http_url, "clusters", "set-isolation-policy", cluster, "vip",
+                            "--namespaces", "public/vip.*", "--primary", f"127.0.0.1:{pinned.ports['http']}"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        status, got = request(backup, "GET", policy)
+        self.assertEqual(status, 200, got)
+        self.assertEqual(got["primary"], [f"127.0.0.1:{pinned.ports['http']}"])
+        status, answer = request(shared, "PUT", "/admin/v2/namespaces/public/vip-orders", {})
+        self.assertEqual(status, 204, answer)
+
+        def settled(member, ns, owners):
+            return wait_for(lambda: (lambda o: o if {b["owner"] for b in o} <= owners and all(b["owner"] for b in o)
+                                     else None)(bundle_owners(member, ns)), f"{ns}'s bundles on {owners}", timeout=60)
+        for i in range(24):
+            self.assertIs(owner_of(members, f"vip-{i}", ns="public/vip-orders"), pinned)
+            self.assertIsNot(owner_of(members, f"plain-{i}"), pinned)  # kept off the reserved broker
+        settled(backup, "public/vip-orders", {pinned.id})
+        # Its only broker dies: the namespace waits for it rather than land elsewhere.
+        pinned.stop(signal.SIGKILL)
+        wait_for(lambda: not [n for n in nodes_of(shared) if n["id"] == pinned.id][0]["alive"], "the pinned one dead")
+        time.sleep(3)  # three failover passes
+        self.assertEqual({b["owner"] for b in bundle_owners(backup, "public/vip-orders")}, {pinned.id})
+        status, answer = request(shared, "GET", "/lookup/v2/topic/persistent/public/vip-orders/vip-0")
+        self.assertEqual(status, 503, answer)
+        # A secondary broker is allowed while no primary is alive. (By node
+        # id now: a restarted member here gets new ports.)
+        r = subprocess.run([BIN, "admin", "--url", shared.http_url, "clusters", "set-isolation-policy", cluster, "vip",
+                            "--namespaces", "public/vip.*", "--primary", str(pinned.id),
+                            "--secondary", str(backup.id)], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        settled(shared, "public/vip-orders", {backup.id})
+        self.assertIs(owner_of(members, "vip-0", ns="public/vip-orders"), backup)
+        # Back, the primary gets its namespace again.
+        pinned.start()
+        settled(shared, "public/vip-orders", {pinned.id})
+        # Refusals: bad regexes, no primary, a missing cluster or policy.
+        for body, code in (({"namespaces": ["("], "primary": ["x"]}, 400), ({"namespaces": ["a/b"]}, 400),
+                           ({"namespaces": "a/b", "primary": ["x"]}, 400)):
+            status, answer = request(shared, "POST", policy, body)
+            self.assertEqual(status, code, f"{body}: {answer}")
+        status, answer = request(shared, "POST", "/admin/v2/clusters/nowhere/namespaceIsolationPolicies/x",
+                                 {"namespaces": ["a/b"], "primary": ["x"]})
+        self.assertEqual(status, 404, answer)
+        self.assertEqual(request(shared, "DELETE", policy)[0], 204)
+        self.assertEqual(request(shared, "DELETE", policy)[0], 404)
 
     def test_a_rolling_restart_under_load_loses_nothing_acknowledged(self):
         members = self.start(3)

@@ -220,3 +220,73 @@ TEST_F(BundleOwnershipTest, AHandOverWithNoOtherLiveBrokerKeepsTheBundles) {
 
 }  // namespace
 }  // namespace magnetar::broker
+
+namespace magnetar::broker {
+namespace {
+
+NodeEndpoints broker_at(uint64_t id, int port) {
+  NodeEndpoints n;
+  n.node = id;
+  n.http_url = "http://10.0.0." + std::to_string(id) + ":" + std::to_string(port);
+  return n;
+}
+
+TEST(IsolationRulesTest, AnIsolatedNamespaceGoesOnlyToItsPrimariesThenItsSecondaries) {
+  IsolationPolicy vip;
+  vip.namespaces = {"acme/vip.*"};
+  vip.primary = {"10\\.0\\.0\\.1:8080"};
+  vip.secondary = {"2"};
+  IsolationRules rules({{"vip", vip}});
+  std::vector<NodeEndpoints> all{broker_at(1, 8080), broker_at(2, 8080), broker_at(3, 8080)};
+  EXPECT_EQ(rules.allowed("acme/vip-orders", all), (std::vector<uint64_t>{1}));
+  // No primary alive: the secondary.
+  EXPECT_EQ(rules.allowed("acme/vip-orders", {all[1], all[2]}), (std::vector<uint64_t>{2}));
+  // Neither: nowhere, rather than on another tenant's broker.
+  EXPECT_TRUE(rules.allowed("acme/vip-orders", {all[2]}).empty());
+  // Everyone else stays off the reserved broker (secondaries are shared).
+  EXPECT_EQ(rules.allowed("acme/plain", all), (std::vector<uint64_t>{2, 3}));
+  // ... unless it is the only one alive.
+  EXPECT_EQ(rules.allowed("acme/plain", {all[0]}), (std::vector<uint64_t>{1}));
+  // The whole name must match.
+  EXPECT_EQ(rules.allowed("xacme/vip", all), (std::vector<uint64_t>{2, 3}));
+}
+
+TEST(IsolationRulesTest, AMinimumOfPrimariesBringsInTheSecondaries) {
+  IsolationPolicy p;
+  p.namespaces = {"t/.*"};
+  p.primary = {"1", "2"};
+  p.secondary = {"3"};
+  p.min_limit = 2;
+  IsolationRules rules({{"p", p}});
+  std::vector<NodeEndpoints> all{broker_at(1, 1), broker_at(2, 1), broker_at(3, 1)};
+  EXPECT_EQ(rules.allowed("t/a", all), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(rules.allowed("t/a", {all[0], all[2]}), (std::vector<uint64_t>{1, 3}));
+}
+
+TEST(IsolationRulesTest, PoliciesRoundTripAndBadOnesAreRefused) {
+  IsolationPolicy p;
+  p.namespaces = {"a/.*", "b/c"};
+  p.primary = {"host-[0-9]+"};
+  p.secondary = {"7"};
+  p.min_limit = 3;
+  auto back = decode_isolation(encode_isolation(p));
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_EQ(back->namespaces, p.namespaces);
+  EXPECT_EQ(back->primary, p.primary);
+  EXPECT_EQ(back->secondary, p.secondary);
+  EXPECT_EQ(back->min_limit, 3u);
+  EXPECT_TRUE(validate_isolation(p).is_ok());
+  IsolationPolicy bad = p;
+  bad.primary = {"(unclosed"};
+  EXPECT_EQ(validate_isolation(bad).code(), common::ErrorCode::kInvalidArgument);
+  bad = p;
+  bad.namespaces = {"a\nprimary .*"};
+  EXPECT_EQ(validate_isolation(bad).code(), common::ErrorCode::kInvalidArgument);
+  bad = p;
+  bad.primary.clear();
+  EXPECT_EQ(validate_isolation(bad).code(), common::ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(decode_isolation("garbage").is_ok());
+}
+
+}  // namespace
+}  // namespace magnetar::broker
