@@ -95,6 +95,10 @@ struct StorageNodesAdmin {
   // "ledgers" still naming it, "underReplicatedFragments" in the cluster}.
   std::function<common::Result<nlohmann::json>(uint64_t node)> status;
 };
+// GET /admin/v2/cluster/load: every broker's load report and the load
+// manager's last decisions (server/load_manager.h); `load` blocks.
+void register_load_routes(Router& router, broker::Tenancy& tenancy,
+                          std::function<common::Result<nlohmann::json>()> load);
 // POST, GET, DELETE /admin/v2/cluster/nodes/{node}/decommission.
 void register_storage_node_routes(Router& router, broker::Tenancy& tenancy, StorageNodesAdmin admin);
 

@@ -363,6 +363,10 @@ std::vector<uint64_t> BundleOwnership::allowed_for(const std::string& key, uint6
   return rules->allowed(namespace_of_key(key), live);
 }
 
+std::vector<uint64_t> BundleOwnership::allowed_brokers(const std::string& bundle) const {
+  return allowed_for(std::string(kBundlesRoot) + "/" + bundle, 0);
+}
+
 uint64_t BundleOwnership::least_loaded(const std::string& key, uint32_t hash, uint64_t excluded) const {
   std::map<uint64_t, size_t> load;
   for (uint64_t node : allowed_for(key, excluded)) load[node] = 0;

@@ -111,6 +111,9 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   // broker owning the fewest bundles, not this one), closing its topics
   // here first. FailedPrecondition when this node does not own it.
   void release(const std::string& bundle, uint64_t destination, std::function<void(common::Status)> done);
+  // Any thread: the live brokers the isolation policies let own `bundle`
+  // ("tenant/namespace/range").
+  std::vector<uint64_t> allowed_brokers(const std::string& bundle) const;
   // Blocking, at a graceful stop: takes no more bundles and releases every
   // bundle owned here to other live brokers, waiting at most `timeout`.
   // Returns how many moved.

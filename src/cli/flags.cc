@@ -158,6 +158,10 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
                  "In a cluster: how long after a broker is counted dead (about 5 s of silence) its topics move to "
                  "live brokers (0: at once)")
       ->capture_default_str()->check(CLI::Range(0, 86400));
+  cmd.add_option("--load-balancer-shed-secs", c.load_balancer_shed_secs,
+                 "In a cluster: how often a bundle moves from the busiest broker (message rate, then bundle count) "
+                 "to a less busy one (0: never)")
+      ->capture_default_str()->check(CLI::Range(0, 86400));
   cmd.add_option("--fsync", c.fsync,
                  "When a write is acknowledged: always (after fdatasync), interval (fdatasync every --fsync-interval-ms), never")
       ->capture_default_str()

@@ -65,6 +65,9 @@ struct Config {
   // How long after the membership counts a broker dead (about 5 s of
   // silence) its bundles move to live brokers; 0: at once.
   uint32_t failover_after_secs = 0;
+  // How often the lowest live broker moves a bundle to even out the load
+  // (server/load_manager.h); 0: never.
+  uint32_t load_balancer_shed_secs = 10;
   // When an add is acknowledged: "always" (after fdatasync of its group
   // commit), "interval" (after write; fdatasync every fsync_interval_ms) or
   // "never" (after write; the OS flushes when it likes).

@@ -38,6 +38,7 @@
 #include "metadata/blocking.h"
 #include "metadata/leveldb_store.h"
 #include "server/allocator.h"
+#include "server/load_manager.h"
 #include "server/process_metrics.h"
 #include "server/storage_node.h"
 #include "server/unsynced_files.h"
@@ -552,6 +553,16 @@ Status Server::start() {
   components_.push_back(std::move(pulsar));
   components_.push_back(std::move(kafka));
   components_.push_back(std::move(amqp));
+  if (cluster_ && ownership_ != nullptr && config_.has_role("broker")) {
+    LoadManager::Options load_options;
+    load_options.shed_interval = std::chrono::seconds(config_.load_balancer_shed_secs);
+    auto load_manager = std::make_unique<LoadManager>(
+        metadata_store, *broker_ptr, *ownership_, cluster_->reactor(), cluster_->id(),
+        [cluster = cluster_]() { return cluster->lease_valid(); }, load_options);
+    LoadManager* load = load_manager.get();
+    admin::register_load_routes(admin->router(), *tenancy_ptr, [load]() { return load->view(); });
+    components_.push_back(std::move(load_manager));
+  }
   if (config_.trial) {
     auto key_bytes = security::TokenKey::read_key_bytes(config_.token_secret_key);
     if (!key_bytes.is_ok()) {

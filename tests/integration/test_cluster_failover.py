@@ -329,6 +329,86 @@ class FailoverTest(ClusterCase):
         self.assertEqual(request(shared, "DELETE", policy)[0], 204)
         self.assertEqual(request(shared, "DELETE", policy)[0], 404)
 
+    def test_a_member_that_joins_takes_bundles(self):
+        fast = ("--load-balancer-shed-secs", "1")
+        members = self.start(3, extra=fast)
+        for ns in ("public/more", "public/most"):
+            status, answer = request(members[0], "PUT", f"/admin/v2/namespaces/{ns}", {})
+            self.assertEqual(status, 204, answer)
+        for ns in (NS, "public/more", "public/most"):
+            for i in range(24):
+                owner_of(members, f"spread-{i}", ns=ns)
+        # Twelve bundles over three members; then a fourth joins with none.
+        newcomer = self.cluster.add(join=self.cluster.seed(), extra=fast)
+        owned = lambda: sum(b["owner"] == newcomer.id for ns in (NS, "public/more", "public/most")
+                            for b in bundle_owners(members[0], ns))
+        wait_for(lambda: owned() >= 3, "the new member owning its share, three bundles", timeout=120)
+        ids = {m.id for m in members + [newcomer]}
+        load = wait_for(lambda: (lambda s_l: s_l[1] if s_l[0] == 200 and {b["node"] for b in s_l[1]["brokers"]} == ids
+                                 else None)(request(newcomer, "GET", "/admin/v2/cluster/load")),
+                        "every broker's load report")
+        for b in load["brokers"]:
+            for field in ("msgRateIn", "msgRateOut", "bytesInPerSec", "bytesOutPerSec", "topics", "memoryBytes",
+                          "bundles", "at"):
+                self.assertIn(field, b)
+        moved = [d for d in load["decisions"] if d["to"] == newcomer.id]
+        self.assertTrue(moved, load["decisions"])
+        self.assertTrue(all(d["reason"] == "bundle-count" and d["detail"] for d in moved), moved)
+        # Balanced, it stops: nobody owns two more than another.
+        counts = [sum(b["owner"] == m.id for ns in (NS, "public/more", "public/most")
+                      for b in bundle_owners(members[0], ns)) for m in members + [newcomer]]
+        self.assertLessEqual(max(counts) - min(counts), 1, counts)
+
+    def test_a_broker_with_two_hot_bundles_gives_one_away(self):
+        members = self.start(3, extra=("--load-balancer-shed-secs", "1"))
+        for i in range(24):
+            owner_of(members, f"warm-{i}")
+        owners = bundle_owners(members[0])
+        busy = [m for m in members if sum(b["owner"] == m.id for b in owners) == 2][0]
+        # One topic in each of its two bundles.
+        mine = {b["bundle"] for b in owners if b["owner"] == busy.id}
+        found = {}
+        for i in range(400):
+            status, bundle = request(members[0], "GET", f"/admin/v2/persistent/{NS}/hot-{i}/bundle")
+            self.assertEqual(status, 200, bundle)
+            if bundle in mine:
+                found.setdefault(bundle, f"hot-{i}")
+            if len(found) == 2:
+                break
+        topics = list(found.values())
+        self.assertEqual(len(topics), 2, found)
+        stop = threading.Event()
+
+        def load():
+            producer = Producer({"bootstrap.servers": bootstrap(members), "acks": "1", "linger.ms": 5,
+                                 "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000})
+            while not stop.is_set():
+                for t in topics:
+                    for _ in range(20):
+                        try:
+                            producer.produce(t, b"x" * 100)
+                        except BufferError:
+                            producer.poll(0.1)
+                producer.poll(0.05)
+            producer.flush(60)
+        worker = threading.Thread(target=load)
+        worker.start()
+        try:
+            wait_for(lambda: len({owner_of(members, t) for t in topics}) == 2, "the hot bundles on two brokers",
+                     timeout=120)
+        except AssertionError:
+            for m in members:
+                print(m.read_log()[-3000:])
+            raise
+        finally:
+            stop.set()
+            worker.join(90)
+        status, load = request(members[1], "GET", "/admin/v2/cluster/load")
+        rated = [d for d in load["decisions"] if d["reason"] == "msg-rate"]
+        self.assertTrue(rated, load["decisions"])
+        self.assertEqual(rated[0]["from"], busy.id)
+        self.assertIn("msg/s", rated[0]["detail"])
+
     def test_a_rolling_restart_under_load_loses_nothing_acknowledged(self):
         members = self.start(3)
         topic = "rolling"

@@ -5,6 +5,7 @@
 //       [{"bundle", "owner", "alive", "releasing", "brokerUrl", "webServiceUrl"}]
 //   PUT /admin/v2/namespaces/{tenant}/{namespace}/unload
 //   PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload[?destinationBroker=B]
+//   GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/bundle: the bundle the topic falls in
 // An unload closes the bundle's topics on its owner (clients are told and
 // look them up again) and hands the bundle to `destinationBroker` (a node id,
 // or host:port of its web or Pulsar service) or to the live broker owning
@@ -121,6 +122,15 @@ void register_bundle_routes(Router& router, TopicServices& services) {
       return HttpResponse::json(200, out);
     });
   });
+  for (const char* domain : {"persistent", "non-persistent"}) {
+    auto d = std::string(domain) == "persistent" ? broker::TopicDomain::kPersistent : broker::TopicDomain::kNonPersistent;
+    router.get("/admin/v2/" + std::string(domain) + "/{tenant}/{namespace}/{topic}/bundle",
+               [d](HttpRequest& req, Responder respond) {
+                 auto topic = route_topic(d, req);
+                 if (!topic.is_ok()) return respond(error_response(topic.status()));
+                 respond(HttpResponse::json(200, Json(broker::bundle_of(*topic))));
+               });
+  }
   auto unload = [s](HttpRequest& req, Responder respond, bool one_bundle) {
     auto shared = std::make_shared<Responder>(std::move(respond));
     auto ns = broker::NamespaceName::of(req.param("tenant"), req.param("namespace"));

@@ -110,4 +110,14 @@ void register_node_routes(Router& router, broker::Tenancy& tenancy, std::string 
   });
 }
 
+void register_load_routes(Router& router, broker::Tenancy& tenancy,
+                          std::function<common::Result<nlohmann::json>()> load) {
+  router.get("/admin/v2/cluster/load", [&tenancy, load](HttpRequest&, Responder respond) {
+    run_blocking(tenancy, std::move(respond), [load]() {
+      auto view = load();
+      return view.is_ok() ? HttpResponse::json(200, *view) : error_response(view.status());
+    });
+  });
+}
+
 }  // namespace magnetar::admin

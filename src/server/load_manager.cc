@@ -1,0 +1,340 @@
+#include "server/load_manager.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "common/metrics.h"
+#include "metadata/blocking.h"
+#include "runtime/reactor.h"
+#include "runtime/timer.h"
+
+namespace magnetar::server {
+
+using common::Result;
+using common::Status;
+
+namespace {
+
+constexpr std::string_view kReports = "/loadbalance/brokers";
+constexpr std::string_view kDecisions = "/loadbalance/decisions";
+constexpr size_t kDecisionsKept = 20;
+
+// CPU seconds this process used, user and system (0 when /proc says nothing).
+double process_cpu_seconds() {
+  std::ifstream in("/proc/self/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  // The command name may hold spaces: the fields after it start past ')'.
+  auto paren = line.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream rest(line.substr(paren + 2));
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::strtod(field.c_str(), nullptr);
+    if (i == 15) stime = std::strtod(field.c_str(), nullptr);
+  }
+  return (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+int64_t resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  if (!(in >> size >> resident)) return 0;
+  return resident * ::sysconf(_SC_PAGESIZE);
+}
+
+double rate_of(const nlohmann::json& report) {
+  return report.value("msgRateIn", 0.0) + report.value("msgRateOut", 0.0);
+}
+
+}  // namespace
+
+LoadManager::LoadManager(metadata::Store& store, broker::BrokerService& broker, broker::BundleOwnership& ownership,
+                         runtime::Reactor& reactor, uint64_t self, std::function<bool()> lease, Options options)
+    : store_(store),
+      broker_(broker),
+      ownership_(ownership),
+      reactor_(reactor),
+      self_(self),
+      lease_(std::move(lease)),
+      options_(options) {}
+
+LoadManager::~LoadManager() = default;
+
+Status LoadManager::start() {
+  reactor_.run_sync([this]() {
+    report();  // the first report at once: a member that joins is seen from its start
+    report_timer_ = std::make_unique<runtime::Timer>(reactor_);
+    report_timer_->every(options_.report_interval, [this]() { report(); });
+    if (options_.shed_interval.count() > 0) {
+      shed_timer_ = std::make_unique<runtime::Timer>(reactor_);
+      shed_timer_->every(options_.shed_interval, [this]() { shed(); });
+    }
+  });
+  return Status::ok();
+}
+
+void LoadManager::stop() {
+  reactor_.run_sync([this]() {
+    *alive_ = false;
+    report_timer_.reset();
+    shed_timer_.reset();
+  });
+}
+
+void LoadManager::report() {
+  std::weak_ptr<bool> alive = alive_;
+  broker_.collect_stats([this, alive](std::vector<broker::BrokerService::TopicSample> samples) {
+    std::map<std::string, std::pair<double, int64_t>> per_bundle;  // msg/s, topics
+    double in = 0, out = 0, bytes_in = 0, bytes_out = 0;
+    auto finite = [](double v) { return std::isfinite(v) ? v : 0.0; };
+    for (const auto& s : samples) {
+      auto& b = per_bundle[broker::qualified_bundle(s.name)];
+      b.first += finite(s.stats.msg_rate_in) + finite(s.stats.msg_rate_out);
+      b.second++;
+      in += finite(s.stats.msg_rate_in);
+      out += finite(s.stats.msg_rate_out);
+      bytes_in += finite(s.stats.byte_rate_in);
+      bytes_out += finite(s.stats.byte_rate_out);
+    }
+    Json bundles = Json::object();
+    for (const auto& [bundle, load] : per_bundle) {
+      Json entry = Json::object();
+      entry["msgRate"] = load.first;
+      entry["topics"] = load.second;
+      bundles[bundle] = std::move(entry);
+    }
+    Json report{{"node", self_},
+                {"msgRateIn", in},
+                {"msgRateOut", out},
+                {"bytesInPerSec", bytes_in},
+                {"bytesOutPerSec", bytes_out},
+                {"topics", samples.size()},
+                {"memoryBytes", resident_bytes()},
+                {"bundles", bundles},
+                {"at", common::wall_clock_ms()}};
+    if (!reactor_.post_reliably([this, alive, report = std::move(report)]() mutable {
+      if (alive.expired() || !*alive.lock()) return;
+      const int64_t now = common::monotonic_ms();
+      const double cpu = process_cpu_seconds();
+      report["cpu"] = last_cpu_seconds_ < 0 || now <= last_cpu_at_ms_
+                          ? 0.0
+                          : (cpu - last_cpu_seconds_) / (static_cast<double>(now - last_cpu_at_ms_) / 1000.0);
+      last_cpu_seconds_ = cpu;
+      last_cpu_at_ms_ = now;
+      store_.put(std::string(kReports) + "/" + std::to_string(self_), report.dump(), {},
+                 [](Result<metadata::Stat> put) {
+                   if (!put.is_ok()) MLOG_DEBUG("load report not written: {}", put.status().to_string());
+                 });
+    })) MLOG_DEBUG("load manager: the cluster reactor is stopping");
+  });
+}
+
+void LoadManager::shed() {
+  if (shedding_ || (lease_ && !lease_())) return;
+  // The live broker with the lowest id decides; the others only report.
+  for (const auto& node : ownership_.live_nodes()) {
+    if (node.node < self_) return;
+  }
+  shedding_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  store_.list_children(std::string(kReports), [this, alive](Result<std::vector<std::string>> names) {
+    struct Gather {
+      std::mutex mu;
+      size_t left = 0;
+      std::map<uint64_t, Json> reports;
+    };
+    auto g = std::make_shared<Gather>();
+    auto finish = [this, alive, g]() {
+      if (!reactor_.post_reliably([this, alive, g]() {
+        if (alive.expired() || !*alive.lock()) return;
+        shedding_ = false;
+        try {
+          decide(g->reports);
+        } catch (const nlohmann::json::exception& e) {
+          // A report of another version, or damaged: skip the round rather than stop the member.
+          MLOG_WARN("load balancing: a load report could not be read: {}", e.what());
+        }
+      })) MLOG_DEBUG("load manager: the cluster reactor is stopping");
+    };
+    if (!names.is_ok() || names->empty()) return finish();
+    g->left = names->size();
+    for (const auto& name : *names) {
+      store_.get(std::string(kReports) + "/" + name, [g, finish](Result<metadata::Record> record) {
+        bool last = false;
+        {
+          std::lock_guard lock(g->mu);
+          if (record.is_ok()) {
+            auto j = Json::parse(record->value, nullptr, false);
+            if (j.is_object() && j.contains("node") && j["node"].is_number_unsigned()) {
+              const auto node = j["node"].get<uint64_t>();
+              g->reports[node] = std::move(j);
+            }
+          }
+          last = --g->left == 0;
+        }
+        if (last) finish();
+      });
+    }
+  });
+}
+
+void LoadManager::decide(const std::map<uint64_t, Json>& reports) {
+  const int64_t now_ms = common::monotonic_ms();
+  const int64_t wall = common::wall_clock_ms();
+  for (auto it = moved_at_ms_.begin(); it != moved_at_ms_.end();) {
+    it = now_ms - it->second >= options_.cool_down.count() ? moved_at_ms_.erase(it) : std::next(it);
+  }
+  struct Broker {
+    double rate = 0;
+    std::vector<std::string> bundles;
+  };
+  std::map<uint64_t, Broker> brokers;
+  std::map<std::string, double> bundle_rate;
+  for (const auto& node : ownership_.live_nodes()) {
+    Broker& b = brokers[node.node];
+    b.bundles = ownership_.bundles_of(node.node);
+    auto r = reports.find(node.node);
+    // A report older than three rounds says nothing about now.
+    if (r == reports.end() || wall - r->second.value("at", int64_t{0}) > 3 * options_.report_interval.count()) continue;
+    b.rate = rate_of(r->second);
+    const Json bundles = r->second.value("bundles", Json::object());
+    if (!bundles.is_object()) continue;
+    for (const auto& [bundle, load] : bundles.items()) {
+      if (load.is_object()) bundle_rate[bundle] = load.value("msgRate", 0.0);
+    }
+  }
+  if (brokers.size() < 2) return;
+  auto movable = [&](const std::string& bundle) { return moved_at_ms_.count(bundle) == 0; };
+  auto allowed = [&](const std::string& bundle, uint64_t to) {
+    auto ok = ownership_.allowed_brokers(bundle);
+    return std::find(ok.begin(), ok.end(), to) != ok.end();
+  };
+  // By message rate.
+  double total = 0;
+  for (const auto& [id, b] : brokers) total += b.rate;
+  const double average = total / static_cast<double>(brokers.size());
+  auto busiest = std::max_element(brokers.begin(), brokers.end(),
+                                  [](const auto& a, const auto& b) { return a.second.rate < b.second.rate; });
+  const bool over = busiest->second.rate > options_.min_rate &&
+                    busiest->second.rate > average * (1 + options_.rate_threshold);
+  // A rate is noisy: the same broker must be over two rounds running.
+  const bool again = over && hot_broker_ == busiest->first;
+  hot_broker_ = over ? busiest->first : 0;
+  if (again) {
+    std::string best;
+    uint64_t best_to = 0;
+    double best_miss = 0;
+    for (const auto& bundle : busiest->second.bundles) {
+      if (!movable(bundle)) continue;
+      const double r = bundle_rate.count(bundle) != 0 ? bundle_rate[bundle] : 0.0;
+      if (r <= 0) continue;
+      // The least busy broker this bundle may go to.
+      uint64_t to = 0;
+      double to_rate = 0;
+      for (const auto& [id, b] : brokers) {
+        if (id == busiest->first || !allowed(bundle, id)) continue;
+        if (to == 0 || b.rate < to_rate) {
+          to = id;
+          to_rate = b.rate;
+        }
+      }
+      const double gap = busiest->second.rate - to_rate;
+      if (to == 0 || r >= gap) continue;  // moving it would not narrow the gap
+      const double miss = std::fabs(r - gap / 2);
+      if (best.empty() || miss < best_miss) {
+        best = bundle;
+        best_to = to;
+        best_miss = miss;
+      }
+    }
+    if (!best.empty()) {
+      char detail[160];
+      std::snprintf(detail, sizeof(detail), "node %llu at %.0f msg/s, average %.0f; the bundle carries %.0f",
+                    static_cast<unsigned long long>(busiest->first), busiest->second.rate, average,
+                    bundle_rate[best]);
+      return record(best, busiest->first, best_to, "msg-rate", detail);
+    }
+  }
+  // By bundle count.
+  auto most = std::max_element(brokers.begin(), brokers.end(), [](const auto& a, const auto& b) {
+    return a.second.bundles.size() < b.second.bundles.size();
+  });
+  std::vector<std::string> candidates = most->second.bundles;
+  std::sort(candidates.begin(), candidates.end(), [&](const std::string& a, const std::string& b) {
+    return bundle_rate[a] < bundle_rate[b];
+  });
+  for (const auto& bundle : candidates) {
+    if (!movable(bundle)) continue;
+    uint64_t to = 0;
+    size_t fewest = most->second.bundles.size();
+    for (const auto& [id, b] : brokers) {
+      if (id != most->first && b.bundles.size() + 2 <= fewest && allowed(bundle, id) &&
+          (to == 0 || b.bundles.size() < brokers[to].bundles.size())) {
+        to = id;
+      }
+    }
+    if (to == 0) continue;
+    std::string detail = "node " + std::to_string(most->first) + " owns " +
+                         std::to_string(most->second.bundles.size()) + " bundles, node " + std::to_string(to) +
+                         " " + std::to_string(brokers[to].bundles.size());
+    return record(bundle, most->first, to, "bundle-count", detail);
+  }
+}
+
+void LoadManager::record(const std::string& bundle, uint64_t from, uint64_t to, const std::string& reason,
+                         const std::string& detail) {
+  moved_at_ms_[bundle] = common::monotonic_ms();
+  MLOG_INFO("load balancing: moving bundle {} from node {} to node {} ({}: {})", bundle, from, to, reason, detail);
+  common::MetricsRegistry::global()
+      .counter("magnetar_load_shed_total", "Bundles the load manager moved, by why", {{"reason", reason}})
+      .inc();
+  Json decision{{"at", common::wall_clock_ms()}, {"bundle", bundle}, {"from", from}, {"to", to},
+                {"reason", reason}, {"detail", detail}};
+  decisions_.push_front(decision);
+  while (decisions_.size() > kDecisionsKept) decisions_.pop_back();
+  std::weak_ptr<bool> alive = alive_;
+  ownership_.unload(bundle, to, [this, alive, decision](Status st) mutable {
+    if (!st.is_ok()) MLOG_WARN("load balancing: bundle {} not moved: {}", decision.value("bundle", ""), st.to_string());
+    if (!reactor_.post_reliably([this, alive, decision, ok = st.is_ok(), why = st.to_string()]() mutable {
+      if (alive.expired() || !*alive.lock()) return;
+      decision["done"] = ok;
+      if (!ok) decision["error"] = why;
+      for (auto& d : decisions_) {
+        if (d.value("at", int64_t{0}) == decision.value("at", int64_t{0}) && d["bundle"] == decision["bundle"]) d = decision;
+      }
+      store_.put(std::string(kDecisions), Json(decisions_).dump(), {}, [](Result<metadata::Stat>) {});
+    })) MLOG_DEBUG("load manager: the cluster reactor is stopping");
+  });
+}
+
+Result<nlohmann::json> LoadManager::view() {
+  Json brokers = Json::array();
+  auto names = metadata::blocking::list_children(store_, std::string(kReports));
+  if (names.is_ok()) {
+    for (const auto& name : *names) {
+      auto record = metadata::blocking::get(store_, std::string(kReports) + "/" + name);
+      if (!record.is_ok()) continue;
+      auto j = Json::parse(record->value, nullptr, false);
+      if (j.is_object()) brokers.push_back(std::move(j));
+    }
+  } else if (names.status().code() != common::ErrorCode::kNotFound) {
+    return names.status();
+  }
+  Json decisions = Json::array();
+  auto stored = metadata::blocking::get(store_, std::string(kDecisions));
+  if (stored.is_ok()) {
+    auto j = Json::parse(stored->value, nullptr, false);
+    if (j.is_array()) decisions = std::move(j);
+  }
+  return Json{{"brokers", brokers}, {"decisions", decisions}};
+}
+
+}  // namespace magnetar::server

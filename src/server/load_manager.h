@@ -1,0 +1,102 @@
+// LoadManager: a cluster member's part in spreading load over the brokers
+// (Pulsar's load manager is the model).
+//
+// Every broker reports its load every report interval to
+// "/loadbalance/brokers/<node>" (JSON): message and byte rates in and out,
+// loaded topics, the process's CPU (a fraction of one core) and resident
+// memory, and per bundle its message rate and topics.
+//
+// The live broker with the lowest id sheds load every shed interval, moving
+// at most one bundle a round (BundleOwnership::unload: its topics close on
+// the owner and clients look them up again), never a bundle it moved within
+// the cool-down:
+// - "msg-rate": the busiest broker is above the average by more than the
+//   threshold (and above a floor worth moving for) two rounds running: its
+//   bundle whose rate is
+//   nearest half the gap to the least busy allowed broker goes there, if
+//   that narrows the gap;
+// - "bundle-count": otherwise, a broker owning at least two bundles more
+//   than another gives it its least busy bundle; so a member that joins
+//   takes its share within a few rounds.
+// Namespace isolation policies bound every destination. Each decision is
+// logged, counted in magnetar_load_shed_total{reason}, and the last ones are
+// kept at "/loadbalance/decisions" for every member to show.
+//
+// Threads: the timers and callbacks run on the cluster reactor; view() from
+// any thread (blocking).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "broker/broker_service.h"
+#include "broker/bundle_ownership.h"
+#include "common/result.h"
+#include "metadata/store.h"
+#include "runtime/component.h"
+
+namespace magnetar::runtime {
+class Reactor;
+class Timer;
+}
+
+namespace magnetar::server {
+
+class LoadManager final : public runtime::Component {
+ public:
+  struct Options {
+    std::chrono::milliseconds report_interval{5000};
+    std::chrono::milliseconds shed_interval{10000};  // 0: this member never sheds
+    std::chrono::milliseconds cool_down{120000};
+    double rate_threshold = 0.25;  // above the average by this fraction
+    double min_rate = 100;         // msg/s (in + out) below which a broker is not shed for its rate
+  };
+
+  LoadManager(metadata::Store& store, broker::BrokerService& broker, broker::BundleOwnership& ownership,
+              runtime::Reactor& reactor, uint64_t self, std::function<bool()> lease, Options options);
+  ~LoadManager() override;
+
+  std::string_view name() const override { return "load-manager"; }
+  common::Status start() override;
+  void stop() override;
+
+  // Blocking, any thread but the cluster reactor: every broker's last
+  // report and the last decisions, as GET /admin/v2/cluster/load answers.
+  common::Result<nlohmann::json> view();
+
+ private:
+  using Json = nlohmann::json;
+  void report();
+  void shed();
+  // Chooses at most one move from the brokers' reports.
+  void decide(const std::map<uint64_t, Json>& reports);
+  void record(const std::string& bundle, uint64_t from, uint64_t to, const std::string& reason,
+              const std::string& detail);
+
+  metadata::Store& store_;
+  broker::BrokerService& broker_;
+  broker::BundleOwnership& ownership_;
+  runtime::Reactor& reactor_;
+  const uint64_t self_;
+  std::function<bool()> lease_;
+  const Options options_;
+  std::unique_ptr<runtime::Timer> report_timer_;  // on reactor_
+  std::unique_ptr<runtime::Timer> shed_timer_;
+  // On reactor_: the CPU time at the last report, and when.
+  double last_cpu_seconds_ = -1;
+  int64_t last_cpu_at_ms_ = 0;
+  bool shedding_ = false;  // a round is under way
+  uint64_t hot_broker_ = 0;  // over the rate threshold at the last round
+  std::map<std::string, int64_t> moved_at_ms_;  // bundle -> when this member moved it (cool-down)
+  std::deque<Json> decisions_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace magnetar::server
