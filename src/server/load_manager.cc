@@ -186,36 +186,14 @@ void LoadManager::shed() {
   });
 }
 
-void LoadManager::decide(const std::map<uint64_t, Json>& reports) {
-  const int64_t now_ms = common::monotonic_ms();
-  const int64_t wall = common::wall_clock_ms();
-  for (auto it = moved_at_ms_.begin(); it != moved_at_ms_.end();) {
-    it = now_ms - it->second >= options_.cool_down.count() ? moved_at_ms_.erase(it) : std::next(it);
-  }
-  struct Broker {
-    double rate = 0;
-    std::vector<std::string> bundles;
-  };
-  std::map<uint64_t, Broker> brokers;
-  std::map<std::string, double> bundle_rate;
-  for (const auto& node : ownership_.live_nodes()) {
-    Broker& b = brokers[node.node];
-    b.bundles = ownership_.bundles_of(node.node);
-    auto r = reports.find(node.node);
-    // A report older than three rounds says nothing about now.
-    if (r == reports.end() || wall - r->second.value("at", int64_t{0}) > 3 * options_.report_interval.count()) continue;
-    b.rate = rate_of(r->second);
-    const Json bundles = r->second.value("bundles", Json::object());
-    if (!bundles.is_object()) continue;
-    for (const auto& [bundle, load] : bundles.items()) {
-      if (load.is_object()) bundle_rate[bundle] = load.value("msgRate", 0.0);
-    }
-  }
-  if (brokers.size() < 2) return;
-  auto movable = [&](const std::string& bundle) { return moved_at_ms_.count(bundle) == 0; };
-  auto allowed = [&](const std::string& bundle, uint64_t to) {
-    auto ok = ownership_.allowed_brokers(bundle);
-    return std::find(ok.begin(), ok.end(), to) != ok.end();
+ShedChoice choose_move(const ShedInput& in, const std::function<bool(const std::string&)>& movable,
+                       const std::function<bool(const std::string&, uint64_t)>& allowed) {
+  ShedChoice choice;
+  const auto& brokers = in.brokers;
+  if (brokers.size() < 2) return choice;
+  auto rate_of_bundle = [&in](const std::string& bundle) {
+    auto it = in.bundle_rate.find(bundle);
+    return it == in.bundle_rate.end() ? 0.0 : it->second;
   };
   // By message rate.
   double total = 0;
@@ -223,19 +201,16 @@ void LoadManager::decide(const std::map<uint64_t, Json>& reports) {
   const double average = total / static_cast<double>(brokers.size());
   auto busiest = std::max_element(brokers.begin(), brokers.end(),
                                   [](const auto& a, const auto& b) { return a.second.rate < b.second.rate; });
-  const bool over = busiest->second.rate > options_.min_rate &&
-                    busiest->second.rate > average * (1 + options_.rate_threshold);
+  const bool over = busiest->second.rate > in.min_rate && busiest->second.rate > average * (1 + in.rate_threshold);
   // A rate is noisy: the same broker must be over two rounds running.
-  const bool again = over && hot_broker_ == busiest->first;
-  hot_broker_ = over ? busiest->first : 0;
-  if (again) {
+  choice.hot = over ? busiest->first : 0;
+  if (over && in.hot_last_round == busiest->first) {
     std::string best;
     uint64_t best_to = 0;
     double best_miss = 0;
     for (const auto& bundle : busiest->second.bundles) {
-      if (!movable(bundle)) continue;
-      const double r = bundle_rate.count(bundle) != 0 ? bundle_rate[bundle] : 0.0;
-      if (r <= 0) continue;
+      const double r = rate_of_bundle(bundle);
+      if (!movable(bundle) || r <= 0) continue;
       // The least busy broker this bundle may go to.
       uint64_t to = 0;
       double to_rate = 0;
@@ -259,8 +234,9 @@ void LoadManager::decide(const std::map<uint64_t, Json>& reports) {
       char detail[160];
       std::snprintf(detail, sizeof(detail), "node %llu at %.0f msg/s, average %.0f; the bundle carries %.0f",
                     static_cast<unsigned long long>(busiest->first), busiest->second.rate, average,
-                    bundle_rate[best]);
-      return record(best, busiest->first, best_to, "msg-rate", detail);
+                    rate_of_bundle(best));
+      choice.move = ShedMove{best, busiest->first, best_to, "msg-rate", detail};
+      return choice;
     }
   }
   // By bundle count.
@@ -268,25 +244,62 @@ void LoadManager::decide(const std::map<uint64_t, Json>& reports) {
     return a.second.bundles.size() < b.second.bundles.size();
   });
   std::vector<std::string> candidates = most->second.bundles;
-  std::sort(candidates.begin(), candidates.end(), [&](const std::string& a, const std::string& b) {
-    return bundle_rate[a] < bundle_rate[b];
+  std::stable_sort(candidates.begin(), candidates.end(), [&](const std::string& a, const std::string& b) {
+    return rate_of_bundle(a) < rate_of_bundle(b);
   });
+  const size_t most_count = most->second.bundles.size();
   for (const auto& bundle : candidates) {
     if (!movable(bundle)) continue;
     uint64_t to = 0;
-    size_t fewest = most->second.bundles.size();
+    size_t to_count = 0;
     for (const auto& [id, b] : brokers) {
-      if (id != most->first && b.bundles.size() + 2 <= fewest && allowed(bundle, id) &&
-          (to == 0 || b.bundles.size() < brokers[to].bundles.size())) {
+      if (id != most->first && b.bundles.size() + 2 <= most_count && allowed(bundle, id) &&
+          (to == 0 || b.bundles.size() < to_count)) {
         to = id;
+        to_count = b.bundles.size();
       }
     }
     if (to == 0) continue;
-    std::string detail = "node " + std::to_string(most->first) + " owns " +
-                         std::to_string(most->second.bundles.size()) + " bundles, node " + std::to_string(to) +
-                         " " + std::to_string(brokers[to].bundles.size());
-    return record(bundle, most->first, to, "bundle-count", detail);
+    std::string detail = "node " + std::to_string(most->first) + " owns " + std::to_string(most_count) +
+                         " bundles, node " + std::to_string(to) + " " + std::to_string(to_count);
+    choice.move = ShedMove{bundle, most->first, to, "bundle-count", detail};
+    return choice;
   }
+  return choice;
+}
+
+void LoadManager::decide(const std::map<uint64_t, Json>& reports) {
+  const int64_t now_ms = common::monotonic_ms();
+  const int64_t wall = common::wall_clock_ms();
+  for (auto it = moved_at_ms_.begin(); it != moved_at_ms_.end();) {
+    it = now_ms - it->second >= options_.cool_down.count() ? moved_at_ms_.erase(it) : std::next(it);
+  }
+  ShedInput in;
+  in.hot_last_round = hot_broker_;
+  in.rate_threshold = options_.rate_threshold;
+  in.min_rate = options_.min_rate;
+  for (const auto& node : ownership_.live_nodes()) {
+    BrokerLoad& b = in.brokers[node.node];
+    b.bundles = ownership_.bundles_of(node.node);
+    auto r = reports.find(node.node);
+    // A report older than three rounds says nothing about now.
+    if (r == reports.end() || wall - r->second.value("at", int64_t{0}) > 3 * options_.report_interval.count()) continue;
+    b.rate = rate_of(r->second);
+    const Json bundles = r->second.value("bundles", Json::object());
+    if (!bundles.is_object()) continue;
+    for (const auto& [bundle, load] : bundles.items()) {
+      if (load.is_object()) in.bundle_rate[bundle] = load.value("msgRate", 0.0);
+    }
+  }
+  ShedChoice choice = choose_move(
+      in, [this](const std::string& bundle) { return moved_at_ms_.count(bundle) == 0; },
+      [this](const std::string& bundle, uint64_t to) {
+        auto ok = ownership_.allowed_brokers(bundle);
+        return std::find(ok.begin(), ok.end(), to) != ok.end();
+      });
+  hot_broker_ = choice.hot;
+  if (choice.move) record(choice.move->bundle, choice.move->from, choice.move->to, choice.move->reason,
+                          choice.move->detail);
 }
 
 void LoadManager::record(const std::string& bundle, uint64_t from, uint64_t to, const std::string& reason,

@@ -32,6 +32,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <functional>
+#include <vector>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -48,6 +51,33 @@ class Timer;
 }
 
 namespace magnetar::server {
+
+// One round's choice, apart from where its inputs come from.
+struct BrokerLoad {
+  double rate = 0;                   // msg/s in + out
+  std::vector<std::string> bundles;  // "tenant/namespace/range"
+};
+struct ShedInput {
+  std::map<uint64_t, BrokerLoad> brokers;  // the live brokers
+  std::map<std::string, double> bundle_rate;
+  uint64_t hot_last_round = 0;  // the broker over the rate threshold at the last round
+  double rate_threshold = 0.25;
+  double min_rate = 100;
+};
+struct ShedMove {
+  std::string bundle;
+  uint64_t from = 0;
+  uint64_t to = 0;
+  std::string reason;  // "msg-rate", "bundle-count"
+  std::string detail;
+};
+struct ShedChoice {
+  std::optional<ShedMove> move;
+  uint64_t hot = 0;  // the broker over the rate threshold this round
+};
+// `movable`: not cooling down; `allowed`: the bundle may go to that broker.
+ShedChoice choose_move(const ShedInput& in, const std::function<bool(const std::string&)>& movable,
+                       const std::function<bool(const std::string&, uint64_t)>& allowed);
 
 class LoadManager final : public runtime::Component {
  public:

@@ -1,0 +1,88 @@
+#include "server/load_manager.h"
+
+#include <gtest/gtest.h>
+
+namespace magnetar::server {
+namespace {
+
+auto any_bundle = [](const std::string&) { return true; };
+auto anywhere = [](const std::string&, uint64_t) { return true; };
+
+ShedInput three(double r1, double r2, double r3) {
+  ShedInput in;
+  in.brokers[1] = BrokerLoad{r1, {"t/n/a", "t/n/b"}};
+  in.brokers[2] = BrokerLoad{r2, {"t/n/c"}};
+  in.brokers[3] = BrokerLoad{r3, {"t/n/d"}};
+  return in;
+}
+
+TEST(LoadShedding, ABrokerOverTheAverageTwoRoundsRunningGivesTheBundleNearestHalfTheGap) {
+  ShedInput in = three(1000, 100, 0);
+  in.bundle_rate = {{"t/n/a", 620}, {"t/n/b", 460}, {"t/n/c", 100}};
+  // First round over: remembered, nothing moves yet (rates are noisy).
+  ShedChoice first = choose_move(in, any_bundle, anywhere);
+  EXPECT_EQ(first.hot, 1u);
+  EXPECT_FALSE(first.move.has_value());
+  in.hot_last_round = first.hot;
+  ShedChoice second = choose_move(in, any_bundle, anywhere);
+  ASSERT_TRUE(second.move.has_value());
+  EXPECT_EQ(second.move->reason, "msg-rate");
+  EXPECT_EQ(second.move->from, 1u);
+  EXPECT_EQ(second.move->to, 3u);  // the least busy
+  EXPECT_EQ(second.move->bundle, "t/n/b");  // 460 is nearer than 620 to half the gap of 1000
+}
+
+TEST(LoadShedding, OneHotBundleAloneIsNotMovedAround) {
+  ShedInput in;
+  in.brokers[1] = BrokerLoad{1000, {"t/n/a"}};
+  in.brokers[2] = BrokerLoad{0, {"t/n/b"}};
+  in.bundle_rate = {{"t/n/a", 1000}};
+  in.hot_last_round = 1;
+  EXPECT_FALSE(choose_move(in, any_bundle, anywhere).move.has_value());  // it would only move the hot spot
+}
+
+TEST(LoadShedding, QuietOrEvenBrokersAreLeftAlone) {
+  ShedInput quiet = three(90, 0, 0);  // under the floor worth moving for
+  quiet.hot_last_round = 1;
+  quiet.bundle_rate = {{"t/n/a", 45}, {"t/n/b", 45}};
+  EXPECT_FALSE(choose_move(quiet, any_bundle, anywhere).move.has_value());
+  ShedInput even = three(1000, 900, 950);
+  even.hot_last_round = 1;
+  even.bundle_rate = {{"t/n/a", 500}, {"t/n/b", 500}};
+  EXPECT_EQ(choose_move(even, any_bundle, anywhere).hot, 0u);
+}
+
+TEST(LoadShedding, ABrokerWithTwoBundlesMoreThanAnotherGivesItItsQuietestOne) {
+  ShedInput in;
+  in.brokers[1] = BrokerLoad{0, {"t/n/a", "t/n/b", "t/n/c"}};
+  in.brokers[2] = BrokerLoad{0, {"t/n/d", "t/n/e"}};
+  in.brokers[4] = BrokerLoad{0, {}};
+  in.bundle_rate = {{"t/n/a", 5}, {"t/n/b", 1}, {"t/n/c", 9}};
+  ShedChoice c = choose_move(in, any_bundle, anywhere);
+  ASSERT_TRUE(c.move.has_value());
+  EXPECT_EQ(c.move->reason, "bundle-count");
+  EXPECT_EQ(c.move->from, 1u);
+  EXPECT_EQ(c.move->to, 4u);
+  EXPECT_EQ(c.move->bundle, "t/n/b");
+  // One apart is even enough.
+  in.brokers[4].bundles = {"t/n/f", "t/n/g"};
+  EXPECT_FALSE(choose_move(in, any_bundle, anywhere).move.has_value());
+}
+
+TEST(LoadShedding, CoolingBundlesAndForbiddenBrokersAreSkipped) {
+  ShedInput in;
+  in.brokers[1] = BrokerLoad{0, {"t/n/a", "t/n/b", "t/n/c"}};
+  in.brokers[2] = BrokerLoad{0, {}};
+  in.brokers[3] = BrokerLoad{0, {"t/n/d"}};
+  auto cooling = [](const std::string& b) { return b != "t/n/a" && b != "t/n/b"; };
+  auto not_on_2 = [](const std::string&, uint64_t to) { return to != 2; };
+  ShedChoice c = choose_move(in, cooling, not_on_2);
+  ASSERT_TRUE(c.move.has_value());
+  EXPECT_EQ(c.move->bundle, "t/n/c");
+  EXPECT_EQ(c.move->to, 3u);
+  auto nowhere = [](const std::string&, uint64_t) { return false; };
+  EXPECT_FALSE(choose_move(in, any_bundle, nowhere).move.has_value());
+}
+
+}  // namespace
+}  // namespace magnetar::server
