@@ -276,9 +276,13 @@ bool BundleOwnership::alive(uint64_t node) const {
 
 bool BundleOwnership::movable(uint64_t node) const {
   if (node == self_node_ || !may_move()) return false;
-  if (alive(node)) {
+  return movable_given(node, alive(node));
+}
+
+bool BundleOwnership::movable_given(uint64_t node, bool node_alive) const {
+  if (node_alive) {
     std::lock_guard lock(mu_);
-    dead_since_ms_.erase(node);
+    if (!dead_since_ms_.empty()) dead_since_ms_.erase(node);
     return false;
   }
   if (failover_after_.count() == 0) return true;
@@ -296,11 +300,21 @@ std::optional<NodeEndpoints> BundleOwnership::known_owner(const TopicName& topic
     if (it == owners_.end()) return std::nullopt;
     owner = it->second.node;
   }
-  // A dead owner is not an answer: owner_of() moves its bundle.
-  if (movable(owner)) return std::nullopt;
-  auto endpoints = endpoints_of(owner);
-  if (!endpoints.is_ok()) return std::nullopt;
-  return *endpoints;
+  if (owner == self_node_) {
+    auto endpoints = endpoints_of(owner);
+    return endpoints.is_ok() ? std::optional<NodeEndpoints>(*endpoints) : std::nullopt;
+  }
+  // One look at the directory (this is on every call's path): its
+  // addresses, and whether it is alive; a dead owner is not an answer
+  // (owner_of() moves its bundle).
+  for (auto& [node, node_alive] : directory_()) {
+    if (node.node != owner) continue;
+    if (may_move() && movable_given(owner, node_alive)) return std::nullopt;
+    NodeEndpoints found = node;
+    found.here = false;
+    return found;
+  }
+  return std::nullopt;
 }
 
 void BundleOwnership::owner_of(const TopicName& topic, OwnerCallback done) {

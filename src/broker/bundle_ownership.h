@@ -155,6 +155,8 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   // Whether `node`'s bundles may move: this node's view is current and
   // `node` has been dead for failover_after_.
   bool movable(uint64_t node) const;
+  // movable(), once the caller knows whether `node` is alive.
+  bool movable_given(uint64_t node, bool node_alive) const;
   bool may_move() const { return !lease_ || lease_(); }
   // The failover pass: the bundles of dead owners go to live brokers, then
   // bundles on brokers their isolation policy does not allow move.

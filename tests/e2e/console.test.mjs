@@ -5,8 +5,10 @@
 // Each page is saved as a screenshot (node.mjs: SCREENSHOTS).
 import test from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { BIN, Node, launchBrowser, waitFor, SCREENSHOTS } from './node.mjs';
 
 const UI_TIMEOUT = 20000;
@@ -304,6 +306,31 @@ test('the nodes page shows this node, the only member of a standalone node', asy
   const row = await table.locator('tbody tr').first().textContent();
   assert.ok(row.includes('standalone') && row.includes('leader'), row);
   assert.ok(row.includes(`127.0.0.1:${node.ports.http}`), row);
+});
+
+test('a cluster member\'s nodes page shows each broker\'s load and the load manager\'s moves', async () => {
+  // A standalone node has no load manager: no such section.
+  assert.equal(await page.getByTestId('load-decisions').count(), 0);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'magnetar-e2e-cluster-'));
+  const secret = path.join(dir, 'cluster.key');
+  execFileSync(BIN, ['cluster', 'create-secret', '--output', secret]);
+  const member = await new Node(['--cluster-port', '0', '--cluster-secret-file', secret], 'start').start();
+  try {
+    await page.goto(member.url + '/nodes');
+    const decisions = page.getByTestId('load-decisions');
+    await waitFor(async () => (await decisions.locator('tbody tr').count()) === 1 &&
+      (await decisions.locator('tbody tr').first().textContent()).includes('No bundle moved yet'), UI_TIMEOUT,
+    'the load balancing section');
+    // Its own load report: the CPU it used.
+    const row = await waitFor(async () => {
+      const t = await page.getByTestId('nodes-table').locator('tbody tr').first().textContent();
+      return t.includes('%') ? t : null;
+    }, UI_TIMEOUT, 'the member\'s CPU from its load report');
+    assert.ok(row.includes('voter'), row);
+  } finally {
+    await member.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('the metrics page lists what /metrics serves', async () => {

@@ -37,16 +37,17 @@ export async function waitFor(check, timeoutMs, what) {
 export class Fatal extends Error {}
 
 export class Node {
-  // `extraArgs`: more `magnetar standalone` flags.
-  constructor(extraArgs = []) {
+  // `extraArgs`: more `magnetar <command>` flags (standalone, or start for a cluster member).
+  constructor(extraArgs = [], command = 'standalone') {
     this.extraArgs = extraArgs;
+    this.command = command;
     this.dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'magnetar-e2e-'));
     this.log = '';
   }
 
   async start() {
     const portsFile = path.join(this.dataDir, 'ports.json');
-    this.proc = spawn(BIN, ['standalone', '--data-dir', this.dataDir, '--http-port', '0', '--pulsar-port', '0',
+    this.proc = spawn(BIN, [this.command, '--data-dir', this.dataDir, '--http-port', '0', '--pulsar-port', '0',
       '--kafka-port', '0', '--amqp-port', '0', ...this.extraArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.exited = new Promise((resolve) => this.proc.on('exit', (code) => resolve(code)));
     this.proc.stdout.on('data', (d) => { this.log += d; });

@@ -371,6 +371,30 @@ export interface ClusterNode {
   storageState?: 'active' | 'decommissioned';
 }
 
+// What GET /admin/v2/cluster/load answers (a cluster member only).
+export interface BrokerLoad {
+  node: number;
+  msgRateIn: number;
+  msgRateOut: number;
+  topics: number;
+  cpu?: number;
+  memoryBytes?: number;
+}
+export interface LoadDecision {
+  at: number;
+  bundle: string;
+  from: number;
+  to: number;
+  reason: string;
+  detail: string;
+  done?: boolean;
+  error?: string;
+}
+export interface ClusterLoad {
+  brokers: BrokerLoad[];
+  decisions: LoadDecision[];
+}
+
 // The trial's terms; null from a node that is not in trial mode.
 async function trialConfig(): Promise<TrialConfig | null> {
   let res: Response;
@@ -420,6 +444,7 @@ export const api = {
   signUp,
   overview: () => json<Overview>('GET', '/admin/v2/overview'),
   nodes: () => json<ClusterNode[]>('GET', '/admin/v2/cluster/nodes'),
+  clusterLoad: () => json<ClusterLoad>('GET', '/admin/v2/cluster/load'),
 
   me: () => json<Me>('GET', '/admin/v2/me'),
   tenants: () => json<string[]>('GET', '/admin/v2/tenants'),

@@ -1,8 +1,9 @@
 // Nodes: the members of this node's cluster (a standalone node alone),
-// refreshed every few seconds.
+// refreshed every few seconds, with each broker's load and the load
+// manager's last decisions (a cluster member only).
 import { Fragment, h } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { api, ClusterNode } from '../api';
+import { api, ClusterLoad, ClusterNode, LoadDecision } from '../api';
 import { DataTable } from '../table';
 import { useNotice } from '../dom';
 
@@ -12,6 +13,8 @@ export function NodesPage() {
   const status = useNotice();
   // null until the first answer: an empty table then would say there are no nodes.
   const [rows, setRows] = useState<ClusterNode[] | null>(null);
+  // null on a standalone node, which has no load manager.
+  const [load, setLoad] = useState<ClusterLoad | null>(null);
   useEffect(() => {
     document.title = 'Nodes · Magnetar';
     let stopped = false;
@@ -19,6 +22,8 @@ export function NodesPage() {
       try {
         const nodes = await api.nodes();
         if (!stopped) setRows(nodes);
+        const balance = await api.clusterLoad().catch(() => null);
+        if (!stopped) setLoad(balance);
       } catch (e) {
         if (!stopped) status.error(e);
       }
@@ -32,6 +37,11 @@ export function NodesPage() {
   }, []);
 
   const yes = (b: boolean) => (b ? 'yes' : 'no');
+  const report = (id: number) => load?.brokers.find((b) => b.node === id);
+  const rate = (n: ClusterNode) => {
+    const r = report(n.id);
+    return r ? r.msgRateIn + r.msgRateOut : 0;
+  };
   const columns = [
     { title: 'Node', value: (n: ClusterNode) => String(n.id) },
     { title: 'Cluster address', value: (n: ClusterNode) => n.clusterAddress || '—' },
@@ -40,6 +50,12 @@ export function NodesPage() {
     { title: 'Alive', value: (n: ClusterNode) => yes(n.alive) },
     { title: 'Bundles', value: (n: ClusterNode) => (n.ownedBundles || []).length, numeric: true,
       render: (n: ClusterNode) => String((n.ownedBundles || []).length) },
+    { title: 'Msg/s', value: rate, numeric: true, render: (n: ClusterNode) => (report(n.id) ? rate(n).toFixed(0) : '—') },
+    { title: 'CPU', value: (n: ClusterNode) => report(n.id)?.cpu ?? 0, numeric: true,
+      render: (n: ClusterNode) => {
+        const cpu = report(n.id)?.cpu;
+        return cpu === undefined ? '—' : `${(cpu * 100).toFixed(0)}%`;
+      } },
     { title: 'Pulsar', value: (n: ClusterNode) => n.brokerServiceUrl || '' },
     { title: 'Kafka', value: (n: ClusterNode) => n.kafkaAddress || '' },
     { title: 'Web', value: (n: ClusterNode) => n.httpUrl || '' },
@@ -50,5 +66,21 @@ export function NodesPage() {
     status.el,
     h(DataTable<ClusterNode>, { columns, rows: rows ?? [], testid: 'nodes-table',
       empty: rows === null ? 'Loading…' : 'No nodes.',
-      rowKey: (n: ClusterNode) => String(n.id) }));
+      rowKey: (n: ClusterNode) => String(n.id) }),
+    load && h(Fragment, {},
+      h('h2', {}, 'Load balancing'),
+      h('p', { class: 'muted' }, 'Bundles the load manager moved, newest first, and why: msg-rate (a broker above ',
+        'the average message rate), bundle-count (a broker owning two bundles more than another).'),
+      h(DataTable<LoadDecision>, { columns: decisionColumns, rows: load.decisions, testid: 'load-decisions',
+        empty: 'No bundle moved yet.', rowKey: (d: LoadDecision) => `${d.at}-${d.bundle}` })));
 }
+
+const decisionColumns = [
+  { title: 'When', value: (d: LoadDecision) => d.at, render: (d: LoadDecision) => new Date(d.at).toLocaleString() },
+  { title: 'Bundle', value: (d: LoadDecision) => d.bundle },
+  { title: 'From', value: (d: LoadDecision) => String(d.from) },
+  { title: 'To', value: (d: LoadDecision) => String(d.to) },
+  { title: 'Reason', value: (d: LoadDecision) => d.reason },
+  { title: 'Detail', value: (d: LoadDecision) => d.detail },
+  { title: 'Done', value: (d: LoadDecision) => (d.done === undefined ? 'moving' : d.done ? 'yes' : d.error || 'no') },
+];
