@@ -12,9 +12,10 @@ import threading
 import time
 import unittest
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
-from cluster_harness import BIN, ClusterCase, nodes_of, request, wait_for
+from cluster_harness import (BIN, ClusterCase, kafka_bootstrap as bootstrap, kafka_consume_all, kafka_produce,
+                             nodes_of, request, wait_for)
 
 NS = "public/default"
 
@@ -48,41 +49,12 @@ def owned_by(members, topic, expected, via):
              f"{via.http_url} naming {expected.http_url} as the owner of {topic}", timeout=30)
 
 
-def bootstrap(members):
-    return ",".join(f"127.0.0.1:{m.ports['kafka']}" for m in members if m.proc.poll() is None)
-
-
 def produce(members, topic, values, timeout=90):
-    """Sends `values` with acks=all; returns (acknowledged values, errors)."""
-    producer = Producer({"bootstrap.servers": bootstrap(members), "acks": "all", "linger.ms": 2,
-                         "message.timeout.ms": 60000})
-    acked, errors = [], []
-
-    def report(err, msg):
-        (errors if err else acked).append(err or msg.value().decode())
-    for v in values:
-        producer.produce(topic, v.encode(), on_delivery=report)
-        producer.poll(0)
-    left = producer.flush(timeout)
-    assert left == 0, f"{left} messages still unanswered"
-    return acked, errors
+    return kafka_produce(members, topic, values, timeout)
 
 
 def consume_all(members, topic, expected, timeout=90):
-    consumer = Consumer({"bootstrap.servers": bootstrap(members), "group.id": "check",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    got = []
-    try:
-        def done():
-            msg = consumer.poll(0.5)
-            if msg is not None and not msg.error():
-                got.append(msg.value().decode())
-            return len(set(got)) >= expected
-        wait_for(done, f"{expected} messages from {topic}", timeout=timeout, interval=0)
-    finally:
-        consumer.close()
-    return got
+    return kafka_consume_all(members, topic, expected, timeout, distinct=True)
 
 
 def moves(member, reason):

@@ -9,9 +9,7 @@ import shutil
 import signal
 import unittest
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-
-from cluster_harness import ClusterCase, nodes_of, request, wait_for
+from cluster_harness import ClusterCase, kafka_consume_all, kafka_produce, nodes_of, request, wait_for
 
 STORED = "magnetar_replica_entries_added_total"
 WIPED_BELOW = "magnetar_storage_node_wiped_below"
@@ -37,37 +35,13 @@ def kafka_owner(members, topic):
 
 
 def produce(member, topic, values, timeout=60):
-    """Sends `values` with acks=all through `member`; returns the values the
-    node acknowledged and the errors it reported."""
-    producer = Producer({"bootstrap.servers": f"127.0.0.1:{member.ports['kafka']}", "acks": "all",
-                         "linger.ms": 2, "message.timeout.ms": 45000, "retries": 0})
-    acked, errors = [], []
-
-    def report(err, msg):
-        (errors if err else acked).append(err or msg.value().decode())
-    for v in values:
-        producer.produce(topic, v.encode(), on_delivery=report)
-        producer.poll(0)
-    left = producer.flush(timeout)
-    assert left == 0, f"{left} messages still unanswered"
-    return acked, errors
+    """Sends `values` with acks=all through `member` alone, no retries;
+    returns the values the node acknowledged and the errors it reported."""
+    return kafka_produce([member], topic, values, timeout, **{"message.timeout.ms": 45000, "retries": 0})
 
 
 def consume_all(member, topic, expected, timeout=60):
-    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{member.ports['kafka']}", "group.id": "check",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    got = []
-    try:
-        def done():
-            msg = consumer.poll(0.5)
-            if msg is not None and not msg.error():
-                got.append(msg.value().decode())
-            return len(got) >= expected
-        wait_for(done, f"{expected} messages from {topic}", timeout=timeout, interval=0)
-    finally:
-        consumer.close()
-    return got
+    return kafka_consume_all([member], topic, expected, timeout)
 
 
 def other_holders(members, owner, before):

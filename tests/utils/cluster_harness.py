@@ -98,6 +98,51 @@ def tenants_of(node):
     return tenants
 
 
+def kafka_bootstrap(members):
+    """bootstrap.servers naming every running member's Kafka listener."""
+    return ",".join(f"127.0.0.1:{m.ports['kafka']}" for m in members if m.proc.poll() is None)
+
+
+def kafka_produce(members, topic, values, timeout=90, **config):
+    """Sends `values` (str) with acks=all through `members` with confluent-
+    kafka (more producer settings in `config`); returns (acknowledged values,
+    errors), once every value has its answer."""
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": kafka_bootstrap(members), "acks": "all", "linger.ms": 2,
+                         "message.timeout.ms": 60000, **config})
+    acked, errors = [], []
+
+    def report(err, msg):
+        (errors if err else acked).append(err or msg.value().decode())
+    for v in values:
+        producer.produce(topic, v.encode(), on_delivery=report)
+        producer.poll(0)
+    left = producer.flush(timeout)
+    assert left == 0, f"{left} messages still unanswered"
+    return acked, errors
+
+
+def kafka_consume_all(members, topic, expected, timeout=90, distinct=False):
+    """Reads partition 0 of `topic` from the start until `expected` values
+    (distinct ones when `distinct`: a producer that retried may have stored
+    some twice) arrived; returns them in order."""
+    from confluent_kafka import Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap(members), "group.id": "check",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    try:
+        def done():
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                got.append(msg.value().decode())
+            return len(set(got) if distinct else got) >= expected
+        wait_for(done, f"{expected} messages from {topic}", timeout=timeout, interval=0)
+    finally:
+        consumer.close()
+    return got
+
+
 class Member(Node):
     """A cluster member; `host` is the address it binds and advertises, and
     `netns` the network namespace it runs in (None: this one)."""

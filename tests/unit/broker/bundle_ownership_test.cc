@@ -13,20 +13,14 @@
 #include "broker/tenancy.h"
 #include "metadata/blocking.h"
 #include "metadata/leveldb_store.h"
+#include "utils/eventually.h"
 
 namespace magnetar::broker {
 namespace {
 
-constexpr uint64_t kSelf = 1;
+using magnetar::test_util::eventually;
 
-bool soon(const std::function<bool()>& done) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return done();
-}
+constexpr uint64_t kSelf = 1;
 
 class BundleOwnershipTest : public ::testing::Test {
  protected:
@@ -171,7 +165,7 @@ TEST_F(BundleOwnershipTest, AReleaseOfABundleOwnedElsewhereOrToADeadNodeIsRefuse
   auto mine = *TopicName::parse("persistent://public/default/mine");
   start();
   write(mine, kSelf);
-  ASSERT_TRUE(soon([&]() { return ownership_->known_owner(mine).has_value(); }));
+  ASSERT_TRUE(eventually([&]() { return ownership_->known_owner(mine).has_value(); }));
   set_alive(3, false);
   std::promise<common::Status> dead;
   ownership_->release(qualified_bundle(mine), 3, [&dead](common::Status st) { dead.set_value(st); });
@@ -189,7 +183,7 @@ TEST_F(BundleOwnershipTest, ABundleTakenAwayClosesItsTopicsHere) {
   write(topic, kSelf);
   start();
   write(topic, 2);  // another node moved it (this one was thought dead)
-  ASSERT_TRUE(soon([&]() {
+  ASSERT_TRUE(eventually([&]() {
     std::lock_guard lock(mu_);
     return !unloads_.empty();
   }));

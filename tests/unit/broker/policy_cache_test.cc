@@ -10,20 +10,12 @@
 #include "broker/publish_limiter.h"
 #include "broker/tenancy.h"
 #include "metadata/leveldb_store.h"
+#include "utils/eventually.h"
 
 namespace magnetar::broker {
 namespace {
 
-// Polls `done` until it holds or 10 s pass; the cache follows metadata
-// asynchronously.
-bool eventually(const std::function<bool()>& done) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return done();
-}
+using magnetar::test_util::eventually;
 
 class PolicyCacheTest : public ::testing::Test {
  protected:
