@@ -621,7 +621,17 @@ void BundleOwnership::unload(const std::string& bundle, uint64_t destination, st
 }
 
 size_t BundleOwnership::hand_over(std::chrono::milliseconds timeout) {
-  serves_topics_ = false;  // no new bundle comes here from now on
+  serves_topics_ = false;  // this node assigns itself no new bundle from now on
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  size_t moved = hand_over_once(timeout);
+  // Another member may have moved a bundle here meanwhile (the load
+  // manager, which does not know this one is stopping): once more.
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+  if (left.count() > 0 && !bundles_of(self_node_).empty()) moved += hand_over_once(left);
+  return moved;
+}
+
+size_t BundleOwnership::hand_over_once(std::chrono::milliseconds timeout) {
   std::vector<std::string> mine = bundles_of(self_node_);
   if (mine.empty()) return 0;
   // Spread them: each to the allowed live broker with the fewest so far.

@@ -150,6 +150,8 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   void take_over(const std::string& key, uint64_t from, int64_t version, OwnerCallback done);
   // Writes `to` as `key`'s owner over `version`, then reads back who owns it.
   void move(const std::string& key, int64_t version, uint64_t to, const std::string& why, OwnerCallback done);
+  // One pass of hand_over(): releases what this node owns now.
+  size_t hand_over_once(std::chrono::milliseconds timeout);
   // Whether `node` is a live broker, as the membership says.
   bool alive(uint64_t node) const;
   // Whether `node`'s bundles may move: this node's view is current and
