@@ -39,13 +39,27 @@ class Site:
 
     def __init__(self, name, *extra):
         self.name = name
+        self.extra = extra
+        self.started = False
         self.pulsar_port = free_port()
         self.http_port = free_port()
         self.node = Node("--cluster-name", name, "--pulsar-port", str(self.pulsar_port),
                          "--http-port", str(self.http_port), "--housekeeping-secs", "1", *extra)
 
     def start(self):
-        self.node.start()
+        # A port found free may be taken by another test before the node
+        # binds it: at the first start only, new ones are chosen then.
+        for attempt in range(3):
+            try:
+                self.node.start()
+                return self
+            except RuntimeError as e:
+                if self.started or "Address already in use" not in str(e) or attempt == 2:
+                    raise
+                self.node.close()
+                self.__init__(self.name, *self.extra)
+            finally:
+                self.started = self.started or (self.node.proc is not None and self.node.proc.poll() is None)
         return self
 
     def call(self, method, path, body=None, expect=(200, 204)):

@@ -129,6 +129,12 @@ class KafkaRetentionTest(NodeTestCase):
         # A topic Pulsar made, drained the same way, loses its consumed
         # ledgers at housekeeping: once that happened, housekeeping has also
         # been past the Kafka topic with its subscription at the end.
+        # Its subscription first: without one, housekeeping may drop what it
+        # stores before a consumer subscribes (no retention on this topic).
+        for path in ("/admin/v2/persistent/public/default/kret-pulsar",
+                     "/admin/v2/persistent/public/default/kret-pulsar/subscription/pre"):
+            status, body, _ = self.node.http("PUT", path)
+            self.assertIn(status, (200, 204), body)
         r = subprocess.run([BIN, "produce", "kret-pulsar", "-m", "x", "-n", "200", "--url", self.url],
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
