@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "broker/naming.h"

@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli11_fwd.h"
 #include "cli/commands.h"
 #include "cli/http_client.h"
 #include "cli/token_flags.h"

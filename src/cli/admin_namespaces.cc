@@ -1,5 +1,6 @@
 // `magnetar admin namespaces ...`: namespaces and every namespace policy,
 // with pulsar-admin's verb names (set-X / get-X / remove-X).
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli/admin_cli.h"

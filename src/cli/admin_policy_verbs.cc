@@ -1,5 +1,7 @@
 #include "cli/admin_policy_verbs.h"
 
+#include <CLI/CLI.hpp>
+
 #include "cli/http_client.h"
 
 namespace magnetar::cli {

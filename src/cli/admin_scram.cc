@@ -1,5 +1,6 @@
 // `magnetar admin scram-users`: the SCRAM users Kafka clients authenticate
 // as (SCRAM-SHA-256 / SCRAM-SHA-512), over /admin/v2/scram-users.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <fstream>

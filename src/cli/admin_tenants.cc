@@ -1,4 +1,6 @@
 // `magnetar admin tenants ...` and `magnetar admin clusters ...`.
+#include <CLI/CLI.hpp>
+
 #include "cli/admin_cli.h"
 #include "cli/http_client.h"
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "common/clock.h"

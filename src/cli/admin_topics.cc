@@ -2,6 +2,8 @@
 // topic-level policy overrides (set-X / get-X [--applied] / remove-X).
 // Topic names: persistent://tenant/ns/topic, non-persistent://..., tenant/ns/topic
 // or a bare name in public/default.
+#include <CLI/CLI.hpp>
+
 #include "cli/admin_cli.h"
 #include "cli/admin_policy_verbs.h"
 #include "cli/http_client.h"

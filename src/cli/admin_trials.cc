@@ -1,4 +1,5 @@
 // `magnetar admin trials`: the free-trial mode's tenants (trial/trial_routes.h).
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli/admin_cli.h"

@@ -1,5 +1,6 @@
 #include "cli/cli.h"
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli/commands.h"

@@ -1,4 +1,5 @@
 // `magnetar cluster ...`: what an operator needs before a node joins a cluster.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli/commands.h"

@@ -2,10 +2,9 @@
 // app and returns what runs it once parsing succeeded.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <functional>
 
+#include "cli/cli11_fwd.h"
 #include "server/config.h"
 
 namespace magnetar::cli {

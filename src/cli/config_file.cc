@@ -2,6 +2,8 @@
 
 #include <fstream>
 
+#include <CLI/CLI.hpp>
+
 namespace magnetar::cli {
 
 using common::Result;

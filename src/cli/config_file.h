@@ -1,11 +1,10 @@
 // Settings from a TOML config file, turned into flags.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <string>
 #include <vector>
 
+#include "cli/cli11_fwd.h"
 #include "common/result.h"
 
 namespace magnetar::cli {

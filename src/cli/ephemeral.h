@@ -6,10 +6,9 @@
 // lines after which it carries on in the background.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <string>
 
+#include "cli/cli11_fwd.h"
 #include "server/config.h"
 #include "server/server.h"
 

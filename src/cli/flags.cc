@@ -1,6 +1,8 @@
 #include <cctype>
 #include <cstdint>
 
+#include <CLI/CLI.hpp>
+
 #include "cli/admin_cli.h"
 #include "cli/commands.h"
 

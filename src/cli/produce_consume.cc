@@ -1,5 +1,6 @@
 // `magnetar produce` and `magnetar consume`: a Pulsar client on the command
 // line, for trying a topic and for scripts.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 

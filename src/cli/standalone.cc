@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli/commands.h"

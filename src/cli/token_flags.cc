@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <CLI/CLI.hpp>
+
 namespace magnetar::cli {
 
 common::Result<std::string> TokenFlags::resolve() const {

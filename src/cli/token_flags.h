@@ -4,10 +4,9 @@
 // (pulsar+ssl:// and https:// URLs).
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <string>
 
+#include "cli/cli11_fwd.h"
 #include "client/pulsar_client.h"
 #include "common/result.h"
 

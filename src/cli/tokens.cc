@@ -8,6 +8,7 @@
 //   show TOKEN [--json]
 // Keys are named as the server takes them: file:///path, data:;base64,...,
 // or a bare path.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>

@@ -2,6 +2,7 @@
 // --producer P [--from ms --to ms] [--json]`: where a message went, from the
 // namespace's traces (GET .../{topic}/trace). Exit codes: 0 found, 1 not
 // found or the server could not answer (the reason on stderr), 2 usage.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli/admin_cli.h"

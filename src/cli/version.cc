@@ -1,4 +1,5 @@
 // `magnetar version`.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
