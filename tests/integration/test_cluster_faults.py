@@ -174,6 +174,12 @@ class ClusterFaultTest(ClusterCase):
                 topic, paused = name, owner[0]
                 break
         self.assertIsNotNone(paused, "the leader owns every topic tried")
+        # Its ledger gets a copy on each of the three only if the owner sees
+        # all three alive when it opens the topic. With two copies (itself
+        # and the leader) the publish below would wait on the paused leader
+        # until the leader is replaced as a storage node, past a new lease,
+        # and never meet the lapsed one this test is about.
+        wait_for(lambda: sum(n["alive"] for n in nodes_of(paused)) == 3, "the owner seeing three live members")
         with PulsarWire(paused.ports["pulsar"], host=paused.host) as wire:
             answer = wire.create_producer(topic, 1)
             self.assertEqual(answer.type, pb.BaseCommand.PRODUCER_SUCCESS, answer.cmd)
