@@ -84,9 +84,14 @@ std::string qualified_bundle(const TopicName& topic) {
 }
 
 BundleOwnership::BundleOwnership(metadata::Store& store, uint64_t self_node, Directory directory, Refresh refresh)
-    : store_(store), self_node_(self_node), directory_(std::move(directory)), refresh_(std::move(refresh)) {}
+    : store_(store), self_node_(self_node), directory_(std::move(directory)), refresh_(std::move(refresh)) {
+  guard_->self = this;
+}
 
-BundleOwnership::~BundleOwnership() = default;
+BundleOwnership::~BundleOwnership() {
+  std::lock_guard lock(guard_->mu);
+  guard_->self = nullptr;
+}
 
 std::string BundleOwnership::bundle_key(const TopicName& topic) {
   return std::string(kBundlesRoot) + "/" + qualified_bundle(topic);
@@ -133,10 +138,21 @@ void BundleOwnership::lost(const std::string& key) {
 }
 
 Status BundleOwnership::start() {
-  auto watched = store_.watch(std::string(kBundlesRoot) + "/", [this](const metadata::Event& event) {
-    if (event.type == metadata::EventType::kDeleted) return forget(event.key);
-    store_.get(event.key, [this](Result<metadata::Record> record) {
-      if (record.is_ok()) remember(record->key, record->value, record->stat.version);
+  // A watch's read may answer after stop(): it reaches this object only
+  // through the guard, under its lock, while the guard says it is there.
+  auto guard = guard_;
+  metadata::Store* store = &store_;
+  auto watched = store_.watch(std::string(kBundlesRoot) + "/", [guard, store](const metadata::Event& event) {
+    if (event.type == metadata::EventType::kDeleted) {
+      std::lock_guard lock(guard->mu);
+      if (guard->self != nullptr) guard->self->forget(event.key);
+      return;
+    }
+    store->get(event.key, [guard](Result<metadata::Record> record) {
+      std::lock_guard lock(guard->mu);
+      if (guard->self != nullptr && record.is_ok()) {
+        guard->self->remember(record->key, record->value, record->stat.version);
+      }
     });
   });
   if (!watched.is_ok()) return watched.status();
@@ -164,8 +180,9 @@ Status BundleOwnership::start() {
   }
   MLOG_INFO("ownership: {} bundles assigned in the cluster", count);
   if (!cluster_.empty()) {
-    auto isolation = store_.watch(isolation_prefix(cluster_) + "/", [this](const metadata::Event&) {
-      reload_isolation();
+    auto isolation = store_.watch(isolation_prefix(cluster_) + "/", [guard](const metadata::Event&) {
+      std::lock_guard lock(guard->mu);
+      if (guard->self != nullptr) guard->self->reload_isolation();
     });
     if (!isolation.is_ok()) return isolation.status();
     isolation_watch_ = *isolation;
@@ -203,15 +220,21 @@ Status BundleOwnership::start() {
 
 void BundleOwnership::reload_isolation() {
   const uint64_t read = ++isolation_reads_;
-  store_.list_children(isolation_prefix(cluster_), [this, read](Result<std::vector<std::string>> names) {
+  auto guard = guard_;
+  store_.list_children(isolation_prefix(cluster_), [this, guard, read](Result<std::vector<std::string>> names) {
+    {
+      std::lock_guard lock(guard->mu);
+      if (guard->self == nullptr) return;
+    }
     struct Gather {
       std::mutex mu;
       size_t left = 0;
       std::map<std::string, IsolationPolicy> policies;
     };
     auto g = std::make_shared<Gather>();
-    auto apply = [this, read, g]() {
-      if (read != isolation_reads_.load()) return;  // a later read will apply
+    auto apply = [this, guard, read, g]() {
+      std::lock_guard alive(guard->mu);
+      if (guard->self == nullptr || read != isolation_reads_.load()) return;  // stopped, or a later read will apply
       auto rules = std::make_shared<IsolationRules>(g->policies);
       std::lock_guard lock(mu_);
       isolation_ = std::move(rules);
@@ -238,6 +261,10 @@ void BundleOwnership::reload_isolation() {
 void BundleOwnership::stop() {
   if (isolation_watch_ != 0) store_.unwatch(isolation_watch_);
   isolation_watch_ = 0;
+  {
+    std::lock_guard lock(guard_->mu);
+    guard_->self = nullptr;
+  }
   if (pass_timer_) reactor_->run_sync([this]() { pass_timer_.reset(); });
   if (watch_ != 0) store_.unwatch(watch_);
   watch_ = 0;

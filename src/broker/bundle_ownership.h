@@ -165,6 +165,12 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   void failover_pass();
   void move_misplaced(const std::unordered_set<uint64_t>& live);
 
+  // What the store's callbacks reach this object through: null once it stopped.
+  struct Guard {
+    std::mutex mu;
+    BundleOwnership* self = nullptr;
+  };
+  std::shared_ptr<Guard> guard_ = std::make_shared<Guard>();
   metadata::Store& store_;
   const uint64_t self_node_;
   std::atomic<bool> serves_topics_{true};
