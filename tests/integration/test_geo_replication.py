@@ -48,18 +48,19 @@ class Site:
 
     def start(self):
         # A port found free may be taken by another test before the node
-        # binds it: at the first start only, new ones are chosen then.
+        # binds it: at the first start only (a restart keeps its ports), new
+        # ones are chosen then. Sites made otherwise (fixed ports) just start.
         for attempt in range(3):
             try:
                 self.node.start()
+                self.started = True
                 return self
             except RuntimeError as e:
-                if self.started or "Address already in use" not in str(e) or attempt == 2:
+                retry = hasattr(self, "extra") and not getattr(self, "started", False) and attempt < 2
+                if not retry or "Address already in use" not in str(e):
                     raise
                 self.node.close()
                 self.__init__(self.name, *self.extra)
-            finally:
-                self.started = self.started or (self.node.proc is not None and self.node.proc.poll() is None)
         return self
 
     def call(self, method, path, body=None, expect=(200, 204)):
