@@ -60,22 +60,24 @@ uint32_t stable_hash32(std::string_view s) {
 
 uint32_t topic_hash(const TopicName& topic) { return stable_hash32(topic.to_string()); }
 
-std::string bundle_of(const TopicName& topic) {
-  const uint64_t width = (uint64_t{1} << 32) / kBundlesPerNamespace;
-  uint64_t index = topic_hash(topic) / width;
-  uint64_t low = index * width;
-  uint64_t high = index + 1 == kBundlesPerNamespace ? 0xffffffffu : low + width;
+namespace {
+
+constexpr uint64_t kBundleWidth = (uint64_t{1} << 32) / kBundlesPerNamespace;
+
+// Bundle `index` of a namespace, in Pulsar's form; the last one ends at 0xffffffff.
+std::string bundle_range(uint64_t index) {
+  uint64_t low = index * kBundleWidth;
+  uint64_t high = index + 1 == kBundlesPerNamespace ? 0xffffffffu : low + kBundleWidth;
   return fmt::format("0x{:08x}_0x{:08x}", low, high);
 }
 
+}  // namespace
+
+std::string bundle_of(const TopicName& topic) { return bundle_range(topic_hash(topic) / kBundleWidth); }
+
 std::vector<std::string> namespace_bundles() {
-  const uint64_t width = (uint64_t{1} << 32) / kBundlesPerNamespace;
   std::vector<std::string> out;
-  for (uint64_t index = 0; index < kBundlesPerNamespace; ++index) {
-    uint64_t low = index * width;
-    uint64_t high = index + 1 == kBundlesPerNamespace ? 0xffffffffu : low + width;
-    out.push_back(fmt::format("0x{:08x}_0x{:08x}", low, high));
-  }
+  for (uint64_t index = 0; index < kBundlesPerNamespace; ++index) out.push_back(bundle_range(index));
   return out;
 }
 
