@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "broker/bundle_layout.h"
 #include "broker/tenancy.h"
 #include "common/logging.h"
 #include "common/metrics.h"
@@ -553,6 +554,25 @@ void BrokerService::unload_topic(const TopicName& topic, ledger::Callback<Status
   // Never dropped for a full mailbox: a SEND or ACK lost here would leave
   // its client waiting for an answer that never comes.
   if (!home.post_reliably(std::move(run))) MLOG_WARN("cannot reach the home of {}: it is stopping", topic.to_string());
+}
+
+void BrokerService::split_bundle(const std::string& bundle, std::vector<uint32_t> positions, bool unload,
+                                 std::function<void(Status)> done) {
+  if (ownership_ != nullptr) return ownership_->split(bundle, std::move(positions), unload, std::move(done));
+  auto plan = plan_split(bundle, positions);
+  if (!plan.is_ok()) return done(plan.status());
+  commit_split(store_, plan->ns, plan->low, plan->high, plan->cuts,
+               [this, bundle, unload, pieces = plan->pieces, done](Status st) {
+                 if (!st.is_ok()) return done(st);
+                 MLOG_INFO("bundle {} split into {}", bundle, fmt::join(pieces, ", "));
+                 if (!unload) return done(Status::ok());
+                 auto left = std::make_shared<std::atomic<size_t>>(pieces.size());
+                 for (const auto& piece : pieces) {
+                   unload_bundle(piece, [left, done]() {
+                     if (--*left == 0) done(Status::ok());
+                   });
+                 }
+               });
 }
 
 void BrokerService::unload_bundle(const std::string& bundle, std::function<void()> done) {

@@ -188,6 +188,12 @@ class BrokerService final : public runtime::Component {
   // range", ownership.h) on every reactor, telling their clients to look
   // them up again; `done` on a reactor once all are closed.
   void unload_bundle(const std::string& bundle, std::function<void()> done);
+  // Any thread: splits `bundle` in halves or at `positions` (bundle_layout.h);
+  // a cluster member asks the bundle's owner (Ownership::split), a
+  // standalone node only changes the layout, its topics staying loaded.
+  // With `unload`, the pieces' topics are unloaded afterwards.
+  void split_bundle(const std::string& bundle, std::vector<uint32_t> positions, bool unload,
+                    std::function<void(common::Status)> done);
 
   struct TopicSample {
     TopicName name;

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <map>
 
+#include "broker/bundle_layout.h"
 #include "broker/tenancy.h"
 #include "cluster/rpc_format.h"
 #include "common/clock.h"
@@ -24,6 +25,7 @@ namespace {
 
 constexpr std::string_view kBundlesRoot = "/bundles";
 constexpr auto kReleaseMethod = static_cast<uint16_t>(cluster::rpc::Method::kReleaseBundle);
+constexpr auto kSplitMethod = static_cast<uint16_t>(cluster::rpc::Method::kSplitBundle);
 // Moves started by one failover pass; the rest wait for the next second.
 constexpr size_t kMovesPerPass = 256;
 
@@ -60,24 +62,19 @@ uint32_t stable_hash32(std::string_view s) {
 
 uint32_t topic_hash(const TopicName& topic) { return stable_hash32(topic.to_string()); }
 
-namespace {
-
-constexpr uint64_t kBundleWidth = (uint64_t{1} << 32) / kBundlesPerNamespace;
-
-// Bundle `index` of a namespace, in Pulsar's form; the last one ends at 0xffffffff.
-std::string bundle_range(uint64_t index) {
-  uint64_t low = index * kBundleWidth;
-  uint64_t high = index + 1 == kBundlesPerNamespace ? 0xffffffffu : low + kBundleWidth;
-  return fmt::format("0x{:08x}_0x{:08x}", low, high);
+std::string bundle_of(const TopicName& topic) {
+  const Boundaries b = layout_of(topic.ns);
+  const uint32_t hash = topic_hash(topic);
+  // The first boundary above the hash ends its bundle; 0xffffffff falls in the last one.
+  auto above = std::upper_bound(b.begin(), b.end(), hash);
+  if (above == b.end()) above = std::prev(b.end());
+  return range_name(*std::prev(above), *above);
 }
 
-}  // namespace
-
-std::string bundle_of(const TopicName& topic) { return bundle_range(topic_hash(topic) / kBundleWidth); }
-
-std::vector<std::string> namespace_bundles() {
+std::vector<std::string> namespace_bundles(const NamespaceName& ns) {
+  const Boundaries b = layout_of(ns);
   std::vector<std::string> out;
-  for (uint64_t index = 0; index < kBundlesPerNamespace; ++index) out.push_back(bundle_range(index));
+  for (size_t i = 0; i + 1 < b.size(); ++i) out.push_back(range_name(b[i], b[i + 1]));
   return out;
 }
 
@@ -135,8 +132,47 @@ void BundleOwnership::lost(const std::string& key) {
     std::lock_guard lock(mu_);
     releasing = releasing_.count(key) != 0;
   }
+  if (split_away(key)) {
+    // Split: its topics fall in the pieces now; those of pieces owned
+    // elsewhere go (none, when this node split it).
+    auto range = parse_range(bundle.substr(bundle.rfind('/') + 1));
+    std::string ns = namespace_of_key(key);
+    auto name = NamespaceName::of(ns.substr(0, ns.find('/')), ns.substr(ns.find('/') + 1));
+    if (!range.is_ok() || !name.is_ok()) return;
+    const Boundaries b = layout_of(*name);
+    for (size_t i = 0; i + 1 < b.size(); ++i) {
+      if (b[i] < range->first || b[i + 1] > range->second) continue;
+      std::string piece = ns + "/" + range_name(b[i], b[i + 1]);
+      uint64_t owner = 0;
+      {
+        std::lock_guard lock(mu_);
+        auto it = owners_.find(std::string(kBundlesRoot) + "/" + piece);
+        if (it != owners_.end()) owner = it->second.node;
+      }
+      if (owner == self_node_) continue;
+      MLOG_WARN("ownership: bundle {} was split; its piece {} is not served here: closing its topics", bundle, piece);
+      unloader_(piece, []() {});
+    }
+    return;
+  }
   if (!releasing) MLOG_WARN("ownership: bundle {} served here now belongs to another node: closing its topics", bundle);
   unloader_(bundle, []() {});
+}
+
+bool BundleOwnership::split_away(const std::string& key) {
+  std::string bundle = key.substr(kBundlesRoot.size() + 1);
+  size_t first = bundle.find('/');
+  size_t last = bundle.rfind('/');
+  if (first == std::string::npos || first == last) return false;
+  auto range = parse_range(bundle.substr(last + 1));
+  auto ns = NamespaceName::of(bundle.substr(0, first), bundle.substr(first + 1, last - first - 1));
+  if (!range.is_ok() || !ns.is_ok()) return false;
+  // Both ends are boundaries with another between them: the layout cut it.
+  // (A piece whose layout is not written yet has an end that is no boundary.)
+  const Boundaries b = layout_of(*ns);
+  auto low = std::lower_bound(b.begin(), b.end(), range->first);
+  auto high = std::lower_bound(b.begin(), b.end(), range->second);
+  return low != b.end() && high != b.end() && *low == range->first && *high == range->second && high - low > 1;
 }
 
 Status BundleOwnership::start() {
@@ -209,6 +245,24 @@ Status BundleOwnership::start() {
       uint64_t destination = std::strtoull(std::string(payload.substr(newline + 1)).c_str(), nullptr, 10);
       bundle_moves("unload").inc();
       release(bundle, destination, [reply](Status st) { reply(st.is_ok() ? std::string() : st.message()); });
+    });
+    calls_->handle(kSplitMethod, [this](std::string_view payload, RemoteCalls::Reply reply) {
+      // "bundle\nunload(0|1)\nposition,position..."
+      auto first = payload.find('\n');
+      auto second = first == std::string_view::npos ? first : payload.find('\n', first + 1);
+      if (second == std::string_view::npos) return reply("malformed bundle split");
+      std::string bundle(payload.substr(0, first));
+      const bool unload = payload.substr(first + 1, second - first - 1) == "1";
+      std::vector<uint32_t> positions;
+      std::string_view rest = payload.substr(second + 1);
+      while (!rest.empty()) {
+        size_t comma = rest.find(',');
+        const std::string position(rest.substr(0, comma));
+        positions.push_back(static_cast<uint32_t>(std::strtoul(position.c_str(), nullptr, 10)));
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      }
+      split_here(bundle, std::move(positions), unload,
+                 [reply](Status st) { reply(st.is_ok() ? std::string() : st.message()); });
     });
   }
   if (reactor_ != nullptr && serves_topics_) {
@@ -357,7 +411,7 @@ void BundleOwnership::owner_of(const TopicName& topic, OwnerCallback done) {
     if (!movable(known.node)) return resolve(known.node, std::move(done));
     return take_over(key, known.node, known.version, std::move(done));
   }
-  store_.get(key, [this, key, hash = topic_hash(topic), ns = topic.ns, done](Result<metadata::Record> record) {
+  store_.get(key, [this, key, hash = topic_hash(topic), topic, done](Result<metadata::Record> record) {
     if (record.is_ok()) {
       remember(key, record->value, record->stat.version);
       uint64_t node = std::strtoull(record->value.c_str(), nullptr, 10);
@@ -367,12 +421,25 @@ void BundleOwnership::owner_of(const TopicName& topic, OwnerCallback done) {
     if (record.status().code() != common::ErrorCode::kNotFound) return done(record.status());
     // Only a namespace that exists gets bundles: a lookup of an invented
     // namespace must not leave assignments behind.
-    store_.get(namespace_key(ns), [this, key, hash, ns, done](Result<metadata::Record> exists) {
+    store_.get(namespace_key(topic.ns), [this, key, hash, topic, done](Result<metadata::Record> exists) {
       if (!exists.is_ok()) {
         if (exists.status().code() != common::ErrorCode::kNotFound) return done(exists.status());
-        return done(Status::not_found("namespace " + ns.to_string() + " does not exist"));
+        return done(Status::not_found("namespace " + topic.ns.to_string() + " does not exist"));
       }
-      assign(key, hash, done);
+      // The layout afresh: a split this node has not heard of yet must not
+      // bring its old bundle back.
+      store_.get(layout_key(topic.ns), [this, key, hash, topic, done](Result<metadata::Record> layout) {
+        if (layout.is_ok()) {
+          auto stored = decode_boundaries(layout->value);
+          if (stored.is_ok() && *stored != layout_of(topic.ns)) {
+            set_layout(topic.ns.to_string(), std::move(*stored));
+            if (bundle_key(topic) != key) return owner_of(topic, done);
+          }
+        } else if (layout.status().code() != common::ErrorCode::kNotFound) {
+          return done(layout.status());
+        }
+        assign(key, hash, done);
+      });
     });
   });
 }
@@ -491,11 +558,24 @@ void BundleOwnership::failover_pass() {
     live.insert(endpoints.node);
   }
   std::unordered_set<uint64_t> owners;
+  std::vector<std::pair<std::string, int64_t>> split;
   {
     std::lock_guard lock(mu_);
     for (const auto& [key, owner] : owners_) {
+      if (split_away(key)) {
+        // Left by a split that stopped before it deleted it.
+        if (taking_over_.insert(key).second) split.emplace_back(key, owner.version);
+        continue;
+      }
       if (live.count(owner.node) == 0) owners.insert(owner.node);
     }
+  }
+  for (const auto& [key, version] : split) {
+    MLOG_INFO("ownership: deleting bundle {}, split since", key.substr(kBundlesRoot.size() + 1));
+    store_.del(key, version, [this, key = key](Status) {
+      std::lock_guard lock(mu_);
+      taking_over_.erase(key);
+    });
   }
   std::unordered_set<uint64_t> dead;
   for (uint64_t node : owners) {
@@ -505,7 +585,7 @@ void BundleOwnership::failover_pass() {
   if (!dead.empty()) {
     std::lock_guard lock(mu_);
     for (const auto& [key, owner] : owners_) {
-      if (dead.count(owner.node) == 0 || taking_over_.count(key) != 0) continue;
+      if (dead.count(owner.node) == 0 || taking_over_.count(key) != 0 || split_away(key)) continue;
       orphans.emplace_back(key, owner);
       taking_over_.insert(key);
       if (orphans.size() == kMovesPerPass) break;
@@ -649,6 +729,125 @@ void BundleOwnership::unload(const std::string& bundle, uint64_t destination, st
                });
 }
 
+void BundleOwnership::split(const std::string& bundle, std::vector<uint32_t> positions, bool unload,
+                            std::function<void(Status)> done) {
+  // Checked here first, so a bad request is answered without a call to the owner.
+  if (auto plan = plan_split(bundle, positions); !plan.is_ok()) return done(plan.status());
+  uint64_t owner = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = owners_.find(std::string(kBundlesRoot) + "/" + bundle); it != owners_.end()) owner = it->second.node;
+  }
+  if (owner == 0 || owner == self_node_) return split_here(bundle, std::move(positions), unload, std::move(done));
+  if (!alive(owner)) {
+    return done(Status::unavailable("bundle " + bundle + " belongs to node " + std::to_string(owner) +
+                                    ", which is not alive; split it once it has moved"));
+  }
+  if (calls_ == nullptr) return done(Status::unavailable("cannot reach node " + std::to_string(owner)));
+  std::string payload = bundle + "\n" + (unload ? "1" : "0") + "\n";
+  for (size_t i = 0; i < positions.size(); ++i) payload += (i == 0 ? "" : ",") + std::to_string(positions[i]);
+  calls_->call(owner, kSplitMethod, std::move(payload), [done](Result<std::string> reply) {
+    if (!reply.is_ok()) return done(reply.status());
+    if (!reply->empty()) return done(Status::failed_precondition(*reply));
+    done(Status::ok());
+  });
+}
+
+void BundleOwnership::split_here(const std::string& bundle, std::vector<uint32_t> positions, bool unload,
+                                 std::function<void(Status)> done) {
+  auto plan = plan_split(bundle, positions);
+  if (!plan.is_ok()) return done(plan.status());
+  const std::string key = std::string(kBundlesRoot) + "/" + bundle;
+  bool owned_here = false;
+  int64_t version = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = owners_.find(key); it != owners_.end()) {
+      if (it->second.node != self_node_) {
+        return done(Status::failed_precondition("bundle " + bundle + " belongs to node " +
+                                                std::to_string(it->second.node)));
+      }
+      owned_here = true;
+      version = it->second.version;
+    }
+    if (releasing_.count(key) != 0) {
+      return done(Status::failed_precondition("bundle " + bundle + " is being handed over or split"));
+    }
+    // Its topics wait (retriably) while it is cut.
+    if (owned_here) releasing_.insert(key);
+  }
+  const std::vector<std::string>& pieces = plan->pieces;
+  struct Split {
+    std::mutex mu;
+    size_t left = 0;
+    Status failure = Status::ok();
+  };
+  auto state = std::make_shared<Split>();
+  auto finish = [this, key, bundle, pieces, unload, done](Status st) {
+    {
+      std::lock_guard lock(mu_);
+      releasing_.erase(key);
+    }
+    if (!st.is_ok()) {
+      MLOG_WARN("ownership: bundle {} not split: {}", bundle, st.to_string());
+      return done(st);
+    }
+    MLOG_INFO("ownership: bundle {} split into {}", bundle, fmt::join(pieces, ", "));
+    common::MetricsRegistry::global()
+        .counter("magnetar_bundle_splits_total", "Bundles this node split")
+        .inc();
+    if (!unload) return done(Status::ok());
+    auto left = std::make_shared<std::pair<std::mutex, size_t>>();
+    left->second = pieces.size();
+    for (const auto& piece : pieces) {
+      this->unload(piece, 0, [left, done, piece](Status moved) {
+        if (!moved.is_ok()) MLOG_WARN("ownership: piece {} of a split not unloaded: {}", piece, moved.to_string());
+        std::lock_guard lock(left->first);
+        if (--left->second == 0) done(Status::ok());
+      });
+    }
+  };
+  // Not split: the pieces written for it go again.
+  auto discard = [this, pieces, finish](Status why) {
+    for (const auto& piece : pieces) {
+      store_.del(std::string(kBundlesRoot) + "/" + piece, metadata::kAnyVersion, [](Status) {});
+    }
+    finish(why);
+  };
+  auto commit = [this, plan = *plan, key, version, owned_here, finish, discard]() {
+    commit_split(store_, plan.ns, plan.low, plan.high, plan.cuts,
+                 [this, key, version, owned_here, finish, discard](Status st) {
+      if (!st.is_ok() && owned_here) return discard(st);
+      if (!st.is_ok() || !owned_here) return finish(st);
+      // Committed: the old bundle goes (its topics now fall in the pieces, all owned here).
+      store_.del(key, version, [this, key, finish](Status deleted) {
+        if (!deleted.is_ok()) MLOG_WARN("ownership: old bundle {} not deleted ({}); the failover pass will", key,
+                                        deleted.to_string());
+        else forget(key);
+        finish(Status::ok());
+      });
+    });
+  };
+  if (!owned_here) return commit();
+  state->left = pieces.size();
+  for (const auto& piece : pieces) {
+    const std::string piece_key = std::string(kBundlesRoot) + "/" + piece;
+    store_.put(piece_key, std::to_string(self_node_), {},
+               [this, state, piece_key, commit, discard](Result<metadata::Stat> put) {
+                 bool last = false;
+                 {
+                   std::lock_guard lock(state->mu);
+                   if (!put.is_ok() && state->failure.is_ok()) state->failure = put.status();
+                   last = --state->left == 0;
+                 }
+                 if (put.is_ok()) remember(piece_key, std::to_string(self_node_), put->version);
+                 if (!last) return;
+                 if (!state->failure.is_ok()) return discard(state->failure);
+                 commit();
+               });
+  }
+}
+
 size_t BundleOwnership::hand_over(std::chrono::milliseconds timeout) {
   serves_topics_ = false;  // this node assigns itself no new bundle from now on
   const auto until = std::chrono::steady_clock::now() + timeout;
@@ -719,7 +918,7 @@ size_t BundleOwnership::hand_over_once(std::chrono::milliseconds timeout) {
 
 std::vector<BundleOwner> BundleOwnership::bundles_in(const NamespaceName& ns) const {
   std::vector<BundleOwner> out;
-  for (const auto& range : namespace_bundles()) {
+  for (const auto& range : namespace_bundles(ns)) {
     BundleOwner b;
     b.range = range;
     std::string key = fmt::format("{}/{}/{}/{}", kBundlesRoot, ns.tenant, ns.local, range);

@@ -22,6 +22,12 @@
 //   releasing (its topics refuse to load here, retriably), closes its loaded
 //   topics (their logs close cleanly, clients are told), then writes the
 //   new owner; clients that look the topics up again find it there.
+// - Split (split()): the owner writes each piece as its own, then the
+//   namespace's new layout (bundle_layout.h; the commit point), then
+//   deletes the old bundle; its topics stay loaded. A lookup that finds no
+//   owner reads the layout afresh before it assigns one, so a node whose
+//   view of the layout lags never brings the old bundle back; the failover
+//   pass deletes an old bundle a split left behind.
 // Every node watches "/bundles/": a node that sees a bundle it served move
 // to another closes its topics of that bundle (a failover of a node that
 // was only cut off).
@@ -106,6 +112,8 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   bool releasing(const TopicName& topic) const override;
   void unload(const std::string& bundle, uint64_t destination, std::function<void(common::Status)> done) override;
   std::vector<BundleOwner> bundles_in(const NamespaceName& ns) const override;
+  void split(const std::string& bundle, std::vector<uint32_t> positions, bool unload,
+             std::function<void(common::Status)> done) override;
 
   // Any thread: hands `bundle`, owned here, to `destination` (0: the live
   // broker owning the fewest bundles, not this one), closing its topics
@@ -150,6 +158,12 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   void take_over(const std::string& key, uint64_t from, int64_t version, OwnerCallback done);
   // Writes `to` as `key`'s owner over `version`, then reads back who owns it.
   void move(const std::string& key, int64_t version, uint64_t to, const std::string& why, OwnerCallback done);
+  // split() of a bundle owned here: every piece is written as this node's,
+  // then the layout (the commit point), then the old bundle goes.
+  void split_here(const std::string& bundle, std::vector<uint32_t> positions, bool unload,
+                  std::function<void(common::Status)> done);
+  // Whether `key` names a bundle its namespace's layout has split since.
+  static bool split_away(const std::string& key);
   // One pass of hand_over(): releases what this node owns now.
   size_t hand_over_once(std::chrono::milliseconds timeout);
   // Whether `node` is a live broker, as the membership says.

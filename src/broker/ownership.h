@@ -1,7 +1,8 @@
 // Ownership: which node of the cluster serves a topic.
 //
 // Every topic has exactly one owning node at a time. A namespace is split
-// into kBundlesPerNamespace bundles, ranges of a 32-bit hash of topic names
+// into bundles (kBundlesPerNamespace at first, more once one is split:
+// bundle_layout.h), ranges of a 32-bit hash of topic names
 // (partitions hash apart, so a partitioned topic spreads over nodes), as
 // Pulsar splits it; a node owns whole bundles. A standalone node owns
 // everything.
@@ -38,10 +39,12 @@ struct NodeEndpoints {
   std::string amqp_url;     // amqp://host:port ("" when off)
 };
 
-// The bundle `topic` falls in: "0x00000000_0x40000000", Pulsar's form.
+// The bundle `topic` falls in: "0x00000000_0x40000000", Pulsar's form, as
+// this process knows its namespace's layout (bundle_layout.h).
 std::string bundle_of(const TopicName& topic);
-// Every bundle of a namespace, in hash order, in the same form.
-std::vector<std::string> namespace_bundles();
+// Every bundle of `ns`, in hash order, in the same form (bundle_layout.h:
+// the default four until one is split).
+std::vector<std::string> namespace_bundles(const NamespaceName& ns);
 // "tenant/namespace/range": how a bundle is named across namespaces.
 std::string qualified_bundle(const TopicName& topic);
 
@@ -103,6 +106,13 @@ class Ownership {
   virtual void unload(const std::string& bundle, uint64_t destination, std::function<void(common::Status)> done) = 0;
   // Any thread: the bundles of `ns` and their owners, as this node knows them.
   virtual std::vector<BundleOwner> bundles_in(const NamespaceName& ns) const = 0;
+  // Any thread: cuts `bundle` ("tenant/namespace/range") in two halves, or
+  // at `positions` (bundle_layout.h: split_cuts). Its owner does it (asked
+  // over the cluster when it is another node) and keeps every piece, its
+  // topics staying where they are; with `unload`, the pieces are unloaded
+  // afterwards so that lookups spread them. `done` on any thread.
+  virtual void split(const std::string& bundle, std::vector<uint32_t> positions, bool unload,
+                     std::function<void(common::Status)> done) = 0;
 };
 
 }  // namespace magnetar::broker

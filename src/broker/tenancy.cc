@@ -5,6 +5,7 @@
 #include <random>
 #include <thread>
 
+#include "broker/bundle_layout.h"
 #include "broker/trace_record.h"
 #include "broker/tracing.h"
 #include "common/logging.h"
@@ -299,8 +300,11 @@ Status Tenancy::delete_namespace(const NamespaceName& ns) {
   }
   MAGNETAR_RETURN_IF_ERROR(
       named(md::del(store_, namespace_key(ns), current->stat.version), quoted("namespace", ns.to_string())));
-  // Overrides left by topics that are gone must not return with a namespace
-  // re-created under the same name.
+  // Nor its split bundles, nor overrides left by topics that are gone.
+  Status layout = md::del(store_, layout_key(ns));
+  if (!layout.is_ok() && layout.code() != ErrorCode::kNotFound) {
+    MLOG_WARN("namespace {} deleted, but not its bundle layout: {}", ns.to_string(), layout.to_string());
+  }
   for (TopicDomain d : {TopicDomain::kPersistent, TopicDomain::kNonPersistent}) {
     std::string parent = "/admin/topic-policies/" + ns.to_string() + "/" + std::string(domain_name(d));
     auto left = md::list_children(store_, parent);

@@ -75,6 +75,33 @@ void add_namespace_commands(CLI::App& admin, Command& run, std::shared_ptr<Admin
     unload->add_option("-b,--bundle", u->bundle, "One bundle, as `bundles` shows it (default: every bundle)");
     unload->add_option("-d,--destination", u->destination,
                        "The broker to move to: its node id or host:port (default: the least loaded)");
+    struct SplitFlags {
+      std::string ns, bundle, algorithm;
+      std::vector<uint32_t> boundaries;
+      bool unload = false;
+    };
+    auto sp = std::make_shared<SplitFlags>();
+    auto* split = add_verb(
+        *app, run, options, "split-bundle",
+        "Cut a bundle in two (or at given hashes); its broker keeps the pieces, its topics staying loaded",
+        [sp]() -> Result<AdminRequest> {
+          auto path = namespace_path(sp->ns, escape_segment(sp->bundle) + "/split");
+          if (!path.is_ok()) return path.status();
+          std::string algorithm = sp->algorithm;
+          if (algorithm.empty()) {
+            algorithm = sp->boundaries.empty() ? "range_equally_divide" : "specified_positions_divide";
+          }
+          *path += "?splitAlgorithmName=" + escape_segment(algorithm) + (sp->unload ? "&unload=true" : "");
+          std::string body = sp->boundaries.empty() ? "" : Json(sp->boundaries).dump();
+          return AdminRequest{"PUT", *path, body, "Split bundle " + sp->bundle + " of " + sp->ns, nullptr};
+        });
+    split->add_option("namespace", sp->ns, "tenant/namespace")->required();
+    split->add_option("-b,--bundle", sp->bundle, "The bundle, as `bundles` shows it")->required();
+    split->add_flag("-u,--unload", sp->unload, "Unload the pieces afterwards, so that lookups spread them");
+    split->add_option("--split-algorithm-name", sp->algorithm,
+                      "range_equally_divide (halves), topic_count_equally_divide (half the topics each side) or "
+                      "specified_positions_divide (at --split-boundaries)");
+    split->add_option("--split-boundaries", sp->boundaries, "Hashes to cut at (comma separated)")->delimiter(',');
   }
 
   add_shared_policy_verbs(g, {"deduplication", "max-producers-per-topic", "maxProducersPerTopic",

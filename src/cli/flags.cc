@@ -164,6 +164,21 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
                  "In a cluster: how often a bundle moves from the busiest broker (message rate, then bundle count) "
                  "to a less busy one (0: never)")
       ->capture_default_str()->check(CLI::Range(0, 86400));
+  cmd.add_option("--load-balancer-auto-split", c.load_balancer_auto_split,
+                 "In a cluster: split a bundle in halves when it goes over one of the --bundle-split-max-* limits")
+      ->capture_default_str();
+  cmd.add_option("--bundle-split-max-topics", c.bundle_split_max_topics,
+                 "Split a bundle with more topics than this (0: no limit)")
+      ->capture_default_str();
+  cmd.add_option("--bundle-split-max-sessions", c.bundle_split_max_sessions,
+                 "Split a bundle with more producers and consumers than this (0: no limit)")
+      ->capture_default_str();
+  cmd.add_option("--bundle-split-max-msg-rate", c.bundle_split_max_msg_rate,
+                 "Split a bundle carrying more messages a second, in and out, than this (0: no limit)")
+      ->capture_default_str();
+  cmd.add_option("--bundle-split-max-mbytes", c.bundle_split_max_mbytes,
+                 "Split a bundle carrying more MiB a second, in and out, than this (0: no limit)")
+      ->capture_default_str();
   cmd.add_option("--fsync", c.fsync,
                  "When a write is acknowledged: always (after fdatasync), interval (fdatasync every --fsync-interval-ms), never")
       ->capture_default_str()

@@ -36,6 +36,7 @@ enum class Method : uint16_t {
   kStorageFence = 122,
   kStorageDelete = 123,
   kReleaseBundle = 130,     // broker/bundle_ownership.h
+  kSplitBundle = 131,       // broker/bundle_ownership.h
 };
 
 }  // namespace magnetar::cluster::rpc

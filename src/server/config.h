@@ -68,6 +68,13 @@ struct Config {
   // How often the lowest live broker moves a bundle to even out the load
   // (server/load_manager.h); 0: never.
   uint32_t load_balancer_shed_secs = 10;
+  // Whether the load manager splits a bundle over one of these limits (0:
+  // none of that kind), Pulsar's loadBalancerNamespaceBundleMax* defaults.
+  bool load_balancer_auto_split = true;
+  uint32_t bundle_split_max_topics = 1000;
+  uint32_t bundle_split_max_sessions = 1000;
+  uint32_t bundle_split_max_msg_rate = 30000;  // msg/s in + out
+  uint32_t bundle_split_max_mbytes = 100;      // MiB/s in + out
   // When an add is acknowledged: "always" (after fdatasync of its group
   // commit), "interval" (after write; fdatasync every fsync_interval_ms) or
   // "never" (after write; the OS flushes when it likes).

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "broker/bundle_layout.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/metrics.h"
@@ -92,13 +93,16 @@ void LoadManager::stop() {
 void LoadManager::report() {
   std::weak_ptr<bool> alive = alive_;
   broker_.collect_stats([this, alive](std::vector<broker::BrokerService::TopicSample> samples) {
-    std::map<std::string, std::pair<double, int64_t>> per_bundle;  // msg/s, topics
+    std::map<std::string, BundleLoad> per_bundle;
     double in = 0, out = 0, bytes_in = 0, bytes_out = 0;
     auto finite = [](double v) { return std::isfinite(v) ? v : 0.0; };
     for (const auto& s : samples) {
-      auto& b = per_bundle[broker::qualified_bundle(s.name)];
-      b.first += finite(s.stats.msg_rate_in) + finite(s.stats.msg_rate_out);
-      b.second++;
+      BundleLoad& b = per_bundle[broker::qualified_bundle(s.name)];
+      b.msg_rate += finite(s.stats.msg_rate_in) + finite(s.stats.msg_rate_out);
+      b.bytes_rate += finite(s.stats.byte_rate_in) + finite(s.stats.byte_rate_out);
+      b.topics++;
+      b.sessions += static_cast<int64_t>(s.stats.publishers.size());
+      for (const auto& sub : s.stats.subscriptions) b.sessions += static_cast<int64_t>(sub.consumers);
       in += finite(s.stats.msg_rate_in);
       out += finite(s.stats.msg_rate_out);
       bytes_in += finite(s.stats.byte_rate_in);
@@ -107,8 +111,10 @@ void LoadManager::report() {
     Json bundles = Json::object();
     for (const auto& [bundle, load] : per_bundle) {
       Json entry = Json::object();
-      entry["msgRate"] = load.first;
-      entry["topics"] = load.second;
+      entry["msgRate"] = load.msg_rate;
+      entry["bytesRate"] = load.bytes_rate;
+      entry["topics"] = load.topics;
+      entry["sessions"] = load.sessions;
       bundles[bundle] = std::move(entry);
     }
     Json report{{"node", self_},
@@ -268,6 +274,30 @@ ShedChoice choose_move(const ShedInput& in, const std::function<bool(const std::
   return choice;
 }
 
+std::optional<SplitChoice> choose_split(const std::map<std::string, BundleLoad>& bundles, const SplitLimits& limits,
+                                        const std::function<bool(const std::string&)>& splittable) {
+  std::optional<SplitChoice> best;
+  double best_ratio = 1;
+  for (const auto& [bundle, load] : bundles) {
+    if (load.topics < 2 || !splittable(bundle)) continue;
+    auto consider = [&](double value, double limit, const char* reason, const char* unit) {
+      if (limit <= 0 || value <= limit) return;
+      const double ratio = value / limit;
+      if (best && ratio <= best_ratio) return;
+      char detail[160];
+      std::snprintf(detail, sizeof(detail), "%.0f %s, over the limit of %.0f (%lld topics)", value, unit, limit,
+                    static_cast<long long>(load.topics));
+      best = SplitChoice{bundle, reason, detail};
+      best_ratio = ratio;
+    };
+    consider(static_cast<double>(load.topics), static_cast<double>(limits.topics), "split-topics", "topics");
+    consider(static_cast<double>(load.sessions), static_cast<double>(limits.sessions), "split-sessions", "sessions");
+    consider(load.msg_rate, limits.msg_rate, "split-msg-rate", "msg/s");
+    consider(load.bytes_rate, limits.bytes_rate, "split-bandwidth", "bytes/s");
+  }
+  return best;
+}
+
 void LoadManager::decide(const std::map<uint64_t, Json>& reports) {
   const int64_t now_ms = common::monotonic_ms();
   const int64_t wall = common::wall_clock_ms();
@@ -275,6 +305,7 @@ void LoadManager::decide(const std::map<uint64_t, Json>& reports) {
     it = now_ms - it->second >= options_.cool_down.count() ? moved_at_ms_.erase(it) : std::next(it);
   }
   ShedInput in;
+  std::map<std::string, BundleLoad> bundle_load;
   in.hot_last_round = hot_broker_;
   in.rate_threshold = options_.rate_threshold;
   in.min_rate = options_.min_rate;
@@ -288,7 +319,27 @@ void LoadManager::decide(const std::map<uint64_t, Json>& reports) {
     const Json bundles = r->second.value("bundles", Json::object());
     if (!bundles.is_object()) continue;
     for (const auto& [bundle, load] : bundles.items()) {
-      if (load.is_object()) in.bundle_rate[bundle] = load.value("msgRate", 0.0);
+      if (!load.is_object()) continue;
+      in.bundle_rate[bundle] = load.value("msgRate", 0.0);
+      // Only what the bundle's owner says about it, and only a bundle its layout still has.
+      const auto& owned = b.bundles;
+      if (std::find(owned.begin(), owned.end(), bundle) == owned.end()) continue;
+      bundle_load[bundle] = BundleLoad{load.value("msgRate", 0.0), load.value("bytesRate", 0.0),
+                                       load.value("topics", int64_t{0}), load.value("sessions", int64_t{0})};
+    }
+  }
+  if (options_.auto_split) {
+    auto split = choose_split(bundle_load, options_.split, [this](const std::string& bundle) {
+      if (moved_at_ms_.count(bundle) != 0) return false;
+      auto plan = broker::plan_split(bundle, {});
+      return plan.is_ok();
+    });
+    if (split) {
+      uint64_t owner = 0;
+      for (const auto& [id, b] : in.brokers) {
+        if (std::find(b.bundles.begin(), b.bundles.end(), split->bundle) != b.bundles.end()) owner = id;
+      }
+      return record(split->bundle, owner, owner, split->reason, split->detail);
     }
   }
   ShedChoice choice = choose_move(
@@ -305,27 +356,46 @@ void LoadManager::decide(const std::map<uint64_t, Json>& reports) {
 void LoadManager::record(const std::string& bundle, uint64_t from, uint64_t to, const std::string& reason,
                          const std::string& detail) {
   moved_at_ms_[bundle] = common::monotonic_ms();
-  MLOG_INFO("load balancing: moving bundle {} from node {} to node {} ({}: {})", bundle, from, to, reason, detail);
+  const bool split = reason.rfind("split", 0) == 0;
+  if (split) {
+    MLOG_INFO("load balancing: splitting bundle {} on node {} ({}: {})", bundle, from, reason, detail);
+  } else {
+    MLOG_INFO("load balancing: moving bundle {} from node {} to node {} ({}: {})", bundle, from, to, reason, detail);
+  }
   common::MetricsRegistry::global()
-      .counter("magnetar_load_shed_total", "Bundles the load manager moved, by why", {{"reason", reason}})
+      .counter("magnetar_load_shed_total", "Bundles the load manager moved or split, by why", {{"reason", reason}})
       .inc();
   Json decision{{"at", common::wall_clock_ms()}, {"bundle", bundle}, {"from", from}, {"to", to},
                 {"reason", reason}, {"detail", detail}};
-  decisions_.push_front(decision);
-  while (decisions_.size() > kDecisionsKept) decisions_.pop_back();
+  keep(decision, false);
   std::weak_ptr<bool> alive = alive_;
-  ownership_.unload(bundle, to, [this, alive, decision](Status st) mutable {
-    if (!st.is_ok()) MLOG_WARN("load balancing: bundle {} not moved: {}", decision.value("bundle", ""), st.to_string());
+  auto finished = [this, alive, decision, split](Status st) mutable {
+    if (!st.is_ok()) {
+      MLOG_WARN("load balancing: bundle {} not {}: {}", decision.value("bundle", ""), split ? "split" : "moved",
+                st.to_string());
+    }
     if (!reactor_.post_reliably([this, alive, decision, ok = st.is_ok(), why = st.to_string()]() mutable {
       if (alive.expired() || !*alive.lock()) return;
       decision["done"] = ok;
       if (!ok) decision["error"] = why;
-      for (auto& d : decisions_) {
-        if (d.value("at", int64_t{0}) == decision.value("at", int64_t{0}) && d["bundle"] == decision["bundle"]) d = decision;
-      }
-      store_.put(std::string(kDecisions), Json(decisions_).dump(), {}, [](Result<metadata::Stat>) {});
+      keep(decision, true);
     })) MLOG_DEBUG("load manager: the cluster reactor is stopping");
-  });
+  };
+  if (split) return ownership_.split(bundle, {}, false, std::move(finished));
+  ownership_.unload(bundle, to, std::move(finished));
+}
+
+void LoadManager::keep(const Json& decision, bool update) {
+  if (!update) {
+    decisions_.push_front(decision);
+    while (decisions_.size() > kDecisionsKept) decisions_.pop_back();
+    return;
+  }
+  for (auto& d : decisions_) {
+    const bool same = d.value("at", int64_t{0}) == decision.value("at", int64_t{0}) && d["bundle"] == decision["bundle"];
+    if (same) d = decision;
+  }
+  store_.put(std::string(kDecisions), Json(decisions_).dump(), {}, [](Result<metadata::Stat>) {});
 }
 
 Result<nlohmann::json> LoadManager::view() {

@@ -4,7 +4,7 @@
 // Every broker reports its load every report interval to
 // "/loadbalance/brokers/<node>" (JSON): message and byte rates in and out,
 // loaded topics, the process's CPU (a fraction of one core) and resident
-// memory, and per bundle its message rate and topics.
+// memory, and per bundle its message and byte rates, topics and sessions.
 //
 // The live broker with the lowest id sheds load every shed interval, moving
 // at most one bundle a round (BundleOwnership::unload: its topics close on
@@ -18,9 +18,13 @@
 // - "bundle-count": otherwise, a broker owning at least two bundles more
 //   than another gives it its least busy bundle; so a member that joins
 //   takes its share within a few rounds.
-// Namespace isolation policies bound every destination. Each decision is
-// logged, counted in magnetar_load_shed_total{reason}, and the last ones are
-// kept at "/loadbalance/decisions" for every member to show.
+// Namespace isolation policies bound every destination. Before it moves
+// anything, a round splits the bundle furthest over a split limit (topics,
+// sessions, msg/s, bytes/s, as in Pulsar's broker.conf) in halves, one a
+// round; its owner keeps both halves, which later rounds can move apart.
+// Each decision is logged, counted in magnetar_load_shed_total{reason}, and
+// the last ones are kept at "/loadbalance/decisions" for every member to
+// show.
 //
 // Threads: the timers and callbacks run on the cluster reactor; view() from
 // any thread (blocking).
@@ -79,6 +83,32 @@ struct ShedChoice {
 ShedChoice choose_move(const ShedInput& in, const std::function<bool(const std::string&)>& movable,
                        const std::function<bool(const std::string&, uint64_t)>& allowed);
 
+// A bundle's load as its owner reported it.
+struct BundleLoad {
+  double msg_rate = 0;    // msg/s in + out
+  double bytes_rate = 0;  // bytes/s in + out
+  int64_t topics = 0;
+  int64_t sessions = 0;  // producers and consumers
+};
+// When a bundle is split (Pulsar's loadBalancerNamespaceBundleMax* in
+// broker.conf, same defaults); 0: no limit of that kind.
+struct SplitLimits {
+  int64_t topics = 1000;
+  int64_t sessions = 1000;
+  double msg_rate = 30000;
+  double bytes_rate = 100.0 * 1024 * 1024;
+};
+struct SplitChoice {
+  std::string bundle;  // "tenant/namespace/range"
+  std::string reason;  // "split-topics", "split-sessions", "split-msg-rate", "split-bandwidth"
+  std::string detail;
+};
+// The bundle furthest over a limit (by the ratio of its load to the limit),
+// among those with two topics or more (one topic cannot be spread) that
+// `splittable` allows.
+std::optional<SplitChoice> choose_split(const std::map<std::string, BundleLoad>& bundles, const SplitLimits& limits,
+                                        const std::function<bool(const std::string&)>& splittable);
+
 class LoadManager final : public runtime::Component {
  public:
   struct Options {
@@ -87,6 +117,8 @@ class LoadManager final : public runtime::Component {
     std::chrono::milliseconds cool_down{120000};
     double rate_threshold = 0.25;  // above the average by this fraction
     double min_rate = 100;         // msg/s (in + out) below which a broker is not shed for its rate
+    bool auto_split = true;        // split bundles over `split` (Pulsar's loadBalancerAutoBundleSplitEnabled)
+    SplitLimits split;
   };
 
   LoadManager(metadata::Store& store, broker::BrokerService& broker, broker::BundleOwnership& ownership,
@@ -109,6 +141,8 @@ class LoadManager final : public runtime::Component {
   void decide(const std::map<uint64_t, Json>& reports);
   void record(const std::string& bundle, uint64_t from, uint64_t to, const std::string& reason,
               const std::string& detail);
+  // Keeps `decision` as the latest, or replaces the one it updates.
+  void keep(const Json& decision, bool update);
 
   metadata::Store& store_;
   broker::BrokerService& broker_;

@@ -32,6 +32,7 @@
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "admin/handlers.h"
+#include "broker/bundle_layout.h"
 #include "broker/bundle_ownership.h"
 #include "cluster/node.h"
 #include "georep/geo_replication.h"
@@ -360,6 +361,8 @@ Status Server::start() {
     return p;
   };
   metadata::Store& metadata_store = *store;
+  // Split bundles, known before any topic is looked up.
+  components_.push_back(std::make_unique<broker::BundleLayoutWatch>(metadata_store));
   auto tenancy = std::make_unique<broker::Tenancy>(*store, std::move(defaults));
   broker::Tenancy* tenancy_ptr = tenancy.get();  // still needed once it joined components_
   // The log: entries on disk under <data-dir>/storage, then the topics on it.
@@ -556,6 +559,11 @@ Status Server::start() {
   if (cluster_ && ownership_ != nullptr && config_.has_role("broker")) {
     LoadManager::Options load_options;
     load_options.shed_interval = std::chrono::seconds(config_.load_balancer_shed_secs);
+    load_options.auto_split = config_.load_balancer_auto_split;
+    load_options.split.topics = config_.bundle_split_max_topics;
+    load_options.split.sessions = config_.bundle_split_max_sessions;
+    load_options.split.msg_rate = config_.bundle_split_max_msg_rate;
+    load_options.split.bytes_rate = config_.bundle_split_max_mbytes * 1024.0 * 1024.0;
     auto load_manager = std::make_unique<LoadManager>(
         metadata_store, *broker_ptr, *ownership_, cluster_->reactor(), cluster_->id(),
         [cluster = cluster_]() { return cluster->lease_valid(); }, load_options);

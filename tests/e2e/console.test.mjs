@@ -319,7 +319,7 @@ test('a cluster member\'s nodes page shows each broker\'s load and the load mana
     await page.goto(member.url + '/nodes');
     const decisions = page.getByTestId('load-decisions');
     await waitFor(async () => (await decisions.locator('tbody tr').count()) === 1 &&
-      (await decisions.locator('tbody tr').first().textContent()).includes('No bundle moved yet'), UI_TIMEOUT,
+      (await decisions.locator('tbody tr').first().textContent()).includes('No bundle moved or split yet'), UI_TIMEOUT,
     'the load balancing section');
     // Its own load report: the CPU it used.
     const row = await waitFor(async () => {

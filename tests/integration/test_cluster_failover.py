@@ -57,14 +57,31 @@ def consume_all(members, topic, expected, timeout=90):
     return kafka_consume_all(members, topic, expected, timeout, distinct=True)
 
 
-def moves(member, reason):
-    """magnetar_bundle_moves_total{reason=...} on `member`."""
+def metric(member, name, label=""):
+    """The value of `name` (with `label`, e.g. 'reason="unload"') on `member`."""
     status, body, _ = member.get("/metrics", timeout=30)
     assert status == 200, status
     for line in body.decode().splitlines():
-        if line.startswith("magnetar_bundle_moves_total{") and f'reason="{reason}"' in line:
+        if line.startswith(name + ("{" if label else " ")) and label in line:
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+def moves(member, reason):
+    """magnetar_bundle_moves_total{reason=...} on `member`."""
+    return metric(member, "magnetar_bundle_moves_total", f'reason="{reason}"')
+
+
+def bundle_of(member, topic, ns=NS):
+    status, bundle = request(member, "GET", f"/admin/v2/persistent/{ns}/{topic}/bundle")
+    assert status == 200, bundle
+    return bundle
+
+
+def bundle_count(member, ns=NS):
+    status, bundles = request(member, "GET", f"/admin/v2/namespaces/{ns}/bundles")
+    assert status == 200, bundles
+    return bundles["numBundles"]
 
 
 class FailoverTest(ClusterCase):
@@ -246,6 +263,102 @@ class FailoverTest(ClusterCase):
             status, answer = request(members[1], "PUT", path)
             self.assertEqual(status, code, f"{path}: {answer}")
         self.assertEqual(len(bundle_owners(members[2])), 4)
+
+    def test_an_operator_splits_a_bundle_under_a_live_producer(self):
+        members = self.start(3)
+        topic = "split-live"
+        owner = owner_of(members, topic)
+        bundle = bundle_of(members[0], topic)
+        acked, errors = [], []
+        stop = threading.Event()
+
+        def run():
+            producer = Producer({"bootstrap.servers": bootstrap(members), "acks": "all", "linger.ms": 1,
+                                 "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000})
+
+            def report(err, msg):
+                (errors if err else acked).append(str(err) if err else msg.value().decode())
+            i = 0
+            while not stop.is_set():
+                producer.produce(topic, f"s{i}".encode(), on_delivery=report)
+                i += 1
+                producer.poll(0.005)
+            producer.flush(90)
+        worker = threading.Thread(target=run)
+        worker.start()
+        try:
+            wait_for(lambda: len(acked) > 100, "the producer under way")
+            # Asked of a member that does not own it: the owner splits it.
+            other = [m for m in members if m is not owner][0]
+            status, answer = request(other, "PUT", f"/admin/v2/namespaces/{NS}/{bundle}/split")
+            self.assertEqual(status, 204, answer)
+            count = len(acked)
+            wait_for(lambda: len(acked) > count + 100, "the producer going on after the split", timeout=60)
+        finally:
+            stop.set()
+            worker.join(120)
+        self.assertEqual(errors, [])
+        low, high = bundle.split("_")
+        middle = f"0x{(int(low, 16) + (int(high, 16) - int(low, 16)) // 2):08x}"
+        halves = [f"{low}_{middle}", f"{middle}_{high}"]
+        for m in members:
+            wait_for(lambda: bundle_count(m) == 5, f"{m.http_url} seeing five bundles", timeout=30)
+            owners = wait_for(lambda: (lambda o: o if all(o.get(h) for h in halves) else None)(
+                {b["bundle"]: b["owner"] for b in bundle_owners(m)}), f"{m.http_url} seeing both halves' owner")
+            self.assertNotIn(bundle, owners)
+            self.assertEqual({owners[h] for h in halves}, {owner.id})
+            self.assertIn(bundle_of(m, topic), halves)
+        # The topic never moved, and nothing acknowledged is missing.
+        self.assertIs(owner_of(members, topic, via=members[2]), owner)
+        self.assertEqual(sorted(set(consume_all(members, topic, len(set(acked))))), sorted(set(acked)))
+        self.assertGreaterEqual(metric(owner, "magnetar_bundle_splits_total"), 1)
+        # The CLI cuts the other half at a given hash; a piece moves like any bundle.
+        quarter = f"{(int(middle, 16) + (int(high, 16) - int(middle, 16)) // 4)}"
+        r = subprocess.run([BIN, "admin", "--url", members[1].http_url, "namespaces", "split-bundle", NS,
+                            "--bundle", halves[1], "--split-boundaries", quarter],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(bundle_count(members[1]), 6)
+        piece = bundle_of(members[0], topic)
+        target = [m for m in members if m is not owner][1]
+        status, answer = request(members[0], "PUT",
+                                 f"/admin/v2/namespaces/{NS}/{piece}/unload?destinationBroker={target.id}")
+        self.assertEqual(status, 204, answer)
+        owned_by(members, topic, target, via=members[0])
+        more, errors = produce(members, topic, ["after-move"])
+        self.assertEqual((more, errors), (["after-move"], []))
+        # Refusals, each with a clear answer; the layout is left as it was.
+        for path, code in ((f"/admin/v2/namespaces/{NS}/{bundle}/split", 404),
+                           (f"/admin/v2/namespaces/{NS}/{piece}/split?splitAlgorithmName=nonsense", 400),
+                           (f"/admin/v2/namespaces/{NS}/not-a-bundle/split", 400),
+                           ("/admin/v2/namespaces/public/nowhere/0x00000000_0x40000000/split", 404)):
+            status, answer = request(members[2], "PUT", path)
+            self.assertEqual(status, code, f"{path}: {answer}")
+        status, answer = request(members[2], "PUT", f"/admin/v2/namespaces/{NS}/{piece}/split"
+                                 "?splitAlgorithmName=specified_positions_divide", [1])
+        self.assertEqual(status, 400, answer)
+        self.assertEqual(bundle_count(members[2]), 6)
+
+    def test_a_bundle_over_the_topic_limit_is_split_by_the_load_manager(self):
+        members = self.start(3, extra=("--load-balancer-shed-secs", "1", "--bundle-split-max-topics", "4"))
+        topics = [f"many-{i}" for i in range(40)]
+        producer = Producer({"bootstrap.servers": bootstrap(members), "acks": "all", "message.timeout.ms": 60000})
+        for t in topics:
+            producer.produce(t, b"first")
+        self.assertEqual(producer.flush(90), 0)
+        # Forty loaded topics over four bundles: each is over four topics.
+        wait_for(lambda: bundle_count(members[0]) >= 8, "the load manager splitting the four bundles", timeout=120)
+        status, load = request(members[1], "GET", "/admin/v2/cluster/load")
+        self.assertEqual(status, 200, load)
+        split = [d for d in load["decisions"] if d["reason"] == "split-topics"]
+        self.assertTrue(split, load["decisions"])
+        self.assertIn("topics", split[0]["detail"])
+        self.assertEqual(split[0]["from"], split[0]["to"])
+        # Every topic is still served, in whichever piece it fell.
+        for t in topics:
+            producer.produce(t, b"second")
+        self.assertEqual(producer.flush(90), 0)
+        self.assertEqual(sorted(consume_all(members, topics[0], 2)), ["first", "second"])
 
     def test_an_isolated_namespace_stays_on_its_brokers(self):
         members = self.start(3)

@@ -5,6 +5,10 @@
 //       [{"bundle", "owner", "alive", "releasing", "brokerUrl", "webServiceUrl"}]
 //   PUT /admin/v2/namespaces/{tenant}/{namespace}/unload
 //   PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload[?destinationBroker=B]
+//   PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/split[?unload=true&splitAlgorithmName=A]
+//       A: range_equally_divide (the default: halves), topic_count_equally_divide
+//       (at the median hash of the bundle's topics), specified_positions_divide
+//       (at the hashes the body lists, a JSON array of numbers)
 //   GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/bundle: the bundle the topic falls in
 // An unload closes the bundle's topics on its owner (clients are told and
 // look them up again) and hands the bundle to `destinationBroker` (a node id,
@@ -20,6 +24,7 @@
 #include "admin/handlers/tenancy_common.h"
 #include "admin/handlers/topic_common.h"
 #include "broker/broker_service.h"
+#include "broker/bundle_layout.h"
 #include "broker/ownership.h"
 #include "broker/tenancy.h"
 
@@ -77,6 +82,46 @@ void unload_bundles(TopicServices& services, const broker::NamespaceName& ns, st
   }
 }
 
+// The hash that halves the topics metadata knows in [low, high] of `ns`.
+Result<uint32_t> median_topic_hash(broker::Tenancy& tenancy, const broker::NamespaceName& ns, uint32_t low,
+                                   uint32_t high) {
+  std::vector<uint32_t> hashes;
+  for (auto domain : {broker::TopicDomain::kPersistent, broker::TopicDomain::kNonPersistent}) {
+    auto names = tenancy.known_topics(ns, domain);
+    if (!names.is_ok()) return names.status();
+    for (const auto& name : *names) {
+      auto topic = broker::TopicName::parse(name);
+      if (!topic.is_ok()) continue;
+      const uint32_t h = broker::topic_hash(*topic);
+      if (h >= low && (h < high || high == 0xffffffffu)) hashes.push_back(h);
+    }
+  }
+  std::sort(hashes.begin(), hashes.end());
+  hashes.erase(std::unique(hashes.begin(), hashes.end()), hashes.end());
+  if (hashes.size() < 2) {
+    return Status::failed_precondition("bundle " + broker::range_name(low, high) + " holds " +
+                                       std::to_string(hashes.size()) + " topics; topic_count_equally_divide needs two");
+  }
+  // The cut is the first hash of the upper half, so the lower half keeps hashes[0 .. n/2).
+  return hashes[hashes.size() / 2];
+}
+
+// The split positions a request's body lists: a JSON array of hashes.
+Result<std::vector<uint32_t>> body_positions(const std::string& body) {
+  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array() || j.empty()) {
+    return Status::invalid_argument("specified_positions_divide needs a JSON array of hash positions as the body");
+  }
+  std::vector<uint32_t> out;
+  for (const auto& v : j) {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > 0xffffffffu) {
+      return Status::invalid_argument("split positions are numbers from 0 to 4294967295");
+    }
+    out.push_back(static_cast<uint32_t>(v.get<uint64_t>()));
+  }
+  return out;
+}
+
 }  // namespace
 
 void register_bundle_routes(Router& router, TopicServices& services) {
@@ -88,7 +133,7 @@ void register_bundle_routes(Router& router, TopicServices& services) {
       if (!ns.is_ok()) return error_response(ns.status());
       auto p = s->tenancy.get_policies(*ns);
       if (!p.is_ok()) return error_response(p.status());
-      return HttpResponse::json(200, bundles_json());
+      return HttpResponse::json(200, bundles_json(*ns));
     });
   });
   router.get(ns_path + "/bundle-owners", [s](HttpRequest& req, Responder respond) {
@@ -102,7 +147,7 @@ void register_bundle_routes(Router& router, TopicServices& services) {
       if (ownership == nullptr) {
         // A standalone node serves every bundle.
         Json here = lookup_json(s->address);
-        for (const auto& range : broker::namespace_bundles()) {
+        for (const auto& range : broker::namespace_bundles(*ns)) {
           out.push_back({{"bundle", range}, {"owner", 0}, {"alive", true}, {"releasing", false},
                          {"brokerUrl", here["brokerUrl"]}, {"webServiceUrl", here["httpUrl"]}});
         }
@@ -135,7 +180,7 @@ void register_bundle_routes(Router& router, TopicServices& services) {
     auto shared = std::make_shared<Responder>(std::move(respond));
     auto ns = broker::NamespaceName::of(req.param("tenant"), req.param("namespace"));
     if (!ns.is_ok()) return (*shared)(error_response(ns.status()));
-    std::vector<std::string> bundles = broker::namespace_bundles();
+    std::vector<std::string> bundles = broker::namespace_bundles(*ns);
     if (one_bundle) {
       std::string range = req.param("bundle");
       if (std::find(bundles.begin(), bundles.end(), range) == bundles.end()) {
@@ -157,6 +202,41 @@ void register_bundle_routes(Router& router, TopicServices& services) {
     });
     if (!st.is_ok()) (*shared)(error_response(st));
   };
+  router.put(ns_path + "/{bundle}/split", [s](HttpRequest& req, Responder respond) {
+    auto shared = std::make_shared<Responder>(std::move(respond));
+    auto ns = broker::NamespaceName::of(req.param("tenant"), req.param("namespace"));
+    if (!ns.is_ok()) return (*shared)(error_response(ns.status()));
+    auto range = broker::parse_range(req.param("bundle"));
+    if (!range.is_ok()) return (*shared)(error_response(range.status()));
+    std::string algorithm = "range_equally_divide";
+    if (auto it = req.query.find("splitAlgorithmName"); it != req.query.end() && !it->second.empty()) {
+      algorithm = it->second;
+    }
+    std::vector<uint32_t> positions;
+    if (algorithm == "specified_positions_divide") {
+      auto listed = body_positions(req.body);
+      if (!listed.is_ok()) return (*shared)(error_response(listed.status()));
+      positions = std::move(*listed);
+    } else if (algorithm != "range_equally_divide" && algorithm != "topic_count_equally_divide") {
+      return (*shared)(error_response(Status::invalid_argument(
+          "splitAlgorithmName " + algorithm +
+          " is not one of range_equally_divide, topic_count_equally_divide, specified_positions_divide")));
+    }
+    const bool unload = query_flag(req, "unload");
+    Status st = s->tenancy.submit([s, shared, ns = *ns, range = *range, algorithm, positions, unload]() mutable {
+      auto p = s->tenancy.get_policies(ns);
+      if (!p.is_ok()) return (*shared)(error_response(p.status()));
+      if (algorithm == "topic_count_equally_divide") {
+        auto median = median_topic_hash(s->tenancy, ns, range.first, range.second);
+        if (!median.is_ok()) return (*shared)(error_response(median.status()));
+        positions = {*median};
+      }
+      std::string bundle = ns.tenant + "/" + ns.local + "/" + broker::range_name(range.first, range.second);
+      s->broker.split_bundle(bundle, std::move(positions), unload,
+                             [shared](Status done) { (*shared)(empty_or_error(done)); });
+    });
+    if (!st.is_ok()) (*shared)(error_response(st));
+  });
   router.put(ns_path + "/unload",
              [unload](HttpRequest& req, Responder respond) { unload(req, std::move(respond), false); });
   router.put(ns_path + "/{bundle}/unload",

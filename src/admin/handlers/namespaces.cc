@@ -34,7 +34,10 @@ void register_namespace_routes(Router& router, broker::Tenancy& tenancy) {
       auto ns = broker::NamespaceName::of(t, n);
       if (!ns.is_ok()) return error_response(ns.status());
       auto p = tenancy.get_policies(*ns);
-      return p.is_ok() ? HttpResponse::json(200, to_json(*p, tenancy.local_cluster())) : error_response(p.status());
+      if (!p.is_ok()) return error_response(p.status());
+      Json out = to_json(*p, tenancy.local_cluster());
+      out["bundles"] = bundles_json(*ns);
+      return HttpResponse::json(200, out);
     });
   });
   router.del("/admin/v2/namespaces/{tenant}/{namespace}", [&tenancy](HttpRequest& req, Responder respond) {

@@ -1,9 +1,12 @@
 #include "admin/handlers/policy_json.h"
 
-#include "broker/ownership.h"
+#include <fmt/format.h>
 
 #include <cmath>
 #include <limits>
+
+#include "broker/bundle_layout.h"
+#include "broker/ownership.h"
 
 namespace magnetar::admin {
 
@@ -400,11 +403,11 @@ Json backlog_quota_map(const NamespacePolicies& p) {
   return m;
 }
 
-Json bundles_json() {
+Json bundles_json(const broker::NamespaceName& ns) {
   Json boundaries = Json::array();
-  for (const auto& range : broker::namespace_bundles()) boundaries.push_back(range.substr(0, range.find('_')));
-  boundaries.push_back("0xffffffff");
-  return Json{{"boundaries", boundaries}, {"numBundles", broker::kBundlesPerNamespace}};
+  const broker::Boundaries b = broker::layout_of(ns);
+  for (uint32_t boundary : b) boundaries.push_back(fmt::format("0x{:08x}", boundary));
+  return Json{{"boundaries", boundaries}, {"numBundles", b.size() - 1}};
 }
 
 Json to_json(const NamespacePolicies& p, const std::string& cluster) {
@@ -419,7 +422,6 @@ Json to_json(const NamespacePolicies& p, const std::string& cluster) {
       {"subscription_auth_mode",
        std::string(broker::subscription_auth_mode_name(p.subscription_auth_mode.value_or(broker::SubscriptionAuthMode::kNone)))},
       {"replication_clusters", p.replication_clusters},
-      {"bundles", bundles_json()},
       {"backlog_quota_map", backlog_quota_map(p)},
       {"topicDispatchRate", per_cluster(p.dispatch_rate ? to_json(*p.dispatch_rate) : Json(nullptr))},
       {"subscriptionDispatchRate",

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "broker/naming.h"
 #include "broker/policies.h"
 #include "common/result.h"
 
@@ -29,8 +30,8 @@ common::Result<int32_t> json_int32(const Json& j, std::string_view what);
 common::Result<bool> json_bool(const Json& j, std::string_view what);
 common::Result<std::set<std::string>> json_string_set(const Json& j, std::string_view what);
 
-// Pulsar's BundlesData, the same for every namespace: {"boundaries": [...], "numBundles": N}.
-Json bundles_json();
+// Pulsar's BundlesData of `ns`: {"boundaries": [...], "numBundles": N}.
+Json bundles_json(const broker::NamespaceName& ns);
 Json to_json(const broker::ClusterInfo& c);
 common::Result<broker::ClusterInfo> cluster_from_json(const Json& j);
 Json to_json(const broker::TenantInfo& t);

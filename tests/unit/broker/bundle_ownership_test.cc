@@ -10,6 +10,7 @@
 #include <map>
 #include <thread>
 
+#include "broker/bundle_layout.h"
 #include "broker/tenancy.h"
 #include "metadata/blocking.h"
 #include "metadata/leveldb_store.h"
@@ -38,6 +39,7 @@ class BundleOwnershipTest : public ::testing::Test {
   void TearDown() override {
     if (ownership_) ownership_->stop();
     ownership_.reset();
+    set_layout("public/default", std::nullopt);  // the process's view outlives the test
     tenancy_.reset();
     store_.reset();
     std::filesystem::remove_all(dir_);
@@ -210,6 +212,110 @@ TEST_F(BundleOwnershipTest, AHandOverWithNoOtherLiveBrokerKeepsTheBundles) {
   start();
   EXPECT_EQ(ownership_->hand_over(std::chrono::seconds(10)), 0u);
   EXPECT_EQ(stored(topic), "1");
+}
+
+common::Status split(BundleOwnership& ownership, const std::string& bundle, std::vector<uint32_t> at = {}) {
+  std::promise<common::Status> p;
+  ownership.split(bundle, std::move(at), false, [&p](common::Status st) { p.set_value(st); });
+  return p.get_future().get();
+}
+
+TEST_F(BundleOwnershipTest, ASplitKeepsEveryPieceHereWithItsTopicsLoaded) {
+  auto topic = *TopicName::parse("persistent://public/default/split-me");
+  write(topic, kSelf);
+  const std::string old_key = BundleOwnership::bundle_key(topic);
+  const std::string old_bundle = qualified_bundle(topic);
+  start();
+  auto st = split(*ownership_, old_bundle);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  // The topic falls in one half now, owned here; the old bundle is gone.
+  EXPECT_NE(qualified_bundle(topic), old_bundle);
+  EXPECT_EQ(stored(topic), "1");
+  EXPECT_EQ(metadata::blocking::get(*store_, old_key).status().code(), common::ErrorCode::kNotFound);
+  EXPECT_EQ(namespace_bundles(topic.ns).size(), kBundlesPerNamespace + 1);
+  auto layout = metadata::blocking::get(*store_, layout_key(topic.ns));
+  ASSERT_TRUE(layout.is_ok());
+  EXPECT_EQ(*decode_boundaries(layout->value), layout_of(topic.ns));
+  auto mine = ownership_->bundles_of(kSelf);
+  EXPECT_EQ(mine.size(), 2u);
+  EXPECT_FALSE(ownership_->releasing(topic));
+  std::lock_guard lock(mu_);
+  EXPECT_TRUE(unloads_.empty()) << unloads_[0];  // nothing closed: both halves stay here
+}
+
+TEST_F(BundleOwnershipTest, ASplitIsRefusedForABundleTheLayoutDoesNotHaveOrADeadOwner) {
+  auto topic = *TopicName::parse("persistent://public/default/elsewhere");
+  write(topic, 2);
+  start();
+  ASSERT_TRUE(eventually([&]() { return ownership_->known_owner(topic).has_value(); }));
+  EXPECT_EQ(split(*ownership_, "public/default/0x00000000_0x00000010").code(), common::ErrorCode::kNotFound);
+  EXPECT_EQ(split(*ownership_, "public/default/0x00000000_0x40000000", {0x50000000}).code(),
+            common::ErrorCode::kInvalidArgument);
+  set_alive(2, false);
+  EXPECT_EQ(split(*ownership_, qualified_bundle(topic)).code(), common::ErrorCode::kUnavailable);
+  EXPECT_EQ(stored(topic), "2");
+  EXPECT_EQ(namespace_bundles(topic.ns).size(), kBundlesPerNamespace);
+}
+
+TEST_F(BundleOwnershipTest, ALookupWhoseLayoutLagsNeverBringsTheOldBundleBack) {
+  auto topic = *TopicName::parse("persistent://public/default/lagging");
+  const std::string old_key = BundleOwnership::bundle_key(topic);
+  auto plan = plan_split(qualified_bundle(topic), {});
+  ASSERT_TRUE(plan.is_ok());
+  // Another node split it; this one has not heard yet.
+  std::promise<common::Status> p;
+  commit_split(*store_, topic.ns, plan->low, plan->high, plan->cuts, [&p](common::Status st) { p.set_value(st); });
+  ASSERT_TRUE(p.get_future().get().is_ok());
+  set_layout("public/default", std::nullopt);
+  start();
+  EXPECT_NE(owner(topic), 0u);
+  EXPECT_EQ(metadata::blocking::get(*store_, old_key).status().code(), common::ErrorCode::kNotFound);
+  EXPECT_NE(BundleOwnership::bundle_key(topic), old_key);
+  EXPECT_FALSE(stored(topic).empty());
+}
+
+TEST(BundleLayoutTest, LayoutsRoundTripAndBadOnesAreRefused) {
+  auto b = default_boundaries();
+  ASSERT_EQ(b.size(), kBundlesPerNamespace + 1);
+  EXPECT_EQ(encode_boundaries(b), "0x00000000,0x40000000,0x80000000,0xc0000000,0xffffffff");
+  EXPECT_EQ(*decode_boundaries(encode_boundaries(b)), b);
+  for (const char* bad : {"", "0x00000000", "0x00000000,0x00000000,0xffffffff", "0x00000001,0xffffffff",
+                          "0x00000000,0xfffffffe", "0,4294967295", "0x00000000,0xzzzzzzzz,0xffffffff"}) {
+    EXPECT_FALSE(decode_boundaries(bad).is_ok()) << bad;
+  }
+  auto range = parse_range("0x40000000_0x80000000");
+  ASSERT_TRUE(range.is_ok());
+  EXPECT_EQ(range->first, 0x40000000u);
+  EXPECT_EQ(range->second, 0x80000000u);
+  EXPECT_EQ(range_name(range->first, range->second), "0x40000000_0x80000000");
+  for (const char* bad : {"0x80000000_0x40000000", "0x40000000", "x_y", "0x40000000_0x8000000g"}) {
+    EXPECT_FALSE(parse_range(bad).is_ok()) << bad;
+  }
+}
+
+TEST(BundleLayoutTest, SplitCutsHalveOrCutAtPositionsWithinTheLimit) {
+  EXPECT_EQ(*split_cuts(0x40000000, 0x80000000, {}, 4), (std::vector<uint32_t>{0x60000000}));
+  EXPECT_EQ(*split_cuts(0, 0xffffffff, {0x30, 0x10, 0x30}, 1), (std::vector<uint32_t>{0x10, 0x30}));
+  EXPECT_EQ(split_cuts(5, 6, {}, 4).status().code(), common::ErrorCode::kInvalidArgument);
+  EXPECT_EQ(split_cuts(0, 100, {100}, 4).status().code(), common::ErrorCode::kInvalidArgument);
+  EXPECT_EQ(split_cuts(0, 100, {}, kMaxBundlesPerNamespace).status().code(),
+            common::ErrorCode::kFailedPrecondition);
+}
+
+TEST(BundleLayoutTest, TopicsFallInTheBundleOfTheirNamespacesLayout) {
+  NamespaceName ns{"layout-tenant", "ns"};
+  std::vector<TopicName> topics;
+  for (int i = 0; i < 200; ++i) {
+    topics.push_back(*TopicName::parse("persistent://layout-tenant/ns/t" + std::to_string(i)));
+  }
+  set_layout(ns.to_string(), Boundaries{0, 0x10000000, 0xffffffff});
+  for (const auto& t : topics) {
+    const uint32_t h = topic_hash(t);
+    EXPECT_EQ(bundle_of(t), h < 0x10000000 ? "0x00000000_0x10000000" : "0x10000000_0xffffffff");
+  }
+  EXPECT_EQ(namespace_bundles(ns), (std::vector<std::string>{"0x00000000_0x10000000", "0x10000000_0xffffffff"}));
+  set_layout(ns.to_string(), std::nullopt);
+  EXPECT_EQ(namespace_bundles(ns).size(), kBundlesPerNamespace);
 }
 
 }  // namespace

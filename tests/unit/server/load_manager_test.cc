@@ -84,5 +84,34 @@ TEST(LoadShedding, CoolingBundlesAndForbiddenBrokersAreSkipped) {
   EXPECT_FALSE(choose_move(in, any_bundle, nowhere).move.has_value());
 }
 
+TEST(BundleSplitting, TheBundleFurthestOverALimitIsSplit) {
+  SplitLimits limits;
+  limits.topics = 10;
+  limits.msg_rate = 1000;
+  std::map<std::string, BundleLoad> bundles{
+      {"t/n/a", BundleLoad{1500, 0, 4, 0}},   // 1.5x the rate limit
+      {"t/n/b", BundleLoad{100, 0, 30, 0}},   // 3x the topic limit
+      {"t/n/c", BundleLoad{9000, 0, 1, 0}},   // one topic: a split cannot spread it
+      {"t/n/d", BundleLoad{10, 0, 5, 0}}};
+  auto all = [](const std::string&) { return true; };
+  auto choice = choose_split(bundles, limits, all);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->bundle, "t/n/b");
+  EXPECT_EQ(choice->reason, "split-topics");
+  choice = choose_split(bundles, limits, [](const std::string& b) { return b != "t/n/b"; });
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->bundle, "t/n/a");
+  EXPECT_EQ(choice->reason, "split-msg-rate");
+  limits.topics = 0;  // no limit of that kind
+  limits.msg_rate = 0;
+  EXPECT_FALSE(choose_split(bundles, limits, all).has_value());
+  limits.sessions = 3;
+  bundles["t/n/d"].sessions = 7;
+  choice = choose_split(bundles, limits, all);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->bundle, "t/n/d");
+  EXPECT_EQ(choice->reason, "split-sessions");
+}
+
 }  // namespace
 }  // namespace magnetar::server

@@ -72,15 +72,16 @@ export function NodesPage() {
       h('p', { class: 'muted' }, 'Bundles the load manager moved, newest first, and why: msg-rate (a broker above ',
         'the average message rate), bundle-count (a broker owning two bundles more than another).'),
       h(DataTable<LoadDecision>, { columns: decisionColumns, rows: load.decisions, testid: 'load-decisions',
-        empty: 'No bundle moved yet.', rowKey: (d: LoadDecision) => `${d.at}-${d.bundle}` })));
+        empty: 'No bundle moved or split yet.', rowKey: (d: LoadDecision) => `${d.at}-${d.bundle}` })));
 }
 
 const decisionColumns = [
   { title: 'When', value: (d: LoadDecision) => d.at, render: (d: LoadDecision) => new Date(d.at).toLocaleString() },
   { title: 'Bundle', value: (d: LoadDecision) => d.bundle },
   { title: 'From', value: (d: LoadDecision) => String(d.from) },
-  { title: 'To', value: (d: LoadDecision) => String(d.to) },
+  // A split keeps its pieces on their broker.
+  { title: 'To', value: (d: LoadDecision) => (d.reason.startsWith('split') ? '(split in place)' : String(d.to)) },
   { title: 'Reason', value: (d: LoadDecision) => d.reason },
   { title: 'Detail', value: (d: LoadDecision) => d.detail },
-  { title: 'Done', value: (d: LoadDecision) => (d.done === undefined ? 'moving' : d.done ? 'yes' : d.error || 'no') },
+  { title: 'Done', value: (d: LoadDecision) => (d.done === undefined ? 'under way' : d.done ? 'yes' : d.error || 'no') },
 ];
