@@ -344,6 +344,68 @@ class NamespaceRestartTest(unittest.TestCase):
             again.close()
             shutil.rmtree(data_dir, ignore_errors=True)
 
+    def test_split_bundles_survive_restart_and_go_with_their_namespace(self):
+        node = Node(keep_data=True).start()
+        data_dir = node.data_dir
+        ns = f"{NS}/public/splits"
+        try:
+            self.assertEqual(call(node, "PUT", ns, {})[0], 204)
+            for i in range(12):
+                self.assertEqual(call(node, "PUT", f"/admin/v2/persistent/public/splits/t{i}")[0], 204)
+            # Halves, at the median of the topics, at given hashes.
+            self.assertEqual(call(node, "PUT", f"{ns}/0x00000000_0x40000000/split")[0], 204)
+            status, reply = call(node, "PUT", f"{ns}/0x80000000_0xc0000000/split"
+                                 "?splitAlgorithmName=specified_positions_divide", [0x90000000, 0xa0000000])
+            self.assertEqual(status, 204, reply)
+            status, bundles = call(node, "GET", f"{ns}/bundles")
+            self.assertEqual(bundles, {"numBundles": 7, "boundaries": [
+                "0x00000000", "0x20000000", "0x40000000", "0x80000000", "0x90000000", "0xa0000000", "0xc0000000",
+                "0xffffffff"]})
+            before = {i: call(node, "GET", f"/admin/v2/persistent/public/splits/t{i}/bundle")[1] for i in range(12)}
+            owners = call(node, "GET", f"{ns}/bundle-owners")[1]
+            self.assertEqual([b["bundle"] for b in owners],
+                             [f"{a}_{b}" for a, b in zip(bundles["boundaries"], bundles["boundaries"][1:])])
+            # Bad requests change nothing.
+            for path, body, code in ((f"{ns}/0x00000000_0x40000000/split", None, 404),
+                                     (f"{ns}/0x40000000_0x80000000/split?splitAlgorithmName=specified_positions_divide",
+                                      "[\"x\"]", 400),
+                                     (f"{ns}/0x40000000_0x80000000/split?splitAlgorithmName=specified_positions_divide",
+                                      [0x10], 400),
+                                     (f"{ns}/0x40000000_0x80000000/split?splitAlgorithmName=guess", None, 400),
+                                     (f"{ns}/0x40000000/split", None, 400),
+                                     (f"{NS}/public/nowhere/0x40000000_0x80000000/split", None, 404)):
+                status, reply = call(node, "PUT", path, body)
+                self.assertEqual(status, code, (path, reply))
+                self.assertTrue(reply.get("reason"), reply)
+            self.assertEqual(call(node, "GET", f"{ns}/bundles")[1], bundles)
+            self.assertEqual(node.stop(), 0)
+        finally:
+            node.close()
+        again = Node(data_dir=data_dir, keep_data=True).start()
+        try:
+            self.assertEqual(call(again, "GET", f"{ns}/bundles")[1], bundles)
+            self.assertEqual(call(again, "GET", ns)[1]["bundles"], bundles)
+            after = {i: call(again, "GET", f"/admin/v2/persistent/public/splits/t{i}/bundle")[1] for i in range(12)}
+            self.assertEqual(after, before)
+            # topic_count_equally_divide: the topics of the bundle, half each side.
+            # (Twelve topics in seven bundles: one bundle holds two or more.)
+            crowded = max(set(after.values()), key=lambda b: list(after.values()).count(b))
+            status, reply = call(again, "PUT", f"{ns}/{crowded}/split?splitAlgorithmName=topic_count_equally_divide")
+            self.assertEqual(status, 204, reply)
+            moved = [i for i in range(12) if after[i] == crowded]
+            pieces = {call(again, "GET", f"/admin/v2/persistent/public/splits/t{i}/bundle")[1] for i in moved}
+            self.assertEqual(len(pieces), 2, pieces)
+            # A namespace deleted and made again starts with four bundles.
+            for i in range(12):
+                self.assertEqual(call(again, "DELETE", f"/admin/v2/persistent/public/splits/t{i}")[0], 204)
+            self.assertEqual(call(again, "DELETE", ns)[0], 204)
+            self.assertEqual(call(again, "PUT", ns, {})[0], 204)
+            self.assertEqual(call(again, "GET", f"{ns}/bundles")[1]["numBundles"], 4)
+            self.assertEqual(again.stop(), 0)
+        finally:
+            again.close()
+            shutil.rmtree(data_dir, ignore_errors=True)
+
 
 if __name__ == "__main__":
     unittest.main()
