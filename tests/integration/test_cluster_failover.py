@@ -84,6 +84,34 @@ def bundle_count(member, ns=NS):
     return bundles["numBundles"]
 
 
+def topic_hash(topic, ns=NS):
+    """The 32-bit hash bundles are ranges of (broker/bundle_ownership.cc):
+    FNV-1a, then MurmurHash3's finalizer, of the topic's full name."""
+    h = 2166136261
+    for c in f"persistent://{ns}/{topic}".encode():
+        h = ((h ^ c) * 16777619) & 0xffffffff
+    h ^= h >> 16
+    h = (h * 0x85ebca6b) & 0xffffffff
+    h ^= h >> 13
+    h = (h * 0xc2b2ae35) & 0xffffffff
+    return h ^ (h >> 16)
+
+
+def hot_load(members, topics, stop):
+    """Produces to `topics` as fast as a Kafka producer with acks=1 goes until `stop`."""
+    producer = Producer({"bootstrap.servers": bootstrap(members), "acks": "1", "linger.ms": 5,
+                         "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000})
+    while not stop.is_set():
+        for t in topics:
+            for _ in range(20):
+                try:
+                    producer.produce(t, b"x" * 100)
+                except BufferError:
+                    producer.poll(0.1)
+        producer.poll(0.05)
+    producer.flush(60)
+
+
 class FailoverTest(ClusterCase):
     prefix = "magnetar-failover-"
 
@@ -269,7 +297,7 @@ class FailoverTest(ClusterCase):
         topic = "split-live"
         owner = owner_of(members, topic)
         bundle = bundle_of(members[0], topic)
-        acked, errors = [], []
+        acked, errors, ack_times = [], [], []
         stop = threading.Event()
 
         def run():
@@ -278,6 +306,7 @@ class FailoverTest(ClusterCase):
 
             def report(err, msg):
                 (errors if err else acked).append(str(err) if err else msg.value().decode())
+                ack_times.append(time.monotonic())
             i = 0
             while not stop.is_set():
                 producer.produce(topic, f"s{i}".encode(), on_delivery=report)
@@ -290,7 +319,9 @@ class FailoverTest(ClusterCase):
             wait_for(lambda: len(acked) > 100, "the producer under way")
             # Asked of a member that does not own it: the owner splits it.
             other = [m for m in members if m is not owner][0]
+            asked = time.monotonic()
             status, answer = request(other, "PUT", f"/admin/v2/namespaces/{NS}/{bundle}/split")
+            answered = time.monotonic()
             self.assertEqual(status, 204, answer)
             count = len(acked)
             wait_for(lambda: len(acked) > count + 100, "the producer going on after the split", timeout=60)
@@ -298,6 +329,9 @@ class FailoverTest(ClusterCase):
             stop.set()
             worker.join(120)
         self.assertEqual(errors, [])
+        around = [b - a for a, b in zip(ack_times, ack_times[1:]) if asked - 1 <= b <= answered + 1]
+        print(f"split: answered in {(answered - asked) * 1000:.1f} ms; longest gap between acknowledgements "
+              f"within a second of it {max(around, default=0) * 1000:.1f} ms")
         low, high = bundle.split("_")
         middle = f"0x{(int(low, 16) + (int(high, 16) - int(low, 16)) // 2):08x}"
         halves = [f"{low}_{middle}", f"{middle}_{high}"]
@@ -463,20 +497,7 @@ class FailoverTest(ClusterCase):
         topics = list(found.values())
         self.assertEqual(len(topics), 2, found)
         stop = threading.Event()
-
-        def load():
-            producer = Producer({"bootstrap.servers": bootstrap(members), "acks": "1", "linger.ms": 5,
-                                 "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000})
-            while not stop.is_set():
-                for t in topics:
-                    for _ in range(20):
-                        try:
-                            producer.produce(t, b"x" * 100)
-                        except BufferError:
-                            producer.poll(0.1)
-                producer.poll(0.05)
-            producer.flush(60)
-        worker = threading.Thread(target=load)
+        worker = threading.Thread(target=hot_load, args=(members, topics, stop))
         worker.start()
         try:
             wait_for(lambda: len({owner_of(members, t) for t in topics}) == 2, "the hot bundles on two brokers",
@@ -493,6 +514,40 @@ class FailoverTest(ClusterCase):
         self.assertTrue(rated, load["decisions"])
         self.assertEqual(rated[0]["from"], busy.id)
         self.assertIn("msg/s", rated[0]["detail"])
+
+    def test_a_lone_hot_bundle_is_split_and_its_halves_spread(self):
+        members = self.start(3, extra=("--load-balancer-shed-secs", "1", "--bundle-split-max-msg-rate", "300"))
+        # Two topics of one bundle, one on each side of its middle.
+        low, high = 0x40000000, 0x80000000
+        middle = low + (high - low) // 2
+        names = [f"lone-{i}" for i in range(2000)]
+        below = next(n for n in names if low <= topic_hash(n) < middle)
+        above = next(n for n in names if middle <= topic_hash(n) < high)
+        topics = [below, above]
+        for t in topics:
+            self.assertEqual(bundle_of(members[0], t), "0x40000000_0x80000000")
+        owner = owner_of(members, below)
+        stop = threading.Event()
+        worker = threading.Thread(target=hot_load, args=(members, topics, stop))
+        worker.start()
+        try:
+            wait_for(lambda: len({owner_of(members, t) for t in topics}) == 2, "the hot bundle's halves on two brokers",
+                     timeout=120)
+        except AssertionError:
+            for m in members:
+                print(m.read_log()[-3000:])
+            raise
+        finally:
+            stop.set()
+            worker.join(90)
+        self.assertEqual(sorted(bundle_of(members[1], t) for t in topics),
+                         ["0x40000000_0x60000000", "0x60000000_0x80000000"])
+        status, load = request(members[2], "GET", "/admin/v2/cluster/load")
+        self.assertEqual(status, 200, load)
+        split = [d for d in load["decisions"] if d["reason"] == "split-msg-rate"]
+        self.assertTrue(split, load["decisions"])
+        self.assertEqual((split[-1]["bundle"], split[-1]["from"]), ("public/default/0x40000000_0x80000000", owner.id))
+        self.assertIn("msg/s", split[-1]["detail"])
 
     def test_a_rolling_restart_under_load_loses_nothing_acknowledged(self):
         members = self.start(3)
