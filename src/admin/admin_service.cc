@@ -43,6 +43,11 @@ AdminService::AdminService(runtime::Runtime& runtime, std::string host, uint16_t
   register_console_routes(router_);
 }
 
+void AdminService::set_cluster_load(std::function<common::Result<nlohmann::json>()> load) {
+  if (topics_) topics_->cluster_load = load;
+  if (topics_) register_load_routes(router_, topics_->tenancy, std::move(load));
+}
+
 AdminService::~AdminService() = default;
 
 common::Status AdminService::start() {

@@ -38,6 +38,10 @@ class AdminService final : public runtime::Component {
 
   // Routes may be added until start().
   Router& router() { return router_; }
+  // A cluster member: GET /admin/v2/cluster/load answers `load`'s view,
+  // and each bundle's owner listing carries the load its owner reported.
+  // Before start().
+  void set_cluster_load(std::function<common::Result<nlohmann::json>()> load);
   // Every route but the console's page and files then needs credentials
   // the authenticator accepts (`Authorization: Bearer <token>`, or Basic
   // user:password): 401 without them. `authorization` decides what the

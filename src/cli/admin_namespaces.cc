@@ -43,14 +43,17 @@ void add_namespace_commands(CLI::App& admin, Command& run, std::shared_ptr<Admin
                if (!path.is_ok()) return path.status();
                AdminRequest req{"GET", *path, "", "", nullptr};
                req.print = [](const Json& owners) {
-                 fmt::print("{:<24} {:>20} {:<6} {}\n", "BUNDLE", "OWNER", "ALIVE", "BROKER");
+                 fmt::print("{:<24} {:>20} {:<6} {:>7} {:>10} {}\n", "BUNDLE", "OWNER", "ALIVE", "TOPICS", "MSG/S",
+                            "BROKER");
                  for (const auto& b : owners) {
                    const uint64_t owner = b.value("owner", uint64_t{0});
                    std::string broker = b["brokerUrl"].is_string() ? b["brokerUrl"].get<std::string>() : "-";
                    if (b.value("releasing", false)) broker += " (moving)";
-                   fmt::print("{:<24} {:>20} {:<6} {}\n", b.value("bundle", ""),
+                   const Json load = b.contains("load") && b["load"].is_object() ? b["load"] : Json::object();
+                   fmt::print("{:<24} {:>20} {:<6} {:>7} {:>10.1f} {}\n", b.value("bundle", ""),
                               owner == 0 ? std::string("-") : std::to_string(owner),
-                              owner == 0 ? "-" : b.value("alive", false) ? "yes" : "no", broker);
+                              owner == 0 ? "-" : b.value("alive", false) ? "yes" : "no",
+                              load.value("topics", int64_t{0}), load.value("msgRate", 0.0), broker);
                  }
                };
                return req;

@@ -568,7 +568,7 @@ Status Server::start() {
         metadata_store, *broker_ptr, *ownership_, cluster_->reactor(), cluster_->id(),
         [cluster = cluster_]() { return cluster->lease_valid(); }, load_options);
     LoadManager* load = load_manager.get();
-    admin::register_load_routes(admin->router(), *tenancy_ptr, [load]() { return load->view(); });
+    admin->set_cluster_load([load]() { return load->view(); });
     components_.push_back(std::move(load_manager));
   }
   if (config_.trial) {

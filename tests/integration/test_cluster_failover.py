@@ -540,8 +540,15 @@ class FailoverTest(ClusterCase):
         finally:
             stop.set()
             worker.join(90)
-        self.assertEqual(sorted(bundle_of(members[1], t) for t in topics),
-                         ["0x40000000_0x60000000", "0x60000000_0x80000000"])
+        halves = ["0x40000000_0x60000000", "0x60000000_0x80000000"]
+        self.assertEqual(sorted(bundle_of(members[1], t) for t in topics), halves)
+        # Each half's owner reports its load, listed with the owners.
+        loads = wait_for(lambda: (lambda o: o if all(o.get(h) for h in halves) else None)(
+            {b["bundle"]: b["load"] for b in bundle_owners(members[1])}), "each half's load beside its owner")
+        self.assertEqual([loads[h]["topics"] for h in halves], [1, 1], loads)
+        for h in halves:
+            for field in ("msgRate", "bytesRate", "sessions"):
+                self.assertIn(field, loads[h])
         status, load = request(members[2], "GET", "/admin/v2/cluster/load")
         self.assertEqual(status, 200, load)
         split = [d for d in load["decisions"] if d["reason"] == "split-msg-rate"]

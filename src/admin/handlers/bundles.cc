@@ -2,7 +2,9 @@
 //   GET /admin/v2/namespaces/{tenant}/{namespace}/bundles
 //       {"boundaries": [...], "numBundles": N}, Pulsar's BundlesData
 //   GET /admin/v2/namespaces/{tenant}/{namespace}/bundle-owners
-//       [{"bundle", "owner", "alive", "releasing", "brokerUrl", "webServiceUrl"}]
+//       [{"bundle", "owner", "alive", "releasing", "brokerUrl", "webServiceUrl", "load"}], "load" being
+//       what the owner last reported about the bundle ({"msgRate", "bytesRate", "topics", "sessions"}; null
+//       when it reported no loaded topic of it)
 //   PUT /admin/v2/namespaces/{tenant}/{namespace}/unload
 //   PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload[?destinationBroker=B]
 //   PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/split[?unload=true&splitAlgorithmName=A]
@@ -16,6 +18,7 @@
 // the fewest bundles. A standalone node closes the topics and serves them
 // again at their next use.
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -149,14 +152,28 @@ void register_bundle_routes(Router& router, TopicServices& services) {
         Json here = lookup_json(s->address);
         for (const auto& range : broker::namespace_bundles(*ns)) {
           out.push_back({{"bundle", range}, {"owner", 0}, {"alive", true}, {"releasing", false},
-                         {"brokerUrl", here["brokerUrl"]}, {"webServiceUrl", here["httpUrl"]}});
+                         {"brokerUrl", here["brokerUrl"]}, {"webServiceUrl", here["httpUrl"]}, {"load", nullptr}});
         }
         return HttpResponse::json(200, out);
       }
       auto nodes = ownership->live_nodes();
+      // What each bundle's owner last reported about it.
+      std::map<std::pair<uint64_t, std::string>, Json> reported;
+      if (s->cluster_load) {
+        auto load = s->cluster_load();
+        if (load.is_ok() && load->contains("brokers") && (*load)["brokers"].is_array()) {
+          for (const auto& report : (*load)["brokers"]) {
+            if (!report.is_object() || !report.contains("bundles") || !report["bundles"].is_object()) continue;
+            const auto node = report.value("node", uint64_t{0});
+            for (const auto& [bundle, figures] : report["bundles"].items()) reported[{node, bundle}] = figures;
+          }
+        }
+      }
+      const std::string prefix = ns->tenant + "/" + ns->local + "/";
       for (const auto& b : ownership->bundles_in(*ns)) {
         Json entry{{"bundle", b.range}, {"owner", b.node}, {"alive", b.alive}, {"releasing", b.releasing},
-                   {"brokerUrl", nullptr}, {"webServiceUrl", nullptr}};
+                   {"brokerUrl", nullptr}, {"webServiceUrl", nullptr}, {"load", nullptr}};
+        if (auto it = reported.find({b.node, prefix + b.range}); it != reported.end()) entry["load"] = it->second;
         for (const auto& node : nodes) {
           if (node.node != b.node) continue;
           entry["brokerUrl"] = node.pulsar_url;

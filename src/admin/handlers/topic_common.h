@@ -32,6 +32,9 @@ struct TopicServices {
   broker::Tenancy& tenancy;
   broker::BrokerService& broker;
   AdvertisedAddress address;
+  // A cluster member's brokers' load reports (server/load_manager.h:
+  // LoadManager::view, blocking); empty on a standalone node.
+  std::function<common::Result<nlohmann::json>()> cluster_load = {};
 };
 
 using SharedResponder = std::shared_ptr<Responder>;
