@@ -192,6 +192,66 @@ void LoadManager::shed() {
   });
 }
 
+namespace {
+
+// The msg-rate (or byte-rate) rule of choose_move: the busiest broker by
+// `rate_of_broker`, over the threshold, gives the bundle nearest half the
+// gap. Sets `hot` to the broker over the threshold this round.
+std::optional<ShedMove> shed_by_rate(const ShedInput& in, const std::function<double(const BrokerLoad&)>& rate_of_broker,
+                                     const std::map<std::string, double>& bundle_rate, double min_rate,
+                                     uint64_t hot_last_round, const char* reason, const char* unit,
+                                     const std::function<bool(const std::string&)>& movable,
+                                     const std::function<bool(const std::string&, uint64_t)>& allowed, uint64_t& hot) {
+  const auto& brokers = in.brokers;
+  auto rate_of_bundle = [&bundle_rate](const std::string& bundle) {
+    auto it = bundle_rate.find(bundle);
+    return it == bundle_rate.end() ? 0.0 : it->second;
+  };
+  double total = 0;
+  for (const auto& [id, b] : brokers) total += rate_of_broker(b);
+  const double average = total / static_cast<double>(brokers.size());
+  auto busiest = std::max_element(brokers.begin(), brokers.end(), [&](const auto& a, const auto& b) {
+    return rate_of_broker(a.second) < rate_of_broker(b.second);
+  });
+  const double busiest_rate = rate_of_broker(busiest->second);
+  const bool over = busiest_rate > min_rate && busiest_rate > average * (1 + in.rate_threshold);
+  // A rate is noisy: the same broker must be over two rounds running.
+  hot = over ? busiest->first : 0;
+  if (!over || hot_last_round != busiest->first) return std::nullopt;
+  std::string best;
+  uint64_t best_to = 0;
+  double best_miss = 0;
+  for (const auto& bundle : busiest->second.bundles) {
+    const double r = rate_of_bundle(bundle);
+    if (!movable(bundle) || r <= 0) continue;
+    // The least busy broker this bundle may go to.
+    uint64_t to = 0;
+    double to_rate = 0;
+    for (const auto& [id, b] : brokers) {
+      if (id == busiest->first || !allowed(bundle, id)) continue;
+      if (to == 0 || rate_of_broker(b) < to_rate) {
+        to = id;
+        to_rate = rate_of_broker(b);
+      }
+    }
+    const double gap = busiest_rate - to_rate;
+    if (to == 0 || r >= gap) continue;  // moving it would not narrow the gap
+    const double miss = std::fabs(r - gap / 2);
+    if (best.empty() || miss < best_miss) {
+      best = bundle;
+      best_to = to;
+      best_miss = miss;
+    }
+  }
+  if (best.empty()) return std::nullopt;
+  char detail[160];
+  std::snprintf(detail, sizeof(detail), "node %llu at %.0f %s, average %.0f; the bundle carries %.0f",
+                static_cast<unsigned long long>(busiest->first), busiest_rate, unit, average, rate_of_bundle(best));
+  return ShedMove{best, busiest->first, best_to, reason, detail};
+}
+
+}  // namespace
+
 ShedChoice choose_move(const ShedInput& in, const std::function<bool(const std::string&)>& movable,
                        const std::function<bool(const std::string&, uint64_t)>& allowed) {
   ShedChoice choice;
@@ -201,50 +261,12 @@ ShedChoice choose_move(const ShedInput& in, const std::function<bool(const std::
     auto it = in.bundle_rate.find(bundle);
     return it == in.bundle_rate.end() ? 0.0 : it->second;
   };
-  // By message rate.
-  double total = 0;
-  for (const auto& [id, b] : brokers) total += b.rate;
-  const double average = total / static_cast<double>(brokers.size());
-  auto busiest = std::max_element(brokers.begin(), brokers.end(),
-                                  [](const auto& a, const auto& b) { return a.second.rate < b.second.rate; });
-  const bool over = busiest->second.rate > in.min_rate && busiest->second.rate > average * (1 + in.rate_threshold);
-  // A rate is noisy: the same broker must be over two rounds running.
-  choice.hot = over ? busiest->first : 0;
-  if (over && in.hot_last_round == busiest->first) {
-    std::string best;
-    uint64_t best_to = 0;
-    double best_miss = 0;
-    for (const auto& bundle : busiest->second.bundles) {
-      const double r = rate_of_bundle(bundle);
-      if (!movable(bundle) || r <= 0) continue;
-      // The least busy broker this bundle may go to.
-      uint64_t to = 0;
-      double to_rate = 0;
-      for (const auto& [id, b] : brokers) {
-        if (id == busiest->first || !allowed(bundle, id)) continue;
-        if (to == 0 || b.rate < to_rate) {
-          to = id;
-          to_rate = b.rate;
-        }
-      }
-      const double gap = busiest->second.rate - to_rate;
-      if (to == 0 || r >= gap) continue;  // moving it would not narrow the gap
-      const double miss = std::fabs(r - gap / 2);
-      if (best.empty() || miss < best_miss) {
-        best = bundle;
-        best_to = to;
-        best_miss = miss;
-      }
-    }
-    if (!best.empty()) {
-      char detail[160];
-      std::snprintf(detail, sizeof(detail), "node %llu at %.0f msg/s, average %.0f; the bundle carries %.0f",
-                    static_cast<unsigned long long>(busiest->first), busiest->second.rate, average,
-                    rate_of_bundle(best));
-      choice.move = ShedMove{best, busiest->first, best_to, "msg-rate", detail};
-      return choice;
-    }
-  }
+  choice.move = shed_by_rate(in, [](const BrokerLoad& b) { return b.rate; }, in.bundle_rate, in.min_rate,
+                             in.hot_last_round, "msg-rate", "msg/s", movable, allowed, choice.hot);
+  if (choice.move) return choice;
+  choice.move = shed_by_rate(in, [](const BrokerLoad& b) { return b.bytes; }, in.bundle_bytes, in.min_bytes,
+                             in.hot_bytes_last_round, "byte-rate", "bytes/s", movable, allowed, choice.hot_bytes);
+  if (choice.move) return choice;
   // By bundle count.
   auto most = std::max_element(brokers.begin(), brokers.end(), [](const auto& a, const auto& b) {
     return a.second.bundles.size() < b.second.bundles.size();
@@ -307,6 +329,7 @@ void LoadManager::decide(const std::map<uint64_t, Json>& reports) {
   ShedInput in;
   std::map<std::string, BundleLoad> bundle_load;
   in.hot_last_round = hot_broker_;
+  in.hot_bytes_last_round = hot_bytes_broker_;
   in.rate_threshold = options_.rate_threshold;
   in.min_rate = options_.min_rate;
   for (const auto& node : ownership_.live_nodes()) {
@@ -316,11 +339,13 @@ void LoadManager::decide(const std::map<uint64_t, Json>& reports) {
     // A report older than three rounds says nothing about now.
     if (r == reports.end() || wall - r->second.value("at", int64_t{0}) > 3 * options_.report_interval.count()) continue;
     b.rate = rate_of(r->second);
+    b.bytes = r->second.value("bytesInPerSec", 0.0) + r->second.value("bytesOutPerSec", 0.0);
     const Json bundles = r->second.value("bundles", Json::object());
     if (!bundles.is_object()) continue;
     for (const auto& [bundle, load] : bundles.items()) {
       if (!load.is_object()) continue;
       in.bundle_rate[bundle] = load.value("msgRate", 0.0);
+      in.bundle_bytes[bundle] = load.value("bytesRate", 0.0);
       // Only what the bundle's owner says about it, and only a bundle its layout still has.
       const auto& owned = b.bundles;
       if (std::find(owned.begin(), owned.end(), bundle) == owned.end()) continue;
@@ -349,6 +374,7 @@ void LoadManager::decide(const std::map<uint64_t, Json>& reports) {
         return std::find(ok.begin(), ok.end(), to) != ok.end();
       });
   hot_broker_ = choice.hot;
+  hot_bytes_broker_ = choice.hot_bytes;
   if (choice.move) record(choice.move->bundle, choice.move->from, choice.move->to, choice.move->reason,
                           choice.move->detail);
 }

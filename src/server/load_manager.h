@@ -15,6 +15,8 @@
 //   bundle whose rate is
 //   nearest half the gap to the least busy allowed broker goes there, if
 //   that narrows the gap;
+// - "byte-rate": otherwise the same by bytes a second in and out (large
+//   messages load the network and the disk more than their count says);
 // - "bundle-count": otherwise, a broker owning at least two bundles more
 //   than another gives it its least busy bundle; so a member that joins
 //   takes its share within a few rounds.
@@ -60,13 +62,17 @@ namespace magnetar::server {
 struct BrokerLoad {
   double rate = 0;                   // msg/s in + out
   std::vector<std::string> bundles;  // "tenant/namespace/range"
+  double bytes = 0;                  // bytes/s in + out
 };
 struct ShedInput {
   std::map<uint64_t, BrokerLoad> brokers;  // the live brokers
   std::map<std::string, double> bundle_rate;
-  uint64_t hot_last_round = 0;  // the broker over the rate threshold at the last round
-  double rate_threshold = 0.25;
+  std::map<std::string, double> bundle_bytes;
+  uint64_t hot_last_round = 0;        // the broker over the rate threshold at the last round
+  uint64_t hot_bytes_last_round = 0;  // the broker over the byte-rate threshold at the last round
+  double rate_threshold = 0.25;       // for both rates
   double min_rate = 100;
+  double min_bytes = 1024 * 1024;  // bytes/s below which a broker is not shed for its byte rate
 };
 struct ShedMove {
   std::string bundle;
@@ -77,7 +83,8 @@ struct ShedMove {
 };
 struct ShedChoice {
   std::optional<ShedMove> move;
-  uint64_t hot = 0;  // the broker over the rate threshold this round
+  uint64_t hot = 0;        // the broker over the rate threshold this round
+  uint64_t hot_bytes = 0;  // the broker over the byte-rate threshold this round
 };
 // `movable`: not cooling down; `allowed`: the bundle may go to that broker.
 ShedChoice choose_move(const ShedInput& in, const std::function<bool(const std::string&)>& movable,
@@ -157,7 +164,8 @@ class LoadManager final : public runtime::Component {
   double last_cpu_seconds_ = -1;
   int64_t last_cpu_at_ms_ = 0;
   bool shedding_ = false;  // a round is under way
-  uint64_t hot_broker_ = 0;  // over the rate threshold at the last round
+  uint64_t hot_broker_ = 0;        // over the rate threshold at the last round
+  uint64_t hot_bytes_broker_ = 0;  // over the byte-rate threshold at the last round
   std::map<std::string, int64_t> moved_at_ms_;  // bundle -> when this member moved it (cool-down)
   std::deque<Json> decisions_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

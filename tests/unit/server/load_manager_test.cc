@@ -84,6 +84,26 @@ TEST(LoadShedding, CoolingBundlesAndForbiddenBrokersAreSkipped) {
   EXPECT_FALSE(choose_move(in, any_bundle, nowhere).move.has_value());
 }
 
+TEST(LoadShedding, ABrokerCarryingTheBytesGivesABundleAwayWhenItsMessageCountIsEven) {
+  ShedInput in = three(1000, 1000, 1000);
+  in.brokers[1].bytes = 90e6;  // large messages: the same count, most of the bytes
+  in.brokers[2].bytes = 10e6;
+  in.brokers[3].bytes = 10e6;
+  in.bundle_bytes = {{"t/n/a", 50e6}, {"t/n/b", 40e6}, {"t/n/c", 10e6}, {"t/n/d", 10e6}};
+  auto first = choose_move(in, any_bundle, anywhere);
+  EXPECT_FALSE(first.move.has_value());  // once is noise
+  EXPECT_EQ(first.hot_bytes, 1u);
+  in.hot_bytes_last_round = first.hot_bytes;
+  auto second = choose_move(in, any_bundle, anywhere);
+  ASSERT_TRUE(second.move.has_value());
+  EXPECT_EQ(second.move->reason, "byte-rate");
+  EXPECT_EQ(second.move->from, 1u);
+  EXPECT_EQ(second.move->bundle, "t/n/b");  // 40 MB/s is nearest half the 80 MB/s gap
+  EXPECT_NE(second.move->detail.find("bytes/s"), std::string::npos);
+  in.min_bytes = 100e6;  // under the floor: left alone
+  EXPECT_FALSE(choose_move(in, any_bundle, anywhere).move.has_value());
+}
+
 TEST(BundleSplitting, TheBundleFurthestOverALimitIsSplit) {
   SplitLimits limits;
   limits.topics = 10;
