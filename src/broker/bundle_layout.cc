@@ -98,15 +98,23 @@ Result<std::pair<uint32_t, uint32_t>> parse_range(std::string_view name) {
   return std::make_pair(*low, *high);
 }
 
-Boundaries layout_of(const NamespaceName& ns) {
+std::shared_ptr<const Boundaries> layout(const NamespaceName& ns) {
+  static const auto* defaults = new std::shared_ptr<const Boundaries>(std::make_shared<const Boundaries>(
+      default_boundaries()));
   LayoutView& v = view();
-  {
-    std::lock_guard lock(v.mu);
-    if (!v.split.empty()) {
-      if (auto it = v.split.find(ns.to_string()); it != v.split.end()) return *it->second;
-    }
+  std::lock_guard lock(v.mu);
+  if (!v.split.empty()) {
+    if (auto it = v.split.find(ns.to_string()); it != v.split.end()) return it->second;
   }
-  return default_boundaries();
+  return *defaults;
+}
+
+Boundaries layout_of(const NamespaceName& ns) { return *layout(ns); }
+
+bool any_split() {
+  LayoutView& v = view();
+  std::lock_guard lock(v.mu);
+  return !v.split.empty();
 }
 
 void set_layout(const std::string& ns, std::optional<Boundaries> boundaries) {

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,8 +51,14 @@ std::string range_name(uint32_t low, uint32_t high);
 // The two ends of a bundle name; InvalidArgument for anything else.
 common::Result<std::pair<uint32_t, uint32_t>> parse_range(std::string_view name);
 
-// The process's view of `ns`'s layout (the default until it is split).
+// The process's view of `ns`'s layout (the default until it is split),
+// shared rather than copied: bundle_of() is on every ownership check.
+std::shared_ptr<const Boundaries> layout(const NamespaceName& ns);
+// The same, copied.
 Boundaries layout_of(const NamespaceName& ns);
+// Whether any namespace's layout is split (a quick answer for passes over
+// every bundle).
+bool any_split();
 // Replaces the view of "tenant/namespace"; nullopt: back to the default.
 void set_layout(const std::string& ns, std::optional<Boundaries> boundaries);
 

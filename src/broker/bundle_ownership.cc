@@ -63,7 +63,8 @@ uint32_t stable_hash32(std::string_view s) {
 uint32_t topic_hash(const TopicName& topic) { return stable_hash32(topic.to_string()); }
 
 std::string bundle_of(const TopicName& topic) {
-  const Boundaries b = layout_of(topic.ns);
+  const auto shared = layout(topic.ns);
+  const Boundaries& b = *shared;
   const uint32_t hash = topic_hash(topic);
   // The first boundary above the hash ends its bundle; 0xffffffff falls in the last one.
   auto above = std::upper_bound(b.begin(), b.end(), hash);
@@ -169,7 +170,8 @@ bool BundleOwnership::split_away(const std::string& key) {
   if (!range.is_ok() || !ns.is_ok()) return false;
   // Both ends are boundaries with another between them: the layout cut it.
   // (A piece whose layout is not written yet has an end that is no boundary.)
-  const Boundaries b = layout_of(*ns);
+  const auto shared = layout(*ns);
+  const Boundaries& b = *shared;
   auto low = std::lower_bound(b.begin(), b.end(), range->first);
   auto high = std::lower_bound(b.begin(), b.end(), range->second);
   return low != b.end() && high != b.end() && *low == range->first && *high == range->second && high - low > 1;
@@ -559,10 +561,11 @@ void BundleOwnership::failover_pass() {
   }
   std::unordered_set<uint64_t> owners;
   std::vector<std::pair<std::string, int64_t>> split;
+  const bool layouts_split = any_split();
   {
     std::lock_guard lock(mu_);
     for (const auto& [key, owner] : owners_) {
-      if (split_away(key)) {
+      if (layouts_split && split_away(key)) {
         // Left by a split that stopped before it deleted it.
         if (taking_over_.insert(key).second) split.emplace_back(key, owner.version);
         continue;
@@ -585,7 +588,7 @@ void BundleOwnership::failover_pass() {
   if (!dead.empty()) {
     std::lock_guard lock(mu_);
     for (const auto& [key, owner] : owners_) {
-      if (dead.count(owner.node) == 0 || taking_over_.count(key) != 0 || split_away(key)) continue;
+      if (dead.count(owner.node) == 0 || taking_over_.count(key) != 0 || (layouts_split && split_away(key))) continue;
       orphans.emplace_back(key, owner);
       taking_over_.insert(key);
       if (orphans.size() == kMovesPerPass) break;
