@@ -9,15 +9,18 @@
 # -DMAGNETAR_FULL_DEBUG_INFO=ON -DMAGNETAR_CONTROL_PLANE_OPT_LEVEL=2) and
 # prints the ratio.
 #
-#   bench/build_time.sh [--baseline] [--jobs N]
+#   bench/build_time.sh [--baseline] [--jobs N] [--generator "Unix Makefiles"]
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 jobs="$(nproc)"
 baseline=0
+# The generator the README's commands use.
+generator=Ninja
 while [ $# -gt 0 ]; do
   case "$1" in
     --baseline) baseline=1 ;;
+    --generator) generator="$2"; shift ;;
     --jobs) jobs="$2"; shift ;;
     *) echo "build_time: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -38,7 +41,14 @@ touch "$work/web-ui/node_modules/.package-lock.json"
 # Every compiler run through /usr/bin/time, ccache out of the way.
 cat > "$work/timed-cc.sh" <<'EOF'
 #!/usr/bin/env bash
-exec /usr/bin/time -a -o "$BUILD_TIME_LOG" -f "%U %S" "$@"
+# "user system wall output" per compiler run.
+out=unknown
+prev=
+for arg in "$@"; do
+  [ "$prev" = "-o" ] && out="${arg##*/}"
+  prev="$arg"
+done
+exec /usr/bin/time -a -o "$BUILD_TIME_LOG" -f "%U %S %e $out" "$@"
 EOF
 chmod +x "$work/timed-cc.sh"
 
@@ -51,15 +61,14 @@ build() {
   : > "$BUILD_TIME_LOG"
   local start end
   start=$(date +%s.%N)
-  CCACHE_DISABLE=1 cmake -S "$work" -B "$dir" -DMAGNETAR_BUILD_TESTS=OFF -DMAGNETAR_BUILD_BENCH=OFF \
+  CCACHE_DISABLE=1 cmake -S "$work" -B "$dir" -G "$generator" -DMAGNETAR_BUILD_TESTS=OFF -DMAGNETAR_BUILD_BENCH=OFF \
     -DCMAKE_CXX_COMPILER_LAUNCHER="$work/timed-cc.sh" -DCMAKE_C_COMPILER_LAUNCHER="$work/timed-cc.sh" "$@" \
     > "$work/$name.log" 2>&1
   CCACHE_DISABLE=1 cmake --build "$dir" -j"$jobs" --target magnetar >> "$work/$name.log" 2>&1 &
   local pid=$!
   while kill -0 "$pid" 2>/dev/null; do
     sleep 30
-    printf '  %s: %s compiler runs so far, %s\n' "$name" "$(wc -l < "$BUILD_TIME_LOG")" \
-      "$(grep -o '\[ *[0-9]*%\]' "$work/$name.log" | tail -1)" >&2
+    printf '  %s: %s compiler runs so far\n' "$name" "$(wc -l < "$BUILD_TIME_LOG")" >&2
   done
   wait "$pid" || { tail -20 "$work/$name.log" >&2; exit 1; }
   end=$(date +%s.%N)
@@ -68,9 +77,11 @@ build() {
   echo "$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}') $cpu $(wc -l < "$BUILD_TIME_LOG")"
 }
 
-echo "build_time: $(nproc) cores, -j$jobs, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "build_time: $(nproc) cores, -j$jobs, $generator, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 read -r wall cpu runs < <(build now)
 printf 'run command build: %.0f s wall, %s s compiler CPU in %s compiler runs\n' "$wall" "$cpu" "$runs"
+echo "the longest compiler runs (wall s, CPU s, output):"
+awk '{printf "  %6.1f %6.1f %s\n", $3, $1 + $2, $4}' "$work/now.times" | sort -rn | head -10
 if [ "$baseline" -eq 1 ]; then
   read -r bwall bcpu bruns < <(build baseline -DMAGNETAR_UNITY_BUILD=OFF -DMAGNETAR_FULL_DEBUG_INFO=ON \
     -DMAGNETAR_CONTROL_PLANE_OPT_LEVEL=2)
