@@ -45,7 +45,7 @@ cat > "$work/timed-cc.sh" <<'EOF'
 out=unknown
 prev=
 for arg in "$@"; do
-  [ "$prev" = "-o" ] && out="${arg##*/}"
+  [ "$prev" = "-o" ] && out="${arg#*CMakeFiles/}"
   prev="$arg"
 done
 exec /usr/bin/time -a -o "$BUILD_TIME_LOG" -f "%U %S %e $out" "$@"
