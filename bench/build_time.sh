@@ -41,14 +41,20 @@ touch "$work/web-ui/node_modules/.package-lock.json"
 # Every compiler run through /usr/bin/time, ccache out of the way.
 cat > "$work/timed-cc.sh" <<'EOF'
 #!/usr/bin/env bash
-# "user system wall output" per compiler run.
+# "user system wall output start end" per compiler run.
 out=unknown
 prev=
 for arg in "$@"; do
   [ "$prev" = "-o" ] && out="${arg#*CMakeFiles/}"
   prev="$arg"
 done
-exec /usr/bin/time -a -o "$BUILD_TIME_LOG" -f "%U %S %e $out" "$@"
+start=$(date +%s.%N)
+times=$(mktemp)
+/usr/bin/time -o "$times" -f "%U %S %e" "$@"
+rc=$?
+echo "$(tail -1 "$times") $out $start $(date +%s.%N)" >> "$BUILD_TIME_LOG"
+rm -f "$times"
+exit $rc
 EOF
 chmod +x "$work/timed-cc.sh"
 
@@ -72,6 +78,7 @@ build() {
   done
   wait "$pid" || { tail -20 "$work/$name.log" >&2; exit 1; }
   end=$(date +%s.%N)
+  echo "$start $end" > "$work/$name.span"
   local cpu
   cpu=$(awk '{s += $1 + $2} END {printf "%.0f", s}' "$BUILD_TIME_LOG")
   echo "$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}') $cpu $(wc -l < "$BUILD_TIME_LOG")"
@@ -80,8 +87,19 @@ build() {
 echo "build_time: $(nproc) cores, -j$jobs, $generator, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 read -r wall cpu runs < <(build now)
 printf 'run command build: %.0f s wall, %s s compiler CPU in %s compiler runs\n' "$wall" "$cpu" "$runs"
-echo "the longest compiler runs (wall s, CPU s, output):"
-awk '{printf "  %6.1f %6.1f %s\n", $3, $1 + $2, $4}' "$work/now.times" | sort -rn | head -10
+echo "the longest compiler runs (wall s, CPU s, output, started at s):"
+first=$(awk 'NR == 1 || $5 < m {m = $5} END {print m}' "$work/now.times")
+awk -v t0="$first" '{printf "  %6.1f %6.1f %s %.0f\n", $3, $1 + $2, $4, $5 - t0}' "$work/now.times" | sort -rn | head -10
+# How busy the cores were from the first compile to the last one's end.
+awk -v cores="$jobs" '{print $5, 1; print $6, -1}' "$work/now.times" | sort -n | awk -v cores="$jobs" '
+  NR == 1 {t = $1; first = $1}
+  {if (running < cores) idle += (cores - running) * ($1 - t); t = $1; running += $2}
+  END {printf "compiles from %.0f s to %.0f s after the first began; %.0f core-seconds idle meanwhile\n", 0, t - first, idle}'
+read -r began ended < "$work/now.span"
+last=$(awk 'NR == 1 || $6 > m {m = $6} END {print m}' "$work/now.times")
+awk -v b="$began" -v f="$first" -v l="$last" -v e="$ended" 'BEGIN {
+  printf "before the first compile (configure, generators): %.1f s; after the last one (archives, link): %.1f s\n",
+    f - b, e - l}'
 if [ "$baseline" -eq 1 ]; then
   read -r bwall bcpu bruns < <(build baseline -DMAGNETAR_UNITY_BUILD=OFF -DMAGNETAR_FULL_DEBUG_INFO=ON \
     -DMAGNETAR_CONTROL_PLANE_OPT_LEVEL=2)
