@@ -100,6 +100,11 @@ last=$(awk 'NR == 1 || $6 > m {m = $6} END {print m}' "$work/now.times")
 awk -v b="$began" -v f="$first" -v l="$last" -v e="$ended" 'BEGIN {
   printf "before the first compile (configure, generators): %.1f s; after the last one (archives, link): %.1f s\n",
     f - b, e - l}'
+if [ -f "$work/build-now/.ninja_log" ]; then
+  echo "the last steps (start s, end s, output; from the build's first step):"
+  grep -v '^#' "$work/build-now/.ninja_log" | sort -n -k2 | tail -8 |
+    awk '{printf "  %6.1f %6.1f %s\n", $1 / 1000, $2 / 1000, $4}'
+fi
 if [ "$baseline" -eq 1 ]; then
   read -r bwall bcpu bruns < <(build baseline -DMAGNETAR_UNITY_BUILD=OFF -DMAGNETAR_FULL_DEBUG_INFO=ON \
     -DMAGNETAR_CONTROL_PLANE_OPT_LEVEL=2)
