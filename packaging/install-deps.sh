@@ -19,6 +19,7 @@ done
 # first uses it.
 packages=(
   build-essential cmake pkg-config ccache
+  ninja-build           # the build: starts a library's compiles before the libraries it links are done
   libuv1-dev            # runtime/: one event loop per reactor thread
   libspdlog-dev libfmt-dev  # common/: logging
   libcli11-dev          # cli/: flags and config files
