@@ -72,9 +72,14 @@ build() {
     > "$work/$name.log" 2>&1
   CCACHE_DISABLE=1 cmake --build "$dir" -j"$jobs" --target magnetar >> "$work/$name.log" 2>&1 &
   local pid=$!
+  # Progress every 30 s; the end is noticed within a tenth of a second.
+  local ticks=0
   while kill -0 "$pid" 2>/dev/null; do
-    sleep 30
-    printf '  %s: %s compiler runs so far\n' "$name" "$(wc -l < "$BUILD_TIME_LOG")" >&2
+    sleep 0.1
+    ticks=$((ticks + 1))
+    if [ $((ticks % 300)) -eq 0 ]; then
+      printf '  %s: %s compiler runs so far\n' "$name" "$(wc -l < "$BUILD_TIME_LOG")" >&2
+    fi
   done
   wait "$pid" || { tail -20 "$work/$name.log" >&2; exit 1; }
   end=$(date +%s.%N)
