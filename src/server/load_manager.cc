@@ -301,11 +301,12 @@ std::optional<SplitChoice> choose_split(const std::map<std::string, BundleLoad>&
   std::optional<SplitChoice> best;
   double best_ratio = 1;
   for (const auto& [bundle, load] : bundles) {
-    if (load.topics < 2 || !splittable(bundle)) continue;
+    if (load.topics < 2) continue;
     auto consider = [&](double value, double limit, const char* reason, const char* unit) {
       if (limit <= 0 || value <= limit) return;
       const double ratio = value / limit;
-      if (best && ratio <= best_ratio) return;
+      // Asked last: only of a bundle that would be chosen.
+      if ((best && ratio <= best_ratio) || !splittable(bundle)) return;
       char detail[160];
       std::snprintf(detail, sizeof(detail), "%.0f %s, over the limit of %.0f (%lld topics)", value, unit, limit,
                     static_cast<long long>(load.topics));

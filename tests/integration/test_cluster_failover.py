@@ -112,6 +112,23 @@ def hot_load(members, topics, stop):
     producer.flush(60)
 
 
+def spread_under_load(members, topics, what):
+    """Loads `topics` (hot_load) until two members serve them; prints the
+    members' logs when that does not happen in time."""
+    stop = threading.Event()
+    worker = threading.Thread(target=hot_load, args=(members, topics, stop))
+    worker.start()
+    try:
+        wait_for(lambda: len({owner_of(members, t) for t in topics}) == 2, what, timeout=120)
+    except AssertionError:
+        for m in members:
+            print(m.read_log()[-3000:])
+        raise
+    finally:
+        stop.set()
+        worker.join(90)
+
+
 class FailoverTest(ClusterCase):
     prefix = "magnetar-failover-"
 
@@ -496,19 +513,7 @@ class FailoverTest(ClusterCase):
                 break
         topics = list(found.values())
         self.assertEqual(len(topics), 2, found)
-        stop = threading.Event()
-        worker = threading.Thread(target=hot_load, args=(members, topics, stop))
-        worker.start()
-        try:
-            wait_for(lambda: len({owner_of(members, t) for t in topics}) == 2, "the hot bundles on two brokers",
-                     timeout=120)
-        except AssertionError:
-            for m in members:
-                print(m.read_log()[-3000:])
-            raise
-        finally:
-            stop.set()
-            worker.join(90)
+        spread_under_load(members, topics, "the hot bundles on two brokers")
         status, load = request(members[1], "GET", "/admin/v2/cluster/load")
         rated = [d for d in load["decisions"] if d["reason"] == "msg-rate"]
         self.assertTrue(rated, load["decisions"])
@@ -527,19 +532,7 @@ class FailoverTest(ClusterCase):
         for t in topics:
             self.assertEqual(bundle_of(members[0], t), "0x40000000_0x80000000")
         owner = owner_of(members, below)
-        stop = threading.Event()
-        worker = threading.Thread(target=hot_load, args=(members, topics, stop))
-        worker.start()
-        try:
-            wait_for(lambda: len({owner_of(members, t) for t in topics}) == 2, "the hot bundle's halves on two brokers",
-                     timeout=120)
-        except AssertionError:
-            for m in members:
-                print(m.read_log()[-3000:])
-            raise
-        finally:
-            stop.set()
-            worker.join(90)
+        spread_under_load(members, topics, "the hot bundle's halves on two brokers")
         halves = ["0x40000000_0x60000000", "0x60000000_0x80000000"]
         self.assertEqual(sorted(bundle_of(members[1], t) for t in topics), halves)
         # Each half's owner reports its load, listed with the owners.
