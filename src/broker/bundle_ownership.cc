@@ -79,6 +79,10 @@ std::vector<std::string> namespace_bundles(const NamespaceName& ns) {
   return out;
 }
 
+std::string bundle_owners_key(const NamespaceName& ns) {
+  return fmt::format("{}/{}/{}", kBundlesRoot, ns.tenant, ns.local);
+}
+
 std::string qualified_bundle(const TopicName& topic) {
   return fmt::format("{}/{}/{}", topic.ns.tenant, topic.ns.local, bundle_of(topic));
 }

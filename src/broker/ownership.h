@@ -47,6 +47,8 @@ std::string bundle_of(const TopicName& topic);
 std::vector<std::string> namespace_bundles(const NamespaceName& ns);
 // "tenant/namespace/range": how a bundle is named across namespaces.
 std::string qualified_bundle(const TopicName& topic);
+// The metadata folder of `ns`'s bundle owners in a cluster ("/bundles/tenant/namespace").
+std::string bundle_owners_key(const NamespaceName& ns);
 
 // A bundle and its owner, as a node knows them.
 struct BundleOwner {

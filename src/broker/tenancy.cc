@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "broker/bundle_layout.h"
+#include "broker/ownership.h"
 #include "broker/trace_record.h"
 #include "broker/tracing.h"
 #include "common/logging.h"
@@ -300,10 +301,20 @@ Status Tenancy::delete_namespace(const NamespaceName& ns) {
   }
   MAGNETAR_RETURN_IF_ERROR(
       named(md::del(store_, namespace_key(ns), current->stat.version), quoted("namespace", ns.to_string())));
-  // Nor its split bundles, nor overrides left by topics that are gone.
+  // Nor its split bundles or their owners (a cluster's, broker/bundle_ownership.h),
+  // nor overrides left by topics that are gone.
   Status layout = md::del(store_, layout_key(ns));
   if (!layout.is_ok() && layout.code() != ErrorCode::kNotFound) {
     MLOG_WARN("namespace {} deleted, but not its bundle layout: {}", ns.to_string(), layout.to_string());
+  }
+  const std::string bundles = bundle_owners_key(ns);
+  if (auto owned = md::list_children(store_, bundles); owned.is_ok()) {
+    for (const auto& range : *owned) {
+      Status st = md::del(store_, bundles + "/" + range);
+      if (!st.is_ok() && st.code() != ErrorCode::kNotFound) {
+        MLOG_WARN("namespace {} deleted, but not its bundle {}'s owner: {}", ns.to_string(), range, st.to_string());
+      }
+    }
   }
   for (TopicDomain d : {TopicDomain::kPersistent, TopicDomain::kNonPersistent}) {
     std::string parent = "/admin/topic-policies/" + ns.to_string() + "/" + std::string(domain_name(d));

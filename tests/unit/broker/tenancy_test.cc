@@ -192,8 +192,16 @@ TEST_F(TenancyTest, TopicPolicyOverrides) {
   ASSERT_TRUE(tenancy_->create_namespace({"public", "gone"}, {}).is_ok());
   auto leftover = *TopicName::parse("persistent://public/gone/x");
   ASSERT_TRUE(metadata::blocking::put(*store_, topic_policies_key(leftover), encode_policies({})).is_ok());
+  // So do its bundles' owners and its split layout.
+  ASSERT_TRUE(metadata::blocking::put(*store_, "/bundles/public/gone/0x00000000_0x40000000", "7").is_ok());
+  ASSERT_TRUE(metadata::blocking::put(*store_, "/bundles/public/stays/0x00000000_0x40000000", "7").is_ok());
+  ASSERT_TRUE(metadata::blocking::put(*store_, "/bundle-layouts/public/gone", "0x00000000,0xffffffff").is_ok());
   ASSERT_TRUE(tenancy_->delete_namespace({"public", "gone"}).is_ok());
   EXPECT_TRUE(metadata::blocking::list_children(*store_, "/admin/topic-policies/public/gone/persistent")->empty());
+  auto owners = metadata::blocking::list_children(*store_, "/bundles/public/gone");
+  EXPECT_TRUE(!owners.is_ok() || owners->empty());
+  EXPECT_EQ(metadata::blocking::get(*store_, "/bundle-layouts/public/gone").status().code(), ErrorCode::kNotFound);
+  EXPECT_TRUE(metadata::blocking::get(*store_, "/bundles/public/stays/0x00000000_0x40000000").is_ok());
 }
 
 TEST_F(TenancyTest, ConcurrentPolicyUpdatesLoseNothing) {
