@@ -332,8 +332,21 @@ void BundleOwnership::stop() {
   watch_ = 0;
 }
 
-Result<NodeEndpoints> BundleOwnership::endpoints_of(uint64_t id) const {
-  for (auto& [node, alive] : directory_()) {
+std::shared_ptr<const BundleOwnership::Nodes> BundleOwnership::nodes(bool fresh) const {
+  const int64_t now = common::monotonic_ms();
+  {
+    std::lock_guard lock(nodes_mu_);
+    if (!fresh && nodes_ && now - nodes_at_ms_ < directory_max_age_.count()) return nodes_;
+  }
+  auto read = std::make_shared<const Nodes>(directory_());
+  std::lock_guard lock(nodes_mu_);
+  nodes_ = read;
+  nodes_at_ms_ = now;
+  return read;
+}
+
+Result<NodeEndpoints> BundleOwnership::endpoints_of(uint64_t id, bool fresh) const {
+  for (auto& [node, alive] : *nodes(fresh)) {
     if (node.node == id) {
       NodeEndpoints found = node;
       found.here = id == self_node_;
@@ -352,12 +365,12 @@ Result<NodeEndpoints> BundleOwnership::endpoints_of(uint64_t id) const {
 void BundleOwnership::resolve(uint64_t id, OwnerCallback done) {
   auto found = endpoints_of(id);
   if (found.is_ok() || !refresh_) return done(std::move(found));
-  refresh_(id, [this, id, done]() { done(endpoints_of(id)); });
+  refresh_(id, [this, id, done]() { done(endpoints_of(id, /*fresh=*/true)); });
 }
 
 bool BundleOwnership::alive(uint64_t node) const {
   if (node == self_node_) return true;
-  for (auto& [endpoints, live] : directory_()) {
+  for (auto& [endpoints, live] : *nodes()) {
     if (endpoints.node == node) return live;
   }
   return false;
@@ -396,7 +409,7 @@ std::optional<NodeEndpoints> BundleOwnership::known_owner(const TopicName& topic
   // One look at the directory (this is on every call's path): its
   // addresses, and whether it is alive; a dead owner is not an answer
   // (owner_of() moves its bundle).
-  for (auto& [node, node_alive] : directory_()) {
+  for (auto& [node, node_alive] : *nodes()) {
     if (node.node != owner) continue;
     if (may_move() && movable_given(owner, node_alive)) return std::nullopt;
     NodeEndpoints found = node;
@@ -453,7 +466,7 @@ void BundleOwnership::owner_of(const TopicName& topic, OwnerCallback done) {
 std::vector<uint64_t> BundleOwnership::allowed_for(const std::string& key, uint64_t excluded) const {
   std::vector<NodeEndpoints> live;
   bool self_listed = false;
-  for (auto& [node, is_alive] : directory_()) {
+  for (auto& [node, is_alive] : *nodes()) {
     if (!is_alive || node.node == excluded) continue;
     if (node.node == self_node_) {
       if (!serves_topics_) continue;
@@ -554,9 +567,9 @@ void BundleOwnership::move(const std::string& key, int64_t version, uint64_t to,
 
 void BundleOwnership::failover_pass() {
   if (!serves_topics_ || !may_move()) return;
-  auto nodes = directory_();
+  auto directory = nodes();
   std::unordered_set<uint64_t> live{self_node_};
-  for (auto& [endpoints, is_alive] : nodes) {
+  for (auto& [endpoints, is_alive] : *directory) {
     if (!is_alive) continue;
     // The live broker with the lowest id moves the bundles; the others
     // would only lose the compare-and-set to it.
@@ -871,7 +884,7 @@ size_t BundleOwnership::hand_over_once(std::chrono::milliseconds timeout) {
   if (mine.empty()) return 0;
   // Spread them: each to the allowed live broker with the fewest so far.
   std::map<uint64_t, size_t> load;
-  for (auto& [node, live] : directory_()) {
+  for (auto& [node, live] : *nodes()) {
     if (live && node.node != self_node_) load[node.node] = 0;
   }
   if (load.empty()) {
@@ -942,7 +955,7 @@ std::vector<BundleOwner> BundleOwnership::bundles_in(const NamespaceName& ns) co
 
 std::vector<NodeEndpoints> BundleOwnership::live_nodes() const {
   std::vector<NodeEndpoints> out;
-  for (auto& [node, alive] : directory_()) {
+  for (auto& [node, alive] : *nodes()) {
     if (!alive) continue;
     NodeEndpoints n = node;
     n.here = n.node == self_node_;

@@ -95,6 +95,9 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   void set_reactor(runtime::Reactor* reactor) { reactor_ = reactor; }
   // Before start(): how this node closes its topics of a bundle it gives up.
   void set_unloader(Unloader unloader) { unloader_ = std::move(unloader); }
+  // Before start(): how old a read of the directory may be when it answers
+  // (default 100 ms, far below the ~5 s it takes to count a member dead).
+  void set_directory_max_age(std::chrono::milliseconds age) { directory_max_age_ = age; }
   // Before start(): calls to other members, for unload() of a bundle owned
   // elsewhere (its owner releases it).
   void set_remote_calls(RemoteCalls* calls) { calls_ = calls; }
@@ -131,8 +134,13 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   static std::string bundle_key(const TopicName& topic);
 
  private:
+  using Nodes = std::vector<std::pair<NodeEndpoints, bool>>;
+  // What directory_ answers, read again once it is directory_max_age_ old
+  // (known_owner runs for every message an AMQP member forwards; the
+  // directory builds its answer afresh each time); `fresh` reads it now.
+  std::shared_ptr<const Nodes> nodes(bool fresh = false) const;
   // The endpoints of node `id`, or Unavailable when it has not published them.
-  common::Result<NodeEndpoints> endpoints_of(uint64_t id) const;
+  common::Result<NodeEndpoints> endpoints_of(uint64_t id, bool fresh = false) const;
   // endpoints_of(), reading the node's addresses afresh when the directory
   // has none yet.
   void resolve(uint64_t id, OwnerCallback done);
@@ -189,6 +197,10 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   const uint64_t self_node_;
   std::atomic<bool> serves_topics_{true};
   Directory directory_;
+  mutable std::mutex nodes_mu_;
+  mutable std::shared_ptr<const Nodes> nodes_;
+  mutable int64_t nodes_at_ms_ = 0;
+  std::chrono::milliseconds directory_max_age_{100};
   Refresh refresh_;
   std::function<bool()> lease_;
   std::string cluster_;

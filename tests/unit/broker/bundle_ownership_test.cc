@@ -58,6 +58,7 @@ class BundleOwnershipTest : public ::testing::Test {
       return out;
     });
     ownership_->set_lease([this]() { return lease_.load(); });
+    ownership_->set_directory_max_age(std::chrono::milliseconds(0));  // set_alive() is seen at once
     ownership_->set_failover_after(failover_after);
     ownership_->set_unloader([this](const std::string& bundle, std::function<void()> done) {
       // May run on the store's thread (a watch): nothing here waits for the store.
