@@ -112,6 +112,27 @@ def hot_load(members, topics, stop):
     producer.flush(60)
 
 
+def steady_producer(members, topic, prefix, acked, errors, ack_times, stop):
+    """Sends prefix0, prefix1, ... to `topic` with acks=all until `stop`,
+    appending each acknowledged value to `acked` (and its time to
+    `ack_times`) and each error to `errors`."""
+    producer = Producer({"bootstrap.servers": bootstrap(members), "acks": "all", "linger.ms": 1,
+                         "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000})
+
+    def report(err, msg):
+        if err:
+            errors.append(str(err))
+        else:
+            acked.append(msg.value().decode())
+            ack_times.append(time.monotonic())
+    i = 0
+    while not stop.is_set():
+        producer.produce(topic, f"{prefix}{i}".encode(), on_delivery=report)
+        i += 1
+        producer.poll(0.005)
+    producer.flush(90)
+
+
 def spread_under_load(members, topics, what):
     """Loads `topics` (hot_load) until two members serve them; prints the
     members' logs when that does not happen in time."""
@@ -316,21 +337,7 @@ class FailoverTest(ClusterCase):
         bundle = bundle_of(members[0], topic)
         acked, errors, ack_times = [], [], []
         stop = threading.Event()
-
-        def run():
-            producer = Producer({"bootstrap.servers": bootstrap(members), "acks": "all", "linger.ms": 1,
-                                 "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000})
-
-            def report(err, msg):
-                (errors if err else acked).append(str(err) if err else msg.value().decode())
-                ack_times.append(time.monotonic())
-            i = 0
-            while not stop.is_set():
-                producer.produce(topic, f"s{i}".encode(), on_delivery=report)
-                i += 1
-                producer.poll(0.005)
-            producer.flush(90)
-        worker = threading.Thread(target=run)
+        worker = threading.Thread(target=steady_producer, args=(members, topic, "s", acked, errors, ack_times, stop))
         worker.start()
         try:
             wait_for(lambda: len(acked) > 100, "the producer under way")
@@ -555,24 +562,7 @@ class FailoverTest(ClusterCase):
         owner_of(members, topic)
         acked, errors, ack_times = [], [], []
         stop = threading.Event()
-
-        def run():
-            producer = Producer({"bootstrap.servers": bootstrap(members), "acks": "all", "linger.ms": 1,
-                                 "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000})
-
-            def report(err, msg):
-                if err:
-                    errors.append(str(err))
-                else:
-                    acked.append(msg.value().decode())
-                    ack_times.append(time.monotonic())
-            i = 0
-            while not stop.is_set():
-                producer.produce(topic, f"r{i}".encode(), on_delivery=report)
-                i += 1
-                producer.poll(0.005)
-            producer.flush(90)
-        worker = threading.Thread(target=run)
+        worker = threading.Thread(target=steady_producer, args=(members, topic, "r", acked, errors, ack_times, stop))
         worker.start()
         try:
             wait_for(lambda: len(acked) > 200, "the producer under way")
