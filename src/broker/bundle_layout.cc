@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,9 @@ constexpr std::string_view kLayoutsRoot = "/bundle-layouts";
 
 // The process's view: "tenant/namespace" -> its layout, for split namespaces only.
 struct LayoutView {
+  // Whether `split` holds anything: read without the lock, so that while no
+  // namespace is split (the usual case) bundle_of takes no lock.
+  std::atomic<bool> any{false};
   std::mutex mu;
   std::map<std::string, std::shared_ptr<const Boundaries>, std::less<>> split;
 };
@@ -102,19 +106,16 @@ std::shared_ptr<const Boundaries> layout(const NamespaceName& ns) {
   static const auto* defaults = new std::shared_ptr<const Boundaries>(std::make_shared<const Boundaries>(
       default_boundaries()));
   LayoutView& v = view();
+  if (!v.any.load(std::memory_order_acquire)) return *defaults;
   std::lock_guard lock(v.mu);
-  if (!v.split.empty()) {
-    if (auto it = v.split.find(ns.to_string()); it != v.split.end()) return it->second;
-  }
+  if (auto it = v.split.find(ns.to_string()); it != v.split.end()) return it->second;
   return *defaults;
 }
 
 Boundaries layout_of(const NamespaceName& ns) { return *layout(ns); }
 
 bool any_split() {
-  LayoutView& v = view();
-  std::lock_guard lock(v.mu);
-  return !v.split.empty();
+  return view().any.load(std::memory_order_acquire);
 }
 
 void set_layout(const std::string& ns, std::optional<Boundaries> boundaries) {
@@ -125,6 +126,7 @@ void set_layout(const std::string& ns, std::optional<Boundaries> boundaries) {
   } else {
     v.split[ns] = std::make_shared<const Boundaries>(std::move(*boundaries));
   }
+  v.any.store(!v.split.empty(), std::memory_order_release);
 }
 
 std::string layout_key(const NamespaceName& ns) { return fmt::format("{}/{}/{}", kLayoutsRoot, ns.tenant, ns.local); }
@@ -153,34 +155,41 @@ Result<std::vector<uint32_t>> split_cuts(uint32_t low, uint32_t high, const std:
   return cuts;
 }
 
-Result<SplitPlan> plan_split(const std::string& bundle, const std::vector<uint32_t>& positions) {
+Result<BundleName> parse_bundle(std::string_view bundle) {
   const size_t first = bundle.find('/');
   const size_t last = bundle.rfind('/');
-  if (first == std::string::npos || first == last) {
-    return Status::invalid_argument("'" + bundle + "' is not a bundle (tenant/namespace/0x########_0x########)");
+  if (first == std::string_view::npos || first == last) {
+    return Status::invalid_argument("'" + std::string(bundle) +
+                                    "' is not a bundle (tenant/namespace/0x########_0x########)");
   }
   auto ns = NamespaceName::of(bundle.substr(0, first), bundle.substr(first + 1, last - first - 1));
   if (!ns.is_ok()) return ns.status();
   auto range = parse_range(bundle.substr(last + 1));
   if (!range.is_ok()) return range.status();
+  return BundleName{*ns, range->first, range->second};
+}
+
+Result<SplitPlan> plan_split(const std::string& bundle, const std::vector<uint32_t>& positions) {
+  auto name = parse_bundle(bundle);
+  if (!name.is_ok()) return name.status();
   SplitPlan plan;
-  plan.ns = *ns;
-  plan.low = range->first;
-  plan.high = range->second;
+  plan.ns = name->ns;
+  plan.low = name->low;
+  plan.high = name->high;
   const Boundaries layout = layout_of(plan.ns);
   auto at = std::find(layout.begin(), layout.end(), plan.low);
   if (at == layout.end() || std::next(at) == layout.end() || *std::next(at) != plan.high) {
-    return Status::not_found("namespace " + ns->to_string() + " has no bundle " + range_name(plan.low, plan.high));
+    return Status::not_found("namespace " + plan.ns.to_string() + " has no bundle " + range_name(plan.low, plan.high));
   }
   auto cuts = split_cuts(plan.low, plan.high, positions, layout.size() - 1);
   if (!cuts.is_ok()) return cuts.status();
   plan.cuts = std::move(*cuts);
   uint32_t from = plan.low;
   for (uint32_t cut : plan.cuts) {
-    plan.pieces.push_back(ns->to_string() + "/" + range_name(from, cut));
+    plan.pieces.push_back(plan.ns.to_string() + "/" + range_name(from, cut));
     from = cut;
   }
-  plan.pieces.push_back(ns->to_string() + "/" + range_name(from, plan.high));
+  plan.pieces.push_back(plan.ns.to_string() + "/" + range_name(from, plan.high));
   return plan;
 }
 

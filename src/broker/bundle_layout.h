@@ -51,6 +51,15 @@ std::string range_name(uint32_t low, uint32_t high);
 // The two ends of a bundle name; InvalidArgument for anything else.
 common::Result<std::pair<uint32_t, uint32_t>> parse_range(std::string_view name);
 
+// A bundle named across namespaces, "tenant/namespace/0x########_0x########".
+struct BundleName {
+  NamespaceName ns;
+  uint32_t low = 0;
+  uint32_t high = 0;
+};
+// InvalidArgument for anything else.
+common::Result<BundleName> parse_bundle(std::string_view bundle);
+
 // The process's view of `ns`'s layout (the default until it is split),
 // shared rather than copied: bundle_of() is on every ownership check.
 std::shared_ptr<const Boundaries> layout(const NamespaceName& ns);

@@ -140,14 +140,13 @@ void BundleOwnership::lost(const std::string& key) {
   if (split_away(key)) {
     // Split: its topics fall in the pieces now; those of pieces owned
     // elsewhere go (none, when this node split it).
-    auto range = parse_range(bundle.substr(bundle.rfind('/') + 1));
-    std::string ns = namespace_of_key(key);
-    auto name = NamespaceName::of(ns.substr(0, ns.find('/')), ns.substr(ns.find('/') + 1));
-    if (!range.is_ok() || !name.is_ok()) return;
-    const Boundaries b = layout_of(*name);
+    auto name = parse_bundle(bundle);
+    if (!name.is_ok()) return;
+    const auto shared = layout(name->ns);
+    const Boundaries& b = *shared;
     for (size_t i = 0; i + 1 < b.size(); ++i) {
-      if (b[i] < range->first || b[i + 1] > range->second) continue;
-      std::string piece = ns + "/" + range_name(b[i], b[i + 1]);
+      if (b[i] < name->low || b[i + 1] > name->high) continue;
+      std::string piece = name->ns.to_string() + "/" + range_name(b[i], b[i + 1]);
       uint64_t owner = 0;
       {
         std::lock_guard lock(mu_);
@@ -165,20 +164,15 @@ void BundleOwnership::lost(const std::string& key) {
 }
 
 bool BundleOwnership::split_away(const std::string& key) {
-  std::string bundle = key.substr(kBundlesRoot.size() + 1);
-  size_t first = bundle.find('/');
-  size_t last = bundle.rfind('/');
-  if (first == std::string::npos || first == last) return false;
-  auto range = parse_range(bundle.substr(last + 1));
-  auto ns = NamespaceName::of(bundle.substr(0, first), bundle.substr(first + 1, last - first - 1));
-  if (!range.is_ok() || !ns.is_ok()) return false;
+  auto name = parse_bundle(std::string_view(key).substr(kBundlesRoot.size() + 1));
+  if (!name.is_ok()) return false;
   // Both ends are boundaries with another between them: the layout cut it.
   // (A piece whose layout is not written yet has an end that is no boundary.)
-  const auto shared = layout(*ns);
+  const auto shared = layout(name->ns);
   const Boundaries& b = *shared;
-  auto low = std::lower_bound(b.begin(), b.end(), range->first);
-  auto high = std::lower_bound(b.begin(), b.end(), range->second);
-  return low != b.end() && high != b.end() && *low == range->first && *high == range->second && high - low > 1;
+  auto low = std::lower_bound(b.begin(), b.end(), name->low);
+  auto high = std::lower_bound(b.begin(), b.end(), name->high);
+  return low != b.end() && high != b.end() && *low == name->low && *high == name->high && high - low > 1;
 }
 
 Status BundleOwnership::start() {
