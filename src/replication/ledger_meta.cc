@@ -55,6 +55,36 @@ std::string encode_ledger_meta(const LedgerMeta& meta) {
   return cluster::record_bytes(b);
 }
 
+std::string encode_healing(const HealingStatus& s) {
+  flatbuffers::FlatBufferBuilder b(128);
+  b.Finish(fb::CreateHealingRecord(b, 1, s.healer, s.updated_ms, s.underreplicated, s.copying, s.ledger,
+                                   s.first_entry, s.last_entry, s.next_entry, s.from_node, s.to_node, s.copied_bytes,
+                                   s.started_ms, s.healed_fragments, s.healed_bytes, s.rate_limit_bytes));
+  return cluster::record_bytes(b);
+}
+
+Result<HealingStatus> decode_healing(std::string_view bytes) {
+  const auto* r = cluster::verified_record<fb::HealingRecord>(bytes);
+  if (r == nullptr) return Status::invalid_argument("not a healing record");
+  HealingStatus s;
+  s.healer = r->healer();
+  s.updated_ms = r->updated_ms();
+  s.underreplicated = r->underreplicated();
+  s.copying = r->copying();
+  s.ledger = r->ledger();
+  s.first_entry = r->first_entry();
+  s.last_entry = r->last_entry();
+  s.next_entry = r->next_entry();
+  s.from_node = r->from_node();
+  s.to_node = r->to_node();
+  s.copied_bytes = r->copied_bytes();
+  s.started_ms = r->started_ms();
+  s.healed_fragments = r->healed_fragments();
+  s.healed_bytes = r->healed_bytes();
+  s.rate_limit_bytes = r->rate_limit_bytes();
+  return s;
+}
+
 Result<LedgerMeta> decode_ledger_meta(std::string_view bytes) {
   const auto* r = cluster::verified_record<fb::LedgerRecord>(bytes);
   if (r == nullptr) return Status::invalid_argument("not a replicated ledger record");

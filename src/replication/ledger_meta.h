@@ -61,6 +61,29 @@ inline constexpr const char* kLedgersPrefix = "/storage/ledgers";
 inline constexpr const char* kDrainingPrefix = "/storage/draining";
 std::string draining_key(NodeId node);
 
+// /storage/healing: what the self-healing member is doing (HealingRecord in
+// replication.fbs), for every member's REST API and console.
+inline constexpr const char* kHealingKey = "/storage/healing";
+struct HealingStatus {
+  NodeId healer = 0;
+  int64_t updated_ms = 0;       // wall clock
+  int64_t underreplicated = 0;  // fragments naming a lost or draining node, as last counted
+  bool copying = false;         // a fragment is being copied now; then the fields below say which
+  LedgerId ledger = 0;
+  EntryId first_entry = 0;
+  EntryId last_entry = 0;
+  EntryId next_entry = 0;
+  NodeId from_node = 0;
+  NodeId to_node = 0;
+  uint64_t copied_bytes = 0;    // of this fragment so far
+  int64_t started_ms = 0;       // wall clock the fragment's copy began
+  uint64_t healed_fragments = 0;
+  uint64_t healed_bytes = 0;
+  uint64_t rate_limit_bytes = 0;  // bytes per second, 0: none
+};
+std::string encode_healing(const HealingStatus& status);
+common::Result<HealingStatus> decode_healing(std::string_view bytes);
+
 std::string encode_ledger_meta(const LedgerMeta& meta);
 // InvalidArgument for bytes that are not a LedgerRecord, or one that breaks
 // the rules above (no fragment, quorums out of order).

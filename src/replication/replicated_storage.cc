@@ -55,6 +55,9 @@ ReplicatedStorage::ReplicatedStorage(Transport& transport, metadata::Store& stor
           "Fragments of closed ledgers copied from a lost storage node's peers to another node")),
       healed_entries_(common::MetricsRegistry::global().counter(
           "magnetar_replication_healed_entries_total", "Entries copied to another node by self-healing")),
+      healed_bytes_(common::MetricsRegistry::global().counter(
+          "magnetar_replication_healed_bytes_total",
+          "Bytes copied to another node by self-healing and decommissioning")),
       moved_copies_(common::MetricsRegistry::global().counter(
           "magnetar_replication_moved_copies_total",
           "Copies of open ledgers a writer moved off a storage node being decommissioned")),
@@ -74,6 +77,9 @@ Status ReplicatedStorage::start() {
     if (!watched) return watched.status();
     draining_watch_ = *watched;
     refresh_draining();
+    throttle_timer_ = std::make_unique<runtime::Timer>(transport_.reactor());
+    heal_status_.healer = transport_.self();
+    heal_status_.rate_limit_bytes = settings_.heal_rate_bytes;
     if (settings_.heal_interval.count() > 0) {
       heal_timer_ = std::make_unique<runtime::Timer>(transport_.reactor());
       heal_timer_->every(settings_.heal_interval, [this]() {
@@ -98,6 +104,7 @@ void ReplicatedStorage::stop() {
   transport_.reactor().run_sync([this]() {
     stopped_ = true;
     heal_timer_.reset();
+    throttle_timer_.reset();
     if (draining_watch_ != 0) store_.unwatch(draining_watch_);
     draining_watch_ = 0;
     for (auto& [id, l] : ledgers_) {
@@ -617,7 +624,8 @@ void ReplicatedStorage::read_entries(LedgerId id, EntryId first, EntryId last,
 }
 
 void ReplicatedStorage::read_from(LedgerId id, const LedgerMeta& meta, EntryId first, EntryId last, size_t node_index,
-                                  Reactor* home, Callback<Result<std::vector<storage::Entry>>> done) {
+                                  Reactor* home, Callback<Result<std::vector<storage::Entry>>> done,
+                                  uint32_t max_bytes) {
   size_t fi = meta.fragments.size() - 1;
   while (fi > 0 && meta.fragments[fi].first_entry > first) --fi;
   const EntryId end = std::min(last, meta.fragment_end(fi, last));
@@ -633,8 +641,8 @@ void ReplicatedStorage::read_from(LedgerId id, const LedgerMeta& meta, EntryId f
   }
   const NodeId node = order[node_index];
   transport_.call(
-      node, StorageMethod::kRead, encode_read(id, first, end),
-      [this, id, meta, first, last, node_index, home, done](Result<std::string> reply) {
+      node, StorageMethod::kRead, encode_read(id, first, end, max_bytes),
+      [this, id, meta, first, last, node_index, home, done, max_bytes](Result<std::string> reply) {
         if (reply) {
           const auto* rr = cluster::verified_record<fb::ReadReply>(*reply);
           if (rr != nullptr && rr->code() == 0 && rr->entries() != nullptr && rr->entries()->size() > 0 &&
@@ -669,7 +677,7 @@ void ReplicatedStorage::read_from(LedgerId id, const LedgerMeta& meta, EntryId f
                       reply_status(rr->code(), rr->message()).to_string());
           }
         }
-        read_from(id, meta, first, last, node_index + 1, home, done);
+        read_from(id, meta, first, last, node_index + 1, home, done, max_bytes);
       },
       settings_.read_timeout_ms);
 }

@@ -26,10 +26,12 @@
 //
 // - Self-healing: on the member that `heals()` says (the metadata leader),
 //   every heal_interval the records are checked; a fragment naming a
-//   storage node gone longer than heal_grace is copied, entry by entry
-//   (one at a time: that is the throttle), from its other nodes to a live
-//   node that holds no part of the ledger, and the record then names that
-//   node instead (compare-and-set). The last fragment of an open ledger is
+//   storage node gone longer than heal_grace is copied, a read's worth of
+//   entries (up to 8 MiB) in flight at a time and no faster than
+//   heal_rate_bytes, from its other nodes to a live node that holds no part
+//   of the ledger, and the record then names that node instead
+//   (compare-and-set). What it is doing is published at kHealingKey (at
+//   most about once a second while it copies). The last fragment of an open ledger is
 //   its writer's to mend; its older ones are healed like a closed ledger's,
 //   and the writer merges such a change into its own (write_record).
 // - Decommissioning (kDrainingPrefix in ledger_meta.h): a draining node is
@@ -87,6 +89,9 @@ struct ReplicationSettings {
   // made again on others, and how often the ledgers are checked (0: never).
   std::chrono::milliseconds heal_grace{std::chrono::seconds(60)};
   std::chrono::milliseconds heal_interval{std::chrono::seconds(10)};
+  // The most bytes per second self-healing and decommissioning copy (0: as
+  // fast as the nodes take them).
+  uint64_t heal_rate_bytes = 100ull << 20;
 };
 
 class ReplicatedStorage final : public storage::Storage {
@@ -182,7 +187,11 @@ class ReplicatedStorage final : public storage::Storage {
   void recover_entry(const std::shared_ptr<Recovery>& r, EntryId entry);
   void finish_recovery(const std::shared_ptr<Recovery>& r, common::Status st);
   void read_from(LedgerId id, const LedgerMeta& meta, EntryId first, EntryId last, size_t node_index,
-                 runtime::Reactor* home, storage::Callback<common::Result<std::vector<storage::Entry>>> done);
+                 runtime::Reactor* home, storage::Callback<common::Result<std::vector<storage::Entry>>> done,
+                 uint32_t max_bytes = 0);
+  // How many bytes a copy (healing, decommissioning) reads and sends at a
+  // time: an eighth of a second at the throttle's rate, 4 KiB to 8 MiB.
+  uint32_t copy_batch_bytes() const;
   void publish_info(LedgerId id, const Ledger& l);
   void forget(LedgerId id);
   // Keeps a record this node no longer writes among the max_cached_records
@@ -195,6 +204,15 @@ class ReplicatedStorage final : public storage::Storage {
   void heal_copy(const std::shared_ptr<Healing>& h, LedgerId id, LedgerMeta meta, size_t fragment, NodeId gone,
                  NodeId target, EntryId next, EntryId end);
   void heal_record(const std::shared_ptr<Healing>& h, LedgerId id, size_t fragment, NodeId gone, NodeId target);
+  // Sends `entries` to `target` at once (a copy takes them in order) and
+  // calls `done` with the first failure, or ok, once every one is answered.
+  void send_copies(LedgerId id, NodeId target, EntryId lac, bool recovery,
+                   std::shared_ptr<std::vector<storage::Entry>> entries, std::function<void(common::Status)> done);
+  // Counts `bytes` copied and runs `next`, once the throttle allows when `throttled`.
+  void after_copied(uint64_t bytes, bool throttled, runtime::Task next);
+  void run_throttled();
+  // Writes heal_status_ to kHealingKey: at once with `now`, else at most once a second.
+  void publish_healing(bool now);
 
   Transport& transport_;
   metadata::Store& store_;
@@ -210,6 +228,13 @@ class ReplicatedStorage final : public storage::Storage {
   std::set<NodeId> draining_;                      // storage nodes being decommissioned
   metadata::WatchId draining_watch_ = 0;
   std::unordered_map<NodeId, int64_t> gone_since_ms_;  // storage nodes not live, since when
+  HealingStatus heal_status_;                      // what kHealingKey says
+  int64_t heal_published_ms_ = 0;                  // monotonic, of the last write
+  std::string heal_published_;                     // ... and what it said, but its time
+  int64_t throttle_since_ms_ = 0;                  // monotonic: the throttle's window starts
+  uint64_t throttle_bytes_ = 0;                    // ... and what was copied since
+  std::unique_ptr<runtime::Timer> throttle_timer_;
+  std::deque<std::pair<int64_t, runtime::Task>> throttled_;  // copies waiting for the throttle, by when due
   bool stopped_ = false;                      // transport reactor
   std::atomic<bool> stop_requested_{false};   // any thread
 
@@ -229,6 +254,7 @@ class ReplicatedStorage final : public storage::Storage {
   common::Counter& degraded_adds_;
   common::Counter& healed_fragments_;
   common::Counter& healed_entries_;
+  common::Counter& healed_bytes_;
   common::Counter& moved_copies_;
   common::Gauge& underreplicated_;
 };

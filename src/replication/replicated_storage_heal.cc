@@ -23,6 +23,16 @@ using common::Status;
 using runtime::Reactor;
 using storage::Callback;
 
+namespace {
+
+uint64_t copied_bytes(const std::vector<storage::Entry>& entries) {
+  uint64_t bytes = 0;
+  for (const storage::Entry& e : entries) bytes += e.data.size();
+  return bytes;
+}
+
+}  // namespace
+
 // ---- decommissioning ----
 
 std::vector<NodeId> ReplicatedStorage::draining() const {
@@ -143,31 +153,22 @@ void ReplicatedStorage::move_copy(LedgerId id, NodeId leaving, NodeId target, En
                 return end_move(id, found->second);
               }
               auto entries = std::make_shared<std::vector<storage::Entry>>(std::move(got.value()));
-              // One entry in flight at a time, as healing does; the closure holds itself weakly.
-              auto step = std::make_shared<std::function<void(size_t)>>();
-              std::weak_ptr<std::function<void(size_t)>> weak = step;
-              *step = [this, id, leaving, target, first, lac, rounds, entries, weak](size_t k) {
-                if (k == entries->size()) {
-                  return move_copy(id, leaving, target, first, entries->back().id + 1, rounds + 1);
+              const EntryId after = entries->back().id + 1;
+              send_copies(id, target, lac, false, entries, [this, id, leaving, target, first, after, rounds,
+                                                            entries](Status st) {
+                auto found = ledgers_.find(id);
+                if (found == ledgers_.end()) return;
+                if (!st.is_ok()) {
+                  MLOG_WARN("replicated storage: moving ledger {}'s copy: the new node refused an entry: {}", id,
+                            st.to_string());
+                  return end_move(id, found->second);
                 }
-                const storage::Entry& e = (*entries)[k];
-                transport_.call(
-                    target, StorageMethod::kAdd,
-                    encode_add(id, e.id, lac, false, 255, 0, e.data.data(), e.data.size()),
-                    [this, id, next = weak.lock(), k](Result<std::string> reply) {
-                      Status st = reply ? decode_outcome(*reply) : reply.status();
-                      if (!st.is_ok()) {
-                        MLOG_WARN("replicated storage: moving ledger {}'s copy: the new node refused an entry: {}",
-                                  id, st.to_string());
-                        auto found = ledgers_.find(id);
-                        if (found != ledgers_.end()) end_move(id, found->second);
-                        return;
-                      }
-                      (*next)(k + 1);
-                    },
-                    settings_.add_timeout_ms);
-              };
-              (*step)(0);
+                // Throttled while adds go on; once they are held, the rest goes at once.
+                after_copied(copied_bytes(*entries), !found->second.move_holds,
+                             [this, id, leaving, target, first, after, rounds]() {
+                               move_copy(id, leaving, target, first, after, rounds + 1);
+                             });
+              });
             });
 }
 
@@ -220,11 +221,15 @@ void ReplicatedStorage::heal_pass() {
 
 void ReplicatedStorage::heal_next(const std::shared_ptr<Healing>& h) {
   if (stopped_ || h->queue.empty()) {
-    if (!stopped_) underreplicated_.set(static_cast<double>(h->underreplicated));
     healing_ = false;
-    // A pass mends one fragment per ledger: while copies leave draining
-    // nodes, the next pass follows at once.
-    if (!stopped_ && h->healed > 0 && !draining_.empty()) run([this]() { heal_pass(); });
+    if (stopped_) return;
+    underreplicated_.set(static_cast<double>(h->underreplicated));
+    heal_status_.underreplicated = h->underreplicated;
+    heal_status_.copying = false;
+    publish_healing(true);
+    // A pass mends one fragment per ledger: while it mends some, the next
+    // pass follows at once.
+    if (h->healed > 0) run([this]() { heal_pass(); });
     return;
   }
   const LedgerId id = h->queue.front();
@@ -269,6 +274,16 @@ void ReplicatedStorage::heal_next(const std::shared_ptr<Healing>& h) {
     const EntryId end = meta->fragment_end(fragment, meta->last_entry);
     MLOG_INFO("replicated storage: healing ledger {} entries {}..{}: copying what storage node {} held to {}", id,
               first, end, gone, target);
+    heal_status_.copying = true;
+    heal_status_.ledger = id;
+    heal_status_.first_entry = first;
+    heal_status_.last_entry = end;
+    heal_status_.next_entry = first;
+    heal_status_.from_node = gone;
+    heal_status_.to_node = target;
+    heal_status_.copied_bytes = 0;
+    heal_status_.started_ms = common::wall_clock_ms();
+    publish_healing(true);
     heal_copy(h, id, *meta, fragment, gone, target, first, end);
   });
 }
@@ -277,44 +292,101 @@ void ReplicatedStorage::heal_copy(const std::shared_ptr<Healing>& h, LedgerId id
                                   NodeId gone, NodeId target, EntryId next, EntryId end) {
   if (stopped_) return heal_next(h);
   if (next > end) return heal_record(h, id, fragment, gone, target);
+  heal_status_.next_entry = next;
+  publish_healing(false);
   read_from(id, meta, next, end, 0, nullptr,
             [this, h, id, meta, fragment, gone, target, end](Result<std::vector<storage::Entry>> got) {
               if (!got || got->empty()) {
                 MLOG_WARN("replicated storage: healing ledger {}: cannot read its entries: {}", id,
                           got ? std::string("none returned") : got.status().to_string());
+                heal_status_.copying = false;
                 return heal_next(h);
               }
-              // One entry in flight at a time: the copying never crowds out producers.
+              // A read's worth in flight (up to 8 MiB), then the next read once the throttle allows.
               auto entries = std::make_shared<std::vector<storage::Entry>>(std::move(got.value()));
-              // The closure holds itself weakly; the call in flight holds it.
-              auto step = std::make_shared<std::function<void(size_t)>>();
-              std::weak_ptr<std::function<void(size_t)>> weak = step;
-              *step = [this, h, id, meta, fragment, gone, target, end, entries, weak](size_t k) {
-                if (k == entries->size()) {
-                  return heal_copy(h, id, meta, fragment, gone, target, entries->back().id + 1, end);
-                }
-                const storage::Entry& e = (*entries)[k];
-                transport_.call(
-                    target, StorageMethod::kAdd,
-                    encode_add(id, e.id, meta.last_entry, true, 255, 0, e.data.data(), e.data.size()),
-                    [this, h, id, next = weak.lock(), k](Result<std::string> reply) {
-                      Status st = reply ? decode_outcome(*reply) : reply.status();
-                      if (!st.is_ok()) {
-                        MLOG_WARN("replicated storage: healing ledger {}: the new copy refused an entry: {}", id,
-                                  st.to_string());
-                        return heal_next(h);
-                      }
-                      healed_entries_.inc();
-                      (*next)(k + 1);
-                    },
-                    settings_.add_timeout_ms);
-              };
-              (*step)(0);
-            });
+              const EntryId after = entries->back().id + 1;
+              const uint64_t count = entries->size();
+              const uint64_t bytes = copied_bytes(*entries);
+              send_copies(id, target, meta.last_entry, true, entries,
+                          [this, h, id, meta, fragment, gone, target, end, after, count, bytes](Status st) {
+                            if (!st.is_ok()) {
+                              MLOG_WARN("replicated storage: healing ledger {}: the new copy refused an entry: {}",
+                                        id, st.to_string());
+                              heal_status_.copying = false;
+                              return heal_next(h);
+                            }
+                            healed_entries_.inc(count);
+                            heal_status_.copied_bytes += bytes;
+                            heal_status_.healed_bytes += bytes;
+                            after_copied(bytes, true, [this, h, id, meta, fragment, gone, target, after, end]() {
+                              heal_copy(h, id, meta, fragment, gone, target, after, end);
+                            });
+                          });
+            },
+            copy_batch_bytes());
+}
+
+void ReplicatedStorage::send_copies(LedgerId id, NodeId target, EntryId lac, bool recovery,
+                                    std::shared_ptr<std::vector<storage::Entry>> entries,
+                                    std::function<void(Status)> done) {
+  struct Batch {
+    size_t left = 0;
+    Status first_failure;
+    std::function<void(Status)> done;
+  };
+  auto batch = std::make_shared<Batch>();
+  batch->left = entries->size();
+  batch->done = std::move(done);
+  if (batch->left == 0) return run([batch]() { batch->done(Status::ok()); });
+  for (const storage::Entry& e : *entries) {
+    transport_.call(
+        target, StorageMethod::kAdd, encode_add(id, e.id, lac, recovery, 255, 0, e.data.data(), e.data.size()),
+        [batch](Result<std::string> reply) {
+          Status st = reply ? decode_outcome(*reply) : reply.status();
+          if (!st.is_ok() && batch->first_failure.is_ok()) batch->first_failure = st;
+          if (--batch->left == 0) batch->done(batch->first_failure);
+        },
+        settings_.add_timeout_ms);
+  }
+}
+
+uint32_t ReplicatedStorage::copy_batch_bytes() const {
+  if (settings_.heal_rate_bytes == 0) return 0;
+  return static_cast<uint32_t>(std::clamp<uint64_t>(settings_.heal_rate_bytes / 8, 4096, 8u << 20));
+}
+
+void ReplicatedStorage::after_copied(uint64_t bytes, bool throttled, runtime::Task next) {
+  healed_bytes_.inc(bytes);
+  const int64_t now = common::monotonic_ms();
+  if (settings_.heal_rate_bytes == 0 || !throttled || stopped_) return next();
+  // One window for every copy under way: it restarts after a second without copying.
+  if (throttle_bytes_ == 0 || now - throttle_since_ms_ > 1000 + static_cast<int64_t>(
+                                       throttle_bytes_ * 1000 / settings_.heal_rate_bytes)) {
+    throttle_since_ms_ = now;
+    throttle_bytes_ = 0;
+  }
+  throttle_bytes_ += bytes;
+  const int64_t due = throttle_since_ms_ + static_cast<int64_t>(throttle_bytes_ * 1000 / settings_.heal_rate_bytes);
+  if (due <= now) return next();
+  throttled_.emplace_back(due, std::move(next));
+  // Dues only grow, so the first waiting is the next due.
+  if (throttled_.size() == 1) throttle_timer_->once(std::chrono::milliseconds(due - now), [this]() { run_throttled(); });
+}
+
+void ReplicatedStorage::run_throttled() {
+  const int64_t now = common::monotonic_ms();
+  while (!stopped_ && !throttled_.empty() && throttled_.front().first <= now) {
+    runtime::Task task = std::move(throttled_.front().second);
+    throttled_.pop_front();
+    task();
+  }
+  if (stopped_ || throttled_.empty()) return;
+  throttle_timer_->once(std::chrono::milliseconds(throttled_.front().first - now), [this]() { run_throttled(); });
 }
 
 void ReplicatedStorage::heal_record(const std::shared_ptr<Healing>& h, LedgerId id, size_t fragment, NodeId gone,
                                     NodeId target) {
+  heal_status_.copying = false;
   store_.get(ledger_key(id), [this, h, id, fragment, gone, target](Result<metadata::Record> rec) {
     if (!rec) return heal_next(h);
     auto meta = decode_ledger_meta(rec->value);
@@ -328,6 +400,7 @@ void ReplicatedStorage::heal_record(const std::shared_ptr<Healing>& h, LedgerId 
                [this, h, id, healed, gone, target](Result<metadata::Stat> put) {
                  if (put) {
                    healed_fragments_.inc();
+                   heal_status_.healed_fragments++;
                    h->healed++;
                    h->underreplicated = std::max<int64_t>(0, h->underreplicated - 1);
                    MLOG_INFO("replicated storage: ledger {} healed: storage node {} holds what {} held", id, target,
@@ -341,6 +414,22 @@ void ReplicatedStorage::heal_record(const std::shared_ptr<Healing>& h, LedgerId 
                  heal_next(h);
                });
   });
+}
+
+void ReplicatedStorage::publish_healing(bool now) {
+  const int64_t at = common::monotonic_ms();
+  if (!now && at - heal_published_ms_ < 1000) return;
+  HealingStatus s = heal_status_;
+  const std::string unchanged = encode_healing(s);
+  // Passes that find nothing new write nothing.
+  if (!s.copying && unchanged == heal_published_) return;
+  heal_published_ = unchanged;
+  heal_published_ms_ = at;
+  s.updated_ms = common::wall_clock_ms();
+  store_.put(kHealingKey, encode_healing(s), metadata::PutOptions{metadata::kAnyVersion, 0},
+             [](Result<metadata::Stat> put) {
+               if (!put) MLOG_DEBUG("replicated storage: the healing status was not written: {}", put.status().to_string());
+             });
 }
 
 }  // namespace magnetar::replication

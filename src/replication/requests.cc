@@ -13,9 +13,9 @@ std::string encode_add(LedgerId ledger, EntryId entry, EntryId lac, bool recover
   return cluster::record_bytes(b);
 }
 
-std::string encode_read(LedgerId ledger, EntryId first, EntryId last) {
+std::string encode_read(LedgerId ledger, EntryId first, EntryId last, uint32_t max_bytes) {
   flatbuffers::FlatBufferBuilder b(64);
-  b.Finish(fb::CreateReadEntries(b, 1, ledger, first, last, 0));
+  b.Finish(fb::CreateReadEntries(b, 1, ledger, first, last, max_bytes));
   return cluster::record_bytes(b);
 }
 

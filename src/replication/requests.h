@@ -18,7 +18,8 @@ namespace magnetar::replication {
 // AddEntry; `fsync` 255 leaves the node's own mode.
 std::string encode_add(LedgerId ledger, EntryId entry, EntryId lac, bool recovery, uint8_t fsync,
                        uint32_t interval_ms, const uint8_t* data, size_t size);
-std::string encode_read(LedgerId ledger, EntryId first, EntryId last);
+// `max_bytes` 0: the node's own limit (8 MiB); at least one entry comes back.
+std::string encode_read(LedgerId ledger, EntryId first, EntryId last, uint32_t max_bytes = 0);
 std::string encode_fence(LedgerId ledger, bool fence);
 std::string encode_delete(LedgerId ledger);
 // A reply's code and message as a Status.

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <optional>
 #include <map>
 #include <memory>
 #include <set>
@@ -370,6 +371,63 @@ TEST_F(ReplicatedStorageTest, TheCopiesALostNodeHeldAreMadeAgainElsewhere) {
   // Readable with two of the original three copies gone.
   set_down(before[0] == 1 ? before[2] : before[0], true);
   expect_entries(rs, 14, 0, 39);
+}
+
+TEST_F(ReplicatedStorageTest, HealingKeepsToItsRateAndPublishesItsProgress) {
+  add_nodes(4);
+  ReplicationSettings settings;
+  settings.heal_grace = std::chrono::milliseconds(0);
+  settings.heal_interval = std::chrono::milliseconds(50);
+  settings.heal_rate_bytes = 16 * 1024;  // copies go 4 KiB at a time, four a second
+  ReplicatedStorage& rs = writer_on(1, settings, /*heals=*/true);
+  auto w = storage::testing::create_ledger(rs, 15);
+  ASSERT_TRUE(w.is_ok());
+  const std::string kilobyte(1024, 'k');
+  constexpr int kEntries = 48;
+  for (EntryId e = 0; e < kEntries; ++e) {
+    ASSERT_TRUE(storage::testing::add_entry(rs, *w, e, Slice::copy_of(kilobyte)).is_ok());
+  }
+  ASSERT_EQ(*storage::testing::close_ledger(rs, 15), kEntries - 1);
+  const std::vector<NodeId> before = record(15).fragments[0].nodes;
+  const NodeId lost = before[0] == 1 ? before[1] : before[0];
+  const auto started = std::chrono::steady_clock::now();
+  set_down(lost, true);
+  // Part way: the record says which copy is being made and how far it got.
+  bool seen_part_way = false;
+  std::optional<HealingStatus> last;
+  for (int i = 0; i < 3000; ++i) {
+    auto rec = metadata::blocking::get(*store_, kHealingKey);
+    if (rec.is_ok()) {
+      auto status = decode_healing(rec->value);
+      ASSERT_TRUE(status.is_ok());
+      last = *status;
+      if (status->copying && status->ledger == 15 && status->from_node == lost && status->copied_bytes > 0 &&
+          status->copied_bytes < kEntries * 1024) {
+        EXPECT_EQ(status->first_entry, 0);
+        EXPECT_EQ(status->last_entry, kEntries - 1);
+        EXPECT_GT(status->next_entry, 0);
+        seen_part_way = true;
+      }
+      if (status->healed_fragments == 1 && !status->copying) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ASSERT_TRUE(last.has_value());
+  EXPECT_TRUE(seen_part_way);
+  EXPECT_EQ(last->healed_fragments, 1u);
+  EXPECT_EQ(last->healed_bytes, kEntries * 1024u);
+  EXPECT_EQ(last->rate_limit_bytes, 16u * 1024);
+  EXPECT_EQ(last->healer, 1u);
+  // 48 KiB at 16 KiB/s: the first 4 KiB go at once, the rest no sooner than
+  // the rate allows (a slow machine only takes longer).
+  EXPECT_GE(secs, 44.0 / 16.0 - 0.25);
+  const std::vector<NodeId> nodes = record(15).fragments[0].nodes;
+  EXPECT_EQ(std::count(nodes.begin(), nodes.end(), lost), 0);
+  auto got = storage::testing::read_entries(rs, 15, 0, kEntries - 1);
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  ASSERT_EQ(got->size(), static_cast<size_t>(kEntries));
+  for (const storage::Entry& e : *got) EXPECT_EQ(e.data.to_string(), kilobyte);
 }
 
 TEST_F(ReplicatedStorageTest, AnOpenLedgersOlderFragmentIsHealedAndItsWriterGoesOn) {
