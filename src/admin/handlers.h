@@ -94,12 +94,16 @@ struct StorageNodesAdmin {
   // {"id", "alive", "state": active | draining | drained, "fragments" and
   // "ledgers" still naming it, "underReplicatedFragments" in the cluster}.
   std::function<common::Result<nlohmann::json>(uint64_t node)> status;
+  // {"ledgers", "underReplicatedFragments", "storageNodes": [{"id", "alive",
+  // "zone", "state", "fragments", "ledgers"}], "healing": what the healer
+  // last published (replication::HealingStatus) or null}.
+  std::function<common::Result<nlohmann::json>()> overview;
 };
 // GET /admin/v2/cluster/load: every broker's load report and the load
 // manager's last decisions (server/load_manager.h); `load` blocks.
 void register_load_routes(Router& router, broker::Tenancy& tenancy,
                           std::function<common::Result<nlohmann::json>()> load);
-// POST, GET, DELETE /admin/v2/cluster/nodes/{node}/decommission.
+// POST, GET, DELETE /admin/v2/cluster/nodes/{node}/decommission; GET /admin/v2/cluster/storage.
 void register_storage_node_routes(Router& router, broker::Tenancy& tenancy, StorageNodesAdmin admin);
 
 }  // namespace magnetar::admin

@@ -237,6 +237,35 @@ CLI::App* add_admin_command(CLI::App& app, Command& run) {
              };
              return req;
            });
+  add_verb(*cluster, run, options, "storage",
+           "The storage nodes (copies each holds, state), copies short and what self-healing is doing",
+           []() -> Result<AdminRequest> {
+             AdminRequest req{"GET", "/admin/v2/cluster/storage", "", "", nullptr};
+             req.print = [](const Json& view) {
+               fmt::print("{:<18} {:<6} {:<12} {:<9} {:>9} {:>8}\n", "NODE", "ALIVE", "ZONE", "STATE", "FRAGMENTS",
+                          "LEDGERS");
+               for (const auto& n : view.value("storageNodes", Json::array())) {
+                 fmt::print("{:<18} {:<6} {:<12} {:<9} {:>9} {:>8}\n", human_value(n.value("id", Json())),
+                            n.value("alive", false) ? "yes" : "no", n.value("zone", ""), n.value("state", ""),
+                            n.value("fragments", 0), n.value("ledgers", 0));
+               }
+               fmt::print("{} ledgers; {} copies under-replicated\n", view.value("ledgers", 0),
+                          view.value("underReplicatedFragments", 0));
+               const Json healing = view.value("healing", Json());
+               if (!healing.is_object()) return;
+               fmt::print("self-healing on node {}: {} fragments and {:.1f} MiB healed", human_value(healing["healer"]),
+                          healing.value("healedFragments", 0), healing.value("healedBytes", 0.0) / (1 << 20));
+               if (healing.value("copying", false) && healing.contains("copy")) {
+                 const Json& c = healing["copy"];
+                 fmt::print("; copying ledger {} entries {}..{} (at {}) from node {} to node {}, {:.1f} MiB/s",
+                            human_value(c["ledger"]), human_value(c["firstEntry"]), human_value(c["lastEntry"]),
+                            human_value(c["nextEntry"]), human_value(c["fromNode"]), human_value(c["toNode"]),
+                            c.value("bytesPerSecond", 0.0) / (1 << 20));
+               }
+               fmt::print("\n");
+             };
+             return req;
+           });
   // Decommissioning a storage node: start, follow, cancel.
   struct Decommission {
     const char* verb;

@@ -226,6 +226,9 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
                  "In a cluster: how long a storage node may be gone before the copies it held are made again on "
                  "other members (0: never)")
       ->capture_default_str()->check(CLI::Range(0, 86400 * 7));
+  cmd.add_option("--storage-heal-rate-mb", c.storage_heal_rate_mb,
+                 "In a cluster: the most MiB per second self-healing and decommissioning copy (0: no limit)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   cmd.add_flag("--authentication-enabled", c.authentication_enabled,
                "Refuse clients without a valid token on every listener (needs --token-secret-key or --token-public-key)");
   cmd.add_option("--token-secret-key", c.token_secret_key,

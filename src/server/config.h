@@ -116,6 +116,8 @@ struct Config {
   // A cluster member whose storage is gone this long has its ledgers'
   // copies made again on other members (0: never).
   uint32_t storage_heal_grace_secs = 60;
+  // The most MiB per second self-healing and decommissioning copy (0: no limit).
+  uint32_t storage_heal_rate_mb = 100;
   // Token authentication (security/token_authenticator.h): when on, every
   // listener refuses clients without a valid token. The key verifies the
   // tokens: a secret key (HS256) or a public key (RS256/ES256), given as

@@ -389,6 +389,7 @@ Status Server::start() {
     replication::ReplicationSettings replication_settings;
     replication_settings.heal_grace = std::chrono::seconds(config_.storage_heal_grace_secs);
     if (config_.storage_heal_grace_secs == 0) replication_settings.heal_interval = std::chrono::milliseconds(0);
+    replication_settings.heal_rate_bytes = uint64_t{config_.storage_heal_rate_mb} << 20;
     replicated = std::make_unique<replication::ReplicatedStorage>(*storage_node, *store, *storage,
                                                                   replication_settings);
     replicated_ = replicated.get();
@@ -541,6 +542,7 @@ Status Server::start() {
   admin::StorageNodesAdmin storage_admin;
   storage_admin.set_draining = [this](uint64_t node, bool drain) { return set_draining(node, drain); };
   storage_admin.status = [this](uint64_t node) { return storage_status(node); };
+  storage_admin.overview = [this]() { return storage_overview(); };
   admin::register_storage_node_routes(admin->router(), *tenancy_ptr, std::move(storage_admin));
   // Started before the broker, so that it reads the first ledger id this
   // process may hand out before any topic opens (ledger_reconciler.h).
@@ -732,92 +734,6 @@ common::Result<std::vector<admin::NodeView>> Server::nodes() const {
     out.push_back(std::move(view));
   }
   return out;
-}
-
-Status Server::set_draining(uint64_t node, bool drain) {
-  if (!cluster_ || store_ == nullptr) {
-    return Status::failed_precondition("a standalone node keeps the only copy of its ledgers: there is nothing to "
-                                       "decommission it to");
-  }
-  bool member = false;
-  for (const auto& m : cluster_->members()) member = member || m.id == node;
-  if (!member) return Status::not_found("node " + std::to_string(node) + " is not a member of this cluster");
-  const std::string key = replication::draining_key(node);
-  if (!drain) {
-    Status st = metadata::blocking::del(*store_, key);
-    return st.code() == common::ErrorCode::kNotFound ? Status::ok() : st;
-  }
-  // The last storage node cannot leave: nothing could take its copies, nor a new ledger's.
-  auto names = metadata::blocking::list_children(*store_, replication::kDrainingPrefix);
-  if (!names.is_ok()) return names.status();
-  std::set<uint64_t> draining;
-  for (const std::string& name : *names) draining.insert(std::strtoull(name.c_str(), nullptr, 10));
-  size_t staying = 0;
-  for (const auto& m : cluster_->members()) {
-    const bool self = m.id == cluster_->id();
-    const bool stores = self ? config_.has_role("storage") : directory_ == nullptr || directory_->stores(m.id);
-    if ((m.alive || self) && stores && m.id != node && draining.count(m.id) == 0) ++staying;
-  }
-  if (staying == 0 && draining.count(node) == 0) {
-    return Status::failed_precondition("node " + std::to_string(node) + " is the last storage node left: no other "
-                                       "could take its copies or a new ledger's");
-  }
-  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::system_clock::now().time_since_epoch()).count();
-  metadata::PutOptions create;
-  create.expected_version = metadata::kMustNotExist;
-  auto put = metadata::blocking::put(*store_, key, std::to_string(now), create);
-  if (!put.is_ok() && put.status().code() != common::ErrorCode::kAlreadyExists) return put.status();
-  if (put.is_ok()) MLOG_INFO("cluster: storage node {} is being decommissioned", node);
-  return Status::ok();
-}
-
-common::Result<nlohmann::json> Server::storage_status(uint64_t node) const {
-  if (!cluster_ || store_ == nullptr) {
-    return Status::failed_precondition("a standalone node has no storage nodes to decommission");
-  }
-  std::set<uint64_t> live;
-  bool member = false;
-  for (const auto& m : cluster_->members()) {
-    member = member || m.id == node;
-    if (m.alive || m.id == cluster_->id()) live.insert(m.id);
-  }
-  if (!member) return Status::not_found("node " + std::to_string(node) + " is not a member of this cluster");
-  std::set<uint64_t> draining;
-  auto names = metadata::blocking::list_children(*store_, replication::kDrainingPrefix);
-  if (!names.is_ok()) return names.status();
-  for (const std::string& name : *names) draining.insert(std::strtoull(name.c_str(), nullptr, 10));
-  auto ledgers = metadata::blocking::list_children(*store_, replication::kLedgersPrefix);
-  if (!ledgers.is_ok()) return ledgers.status();
-  uint64_t fragments = 0;
-  uint64_t ledgers_held = 0;
-  uint64_t short_copies = 0;
-  for (const std::string& name : *ledgers) {
-    auto rec = metadata::blocking::get(*store_, std::string(replication::kLedgersPrefix) + "/" + name);
-    if (!rec.is_ok()) continue;  // deleted meanwhile
-    auto meta = replication::decode_ledger_meta(rec->value);
-    if (!meta.is_ok()) continue;
-    bool holds = false;
-    for (const replication::Fragment& f : meta->fragments) {
-      for (uint64_t n : f.nodes) {
-        if (n == node) {
-          ++fragments;
-          holds = true;
-        }
-        if (live.count(n) == 0 || draining.count(n) != 0) ++short_copies;
-      }
-    }
-    if (holds) ++ledgers_held;
-  }
-  const bool leaving = draining.count(node) != 0;
-  nlohmann::json j;
-  j["id"] = node;
-  j["alive"] = live.count(node) != 0;
-  j["state"] = !leaving ? "active" : fragments == 0 ? "drained" : "draining";
-  j["fragments"] = fragments;
-  j["ledgers"] = ledgers_held;
-  j["underReplicatedFragments"] = short_copies;
-  return j;
 }
 
 void Server::stop() {

@@ -120,6 +120,8 @@ class Server {
   // Decommissioning storage nodes (replication/): start or cancel; progress. Block.
   common::Status set_draining(uint64_t node, bool drain);
   common::Result<nlohmann::json> storage_status(uint64_t node) const;
+  // GET /admin/v2/cluster/storage (storage_admin.cc).
+  common::Result<nlohmann::json> storage_overview() const;
 
   Config config_;
   std::unique_ptr<runtime::Runtime> runtime_;

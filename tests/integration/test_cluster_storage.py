@@ -9,6 +9,7 @@ import shutil
 import signal
 import unittest
 
+from magnetar_harness import admin
 from cluster_harness import ClusterCase, kafka_consume_all, kafka_produce, nodes_of, request, wait_for
 
 STORED = "magnetar_replica_entries_added_total"
@@ -129,6 +130,11 @@ class ReplicatedStorageTest(ClusterCase):
         self.assertEqual(errors, [])
         holders = other_holders(members, owner, before)
         spare = [m for m in members if m is not owner and m not in holders][0]
+        status, view = request(spare, "GET", "/admin/v2/cluster/storage")
+        self.assertEqual(status, 200, view)
+        self.assertEqual(sorted(n["id"] for n in view["storageNodes"]), sorted(m.id for m in members))
+        self.assertEqual(view["underReplicatedFragments"], 0)
+        self.assertGreaterEqual(view["ledgers"], 1)
         # Unloading closes the topic's ledger: a closed ledger is healed.
         status, answer = request(owner, "PUT", "/admin/v2/persistent/public/default/heals/unload")
         self.assertIn(status, (200, 204), answer)
@@ -137,6 +143,21 @@ class ReplicatedStorageTest(ClusterCase):
         live = [m for m in members if m is not holders[0]]
         wait_for(lambda: sum(m.metric(HEALED) for m in live) >= 1, "a member healing the lost copies", timeout=90)
         self.assertGreater(spare.metric(STORED), spare_before)
+        # Every member shows what the healer did and that nothing is short any more.
+        def healed_view():
+            status, view = request(spare, "GET", "/admin/v2/cluster/storage")
+            healing = view.get("healing") if status == 200 else None
+            done = healing and healing["healedFragments"] >= 1 and view["underReplicatedFragments"] == 0
+            return view if done else None
+        view = wait_for(healed_view, "the storage view showing the lost copies healed", timeout=60)
+        self.assertGreater(view["healing"]["healedBytes"], 0)
+        self.assertEqual(view["healing"]["rateLimitBytesPerSecond"], 100 << 20)
+        lost = [n for n in view["storageNodes"] if n["id"] == holders[0].id][0]
+        self.assertEqual((lost["alive"], lost["fragments"]), (False, 0))
+        code, out, err = admin(spare, "cluster", "storage")
+        self.assertEqual(code, 0, err)
+        self.assertIn("0 copies under-replicated", out)
+        self.assertIn(f"self-healing on node {view['healing']['healer']}", out)
         # The second original copy gone too: the owner's and the healed one remain.
         holders[1].stop(signal.SIGKILL)
         self.assertEqual(consume_all(owner, "heals", 200, timeout=90), acked)

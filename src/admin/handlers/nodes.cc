@@ -1,5 +1,5 @@
-// The nodes of the cluster: /admin/v2/cluster/nodes (and decommissioning a
-// storage node), and Pulsar's /admin/v2/brokers/leaderBroker and
+// The nodes of the cluster: /admin/v2/cluster/nodes (decommissioning a
+// storage node, the storage nodes and self-healing at a glance), and Pulsar's /admin/v2/brokers/leaderBroker and
 // /admin/v2/brokers/{cluster}.
 #include <nlohmann/json.hpp>
 
@@ -43,6 +43,12 @@ common::Result<uint64_t> node_param(const HttpRequest& req) {
 
 void register_storage_node_routes(Router& router, broker::Tenancy& tenancy, StorageNodesAdmin admin) {
   auto shared = std::make_shared<StorageNodesAdmin>(std::move(admin));
+  router.get("/admin/v2/cluster/storage", [&tenancy, shared](HttpRequest&, Responder respond) {
+    run_blocking(tenancy, std::move(respond), [shared]() {
+      auto view = shared->overview();
+      return view.is_ok() ? HttpResponse::json(200, *view) : error_response(view.status());
+    });
+  });
   const std::string path = "/admin/v2/cluster/nodes/{node}/decommission";
   router.get(path, [&tenancy, shared](HttpRequest& req, Responder respond) {
     run_blocking(tenancy, std::move(respond), [shared, node = node_param(req)]() {
