@@ -82,6 +82,7 @@ Status ReplicatedStorage::start() {
     heal_status_.rate_limit_bytes = settings_.heal_rate_bytes;
     if (settings_.heal_interval.count() > 0) {
       heal_timer_ = std::make_unique<runtime::Timer>(transport_.reactor());
+      grace_timer_ = std::make_unique<runtime::Timer>(transport_.reactor());
       heal_timer_->every(settings_.heal_interval, [this]() {
         // A move given up (a node failed to answer) is tried again here.
         if (!draining_.empty()) {
@@ -104,6 +105,7 @@ void ReplicatedStorage::stop() {
   transport_.reactor().run_sync([this]() {
     stopped_ = true;
     heal_timer_.reset();
+    grace_timer_.reset();
     throttle_timer_.reset();
     if (draining_watch_ != 0) store_.unwatch(draining_watch_);
     draining_watch_ = 0;

@@ -28,15 +28,17 @@
 //   every heal_interval the records are checked; a fragment naming a
 //   storage node gone longer than heal_grace is copied, a read's worth of
 //   entries (up to 8 MiB) in flight at a time and no faster than
-//   heal_rate_bytes, from its other nodes to a live node that holds no part
-//   of the ledger, and the record then names that node instead
+//   heal_rate_bytes, from its other nodes to a live node not in that
+//   fragment (copy_targets), and the record then names that node instead
 //   (compare-and-set). What it is doing is published at kHealingKey (at
-//   most about once a second while it copies). The last fragment of an open ledger is
+//   most about once a second while it copies). The new node may hold other
+//   entries of the ledger (not of that fragment): it keeps the copy as a run
+//   of its own (storage_server.h). The last fragment of an open ledger is
 //   its writer's to mend; its older ones are healed like a closed ledger's,
 //   and the writer merges such a change into its own (write_record).
 // - Decommissioning (kDrainingPrefix in ledger_meta.h): a draining node is
 //   never chosen for a copy. A writer whose open ledger has a copy on it
-//   gives a node that holds no part of the ledger the fragment's entries up
+//   gives a node not in its last fragment (copy_targets) the fragment's entries up
 //   to the LAC, then, with adds held, the last ones, then names it in the
 //   draining node's place and sends it the adds waiting (with no such node
 //   the copy stays until one is free or the ledger closes). The healer
@@ -205,9 +207,15 @@ class ReplicatedStorage final : public storage::Storage {
                  NodeId target, EntryId next, EntryId end);
   void heal_record(const std::shared_ptr<Healing>& h, LedgerId id, size_t fragment, NodeId gone, NodeId target);
   // Sends `entries` to `target` at once (a copy takes them in order) and
-  // calls `done` with the first failure, or ok, once every one is answered.
-  void send_copies(LedgerId id, NodeId target, EntryId lac, bool recovery,
+  // calls `done` with the first failure, or ok, once every one is answered;
+  // entry `run_start` (the fragment's first) may start a run of its own there.
+  void send_copies(LedgerId id, NodeId target, EntryId lac, bool recovery, EntryId run_start,
                    std::shared_ptr<std::vector<storage::Entry>> entries, std::function<void(common::Status)> done);
+  // The nodes of `candidates` that may take a copy of fragment `fragment`:
+  // none of its own nodes, nor of an open ledger's last fragment (their
+  // last run takes the writer's adds); in random order, those holding no
+  // part of the ledger first.
+  static std::vector<NodeId> copy_targets(const LedgerMeta& meta, size_t fragment, std::vector<NodeId> candidates);
   // Counts `bytes` copied and runs `next`, once the throttle allows when `throttled`.
   void after_copied(uint64_t bytes, bool throttled, runtime::Task next);
   void run_throttled();
@@ -224,6 +232,7 @@ class ReplicatedStorage final : public storage::Storage {
   uint64_t next_token_ = 1;
   std::function<bool()> heals_;
   std::unique_ptr<runtime::Timer> heal_timer_;
+  std::unique_ptr<runtime::Timer> grace_timer_;   // a pass when a lost node's grace ends
   bool healing_ = false;                           // a pass is under way
   std::set<NodeId> draining_;                      // storage nodes being decommissioned
   metadata::WatchId draining_watch_ = 0;

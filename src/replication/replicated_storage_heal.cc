@@ -23,6 +23,22 @@ using common::Status;
 using runtime::Reactor;
 using storage::Callback;
 
+std::vector<NodeId> ReplicatedStorage::copy_targets(const LedgerMeta& meta, size_t fragment,
+                                                    std::vector<NodeId> candidates) {
+  const std::vector<NodeId>& in_fragment = meta.fragments[fragment].nodes;
+  const std::vector<NodeId>& writing = meta.fragments.back().nodes;
+  const bool open = meta.state != LedgerState::kClosed;
+  const std::vector<NodeId> holding = meta.all_nodes();
+  auto has = [](const std::vector<NodeId>& v, NodeId n) { return std::find(v.begin(), v.end(), n) != v.end(); };
+  candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
+                                  [&](NodeId n) { return has(in_fragment, n) || (open && has(writing, n)); }),
+                   candidates.end());
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  std::shuffle(candidates.begin(), candidates.end(), rng);
+  std::stable_partition(candidates.begin(), candidates.end(), [&](NodeId n) { return !has(holding, n); });
+  return candidates;
+}
+
 namespace {
 
 uint64_t copied_bytes(const std::vector<storage::Entry>& entries) {
@@ -93,20 +109,13 @@ void ReplicatedStorage::move_off_draining(LedgerId id) {
     }
   }
   if (leaving == 0) return;
-  // Only a node that holds no part of the ledger can take the fragment's
-  // copy whole. A node with an older part could take only entries that
-  // follow its own run, which ends before this fragment: none is asked, and
-  // with no other the copy stays (the node is not drained) until one is free
-  // or the ledger closes and the healer moves it.
-  const std::vector<NodeId> holding = l.meta.all_nodes();
-  std::vector<NodeId> fresh;
+  std::vector<NodeId> candidates;
   for (NodeId n : placeable(transport_.live_storage_nodes())) {
-    if (l.failed.count(n) == 0 && std::find(holding.begin(), holding.end(), n) == holding.end()) fresh.push_back(n);
+    if (l.failed.count(n) == 0) candidates.push_back(n);
   }
-  if (fresh.empty()) return;
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  std::shuffle(fresh.begin(), fresh.end(), rng);
-  const NodeId target = choose_nodes(fresh, staying, 1, [this](NodeId n) { return zone_of(n); }).front();
+  candidates = copy_targets(l.meta, l.meta.fragments.size() - 1, std::move(candidates));
+  if (candidates.empty()) return;  // the copy stays until a node is free or the ledger closes and the healer moves it
+  const NodeId target = choose_nodes(candidates, staying, 1, [this](NodeId n) { return zone_of(n); }).front();
   MLOG_INFO("replicated storage: moving ledger {}'s copy from entry {} off storage node {} (decommissioned) to {}", id,
             last.first_entry, leaving, target);
   l.moving = true;
@@ -154,7 +163,7 @@ void ReplicatedStorage::move_copy(LedgerId id, NodeId leaving, NodeId target, En
               }
               auto entries = std::make_shared<std::vector<storage::Entry>>(std::move(got.value()));
               const EntryId after = entries->back().id + 1;
-              send_copies(id, target, lac, false, entries, [this, id, leaving, target, first, after, rounds,
+              send_copies(id, target, lac, false, first, entries, [this, id, leaving, target, first, after, rounds,
                                                             entries](Status st) {
                 auto found = ledgers_.find(id);
                 if (found == ledgers_.end()) return;
@@ -191,6 +200,7 @@ struct ReplicatedStorage::Healing {
   std::vector<NodeId> live;
   int64_t underreplicated = 0;
   int64_t healed = 0;
+  int64_t wait_ms = -1;  // the soonest a lost node's grace ends, when one is still within it
 };
 
 void ReplicatedStorage::heal_pass() {
@@ -228,8 +238,13 @@ void ReplicatedStorage::heal_next(const std::shared_ptr<Healing>& h) {
     heal_status_.copying = false;
     publish_healing(true);
     // A pass mends one fragment per ledger: while it mends some, the next
-    // pass follows at once.
-    if (h->healed > 0) run([this]() { heal_pass(); });
+    // pass follows at once. A lost node's grace that ends before the next
+    // pass is due gets a pass of its own then.
+    if (h->healed > 0) {
+      run([this]() { heal_pass(); });
+    } else if (h->wait_ms >= 0 && h->wait_ms < settings_.heal_interval.count() && grace_timer_) {
+      grace_timer_->once(std::chrono::milliseconds(h->wait_ms + 10), [this]() { heal_pass(); });
+    }
     return;
   }
   const LedgerId id = h->queue.front();
@@ -247,8 +262,12 @@ void ReplicatedStorage::heal_next(const std::shared_ptr<Healing>& h) {
         if (!lost && !leaving) continue;
         h->underreplicated++;
         // A decommissioned node's copies move at once; a lost one's after the grace.
-        const bool ready =
-            leaving || now - gone_since_ms_.emplace(n, now).first->second >= settings_.heal_grace.count();
+        const int64_t gone_ms = now - gone_since_ms_.emplace(n, now).first->second;
+        const bool ready = leaving || gone_ms >= settings_.heal_grace.count();
+        if (!ready) {
+          const int64_t left = settings_.heal_grace.count() - gone_ms;
+          h->wait_ms = h->wait_ms < 0 ? left : std::min(h->wait_ms, left);
+        }
         // Not an open ledger's last fragment: that one is its writer's to mend.
         const bool settled = meta->state == LedgerState::kClosed ||
                              (meta->state == LedgerState::kOpen && i + 1 < meta->fragments.size());
@@ -256,15 +275,9 @@ void ReplicatedStorage::heal_next(const std::shared_ptr<Healing>& h) {
       }
     }
     if (!due) return heal_next(h);
-    const std::vector<NodeId> holding = meta->all_nodes();
-    std::vector<NodeId> spare;
-    for (NodeId n : placeable(h->live)) {
-      if (std::find(holding.begin(), holding.end(), n) == holding.end()) spare.push_back(n);
-    }
-    if (spare.empty()) return heal_next(h);  // nowhere to put a copy: it stays short
-    static thread_local std::mt19937_64 rng(std::random_device{}());
-    std::shuffle(spare.begin(), spare.end(), rng);
     const auto [fragment, gone] = *due;
+    const std::vector<NodeId> spare = copy_targets(*meta, fragment, placeable(h->live));
+    if (spare.empty()) return heal_next(h);  // nowhere to put a copy: it stays short
     std::vector<NodeId> staying;
     for (NodeId n : meta->fragments[fragment].nodes) {
       if (n != gone) staying.push_back(n);
@@ -307,7 +320,7 @@ void ReplicatedStorage::heal_copy(const std::shared_ptr<Healing>& h, LedgerId id
               const EntryId after = entries->back().id + 1;
               const uint64_t count = entries->size();
               const uint64_t bytes = copied_bytes(*entries);
-              send_copies(id, target, meta.last_entry, true, entries,
+              send_copies(id, target, meta.last_entry, true, meta.fragments[fragment].first_entry, entries,
                           [this, h, id, meta, fragment, gone, target, end, after, count, bytes](Status st) {
                             if (!st.is_ok()) {
                               MLOG_WARN("replicated storage: healing ledger {}: the new copy refused an entry: {}",
@@ -326,7 +339,7 @@ void ReplicatedStorage::heal_copy(const std::shared_ptr<Healing>& h, LedgerId id
             copy_batch_bytes());
 }
 
-void ReplicatedStorage::send_copies(LedgerId id, NodeId target, EntryId lac, bool recovery,
+void ReplicatedStorage::send_copies(LedgerId id, NodeId target, EntryId lac, bool recovery, EntryId run_start,
                                     std::shared_ptr<std::vector<storage::Entry>> entries,
                                     std::function<void(Status)> done) {
   struct Batch {
@@ -340,7 +353,8 @@ void ReplicatedStorage::send_copies(LedgerId id, NodeId target, EntryId lac, boo
   if (batch->left == 0) return run([batch]() { batch->done(Status::ok()); });
   for (const storage::Entry& e : *entries) {
     transport_.call(
-        target, StorageMethod::kAdd, encode_add(id, e.id, lac, recovery, 255, 0, e.data.data(), e.data.size()),
+        target, StorageMethod::kAdd,
+        encode_add(id, e.id, lac, recovery, 255, 0, e.data.data(), e.data.size(), e.id == run_start),
         [batch](Result<std::string> reply) {
           Status st = reply ? decode_outcome(*reply) : reply.status();
           if (!st.is_ok() && batch->first_failure.is_ok()) batch->first_failure = st;

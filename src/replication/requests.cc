@@ -6,10 +6,10 @@
 namespace magnetar::replication {
 
 std::string encode_add(LedgerId ledger, EntryId entry, EntryId lac, bool recovery, uint8_t fsync,
-                       uint32_t interval_ms, const uint8_t* data, size_t size) {
+                       uint32_t interval_ms, const uint8_t* data, size_t size, bool new_run) {
   flatbuffers::FlatBufferBuilder b(size + 96);
   auto bytes = b.CreateVector(data, size);
-  b.Finish(fb::CreateAddEntry(b, 1, ledger, entry, lac, recovery, fsync, interval_ms, bytes));
+  b.Finish(fb::CreateAddEntry(b, 1, ledger, entry, lac, recovery, fsync, interval_ms, bytes, new_run));
   return cluster::record_bytes(b);
 }
 

@@ -15,9 +15,9 @@ struct String;
 
 namespace magnetar::replication {
 
-// AddEntry; `fsync` 255 leaves the node's own mode.
+// AddEntry; `fsync` 255 leaves the node's own mode; `new_run`: see replication.fbs.
 std::string encode_add(LedgerId ledger, EntryId entry, EntryId lac, bool recovery, uint8_t fsync,
-                       uint32_t interval_ms, const uint8_t* data, size_t size);
+                       uint32_t interval_ms, const uint8_t* data, size_t size, bool new_run = false);
 // `max_bytes` 0: the node's own limit (8 MiB); at least one entry comes back.
 std::string encode_read(LedgerId ledger, EntryId first, EntryId last, uint32_t max_bytes = 0);
 std::string encode_fence(LedgerId ledger, bool fence);

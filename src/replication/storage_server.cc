@@ -28,6 +28,19 @@ std::string fence_key(LedgerId id) {
   return k;
 }
 
+// 'r', the ledger, the local index a run starts at (both big-endian): the
+// run's first ledger entry (8 bytes, little-endian).
+constexpr size_t kRunKeyBytes = 17;
+std::string run_key(LedgerId ledger, EntryId local) {
+  return "r" + fence_key(ledger) + fence_key(static_cast<LedgerId>(local));
+}
+
+uint64_t big_endian(const char* at) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(at[i]);
+  return v;
+}
+
 void put_i64(uint8_t* at, int64_t v) {
   const auto u = static_cast<uint64_t>(v);
   for (int i = 0; i < 8; ++i) at[i] = static_cast<uint8_t>(u >> (8 * i));
@@ -114,9 +127,15 @@ Status StorageServer::start() {
   fences_db_.reset(db);
   std::unique_ptr<leveldb::Iterator> it(fences_db_->NewIterator(leveldb::ReadOptions()));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    if (it->key().size() != 8) continue;
-    LedgerId id = 0;
-    for (int i = 0; i < 8; ++i) id = (id << 8) | static_cast<uint8_t>(it->key()[i]);
+    const leveldb::Slice key = it->key();
+    if (key.size() == kRunKeyBytes && key[0] == 'r' && it->value().size() == 8) {
+      const auto first = static_cast<EntryId>(
+          get_i64(reinterpret_cast<const uint8_t*>(it->value().data())));
+      stored_runs_[big_endian(key.data() + 1)].emplace_back(static_cast<EntryId>(big_endian(key.data() + 9)), first);
+      continue;
+    }
+    if (key.size() != 8) continue;
+    const LedgerId id = big_endian(key.data());
     fenced_.insert(id);
     durable_fences_.insert(id);
   }
@@ -197,8 +216,21 @@ void StorageServer::load(LedgerId ledger) {
       }
       auto it2 = copies_.find(ledger);
       if (it2 == copies_.end()) return;
-      it2->second.first = get_i64(first->front().data.data());
-      it2->second.next = it2->second.first + last_local + 1;
+      // The first run starts at local entry 0; later ones where the node recorded them.
+      std::vector<Run>& runs = it2->second.runs;
+      runs.assign(1, Run{get_i64(first->front().data.data()), 0, 0});
+      auto stored = stored_runs_.find(ledger);
+      if (stored != stored_runs_.end()) {
+        std::sort(stored->second.begin(), stored->second.end());
+        for (const auto& [local, entry] : stored->second) {
+          if (local > 0 && local <= last_local + 1) runs.push_back(Run{entry, local, 0});
+        }
+        stored_runs_.erase(stored);
+      }
+      for (size_t i = 0; i < runs.size(); ++i) {
+        const EntryId end = i + 1 < runs.size() ? runs[i + 1].local : last_local + 1;
+        runs[i].count = end - runs[i].local;
+      }
       local_.read_entries(ledger, last_local, last_local, [this, ledger](Result<std::vector<storage::Entry>> last) {
         if (!last || last->empty() || last->front().data.size() < kReplicaHeaderBytes) {
           return finish_load(ledger, last ? Status::corruption("the last entry of a copy has no header")
@@ -249,27 +281,21 @@ void StorageServer::add(std::string_view payload, Reply reply) {
   const EntryId lac = req->lac();
   const uint8_t fsync = req->fsync();
   const uint32_t interval = req->fsync_interval_ms();
-  with_copy(ledger, [this, ledger, entry, lac, data = std::move(data), fsync, interval, reply](Copy& copy) {
+  const bool new_run = req->new_run();
+  with_copy(ledger, [this, ledger, entry, lac, data = std::move(data), fsync, interval, new_run, reply](Copy& copy) {
     if (!copy.held && ledger < wiped_below_) return reply(encode_outcome(forgotten(ledger)));
-    add_loaded(copy, ledger, entry, lac, data, fsync, interval, reply);
+    add_loaded(copy, ledger, AddRequest{entry, lac, data, fsync, interval, new_run}, reply);
   });
 }
 
-void StorageServer::add_loaded(Copy& copy, LedgerId ledger, EntryId entry, EntryId lac, Slice data, uint8_t fsync,
-                               uint32_t interval_ms, Reply reply) {
+void StorageServer::add_loaded(Copy& copy, LedgerId ledger, AddRequest add, Reply reply) {
   if (copy.phase == Copy::Phase::kBroken) return reply(encode_outcome(copy.failure));
-  if (copy.phase == Copy::Phase::kCreating) {
-    copy.waiting.push_back([this, ledger, entry, lac, data, fsync, interval_ms, reply]() {
-      add_loaded(copies_[ledger], ledger, entry, lac, data, fsync, interval_ms, reply);
-    });
-    return;
-  }
+  auto again = [this, ledger, add, reply]() { add_loaded(copies_[ledger], ledger, add, reply); };
+  if (copy.phase == Copy::Phase::kCreating) return copy.waiting.push_back(again);
   if (!copy.held) {
     copy.phase = Copy::Phase::kCreating;
-    copy.waiting.push_back([this, ledger, entry, lac, data, fsync, interval_ms, reply]() {
-      add_loaded(copies_[ledger], ledger, entry, lac, data, fsync, interval_ms, reply);
-    });
-    local_.create_ledger(ledger, [this, ledger, entry, fsync, interval_ms](Result<storage::LedgerWriter> w) {
+    copy.waiting.push_back(again);
+    local_.create_ledger(ledger, [this, ledger, add](Result<storage::LedgerWriter> w) {
       auto it = copies_.find(ledger);
       if (it == copies_.end()) {
         // Deleted while it was being made: the copy must not outlive the ledger.
@@ -284,49 +310,95 @@ void StorageServer::add_loaded(Copy& copy, LedgerId ledger, EntryId entry, Entry
         c.phase = Copy::Phase::kReady;
         c.held = true;
         c.writer = *w;
-        c.first = entry;
-        c.next = entry;
-        c.fsync = fsync;
-        c.fsync_interval_ms = interval_ms;
-        (void)local_.set_fsync(ledger, fsync_of(fsync), std::chrono::milliseconds(interval_ms));
+        c.fsync = add.fsync;
+        c.fsync_interval_ms = add.interval_ms;
+        (void)local_.set_fsync(ledger, fsync_of(add.fsync), std::chrono::milliseconds(add.interval_ms));
       }
       run_waiting(c);
     });
     return;
   }
   if (!copy.failure.is_ok()) return reply(encode_outcome(copy.failure));
-  if (copy.first == storage::kNoEntry) {  // created, never written: it starts here
-    copy.first = entry;
-    copy.next = entry;
+  if (copy.runs.empty()) copy.runs.push_back(Run{add.entry, 0, 0});  // created, never written: it starts here
+  if (add.fsync != copy.fsync || add.interval_ms != copy.fsync_interval_ms) {
+    copy.fsync = add.fsync;
+    copy.fsync_interval_ms = add.interval_ms;
+    (void)local_.set_fsync(ledger, fsync_of(add.fsync), std::chrono::milliseconds(add.interval_ms));
   }
-  if (fsync != copy.fsync || interval_ms != copy.fsync_interval_ms) {
-    copy.fsync = fsync;
-    copy.fsync_interval_ms = interval_ms;
-    (void)local_.set_fsync(ledger, fsync_of(fsync), std::chrono::milliseconds(interval_ms));
-  }
-  if (entry < copy.first) {
-    return reply(encode_outcome(Status::invalid_argument("entry " + std::to_string(entry) + " precedes this copy's first, " +
-                                                         std::to_string(copy.first))));
-  }
-  if (entry < copy.next) {
+  if (run_of(copy, add.entry) != nullptr) {
     // Sent again (a retry or a recovery): answered once it is durable.
-    copy.lac = std::max(copy.lac, lac);
+    copy.lac = std::max(copy.lac, add.lac);
     if (copy.in_flight == 0) return reply(encode_outcome(Status::ok()));
     copy.drained.push_back([reply]() { reply(encode_outcome(Status::ok())); });
     return;
   }
-  if (entry > copy.next) {
-    return reply(encode_outcome(Status::failed_precondition(
-        "entry " + std::to_string(entry) + " leaves a hole: this copy holds up to " + std::to_string(copy.next - 1))));
+  const EntryId next = next_of(copy);
+  if (add.entry == next) return append(copy, ledger, add.entry, add.lac, std::move(add.data), std::move(reply));
+  if (add.new_run) {
+    start_run(copy, ledger, add.entry);
+    return copy.waiting.push_back(again);
   }
-  append(copy, ledger, entry, lac, std::move(data), std::move(reply));
+  return reply(encode_outcome(Status::failed_precondition(
+      "entry " + std::to_string(add.entry) + (add.entry > next ? " leaves a hole" : " is not in this copy") +
+      ": this copy takes entry " + std::to_string(next) + " next")));
+}
+
+const StorageServer::Run* StorageServer::run_of(const Copy& copy, EntryId entry) {
+  for (const Run& r : copy.runs) {
+    if (entry >= r.first && entry < r.first + r.count) return &r;
+  }
+  return nullptr;
+}
+
+EntryId StorageServer::next_of(const Copy& copy) {
+  return copy.runs.empty() ? storage::kNoEntry : copy.runs.back().first + copy.runs.back().count;
+}
+
+void StorageServer::start_run(Copy& copy, LedgerId ledger, EntryId entry) {
+  if (copy.runs.back().count == 0) copy.runs.pop_back();  // a run recorded but never written: replaced
+  const EntryId local = copy.runs.empty() ? 0 : copy.runs.back().local + copy.runs.back().count;
+  copy.phase = Copy::Phase::kCreating;
+  auto done = [this, ledger, entry, local](Status st) {
+    auto it = copies_.find(ledger);
+    if (it == copies_.end()) return;
+    Copy& c = it->second;
+    if (!st.is_ok()) {
+      MLOG_WARN("storage node: a run of ledger {}'s copy could not be recorded: {}", ledger, st.to_string());
+      c.phase = Copy::Phase::kBroken;
+      c.failure = st;
+    } else {
+      c.phase = Copy::Phase::kReady;
+      c.runs.push_back(Run{entry, local, 0});
+      MLOG_INFO("storage node: ledger {}'s copy holds another run from entry {} (local entry {})", ledger, entry,
+                local);
+    }
+    run_waiting(c);
+  };
+  runtime::Reactor* home = runtime::Reactor::current();
+  auto answer = [home, done](Status st) {
+    if (home == nullptr) return done(st);
+    home->post_reliably([done, st]() { done(st); });
+  };
+  if (!fence_thread_) return answer(Status::unavailable("the storage node is stopping"));
+  Status posted = fence_thread_->post([this, ledger, entry, local, answer]() {
+    uint8_t value[8];
+    put_i64(value, entry);
+    leveldb::WriteOptions sync;
+    sync.sync = true;
+    leveldb::Status s = fences_db_->Put(sync, run_key(ledger, local),
+                                        leveldb::Slice(reinterpret_cast<const char*>(value), sizeof value));
+    answer(s.ok() ? Status::ok() : Status::io_error("recording a run: " + s.ToString()));
+  });
+  if (!posted.is_ok()) answer(posted);
 }
 
 void StorageServer::append(Copy& copy, LedgerId ledger, EntryId entry, EntryId lac, Slice data, Reply reply) {
-  copy.next = entry + 1;
+  Run& tail = copy.runs.back();
+  const EntryId local = tail.local + tail.count;
+  tail.count++;
   copy.lac = std::max(copy.lac, lac);
   copy.in_flight++;
-  local_.add_entry(copy.writer, entry - copy.first, std::move(data), [this, ledger, reply](Status st) {
+  local_.add_entry(copy.writer, local, std::move(data), [this, ledger, reply](Status st) {
     auto it = copies_.find(ledger);
     if (it != copies_.end()) {
       Copy& c = it->second;
@@ -361,15 +433,28 @@ void StorageServer::read(std::string_view payload, Reply reply) {
   with_copy(ledger, [this, ledger, from, to, max_bytes, reply](Copy& copy) {
     if (copy.phase == Copy::Phase::kBroken) return reply(read_reply(copy.failure, true, -1, -1, nullptr, 0));
     if (!copy.held && ledger < wiped_below_) return reply(read_reply(forgotten(ledger), false, -1, -1, nullptr, 0));
-    if (!copy.held || copy.first == storage::kNoEntry) return reply(read_reply(Status::ok(), false, -1, -1, nullptr, 0));
+    if (!copy.held || copy.runs.empty()) return reply(read_reply(Status::ok(), false, -1, -1, nullptr, 0));
     auto info = local_.ledger_info(ledger);
     if (!info) return reply(read_reply(info.status(), false, -1, -1, nullptr, 0));
-    const EntryId first_held = copy.first;
-    const EntryId last_held = copy.first + info->last_confirmed;
-    const EntryId a = std::max(from, first_held);
+    // What is durable of each run: local entries up to the local ledger's last confirmed.
+    const EntryId durable_local = info->last_confirmed + 1;
+    auto durable_end = [durable_local](const Run& r) {
+      return r.first + std::clamp<EntryId>(durable_local - r.local, 0, r.count) - 1;
+    };
+    const Run* run = run_of(copy, from);
+    if (run == nullptr || from > durable_end(*run)) {
+      // Not held: the answer says up to where the run before it goes (absent for a recovery).
+      EntryId before = -1;
+      for (const Run& r : copy.runs) {
+        if (r.first <= from) before = std::max(before, std::min(durable_end(r), from - 1));
+      }
+      return reply(read_reply(Status::ok(), true, copy.runs.front().first, before, nullptr, 0));
+    }
+    const EntryId first_held = run->first;
+    const EntryId last_held = durable_end(*run);
     const EntryId b = std::min(to, last_held);
-    if (a > b) return reply(read_reply(Status::ok(), true, first_held, last_held, nullptr, 0));
-    local_.read_entries(ledger, a - first_held, b - first_held,
+    const EntryId local = run->local - run->first;  // local index = entry + local
+    local_.read_entries(ledger, from + local, b + local,
                         [reply, first_held, last_held, max_bytes](Result<std::vector<storage::Entry>> got) {
                           if (!got) return reply(read_reply(got.status(), true, first_held, last_held, nullptr, 0));
                           reply(read_reply(Status::ok(), true, first_held, last_held, &got.value(), max_bytes));
@@ -387,10 +472,9 @@ void StorageServer::fence(std::string_view payload, Reply reply) {
         Copy& c = copies_[ledger];
         if (c.phase == Copy::Phase::kBroken) return reply(fence_reply(c.failure, true, -1, -1));
         if (!c.held && ledger < wiped_below_) return reply(fence_reply(forgotten(ledger), false, -1, -1));
-        if (!c.held || c.first == storage::kNoEntry) return reply(fence_reply(Status::ok(), false, c.lac, -1));
-        auto info = local_.ledger_info(ledger);
-        const EntryId last_held = info ? c.first + info->last_confirmed : c.next - 1;
-        reply(fence_reply(Status::ok(), true, c.lac, last_held));
+        if (!c.held || c.runs.empty()) return reply(fence_reply(Status::ok(), false, c.lac, -1));
+        // The adds are drained: every entry of the last run is durable.
+        reply(fence_reply(Status::ok(), true, c.lac, next_of(c) - 1));
       };
       if (copy.in_flight == 0) return respond();
       copy.drained.push_back(respond);
@@ -425,7 +509,24 @@ void StorageServer::remove(std::string_view payload, Reply reply) {
   const auto* req = cluster::verified_record<fb::DeleteReplica>(payload);
   if (req == nullptr) return reply(encode_outcome(Status::invalid_argument("malformed DeleteReplica")));
   const LedgerId ledger = req->ledger();
-  copies_.erase(ledger);
+  auto copy = copies_.find(ledger);
+  std::vector<EntryId> runs;  // where runs past the first were recorded
+  if (copy != copies_.end()) {
+    for (size_t i = 1; i < copy->second.runs.size(); ++i) runs.push_back(copy->second.runs[i].local);
+    copies_.erase(copy);
+  }
+  auto stored = stored_runs_.find(ledger);
+  if (stored != stored_runs_.end()) {
+    for (const auto& run : stored->second) runs.push_back(run.first);
+    stored_runs_.erase(stored);
+  }
+  if (!runs.empty() && fence_thread_) {
+    (void)fence_thread_->post([this, ledger, runs]() {
+      leveldb::WriteBatch batch;
+      for (EntryId local : runs) batch.Delete(run_key(ledger, local));
+      (void)fences_db_->Write(leveldb::WriteOptions(), &batch);
+    });
+  }
   durable_fences_.erase(ledger);
   if (fenced_.erase(ledger) != 0) persist_fence(ledger, false, [](Status) {});
   local_.delete_ledger(ledger, [reply](Status st) {

@@ -7,9 +7,13 @@
 // cluster). A node may hold a run of L's entries that starts past 0 (it
 // joined L's ensemble when another node was replaced), so each local entry
 // starts with a header, the ledger entry id and the writer's last add
-// confirmed, and local entry k holds ledger entry first + k. A copy's entries
-// are contiguous: an add past the next expected entry is refused, so that a
-// writer replaces a node that missed one rather than leave a hole.
+// confirmed. A run's entries are contiguous: an add past the next expected
+// entry is refused, so that a writer replaces a node that missed one rather
+// than leave a hole. Only an add marked `new_run` (a healer's or a
+// decommissioning writer's first) starts another run, after the local
+// entries already held, for entries this node does not hold; the node
+// records where (local index, first ledger entry) in its LevelDB, synced,
+// before it stores the run's first entry. Adds go to the last run only.
 //
 // Fencing (BookKeeper's): once fenced, a copy refuses every add but a
 // recovery's. The fence is written to disk (LevelDB, synced) before it is
@@ -77,13 +81,18 @@ class StorageServer {
   size_t copies() const { return copies_.size(); }
 
  private:
+  // Ledger entries first..first + count - 1 at local entries local.. .
+  struct Run {
+    EntryId first = 0;
+    EntryId local = 0;
+    EntryId count = 0;
+  };
   struct Copy {
     enum class Phase { kLoading, kCreating, kReady, kBroken };
     Phase phase = Phase::kLoading;
     storage::LedgerWriter writer;
     bool held = false;                   // a local ledger exists
-    EntryId first = storage::kNoEntry;   // ledger entry of local entry 0
-    EntryId next = 0;                    // the ledger entry the next add must be (when held)
+    std::vector<Run> runs;               // in local order; the last takes the adds; none before the first add
     EntryId lac = storage::kNoEntry;
     uint8_t fsync = 255;
     uint32_t fsync_interval_ms = 0;
@@ -99,10 +108,23 @@ class StorageServer {
   void load(LedgerId ledger);
   void finish_load(LedgerId ledger, common::Status st);
   void run_waiting(Copy& copy);
-  void add_loaded(Copy& copy, LedgerId ledger, EntryId entry, EntryId lac, common::Slice data, uint8_t fsync,
-                  uint32_t interval_ms, Reply reply);
+  struct AddRequest {
+    EntryId entry = 0;
+    EntryId lac = storage::kNoEntry;
+    common::Slice data;  // header and payload, as stored
+    uint8_t fsync = 255;
+    uint32_t interval_ms = 0;
+    bool new_run = false;
+  };
+  void add_loaded(Copy& copy, LedgerId ledger, AddRequest add, Reply reply);
   void append(Copy& copy, LedgerId ledger, EntryId entry, EntryId lac, common::Slice data, Reply reply);
   void drain_done(Copy& copy);
+  // The run holding ledger entry `entry`, or null.
+  static const Run* run_of(const Copy& copy, EntryId entry);
+  // The ledger entry the next add must be: the one after the last run's.
+  static EntryId next_of(const Copy& copy);
+  // Starts a run at `entry` after the local entries held (recorded on disk first).
+  void start_run(Copy& copy, LedgerId ledger, EntryId entry);
   // Writes (or erases) the fence of `ledger` on the fence thread; `done` runs back here.
   void persist_fence(LedgerId ledger, bool fenced, std::function<void(common::Status)> done);
 
@@ -112,6 +134,8 @@ class StorageServer {
   std::unique_ptr<runtime::WorkerThread> fence_thread_;
   std::set<LedgerId> fenced_;          // refusing adds but a recovery's
   std::set<LedgerId> durable_fences_;  // ... and on disk
+  // Runs past each copy's first, as read from disk at start, until the copy loads: {local, first}.
+  std::unordered_map<LedgerId, std::vector<std::pair<EntryId, EntryId>>> stored_runs_;
   // Fences being synced, and the answers that wait for the sync.
   std::unordered_map<LedgerId, std::vector<std::function<void(common::Status)>>> fences_syncing_;
   LedgerId wiped_below_ = 0;

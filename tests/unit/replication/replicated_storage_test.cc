@@ -138,6 +138,19 @@ class ReplicatedStorageTest : public ::testing::Test {
     fabric_.nodes[id] = std::move(node);
   }
 
+  // The storage node `id` restarted as a process is: its local storage too.
+  void restart_node(NodeId id) {
+    StorageNode& node = *fabric_.nodes[id];
+    reactor_.run_sync([&]() { node.server->stop(); });
+    node.local->stop();
+    storage::StorageOptions options;
+    options.directory = node.dir.path() + "/storage";
+    node.local = storage::make_local_storage(options);
+    ASSERT_TRUE(node.local->start().is_ok());
+    node.server = std::make_unique<StorageServer>(*node.local, node.dir.path() + "/fences");
+    ASSERT_TRUE(node.server->start().is_ok());
+  }
+
   // The storage node `id` restarted: a new server over the same local storage.
   void restart_server(NodeId id) {
     StorageNode& node = *fabric_.nodes[id];
@@ -430,6 +443,56 @@ TEST_F(ReplicatedStorageTest, HealingKeepsToItsRateAndPublishesItsProgress) {
   for (const storage::Entry& e : *got) EXPECT_EQ(e.data.to_string(), kilobyte);
 }
 
+TEST_F(ReplicatedStorageTest, ALostNodeIsHealedOntoNodesThatHoldOtherPartsOfTheLedger) {
+  // Four nodes, a ledger of two fragments: one node failed mid-write and
+  // the spare took its place. A node in both fragments is then lost: every
+  // live node holds part of the ledger, and the copies are made anyway, as
+  // runs of their own (fragment 0 on the spare, before the entries it
+  // holds; fragment 1 on the node that failed, after its own).
+  add_nodes(4);
+  ReplicationSettings settings;
+  settings.heal_grace = std::chrono::milliseconds(0);
+  settings.heal_interval = std::chrono::milliseconds(50);
+  ReplicatedStorage& rs = writer_on(1, settings, /*heals=*/true);
+  auto w = storage::testing::create_ledger(rs, 16);
+  ASSERT_TRUE(w.is_ok());
+  const std::vector<NodeId> first = record(16).fragments[0].nodes;
+  ASSERT_EQ(first.size(), 3u);
+  ASSERT_EQ(first[0], 1u);  // this member first
+  const NodeId failing = first[1];
+  const NodeId lost = first[2];
+  NodeId spare = 0;
+  for (NodeId n = 1; n <= 4; ++n) {
+    if (std::count(first.begin(), first.end(), n) == 0) spare = n;
+  }
+  for (EntryId e = 0; e < 20; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  set_down(failing, true);
+  for (EntryId e = 20; e < 40; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  ASSERT_EQ(*storage::testing::close_ledger(rs, 16), 39);
+  set_down(failing, false);
+  const LedgerMeta two = record(16);
+  ASSERT_EQ(two.fragments.size(), 2u);
+  ASSERT_EQ(std::count(two.fragments[1].nodes.begin(), two.fragments[1].nodes.end(), spare), 1);
+  set_down(lost, true);
+  LedgerMeta healed;
+  for (int i = 0; i < 1000; ++i) {
+    healed = record(16);
+    const std::vector<NodeId> all = healed.all_nodes();
+    if (std::count(all.begin(), all.end(), lost) == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::vector<NodeId> expected = first;
+  std::replace(expected.begin(), expected.end(), lost, spare);
+  EXPECT_EQ(healed.fragments[0].nodes, expected);
+  ASSERT_EQ(healed.fragments.size(), 2u);
+  const std::vector<NodeId>& last = healed.fragments[1].nodes;
+  EXPECT_EQ(std::count(last.begin(), last.end(), lost), 0);
+  EXPECT_EQ(std::count(last.begin(), last.end(), failing), 1);
+  // Every entry from the two nodes that hold runs of both fragments alone.
+  set_down(1, true);
+  expect_entries(rs, 16, 0, 39);
+}
+
 TEST_F(ReplicatedStorageTest, AnOpenLedgersOlderFragmentIsHealedAndItsWriterGoesOn) {
   add_nodes(5);
   ReplicationSettings settings;
@@ -586,17 +649,23 @@ TEST_F(ReplicatedStorageTest, AnOldWriterIsRefusedOnceARecoveryFencedEvenAfterTh
 
 // ---- the storage node's protocol, request by request ----
 
-std::string add_request(LedgerId ledger, EntryId entry, bool recovery) {
+std::string add_request(LedgerId ledger, EntryId entry, bool recovery, bool new_run = false) {
   flatbuffers::FlatBufferBuilder b(128);
   const std::string data = entry_data(ledger, entry);
   auto bytes = b.CreateVector(reinterpret_cast<const uint8_t*>(data.data()), data.size());
-  b.Finish(fb::CreateAddEntry(b, 1, ledger, entry, entry - 1, recovery, 255, 0, bytes));
+  b.Finish(fb::CreateAddEntry(b, 1, ledger, entry, entry - 1, recovery, 255, 0, bytes, new_run));
   return cluster::record_bytes(b);
 }
 
 std::string fence_request(LedgerId ledger) {
   flatbuffers::FlatBufferBuilder b(32);
   b.Finish(fb::CreateFence(b, 1, ledger, true));
+  return cluster::record_bytes(b);
+}
+
+std::string delete_request(LedgerId ledger) {
+  flatbuffers::FlatBufferBuilder b(32);
+  b.Finish(fb::CreateDeleteReplica(b, 1, ledger));
   return cluster::record_bytes(b);
 }
 
@@ -614,10 +683,61 @@ class StorageServerTest : public ReplicatedStorageTest {
     fabric_.call(1, method, std::move(payload), [p](Result<std::string> r) { p->set_value(r ? *r : ""); });
     return storage::testing::wait_for(f);
   }
-  Status add_to_node(LedgerId ledger, EntryId entry, bool recovery = false) {
-    return decode_outcome(ask(StorageMethod::kAdd, add_request(ledger, entry, recovery)));
+  Status add_to_node(LedgerId ledger, EntryId entry, bool recovery = false, bool new_run = false) {
+    return decode_outcome(ask(StorageMethod::kAdd, add_request(ledger, entry, recovery, new_run)));
+  }
+  // Reads first..last from node 1: the entries it returned, and the answer's last_held.
+  std::pair<std::vector<EntryId>, EntryId> read_from_node(LedgerId ledger, EntryId first, EntryId last) {
+    std::string answer = ask(StorageMethod::kRead, read_request(ledger, first, last));
+    const auto* read = cluster::verified_record<fb::ReadReply>(answer);
+    EXPECT_NE(read, nullptr);
+    std::vector<EntryId> got;
+    if (read == nullptr) return {got, -2};
+    EXPECT_EQ(read->code(), 0);
+    EXPECT_TRUE(read->held());
+    for (const auto* e : *read->entries()) {
+      got.push_back(e->entry());
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(e->data()->data()), e->data()->size()),
+                entry_data(ledger, e->entry()));
+    }
+    return {got, read->last_held()};
   }
 };
+
+TEST_F(StorageServerTest, AHealerStartsRunsOfItsOwnThatOutliveARestart) {
+  add_nodes(1);
+  for (EntryId e = 10; e < 13; ++e) ASSERT_TRUE(add_to_node(9, e).is_ok());
+  // A writer's hole is still refused; a healer's copy of another fragment,
+  // before or after the entries held, starts a run.
+  EXPECT_EQ(add_to_node(9, 20).code(), ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(add_to_node(9, 2).code(), ErrorCode::kFailedPrecondition);
+  ASSERT_TRUE(add_to_node(9, 20, true, /*new_run=*/true).is_ok());
+  ASSERT_TRUE(add_to_node(9, 21, true).is_ok());
+  ASSERT_TRUE(add_to_node(9, 0, true, /*new_run=*/true).is_ok());
+  ASSERT_TRUE(add_to_node(9, 1, true).is_ok());
+  // Adds go to the last run only; an entry held is stored once.
+  EXPECT_EQ(add_to_node(9, 22, true).code(), ErrorCode::kFailedPrecondition);
+  EXPECT_TRUE(add_to_node(9, 11).is_ok());
+  EXPECT_EQ(held_by(1, 9), 6);  // 7 local entries
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(read_from_node(9, 10, 30).first, (std::vector<EntryId>{10, 11, 12}));
+    EXPECT_EQ(read_from_node(9, 20, 30).first, (std::vector<EntryId>{20, 21}));
+    EXPECT_EQ(read_from_node(9, 0, 30).first, (std::vector<EntryId>{0, 1}));
+    // An entry between runs is absent: the answer says the run before it ends earlier.
+    auto gap = read_from_node(9, 15, 15);
+    EXPECT_TRUE(gap.first.empty());
+    EXPECT_EQ(gap.second, 12);
+    EXPECT_LT(read_from_node(9, 5, 5).second, 5);
+    restart_node(1);  // the runs are found again on disk
+  }
+  ASSERT_TRUE(add_to_node(9, 2, true).is_ok());  // the last run goes on
+  EXPECT_EQ(read_from_node(9, 0, 30).first, (std::vector<EntryId>{0, 1, 2}));
+  // Deleting the copy forgets its runs: a new copy starts afresh.
+  EXPECT_EQ(decode_outcome(ask(StorageMethod::kDelete, delete_request(9))).code(), ErrorCode::kOk);
+  restart_node(1);
+  ASSERT_TRUE(add_to_node(9, 5).is_ok());
+  EXPECT_EQ(read_from_node(9, 5, 5).first, (std::vector<EntryId>{5}));
+}
 
 TEST_F(StorageServerTest, ACopyIsContiguousAndAnEntrySentTwiceIsStoredOnce) {
   add_nodes(1);
