@@ -257,6 +257,7 @@ export const ROUTES = [
   'PUT /admin/v2/tenants/{tenant}',
   'POST /admin/v2/tenants/{tenant}',
   'GET /admin/v2/clusters',
+  'GET /admin/v2/cluster/storage',
   'DELETE /admin/v2/tenants/{tenant}',
   'GET /admin/v2/namespaces/{tenant}',
   'PUT /admin/v2/namespaces/{tenant}/{namespace}',
@@ -395,6 +396,43 @@ export interface ClusterLoad {
   decisions: LoadDecision[];
 }
 
+// What GET /admin/v2/cluster/storage answers (a cluster member only).
+export interface StorageNode {
+  id: number;
+  alive: boolean;
+  zone: string;
+  state: 'active' | 'draining' | 'drained';
+  fragments: number;
+  ledgers: number;
+}
+export interface HealingCopy {
+  ledger: number;
+  firstEntry: number;
+  lastEntry: number;
+  nextEntry: number;
+  fromNode: number;
+  toNode: number;
+  copiedBytes: number;
+  startedAt: number;
+  bytesPerSecond: number;
+}
+export interface Healing {
+  healer: number;
+  updatedAt: number;
+  underReplicatedFragments: number;
+  healedFragments: number;
+  healedBytes: number;
+  rateLimitBytesPerSecond: number;
+  copying: boolean;
+  copy?: HealingCopy;
+}
+export interface ClusterStorage {
+  ledgers: number;
+  underReplicatedFragments: number;
+  storageNodes: StorageNode[];
+  healing: Healing | null;
+}
+
 // The trial's terms; null from a node that is not in trial mode.
 async function trialConfig(): Promise<TrialConfig | null> {
   let res: Response;
@@ -445,6 +483,7 @@ export const api = {
   overview: () => json<Overview>('GET', '/admin/v2/overview'),
   nodes: () => json<ClusterNode[]>('GET', '/admin/v2/cluster/nodes'),
   clusterLoad: () => json<ClusterLoad>('GET', '/admin/v2/cluster/load'),
+  clusterStorage: () => json<ClusterStorage>('GET', '/admin/v2/cluster/storage'),
 
   me: () => json<Me>('GET', '/admin/v2/me'),
   tenants: () => json<string[]>('GET', '/admin/v2/tenants'),

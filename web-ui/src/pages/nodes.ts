@@ -1,9 +1,10 @@
 // Nodes: the members of this node's cluster (a standalone node alone),
 // refreshed every few seconds, with each broker's load and the load
-// manager's last decisions (a cluster member only).
+// manager's last decisions, and the storage nodes with what self-healing is
+// copying (a cluster member only).
 import { Fragment, h } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { api, ClusterLoad, ClusterNode, LoadDecision } from '../api';
+import { api, ClusterLoad, ClusterNode, ClusterStorage, Healing, LoadDecision, StorageNode } from '../api';
 import { DataTable } from '../table';
 import { useNotice } from '../dom';
 
@@ -15,6 +16,8 @@ export function NodesPage() {
   const [rows, setRows] = useState<ClusterNode[] | null>(null);
   // null on a standalone node, which has no load manager.
   const [load, setLoad] = useState<ClusterLoad | null>(null);
+  // null on a standalone node, which keeps one copy of each ledger.
+  const [storage, setStorage] = useState<ClusterStorage | null>(null);
   useEffect(() => {
     document.title = 'Nodes · Magnetar';
     let stopped = false;
@@ -24,6 +27,8 @@ export function NodesPage() {
         if (!stopped) setRows(nodes);
         const balance = await api.clusterLoad().catch(() => null);
         if (!stopped) setLoad(balance);
+        const copies = await api.clusterStorage().catch(() => null);
+        if (!stopped) setStorage(copies);
       } catch (e) {
         if (!stopped) status.error(e);
       }
@@ -72,8 +77,40 @@ export function NodesPage() {
       h('p', { class: 'muted' }, 'Bundles the load manager moved, newest first, and why: msg-rate (a broker above ',
         'the average message rate), bundle-count (a broker owning two bundles more than another).'),
       h(DataTable<LoadDecision>, { columns: decisionColumns, rows: load.decisions, testid: 'load-decisions',
-        empty: 'No bundle moved or split yet.', rowKey: (d: LoadDecision) => `${d.at}-${d.bundle}` })));
+        empty: 'No bundle moved or split yet.', rowKey: (d: LoadDecision) => `${d.at}-${d.bundle}` })),
+    storage && h(Fragment, {},
+      h('h2', {}, 'Storage'),
+      h('p', { class: 'muted', 'data-testid': 'storage-summary' },
+        `${storage.ledgers} ledgers; ${storage.underReplicatedFragments} copies under-replicated (on a node `,
+        'that is gone or being decommissioned). Self-healing makes them again on other nodes.'),
+      storage.healing && h('p', { 'data-testid': 'healing' }, healingText(storage.healing)),
+      h(DataTable<StorageNode>, { columns: storageColumns, rows: storage.storageNodes, testid: 'storage-nodes',
+        empty: 'No storage node.', rowKey: (n: StorageNode) => String(n.id) })));
 }
+
+const mib = (bytes: number) => `${(bytes / (1 << 20)).toFixed(1)} MiB`;
+
+function healingText(s: Healing): string {
+  const limit = s.rateLimitBytesPerSecond ? `${mib(s.rateLimitBytesPerSecond)}/s` : 'no limit';
+  const done = `Node ${s.healer} heals: ${s.healedFragments} fragments, ${mib(s.healedBytes)} copied (throttle ${limit}).`;
+  const c = s.copy;
+  if (!s.copying || !c) return done;
+  const span = Math.max(1, c.lastEntry - c.firstEntry + 1);
+  const pct = Math.min(100, Math.round((100 * (c.nextEntry - c.firstEntry)) / span));
+  return `${done} Now copying ledger ${c.ledger} entries ${c.firstEntry}..${c.lastEntry} from node ${c.fromNode} ` +
+    `to node ${c.toNode}: ${pct}%, ${mib(c.bytesPerSecond)}/s.`;
+}
+
+const storageColumns = [
+  { title: 'Node', value: (n: StorageNode) => String(n.id) },
+  { title: 'Alive', value: (n: StorageNode) => (n.alive ? 'yes' : 'no') },
+  { title: 'Zone', value: (n: StorageNode) => n.zone || '—' },
+  { title: 'State', value: (n: StorageNode) => n.state },
+  { title: 'Fragments', value: (n: StorageNode) => n.fragments, numeric: true,
+    render: (n: StorageNode) => String(n.fragments) },
+  { title: 'Ledgers', value: (n: StorageNode) => n.ledgers, numeric: true,
+    render: (n: StorageNode) => String(n.ledgers) },
+];
 
 const decisionColumns = [
   { title: 'When', value: (d: LoadDecision) => d.at, render: (d: LoadDecision) => new Date(d.at).toLocaleString() },
