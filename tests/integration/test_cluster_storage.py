@@ -18,6 +18,7 @@ FENCES = "magnetar_replica_fences_total"
 CHANGES = "magnetar_replication_ensemble_changes_total"
 RECOVERIES = "magnetar_replication_recoveries_total"
 HEALED = "magnetar_replication_healed_fragments_total"
+ORPHANS = "magnetar_storage_orphan_ledgers_deleted_total"
 
 
 def live_members(node):
@@ -161,6 +162,28 @@ class ReplicatedStorageTest(ClusterCase):
         # The second original copy gone too: the owner's and the healed one remain.
         holders[1].stop(signal.SIGKILL)
         self.assertEqual(consume_all(owner, "heals", 200, timeout=90), acked)
+
+    def test_a_copy_whose_ledger_was_deleted_while_its_member_was_down_is_deleted_at_its_restart(self):
+        members = self.start(4)
+        owner = kafka_owner(members, "orphans")
+        before = {m.id: m.metric(STORED) for m in members}
+        acked, errors = produce(owner, "orphans", [f"o{i}" for i in range(100)])
+        self.assertEqual(errors, [])
+        holder = other_holders(members, owner, before)[0]
+        holder.stop(signal.SIGKILL)
+        # The ledger's record and the live members' copies go; the one on the member that is down stays.
+        status, answer = request(owner, "DELETE", "/admin/v2/persistent/public/default/orphans?force=true")
+        self.assertIn(status, (200, 204), answer)
+        live = [m for m in members if m is not holder]
+        wait_for(lambda: request(live[0], "GET", "/admin/v2/cluster/storage")[1].get("ledgers") == 0,
+                 "the topic's ledger records gone")
+        # At its restart the member's first reconcile pass finds the copy no topic names and deletes it.
+        holder.start()
+        wait_for(lambda: holder.metric(ORPHANS) >= 1, "the restarted member deleting its orphan copy", timeout=60)
+        # A topic of the same name starts empty: nothing of the deleted one comes back.
+        again, errors = produce(owner, "orphans", ["fresh"])
+        self.assertEqual(errors, [])
+        self.assertEqual(consume_all(owner, "orphans", 1), again)
 
     def test_a_member_whose_storage_was_wiped_knows_it(self):
         members = self.start(3)
