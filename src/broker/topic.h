@@ -377,6 +377,10 @@ class Topic {
     PublishDone done;
     int64_t highest_sequence_id;
     int64_t received_ms = 0;  // traced topics only: when it arrived
+    // The client chose its sequence ids (a Pulsar producer): deduplication
+    // judges only those. A Kafka or AMQP publish's ids are the connection's
+    // own count, which starts again at 0 on every connection.
+    bool own_sequence = true;
   };
   void publish(uint64_t producer_id, ledger::MessageHeader header, common::Slice payload, PublishDone done,
                int64_t highest_sequence_id);

@@ -353,6 +353,7 @@ void Topic::publish(uint64_t producer_id, ledger::MessageHeader header, common::
   }
   header.producer = it->second.name;
   HeldPublish p{producer_id, std::move(header), std::move(payload), std::move(done), highest_sequence_id};
+  p.own_sequence = it->second.client.protocol != "kafka" && it->second.client.protocol != "amqp";
   if (tracing_on()) p.received_ms = common::wall_clock_ms();
   bool hold = (cold_ && !cold_->held.empty()) || quota_block_ == QuotaBlock::kHold || (dedup_ && !dedup_->ready());
   if (hold) {
@@ -388,7 +389,7 @@ void Topic::store_entry(HeldPublish p) {
   int64_t highest = highest_sequence_id(p.header.sequence_id, p.highest_sequence_id, p.header.messages);
   // A chunk before a message's last is stored as it comes: the message's
   // sequence id is judged and recorded with its last chunk (Pulsar's rule).
-  const bool judged = dedup_ != nullptr && !p.header.more_chunks && dedup_->judges(producer);
+  const bool judged = dedup_ != nullptr && p.own_sequence && !p.header.more_chunks && dedup_->judges(producer);
   if (judged) {
     switch (dedup_->state().check(producer, p.header.sequence_id)) {
       case DedupVerdict::kDuplicate:
