@@ -89,6 +89,15 @@ struct PersistencePolicy {
   bool operator==(const PersistencePolicy&) const = default;
 };
 
+// Pulsar's BookieAffinityGroupData: the storage groups (`--storage-group`,
+// comma-separated) a namespace's ledgers' copies are kept in, the primary
+// first, the secondary only when the primary have too few live nodes.
+struct BookieAffinityGroup {
+  std::string primary;
+  std::string secondary;
+  bool operator==(const BookieAffinityGroup&) const = default;
+};
+
 struct PublishRate {
   int64_t msgs_per_second = -1;   // -1: unlimited
   int64_t bytes_per_second = -1;
@@ -180,6 +189,8 @@ struct NamespacePolicies {
   std::optional<CleanupPolicy> cleanup_policy;  // unset: delete
   std::optional<int64_t> delete_retention_ms;    // unset: a day for compact topics, 0 otherwise
   std::optional<int64_t> min_compaction_lag_ms;  // unset: 0
+  // Cluster only: where the copies of the namespace's ledgers live.
+  std::optional<BookieAffinityGroup> bookie_affinity;
   bool operator==(const NamespacePolicies&) const = default;
 };
 

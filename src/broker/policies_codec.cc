@@ -174,6 +174,12 @@ std::string encode_policies(const NamespacePolicies& p) {
                                 t.retention_size_mb);
   }
 
+  flatbuffers::Offset<fb::BookieAffinity> affinity = 0;
+  if (p.bookie_affinity) {
+    affinity = fb::CreateBookieAffinity(b, b.CreateString(p.bookie_affinity->primary),
+                                        b.CreateString(p.bookie_affinity->secondary));
+  }
+
   fb::NamespacePoliciesBuilder n(b);
   n.add_retention(retention);
   if (p.message_ttl_seconds) n.add_message_ttl_seconds(*p.message_ttl_seconds);
@@ -210,6 +216,7 @@ std::string encode_policies(const NamespacePolicies& p) {
   if (p.cleanup_policy) n.add_cleanup_policy(static_cast<fb::CleanupPolicy>(*p.cleanup_policy));
   if (p.delete_retention_ms) n.add_delete_retention_ms(*p.delete_retention_ms);
   if (p.min_compaction_lag_ms) n.add_min_compaction_lag_ms(*p.min_compaction_lag_ms);
+  n.add_bookie_affinity(affinity);
   b.Finish(n.Finish());
   return finish(b);
 }
@@ -270,6 +277,10 @@ Result<NamespacePolicies> decode_policies(std::string_view bytes) {
   }
   p.delete_retention_ms = opt(n->delete_retention_ms());
   p.min_compaction_lag_ms = opt(n->min_compaction_lag_ms());
+  if (const auto* a = n->bookie_affinity()) {
+    p.bookie_affinity = BookieAffinityGroup{a->primary() ? a->primary()->str() : std::string(),
+                                            a->secondary() ? a->secondary()->str() : std::string()};
+  }
   return p;
 }
 

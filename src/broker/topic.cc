@@ -93,6 +93,10 @@ storage::LedgerOptions ledger_copies(const NamespacePolicies& policies) {
     copies.write_quorum = policies.persistence->write_quorum;
     copies.ack_quorum = policies.persistence->ack_quorum;
   }
+  if (policies.bookie_affinity) {
+    copies.affinity_primary = policies.bookie_affinity->primary;
+    copies.affinity_secondary = policies.bookie_affinity->secondary;
+  }
   return copies;
 }
 

@@ -187,6 +187,24 @@ void add_namespace_commands(CLI::App& admin, Command& run, std::shared_ptr<Admin
   auto_create->add_option("-n,--num-partitions", ac->partitions, "Partitions of auto-created partitioned topics");
   g.get_remove("auto-topic-creation", "autoTopicCreation", "auto topic creation override");
 
+  // Bookie affinity group (a cluster): the storage groups that keep the namespace's ledgers.
+  struct Affinity {
+    std::string primary, secondary;
+  };
+  auto af = std::make_shared<Affinity>();
+  auto* affinity = g.verb("set-bookie-affinity-group",
+                          "Keep the copies of the namespace's new ledgers on the nodes of these storage groups "
+                          "(--storage-group), the secondary only when the primary have too few",
+                          "POST", "persistence/bookieAffinity", "Set the bookie affinity group of",
+                          [af]() -> Result<Json> {
+                            Json j{{"bookkeeperAffinityGroupPrimary", af->primary}};
+                            if (!af->secondary.empty()) j["bookkeeperAffinityGroupSecondary"] = af->secondary;
+                            return j;
+                          });
+  affinity->add_option("--primary-group", af->primary, "Storage groups, comma-separated")->required();
+  affinity->add_option("--secondary-group", af->secondary, "Storage groups used when the primary have too few nodes");
+  g.get_remove("bookie-affinity-group", "persistence/bookieAffinity", "bookie affinity group");
+
   // Message tracing.
   struct Tracing {
     std::string mode, time = "7d", size = "1G";

@@ -144,18 +144,25 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
       ->check(CLI::IsMember({"broker", "storage"}))
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->capture_default_str();
+  auto place_name = [](const std::string& what) {
+    return [what](const std::string& name) -> std::string {
+      if (name.empty() || name.size() > 64) return "a " + what + " name has 1 to 64 characters";
+      for (char ch : name) {
+        if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.') {
+          return "a " + what + " name has letters, digits, '-', '_' and '.' only";
+        }
+      }
+      return "";
+    };
+  };
   cmd.add_option("--zone", c.zone,
                  "In a cluster: the zone (rack, availability zone) this node is in; a ledger's copies spread across "
                  "zones")
-      ->check([](const std::string& zone) -> std::string {
-        if (zone.empty() || zone.size() > 64) return "a zone name has 1 to 64 characters";
-        for (char ch : zone) {
-          if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.') {
-            return "a zone name has letters, digits, '-', '_' and '.' only";
-          }
-        }
-        return "";
-      });
+      ->check(place_name("zone"));
+  cmd.add_option("--storage-group", c.storage_group,
+                 "In a cluster: the storage group this node's storage belongs to; a namespace's bookie affinity "
+                 "group keeps its ledgers' copies on its groups' nodes")
+      ->check(place_name("storage group"));
   cmd.add_option("--failover-after-secs", c.failover_after_secs,
                  "In a cluster: how long after a broker is counted dead (about 5 s of silence) its topics move to "
                  "live brokers (0: at once)")

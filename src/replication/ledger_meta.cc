@@ -49,9 +49,12 @@ std::string encode_ledger_meta(const LedgerMeta& meta) {
   for (const Fragment& f : meta.fragments) {
     fragments.push_back(fb::CreateFragment(b, f.first_entry, b.CreateVector(f.nodes)));
   }
+  auto fragments_offset = b.CreateVector(fragments);
+  auto primary = meta.affinity_primary.empty() ? 0 : b.CreateString(meta.affinity_primary);
+  auto secondary = meta.affinity_secondary.empty() ? 0 : b.CreateString(meta.affinity_secondary);
   b.Finish(fb::CreateLedgerRecord(b, 1, static_cast<uint8_t>(meta.state), static_cast<uint8_t>(meta.ensemble),
                                   static_cast<uint8_t>(meta.write_quorum), static_cast<uint8_t>(meta.ack_quorum),
-                                  meta.last_entry, meta.created_ms, meta.writer, b.CreateVector(fragments)));
+                                  meta.last_entry, meta.created_ms, meta.writer, fragments_offset, primary, secondary));
   return cluster::record_bytes(b);
 }
 
@@ -99,6 +102,8 @@ Result<LedgerMeta> decode_ledger_meta(std::string_view bytes) {
   m.last_entry = r->last_entry();
   m.created_ms = r->created_ms();
   m.writer = r->writer();
+  if (r->affinity_primary() != nullptr) m.affinity_primary = r->affinity_primary()->str();
+  if (r->affinity_secondary() != nullptr) m.affinity_secondary = r->affinity_secondary()->str();
   if (r->fragments() != nullptr) {
     for (const fb::Fragment* f : *r->fragments()) {
       Fragment fragment;

@@ -38,6 +38,9 @@ struct LedgerMeta {
   int64_t created_ms = 0;
   NodeId writer = 0;
   std::vector<Fragment> fragments;  // by first_entry, ascending; never empty
+  // The storage groups its copies are kept in (placement.h's Affinity); empty: any node.
+  std::string affinity_primary;
+  std::string affinity_secondary;
 
   // The fragment holding `entry` (the last one for entries past its start).
   const Fragment& fragment_of(EntryId entry) const;

@@ -147,8 +147,11 @@ void ReplicatedStorage::create_ledger_with(LedgerId id, const storage::LedgerOpt
     auto answer = [this, home, done](Result<LedgerWriter> r) { deliver(home, [done, r]() { done(r); }); };
     if (stopped_) return answer(Status::unavailable("storage is stopping"));
     if (ledgers_.count(id) != 0) return answer(Status::already_exists("ledger " + std::to_string(id) + " exists"));
-    std::vector<NodeId> live = placeable(transport_.live_storage_nodes());
-    const int n = static_cast<int>(live.size());
+    const Affinity affinity{options.affinity_primary, options.affinity_secondary};
+    std::vector<std::vector<NodeId>> tiers = affinity_tiers(placeable(transport_.live_storage_nodes()), affinity,
+                                                            [this](NodeId node) { return group_of(node); });
+    int n = 0;
+    for (const auto& tier : tiers) n += static_cast<int>(tier.size());
     int ensemble = options.ensemble > 0 ? options.ensemble : std::min(settings_.max_ensemble, n);
     int write_quorum = options.write_quorum > 0 ? options.write_quorum : ensemble;
     int ack_quorum = options.ack_quorum > 0 ? options.ack_quorum : std::min(settings_.max_ack_quorum, write_quorum);
@@ -157,8 +160,12 @@ void ReplicatedStorage::create_ledger_with(LedgerId id, const storage::LedgerOpt
     write_quorum = ensemble;
     ack_quorum = std::min(ack_quorum, write_quorum);
     if (n < ack_quorum || ack_quorum < 1) {
+      const std::string where = affinity.any() ? " in storage groups '" + affinity.primary +
+                                                     (affinity.secondary.empty() ? "" : "," + affinity.secondary) +
+                                                     "' (the namespace's bookie affinity group)"
+                                               : "";
       return answer(Status::unavailable("ledger " + std::to_string(id) + " needs " + std::to_string(ack_quorum) +
-                                        " storage nodes and " + std::to_string(n) + " are live"));
+                                        " storage nodes" + where + " and " + std::to_string(n) + " are live"));
     }
     if (n < ensemble) {
       MLOG_WARN("replicated storage: ledger {} gets {} copies of the {} asked for: {} storage nodes are live", id, n,
@@ -166,13 +173,19 @@ void ReplicatedStorage::create_ledger_with(LedgerId id, const storage::LedgerOpt
       ensemble = n;
       write_quorum = n;
     }
-    // This node first (its reads stay local), the others at random, spread across zones.
+    // This node first (its reads stay local), the others at random, spread
+    // across zones; the primary storage groups' nodes before the secondary's.
     static thread_local std::mt19937_64 rng(std::random_device{}());
-    std::shuffle(live.begin(), live.end(), rng);
-    auto self = std::find(live.begin(), live.end(), transport_.self());
-    if (self != live.end()) std::iter_swap(live.begin(), self);
-    live = choose_nodes(live, {}, static_cast<size_t>(ensemble), [this](NodeId node) { return zone_of(node); });
+    for (auto& tier : tiers) {
+      std::shuffle(tier.begin(), tier.end(), rng);
+      auto self = std::find(tier.begin(), tier.end(), transport_.self());
+      if (self != tier.end()) std::iter_swap(tier.begin(), self);
+    }
+    const std::vector<NodeId> live =
+        choose_in_tiers(tiers, {}, static_cast<size_t>(ensemble), [this](NodeId node) { return zone_of(node); });
     LedgerMeta meta;
+    meta.affinity_primary = affinity.primary;
+    meta.affinity_secondary = affinity.secondary;
     meta.ensemble = ensemble;
     meta.write_quorum = write_quorum;
     meta.ack_quorum = ack_quorum;
@@ -333,7 +346,29 @@ void ReplicatedStorage::node_failed(LedgerId id, Ledger& l, NodeId node, const S
     if (std::find(current.nodes.begin(), current.nodes.end(), n) != current.nodes.end()) continue;
     spare.push_back(n);
   }
-  if (spare.empty()) {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  std::shuffle(spare.begin(), spare.end(), rng);
+  // A node holding an older part of the ledger (a healed or moved copy) can
+  // take only the entries that follow its own: one holding none comes first.
+  const std::vector<NodeId> holding = l.meta.all_nodes();
+  std::stable_partition(spare.begin(), spare.end(), [&holding](NodeId n) {
+    return std::find(holding.begin(), holding.end(), n) == holding.end();
+  });
+  if (!spare.empty() && std::find(holding.begin(), holding.end(), spare.front()) == holding.end()) {
+    spare.erase(std::remove_if(spare.begin(), spare.end(), [&holding](NodeId n) {
+                  return std::find(holding.begin(), holding.end(), n) != holding.end();
+                }),
+                spare.end());
+  }
+  std::vector<NodeId> kept;
+  for (NodeId n : current.nodes) {
+    if (l.failed.count(n) == 0) kept.push_back(n);
+  }
+  const std::vector<NodeId> chosen = choose_in_tiers(affinity_tiers(spare, affinity_of(l.meta), [this](NodeId n) {
+                                                       return group_of(n);
+                                                     }),
+                                                     kept, 1, [this](NodeId n) { return zone_of(n); });
+  if (chosen.empty()) {
     size_t left = 0;
     for (NodeId n : current.nodes) left += l.failed.count(n) == 0 ? 1 : 0;
     if (static_cast<int>(left) < l.meta.ack_quorum) {
@@ -345,25 +380,7 @@ void ReplicatedStorage::node_failed(LedgerId id, Ledger& l, NodeId node, const S
               left);
     return complete(id, l);
   }
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  std::shuffle(spare.begin(), spare.end(), rng);
-  // A node holding an older part of the ledger (a healed or moved copy) can
-  // take only the entries that follow its own: one holding none comes first.
-  const std::vector<NodeId> holding = l.meta.all_nodes();
-  std::stable_partition(spare.begin(), spare.end(), [&holding](NodeId n) {
-    return std::find(holding.begin(), holding.end(), n) == holding.end();
-  });
-  if (std::find(holding.begin(), holding.end(), spare.front()) == holding.end()) {
-    spare.erase(std::remove_if(spare.begin(), spare.end(), [&holding](NodeId n) {
-                  return std::find(holding.begin(), holding.end(), n) != holding.end();
-                }),
-                spare.end());
-  }
-  std::vector<NodeId> kept;
-  for (NodeId n : current.nodes) {
-    if (l.failed.count(n) == 0) kept.push_back(n);
-  }
-  const NodeId replacement = choose_nodes(spare, kept, 1, [this](NodeId n) { return zone_of(n); }).front();
+  const NodeId replacement = chosen.front();
   LedgerMeta next = l.meta;
   Fragment fragment = current;
   for (NodeId& n : fragment.nodes) {

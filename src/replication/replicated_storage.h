@@ -43,7 +43,9 @@
 //   draining node's place and sends it the adds waiting (with no such node
 //   the copy stays until one is free or the ledger closes). The healer
 //   copies fragments off draining nodes without waiting for heal_grace.
-// - Placement (placement.h): copies spread across the zones nodes declare.
+// - Placement (placement.h): copies spread across the zones nodes declare,
+//   within the storage groups the ledger's namespace names (its bookie
+//   affinity group), for its whole life: replacements, moves and healing too.
 //
 // Not yet: striping (an ensemble larger than the write quorum is narrowed
 // to it).
@@ -68,6 +70,7 @@
 #include "common/metrics.h"
 #include "metadata/store.h"
 #include "replication/ledger_meta.h"
+#include "replication/placement.h"
 #include "replication/transport.h"
 #include "runtime/reactor.h"
 #include "runtime/timer.h"
@@ -180,6 +183,8 @@ class ReplicatedStorage final : public storage::Storage {
   // Decommissioning (transport reactor).
   std::vector<NodeId> placeable(std::vector<NodeId> live) const;
   std::string zone_of(NodeId node) { return transport_.zone_of(node); }
+  std::string group_of(NodeId node) { return transport_.group_of(node); }
+  static Affinity affinity_of(const LedgerMeta& meta) { return Affinity{meta.affinity_primary, meta.affinity_secondary}; }
   void refresh_draining();
   void move_off_draining(LedgerId id);
   void move_copy(LedgerId id, NodeId leaving, NodeId target, EntryId first, EntryId next, int rounds);

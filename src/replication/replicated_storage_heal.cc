@@ -115,7 +115,11 @@ void ReplicatedStorage::move_off_draining(LedgerId id) {
   }
   candidates = copy_targets(l.meta, l.meta.fragments.size() - 1, std::move(candidates));
   if (candidates.empty()) return;  // the copy stays until a node is free or the ledger closes and the healer moves it
-  const NodeId target = choose_nodes(candidates, staying, 1, [this](NodeId n) { return zone_of(n); }).front();
+  const std::vector<NodeId> chosen = choose_in_tiers(
+      affinity_tiers(candidates, affinity_of(l.meta), [this](NodeId n) { return group_of(n); }), staying, 1,
+      [this](NodeId n) { return zone_of(n); });
+  if (chosen.empty()) return;  // no node of the ledger's storage groups to take it
+  const NodeId target = chosen.front();
   MLOG_INFO("replicated storage: moving ledger {}'s copy from entry {} off storage node {} (decommissioned) to {}", id,
             last.first_entry, leaving, target);
   l.moving = true;
@@ -282,7 +286,11 @@ void ReplicatedStorage::heal_next(const std::shared_ptr<Healing>& h) {
     for (NodeId n : meta->fragments[fragment].nodes) {
       if (n != gone) staying.push_back(n);
     }
-    const NodeId target = choose_nodes(spare, staying, 1, [this](NodeId n) { return zone_of(n); }).front();
+    const std::vector<NodeId> chosen = choose_in_tiers(
+        affinity_tiers(spare, affinity_of(*meta), [this](NodeId n) { return group_of(n); }), staying, 1,
+        [this](NodeId n) { return zone_of(n); });
+    if (chosen.empty()) return heal_next(h);  // no node of the ledger's storage groups to take it
+    const NodeId target = chosen.front();
     const EntryId first = meta->fragments[fragment].first_entry;
     const EntryId end = meta->fragment_end(fragment, meta->last_entry);
     MLOG_INFO("replicated storage: healing ledger {} entries {}..{}: copying what storage node {} held to {}", id,

@@ -40,6 +40,11 @@ class Transport {
     (void)node;
     return {};
   }
+  // The storage group storage node `node` declared (`--storage-group`); empty when none.
+  virtual std::string group_of(NodeId node) {
+    (void)node;
+    return {};
+  }
   // Calls `method` on storage node `node` (this node's own server too);
   // `done` runs exactly once, never inline.
   virtual void call(NodeId node, StorageMethod method, std::string payload, Done done, unsigned timeout_ms) = 0;

@@ -62,6 +62,10 @@ struct Config {
   // The zone (rack, availability zone) a cluster member is in: ledger copies
   // spread across zones. Empty: none declared.
   std::string zone;
+  // The storage group a cluster member's storage belongs to: a namespace's
+  // bookie affinity group puts its ledgers' copies on the members of those
+  // groups only. Empty: none.
+  std::string storage_group;
   // How long after the membership counts a broker dead (about 5 s of
   // silence) its bundles move to live brokers; 0: at once.
   uint32_t failover_after_secs = 0;

@@ -65,6 +65,7 @@ void NodeDirectory::remember(const std::string& key, const std::string& value) {
     auto roles = j.value("roles", std::vector<std::string>{"broker", "storage"});
     storage.stores = std::find(roles.begin(), roles.end(), "storage") != roles.end();
     storage.zone = j.value("zone", "");
+    storage.group = j.value("storageGroup", "");
   }
   std::lock_guard lock(mu_);
   if (id != 0) published_[id] = value;
@@ -113,6 +114,12 @@ bool NodeDirectory::stores(uint64_t id) const {
   std::lock_guard lock(mu_);
   auto it = storage_.find(id);
   return it == storage_.end() || it->second.stores;
+}
+
+std::string NodeDirectory::group_of(uint64_t id) const {
+  std::lock_guard lock(mu_);
+  auto it = storage_.find(id);
+  return it == storage_.end() ? std::string() : it->second.group;
 }
 
 std::string NodeDirectory::zone_of(uint64_t id) const {

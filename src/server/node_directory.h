@@ -62,6 +62,8 @@ class NodeDirectory final : public runtime::Component {
   // declared ("" for none).
   bool stores(uint64_t id) const;
   std::string zone_of(uint64_t id) const;
+  // The storage group it declared ("" for none).
+  std::string group_of(uint64_t id) const;
 
   // The record's fields as endpoints; false when it is not a node record.
   static bool parse_record(uint64_t id, const std::string& json, broker::NodeEndpoints& out);
@@ -78,6 +80,7 @@ class NodeDirectory final : public runtime::Component {
   struct Storage {
     bool stores = true;
     std::string zone;
+    std::string group;
   };
   std::map<uint64_t, Storage> storage_;                 // every node's storage role and zone
 };

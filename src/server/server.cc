@@ -246,6 +246,9 @@ Status Server::start() {
   if (!config_.clustered() && !config_.zone.empty()) {
     return Status::invalid_argument("--zone applies to cluster members (--cluster-port)");
   }
+  if (!config_.clustered() && !config_.storage_group.empty()) {
+    return Status::invalid_argument("--storage-group applies to cluster members (--cluster-port)");
+  }
   if (config_.trial) {
     // The trial's token key may live in the data directory: it comes first.
     MAGNETAR_RETURN_IF_ERROR(prepare_data_dir());
@@ -385,7 +388,7 @@ Status Server::start() {
   if (cluster_) {
     storage_node = std::make_unique<StorageNodeService>(*cluster_, *store, *storage, storage_options.directory,
                                                         config_.data_dir + "/storage-fences");
-    storage_node->set_roles(directory_, config_.has_role("storage"), config_.zone);
+    storage_node->set_roles(directory_, config_.has_role("storage"), config_.zone, config_.storage_group);
     replication::ReplicationSettings replication_settings;
     replication_settings.heal_grace = std::chrono::seconds(config_.storage_heal_grace_secs);
     if (config_.storage_heal_grace_secs == 0) replication_settings.heal_interval = std::chrono::milliseconds(0);
@@ -682,6 +685,7 @@ nlohmann::json Server::node_record() const {
   std::string host = config_.effective_advertised_address();
   nlohmann::json j = {{"roles", config_.roles}, {"version", version()}, {"brokerId", broker_id_}};
   if (!config_.zone.empty()) j["zone"] = config_.zone;
+  if (!config_.storage_group.empty()) j["storageGroup"] = config_.storage_group;
   if (ports_.http != 0) j["httpUrl"] = fmt::format("http://{}:{}", host, ports_.http);
   if (ports_.pulsar != 0) j["brokerServiceUrl"] = fmt::format("pulsar://{}:{}", host, ports_.pulsar);
   if (ports_.pulsar_tls != 0) j["brokerServiceUrlTls"] = fmt::format("pulsar+ssl://{}:{}", host, ports_.pulsar_tls);

@@ -156,10 +156,17 @@ void StorageNodeService::serve(StorageMethod method, std::string_view payload,
   }
 }
 
-void StorageNodeService::set_roles(const NodeDirectory* directory, bool stores, std::string zone) {
+void StorageNodeService::set_roles(const NodeDirectory* directory, bool stores, std::string zone,
+                                   std::string group) {
   directory_ = directory;
   stores_ = stores;
   zone_ = std::move(zone);
+  group_ = std::move(group);
+}
+
+std::string StorageNodeService::group_of(replication::NodeId node) {
+  if (node == cluster_.id()) return group_;
+  return directory_ != nullptr ? directory_->group_of(node) : std::string();
 }
 
 std::string StorageNodeService::zone_of(replication::NodeId node) {

@@ -44,13 +44,15 @@ class StorageNodeService final : public runtime::Component, public replication::
   replication::NodeId self() const override { return cluster_.id(); }
   std::vector<replication::NodeId> live_storage_nodes() override;
   std::string zone_of(replication::NodeId node) override;
+  std::string group_of(replication::NodeId node) override;
 
-  // Before start(): the other nodes' roles and zones come from `directory`;
-  // this node keeps copies when `stores` (its storage role), in `zone`.
+  // Before start(): the other nodes' roles, zones and storage groups come
+  // from `directory`; this node keeps copies when `stores` (its storage
+  // role), in `zone` and storage group `group`.
   // A node without the storage role is never chosen for a copy; one asked
   // for a new copy anyway (chosen before its record was read) refuses, so
   // the writer replaces it.
-  void set_roles(const NodeDirectory* directory, bool stores, std::string zone);
+  void set_roles(const NodeDirectory* directory, bool stores, std::string zone, std::string group);
   void call(replication::NodeId node, replication::StorageMethod method, std::string payload, Done done,
             unsigned timeout_ms) override;
 
@@ -64,6 +66,7 @@ class StorageNodeService final : public runtime::Component, public replication::
   const NodeDirectory* directory_ = nullptr;
   bool stores_ = true;
   std::string zone_;
+  std::string group_;
   const std::string storage_dir_;
   storage::Storage& local_;
   replication::StorageServer server_;

@@ -114,6 +114,10 @@ struct LedgerOptions {
   int ensemble = 0;      // storage nodes the ledger's entries are spread over
   int write_quorum = 0;  // copies of each entry
   int ack_quorum = 0;    // copies stored before an add completes
+  // Storage groups the copies are kept in (a namespace's bookie affinity
+  // group, comma-separated names); empty: any storage node.
+  std::string affinity_primary;
+  std::string affinity_secondary;
 };
 
 class Storage : public runtime::Component {

@@ -185,6 +185,38 @@ class ReplicatedStorageTest(ClusterCase):
         self.assertEqual(errors, [])
         self.assertEqual(consume_all(owner, "orphans", 1), again)
 
+    def test_a_namespaces_bookie_affinity_group_keeps_its_copies_on_its_storage_group(self):
+        # Four members; two of them in storage group "tenant-a".
+        first = self.cluster.add()
+        grouped = [self.cluster.add(join=self.cluster.seed(), extra=("--storage-group", "tenant-a"))
+                   for _ in range(2)]
+        self.cluster.add(join=self.cluster.seed())
+        members = list(self.cluster.members)
+        for node in members:
+            wait_for(lambda: live_members(node) == 4, f"{node.http_url} seeing 4 live members", timeout=60)
+        base = "/admin/v2/namespaces/public/default"
+        status, answer = request(first, "POST", f"{base}/persistence/bookieAffinity",
+                                 {"bookkeeperAffinityGroupPrimary": "tenant a"})
+        self.assertEqual(status, 400, answer)  # not a group name
+        status, answer = request(first, "POST", f"{base}/persistence/bookieAffinity",
+                                 {"bookkeeperAffinityGroupPrimary": "tenant-a"})
+        self.assertEqual(status, 204, answer)
+        status, answer = request(first, "POST", f"{base}/persistence",
+                                 {"bookkeeperEnsemble": 2, "bookkeeperWriteQuorum": 2, "bookkeeperAckQuorum": 2})
+        self.assertEqual(status, 204, answer)
+        code, out, err = admin(members[3], "namespaces", "get-bookie-affinity-group", "public/default")
+        self.assertEqual(code, 0, err)
+        self.assertIn("tenant-a", out)
+        owner = kafka_owner(members, "isolated")
+        acked, errors = produce(owner, "isolated", [f"i{i}" for i in range(100)])
+        self.assertEqual(errors, [])
+        # Every copy of the topic's ledgers is on the two members of the group, the owner's own node aside.
+        status, view = request(first, "GET", "/admin/v2/cluster/storage")
+        self.assertEqual(status, 200, view)
+        holding = {n["id"] for n in view["storageNodes"] if n["fragments"] > 0}
+        self.assertEqual(holding, {m.id for m in grouped})
+        self.assertEqual(consume_all(owner, "isolated", 100), acked)
+
     def test_a_member_whose_storage_was_wiped_knows_it(self):
         members = self.start(3)
         owner = kafka_owner(members, "wiped")

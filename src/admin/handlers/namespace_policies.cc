@@ -14,6 +14,36 @@ using common::Status;
 
 namespace {
 
+// Comma-separated storage group names, as `--storage-group` spells them.
+Result<std::string> storage_groups(const Json& j, const char* field, bool required) {
+  if (!j.contains(field) || j[field].is_null()) {
+    if (required) return Status::invalid_argument(std::string(field) + " is required");
+    return std::string();
+  }
+  if (!j[field].is_string()) return Status::invalid_argument(std::string(field) + " must be a string");
+  const std::string groups = j[field].get<std::string>();
+  if (required && groups.empty()) return Status::invalid_argument(std::string(field) + " names no storage group");
+  for (char ch : groups) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.' && ch != ',') {
+      return Status::invalid_argument(std::string(field) + ": storage group names have letters, digits, '-', '_' "
+                                      "and '.', separated by commas");
+    }
+  }
+  return groups;
+}
+
+Result<broker::BookieAffinityGroup> bookie_affinity_from_json(const Json& j) {
+  if (!j.is_object()) {
+    return Status::invalid_argument("a bookie affinity group is {\"bookkeeperAffinityGroupPrimary\": \"g1\", "
+                                    "\"bookkeeperAffinityGroupSecondary\": \"g2\"}");
+  }
+  auto primary = storage_groups(j, "bookkeeperAffinityGroupPrimary", true);
+  if (!primary.is_ok()) return primary.status();
+  auto secondary = storage_groups(j, "bookkeeperAffinityGroupSecondary", false);
+  if (!secondary.is_ok()) return secondary.status();
+  return broker::BookieAffinityGroup{*primary, *secondary};
+}
+
 Result<NamespaceName> namespace_of(const PolicyRequest& r) {
   return NamespaceName::of(r.params.at("tenant"), r.params.at("namespace"));
 }
@@ -134,6 +164,14 @@ void register_namespace_policy_routes(Router& router, broker::Tenancy& tenancy) 
   optional_policy<broker::TracingPolicy>(
       router, tenancy, scope, "tracing", &NamespacePolicies::tracing,
       [](const broker::TracingPolicy& v) { return to_json(v); }, tracing_from_json);
+  // Pulsar's bookie affinity group: the storage groups the namespace's ledgers' copies are kept in.
+  optional_policy<broker::BookieAffinityGroup>(
+      router, tenancy, scope, "persistence/bookieAffinity", &NamespacePolicies::bookie_affinity,
+      [](const broker::BookieAffinityGroup& v) {
+        return Json{{"bookkeeperAffinityGroupPrimary", v.primary},
+                    {"bookkeeperAffinityGroupSecondary", v.secondary}};
+      },
+      bookie_affinity_from_json);
   register_permission_routes(router, tenancy, scope);
   register_replication_routes(router, tenancy, scope, false);
 }

@@ -46,4 +46,21 @@ TEST(PlacementTest, NodesWithoutAZoneAreOneZoneAmongTheOthers) {
 }
 
 }  // namespace
+TEST(PlacementTest, AnAffinityKeepsCopiesInItsGroupsPrimaryFirst) {
+  auto groups = zones({{1, "g1"}, {2, "g1"}, {3, "g2"}, {4, "g2"}, {5, "other"}});
+  const Affinity affinity{"g1", "g2"};
+  const auto tiers = affinity_tiers({5, 4, 3, 2, 1, 6}, affinity, groups);
+  ASSERT_EQ(tiers.size(), 2u);
+  EXPECT_EQ(tiers[0], (std::vector<NodeId>{2, 1}));
+  EXPECT_EQ(tiers[1], (std::vector<NodeId>{4, 3}));  // 5 (other group) and 6 (none) are in neither
+  EXPECT_EQ(choose_in_tiers(tiers, {}, 2, nullptr), (std::vector<NodeId>{2, 1}));
+  // Three copies: the primary group has two nodes, the secondary gives the third.
+  EXPECT_EQ(choose_in_tiers(tiers, {}, 3, nullptr), (std::vector<NodeId>{2, 1, 4}));
+  // Never more than the groups hold.
+  EXPECT_EQ(choose_in_tiers(tiers, {}, 6, nullptr).size(), 4u);
+  // Comma-separated names, and no affinity at all: one tier of every candidate.
+  EXPECT_EQ(affinity_tiers({1, 3, 5}, Affinity{"g2, other", ""}, groups)[0], (std::vector<NodeId>{3, 5}));
+  EXPECT_EQ(affinity_tiers({1, 3, 5}, Affinity{}, groups), (std::vector<std::vector<NodeId>>{{1, 3, 5}}));
+}
+
 }  // namespace magnetar::replication

@@ -44,7 +44,8 @@ class Fabric {
   runtime::Reactor& reactor() { return reactor_; }
   std::map<NodeId, std::unique_ptr<StorageNode>> nodes;
   std::set<NodeId> down;
-  std::map<NodeId, std::string> zones;  // set before any writer starts
+  std::map<NodeId, std::string> zones;   // set before any writer starts
+  std::map<NodeId, std::string> groups;  // storage groups, likewise
 
   void call(NodeId node, StorageMethod method, std::string payload, Transport::Done done) {
     reactor_.post_reliably([this, node, method, payload = std::move(payload), done]() {
@@ -89,6 +90,10 @@ class FabricTransport : public Transport {
   std::string zone_of(NodeId node) override {
     auto it = fabric_.zones.find(node);
     return it == fabric_.zones.end() ? std::string() : it->second;
+  }
+  std::string group_of(NodeId node) override {
+    auto it = fabric_.groups.find(node);
+    return it == fabric_.groups.end() ? std::string() : it->second;
   }
 
  private:
@@ -627,6 +632,37 @@ TEST_F(ReplicatedStorageTest, CopiesSpreadAcrossZones) {
   const std::vector<NodeId> now = record(60).fragments.back().nodes;
   EXPECT_EQ(std::count(now.begin(), now.end(), lost), 0);
   EXPECT_EQ(zones_of(now), 3u);
+}
+
+TEST_F(ReplicatedStorageTest, ANamespacesStorageGroupsHoldEveryCopyForTheLedgersLife) {
+  add_nodes(6);
+  fabric_.groups = {{1, "shared"}, {2, "tenant"}, {3, "tenant"}, {4, "tenant"}, {5, "tenant"}, {6, "shared"}};
+  ReplicatedStorage& rs = writer_on(1);
+  storage::LedgerOptions options;
+  options.affinity_primary = "tenant";
+  auto w = storage::testing::create_ledger_with(rs, 70, options);
+  ASSERT_TRUE(w.is_ok()) << w.status().to_string();
+  auto in_tenant = [&](const std::vector<NodeId>& nodes) {
+    return std::all_of(nodes.begin(), nodes.end(), [&](NodeId n) { return fabric_.groups[n] == "tenant"; });
+  };
+  LedgerMeta meta = record(70);
+  EXPECT_EQ(meta.affinity_primary, "tenant");
+  ASSERT_EQ(meta.fragments[0].nodes.size(), 3u);
+  EXPECT_TRUE(in_tenant(meta.fragments[0].nodes));  // not even the writer's own node, which is not in the group
+  for (EntryId e = 0; e < 5; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  // A node that fails is replaced by the group's last one, not by a shared node.
+  set_down(meta.fragments[0].nodes[0], true);
+  for (EntryId e = 5; e < 10; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  meta = record(70);
+  EXPECT_EQ(meta.fragments.size(), 2u);
+  EXPECT_TRUE(in_tenant(meta.fragments.back().nodes));
+  expect_entries(rs, 70, 0, 9);
+  // A group with too few live nodes refuses the ledger, saying why.
+  options.affinity_primary = "nowhere";
+  auto refused = storage::testing::create_ledger_with(rs, 71, options);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("storage groups 'nowhere'"), std::string::npos)
+      << refused.status().to_string();
 }
 
 TEST_F(ReplicatedStorageTest, AnOldWriterIsRefusedOnceARecoveryFencedEvenAfterTheNodesRestart) {

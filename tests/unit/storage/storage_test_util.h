@@ -56,6 +56,13 @@ inline common::Result<LedgerWriter> create_ledger(Storage& s, LedgerId id) {
   return wait_for(f);
 }
 
+inline common::Result<LedgerWriter> create_ledger_with(Storage& s, LedgerId id, const LedgerOptions& options) {
+  auto p = std::make_shared<std::promise<common::Result<LedgerWriter>>>();
+  auto f = p->get_future();
+  s.create_ledger_with(id, options, [p](common::Result<LedgerWriter> r) { p->set_value(std::move(r)); });
+  return wait_for(f);
+}
+
 inline common::Result<LedgerWriter> open_ledger(Storage& s, LedgerId id) {
   auto p = std::make_shared<std::promise<common::Result<LedgerWriter>>>();
   auto f = p->get_future();
