@@ -87,33 +87,37 @@ void ReplicatedStorage::recover_entry(const std::shared_ptr<Recovery>& r, EntryI
   struct Probe {
     size_t answered = 0;
     size_t absent = 0;
+    bool acted = false;  // found, or ruled out: the answers still to come change nothing
     std::optional<std::string> data;
   };
   auto p = std::make_shared<Probe>();
   const std::vector<NodeId> set = r->meta.write_set(entry);
+  // Enough nodes without the entry that no ack quorum can have held it.
+  const size_t absent_needed = set.size() - static_cast<size_t>(r->meta.ack_quorum) + 1;
   for (NodeId node : set) {
     transport_.call(
         node, StorageMethod::kRead, encode_read(r->id, entry, entry),
-        [this, r, p, entry, set](Result<std::string> reply) {
+        [this, r, p, entry, set, absent_needed](Result<std::string> reply) {
           p->answered++;
+          if (p->acted) return;
           if (reply) {
             const auto* rr = cluster::verified_record<fb::ReadReply>(*reply);
             if (rr != nullptr && rr->code() == 0) {
               const auto* entries = rr->entries();
               if (entries != nullptr && entries->size() > 0 && entries->Get(0)->entry() == entry &&
                   entries->Get(0)->data() != nullptr) {
-                if (!p->data) {
-                  const auto* d = entries->Get(0)->data();
-                  p->data.emplace(reinterpret_cast<const char*>(d->data()), d->size());
-                }
+                const auto* d = entries->Get(0)->data();
+                p->data.emplace(reinterpret_cast<const char*>(d->data()), d->size());
               } else if (!rr->held() || rr->last_held() < entry) {
                 p->absent++;
               }
             }
           }
-          if (p->answered < set.size()) return;
+          // A node that returns the entry settles it at once (a silent node
+          // costs no read timeout); so do enough "absent" answers.
+          if (!p->data && p->absent < absent_needed && p->answered < set.size()) return;
+          p->acted = true;
           if (!p->data) {
-            const size_t absent_needed = set.size() - static_cast<size_t>(r->meta.ack_quorum) + 1;
             if (p->absent >= absent_needed) {
               r->meta.last_entry = entry - 1;
               return finish_recovery(r, Status::ok());
@@ -122,23 +126,35 @@ void ReplicatedStorage::recover_entry(const std::shared_ptr<Recovery>& r, EntryI
                                                           std::to_string(entry) +
                                                           " could not be found or ruled out; too few storage nodes"));
           }
-          // Found: written again to its whole write set before going on.
-          std::string payload = encode_add(r->id, entry, entry - 1, true, 255, 0,
-                                            reinterpret_cast<const uint8_t*>(p->data->data()), p->data->size());
-          auto written = std::make_shared<std::pair<size_t, size_t>>(0, 0);  // answered, stored
+          // Found: written again to its whole write set, going on once an ack
+          // quorum stored it. A copy that fell behind keeps it as a run of its
+          // own (new_run) rather than refuse the gap: the entries it lacks are
+          // up to the LAC, which an ack quorum holds.
+          std::string payload =
+              encode_add(r->id, entry, entry - 1, true, 255, 0, reinterpret_cast<const uint8_t*>(p->data->data()),
+                         p->data->size(), /*new_run=*/true);
+          struct Written {
+            size_t answered = 0;
+            size_t stored = 0;
+            bool acted = false;
+          };
+          auto written = std::make_shared<Written>();
           for (NodeId node : set) {
             transport_.call(
                 node, StorageMethod::kAdd, payload,
                 [this, r, entry, written, set](Result<std::string> added) {
-                  written->first++;
-                  if (added && decode_outcome(*added).is_ok()) written->second++;
-                  if (written->first < set.size()) return;
-                  if (static_cast<int>(written->second) < r->meta.ack_quorum) {
-                    return finish_recovery(r, Status::unavailable("ledger " + std::to_string(r->id) +
-                                                                  ": a recovered entry reached too few storage nodes"));
+                  written->answered++;
+                  if (written->acted) return;
+                  if (added && decode_outcome(*added).is_ok()) written->stored++;
+                  if (static_cast<int>(written->stored) >= r->meta.ack_quorum) {
+                    written->acted = true;
+                    recovered_entries_.inc();
+                    return recover_entry(r, entry + 1);
                   }
-                  recovered_entries_.inc();
-                  recover_entry(r, entry + 1);
+                  if (written->answered < set.size()) return;
+                  written->acted = true;
+                  finish_recovery(r, Status::unavailable("ledger " + std::to_string(r->id) +
+                                                         ": a recovered entry reached too few storage nodes"));
                 },
                 settings_.add_timeout_ms);
           }
