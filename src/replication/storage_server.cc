@@ -149,21 +149,26 @@ void StorageServer::stop() {
   fences_db_.reset();
 }
 
-void StorageServer::persist_fence(LedgerId ledger, bool fenced, std::function<void(Status)> done) {
+void StorageServer::sync_write(std::string key, std::optional<std::string> value, std::string what,
+                               std::function<void(Status)> done) {
   runtime::Reactor* home = runtime::Reactor::current();
   auto answer = [home, done](Status st) {
     if (home == nullptr) return done(st);
     home->post_reliably([done, st]() { done(st); });
   };
   if (!fence_thread_) return answer(Status::unavailable("the storage node is stopping"));
-  Status posted = fence_thread_->post([this, ledger, fenced, answer]() {
+  Status posted = fence_thread_->post([this, key = std::move(key), value = std::move(value), what, answer]() {
     leveldb::WriteOptions sync;
     sync.sync = true;
-    leveldb::Status s = fenced ? fences_db_->Put(sync, fence_key(ledger), "")
-                               : fences_db_->Delete(sync, fence_key(ledger));
-    answer(s.ok() ? Status::ok() : Status::io_error("writing a fence: " + s.ToString()));
+    leveldb::Status s = value ? fences_db_->Put(sync, key, *value) : fences_db_->Delete(sync, key);
+    answer(s.ok() ? Status::ok() : Status::io_error(what + ": " + s.ToString()));
   });
   if (!posted.is_ok()) answer(posted);
+}
+
+void StorageServer::persist_fence(LedgerId ledger, bool fenced, std::function<void(Status)> done) {
+  sync_write(fence_key(ledger), fenced ? std::optional<std::string>("") : std::nullopt, "writing a fence",
+             std::move(done));
 }
 
 void StorageServer::with_copy(LedgerId ledger, std::function<void(Copy&)> then) {
@@ -374,22 +379,9 @@ void StorageServer::start_run(Copy& copy, LedgerId ledger, EntryId entry) {
     }
     run_waiting(c);
   };
-  runtime::Reactor* home = runtime::Reactor::current();
-  auto answer = [home, done](Status st) {
-    if (home == nullptr) return done(st);
-    home->post_reliably([done, st]() { done(st); });
-  };
-  if (!fence_thread_) return answer(Status::unavailable("the storage node is stopping"));
-  Status posted = fence_thread_->post([this, ledger, entry, local, answer]() {
-    uint8_t value[8];
-    put_i64(value, entry);
-    leveldb::WriteOptions sync;
-    sync.sync = true;
-    leveldb::Status s = fences_db_->Put(sync, run_key(ledger, local),
-                                        leveldb::Slice(reinterpret_cast<const char*>(value), sizeof value));
-    answer(s.ok() ? Status::ok() : Status::io_error("recording a run: " + s.ToString()));
-  });
-  if (!posted.is_ok()) answer(posted);
+  std::string value(8, '\0');
+  put_i64(reinterpret_cast<uint8_t*>(value.data()), entry);
+  sync_write(run_key(ledger, local), std::move(value), "recording a run", std::move(done));
 }
 
 void StorageServer::append(Copy& copy, LedgerId ledger, EntryId entry, EntryId lac, Slice data, Reply reply) {

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -125,7 +126,11 @@ class StorageServer {
   static EntryId next_of(const Copy& copy);
   // Starts a run at `entry` after the local entries held (recorded on disk first).
   void start_run(Copy& copy, LedgerId ledger, EntryId entry);
-  // Writes (or erases) the fence of `ledger` on the fence thread; `done` runs back here.
+  // Writes (or erases, without a value) `key` in the node's LevelDB, synced,
+  // on the fence thread; `done` runs back here.
+  void sync_write(std::string key, std::optional<std::string> value, std::string what,
+                  std::function<void(common::Status)> done);
+  // Writes (or erases) the fence of `ledger`.
   void persist_fence(LedgerId ledger, bool fenced, std::function<void(common::Status)> done);
 
   storage::Storage& local_;
