@@ -4,15 +4,12 @@ are cut by dropping packets where they arrive, both ways or one way; the
 test process reaches every member throughout. Needs root: it fails, loudly,
 when it cannot make the network. Every wait is bounded.
 """
-import atexit
-import shutil
-import tempfile
 import threading
 import time
 import unittest
 
-from cluster_harness import (Cluster, Network, applied_index, create_tenant, leader_id, make_secret, nodes_of,
-                             tenants_of, wait_for)
+from cluster_harness import (NetworkClusterCase, applied_index, create_tenant, leader_id, nodes_of, tenants_of,
+                             wait_for)
 
 # A write through a member that cannot reach a majority is answered (not
 # acknowledged) within the store's 15 s retry deadline; this bounds the wait.
@@ -60,40 +57,17 @@ class Writes:
         return [name for name, _, _ in self.acknowledged]
 
 
-class PartitionTest(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="magnetar-partitions-")
-        self.network = None
-        self.cluster = None
-
-    def tearDown(self):
-        if self.cluster:
-            self.cluster.close()
-        if self.network:
-            self.network.teardown()
-        shutil.rmtree(self.dir, ignore_errors=True)
+class PartitionTest(NetworkClusterCase):
+    prefix = "magnetar-partitions-"
 
     def start(self, count):
-        self.network = Network(count)
-        atexit.register(self.network.teardown)  # the test process dying before tearDown
-        try:
-            self.network.setup()
-        except (RuntimeError, OSError) as e:
-            self.fail(f"cannot make the test network (root, ip netns, veth and a bridge are needed): {e}")
-        self.cluster = Cluster(self.dir, make_secret(self.dir), network=self.network)
-        first = self.cluster.add()
-        for _ in range(count - 1):
-            self.cluster.add(join=self.cluster.seed())
-        voters = min(count, 5)
-        for node in self.cluster.members:
-            wait_for(lambda: sum(n["raftRole"] == "voter" and n["alive"] for n in nodes_of(node)) == voters,
-                     f"{node.http_url} seeing {voters} live voters", timeout=60)
+        members = super().start(count)
         # Every member binds and advertises its own address, its cluster port included.
-        for n in nodes_of(first):
+        for n in nodes_of(members[0]):
             member = self.cluster.member(n["id"])
             self.assertEqual(n["clusterAddress"], f"{member.host}:6660")
             self.assertTrue(n["httpUrl"].startswith(f"http://{member.host}:"), n)
-        return self.cluster.members
+        return members
 
     def index(self, node):
         return self.cluster.members.index(node)

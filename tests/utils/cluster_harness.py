@@ -398,3 +398,42 @@ class Network:
             _ip("netns", "del", self.namespace(i), check=False)
         _ip("link", "del", self.bridge, check=False)
         self.made = False
+
+
+class NetworkClusterCase(unittest.TestCase):
+    """A test case whose cluster's members each live in a network namespace
+    of their own (`Network`); needs root, and fails, not skips, without it."""
+    prefix = "magnetar-netns-"
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix=self.prefix)
+        self.network = None
+        self.cluster = None
+
+    def tearDown(self):
+        if self.cluster:
+            self.cluster.close()
+        if self.network:
+            self.network.teardown()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def start(self, count):
+        """Founds a cluster of `count` members on a fresh network and waits
+        until each sees min(count, 5) live voters."""
+        import atexit
+        self.network = Network(count)
+        atexit.register(self.network.teardown)  # the test process dying before tearDown
+        try:
+            self.network.setup()
+        except (RuntimeError, OSError) as e:
+            self.fail(f"cannot make the test network (root, ip netns, veth and a bridge are needed): {e}")
+        self.cluster = Cluster(self.dir, make_secret(self.dir), network=self.network)
+        self.cluster.add()
+        for _ in range(count - 1):
+            self.cluster.add(join=self.cluster.seed())
+        voters = min(count, 5)
+        for node in self.cluster.members:
+            wait_for(lambda: sum(n["raftRole"] == "voter" and n["alive"] for n in nodes_of(node)) == voters,
+                     f"{node.http_url} seeing {voters} live voters", timeout=60)
+        return list(self.cluster.members)
+
