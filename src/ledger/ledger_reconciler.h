@@ -58,6 +58,11 @@ class LedgerReconciler final : public runtime::Component {
   common::Status start() override;
   void stop() override;
 
+  // Before start(): this storage holds only some of the ledgers the lists
+  // name (a cluster member's copies: the rest are on other members), so a
+  // named ledger it lacks is not a loss and is not reported.
+  void set_holds_every_ledger(bool every) { holds_every_ledger_ = every; }
+
   // One pass now, on the caller's thread (not a reactor, not the store's).
   common::Result<Pass> run_pass();
   // Passes finished (or failed) so far.
@@ -70,6 +75,7 @@ class LedgerReconciler final : public runtime::Component {
   metadata::Store& store_;
   const std::chrono::milliseconds interval_;
   storage::LedgerId first_of_process_ = 0;  // ids below it were made before this process
+  bool holds_every_ledger_ = true;
   std::set<storage::LedgerId> unnamed_;     // unnamed at the last pass, made by this process
 
   std::mutex pass_mu_;  // one pass at a time

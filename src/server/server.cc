@@ -551,6 +551,8 @@ Status Server::start() {
   // process may hand out before any topic opens (ledger_reconciler.h).
   auto reconciler = std::make_unique<ledger::LedgerReconciler>(*storage, metadata_store,
                                                                std::chrono::seconds(config_.ledger_reconcile_secs));
+  // A member's local storage holds its copies; the other ledgers are on other members.
+  reconciler->set_holds_every_ledger(replicated_ == nullptr);
   components_.push_back(std::move(storage));
   if (storage_node) components_.push_back(std::move(storage_node));
   if (replicated) components_.push_back(std::move(replicated));
