@@ -26,12 +26,13 @@ void LedgerIdAllocator::deliver(runtime::Reactor* home, runtime::Task fn) {
   home->post_reliably(std::move(fn));
 }
 
-void LedgerIdAllocator::allocate(std::function<void(Result<LedgerId>)> done) {
+void LedgerIdAllocator::allocate(std::function<void(Result<LedgerId>)> done, LedgerId above) {
   runtime::Reactor* home = runtime::Reactor::current();
   LedgerId id = 0;
   bool start = false;
   {
     std::lock_guard lock(mu_);
+    if (next_ <= above) next_ = std::min(above + 1, limit_);  // at limit_: a new block, above them all
     if (next_ < limit_) {
       id = next_++;
     } else {

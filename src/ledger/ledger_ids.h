@@ -36,7 +36,12 @@ class LedgerIdAllocator {
   LedgerIdAllocator(const LedgerIdAllocator&) = delete;
   LedgerIdAllocator& operator=(const LedgerIdAllocator&) = delete;
 
-  void allocate(std::function<void(common::Result<storage::LedgerId>)> done);
+  // An id above `above`: a topic's ledgers must follow its last one, since
+  // positions order by ledger id first. Within a cluster each member hands
+  // out its own block, so a topic that moved to a member with an older block
+  // would otherwise get a smaller id. Ids of the block up to `above` are
+  // skipped; a new block is always above every id handed out before.
+  void allocate(std::function<void(common::Result<storage::LedgerId>)> done, storage::LedgerId above = 0);
 
  private:
   struct Waiter {

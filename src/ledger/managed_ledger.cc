@@ -289,6 +289,8 @@ void ManagedLedger::write_chain() {
 
 void ManagedLedger::start_new_ledger(Callback<Status> done) {
   auto self = shared_from_this();
+  // Above the topic's last ledger: positions order by ledger id (ledger_ids.h).
+  const LedgerId last = chain_.ledgers().empty() ? 0 : chain_.ledgers().back().id;
   ids_.allocate([self, done](Result<LedgerId> id) {
     if (!id) return done(id.status());
     self->storage_.create_ledger_with(*id, self->config_.copies, [self, done, id = *id](Result<storage::LedgerWriter> w) {
@@ -310,7 +312,7 @@ void ManagedLedger::start_new_ledger(Callback<Status> done) {
         done(Status::ok());
       });
     });
-  });
+  }, last);
 }
 
 void ManagedLedger::add_entry(MessageHeader header, Slice payload, Callback<Result<AppendedEntry>> done) {

@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <set>
 
@@ -99,4 +100,32 @@ TEST_F(LedgerIdsTest, ARestartNeverReusesAnId) {
 }
 
 }  // namespace
+// Two members hand out ids from blocks of their own; a topic that moves
+// from the member with the newer block to the other must still get an id
+// above its last ledger's.
+TEST_F(LedgerIdsTest, AnIdAboveAGivenOneComesFromTheBlockOrANewerOne) {
+  runtime::Reactor a(0, "reactor-a");
+  a.start();
+  LedgerIdAllocator first(*store_, 10);
+  LedgerIdAllocator second(*store_, 10);
+  auto one = [&](LedgerIdAllocator& ids, storage::LedgerId above) {
+    std::promise<Result<storage::LedgerId>> p;
+    auto f = p.get_future();
+    a.run_sync([&] { ids.allocate([&p](Result<storage::LedgerId> id) { p.set_value(id); }, above); });
+    auto id = f.get();
+    EXPECT_TRUE(id.is_ok()) << id.status().to_string();
+    return id.is_ok() ? *id : 0;
+  };
+  const storage::LedgerId old_block = one(first, 0);   // 1, block 1..10
+  const storage::LedgerId new_block = one(second, 0);  // 11, block 11..20
+  ASSERT_GT(new_block, old_block);
+  // Above the other member's id: the old block cannot serve it, a new one does.
+  const storage::LedgerId moved = one(first, new_block);
+  EXPECT_GT(moved, new_block);
+  EXPECT_GT(moved, 20u);
+  // Within a block, the ids up to the given one are skipped.
+  EXPECT_EQ(one(second, new_block + 5), new_block + 6);
+  a.stop();
+}
+
 }  // namespace magnetar::ledger
