@@ -67,7 +67,7 @@ def main():
     magnetar_harness.BIN = os.path.join(args.build, "magnetar")
     import cluster_harness
     cluster_harness.BIN = magnetar_harness.BIN
-    from cluster_harness import Cluster, leader_id, make_secret, nodes_of, request, wait_for
+    from cluster_harness import Cluster, kafka_owner, leader_id, make_secret, nodes_of, request, wait_for
     from confluent_kafka import Producer
 
     def say(text):
@@ -81,15 +81,16 @@ def main():
         results["disk_mib_s"] = round(disk, 1)
         say(f"raw disk: {disk:.1f} MiB/s writing {args.mib} MiB (fdatasync every 8 MiB)")
         for rate in [int(r) for r in args.rates.split(",")]:
-            results[f"heal_{rate}"] = one_run(directory, rate, args.mib, disk, say, Cluster, leader_id, make_secret,
-                                              nodes_of, request, wait_for, Producer)
+            results[f"heal_{rate}"] = one_run(directory, rate, args.mib, disk, say, Cluster, kafka_owner, leader_id,
+                                              make_secret, nodes_of, request, wait_for, Producer)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     if args.json:
         print(json.dumps(results))
 
 
-def one_run(directory, rate, mib, disk, say, Cluster, leader_id, make_secret, nodes_of, request, wait_for, Producer):
+def one_run(directory, rate, mib, disk, say, Cluster, kafka_owner, leader_id, make_secret, nodes_of, request, wait_for,
+            Producer):
     run_dir = os.path.join(directory, f"rate{rate}")
     os.makedirs(run_dir)
     cluster = Cluster(run_dir, make_secret(run_dir))
@@ -104,13 +105,7 @@ def one_run(directory, rate, mib, disk, say, Cluster, leader_id, make_secret, no
             wait_for(lambda: sum(n["alive"] for n in nodes_of(m)) == 4, "4 live members", timeout=60)
         topic = "healed"
 
-        def owner():
-            status, lookup = request(members[0], "GET", f"/lookup/v2/topic/persistent/public/default/{topic}")
-            if status != 200:
-                return None
-            found = [n for n in members if lookup["brokerUrl"].endswith(f":{n.ports['pulsar']}")]
-            return found[0] if found else None
-        owning = wait_for(owner, "an owner for the topic")
+        owning = kafka_owner(members, topic)
         before = {m.id: m.metric(STORED) for m in members}
         producer = Producer({"bootstrap.servers": f"127.0.0.1:{owning.ports['kafka']}", "acks": "all",
                              "linger.ms": 5, "batch.size": 1 << 20, "message.max.bytes": 4 << 20})
@@ -131,7 +126,7 @@ def one_run(directory, rate, mib, disk, say, Cluster, leader_id, make_secret, no
             raise SystemExit(f"the producer did not store everything: {left} left, {failures[:3]}")
         # The member that owns the topic now, and the one (not the metadata
         # leader, which heals) that stored the most copies besides it.
-        owning = wait_for(owner, "the topic's owner")
+        owning = kafka_owner(members, topic)
         leader = leader_id(members[0])
 
         def holding():

@@ -10,7 +10,8 @@ import signal
 import unittest
 
 from magnetar_harness import admin
-from cluster_harness import ClusterCase, kafka_consume_all, kafka_produce, nodes_of, request, wait_for
+from cluster_harness import (ClusterCase, kafka_consume_all, kafka_owner, kafka_produce, nodes_of, request,
+                             wait_for)
 
 STORED = "magnetar_replica_entries_added_total"
 WIPED_BELOW = "magnetar_storage_node_wiped_below"
@@ -23,17 +24,6 @@ ORPHANS = "magnetar_storage_orphan_ledgers_deleted_total"
 
 def live_members(node):
     return sum(n["alive"] for n in nodes_of(node))
-
-
-def kafka_owner(members, topic):
-    """The member that leads partition 0 of `topic` (the owner of its bundle)."""
-    def find():
-        status, lookup = request(members[0], "GET", f"/lookup/v2/topic/persistent/public/default/{topic}")
-        if status != 200:
-            return None
-        found = [n for n in members if lookup["brokerUrl"].endswith(f":{n.ports['pulsar']}")]
-        return found[0] if found else None
-    return wait_for(find, f"an owner for {topic}")
 
 
 def produce(member, topic, values, timeout=60):

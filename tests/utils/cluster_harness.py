@@ -103,6 +103,18 @@ def kafka_bootstrap(members):
     return ",".join(f"127.0.0.1:{m.ports['kafka']}" for m in members if m.proc.poll() is None)
 
 
+def kafka_owner(members, topic):
+    """The member that leads partition 0 of `topic` (the owner of its bundle), as
+    `members[0]` looks it up."""
+    def find():
+        status, lookup = request(members[0], "GET", f"/lookup/v2/topic/persistent/public/default/{topic}")
+        if status != 200:
+            return None
+        found = [n for n in members if lookup["brokerUrl"].endswith(f":{n.ports['pulsar']}")]
+        return found[0] if found else None
+    return wait_for(find, f"an owner for {topic}")
+
+
 def kafka_produce(members, topic, values, timeout=90, **config):
     """Sends `values` (str) with acks=all through `members` with confluent-
     kafka (more producer settings in `config`); returns (acknowledged values,
