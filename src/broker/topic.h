@@ -356,6 +356,7 @@ class Topic {
     uint64_t bytes_in = 0;
     ProducerAccessMode access_mode = ProducerAccessMode::kShared;
     ClientInfo client{};
+    bool own_sequence = true;  // deduplication may judge it (HeldPublish::own_sequence)
     std::function<void(const common::Status&)> on_closed;
   };
   struct WaitingProducer {

@@ -103,6 +103,8 @@ void Topic::admit(ProducerOptions options, TenantSlot slot, ledger::Callback<Res
   p.name = options.name;
   p.access_mode = options.access_mode;
   p.client = options.client;
+  // A Kafka or AMQP producer's sequence ids are its connection's own count (topic.h, HeldPublish).
+  p.own_sequence = p.client.protocol != "kafka" && p.client.protocol != "amqp";
   p.on_closed = std::move(options.on_closed);
   p.tenant_slot = std::move(slot);
   producers_.emplace(id, std::move(p));
@@ -353,7 +355,7 @@ void Topic::publish(uint64_t producer_id, ledger::MessageHeader header, common::
   }
   header.producer = it->second.name;
   HeldPublish p{producer_id, std::move(header), std::move(payload), std::move(done), highest_sequence_id};
-  p.own_sequence = it->second.client.protocol != "kafka" && it->second.client.protocol != "amqp";
+  p.own_sequence = it->second.own_sequence;
   if (tracing_on()) p.received_ms = common::wall_clock_ms();
   bool hold = (cold_ && !cold_->held.empty()) || quota_block_ == QuotaBlock::kHold || (dedup_ && !dedup_->ready());
   if (hold) {
