@@ -31,6 +31,53 @@ std::vector<NodeId> LedgerMeta::write_set(EntryId entry) const {
   return out;
 }
 
+Stripe Stripe::of(size_t ensemble, size_t write_quorum, size_t position) {
+  if (write_quorum == 0 || write_quorum >= ensemble || position >= ensemble) return Stripe{};
+  const size_t anchor = (position + ensemble - (write_quorum - 1)) % ensemble;
+  return Stripe{static_cast<uint32_t>(ensemble), static_cast<uint32_t>(write_quorum), static_cast<uint32_t>(anchor)};
+}
+
+namespace {
+
+// Entries are counted from a base below every entry (anchor - period), so
+// that every offset is positive: the held entries before `entry`.
+EntryId held_before(const Stripe& s, EntryId entry) {
+  const EntryId y = entry + static_cast<EntryId>(s.period) - static_cast<EntryId>(s.anchor);
+  const EntryId p = s.period;
+  return (y / p) * static_cast<EntryId>(s.width) + std::min<EntryId>(y % p, s.width);
+}
+
+}  // namespace
+
+bool Stripe::holds(EntryId entry) const {
+  const EntryId p = period;
+  return ((entry + p - anchor) % p) < static_cast<EntryId>(width);
+}
+
+EntryId Stripe::next_held(EntryId entry) const {
+  const EntryId p = period;
+  const EntryId r = (entry + p - anchor) % p;
+  return r < static_cast<EntryId>(width) ? entry : entry + (p - r);
+}
+
+EntryId Stripe::held_between(EntryId from, EntryId to) const {
+  return held_before(*this, to) - held_before(*this, from);
+}
+
+EntryId Stripe::nth_held(EntryId from, EntryId k) const {
+  const EntryId t = held_before(*this, from) + k;
+  const EntryId y = (t / width) * static_cast<EntryId>(period) + t % width;
+  return y - static_cast<EntryId>(period) + static_cast<EntryId>(anchor);
+}
+
+Stripe LedgerMeta::stripe_of(size_t fragment, NodeId node) const {
+  if (fragment >= fragments.size()) return Stripe{};
+  const std::vector<NodeId>& nodes = fragments[fragment].nodes;
+  auto at = std::find(nodes.begin(), nodes.end(), node);
+  if (at == nodes.end()) return Stripe{};
+  return Stripe::of(nodes.size(), static_cast<size_t>(write_quorum), static_cast<size_t>(at - nodes.begin()));
+}
+
 std::string draining_key(NodeId node) { return std::string(kDrainingPrefix) + "/" + std::to_string(node); }
 
 std::vector<NodeId> LedgerMeta::all_nodes() const {

@@ -29,6 +29,30 @@ struct Fragment {
   std::vector<NodeId> nodes;  // the ensemble: entry e goes to write_set(e)
 };
 
+// Which entries one node of a fragment holds. Striped (an ensemble of E
+// nodes, each entry written to Qw < E of them), the node at position p
+// holds entry e when (e - anchor) mod E < Qw, anchor = p - Qw + 1 (mod E):
+// Qw entries in every E, in turn. Not striped (period 1), every entry.
+struct Stripe {
+  uint32_t period = 1;
+  uint32_t width = 1;
+  uint32_t anchor = 0;
+
+  // The stripe of position `position` in an ensemble of `ensemble` nodes
+  // that writes each entry to `write_quorum` of them.
+  static Stripe of(size_t ensemble, size_t write_quorum, size_t position);
+  bool striped() const { return period > 1; }
+  bool holds(EntryId entry) const;
+  // The first entry at or after `entry` that the stripe holds.
+  EntryId next_held(EntryId entry) const;
+  // How many entries of [from, to) the stripe holds (from <= to).
+  EntryId held_between(EntryId from, EntryId to) const;
+  // The held entry `k` held entries after `from` (0: `from`, which it holds).
+  EntryId nth_held(EntryId from, EntryId k) const;
+  bool operator==(const Stripe& o) const { return period == o.period && width == o.width && anchor == o.anchor; }
+  bool operator!=(const Stripe& o) const { return !(*this == o); }
+};
+
 struct LedgerMeta {
   LedgerState state = LedgerState::kOpen;
   int ensemble = 1;
@@ -50,6 +74,11 @@ struct LedgerMeta {
   // The nodes that hold `entry`: write_quorum of its fragment's ensemble,
   // starting at entry % ensemble (striping, as BookKeeper does).
   std::vector<NodeId> write_set(EntryId entry) const;
+  // Whether entries are striped: fragments of more nodes than the write quorum.
+  bool striped() const { return ensemble > write_quorum; }
+  // The entries node `node` of fragment `fragment` holds (period 1 for a
+  // node not in it).
+  Stripe stripe_of(size_t fragment, NodeId node) const;
   // Every node named by any fragment, once each.
   std::vector<NodeId> all_nodes() const;
 };

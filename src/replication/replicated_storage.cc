@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <random>
 #include <utility>
 
@@ -155,9 +156,8 @@ void ReplicatedStorage::create_ledger_with(LedgerId id, const storage::LedgerOpt
     int ensemble = options.ensemble > 0 ? options.ensemble : std::min(settings_.max_ensemble, n);
     int write_quorum = options.write_quorum > 0 ? options.write_quorum : ensemble;
     int ack_quorum = options.ack_quorum > 0 ? options.ack_quorum : std::min(settings_.max_ack_quorum, write_quorum);
-    // Every node of an ensemble holds every entry of its fragments (no striping yet).
-    ensemble = std::min(ensemble, write_quorum);
-    write_quorum = ensemble;
+    // Striped when the ensemble is larger than the write quorum.
+    write_quorum = std::min(write_quorum, ensemble);
     ack_quorum = std::min(ack_quorum, write_quorum);
     if (n < ack_quorum || ack_quorum < 1) {
       const std::string where = affinity.any() ? " in storage groups '" + affinity.primary +
@@ -171,7 +171,7 @@ void ReplicatedStorage::create_ledger_with(LedgerId id, const storage::LedgerOpt
       MLOG_WARN("replicated storage: ledger {} gets {} copies of the {} asked for: {} storage nodes are live", id, n,
                 ensemble, n);
       ensemble = n;
-      write_quorum = n;
+      write_quorum = std::min(write_quorum, n);
     }
     // This node first (its reads stay local), the others at random, spread
     // across zones; the primary storage groups' nodes before the secondary's.
@@ -201,6 +201,7 @@ void ReplicatedStorage::create_ledger_with(LedgerId id, const storage::LedgerOpt
                  l.writing = true;
                  l.token = next_token_++;
                  publish_info(id, l);
+                 publish_striping(id, l);
                  answer(LedgerWriter{id, l.token});
                });
   });
@@ -243,6 +244,7 @@ void ReplicatedStorage::add_entry(const LedgerWriter& writer, EntryId entry, Sli
   // always safe to send).
   EntryId lac = storage::kNoEntry;
   bool replicated = false;
+  std::shared_ptr<const Striping> striping;
   {
     std::lock_guard lock(mu_);
     auto info = info_.find(id);
@@ -251,12 +253,16 @@ void ReplicatedStorage::add_entry(const LedgerWriter& writer, EntryId entry, Sli
       lac = info->second.last_confirmed;
       auto f = fsync_.find(id);
       if (f != fsync_.end()) fsync = f->second;
+      auto st = striping_.find(id);
+      if (st != striping_.end()) striping = st->second;  // shared: no copy per add
     }
   }
   if (!replicated) return local_.add_entry(writer, entry, std::move(data), std::move(done));
   // Encoded here, on the caller's thread, not on the cluster reactor.
-  std::string payload = encode_add(id, entry, lac, false, fsync.mode, fsync.interval_ms, data.data(), data.size());
-  run([this, writer, entry, payload = std::move(payload), home, done]() mutable {
+  std::string payload = encode_add(id, entry, lac, false, fsync.mode, fsync.interval_ms, data.data(), data.size(),
+                                   false, striping ? &striping->info : nullptr);
+  const uint32_t stripe_epoch = striping ? striping->epoch : 0;
+  run([this, writer, entry, payload = std::move(payload), stripe_epoch, home, done]() mutable {
     auto fail = [this, home, done](Status st) { deliver(home, [done, st]() { done(st); }); };
     if (stopped_) return fail(Status::unavailable("storage is stopping"));
     auto it = ledgers_.find(writer.ledger);
@@ -276,7 +282,7 @@ void ReplicatedStorage::add_entry(const LedgerWriter& writer, EntryId entry, Sli
       return fail(Status::resource_exhausted("too many adds waiting for their storage nodes"));
     }
     l.next++;
-    l.pending.push_back(PendingAdd{entry, std::move(payload), {}, done, home});
+    l.pending.push_back(PendingAdd{entry, std::move(payload), {}, done, home, stripe_epoch});
     if (l.changing) return;  // sent once the new ensemble is recorded
     PendingAdd& add = l.pending.back();
     for (NodeId node : l.meta.write_set(entry)) {
@@ -286,7 +292,12 @@ void ReplicatedStorage::add_entry(const LedgerWriter& writer, EntryId entry, Sli
 }
 
 void ReplicatedStorage::send(LedgerId id, Ledger& l, PendingAdd& add, NodeId node) {
-  (void)l;
+  if (add.stripe_epoch != l.stripe_epoch) {
+    // Encoded for an ensemble the writer has replaced a node of since.
+    std::optional<StripeInfo> stripe = stripe_info(l.meta, l.meta.fragments.size() - 1);
+    if (stripe) add.payload = restripe_add(add.payload, *stripe);
+    add.stripe_epoch = l.stripe_epoch;
+  }
   const EntryId entry = add.entry;
   transport_.call(
       node, StorageMethod::kAdd, add.payload,
@@ -444,6 +455,10 @@ void ReplicatedStorage::change_ensemble(LedgerId id, Ledger& l, LedgerMeta propo
                          next.fragments.back().first_entry, replacement, old);
                led.meta = next;
                led.version = put->version;
+               if (led.meta.striped()) {
+                 led.stripe_epoch++;
+                 publish_striping(id, led);
+               }
                resume_adds(id, led);
                move_off_draining(id);
              });
@@ -498,11 +513,31 @@ void ReplicatedStorage::publish_info(LedgerId id, const Ledger& l) {
   info.last_confirmed = info.closed ? l.meta.last_entry : l.lac;
 }
 
+void ReplicatedStorage::publish_striping(LedgerId id, const Ledger& l) {
+  std::optional<StripeInfo> stripe = l.writing ? stripe_info(l.meta, l.meta.fragments.size() - 1) : std::nullopt;
+  std::lock_guard lock(mu_);
+  if (!stripe) {
+    striping_.erase(id);
+    return;
+  }
+  striping_[id] = std::make_shared<const Striping>(Striping{std::move(*stripe), l.stripe_epoch});
+}
+
+std::optional<StripeInfo> ReplicatedStorage::stripe_info(const LedgerMeta& meta, size_t fragment, NodeId replaced,
+                                                         NodeId target) {
+  if (!meta.striped() || fragment >= meta.fragments.size()) return std::nullopt;
+  StripeInfo info{meta.fragments[fragment].nodes, meta.write_quorum};
+  if (info.ensemble.size() <= static_cast<size_t>(meta.write_quorum)) return std::nullopt;
+  if (replaced != 0) std::replace(info.ensemble.begin(), info.ensemble.end(), replaced, target);
+  return info;
+}
+
 void ReplicatedStorage::forget(LedgerId id) {
   ledgers_.erase(id);
   std::lock_guard lock(mu_);
   info_.erase(id);
   fsync_.erase(id);
+  striping_.erase(id);
 }
 
 void ReplicatedStorage::keep_for_reads(LedgerId id) {
@@ -516,6 +551,7 @@ void ReplicatedStorage::keep_for_reads(LedgerId id) {
     std::lock_guard lock(mu_);
     info_.erase(old);
     fsync_.erase(old);
+    striping_.erase(old);
   }
 }
 
@@ -592,6 +628,7 @@ void ReplicatedStorage::seal(LedgerId id) {
       led.writing = false;
       led.closing = false;
       publish_info(id, led);
+      publish_striping(id, led);
       // Sealed, it is read like any other: its record leaves memory in turn.
       keep_for_reads(id);
       for (CloseDone& c : closers) deliver(c.first, [done = c.second, last = sealed.last_entry]() { done(last); });
@@ -648,6 +685,9 @@ void ReplicatedStorage::read_from(LedgerId id, const LedgerMeta& meta, EntryId f
   size_t fi = meta.fragments.size() - 1;
   while (fi > 0 && meta.fragments[fi].first_entry > first) --fi;
   const EntryId end = std::min(last, meta.fragment_end(fi, last));
+  if (meta.fragments[fi].nodes.size() > static_cast<size_t>(meta.write_quorum)) {
+    return read_striped(id, meta, fi, first, end, home, std::move(done), max_bytes);
+  }
   // This node first, then the others in their order.
   std::vector<NodeId> order = meta.fragments[fi].nodes;
   auto self = std::find(order.begin(), order.end(), transport_.self());
@@ -699,6 +739,64 @@ void ReplicatedStorage::read_from(LedgerId id, const LedgerMeta& meta, EntryId f
         read_from(id, meta, first, last, node_index + 1, home, done, max_bytes);
       },
       settings_.read_timeout_ms);
+}
+
+void ReplicatedStorage::read_striped(LedgerId id, const LedgerMeta& meta, size_t fragment, EntryId first,
+                                     EntryId last, Reactor* home,
+                                     Callback<Result<std::vector<storage::Entry>>> done, uint32_t max_bytes) {
+  struct Gather {
+    size_t left = 0;
+    std::vector<std::string> replies;
+  };
+  auto g = std::make_shared<Gather>();
+  // A node known to be gone is not waited for: the others hold its entries too.
+  const std::vector<NodeId> live = transport_.live_storage_nodes();
+  std::vector<NodeId> asked;
+  for (NodeId n : meta.fragments[fragment].nodes) {
+    if (std::find(live.begin(), live.end(), n) != live.end()) asked.push_back(n);
+  }
+  auto none = [id, first]() {
+    return Status::unavailable("ledger " + std::to_string(id) + ": no storage node could return entry " +
+                               std::to_string(first));
+  };
+  if (asked.empty()) return deliver(home, [done, st = none()]() { done(st); });
+  g->left = asked.size();
+  for (NodeId node : asked) {
+    transport_.call(
+        node, StorageMethod::kRead, encode_read(id, first, last, max_bytes),
+        [this, g, id, first, last, home, done, none](Result<std::string> reply) {
+          if (reply) g->replies.push_back(std::move(reply.value()));
+          if (--g->left > 0) return;
+          std::map<EntryId, const flatbuffers::Vector<uint8_t>*> found;
+          for (const std::string& bytes : g->replies) {
+            const auto* rr = cluster::verified_record<fb::ReadReply>(bytes);
+            if (rr == nullptr || rr->code() != 0 || rr->entries() == nullptr) continue;
+            for (const fb::StoredEntry* e : *rr->entries()) {
+              if (e->data() == nullptr || e->entry() < first || e->entry() > last) continue;
+              found.emplace(e->entry(), e->data());
+            }
+          }
+          // One buffer for the batch, as far as the answers hold every entry.
+          size_t total = 0;
+          EntryId next = first;
+          for (auto it = found.begin(); it != found.end() && it->first == next; ++it, ++next) {
+            total += it->second->size();
+          }
+          if (next == first) return deliver(home, [done, st = none()]() { done(st); });
+          Slice buffer = Slice::allocate(std::max<size_t>(total, 1));
+          std::vector<storage::Entry> entries;
+          entries.reserve(static_cast<size_t>(next - first));
+          size_t at = 0;
+          for (auto it = found.begin(); it != found.end() && it->first < next; ++it) {
+            const size_t n = it->second->size();
+            if (n > 0) std::memcpy(buffer.mutable_data() + at, it->second->data(), n);
+            entries.push_back(storage::Entry{id, it->first, buffer.sub(at, n)});
+            at += n;
+          }
+          deliver(home, [done, entries = std::move(entries)]() mutable { done(std::move(entries)); });
+        },
+        settings_.read_timeout_ms);
+  }
 }
 
 void ReplicatedStorage::delete_ledger(LedgerId id, Callback<Status> done) {

@@ -47,8 +47,13 @@
 //   within the storage groups the ledger's namespace names (its bookie
 //   affinity group), for its whole life: replacements, moves and healing too.
 //
-// Not yet: striping (an ensemble larger than the write quorum is narrowed
-// to it).
+// - Striping (BookKeeper's): with an ensemble of E nodes and a write quorum
+//   Qw < E, entry e goes to the Qw nodes from position e mod E on, so each
+//   node holds Qw of every E entries (its Stripe, ledger_meta.h) and E
+//   nodes share the writes. The adds name the fragment's ensemble so that a
+//   node knows its stripe; reads gather a range from the fragment's live
+//   nodes at once; healing and moves copy only the stripe the lost or
+//   leaving node held.
 //
 // Threads: every method from any thread; the state lives on the
 // transport's reactor; callbacks run on the calling reactor.
@@ -62,6 +67,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -71,6 +77,7 @@
 #include "metadata/store.h"
 #include "replication/ledger_meta.h"
 #include "replication/placement.h"
+#include "replication/requests.h"
 #include "replication/transport.h"
 #include "runtime/reactor.h"
 #include "runtime/timer.h"
@@ -137,6 +144,7 @@ class ReplicatedStorage final : public storage::Storage {
     std::vector<NodeId> acked;    // nodes of its write set that stored it
     storage::Callback<common::Status> done;
     runtime::Reactor* home = nullptr;
+    uint32_t stripe_epoch = 0;    // striped: the ensemble `payload` names (Ledger::stripe_epoch)
   };
   using CloseDone = std::pair<runtime::Reactor*, storage::Callback<common::Result<EntryId>>>;
   struct Ledger {
@@ -154,6 +162,12 @@ class ReplicatedStorage final : public storage::Storage {
     bool move_holds = false;        // ... and `changing` is set by the move, holding the adds
     bool closing = false;
     std::vector<CloseDone> closers;
+    uint32_t stripe_epoch = 0;      // striped: counts the last fragment's ensemble changes
+  };
+  // What a striped ledger's adds carry, as the callers' threads encode them.
+  struct Striping {
+    StripeInfo info;
+    uint32_t epoch = 0;
   };
   struct Recovery;
 
@@ -196,6 +210,18 @@ class ReplicatedStorage final : public storage::Storage {
   void read_from(LedgerId id, const LedgerMeta& meta, EntryId first, EntryId last, size_t node_index,
                  runtime::Reactor* home, storage::Callback<common::Result<std::vector<storage::Entry>>> done,
                  uint32_t max_bytes = 0);
+  // A striped fragment's entries first..last: asked of every live node of
+  // fragment `fragment` at once, the answers merged; as many from `first`
+  // on as they hold between them without a gap.
+  void read_striped(LedgerId id, const LedgerMeta& meta, size_t fragment, EntryId first, EntryId last,
+                    runtime::Reactor* home, storage::Callback<common::Result<std::vector<storage::Entry>>> done,
+                    uint32_t max_bytes);
+  // The stripe information of `meta`'s fragment `fragment` with `target` in
+  // `replaced`'s place (none for a ledger not striped).
+  static std::optional<StripeInfo> stripe_info(const LedgerMeta& meta, size_t fragment, NodeId replaced = 0,
+                                               NodeId target = 0);
+  // Publishes (or drops) what a striped ledger's adds carry for the callers' threads.
+  void publish_striping(LedgerId id, const Ledger& l);
   // How many bytes a copy (healing, decommissioning) reads and sends at a
   // time: an eighth of a second at the throttle's rate, 4 KiB to 8 MiB.
   uint32_t copy_batch_bytes() const;
@@ -214,8 +240,10 @@ class ReplicatedStorage final : public storage::Storage {
   // Sends `entries` to `target` at once (a copy takes them in order) and
   // calls `done` with the first failure, or ok, once every one is answered;
   // entry `run_start` (the fragment's first) may start a run of its own there.
+  // Striped, only the entries of `keep` go, with `stripe`.
   void send_copies(LedgerId id, NodeId target, EntryId lac, bool recovery, EntryId run_start,
-                   std::shared_ptr<std::vector<storage::Entry>> entries, std::function<void(common::Status)> done);
+                   std::shared_ptr<std::vector<storage::Entry>> entries, const Stripe& keep,
+                   const std::optional<StripeInfo>& stripe, std::function<void(common::Status)> done);
   // The nodes of `candidates` that may take a copy of fragment `fragment`:
   // none of its own nodes, nor of an open ledger's last fragment (their
   // last run takes the writer's adds); in random order, those holding no
@@ -260,6 +288,7 @@ class ReplicatedStorage final : public storage::Storage {
     uint32_t interval_ms = 0;
   };
   std::unordered_map<LedgerId, FsyncChoice> fsync_;
+  std::unordered_map<LedgerId, std::shared_ptr<const Striping>> striping_;  // striped ledgers this node writes
   std::vector<NodeId> draining_copy_;
 
   common::Counter& ensemble_changes_;

@@ -41,10 +41,17 @@ std::vector<NodeId> ReplicatedStorage::copy_targets(const LedgerMeta& meta, size
 
 namespace {
 
-uint64_t copied_bytes(const std::vector<storage::Entry>& entries) {
+// The bytes and entries of `entries` that `keep` holds (what a copy sends).
+uint64_t copied_bytes(const std::vector<storage::Entry>& entries, const Stripe& keep) {
   uint64_t bytes = 0;
-  for (const storage::Entry& e : entries) bytes += e.data.size();
+  for (const storage::Entry& e : entries) bytes += keep.holds(e.id) ? e.data.size() : 0;
   return bytes;
+}
+
+uint64_t copied_count(const std::vector<storage::Entry>& entries, const Stripe& keep) {
+  uint64_t count = 0;
+  for (const storage::Entry& e : entries) count += keep.holds(e.id) ? 1 : 0;
+  return count;
 }
 
 }  // namespace
@@ -167,8 +174,13 @@ void ReplicatedStorage::move_copy(LedgerId id, NodeId leaving, NodeId target, En
               }
               auto entries = std::make_shared<std::vector<storage::Entry>>(std::move(got.value()));
               const EntryId after = entries->back().id + 1;
-              send_copies(id, target, lac, false, first, entries, [this, id, leaving, target, first, after, rounds,
-                                                            entries](Status st) {
+              // Striped, the new node takes the leaving one's stripe.
+              const LedgerMeta& meta = found->second.meta;
+              const size_t last_fragment = meta.fragments.size() - 1;
+              const Stripe keep = meta.stripe_of(last_fragment, leaving);
+              send_copies(id, target, lac, false, keep.next_held(first), entries, keep,
+                          stripe_info(meta, last_fragment, leaving, target),
+                          [this, id, leaving, target, first, after, rounds, entries, keep](Status st) {
                 auto found = ledgers_.find(id);
                 if (found == ledgers_.end()) return;
                 if (!st.is_ok()) {
@@ -177,7 +189,7 @@ void ReplicatedStorage::move_copy(LedgerId id, NodeId leaving, NodeId target, En
                   return end_move(id, found->second);
                 }
                 // Throttled while adds go on; once they are held, the rest goes at once.
-                after_copied(copied_bytes(*entries), !found->second.move_holds,
+                after_copied(copied_bytes(*entries, keep), !found->second.move_holds,
                              [this, id, leaving, target, first, after, rounds]() {
                                move_copy(id, leaving, target, first, after, rounds + 1);
                              });
@@ -326,9 +338,11 @@ void ReplicatedStorage::heal_copy(const std::shared_ptr<Healing>& h, LedgerId id
               // A read's worth in flight (up to 8 MiB), then the next read once the throttle allows.
               auto entries = std::make_shared<std::vector<storage::Entry>>(std::move(got.value()));
               const EntryId after = entries->back().id + 1;
-              const uint64_t count = entries->size();
-              const uint64_t bytes = copied_bytes(*entries);
-              send_copies(id, target, meta.last_entry, true, meta.fragments[fragment].first_entry, entries,
+              const Stripe keep = meta.stripe_of(fragment, gone);
+              const uint64_t count = copied_count(*entries, keep);
+              const uint64_t bytes = copied_bytes(*entries, keep);
+              send_copies(id, target, meta.last_entry, true, keep.next_held(meta.fragments[fragment].first_entry),
+                          entries, keep, stripe_info(meta, fragment, gone, target),
                           [this, h, id, meta, fragment, gone, target, end, after, count, bytes](Status st) {
                             if (!st.is_ok()) {
                               MLOG_WARN("replicated storage: healing ledger {}: the new copy refused an entry: {}",
@@ -348,21 +362,23 @@ void ReplicatedStorage::heal_copy(const std::shared_ptr<Healing>& h, LedgerId id
 }
 
 void ReplicatedStorage::send_copies(LedgerId id, NodeId target, EntryId lac, bool recovery, EntryId run_start,
-                                    std::shared_ptr<std::vector<storage::Entry>> entries,
-                                    std::function<void(Status)> done) {
+                                    std::shared_ptr<std::vector<storage::Entry>> entries, const Stripe& keep,
+                                    const std::optional<StripeInfo>& stripe, std::function<void(Status)> done) {
   struct Batch {
     size_t left = 0;
     Status first_failure;
     std::function<void(Status)> done;
   };
   auto batch = std::make_shared<Batch>();
-  batch->left = entries->size();
+  for (const storage::Entry& e : *entries) batch->left += keep.holds(e.id) ? 1 : 0;
   batch->done = std::move(done);
   if (batch->left == 0) return run([batch]() { batch->done(Status::ok()); });
   for (const storage::Entry& e : *entries) {
+    if (!keep.holds(e.id)) continue;
     transport_.call(
         target, StorageMethod::kAdd,
-        encode_add(id, e.id, lac, recovery, 255, 0, e.data.data(), e.data.size(), e.id == run_start),
+        encode_add(id, e.id, lac, recovery, 255, 0, e.data.data(), e.data.size(), e.id == run_start,
+                   stripe ? &*stripe : nullptr),
         [batch](Result<std::string> reply) {
           Status st = reply ? decode_outcome(*reply) : reply.status();
           if (!st.is_ok() && batch->first_failure.is_ok()) batch->first_failure = st;

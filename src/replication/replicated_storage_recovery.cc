@@ -130,22 +130,28 @@ void ReplicatedStorage::recover_entry(const std::shared_ptr<Recovery>& r, EntryI
           // quorum stored it. A copy that fell behind keeps it as a run of its
           // own (new_run) rather than refuse the gap: the entries it lacks are
           // up to the LAC, which an ack quorum holds.
+          const std::optional<StripeInfo> stripe = stripe_info(r->meta, r->meta.fragments.size() - 1);
           std::string payload =
               encode_add(r->id, entry, entry - 1, true, 255, 0, reinterpret_cast<const uint8_t*>(p->data->data()),
-                         p->data->size(), /*new_run=*/true);
+                         p->data->size(), /*new_run=*/true, stripe ? &*stripe : nullptr);
           struct Written {
             size_t answered = 0;
             size_t stored = 0;
             bool acted = false;
+            std::vector<NodeId> refused;  // nodes that failed the add
           };
           auto written = std::make_shared<Written>();
           for (NodeId node : set) {
             transport_.call(
                 node, StorageMethod::kAdd, payload,
-                [this, r, entry, written, set](Result<std::string> added) {
+                [this, r, entry, written, set, node](Result<std::string> added) {
                   written->answered++;
                   if (written->acted) return;
-                  if (added && decode_outcome(*added).is_ok()) written->stored++;
+                  if (added && decode_outcome(*added).is_ok()) {
+                    written->stored++;
+                  } else {
+                    written->refused.push_back(node);
+                  }
                   if (static_cast<int>(written->stored) >= r->meta.ack_quorum) {
                     written->acted = true;
                     recovered_entries_.inc();
@@ -153,6 +159,24 @@ void ReplicatedStorage::recover_entry(const std::shared_ptr<Recovery>& r, EntryI
                   }
                   if (written->answered < set.size()) return;
                   written->acted = true;
+                  // Short of the ack quorum only because nodes of its write set
+                  // are gone (a striped write set of two with one lost): the
+                  // entry is kept on every live one, as it was, and the ledger
+                  // closes under-replicated for self-healing to mend, rather
+                  // than stay unreadable until the lost node returns.
+                  const std::vector<NodeId> live = transport_.live_storage_nodes();
+                  const bool only_gone = written->stored > 0 &&
+                                         std::none_of(written->refused.begin(), written->refused.end(),
+                                                      [&live](NodeId n) {
+                                                        return std::find(live.begin(), live.end(), n) != live.end();
+                                                      });
+                  if (only_gone) {
+                    MLOG_WARN("replicated storage: ledger {} entry {} recovered onto {} storage node(s), fewer than "
+                              "its ack quorum: the others of its write set are gone",
+                              r->id, entry, written->stored);
+                    recovered_entries_.inc();
+                    return recover_entry(r, entry + 1);
+                  }
                   finish_recovery(r, Status::unavailable("ledger " + std::to_string(r->id) +
                                                          ": a recovered entry reached too few storage nodes"));
                 },

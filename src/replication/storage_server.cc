@@ -29,8 +29,11 @@ std::string fence_key(LedgerId id) {
 }
 
 // 'r', the ledger, the local index a run starts at (both big-endian): the
-// run's first ledger entry (8 bytes, little-endian).
+// run's first ledger entry (8 bytes, little-endian), then for a striped run
+// its stripe's period, width and anchor (4 bytes each, little-endian).
 constexpr size_t kRunKeyBytes = 17;
+constexpr size_t kRunValueBytes = 8;
+constexpr size_t kStripedRunValueBytes = 20;
 std::string run_key(LedgerId ledger, EntryId local) {
   return "r" + fence_key(ledger) + fence_key(static_cast<LedgerId>(local));
 }
@@ -50,6 +53,16 @@ int64_t get_i64(const uint8_t* at) {
   uint64_t u = 0;
   for (int i = 0; i < 8; ++i) u |= static_cast<uint64_t>(at[i]) << (8 * i);
   return static_cast<int64_t>(u);
+}
+
+void put_u32(uint8_t* at, uint32_t v) {
+  for (int i = 0; i < 4; ++i) at[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+uint32_t get_u32(const uint8_t* at) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(at[i]) << (8 * i);
+  return v;
 }
 
 // What a node whose storage was wiped answers for a ledger it may have held.
@@ -128,10 +141,20 @@ Status StorageServer::start() {
   std::unique_ptr<leveldb::Iterator> it(fences_db_->NewIterator(leveldb::ReadOptions()));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const leveldb::Slice key = it->key();
-    if (key.size() == kRunKeyBytes && key[0] == 'r' && it->value().size() == 8) {
-      const auto first = static_cast<EntryId>(
-          get_i64(reinterpret_cast<const uint8_t*>(it->value().data())));
-      stored_runs_[big_endian(key.data() + 1)].emplace_back(static_cast<EntryId>(big_endian(key.data() + 9)), first);
+    const size_t value_bytes = it->value().size();
+    if (key.size() == kRunKeyBytes && key[0] == 'r' &&
+        (value_bytes == kRunValueBytes || value_bytes == kStripedRunValueBytes)) {
+      const auto* v = reinterpret_cast<const uint8_t*>(it->value().data());
+      StoredRun run{static_cast<EntryId>(big_endian(key.data() + 9)), static_cast<EntryId>(get_i64(v)), Stripe{}};
+      if (value_bytes == kStripedRunValueBytes) {
+        run.stripe = Stripe{get_u32(v + 8), get_u32(v + 12), get_u32(v + 16)};
+        if (run.stripe.period == 0 || run.stripe.width == 0 || run.stripe.anchor >= run.stripe.period) {
+          MLOG_ERROR("storage node: a run of ledger {} has a broken stripe; its copy is ignored",
+                     big_endian(key.data() + 1));
+          continue;
+        }
+      }
+      stored_runs_[big_endian(key.data() + 1)].push_back(run);
       continue;
     }
     if (key.size() != 8) continue;
@@ -221,14 +244,20 @@ void StorageServer::load(LedgerId ledger) {
       }
       auto it2 = copies_.find(ledger);
       if (it2 == copies_.end()) return;
-      // The first run starts at local entry 0; later ones where the node recorded them.
+      // The first run starts at local entry 0 (with its stripe where the
+      // node recorded one); later ones where the node recorded them.
       std::vector<Run>& runs = it2->second.runs;
-      runs.assign(1, Run{get_i64(first->front().data.data()), 0, 0});
+      runs.assign(1, Run{get_i64(first->front().data.data()), 0, 0, Stripe{}});
       auto stored = stored_runs_.find(ledger);
       if (stored != stored_runs_.end()) {
         std::sort(stored->second.begin(), stored->second.end());
-        for (const auto& [local, entry] : stored->second) {
-          if (local > 0 && local <= last_local + 1) runs.push_back(Run{entry, local, 0});
+        for (const StoredRun& run : stored->second) {
+          if (run.local == 0) {
+            runs[0].first = run.first;
+            runs[0].stripe = run.stripe;
+          } else if (run.local <= last_local + 1) {
+            runs.push_back(Run{run.first, run.local, 0, run.stripe});
+          }
         }
         stored_runs_.erase(stored);
       }
@@ -287,9 +316,26 @@ void StorageServer::add(std::string_view payload, Reply reply) {
   const uint8_t fsync = req->fsync();
   const uint32_t interval = req->fsync_interval_ms();
   const bool new_run = req->new_run();
-  with_copy(ledger, [this, ledger, entry, lac, data = std::move(data), fsync, interval, new_run, reply](Copy& copy) {
+  Stripe stripe;
+  const auto* ensemble = req->ensemble();
+  if (ensemble != nullptr && req->write_quorum() > 0 && ensemble->size() > req->write_quorum()) {
+    auto at = std::find(ensemble->begin(), ensemble->end(), self_);
+    if (at == ensemble->end()) {
+      return reply(encode_outcome(Status::invalid_argument(
+          "storage node " + std::to_string(self_) + " is not in the ensemble of ledger " + std::to_string(ledger) +
+          "'s entry " + std::to_string(entry))));
+    }
+    stripe = Stripe::of(ensemble->size(), req->write_quorum(), static_cast<size_t>(at - ensemble->begin()));
+    if (!stripe.holds(entry)) {
+      return reply(encode_outcome(Status::invalid_argument(
+          "entry " + std::to_string(entry) + " of ledger " + std::to_string(ledger) +
+          " is not in storage node " + std::to_string(self_) + "'s stripe")));
+    }
+  }
+  with_copy(ledger, [this, ledger, entry, lac, data = std::move(data), fsync, interval, new_run, stripe,
+                     reply](Copy& copy) {
     if (!copy.held && ledger < wiped_below_) return reply(encode_outcome(forgotten(ledger)));
-    add_loaded(copy, ledger, AddRequest{entry, lac, data, fsync, interval, new_run}, reply);
+    add_loaded(copy, ledger, AddRequest{entry, lac, data, fsync, interval, new_run, stripe}, reply);
   });
 }
 
@@ -324,7 +370,14 @@ void StorageServer::add_loaded(Copy& copy, LedgerId ledger, AddRequest add, Repl
     return;
   }
   if (!copy.failure.is_ok()) return reply(encode_outcome(copy.failure));
-  if (copy.runs.empty()) copy.runs.push_back(Run{add.entry, 0, 0});  // created, never written: it starts here
+  if (copy.runs.empty()) {
+    // Created, never written: it starts here (a striped run recorded first).
+    if (add.stripe.striped()) {
+      start_run(copy, ledger, add.entry, add.stripe);
+      return copy.waiting.push_back(again);
+    }
+    copy.runs.push_back(Run{add.entry, 0, 0, Stripe{}});
+  }
   if (add.fsync != copy.fsync || add.interval_ms != copy.fsync_interval_ms) {
     copy.fsync = add.fsync;
     copy.fsync_interval_ms = add.interval_ms;
@@ -338,10 +391,17 @@ void StorageServer::add_loaded(Copy& copy, LedgerId ledger, AddRequest add, Repl
     return;
   }
   const EntryId next = next_of(copy);
-  if (add.entry == next) return append(copy, ledger, add.entry, add.lac, std::move(add.data), std::move(reply));
+  const bool same_stripe = add.stripe == copy.runs.back().stripe;
+  if (add.entry == next && same_stripe) {
+    return append(copy, ledger, add.entry, add.lac, std::move(add.data), std::move(reply));
+  }
   if (add.new_run) {
-    start_run(copy, ledger, add.entry);
+    start_run(copy, ledger, add.entry, add.stripe);
     return copy.waiting.push_back(again);
+  }
+  if (!same_stripe) {
+    return reply(encode_outcome(Status::failed_precondition(
+        "entry " + std::to_string(add.entry) + " is striped otherwise than this copy's last run")));
   }
   return reply(encode_outcome(Status::failed_precondition(
       "entry " + std::to_string(add.entry) + (add.entry > next ? " leaves a hole" : " is not in this copy") +
@@ -350,20 +410,22 @@ void StorageServer::add_loaded(Copy& copy, LedgerId ledger, AddRequest add, Repl
 
 const StorageServer::Run* StorageServer::run_of(const Copy& copy, EntryId entry) {
   for (const Run& r : copy.runs) {
-    if (entry >= r.first && entry < r.first + r.count) return &r;
+    if (entry >= r.first && r.stripe.holds(entry) && r.stripe.held_between(r.first, entry) < r.count) return &r;
   }
   return nullptr;
 }
 
 EntryId StorageServer::next_of(const Copy& copy) {
-  return copy.runs.empty() ? storage::kNoEntry : copy.runs.back().first + copy.runs.back().count;
+  if (copy.runs.empty()) return storage::kNoEntry;
+  const Run& tail = copy.runs.back();
+  return tail.count == 0 ? tail.first : tail.stripe.next_held(tail.entry_at(tail.count) + 1);
 }
 
-void StorageServer::start_run(Copy& copy, LedgerId ledger, EntryId entry) {
-  if (copy.runs.back().count == 0) copy.runs.pop_back();  // a run recorded but never written: replaced
+void StorageServer::start_run(Copy& copy, LedgerId ledger, EntryId entry, Stripe stripe) {
+  if (!copy.runs.empty() && copy.runs.back().count == 0) copy.runs.pop_back();  // never written: replaced
   const EntryId local = copy.runs.empty() ? 0 : copy.runs.back().local + copy.runs.back().count;
   copy.phase = Copy::Phase::kCreating;
-  auto done = [this, ledger, entry, local](Status st) {
+  auto done = [this, ledger, entry, local, stripe](Status st) {
     auto it = copies_.find(ledger);
     if (it == copies_.end()) return;
     Copy& c = it->second;
@@ -373,14 +435,22 @@ void StorageServer::start_run(Copy& copy, LedgerId ledger, EntryId entry) {
       c.failure = st;
     } else {
       c.phase = Copy::Phase::kReady;
-      c.runs.push_back(Run{entry, local, 0});
-      MLOG_INFO("storage node: ledger {}'s copy holds another run from entry {} (local entry {})", ledger, entry,
-                local);
+      c.runs.push_back(Run{entry, local, 0, stripe});
+      if (local > 0) {
+        MLOG_INFO("storage node: ledger {}'s copy holds another run from entry {} (local entry {})", ledger, entry,
+                  local);
+      }
     }
     run_waiting(c);
   };
-  std::string value(8, '\0');
-  put_i64(reinterpret_cast<uint8_t*>(value.data()), entry);
+  std::string value(stripe.striped() ? kStripedRunValueBytes : kRunValueBytes, '\0');
+  auto* v = reinterpret_cast<uint8_t*>(value.data());
+  put_i64(v, entry);
+  if (stripe.striped()) {
+    put_u32(v + 8, stripe.period);
+    put_u32(v + 12, stripe.width);
+    put_u32(v + 16, stripe.anchor);
+  }
   sync_write(run_key(ledger, local), std::move(value), "recording a run", std::move(done));
 }
 
@@ -430,11 +500,27 @@ void StorageServer::read(std::string_view payload, Reply reply) {
     if (!info) return reply(read_reply(info.status(), false, -1, -1, nullptr, 0));
     // What is durable of each run: local entries up to the local ledger's last confirmed.
     const EntryId durable_local = info->last_confirmed + 1;
-    auto durable_end = [durable_local](const Run& r) {
-      return r.first + std::clamp<EntryId>(durable_local - r.local, 0, r.count) - 1;
+    auto durable_count = [durable_local](const Run& r) {
+      return std::clamp<EntryId>(durable_local - r.local, 0, r.count);
     };
-    const Run* run = run_of(copy, from);
-    if (run == nullptr || from > durable_end(*run)) {
+    auto durable_end = [&durable_count](const Run& r) {
+      const EntryId n = durable_count(r);
+      return n > 0 ? r.entry_at(n) : r.first - 1;
+    };
+    // The run holding the first durable entry from `from` to `to` (a striped
+    // copy may lack `from` itself).
+    const Run* run = nullptr;
+    EntryId begin = 0;
+    for (const Run& r : copy.runs) {
+      if (durable_count(r) == 0) continue;
+      const EntryId x = r.stripe.next_held(std::max(from, r.first));
+      if (x > durable_end(r) || x > to) continue;
+      if (run == nullptr || x < begin) {
+        run = &r;
+        begin = x;
+      }
+    }
+    if (run == nullptr) {
       // Not held: the answer says up to where the run before it goes (absent for a recovery).
       EntryId before = -1;
       for (const Run& r : copy.runs) {
@@ -445,8 +531,8 @@ void StorageServer::read(std::string_view payload, Reply reply) {
     const EntryId first_held = run->first;
     const EntryId last_held = durable_end(*run);
     const EntryId b = std::min(to, last_held);
-    const EntryId local = run->local - run->first;  // local index = entry + local
-    local_.read_entries(ledger, from + local, b + local,
+    const EntryId local_last = run->local + run->stripe.held_between(run->first, b + 1) - 1;
+    local_.read_entries(ledger, run->local_of(begin), local_last,
                         [reply, first_held, last_held, max_bytes](Result<std::vector<storage::Entry>> got) {
                           if (!got) return reply(read_reply(got.status(), true, first_held, last_held, nullptr, 0));
                           reply(read_reply(Status::ok(), true, first_held, last_held, &got.value(), max_bytes));
@@ -466,7 +552,8 @@ void StorageServer::fence(std::string_view payload, Reply reply) {
         if (!c.held && ledger < wiped_below_) return reply(fence_reply(forgotten(ledger), false, -1, -1));
         if (!c.held || c.runs.empty()) return reply(fence_reply(Status::ok(), false, c.lac, -1));
         // The adds are drained: every entry of the last run is durable.
-        reply(fence_reply(Status::ok(), true, c.lac, next_of(c) - 1));
+        const Run& tail = c.runs.back();
+        reply(fence_reply(Status::ok(), true, c.lac, tail.count > 0 ? tail.entry_at(tail.count) : tail.first - 1));
       };
       if (copy.in_flight == 0) return respond();
       copy.drained.push_back(respond);
@@ -504,12 +591,12 @@ void StorageServer::remove(std::string_view payload, Reply reply) {
   auto copy = copies_.find(ledger);
   std::vector<EntryId> runs;  // where runs past the first were recorded
   if (copy != copies_.end()) {
-    for (size_t i = 1; i < copy->second.runs.size(); ++i) runs.push_back(copy->second.runs[i].local);
+    for (const Run& run : copy->second.runs) runs.push_back(run.local);  // a first run's key only when striped
     copies_.erase(copy);
   }
   auto stored = stored_runs_.find(ledger);
   if (stored != stored_runs_.end()) {
-    for (const auto& run : stored->second) runs.push_back(run.first);
+    for (const StoredRun& run : stored->second) runs.push_back(run.local);
     stored_runs_.erase(stored);
   }
   if (!runs.empty() && fence_thread_) {

@@ -15,6 +15,13 @@
 // records where (local index, first ledger entry) in its LevelDB, synced,
 // before it stores the run's first entry. Adds go to the last run only.
 //
+// Striping: a striped ledger's adds name their fragment's ensemble and
+// write quorum, from which the node knows its stripe (ledger_meta.h): the
+// entries of its run are then every entry the stripe holds from the run's
+// first, stored at consecutive local entries, and "contiguous" means no
+// held entry missed. The stripe is recorded with the run (the first run's
+// too), so local entry k is always the run's k-th held entry.
+//
 // Fencing (BookKeeper's): once fenced, a copy refuses every add but a
 // recovery's. The fence is written to disk (LevelDB, synced) before it is
 // answered, and the answer waits for the adds already under way, so that
@@ -78,15 +85,30 @@ class StorageServer {
   // instead, which a recovery does not count) and refuses adds to them.
   void set_wiped_below(LedgerId ledger) { wiped_below_ = ledger; }
 
+  // Before any request: this node's id, to find itself in a striped add's ensemble.
+  void set_self(NodeId self) { self_ = self; }
+
   // How many copies this node holds in memory now (for /metrics and tests).
   size_t copies() const { return copies_.size(); }
 
  private:
-  // Ledger entries first..first + count - 1 at local entries local.. .
+  // The `count` ledger entries `stripe` holds from `first` on, at local
+  // entries local.. .
   struct Run {
     EntryId first = 0;
     EntryId local = 0;
     EntryId count = 0;
+    Stripe stripe;
+    // The last entry of the run's first `n` (n > 0).
+    EntryId entry_at(EntryId n) const { return stripe.nth_held(first, n - 1); }
+    // The local entry holding `entry` (which the run holds).
+    EntryId local_of(EntryId entry) const { return local + stripe.held_between(first, entry); }
+  };
+  struct StoredRun {
+    EntryId local = 0;
+    EntryId first = 0;
+    Stripe stripe;
+    bool operator<(const StoredRun& o) const { return local < o.local; }
   };
   struct Copy {
     enum class Phase { kLoading, kCreating, kReady, kBroken };
@@ -116,6 +138,7 @@ class StorageServer {
     uint8_t fsync = 255;
     uint32_t interval_ms = 0;
     bool new_run = false;
+    Stripe stripe;
   };
   void add_loaded(Copy& copy, LedgerId ledger, AddRequest add, Reply reply);
   void append(Copy& copy, LedgerId ledger, EntryId entry, EntryId lac, common::Slice data, Reply reply);
@@ -124,8 +147,9 @@ class StorageServer {
   static const Run* run_of(const Copy& copy, EntryId entry);
   // The ledger entry the next add must be: the one after the last run's.
   static EntryId next_of(const Copy& copy);
-  // Starts a run at `entry` after the local entries held (recorded on disk first).
-  void start_run(Copy& copy, LedgerId ledger, EntryId entry);
+  // Starts a run at `entry` after the local entries held (recorded on disk
+  // first; a first run only when striped).
+  void start_run(Copy& copy, LedgerId ledger, EntryId entry, Stripe stripe);
   // Writes (or erases, without a value) `key` in the node's LevelDB, synced,
   // on the fence thread; `done` runs back here.
   void sync_write(std::string key, std::optional<std::string> value, std::string what,
@@ -139,11 +163,12 @@ class StorageServer {
   std::unique_ptr<runtime::WorkerThread> fence_thread_;
   std::set<LedgerId> fenced_;          // refusing adds but a recovery's
   std::set<LedgerId> durable_fences_;  // ... and on disk
-  // Runs past each copy's first, as read from disk at start, until the copy loads: {local, first}.
-  std::unordered_map<LedgerId, std::vector<std::pair<EntryId, EntryId>>> stored_runs_;
+  // Runs recorded on disk (past each copy's first, a striped first too), as read at start, until the copy loads.
+  std::unordered_map<LedgerId, std::vector<StoredRun>> stored_runs_;
   // Fences being synced, and the answers that wait for the sync.
   std::unordered_map<LedgerId, std::vector<std::function<void(common::Status)>>> fences_syncing_;
   LedgerId wiped_below_ = 0;
+  NodeId self_ = 0;
   std::unordered_map<LedgerId, Copy> copies_;
   common::Counter& entries_added_;
   common::Counter& fences_;

@@ -119,6 +119,7 @@ StorageNodeService::~StorageNodeService() { stop(); }
 Status StorageNodeService::start() {
   if (started_) return Status::ok();
   MAGNETAR_RETURN_IF_ERROR(check_instance());
+  server_.set_self(cluster_.id());
   MAGNETAR_RETURN_IF_ERROR(server_.start());
   for (StorageMethod m : {StorageMethod::kAdd, StorageMethod::kRead, StorageMethod::kFence, StorageMethod::kDelete}) {
     cluster_.handle(static_cast<uint16_t>(m), [this, m](std::string_view payload, std::function<void(std::string)> reply) {

@@ -175,6 +175,42 @@ class ReplicatedStorageTest(ClusterCase):
         self.assertEqual(errors, [])
         self.assertEqual(consume_all(owner, "orphans", 1), again)
 
+    def test_a_striped_namespace_spreads_each_entry_over_two_of_three_members(self):
+        members = self.start(3)
+        status, answer = request(members[0], "POST", "/admin/v2/namespaces/public/default/persistence",
+                                 {"bookkeeperEnsemble": 3, "bookkeeperWriteQuorum": 2, "bookkeeperAckQuorum": 2})
+        self.assertEqual(status, 204, answer)
+        owner = kafka_owner(members, "striped")
+        before = {m.id: m.metric(STORED) for m in members}
+        acked = []
+        for round in range(6):  # six producers: at least six entries
+            got, errors = produce(owner, "striped", [f"s{round}-{i}" for i in range(50)])
+            self.assertEqual(errors, [])
+            acked += got
+        self.assertEqual(len(acked), 300)
+        status, stats = request(owner, "GET", "/admin/v2/persistent/public/default/striped/internalStats")
+        self.assertEqual(status, 200, stats)
+        entries = stats["numberOfEntries"]
+        self.assertGreaterEqual(entries, 6)
+        # Two copies of each entry, on two of the three members in turn: each
+        # member holds about two thirds of the entries, none all of them.
+        stored = lambda: {m.id: m.metric(STORED) - before[m.id] for m in members}
+        wait_for(lambda: sum(stored().values()) == 2 * entries, f"two copies of each of {entries} entries")
+        for member_id, count in stored().items():
+            self.assertGreater(count, 0, f"member {member_id} holds none")
+            self.assertLess(count, entries, f"member {member_id} holds every entry")
+        # The owner killed, another member recovers the ledger from the two
+        # left (each entry has a copy on one of them) and serves every message.
+        owner.stop(signal.SIGKILL)
+        left = [m for m in members if m is not owner]
+        try:
+            got = kafka_consume_all(left, "striped", 300, timeout=60)
+        except AssertionError:
+            for m in left:
+                print(m.read_log()[-6000:])
+            raise
+        self.assertEqual(got, acked)
+
     def test_a_namespaces_bookie_affinity_group_keeps_its_copies_on_its_storage_group(self):
         # Four members; two of them in storage group "tenant-a".
         first = self.cluster.add()

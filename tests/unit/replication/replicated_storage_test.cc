@@ -19,6 +19,7 @@
 #include "metadata/blocking.h"
 #include "metadata/leveldb_store.h"
 #include "replication/replication_generated.h"
+#include "replication/requests.h"
 #include "replication/storage_server.h"
 #include "runtime/reactor.h"
 
@@ -139,6 +140,7 @@ class ReplicatedStorageTest : public ::testing::Test {
     node->local = storage::make_local_storage(options);
     ASSERT_TRUE(node->local->start().is_ok());
     node->server = std::make_unique<StorageServer>(*node->local, node->dir.path() + "/fences");
+    node->server->set_self(id);
     ASSERT_TRUE(node->server->start().is_ok());
     fabric_.nodes[id] = std::move(node);
   }
@@ -153,6 +155,7 @@ class ReplicatedStorageTest : public ::testing::Test {
     node.local = storage::make_local_storage(options);
     ASSERT_TRUE(node.local->start().is_ok());
     node.server = std::make_unique<StorageServer>(*node.local, node.dir.path() + "/fences");
+    node.server->set_self(id);
     ASSERT_TRUE(node.server->start().is_ok());
   }
 
@@ -161,6 +164,7 @@ class ReplicatedStorageTest : public ::testing::Test {
     StorageNode& node = *fabric_.nodes[id];
     reactor_.run_sync([&]() { node.server->stop(); });
     node.server = std::make_unique<StorageServer>(*node.local, node.dir.path() + "/fences");
+    node.server->set_self(id);
     ASSERT_TRUE(node.server->start().is_ok());
   }
 
@@ -606,6 +610,179 @@ TEST_F(ReplicatedStorageTest, ADecommissionedNodesCopiesMoveOffItOpenLedgersToo)
   }
 }
 
+// ---- striping: an ensemble larger than the write quorum ----
+
+EntryId healed_total() {
+  return static_cast<EntryId>(
+      common::MetricsRegistry::global().counter("magnetar_replication_healed_entries_total", "").value());
+}
+
+storage::LedgerOptions striped(int ensemble, int write_quorum, int ack_quorum) {
+  storage::LedgerOptions options;
+  options.ensemble = ensemble;
+  options.write_quorum = write_quorum;
+  options.ack_quorum = ack_quorum;
+  return options;
+}
+
+TEST_F(ReplicatedStorageTest, AStripedLedgerSpreadsEachEntryOverItsWriteQuorum) {
+  add_nodes(3);
+  ReplicatedStorage& rs = writer_on(1);
+  auto w = storage::testing::create_ledger_with(rs, 80, striped(3, 2, 2));
+  ASSERT_TRUE(w.is_ok()) << w.status().to_string();
+  for (EntryId e = 0; e < 15; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  // A node restarted mid-ledger knows its stripe again: it takes the next
+  // entries of its stripe rather than being replaced.
+  const NodeId restarted = record(80).fragments[0].nodes[2];
+  for (int i = 0; i < 500 && held_by(restarted, 80) < 9; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  restart_node(restarted);
+  for (EntryId e = 15; e < 30; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  LedgerMeta meta = record(80);
+  EXPECT_EQ(meta.ensemble, 3);
+  EXPECT_EQ(meta.write_quorum, 2);
+  EXPECT_EQ(meta.fragments.size(), 1u) << "a node was replaced";
+  // Each node holds two entries of every three: 20 of the 30.
+  for (NodeId n = 1; n <= 3; ++n) {
+    for (int i = 0; i < 500 && held_by(n, 80) < 19; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(held_by(n, 80), 19) << "node " << n;
+  }
+  expect_entries(rs, 80, 0, 29);
+  // Read by another member (no record in memory), from the middle.
+  ReplicatedStorage& reader = writer_on(2);
+  expect_entries(reader, 80, 7, 29);
+  ASSERT_EQ(*storage::testing::close_ledger(rs, 80), 29);
+  // With any one node down, every entry is still read (from the other copy).
+  for (NodeId down = 1; down <= 3; ++down) {
+    set_down(down, true);
+    expect_entries(reader, 80, 0, 29);
+    set_down(down, false);
+  }
+}
+
+TEST_F(ReplicatedStorageTest, AStripedLedgersFailedNodeIsReplacedInItsPlace) {
+  add_nodes(4);
+  ReplicatedStorage& rs = writer_on(1);
+  auto w = storage::testing::create_ledger_with(rs, 81, striped(3, 2, 2));
+  ASSERT_TRUE(w.is_ok());
+  for (EntryId e = 0; e < 12; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  const std::vector<NodeId> before = record(81).fragments[0].nodes;
+  const NodeId lost = before[1];
+  ASSERT_NE(lost, 1u);
+  set_down(lost, true);
+  for (EntryId e = 12; e < 30; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok()) << e;
+  LedgerMeta meta = record(81);
+  ASSERT_EQ(meta.fragments.size(), 2u);
+  const std::vector<NodeId>& after = meta.fragments[1].nodes;
+  NodeId spare = 0;
+  for (NodeId n = 1; n <= 4; ++n) {
+    if (std::count(before.begin(), before.end(), n) == 0) spare = n;
+  }
+  // The new node took the lost one's position, so its stripe.
+  EXPECT_EQ(after[1], spare);
+  EXPECT_EQ(after[0], before[0]);
+  EXPECT_EQ(after[2], before[2]);
+  // It holds its stripe of the entries from the new fragment's first on.
+  const EntryId from = meta.fragments[1].first_entry;
+  const Stripe stripe = meta.stripe_of(1, spare);
+  const EntryId expected = stripe.held_between(from, 30);
+  for (int i = 0; i < 500 && held_by(spare, 81) < expected - 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(held_by(spare, 81), expected - 1);
+  expect_entries(rs, 81, 0, 29);
+  ASSERT_EQ(*storage::testing::close_ledger(rs, 81), 29);
+}
+
+TEST_F(ReplicatedStorageTest, AStripedLedgerIsRecoveredAndItsOldWriterRefused) {
+  add_nodes(3);
+  ReplicatedStorage& old_writer = writer_on(1);
+  auto w = storage::testing::create_ledger_with(old_writer, 82, striped(3, 2, 2));
+  ASSERT_TRUE(w.is_ok());
+  for (EntryId e = 0; e < 25; ++e) ASSERT_TRUE(add(old_writer, *w, e).is_ok());
+  // One node of the last entry's write set (of two) is lost: the recovery
+  // finds the entry on the other, which keeps it, and closes the ledger.
+  NodeId lost = 0;
+  for (NodeId n : record(82).write_set(24)) {
+    if (n != 2) lost = n;
+  }
+  ASSERT_NE(lost, 0u);
+  set_down(lost, true);
+  ReplicatedStorage& owner = writer_on(2);
+  auto closed = storage::testing::close_ledger(owner, 82);
+  ASSERT_TRUE(closed.is_ok()) << closed.status().to_string();
+  EXPECT_EQ(*closed, 24);  // every acknowledged entry, none cut
+  EXPECT_EQ(record(82).state, LedgerState::kClosed);
+  EXPECT_NE(add(old_writer, *w, 25).code(), ErrorCode::kOk);
+  expect_entries(owner, 82, 0, 24);
+}
+
+TEST_F(ReplicatedStorageTest, ALostNodesStripeIsHealedOntoAnother) {
+  add_nodes(4);
+  ReplicatedStorage& rs = writer_on(1, healing_at_once(), /*heals=*/true);
+  auto w = storage::testing::create_ledger_with(rs, 83, striped(3, 2, 2));
+  ASSERT_TRUE(w.is_ok());
+  for (EntryId e = 0; e < 60; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  ASSERT_EQ(*storage::testing::close_ledger(rs, 83), 59);
+  const std::vector<NodeId> before = record(83).fragments[0].nodes;
+  const NodeId lost = before[2];
+  NodeId spare = 0;
+  for (NodeId n = 1; n <= 4; ++n) {
+    if (std::count(before.begin(), before.end(), n) == 0) spare = n;
+  }
+  const EntryId healed_before = healed_total();
+  set_down(lost, true);
+  LedgerMeta healed;
+  for (int i = 0; i < 1000; ++i) {
+    healed = record(83);
+    if (healed.fragments[0].nodes[2] != lost) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(healed.fragments[0].nodes[2], spare);
+  // Only the lost node's stripe was copied: 40 of the 60 entries.
+  EXPECT_EQ(held_by(spare, 83), 39);
+  EXPECT_EQ(healed_total() - healed_before, 40);
+  // With another of the original nodes gone too, every entry still reads
+  // back: each keeps one copy, on the spare or the third node.
+  set_down(before[0], true);
+  expect_entries(rs, 83, 0, 59);
+}
+
+TEST_F(ReplicatedStorageTest, AStripedCopyMovesOffADecommissionedNodeWhileItsWriterGoesOn) {
+  add_nodes(4);
+  ReplicationSettings settings;
+  settings.heal_grace = std::chrono::hours(1);
+  settings.heal_interval = std::chrono::milliseconds(50);
+  ReplicatedStorage& rs = writer_on(1, settings, /*heals=*/true);
+  auto w = storage::testing::create_ledger_with(rs, 84, striped(3, 2, 2));
+  ASSERT_TRUE(w.is_ok());
+  for (EntryId e = 0; e < 30; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  const NodeId leaving = record(84).fragments[0].nodes[1];
+  ASSERT_NE(leaving, 1u);
+  auto names_leaving = [&]() {
+    const std::vector<NodeId> nodes = record(84).all_nodes();
+    return std::count(nodes.begin(), nodes.end(), leaving) != 0;
+  };
+  ASSERT_TRUE(metadata::blocking::put(*store_, draining_key(leaving), "0").is_ok());
+  for (int i = 0; i < 1000 && names_leaving(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_FALSE(names_leaving());
+  LedgerMeta meta = record(84);
+  ASSERT_EQ(meta.fragments.size(), 1u);  // moved whole, into the leaving node's position
+  const NodeId target = meta.fragments[0].nodes[1];
+  for (EntryId e = 30; e < 50; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok()) << e;
+  set_down(leaving, true);
+  expect_entries(rs, 84, 0, 49);
+  ASSERT_EQ(*storage::testing::close_ledger(rs, 84), 49);
+  // The new node holds the leaving one's stripe, no more.
+  const EntryId expected = record(84).stripe_of(0, target).held_between(0, 50);
+  for (int i = 0; i < 500 && held_by(target, 84) < expected - 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(held_by(target, 84), expected - 1);
+  EXPECT_EQ(expected, 34);
+}
+
 TEST_F(ReplicatedStorageTest, CopiesSpreadAcrossZones) {
   add_nodes(6);
   fabric_.zones = {{1, "a"}, {2, "a"}, {3, "b"}, {4, "b"}, {5, "c"}, {6, "c"}};
@@ -773,6 +950,38 @@ TEST_F(StorageServerTest, AHealerStartsRunsOfItsOwnThatOutliveARestart) {
   restart_node(1);
   ASSERT_TRUE(add_to_node(9, 5).is_ok());
   EXPECT_EQ(read_from_node(9, 5, 5).first, (std::vector<EntryId>{5}));
+}
+
+TEST_F(StorageServerTest, AStripedCopyHoldsItsStripeOnlyAndKnowsItAfterARestart) {
+  add_nodes(1);
+  // Node 1 second of three, two copies of each entry: entries 0, 1, 3, 4, 6, 7, ...
+  const StripeInfo stripe{{3, 1, 2}, 2};
+  auto striped_add = [&](EntryId e, const StripeInfo& s) {
+    const std::string data = entry_data(12, e);
+    return decode_outcome(ask(StorageMethod::kAdd, encode_add(12, e, e - 1, false, 255, 0,
+                                                              reinterpret_cast<const uint8_t*>(data.data()),
+                                                              data.size(), false, &s)));
+  };
+  ASSERT_TRUE(striped_add(0, stripe).is_ok());
+  ASSERT_TRUE(striped_add(1, stripe).is_ok());
+  EXPECT_EQ(striped_add(2, stripe).code(), ErrorCode::kInvalidArgument);  // not its stripe
+  EXPECT_EQ(striped_add(6, stripe).code(), ErrorCode::kFailedPrecondition);  // a hole: 3 and 4 come first
+  ASSERT_TRUE(striped_add(3, stripe).is_ok());
+  ASSERT_TRUE(striped_add(4, stripe).is_ok());
+  EXPECT_TRUE(striped_add(3, stripe).is_ok());  // sent twice, stored once
+  EXPECT_EQ(striped_add(5, StripeInfo{{7, 8, 9}, 2}).code(), ErrorCode::kInvalidArgument);  // not in the ensemble
+  EXPECT_EQ(add_to_node(12, 6).code(), ErrorCode::kFailedPrecondition);  // not striped as the copy is
+  EXPECT_EQ(held_by(1, 12), 3);  // 4 local entries
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(read_from_node(12, 0, 10).first, (std::vector<EntryId>{0, 1, 3, 4}));
+    EXPECT_EQ(read_from_node(12, 2, 10).first, (std::vector<EntryId>{3, 4}));
+    auto absent = read_from_node(12, 5, 5);  // past the copy's last
+    EXPECT_TRUE(absent.first.empty());
+    EXPECT_EQ(absent.second, 4);
+    restart_node(1);  // the stripe is found again on disk
+  }
+  ASSERT_TRUE(striped_add(6, stripe).is_ok());
+  EXPECT_EQ(read_from_node(12, 4, 10).first, (std::vector<EntryId>{4, 6}));
 }
 
 TEST_F(StorageServerTest, ACopyIsContiguousAndAnEntrySentTwiceIsStoredOnce) {
