@@ -168,13 +168,30 @@ def owned_topics(cluster):
 
 def perf_one(node, topic, secs):
     """One producer as fast as it goes: (msg/s, publish p99 ms)."""
-    out = subprocess.run([magnetar_harness.BIN, "perf", "produce", topic, "--url",
+    run = subprocess.run([magnetar_harness.BIN, "perf", "produce", topic, "--url",
                           f"pulsar://127.0.0.1:{node.ports['pulsar']}", "-t", str(secs), "--json"],
-                         capture_output=True, text=True, timeout=secs + 120).stdout
+                         capture_output=True, text=True, timeout=secs + 120)
+    out = run.stdout
     if not out.strip().startswith("{"):
+        print(f"perf produce {topic} failed: {run.stderr.strip()[-2000:]}", file=sys.stderr)
         return float("nan"), float("nan")
     j = json.loads(out)
     return j["produce_msgs_per_s"], j["publish_latency_ms"]["p99"]
+
+
+def striped_one_producer(cluster, secs):
+    """One producer through its owner on a namespace striped 3/2/2: each
+    entry on two of the three members, in turn."""
+    first = cluster.members[0]
+    status, answer = call_json(first, "PUT", "/admin/v2/namespaces/public/striped", {})
+    assert status in (204, 409), answer
+    status, answer = call_json(first, "POST", "/admin/v2/namespaces/public/striped/persistence",
+                               {"bookkeeperEnsemble": 3, "bookkeeperWriteQuorum": 2, "bookkeeperAckQuorum": 2})
+    assert status == 204, answer
+    status, lookup = call_json(first, "GET", "/lookup/v2/topic/persistent/public/striped/perf-striped")
+    assert status == 200, lookup
+    owner = [m for m in cluster.members if lookup["brokerUrl"].endswith(f":{m.ports['pulsar']}")][0]
+    return perf_one(owner, "persistent://public/striped/perf-striped", secs)
 
 
 def perf_all(pairs, secs):
@@ -277,6 +294,11 @@ def main():
                 say(f"produce, 1 producer: standalone (1 copy) {a_rate:.0f} msg/s p99 {a_p99:.2f} ms; "
                     f"3 members (3 copies, acked at 2) {c_rate:.0f} msg/s p99 {c_p99:.2f} ms "
                     f"(rate ratio {c_rate / a_rate:.2f})")
+                results["cluster_striped_one_producer"] = striped_one_producer(cluster, args.secs)
+                s_rate, s_p99 = results["cluster_striped_one_producer"]
+                say(f"produce, 1 producer, striped: 3 members (ensemble 3, 2 copies, acked at 2) {s_rate:.0f} msg/s "
+                    f"p99 {s_p99:.2f} ms (rate ratio {s_rate / a_rate:.2f} vs standalone, "
+                    f"{s_rate / c_rate:.2f} vs 3 copies)")
             if args.amqp > 0:
                 amqp = amqp_paths(cluster, args.amqp)
                 results["amqp"] = amqp

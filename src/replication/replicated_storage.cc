@@ -380,11 +380,20 @@ void ReplicatedStorage::node_failed(LedgerId id, Ledger& l, NodeId node, const S
                                                      }),
                                                      kept, 1, [this](NodeId n) { return zone_of(n); });
   if (chosen.empty()) {
-    size_t left = 0;
-    for (NodeId n : current.nodes) left += l.failed.count(n) == 0 ? 1 : 0;
+    // Going on needs an ack quorum left in every write set (striped, each
+    // of the E sets of Qw nodes; else the one).
+    size_t left = current.nodes.size();
+    for (size_t k = 0; k < current.nodes.size(); ++k) {
+      size_t in_set = 0;
+      for (NodeId n : l.meta.write_set(current.first_entry + static_cast<EntryId>(k))) {
+        in_set += l.failed.count(n) == 0 ? 1 : 0;
+      }
+      left = std::min(left, in_set);
+    }
     if (static_cast<int>(left) < l.meta.ack_quorum) {
       return fail_ledger(id, l, Status::unavailable("ledger " + std::to_string(id) + ": fewer than " +
-                                                    std::to_string(l.meta.ack_quorum) + " storage nodes left"));
+                                                    std::to_string(l.meta.ack_quorum) +
+                                                    " storage nodes left in a write set"));
     }
     degraded_adds_.inc();
     MLOG_WARN("replicated storage: no storage node to replace {} in ledger {}; going on with {} copies", node, id,

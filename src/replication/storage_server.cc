@@ -374,7 +374,9 @@ void StorageServer::add_loaded(Copy& copy, LedgerId ledger, AddRequest add, Repl
     // Created, never written: it starts here (a striped run recorded first).
     if (add.stripe.striped()) {
       start_run(copy, ledger, add.entry, add.stripe);
-      return copy.waiting.push_back(again);
+      // First again: the adds that arrived meanwhile follow it.
+      copy.waiting.insert(copy.waiting.begin(), again);
+      return;
     }
     copy.runs.push_back(Run{add.entry, 0, 0, Stripe{}});
   }
@@ -397,7 +399,8 @@ void StorageServer::add_loaded(Copy& copy, LedgerId ledger, AddRequest add, Repl
   }
   if (add.new_run) {
     start_run(copy, ledger, add.entry, add.stripe);
-    return copy.waiting.push_back(again);
+    copy.waiting.insert(copy.waiting.begin(), again);
+    return;
   }
   if (!same_stripe) {
     return reply(encode_outcome(Status::failed_precondition(

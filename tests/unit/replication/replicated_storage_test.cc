@@ -661,6 +661,41 @@ TEST_F(ReplicatedStorageTest, AStripedLedgerSpreadsEachEntryOverItsWriteQuorum) 
   }
 }
 
+// Many adds in flight on fresh copies: each node's first striped add records
+// its run while the others wait, and they are stored in order after it.
+TEST_F(ReplicatedStorageTest, AStripedLedgerTakesManyAddsInFlightOnFreshCopies) {
+  add_nodes(3);
+  ReplicatedStorage& rs = writer_on(1);
+  auto w = storage::testing::create_ledger_with(rs, 85, striped(3, 2, 2));
+  ASSERT_TRUE(w.is_ok());
+  constexpr int kAdds = 300;
+  // Shared: answers that come after a failed assertion find them still there.
+  auto done = std::make_shared<std::vector<std::promise<Status>>>(kAdds);
+  std::vector<std::future<Status>> results;
+  for (auto& p : *done) results.push_back(p.get_future());
+  for (EntryId e = 0; e < kAdds; ++e) {
+    rs.add_entry(*w, e, Slice::copy_of(entry_data(85, e)), [done, e](Status st) { (*done)[e].set_value(st); });
+  }
+  for (EntryId e = 0; e < kAdds; ++e) ASSERT_TRUE(storage::testing::wait_for(results[e]).is_ok()) << e;
+  EXPECT_EQ(record(85).fragments.size(), 1u) << "a node refused an add and was replaced";
+  expect_entries(rs, 85, 0, kAdds - 1);
+}
+
+// Striped over every node there is, a lost node leaves write sets of one:
+// the adds fail (the topic starts another ledger) rather than wait forever.
+TEST_F(ReplicatedStorageTest, AStripedLedgerWithNoNodeToSpareFailsWhenAWriteSetLosesItsQuorum) {
+  add_nodes(3);
+  ReplicatedStorage& rs = writer_on(1);
+  auto w = storage::testing::create_ledger_with(rs, 86, striped(3, 2, 2));
+  ASSERT_TRUE(w.is_ok());
+  for (EntryId e = 0; e < 6; ++e) ASSERT_TRUE(add(rs, *w, e).is_ok());
+  set_down(record(86).fragments[0].nodes[2], true);
+  Status st = Status::ok();
+  for (EntryId e = 6; e < 12 && st.is_ok(); ++e) st = add(rs, *w, e);
+  EXPECT_EQ(st.code(), ErrorCode::kUnavailable) << st.to_string();
+  ASSERT_TRUE(storage::testing::close_ledger(rs, 86).is_ok());
+}
+
 TEST_F(ReplicatedStorageTest, AStripedLedgersFailedNodeIsReplacedInItsPlace) {
   add_nodes(4);
   ReplicatedStorage& rs = writer_on(1);
