@@ -17,7 +17,9 @@
 //   fragment's nodes that no ack quorum is left unfenced, reads forward from
 //   the highest LAC, writes each entry any node returns to its whole write
 //   set, stops at the first entry that enough nodes report absent that no
-//   ack quorum could have held it, and seals the record there.
+//   ack quorum could have held it, and seals the record there. A fenced
+//   copy that had fallen behind the LAC is then sent what it lacks
+//   (fill_lagging), in the background.
 // - read_entries reads each fragment from one of its nodes, this node first,
 //   and goes on to the next node when one fails or lacks an entry.
 //
@@ -207,6 +209,11 @@ class ReplicatedStorage final : public storage::Storage {
   void recover(LedgerId id);
   void recover_entry(const std::shared_ptr<Recovery>& r, EntryId entry);
   void finish_recovery(const std::shared_ptr<Recovery>& r, common::Status st);
+  void fill_lagging(const std::shared_ptr<Recovery>& r);
+  // Copies the entries next..end of `meta`'s last fragment (its stripe's,
+  // striped) from the other nodes to `node`, which lacks them from `first`
+  // on: a read's worth at a time, throttled as healing is.
+  void fill_copy(LedgerId id, LedgerMeta meta, NodeId node, EntryId first, EntryId next, EntryId end);
   void read_from(LedgerId id, const LedgerMeta& meta, EntryId first, EntryId last, size_t node_index,
                  runtime::Reactor* home, storage::Callback<common::Result<std::vector<storage::Entry>>> done,
                  uint32_t max_bytes = 0);

@@ -361,6 +361,37 @@ void ReplicatedStorage::heal_copy(const std::shared_ptr<Healing>& h, LedgerId id
             copy_batch_bytes());
 }
 
+void ReplicatedStorage::fill_copy(LedgerId id, LedgerMeta meta, NodeId node, EntryId first, EntryId next,
+                                  EntryId end) {
+  if (stopped_ || next > end) return;
+  read_from(id, meta, next, end, 0, nullptr,
+            [this, id, meta, node, first, end](Result<std::vector<storage::Entry>> got) {
+              if (!got || got->empty()) {
+                MLOG_WARN("replicated storage: ledger {}: cannot read the entries storage node {} lacks: {}", id,
+                          node, got ? std::string("none returned") : got.status().to_string());
+                return;
+              }
+              auto entries = std::make_shared<std::vector<storage::Entry>>(std::move(got.value()));
+              const EntryId after = entries->back().id + 1;
+              const size_t last = meta.fragments.size() - 1;
+              const Stripe keep = meta.stripe_of(last, node);
+              send_copies(id, node, meta.last_entry, true, keep.next_held(first), entries, keep,
+                          stripe_info(meta, last), [this, id, meta, node, first, end, after, entries, keep](Status st) {
+                            if (!st.is_ok()) {
+                              MLOG_WARN("replicated storage: ledger {}: storage node {} refused an entry it lacks: {}",
+                                        id, node, st.to_string());
+                              return;
+                            }
+                            healed_entries_.inc(copied_count(*entries, keep));
+                            after_copied(copied_bytes(*entries, keep), true,
+                                         [this, id, meta, node, first, after, end]() {
+                                           fill_copy(id, meta, node, first, after, end);
+                                         });
+                          });
+            },
+            copy_batch_bytes());
+}
+
 void ReplicatedStorage::send_copies(LedgerId id, NodeId target, EntryId lac, bool recovery, EntryId run_start,
                                     std::shared_ptr<std::vector<storage::Entry>> entries, const Stripe& keep,
                                     const std::optional<StripeInfo>& stripe, std::function<void(Status)> done) {

@@ -28,6 +28,10 @@ struct ReplicatedStorage::Recovery {
   LedgerMeta meta;
   int64_t version = 0;
   std::vector<CloseDone> waiters;
+  EntryId start = 0;  // the first entry read forward (the highest LAC + 1)
+  // Fenced nodes of the last fragment whose copy ended before the LAC (a
+  // node that fell behind): {node, its last entry}.
+  std::vector<std::pair<NodeId, EntryId>> lagging;
 };
 
 void ReplicatedStorage::recover(LedgerId id) {
@@ -51,19 +55,21 @@ void ReplicatedStorage::recover(LedgerId id) {
                  size_t answered = 0;
                  size_t fenced = 0;
                  EntryId lac = storage::kNoEntry;
+                 std::vector<std::pair<NodeId, EntryId>> last_held;
                };
                auto f = std::make_shared<Fencing>();
                const size_t total = last.nodes.size();
                for (NodeId node : last.nodes) {
                  transport_.call(
                      node, StorageMethod::kFence, encode_fence(r->id, true),
-                     [this, r, f, total](Result<std::string> reply) {
+                     [this, r, f, total, node](Result<std::string> reply) {
                        f->answered++;
                        if (reply) {
                          const auto* fr = cluster::verified_record<fb::FenceReply>(*reply);
                          if (fr != nullptr && fr->code() == 0) {
                            f->fenced++;
                            f->lac = std::max<EntryId>(f->lac, fr->lac());
+                           f->last_held.emplace_back(node, fr->held() ? fr->last_held() : storage::kNoEntry);
                          }
                        }
                        if (f->answered < total) return;
@@ -76,6 +82,10 @@ void ReplicatedStorage::recover(LedgerId id) {
                                                        std::to_string(needed) + " storage nodes needed"));
                        }
                        const EntryId start = std::max(f->lac, r->meta.fragments.back().first_entry - 1) + 1;
+                       r->start = start;
+                       for (const auto& [n, last] : f->last_held) {
+                         if (last < start - 1) r->lagging.emplace_back(n, last);
+                       }
                        recover_entry(r, start);
                      },
                      settings_.add_timeout_ms);
@@ -187,6 +197,23 @@ void ReplicatedStorage::recover_entry(const std::shared_ptr<Recovery>& r, EntryI
   }
 }
 
+// A copy that fell behind its write quorum before the old writer stopped
+// lacks entries up to the LAC, and the recovery may have given it the
+// entries past the LAC as a run of their own: the record names it for
+// every entry of the fragment, so what it lacks is copied to it now, as
+// healing copies, in the background (the topic does not wait).
+void ReplicatedStorage::fill_lagging(const std::shared_ptr<Recovery>& r) {
+  const Fragment& last = r->meta.fragments.back();
+  for (const auto& [node, held] : r->lagging) {
+    const EntryId from = std::max(held + 1, last.first_entry);
+    const EntryId to = std::min(r->start - 1, r->meta.last_entry);
+    if (from > to) continue;
+    MLOG_INFO("replicated storage: ledger {}: storage node {} fell behind; copying it entries {}..{}", r->id, node,
+              from, to);
+    fill_copy(r->id, r->meta, node, from, from, to);
+  }
+}
+
 void ReplicatedStorage::finish_recovery(const std::shared_ptr<Recovery>& r, Status st) {
   auto answer = [this, r](Result<EntryId> outcome) {
     auto it = ledgers_.find(r->id);
@@ -209,12 +236,13 @@ void ReplicatedStorage::finish_recovery(const std::shared_ptr<Recovery>& r, Stat
   LedgerMeta closed = r->meta;
   closed.state = LedgerState::kClosed;
   store_.put(ledger_key(r->id), encode_ledger_meta(closed), metadata::PutOptions{r->version, 0},
-             [r, closed, answer](Result<metadata::Stat> put) {
+             [this, r, closed, answer](Result<metadata::Stat> put) {
                if (!put) return answer(put.status());
                r->meta = closed;
                r->version = put->version;
                MLOG_INFO("replicated storage: ledger {} recovered and closed at entry {}", r->id, closed.last_entry);
                answer(closed.last_entry);
+               fill_lagging(r);
              });
 }
 

@@ -329,6 +329,30 @@ TEST_F(ReplicatedStorageTest, ANewOwnerFencesRecoversAndClosesTheLedger) {
   EXPECT_EQ(*storage::testing::close_ledger(new_owner, 10), 29);
 }
 
+// A copy that fell behind (its node failed some adds and, with no node to
+// spare, the writer went on without it) gets the entries it lacks after a
+// recovery closed the ledger, so that it holds every entry the record says.
+TEST_F(ReplicatedStorageTest, ARecoveryFillsTheEntriesACopyThatFellBehindLacks) {
+  add_nodes(3);
+  ReplicatedStorage& old_writer = writer_on(1);
+  auto w = storage::testing::create_ledger(old_writer, 87);
+  ASSERT_TRUE(w.is_ok());
+  for (EntryId e = 0; e < 10; ++e) ASSERT_TRUE(add(old_writer, *w, e).is_ok());
+  for (int i = 0; i < 500 && held_by(3, 87) < 9; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  set_down(3, true);
+  for (EntryId e = 10; e < 20; ++e) ASSERT_TRUE(add(old_writer, *w, e).is_ok());
+  EXPECT_EQ(held_by(3, 87), 9);
+  set_down(3, false);
+  ReplicatedStorage& owner = writer_on(2);
+  ASSERT_EQ(*storage::testing::close_ledger(owner, 87), 19);
+  // Node 3 holds all 20 entries (the recovered last ones as a run of their own).
+  for (int i = 0; i < 500 && held_by(3, 87) < 19; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(held_by(3, 87), 19);
+  set_down(1, true);
+  set_down(2, true);
+  expect_entries(owner, 87, 0, 19);
+}
+
 TEST_F(ReplicatedStorageTest, RecoveryGoesOnWithOneNodeDownAndRefusesWithTwo) {
   add_nodes(3);
   ReplicatedStorage& old_owner = writer_on(1);
