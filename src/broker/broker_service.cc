@@ -274,7 +274,14 @@ void BrokerService::open(Shard& shard, const TopicName& topic, TopicOrigin origi
       [this, &shard, topic, key, finish](Result<std::shared_ptr<ledger::ManagedLedger>> ml) {
         if (!ml.is_ok()) {
           MLOG_WARN("cannot load topic {}: {}", key, ml.status().to_string());
-          finish(ml.status());
+          Status st = ml.status();
+          // A compare-and-set lost while loading (the previous owner's last
+          // ledger closed or recovered by someone else meanwhile) passes:
+          // clients are told to retry, not that a policy refuses them.
+          if (st.code() == common::ErrorCode::kFailedPrecondition) {
+            st = Status::unavailable("topic " + key + " is not ready, try again: " + st.message());
+          }
+          finish(st);
           return;
         }
         auto& slot = shard.topics[key];

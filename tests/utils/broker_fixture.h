@@ -90,6 +90,7 @@ class BrokerFixture : public ::testing::Test {
     so.directory = dir_ + "/storage";
     so.max_batch_delay = std::chrono::microseconds(0);
     storage_ = storage::make_local_storage(so);
+    if (wrap_storage_) storage_ = wrap_storage_(std::move(storage_));
     ASSERT_TRUE(storage_->start().is_ok());
     store_ = std::make_unique<metadata::LevelDbStore>(metadata::LevelDbStore::Options{dir_ + "/metadata"});
     ASSERT_TRUE(store_->start().is_ok());
@@ -182,6 +183,8 @@ class BrokerFixture : public ::testing::Test {
   std::string dir_;
   size_t mailbox_capacity_ = runtime::Reactor::kDefaultMailboxCapacity;  // set before SetUp()
   BrokerOptions broker_options_;                                          // set before SetUp()
+  // Set before SetUp(): wraps the node's storage (to inject its failures).
+  std::function<std::unique_ptr<storage::Storage>(std::unique_ptr<storage::Storage>)> wrap_storage_;
   std::unique_ptr<storage::Storage> storage_;
   std::unique_ptr<metadata::LevelDbStore> store_;
   std::unique_ptr<runtime::Runtime> runtime_;

@@ -208,5 +208,85 @@ TEST(RateMeterTest, RatesAreDeltasOverTheWindow) {
   EXPECT_DOUBLE_EQ(r.bytes, 0);
 }
 
+// A storage whose next `refusals` ledger creations lose a compare-and-set,
+// as a replicated ledger's record does when another member changed it.
+class ConflictingStorage final : public storage::Storage {
+ public:
+  explicit ConflictingStorage(std::unique_ptr<storage::Storage> real) : real_(std::move(real)) {}
+  std::atomic<int> refusals{0};
+
+  std::string_view name() const override { return real_->name(); }
+  Status start() override { return real_->start(); }
+  void stop() override { real_->stop(); }
+  void create_ledger(storage::LedgerId id, storage::Callback<Result<storage::LedgerWriter>> done) override {
+    if (refusals.fetch_sub(1) > 0) {
+      runtime::Reactor* home = runtime::Reactor::current();
+      auto refuse = [done]() { done(Status::failed_precondition("'/storage/ledgers/9' is at version 2, not 1")); };
+      if (home == nullptr || !home->post_reliably(refuse)) refuse();
+      return;
+    }
+    real_->create_ledger(id, std::move(done));
+  }
+  void open_ledger(storage::LedgerId id, storage::Callback<Result<storage::LedgerWriter>> done) override {
+    real_->open_ledger(id, std::move(done));
+  }
+  void add_entry(const storage::LedgerWriter& w, storage::EntryId e, Slice data,
+                 storage::Callback<Status> done) override {
+    real_->add_entry(w, e, std::move(data), std::move(done));
+  }
+  Status set_fsync(storage::LedgerId id, std::optional<storage::FsyncMode> mode,
+                   std::chrono::milliseconds interval) override {
+    return real_->set_fsync(id, mode, interval);
+  }
+  void close_ledger(storage::LedgerId id, storage::Callback<Result<storage::EntryId>> done) override {
+    real_->close_ledger(id, std::move(done));
+  }
+  void read_entries(storage::LedgerId id, storage::EntryId first, storage::EntryId last,
+                    storage::Callback<Result<std::vector<storage::Entry>>> done) override {
+    real_->read_entries(id, first, last, std::move(done));
+  }
+  void delete_ledger(storage::LedgerId id, storage::Callback<Status> done) override {
+    real_->delete_ledger(id, std::move(done));
+  }
+  Result<storage::LedgerInfo> ledger_info(storage::LedgerId id) const override { return real_->ledger_info(id); }
+  std::vector<storage::LedgerId> list_ledgers() const override { return real_->list_ledgers(); }
+
+ private:
+  std::unique_ptr<storage::Storage> real_;
+};
+
+class TopicLoadTest : public BrokerFixture {
+ protected:
+  void SetUp() override {
+    wrap_storage_ = [this](std::unique_ptr<storage::Storage> real) {
+      auto wrapped = std::make_unique<ConflictingStorage>(std::move(real));
+      conflicting_ = wrapped.get();
+      return std::unique_ptr<storage::Storage>(std::move(wrapped));
+    };
+    BrokerFixture::SetUp();
+  }
+  Status load(const std::string& name) {
+    auto p = std::make_shared<std::promise<Status>>();
+    auto f = p->get_future();
+    broker_->with_topic(*TopicName::parse(name), [p](Result<Topic*> t) { p->set_value(t.status()); });
+    if (f.wait_for(kWait) != std::future_status::ready) {
+      ADD_FAILURE() << "loading the topic did not complete";
+      std::abort();
+    }
+    return f.get();
+  }
+  ConflictingStorage* conflicting_ = nullptr;
+};
+
+// Clients retry a topic that is not ready; a lost compare-and-set while it
+// loads is that, not a refusal (Kafka clients give up on POLICY_VIOLATION).
+TEST_F(TopicLoadTest, ACompareAndSetLostWhileLoadingIsUnavailableAndPasses) {
+  conflicting_->refusals = 1;
+  Status first = load("persistent://public/default/contended");
+  EXPECT_EQ(first.code(), common::ErrorCode::kUnavailable) << first.to_string();
+  EXPECT_NE(first.message().find("try again"), std::string::npos) << first.to_string();
+  EXPECT_TRUE(load("persistent://public/default/contended").is_ok());
+}
+
 }  // namespace
 }  // namespace magnetar::broker
