@@ -14,6 +14,7 @@
 #include <set>
 
 #include "broker/tracing.h"
+#include "client/pulsar_client.h"
 #include "common/logging.h"
 #include "georep/replicator.h"
 
@@ -205,9 +206,9 @@ void GeoReplication::resume(broker::BrokerService& broker) {
   if (!queued.is_ok()) MLOG_WARN("geo-replication cannot resume: {}", queued.to_string());
 }
 
-void GeoReplication::connect(const std::string& cluster, runtime::Reactor& reactor,
+void GeoReplication::connect(const std::string& cluster, const std::string& topic, runtime::Reactor& reactor,
                              std::function<void(Result<RemoteSocket>)> done) {
-  auto task = [this, cluster, &reactor, done]() {
+  auto task = [this, cluster, topic, &reactor, done]() {
     Result<RemoteSocket> fd = [&]() -> Result<RemoteSocket> {
       if (stopping_) return Status::unavailable("geo-replication is stopping");
       auto info = tenancy_.get_cluster(cluster);
@@ -220,7 +221,27 @@ void GeoReplication::connect(const std::string& cluster, runtime::Reactor& react
       std::string host, port;
       Status st = split_service_url(info->broker_service_url, &host, &port);
       if (!st.is_ok()) return st;
-      auto socket = connect_socket(host, port, options_.connect_timeout);
+      // The member that serves the topic: a remote cluster of several
+      // members answers for all of them at any one's URL.
+      client::ClientOptions lookup;
+      lookup.timeout = options_.connect_timeout;
+      lookup.token = *token;
+      auto owner = client::PulsarClient::service_url_for("pulsar://" + host + ":" + port, topic, lookup);
+      if (!owner.is_ok()) {
+        return Status::unavailable("looking up " + topic + " on cluster " + cluster + ": " + owner.status().message());
+      }
+      std::string owner_host, owner_port;
+      st = split_service_url(*owner, &owner_host, &owner_port);
+      if (!st.is_ok()) return st;
+      auto socket = connect_socket(owner_host, owner_port, options_.connect_timeout);
+      // A node that advertises a name this side cannot reach (its host
+      // name, say) is tried at its registered address: if it is not the
+      // owner, its refusal of the producer says so and the link retries.
+      if (!socket.is_ok() && (owner_host != host || owner_port != port)) {
+        MLOG_DEBUG("geo-replication: {} (serving {} on cluster {}) cannot be reached: {}; trying {}:{}", *owner, topic,
+                   cluster, socket.status().to_string(), host, port);
+        socket = connect_socket(host, port, options_.connect_timeout);
+      }
       if (!socket.is_ok()) return socket.status();
       return RemoteSocket{*socket, *token};
     }();

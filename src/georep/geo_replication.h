@@ -67,14 +67,16 @@ class GeoReplication final : public runtime::Component {
     int fd = -1;
     std::string token;
   };
-  // Connects a socket to `cluster`'s Pulsar service URL (its broker service
-  // URL as registered). `done` runs on `reactor` with the connected socket
-  // (the caller owns it) or why not: kNotFound for a cluster that is not
-  // registered or names no pulsar:// URL, kInvalidArgument for
+  // Connects a socket to the member of `cluster` that serves `topic`: a
+  // Pulsar LOOKUP at its broker service URL as registered names it (a
+  // standalone node names itself; a cluster member the topic's owner,
+  // following redirects). `done` runs on `reactor` with the connected
+  // socket (the caller owns it) or why not: kNotFound for a cluster that is
+  // not registered or names no pulsar:// URL, kInvalidArgument for
   // authentication parameters that cannot be used, kUnavailable when it
-  // cannot be reached within connect_timeout. The socket is closed if
-  // `reactor` stops first.
-  void connect(const std::string& cluster, runtime::Reactor& reactor,
+  // cannot be reached within connect_timeout or the lookup fails. The
+  // socket is closed if `reactor` stops first.
+  void connect(const std::string& cluster, const std::string& topic, runtime::Reactor& reactor,
                std::function<void(common::Result<RemoteSocket>)> done);
 
   // Loads, in the background, every persistent topic of the namespaces

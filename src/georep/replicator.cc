@@ -50,7 +50,7 @@ void Replicator::connect() {
   connecting_ = true;
   std::weak_ptr<bool> alive = alive_;
   runtime::Reactor& home = *runtime::Reactor::current();
-  service_.connect(remote_, home, [this, alive, &home](Result<GeoReplication::RemoteSocket> socket) {
+  service_.connect(remote_, topic_name_, home, [this, alive, &home](Result<GeoReplication::RemoteSocket> socket) {
     if (alive.expired()) {
       if (socket.is_ok()) ::close(socket->fd);
       return;
