@@ -28,6 +28,12 @@ struct ClusterInfo {
   // do not. The parameters are a secret: never shown by the admin API.
   std::string authentication_plugin;
   std::string authentication_parameters;
+  // Geo-replicators reach this cluster over TLS (brokerServiceUrlTls),
+  // checking its certificate against the PEM CAs of `trust_certs_file`
+  // (empty: the system's), unless `tls_allow_insecure`.
+  bool broker_client_tls_enabled = false;
+  bool tls_allow_insecure = false;
+  std::string broker_client_trust_certs_file;
   bool operator==(const ClusterInfo&) const = default;
 };
 

@@ -80,7 +80,9 @@ std::string encode_cluster(const ClusterInfo& c) {
   Builder b(256);
   auto off = fb::CreateClusterDirect(b, 1, c.service_url.c_str(), c.service_url_tls.c_str(),
                                      c.broker_service_url.c_str(), c.broker_service_url_tls.c_str(),
-                                     c.authentication_plugin.c_str(), c.authentication_parameters.c_str());
+                                     c.authentication_plugin.c_str(), c.authentication_parameters.c_str(),
+                                     c.broker_client_tls_enabled, c.tls_allow_insecure,
+                                     c.broker_client_trust_certs_file.c_str());
   b.Finish(off);
   return finish(b);
 }
@@ -91,7 +93,9 @@ Result<ClusterInfo> decode_cluster(std::string_view bytes) {
   const fb::Cluster* c = *r;
   return ClusterInfo{str(c->service_url()),           str(c->service_url_tls()),
                      str(c->broker_service_url()),    str(c->broker_service_url_tls()),
-                     str(c->authentication_plugin()), str(c->authentication_parameters())};
+                     str(c->authentication_plugin()), str(c->authentication_parameters()),
+                     c->broker_client_tls_enabled(),  c->tls_allow_insecure(),
+                     str(c->broker_client_trust_certs_file())};
 }
 
 std::string encode_tenant(const TenantInfo& t) {

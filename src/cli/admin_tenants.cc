@@ -182,7 +182,9 @@ void add_cluster_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOp
 
   for (bool create : {true, false}) {
     struct Flags {
-      std::string cluster, url, url_tls, broker_url, broker_url_tls;
+      std::string cluster, url, url_tls, broker_url, broker_url_tls, trust_certs;
+      bool tls = false;
+      bool insecure = false;
     };
     auto f = std::make_shared<Flags>();
     auto* verb = add_verb(*clusters, run, options, create ? "create" : "update",
@@ -191,7 +193,10 @@ void add_cluster_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOp
                             Json body{{"serviceUrl", f->url},
                                       {"serviceUrlTls", f->url_tls},
                                       {"brokerServiceUrl", f->broker_url},
-                                      {"brokerServiceUrlTls", f->broker_url_tls}};
+                                      {"brokerServiceUrlTls", f->broker_url_tls},
+                                      {"brokerClientTlsEnabled", f->tls},
+                                      {"tlsAllowInsecureConnection", f->insecure},
+                                      {"brokerClientTrustCertsFilePath", f->trust_certs}};
                             return AdminRequest{create ? "PUT" : "POST", "/admin/v2/clusters/" + escape_segment(f->cluster),
                                                 body.dump(), (create ? "Created cluster " : "Updated cluster ") + f->cluster,
                                                 nullptr};
@@ -201,6 +206,12 @@ void add_cluster_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOp
     verb->add_option("--service-url-tls", f->url_tls, "HTTPS service URL");
     verb->add_option("--broker-url", f->broker_url, "Pulsar protocol URL, e.g. pulsar://host:6650");
     verb->add_option("--broker-url-tls", f->broker_url_tls, "Pulsar protocol TLS URL");
+    // pulsar-admin's names for the geo-replication link's TLS.
+    verb->add_flag("--tls-enable", f->tls, "Geo-replicators reach this cluster over --broker-url-tls");
+    verb->add_flag("--tls-allow-insecure", f->insecure,
+                   "Geo-replicators accept any certificate from it (encrypted, not authenticated)");
+    verb->add_option("--tls-trust-certs-filepath", f->trust_certs,
+                     "PEM CAs its certificate must chain to (default: the system's)");
   }
 
   auto victim = std::make_shared<std::string>();

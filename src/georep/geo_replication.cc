@@ -15,6 +15,7 @@
 
 #include "broker/tracing.h"
 #include "client/pulsar_client.h"
+#include "runtime/tls_context.h"
 #include "common/logging.h"
 #include "georep/replicator.h"
 
@@ -27,20 +28,21 @@ namespace {
 
 constexpr std::string_view kAttachmentPrefix = "georep:";
 
-// "pulsar://host:port" -> host, port. kInvalidArgument otherwise.
-Status split_service_url(const std::string& url, std::string* host, std::string* port) {
-  constexpr std::string_view kScheme = "pulsar://";
-  if (url.starts_with("pulsar+ssl://")) {
-    return Status::unimplemented("TLS links between clusters are not supported yet (" + url + ")");
+// "pulsar://host:port" (or "pulsar+ssl://host:port" when `tls`) -> host,
+// port. kInvalidArgument otherwise.
+Status split_service_url(const std::string& url, bool tls, std::string* host, std::string* port) {
+  const std::string_view scheme = tls ? "pulsar+ssl://" : "pulsar://";
+  if (!url.starts_with(scheme)) {
+    return Status::invalid_argument("'" + url + "' is not a " + std::string(scheme) + " URL" +
+                                    (tls ? "" : " (a pulsar+ssl:// one needs brokerClientTlsEnabled)"));
   }
-  if (!url.starts_with(kScheme)) return Status::invalid_argument("'" + url + "' is not a pulsar:// URL");
-  std::string rest = url.substr(kScheme.size());
+  std::string rest = url.substr(scheme.size());
   if (auto slash = rest.find('/'); slash != std::string::npos) rest.resize(slash);
   if (auto comma = rest.find(','); comma != std::string::npos) rest.resize(comma);  // the first of several hosts
   auto colon = rest.rfind(':');
   if (colon == std::string::npos) {
     *host = rest;
-    *port = "6650";
+    *port = tls ? "6651" : "6650";
   } else {
     *host = rest.substr(0, colon);
     *port = rest.substr(colon + 1);
@@ -213,25 +215,40 @@ void GeoReplication::connect(const std::string& cluster, const std::string& topi
       if (stopping_) return Status::unavailable("geo-replication is stopping");
       auto info = tenancy_.get_cluster(cluster);
       if (!info.is_ok()) return Status::not_found("cluster " + cluster + ": " + info.status().message());
-      if (info->broker_service_url.empty()) {
-        return Status::not_found("cluster " + cluster + " has no brokerServiceUrl to replicate to");
+      const bool tls = info->broker_client_tls_enabled;
+      const std::string& url = tls ? info->broker_service_url_tls : info->broker_service_url;
+      if (url.empty()) {
+        return Status::not_found("cluster " + cluster + " has no " +
+                                 (tls ? "brokerServiceUrlTls" : "brokerServiceUrl") + " to replicate to");
       }
       auto token = link_token(*info, cluster);
       if (!token.is_ok()) return token.status();
       std::string host, port;
-      Status st = split_service_url(info->broker_service_url, &host, &port);
+      Status st = split_service_url(url, tls, &host, &port);
       if (!st.is_ok()) return st;
+      std::shared_ptr<const runtime::TlsContext> tls_context;
+      if (tls) {
+        auto loaded = runtime::TlsContext::load_client(info->broker_client_trust_certs_file, info->tls_allow_insecure);
+        if (!loaded.is_ok()) {
+          return Status::invalid_argument("cluster " + cluster + ": " + loaded.status().message());
+        }
+        tls_context = *loaded;
+      }
       // The member that serves the topic: a remote cluster of several
       // members answers for all of them at any one's URL.
       client::ClientOptions lookup;
       lookup.timeout = options_.connect_timeout;
       lookup.token = *token;
-      auto owner = client::PulsarClient::service_url_for("pulsar://" + host + ":" + port, topic, lookup);
+      lookup.tls.enabled = tls;
+      lookup.tls.trust_certs_file = info->broker_client_trust_certs_file;
+      lookup.tls.allow_insecure = info->tls_allow_insecure;
+      const std::string scheme = tls ? "pulsar+ssl://" : "pulsar://";
+      auto owner = client::PulsarClient::service_url_for(scheme + host + ":" + port, topic, lookup);
       if (!owner.is_ok()) {
         return Status::unavailable("looking up " + topic + " on cluster " + cluster + ": " + owner.status().message());
       }
       std::string owner_host, owner_port;
-      st = split_service_url(*owner, &owner_host, &owner_port);
+      st = split_service_url(*owner, tls, &owner_host, &owner_port);
       if (!st.is_ok()) return st;
       auto socket = connect_socket(owner_host, owner_port, options_.connect_timeout);
       // A node that advertises a name this side cannot reach (its host
@@ -241,9 +258,10 @@ void GeoReplication::connect(const std::string& cluster, const std::string& topi
         MLOG_DEBUG("geo-replication: {} (serving {} on cluster {}) cannot be reached: {}; trying {}:{}", *owner, topic,
                    cluster, socket.status().to_string(), host, port);
         socket = connect_socket(host, port, options_.connect_timeout);
+        owner_host = host;
       }
       if (!socket.is_ok()) return socket.status();
-      return RemoteSocket{*socket, *token};
+      return RemoteSocket{*socket, *token, tls_context, owner_host};
     }();
     const int socket = fd.is_ok() ? fd->fd : -1;
     Status posted = reactor.post([done, fd = std::move(fd)]() mutable { done(std::move(fd)); });

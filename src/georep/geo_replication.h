@@ -28,6 +28,7 @@
 #include "common/result.h"
 #include "runtime/component.h"
 #include "runtime/reactor.h"
+#include "runtime/tls_context.h"
 #include "runtime/worker_thread.h"
 
 namespace magnetar::georep {
@@ -66,6 +67,9 @@ class GeoReplication final : public runtime::Component {
   struct RemoteSocket {
     int fd = -1;
     std::string token;
+    // Set: speak TLS over the socket as the client, to `server_name`.
+    std::shared_ptr<const runtime::TlsContext> tls;
+    std::string server_name;
   };
   // Connects a socket to the member of `cluster` that serves `topic`: a
   // Pulsar LOOKUP at its broker service URL as registered names it (a

@@ -60,7 +60,10 @@ void Replicator::connect() {
     std::string producer = std::string(broker::kReplicatorPrefix) + service_.options().local_cluster;
     auto handler = std::make_unique<RemoteLink>(this, topic_name_, std::move(producer), std::move(socket->token));
     link_ = handler.get();
-    if (runtime::Connection::adopt(home, socket->fd, std::move(handler)) == nullptr) {
+    runtime::ConnectionOptions options;
+    options.tls_client = socket->tls;
+    options.tls_server_name = socket->server_name;
+    if (runtime::Connection::adopt(home, socket->fd, std::move(handler), std::move(options)) == nullptr) {
       link_ = nullptr;
       retry_later(Status::unavailable("cannot use the socket to the remote cluster"));
     }

@@ -65,8 +65,9 @@ Connection* Connection::adopt(Reactor& reactor, int fd, std::unique_ptr<Connecti
   }
   uv_tcp_nodelay(&c->tcp_, 1);
   c->peer_ = describe_peer(&c->tcp_);
-  if (c->options_.tls) {
-    c->tls_ = std::make_unique<TlsSession>(*c->options_.tls->current());
+  if (c->options_.tls || c->options_.tls_client) {
+    c->tls_ = c->options_.tls ? std::make_unique<TlsSession>(*c->options_.tls->current())
+                              : std::make_unique<TlsSession>(*c->options_.tls_client, c->options_.tls_server_name);
     if (!c->tls_->ok()) {
       MLOG_WARN("{}: cannot start a TLS session: {}", c->peer_, tls_error_string());
       c->abort(Status::internal("cannot start a TLS session"));
@@ -81,6 +82,15 @@ Connection* Connection::adopt(Reactor& reactor, int fd, std::unique_ptr<Connecti
     });
   }
   c->update_reading();
+  if (c->options_.tls_client && !c->options_.tls) {
+    // The client speaks first: the ClientHello goes out now.
+    Status st = c->tls_->decrypt(c->input_, c->options_.read_buffer_size);
+    c->queue_ciphertext();
+    if (!st.is_ok()) {
+      c->abort(std::move(st));
+      return nullptr;
+    }
+  }
   c->handler_->on_open(*c);
   return c;
 }

@@ -66,6 +66,11 @@ struct ConnectionOptions {
   size_t max_input_bytes = 64 << 20; // undecoded input past this closes the connection
   // Set: speak TLS as the server, with the source's context current at accept.
   std::shared_ptr<TlsContextSource> tls;
+  // Set (and `tls` not): speak TLS as the client (a connection this node
+  // made) to the server `tls_server_name` names; the handshake starts at
+  // adopt, and what is written meanwhile waits for it.
+  std::shared_ptr<const TlsContext> tls_client;
+  std::string tls_server_name;
   // A TLS peer that has not finished its handshake by then is disconnected.
   std::chrono::milliseconds tls_handshake_timeout{10000};
 };

@@ -71,6 +71,23 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::load(const TlsFiles& files
   return owned;
 }
 
+Result<std::shared_ptr<const TlsContext>> TlsContext::load_client(const std::string& trust_certs_file,
+                                                                  bool allow_insecure) {
+  ERR_clear_error();
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  if (ctx == nullptr) return Status::internal("SSL_CTX_new: " + tls_error_string());
+  std::shared_ptr<TlsContext> owned(new TlsContext(ctx));
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  if (!allow_insecure) {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+    const int ok = trust_certs_file.empty() ? SSL_CTX_set_default_verify_paths(ctx)
+                                            : SSL_CTX_load_verify_locations(ctx, trust_certs_file.c_str(), nullptr);
+    if (ok != 1) return file_error("TLS trust certificates file", trust_certs_file);
+    owned->verifies_peer_ = true;
+  }
+  return std::shared_ptr<const TlsContext>(std::move(owned));
+}
+
 Result<std::shared_ptr<TlsContextSource>> TlsContextSource::create(TlsFiles files) {
   std::shared_ptr<TlsContextSource> source(new TlsContextSource(std::move(files)));
   auto stamps = source->stamps();

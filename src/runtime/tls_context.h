@@ -1,5 +1,5 @@
 // TlsContext: the server side of TLS for one listener, an OpenSSL SSL_CTX
-// built from PEM files; TlsContextSource: the current TlsContext of a set of
+// built from PEM files (or the client side, load_client); TlsContextSource: the current TlsContext of a set of
 // files, rebuilt when the files change.
 //
 // A connection takes the source's current context when it is accepted and
@@ -40,6 +40,12 @@ class TlsContext {
   // Reads and checks the files now. InvalidArgument names the file and
   // OpenSSL's reason when one is missing, unreadable or does not match.
   static common::Result<std::shared_ptr<const TlsContext>> load(const TlsFiles& files);
+  // The client side, for connections this node makes: the server's
+  // certificate must chain to `trust_certs_file` (empty: the system's CAs),
+  // unless `allow_insecure` (encrypted, the server not authenticated).
+  static common::Result<std::shared_ptr<const TlsContext>> load_client(const std::string& trust_certs_file,
+                                                                       bool allow_insecure);
+  bool verifies_peer() const { return verifies_peer_; }
   ~TlsContext();
   TlsContext(const TlsContext&) = delete;
   TlsContext& operator=(const TlsContext&) = delete;
@@ -49,6 +55,7 @@ class TlsContext {
  private:
   explicit TlsContext(ssl_ctx_st* ctx) : ctx_(ctx) {}
   ssl_ctx_st* ctx_;
+  bool verifies_peer_ = false;
 };
 
 class TlsContextSource {

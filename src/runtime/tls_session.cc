@@ -1,8 +1,10 @@
 #include "runtime/tls_session.h"
 
+#include <arpa/inet.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <algorithm>
 #include <cstring>
@@ -36,6 +38,25 @@ TlsSession::TlsSession(const TlsContext& ctx) {
   SSL_set_accept_state(ssl_);
 }
 
+TlsSession::TlsSession(const TlsContext& ctx, const std::string& server_name) : TlsSession(ctx) {
+  if (ssl_ == nullptr) return;
+  client_ = true;
+  SSL_set_connect_state(ssl_);
+  in6_addr ip6{};
+  in_addr ip4{};
+  const bool ip = inet_pton(AF_INET, server_name.c_str(), &ip4) == 1 ||
+                  inet_pton(AF_INET6, server_name.c_str(), &ip6) == 1;
+  if (!ip) SSL_set_tlsext_host_name(ssl_, server_name.c_str());
+  if (ctx.verifies_peer()) {
+    X509_VERIFY_PARAM* param = SSL_get0_param(ssl_);
+    if (ip) {
+      X509_VERIFY_PARAM_set1_ip_asc(param, server_name.c_str());
+    } else {
+      X509_VERIFY_PARAM_set1_host(param, server_name.c_str(), 0);
+    }
+  }
+}
+
 TlsSession::~TlsSession() {
   if (ssl_ != nullptr) SSL_free(ssl_);  // frees both BIOs
   if (plain_buf_ != nullptr) plain_buf_->unref();
@@ -51,7 +72,7 @@ Status TlsSession::failure(const char* what, int ret) {
   failed_ = true;
   if (reason.empty()) reason = err == SSL_ERROR_SYSCALL ? "unexpected end of stream" : "error " + std::to_string(err);
   if (err == SSL_ERROR_SSL && SSL_get_verify_result(ssl_) != X509_V_OK) {
-    reason += std::string(" (client certificate: ") +
+    reason += std::string(client_ ? " (server certificate: " : " (client certificate: ") +
               X509_verify_cert_error_string(SSL_get_verify_result(ssl_)) + ")";
   }
   return Status::invalid_argument(std::string(what) + ": " + reason);

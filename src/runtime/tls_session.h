@@ -1,5 +1,5 @@
-// TlsSession: the server side of one TLS connection, OpenSSL over two
-// memory BIOs. Ciphertext from the socket goes in with feed(); plaintext
+// TlsSession: one TLS connection (the server side, or the client side of
+// a connection this node makes), OpenSSL over two memory BIOs. Ciphertext from the socket goes in with feed(); plaintext
 // comes out of decrypt() as Slices; plaintext to send goes in with
 // encrypt() and ciphertext for the socket comes out of take_ciphertext().
 // No socket I/O happens here, so Connection keeps its own read and writev
@@ -22,6 +22,11 @@ class TlsSession {
  public:
   // A server-side session on `ctx`; check ok() before use.
   explicit TlsSession(const TlsContext& ctx);
+  // A client-side session on `ctx` (TlsContext::load_client) to the server
+  // named `server_name` (host name or IP address: sent as SNI and, when
+  // the context verifies, checked against the server's certificate). The
+  // first decrypt() starts the handshake.
+  TlsSession(const TlsContext& ctx, const std::string& server_name);
   ~TlsSession();
   TlsSession(const TlsSession&) = delete;
   TlsSession& operator=(const TlsSession&) = delete;
@@ -63,6 +68,7 @@ class TlsSession {
   std::string peer_cn_;  // read once, when the handshake finishes
   bool peer_closed_ = false;
   bool failed_ = false;
+  bool client_ = false;
 };
 
 }  // namespace magnetar::runtime

@@ -22,6 +22,7 @@ import pulsar_api_pb2 as pb
 import magnetar_harness
 from magnetar_harness import Node, free_port
 from pulsar_wire import PulsarWire
+from tls_certs import CertFactory
 
 WAIT_S = 60
 NS = "public/default"
@@ -353,6 +354,60 @@ class AuthenticatedLinkTest(unittest.TestCase):
         self.assertNotIn("authenticationParameters", shown)  # a secret
         wait_until(self, lambda: self.caught_up(self.a, "guarded", "b"), "replicated with the token")
         self.assertEqual(payloads_of(read_all(self.b, "guarded", 1, token=self.b_token)), [b"one"])
+
+    def caught_up(self, site, topic, remote):
+        r = site.replication(topic, remote)
+        return r is not None and r["connected"] and r["replicationBacklog"] == 0
+
+
+class TlsLinkTest(unittest.TestCase):
+    """b takes Pulsar over TLS only to the replicator that trusts its
+    certificate: a's link speaks TLS (brokerClientTlsEnabled) and checks b's
+    certificate against the CA its cluster record names."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="magnetar-georep-tls-")
+        self.ca = CertFactory(self.dir)
+        cert, key = self.ca.issue("b", "localhost", serial=3001)
+        self.stranger = CertFactory(self.dir, ca_name="stranger")  # signed nothing of b's
+        self.a = Site("a").start()
+        self.b = Site("b", "--broker-service-port-tls", "0", "--tls-certificate-file", cert, "--tls-key-file", key)
+        self.b.start()
+        link(self.a, self.b)
+
+    def tearDown(self):
+        for s in (self.a, self.b):
+            s.node.stop()
+            s.node.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def register_b(self, trust):
+        self.a.call("POST", "/admin/v2/clusters/b",
+                    {"serviceUrl": f"http://127.0.0.1:{self.b.http_port}",
+                     "brokerServiceUrlTls": f"pulsar+ssl://localhost:{self.b.node.ports['pulsar_tls']}",
+                     "brokerClientTlsEnabled": True, "brokerClientTrustCertsFilePath": trust})
+
+    def test_the_link_speaks_tls_and_checks_the_remote_certificate(self):
+        self.register_b(self.stranger.ca_pem)
+        shown = self.a.call("GET", "/admin/v2/clusters/b")
+        self.assertTrue(shown["brokerClientTlsEnabled"])
+        self.assertEqual(shown["brokerClientTrustCertsFilePath"], self.stranger.ca_pem)
+        self.assertEqual(shown["brokerServiceUrl"], "")  # replaced: the link has only the TLS URL
+        produce(self.a, "sealed", [b"one"])
+        wait_until(self, lambda: "certificate" in self.a.replication("sealed", "b").get("lastError", ""),
+                   "a refusing b's certificate")
+        r = self.a.replication("sealed", "b")
+        self.assertFalse(r["connected"])
+        self.assertEqual(r["replicationBacklog"], 1)
+        # Trusting the CA that signed it (with the CLI, pulsar-admin's flags), the backlog goes over TLS.
+        magnetar_cli("admin", "--url", f"http://127.0.0.1:{self.a.http_port}", "clusters", "update", "b",
+                     "--service-url", f"http://127.0.0.1:{self.b.http_port}",
+                     "--broker-url-tls", f"pulsar+ssl://localhost:{self.b.node.ports['pulsar_tls']}",
+                     "--tls-enable", "--tls-trust-certs-filepath", self.ca.ca_pem)
+        self.assertEqual(self.a.call("GET", "/admin/v2/clusters/b")["brokerClientTrustCertsFilePath"], self.ca.ca_pem)
+        produce(self.a, "sealed", [b"two"])
+        wait_until(self, lambda: self.caught_up(self.a, "sealed", "b"), "replicated over TLS")
+        self.assertEqual(payloads_of(read_all(self.b, "sealed", 2)), [b"one", b"two"])
 
     def caught_up(self, site, topic, remote):
         r = site.replication(topic, remote)

@@ -185,7 +185,10 @@ Json to_json(const ClusterInfo& c) {
               {"serviceUrlTls", c.service_url_tls},
               {"brokerServiceUrl", c.broker_service_url},
               {"brokerServiceUrlTls", c.broker_service_url_tls},
-              {"authenticationPlugin", c.authentication_plugin}};  // the parameters are a secret: not shown
+              {"authenticationPlugin", c.authentication_plugin},  // the parameters are a secret: not shown
+              {"brokerClientTlsEnabled", c.broker_client_tls_enabled},
+              {"tlsAllowInsecureConnection", c.tls_allow_insecure},
+              {"brokerClientTrustCertsFilePath", c.broker_client_trust_certs_file}};
 }
 
 Result<ClusterInfo> cluster_from_json(const Json& j) {
@@ -198,6 +201,9 @@ Result<ClusterInfo> cluster_from_json(const Json& j) {
   f.str("brokerServiceUrlTls", c.broker_service_url_tls);
   f.str("authenticationPlugin", c.authentication_plugin);
   f.str("authenticationParameters", c.authentication_parameters);
+  f.boolean("brokerClientTlsEnabled", c.broker_client_tls_enabled);
+  f.boolean("tlsAllowInsecureConnection", c.tls_allow_insecure);
+  f.str("brokerClientTrustCertsFilePath", c.broker_client_trust_certs_file);
   return finish(f, c);
 }
 
