@@ -16,8 +16,9 @@
 //   total     read -> answer queued
 //
 // Every stored publish is measured (four clock reads per entry, not per
-// message). Publishes answered without storing (duplicates, errors) are
-// not. One set per protocol, shared by every reactor.
+// message); for AMQP, every one routed to a single queue. Publishes
+// answered without storing (duplicates, errors) are not. One set per
+// protocol, shared by every reactor.
 #pragma once
 
 #include <cstdint>

@@ -123,6 +123,39 @@ class PerfTest(NodeTestCase):
         self.assertGreater(waits, 0)
         self.assertIn("magnetar_reactor_slow_callbacks_total", text)
 
+    def test_amqp_confirms_are_timed_by_stage_too(self):
+        import amqp_pika
+
+        def stage_counts():
+            status, body, _ = self.node.get("/metrics")
+            self.assertEqual(status, 200)
+            counts = {}
+            for line in body.decode().splitlines():
+                if line.startswith("magnetar_publish_stage_seconds_count{") and 'protocol="amqp"' in line:
+                    counts[line.split('stage="')[1].split('"')[0]] = float(line.rsplit(" ", 1)[1])
+            return counts
+
+        before = stage_counts()
+        conn = amqp_pika.connect(self.node)
+        try:
+            ch = conn.channel()
+            ch.queue_declare("stages", durable=True)
+            ch.confirm_delivery()
+            for i in range(50):
+                ch.basic_publish("", "stages", b"m%d" % i)
+            after = stage_counts()
+            for stage in ("to_topic", "ledger", "storage", "answer", "broker", "total"):
+                self.assertEqual(after.get(stage, 0) - before.get(stage, 0), 50, stage)
+            # One publish stored in two queues is not one path: not timed.
+            ch.exchange_declare("stages-fan", "fanout")
+            for q in ("stages-1", "stages-2"):
+                ch.queue_declare(q)
+                ch.queue_bind(q, "stages-fan")
+            ch.basic_publish("stages-fan", "", b"twice")
+            self.assertEqual(stage_counts().get("total", 0), after["total"])
+        finally:
+            conn.close()
+
     def test_bad_options_are_refused(self):
         r = run("perf", "produce", "t", "--url", self.url(), "--compression", "brotli", "-n", "1")
         self.assertEqual(r.returncode, 2)

@@ -259,7 +259,8 @@ void store_here(AmqpService& service, std::shared_ptr<const Publication> p, std:
     }
   }
   if (bounded.empty()) {
-    return append_copies(broker, topics, p->entry, p->producer_id, p->producer_name, p->client, std::move(stored));
+    return append_copies(broker, topics, p->entry, p->producer_id, p->producer_name, p->client, std::move(stored),
+                         gated.empty() ? p->marks : nullptr);
   }
   // Queues over their length drop their oldest messages before the
   // publisher hears the message is stored.

@@ -23,6 +23,7 @@
 
 #include "broker/client_info.h"
 #include "broker/naming.h"
+#include "broker/publish_stages.h"
 #include "common/result.h"
 #include "common/status.h"
 #include "protocol/amqp/convert.h"
@@ -53,6 +54,9 @@ struct Publication {
   uint64_t producer_id = 0;
   broker::ClientInfo client;
   PublishedEntry entry;  // the stored form, made from the fields above
+  // Set for a publish timed by stage (one copy, stored here): filled in on
+  // the topic's reactor, recorded when the confirm is queued.
+  std::shared_ptr<broker::PublishStages::Marks> marks;
 };
 
 // `rejected`: a queue at its length refused its copy (x-overflow

@@ -8,6 +8,7 @@
 #include "broker/backlog_quota.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/stage_timing.h"
 #include "protocol/amqp/server/amqp_connection.h"
 #include "protocol/amqp/server/amqp_service.h"
 
@@ -94,15 +95,18 @@ namespace {
 // (when_consumers_keep_up) when it was stored.
 void store_copy(broker::Topic& topic, uint64_t producer_id, const std::string& producer_name,
                 const broker::ClientInfo& client, ledger::MessageHeader header, common::Slice payload,
-                std::function<void()> stored, std::function<void(Status)> done) {
+                std::function<void()> stored, std::function<void(Status)> done,
+                std::shared_ptr<broker::PublishStages::Marks> marks = nullptr) {
+  if (marks) marks->at_topic_ns = common::monotonic_ns();
   Status added = topic.add_producer(producer_id, producer_name, client);
   if (!added.is_ok() && added.code() != common::ErrorCode::kAlreadyExists) {
     if (stored) stored();
     return done(added);
   }
   topic.publish(producer_id, std::move(header), std::move(payload),
-                [stored = std::move(stored), done = std::move(done), topic = &topic,
-                 alive = topic.liveness()](Result<ledger::Position> p) {
+                [stored = std::move(stored), done = std::move(done), topic = &topic, alive = topic.liveness(),
+                 marks = std::move(marks)](Result<ledger::Position> p) {
+                  if (marks && p.is_ok()) marks->take_add_timing();
                   if (stored) stored();
                   if (!p.is_ok()) return done(p.status());
                   when_consumers_keep_up(topic, alive, [done]() { done(Status::ok()); });
@@ -113,8 +117,10 @@ void store_copy(broker::Topic& topic, uint64_t producer_id, const std::string& p
 
 void append_copies(broker::BrokerService& broker, const std::vector<broker::TopicName>& topics,
                    const PublishedEntry& entry, uint64_t producer_id, const std::string& producer_name,
-                   const broker::ClientInfo& client, std::function<void(Status)> done) {
+                   const broker::ClientInfo& client, std::function<void(Status)> done,
+                   std::shared_ptr<broker::PublishStages::Marks> marks) {
   if (topics.empty()) return done(Status::ok());
+  if (topics.size() > 1) marks = nullptr;  // one publish, several stores: not one path to time
   struct State {
     std::atomic<size_t> left;
     std::mutex mu;
@@ -137,9 +143,10 @@ void append_copies(broker::BrokerService& broker, const std::vector<broker::Topi
   };
   for (const auto& topic : topics) {
     broker.with_topic(topic, [producer_id, producer_name, client, header = entry.header, payload = entry.entry,
-                              one](Result<broker::Topic*> t) mutable {
+                              one, marks](Result<broker::Topic*> t) mutable {
       if (!t.is_ok()) return one(t.status());
-      store_copy(**t, producer_id, producer_name, client, std::move(header), std::move(payload), nullptr, one);
+      store_copy(**t, producer_id, producer_name, client, std::move(header), std::move(payload), nullptr, one,
+                 std::move(marks));
     });
   }
 }

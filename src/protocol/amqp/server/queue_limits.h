@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "broker/broker_service.h"
+#include "broker/publish_stages.h"
 #include "broker/topic.h"
 #include "protocol/amqp/convert.h"
 #include "protocol/amqp/server/topology.h"
@@ -94,9 +95,12 @@ void when_consumers_keep_up(broker::Topic* topic, const std::weak_ptr<bool>& ali
 // Appends `entry` to every topic as producer (`producer_id`,
 // `producer_name`), registering it on first use; `done` runs once every
 // copy is stored, with the first error, on the reactor of the last.
+// `marks` (one topic only): where the publish's time went, filled in on
+// the topic's reactor before `done` runs.
 void append_copies(broker::BrokerService& broker, const std::vector<broker::TopicName>& topics,
                    const PublishedEntry& entry, uint64_t producer_id, const std::string& producer_name,
-                   const broker::ClientInfo& client, std::function<void(common::Status)> done);
+                   const broker::ClientInfo& client, std::function<void(common::Status)> done,
+                   std::shared_ptr<broker::PublishStages::Marks> marks = nullptr);
 
 // Sweeps every queue with limits every kSweepInterval, and deletes queues
 // whose x-expires passed. The timer runs only while such queues exist.

@@ -22,6 +22,7 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/stage_timing.h"
 #include "protocol/amqp/convert.h"
 #include "protocol/amqp/errors.h"
 #include "protocol/amqp/server/amqp_connection.h"
@@ -35,6 +36,7 @@ using common::Slice;
 using common::Status;
 
 void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const ContentHeader& header, Slice body) {
+  const int64_t received_ns = common::monotonic_ns();
   if (ch.tx) {
     if (c.hold_in_tx(ch, body.size(), publish.key())) ch.tx_publishes.push_back({publish, header, std::move(body)});
     return;
@@ -95,6 +97,13 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
   p->client = c.client_info();
   p->entry = message_to_entry(exchange, routing_key, header, body.view(), p->publish_time_ms, p->producer_name,
                               p->sequence);
+  // A publish routed to one queue is timed by stage (several: not one path).
+  std::shared_ptr<broker::PublishStages::Marks> marks;
+  if (p->copies.size() == 1) {
+    marks = std::make_shared<broker::PublishStages::Marks>();
+    marks->received_ns = received_ns;
+    p->marks = marks;
+  }
   AmqpMetrics::get().published.inc();
   const size_t bytes = body.size();
   c.publish_started(ch, bytes);
@@ -105,9 +114,9 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
   auto route = seq == 0 ? std::make_shared<const Route>(exchange, routing_key) : nullptr;
   // `rejected`: a gated queue refused it (nacked with confirms; without,
   // counted and dropped as RabbitMQ drops it).
-  auto settled = [reply = c.replier(), seq, id = ch.id, serial = ch.serial, key = publish.key(), bytes,
-                  route](Status st, bool rejected) {
-    reply([st, rejected, seq, id, serial, key, bytes, route](AmqpConnection& conn) {
+  auto settled = [reply = c.replier(), seq, id = ch.id, serial = ch.serial, key = publish.key(), bytes, route,
+                  marks](Status st, bool rejected) {
+    reply([st, rejected, seq, id, serial, key, bytes, route, marks](AmqpConnection& conn) {
       Channel* chan = conn.channel(id, serial);
       if (chan != nullptr && st.code() == common::ErrorCode::kLimitReached) {
         // A queue refused another publisher: say so even without confirms,
@@ -119,6 +128,7 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
         conn.unconfirmed_publish_failed(route->first, route->second, st);
       }
       conn.publish_finished(id, serial, bytes);
+      if (marks && st.is_ok() && !rejected) broker::PublishStages::of(broker::PublishProtocol::kAmqp).record(*marks);
     });
   };
   store_publication(c.service(), std::move(p), std::move(settled));
