@@ -33,13 +33,18 @@ struct ClusterInfo {
   // (empty: the system's), unless `tls_allow_insecure`.
   bool broker_client_tls_enabled = false;
   bool tls_allow_insecure = false;
-  std::string broker_client_trust_certs_file;
+  std::string broker_client_trust_certs_file{};
   bool operator==(const ClusterInfo&) const = default;
 };
 
 struct TenantInfo {
   std::set<std::string> admin_roles;
   std::set<std::string> allowed_clusters;
+  // The cluster where its configuration (the tenant, its namespaces and
+  // their policies) is edited and from which the other allowed clusters
+  // receive it (georep/config_sync.h); empty: edited on each cluster
+  // alone, not synchronised.
+  std::string home_cluster{};
   bool operator==(const TenantInfo&) const = default;
 };
 

@@ -1,5 +1,6 @@
 // FlatBuffers encodings of the multi-tenancy records (tenancy.fbs).
 #include "broker/policies.h"
+#include "broker/tenancy.h"
 #include "broker/tenancy_generated.h"
 
 namespace magnetar::broker {
@@ -102,14 +103,16 @@ std::string encode_tenant(const TenantInfo& t) {
   Builder b(256);
   auto roles = strings(b, t.admin_roles);
   auto clusters = strings(b, t.allowed_clusters);
-  b.Finish(fb::CreateTenant(b, 1, roles, clusters));
+  auto home = t.home_cluster.empty() ? 0 : b.CreateString(t.home_cluster);
+  b.Finish(fb::CreateTenant(b, 1, roles, clusters, home));
   return finish(b);
 }
 
 Result<TenantInfo> decode_tenant(std::string_view bytes) {
   auto r = root<fb::Tenant>(bytes, "tenant");
   if (!r.is_ok()) return r.status();
-  return TenantInfo{read_strings((*r)->admin_roles()), read_strings((*r)->allowed_clusters())};
+  return TenantInfo{read_strings((*r)->admin_roles()), read_strings((*r)->allowed_clusters()),
+                    str((*r)->home_cluster())};
 }
 
 std::string encode_tenant_limits(const TenantLimits& l) {
@@ -298,6 +301,50 @@ Result<int32_t> decode_partitions(std::string_view bytes) {
   auto r = root<fb::PartitionedTopic>(bytes, "partitioned topic");
   if (!r.is_ok()) return r.status();
   return (*r)->partitions();
+}
+
+std::string encode_configuration(const TenantConfiguration& config) {
+  Builder b(1024);
+  const std::string tenant = encode_tenant(config.info);
+  const std::string limits = config.limits ? encode_tenant_limits(*config.limits) : std::string();
+  std::vector<flatbuffers::Offset<fb::NamespaceConfiguration>> namespaces;
+  for (const auto& [name, policies] : config.namespaces) {
+    const std::string bytes = encode_policies(policies);
+    namespaces.push_back(fb::CreateNamespaceConfiguration(
+        b, b.CreateString(name), b.CreateVector(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())));
+  }
+  auto tenant_bytes = b.CreateVector(reinterpret_cast<const uint8_t*>(tenant.data()), tenant.size());
+  auto limits_bytes = config.limits ? b.CreateVector(reinterpret_cast<const uint8_t*>(limits.data()), limits.size())
+                                    : flatbuffers::Offset<flatbuffers::Vector<uint8_t>>();
+  b.Finish(fb::CreateTenantConfiguration(b, 1, tenant_bytes, limits_bytes, b.CreateVector(namespaces)));
+  return finish(b);
+}
+
+Result<TenantConfiguration> decode_configuration(std::string_view bytes) {
+  auto r = root<fb::TenantConfiguration>(bytes, "tenant configuration");
+  if (!r.is_ok()) return r.status();
+  const fb::TenantConfiguration* c = *r;
+  auto view = [](const flatbuffers::Vector<uint8_t>* v) {
+    return v ? std::string_view(reinterpret_cast<const char*>(v->data()), v->size()) : std::string_view();
+  };
+  TenantConfiguration config;
+  auto tenant = decode_tenant(view(c->tenant()));
+  if (!tenant.is_ok()) return tenant.status();
+  config.info = std::move(*tenant);
+  if (c->limits() != nullptr) {
+    auto limits = decode_tenant_limits(view(c->limits()));
+    if (!limits.is_ok()) return limits.status();
+    config.limits = *limits;
+  }
+  if (c->namespaces() != nullptr) {
+    for (const fb::NamespaceConfiguration* ns : *c->namespaces()) {
+      if (ns->name() == nullptr) return Status::corruption("tenant configuration: a namespace without a name");
+      auto policies = decode_policies(view(ns->policies()));
+      if (!policies.is_ok()) return policies.status();
+      config.namespaces.emplace(ns->name()->str(), std::move(*policies));
+    }
+  }
+  return config;
 }
 
 }  // namespace magnetar::broker

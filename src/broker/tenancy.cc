@@ -159,7 +159,25 @@ Status Tenancy::delete_cluster(const std::string& cluster) {
   return named(md::del(store_, cluster_key(cluster), current->stat.version), quoted("cluster", cluster));
 }
 
+namespace {
+// Set while this thread applies a home cluster's configuration: its writes
+// are the home's own edits.
+thread_local bool applying_home_configuration = false;
+}  // namespace
+
+Status Tenancy::check_home(const std::string& tenant) {
+  if (applying_home_configuration) return Status::ok();
+  auto r = md::get(store_, tenant_key(tenant));
+  if (!r.is_ok()) return Status::ok();  // the operation itself says what is missing
+  auto t = decode_tenant(r->value);
+  if (!t.is_ok() || t->home_cluster.empty() || t->home_cluster == local_cluster()) return Status::ok();
+  return Status::failed_precondition("tenant '" + tenant + "' is configured on its home cluster '" + t->home_cluster +
+                                     "', not on '" + local_cluster() + "': make the change there (to move its " +
+                                     "home here, update the tenant with homeCluster '" + local_cluster() + "')");
+}
+
 Status Tenancy::check_clusters_exist(const std::set<std::string>& clusters) {
+  if (applying_home_configuration) return Status::ok();  // the home knows them; this cluster may not
   for (const auto& c : clusters) {
     MAGNETAR_RETURN_IF_ERROR(validate_entity_name(c, "cluster"));
     auto r = md::get(store_, cluster_key(c));
@@ -189,11 +207,18 @@ Status Tenancy::create_tenant(const std::string& tenant, const TenantInfo& info)
   return r.is_ok() ? Status::ok() : named(r.status(), quoted("tenant", tenant));
 }
 
-Status Tenancy::update_tenant(const std::string& tenant, const TenantInfo& info) {
+Status Tenancy::update_tenant(const std::string& tenant, const TenantInfo& update) {
   MAGNETAR_RETURN_IF_ERROR(validate_entity_name(tenant, "tenant"));
   auto current = md::get(store_, tenant_key(tenant));
   if (!current.is_ok()) return named(current.status(), quoted("tenant", tenant));
-  MAGNETAR_RETURN_IF_ERROR(check_clusters_exist(info.allowed_clusters));
+  TenantInfo info = update;
+  std::set<std::string> added = info.allowed_clusters;  // clusters allowed already may stay unregistered here
+  if (auto was = decode_tenant(current->value); was.is_ok()) {
+    if (info.home_cluster.empty()) info.home_cluster = was->home_cluster;  // a client that does not know homes
+    for (const auto& c : was->allowed_clusters) added.erase(c);
+  }
+  if (info.home_cluster != local_cluster()) MAGNETAR_RETURN_IF_ERROR(check_home(tenant));
+  MAGNETAR_RETURN_IF_ERROR(check_clusters_exist(added));
   auto r = md::put(store_, tenant_key(tenant), encode_tenant(info), {current->stat.version});
   return r.is_ok() ? Status::ok() : named(r.status(), quoted("tenant", tenant));
 }
@@ -202,6 +227,7 @@ Status Tenancy::delete_tenant(const std::string& tenant) {
   MAGNETAR_RETURN_IF_ERROR(validate_entity_name(tenant, "tenant"));
   auto current = md::get(store_, tenant_key(tenant));
   if (!current.is_ok()) return named(current.status(), quoted("tenant", tenant));
+  MAGNETAR_RETURN_IF_ERROR(check_home(tenant));
   auto namespaces = md::list_children(store_, "/admin/policies/" + tenant);
   if (!namespaces.is_ok()) return namespaces.status();
   if (!namespaces->empty()) {
@@ -224,6 +250,7 @@ Result<TenantLimits> Tenancy::get_tenant_limits(const std::string& tenant) {
 
 Status Tenancy::set_tenant_limits(const std::string& tenant, const TenantLimits& limits) {
   MAGNETAR_RETURN_IF_ERROR(validate_entity_name(tenant, "tenant"));
+  MAGNETAR_RETURN_IF_ERROR(check_home(tenant));
   MAGNETAR_RETURN_IF_ERROR(validate(limits));
   auto t = md::get(store_, tenant_key(tenant));
   if (!t.is_ok()) return named(t.status(), quoted("tenant", tenant));
@@ -233,6 +260,7 @@ Status Tenancy::set_tenant_limits(const std::string& tenant, const TenantLimits&
 
 Status Tenancy::remove_tenant_limits(const std::string& tenant) {
   MAGNETAR_RETURN_IF_ERROR(validate_entity_name(tenant, "tenant"));
+  MAGNETAR_RETURN_IF_ERROR(check_home(tenant));
   auto current = md::get(store_, tenant_limits_key(tenant));
   if (current.status().code() == ErrorCode::kNotFound) return Status::ok();
   if (!current.is_ok()) return current.status();
@@ -269,6 +297,7 @@ Status Tenancy::create_namespace(const NamespaceName& ns, const NamespacePolicie
   MAGNETAR_RETURN_IF_ERROR(validate(policies));
   auto tenant = get_tenant(ns.tenant);
   if (!tenant.is_ok()) return tenant.status();
+  MAGNETAR_RETURN_IF_ERROR(check_home(ns.tenant));
   for (const auto& c : policies.replication_clusters) {
     if (!tenant->allowed_clusters.count(c)) {
       return Status::failed_precondition("cluster '" + c + "' is not allowed for tenant '" + ns.tenant + "'");
@@ -291,6 +320,7 @@ Status Tenancy::create_namespace(const NamespaceName& ns, const NamespacePolicie
 Status Tenancy::delete_namespace(const NamespaceName& ns) {
   auto current = md::get(store_, namespace_key(ns));
   if (!current.is_ok()) return named(current.status(), quoted("namespace", ns.to_string()));
+  MAGNETAR_RETURN_IF_ERROR(check_home(ns.tenant));
   for (TopicDomain d : {TopicDomain::kPersistent, TopicDomain::kNonPersistent}) {
     auto topics = list_topics(ns, d);
     if (!topics.is_ok()) return topics.status();
@@ -332,6 +362,7 @@ Status Tenancy::delete_namespace(const NamespaceName& ns) {
 }
 
 Status Tenancy::update_policies(const NamespaceName& ns, const std::function<Status(NamespacePolicies&)>& change) {
+  MAGNETAR_RETURN_IF_ERROR(check_home(ns.tenant));
   for (int attempt = 0; attempt < kMaxCasAttempts; ++attempt) {
     auto current = md::get(store_, namespace_key(ns));
     if (!current.is_ok()) return named(current.status(), quoted("namespace", ns.to_string()));
@@ -348,6 +379,106 @@ Status Tenancy::update_policies(const NamespaceName& ns, const std::function<Sta
   }
   return Status::unavailable("namespace '" + ns.to_string() + "' changed " + std::to_string(kMaxCasAttempts) +
                              " times while updating its policies; try again");
+}
+
+// ---- configuration sync ----
+
+Result<TenantConfiguration> Tenancy::configuration_of(const std::string& tenant) {
+  TenantConfiguration config;
+  auto info = get_tenant(tenant);
+  if (!info.is_ok()) return info.status();
+  config.info = std::move(*info);
+  if (auto l = md::get(store_, tenant_limits_key(tenant)); l.is_ok()) {
+    auto limits = decode_tenant_limits(l->value);
+    if (!limits.is_ok()) return limits.status();
+    config.limits = *limits;
+  } else if (l.status().code() != ErrorCode::kNotFound) {
+    return l.status();
+  }
+  auto namespaces = list_namespaces(tenant);
+  if (!namespaces.is_ok()) return namespaces.status();
+  for (const std::string& full : *namespaces) {
+    auto ns = NamespaceName::parse(full);
+    if (!ns.is_ok()) continue;
+    auto policies = get_policies(*ns);
+    if (policies.status().code() == ErrorCode::kNotFound) continue;  // deleted meanwhile
+    if (!policies.is_ok()) return policies.status();
+    config.namespaces.emplace(full, std::move(*policies));
+  }
+  return config;
+}
+
+Status Tenancy::apply_configuration(const std::string& tenant, const TenantConfiguration& config) {
+  MAGNETAR_RETURN_IF_ERROR(validate_entity_name(tenant, "tenant"));
+  const std::string& home = config.info.home_cluster;
+  if (home.empty()) return Status::invalid_argument("a tenant's configuration comes from its home cluster: none named");
+  if (home == local_cluster()) {
+    return Status::failed_precondition("cluster '" + local_cluster() + "' is the home of tenant '" + tenant +
+                                       "' itself: it does not take its configuration from elsewhere");
+  }
+  if (auto here = md::get(store_, tenant_key(tenant)); here.is_ok()) {
+    auto t = decode_tenant(here->value);
+    if (t.is_ok() && t->home_cluster == local_cluster()) {
+      return Status::failed_precondition("tenant '" + tenant + "' has its home here, on '" + local_cluster() +
+                                         "'; cluster '" + home + "' claims it too");
+    }
+  }
+  applying_home_configuration = true;
+  struct Reset {
+    ~Reset() { applying_home_configuration = false; }
+  } reset;
+  Status st = create_tenant(tenant, config.info);
+  if (st.code() == ErrorCode::kAlreadyExists) st = update_tenant(tenant, config.info);
+  MAGNETAR_RETURN_IF_ERROR(st);
+  MAGNETAR_RETURN_IF_ERROR(config.limits ? set_tenant_limits(tenant, *config.limits) : remove_tenant_limits(tenant));
+  for (const auto& [full, policies] : config.namespaces) {
+    auto ns = NamespaceName::parse(full);
+    if (!ns.is_ok() || ns->tenant != tenant) {
+      return Status::invalid_argument("'" + full + "' is not a namespace of " + tenant);
+    }
+    st = create_namespace(*ns, policies);
+    if (st.code() == ErrorCode::kAlreadyExists) {
+      st = update_policies(*ns, [&policies](NamespacePolicies& p) {
+        p = policies;
+        return Status::ok();
+      });
+    }
+    MAGNETAR_RETURN_IF_ERROR(st);
+  }
+  auto here = list_namespaces(tenant);
+  if (!here.is_ok()) return here.status();
+  for (const std::string& full : *here) {
+    if (config.namespaces.count(full) != 0) continue;
+    auto ns = NamespaceName::parse(full);
+    if (!ns.is_ok()) continue;
+    // One that still holds topics stays until they are deleted here.
+    if (Status gone = delete_namespace(*ns); !gone.is_ok() && gone.code() != ErrorCode::kNotFound) {
+      MLOG_DEBUG("configuration sync: namespace {} is gone at home '{}' but stays here: {}", full, home,
+                 gone.to_string());
+    }
+  }
+  return Status::ok();
+}
+
+Status Tenancy::remove_configuration(const std::string& tenant, const std::string& home) {
+  auto here = get_tenant(tenant);
+  if (!here.is_ok()) return here.status().code() == ErrorCode::kNotFound ? Status::ok() : here.status();
+  if (here->home_cluster != home) {
+    return Status::failed_precondition("tenant '" + tenant + "' has its home on '" + here->home_cluster +
+                                       "' here, not on '" + home + "'");
+  }
+  applying_home_configuration = true;
+  struct Reset {
+    ~Reset() { applying_home_configuration = false; }
+  } reset;
+  auto namespaces = list_namespaces(tenant);
+  if (!namespaces.is_ok()) return namespaces.status();
+  for (const std::string& full : *namespaces) {
+    auto ns = NamespaceName::parse(full);
+    if (!ns.is_ok()) continue;
+    MAGNETAR_RETURN_IF_ERROR(delete_namespace(*ns));
+  }
+  return delete_tenant(tenant);
 }
 
 // ---- partitioned topics ----

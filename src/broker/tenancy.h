@@ -25,8 +25,9 @@
 #include <chrono>
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,17 @@ inline constexpr std::string_view kSystemNamespace = "system";
 
 struct IsolationPolicy;
 
+// A tenant's whole configuration as its home cluster sends it to the other
+// clusters it allows (georep/config_sync.h).
+struct TenantConfiguration {
+  TenantInfo info;
+  std::optional<TenantLimits> limits;               // none: no limits
+  std::map<std::string, NamespacePolicies> namespaces;  // by "tenant/namespace"
+};
+// As TenantConfiguration in tenancy.fbs.
+std::string encode_configuration(const TenantConfiguration& config);
+common::Result<TenantConfiguration> decode_configuration(std::string_view bytes);
+
 class Tenancy final : public runtime::Component {
  public:
   Tenancy(metadata::Store& store, BootstrapDefaults defaults);
@@ -107,7 +119,12 @@ class Tenancy final : public runtime::Component {
                                       const IsolationPolicy& policy);
   common::Status delete_isolation_policy(const std::string& cluster, const std::string& name);
 
-  // Tenants.
+  // Tenants. A tenant whose home cluster (TenantInfo::home_cluster) is
+  // another is edited there: update_tenant, delete_tenant, the limits and
+  // its namespaces' create, delete and update_policies answer
+  // FailedPrecondition naming the home, but for an update that makes this
+  // cluster the home (taking it over when the home is lost). An update
+  // without a home keeps the current one.
   common::Result<std::vector<std::string>> list_tenants();
   common::Result<TenantInfo> get_tenant(const std::string& tenant);
   common::Status create_tenant(const std::string& tenant, const TenantInfo& info);
@@ -130,6 +147,19 @@ class Tenancy final : public runtime::Component {
   // error from `change` aborts with nothing written.
   common::Status update_policies(const NamespaceName& ns,
                                  const std::function<common::Status(NamespacePolicies&)>& change);
+
+  // Configuration sync (georep/config_sync.h). What the home cluster sends
+  // of `tenant`: NotFound when it does not exist.
+  common::Result<TenantConfiguration> configuration_of(const std::string& tenant);
+  // Makes `tenant` here what its home cluster `config.info.home_cluster`
+  // says: the tenant (created or replaced), its limits, its namespaces
+  // (created, their policies replaced, those the home no longer has deleted
+  // once they hold no topic). FailedPrecondition when this cluster is the
+  // tenant's home itself (two clusters claim it).
+  common::Status apply_configuration(const std::string& tenant, const TenantConfiguration& config);
+  // The tenant was deleted at its home `home`: its namespaces (those
+  // without topics) and, when none is left, the tenant go here too.
+  common::Status remove_configuration(const std::string& tenant, const std::string& home);
 
   // Partitioned topics (metadata only). get_partitions answers 0 for a topic
   // that is not partitioned, NotFound when its namespace does not exist.
@@ -204,6 +234,9 @@ class Tenancy final : public runtime::Component {
   common::Status ensure_defaults();
   common::Status require_namespace(const NamespaceName& ns);
   common::Status check_clusters_exist(const std::set<std::string>& clusters);
+  // FailedPrecondition when `tenant`'s home is another cluster (and this
+  // thread is not applying that home's configuration).
+  common::Status check_home(const std::string& tenant);
 
   // `new_topics` more for `topic` (one, or a partitioned topic's
   // partitions); `remember`: count it as admitted until it is stored.

@@ -91,6 +91,8 @@ Result<int> connect_socket(const std::string& host, const std::string& port, std
   return Status::unavailable("cannot connect to " + host + ":" + port + ": " + last);
 }
 
+}  // namespace
+
 // The token a cluster record's authentication settings give: Pulsar's
 // token plugin with "token:<jwt>", "file:///path" (the file's content,
 // trimmed) or the token itself; "" without a plugin.
@@ -119,7 +121,6 @@ Result<std::string> link_token(const broker::ClusterInfo& info, const std::strin
   return token;
 }
 
-}  // namespace
 
 GeoReplication::GeoReplication(broker::Tenancy& tenancy, GeoReplicationOptions options)
     : tenancy_(tenancy), options_(std::move(options)) {}
@@ -128,11 +129,15 @@ GeoReplication::~GeoReplication() { stop(); }
 
 Status GeoReplication::start() {
   worker_ = std::make_unique<runtime::WorkerThread>("georep", 1 << 12);
+  config_sync_ = std::make_unique<ConfigSync>(tenancy_, options_.config_sync_interval);
+  if (config_leads_) config_sync_->set_leads(config_leads_);
+  config_sync_->start();
   return Status::ok();
 }
 
 void GeoReplication::stop() {
   stopping_ = true;  // connects still queued give up at once
+  if (config_sync_) config_sync_->stop();
   if (worker_) worker_->stop();
 }
 

@@ -26,6 +26,7 @@
 #include "broker/tenancy.h"
 #include "broker/topic.h"
 #include "common/result.h"
+#include "georep/config_sync.h"
 #include "runtime/component.h"
 #include "runtime/reactor.h"
 #include "runtime/tls_context.h"
@@ -49,7 +50,15 @@ struct GeoReplicationOptions {
   // A connected link is pinged this often; one silent for three times this
   // long (a cut cable: no error, no answer) is dropped and made again.
   std::chrono::milliseconds keepalive{5000};
+  // How often tenants whose home is this cluster are sent to the others
+  // they allow (config_sync.h); 0: never.
+  std::chrono::milliseconds config_sync_interval{2000};
 };
+
+// The token a cluster record's authentication settings give replicators
+// (and configuration sync): Pulsar's token plugin with "token:<jwt>",
+// "file:///path" or the token itself; "" without a plugin.
+common::Result<std::string> link_token(const broker::ClusterInfo& info, const std::string& cluster);
 
 class GeoReplication final : public runtime::Component {
  public:
@@ -89,6 +98,10 @@ class GeoReplication final : public runtime::Component {
   // broker has started. REQUIRES: `broker` outlives this.
   void resume(broker::BrokerService& broker);
 
+  // Before start(): whether this member sends its tenants' configuration
+  // to the other clusters (config_sync.h); unset: it does.
+  void set_config_leads(std::function<bool()> leads) { config_leads_ = std::move(leads); }
+
   std::string_view name() const override { return "geo-replication"; }
   common::Status start() override;
   void stop() override;
@@ -97,6 +110,8 @@ class GeoReplication final : public runtime::Component {
   broker::Tenancy& tenancy_;
   const GeoReplicationOptions options_;
   std::unique_ptr<runtime::WorkerThread> worker_;
+  std::unique_ptr<ConfigSync> config_sync_;
+  std::function<bool()> config_leads_;
   std::atomic<bool> stopping_{false};
 };
 

@@ -444,6 +444,15 @@ Status Server::start() {
   georep_options.local_cluster = config_.cluster_name;
   auto geo = std::make_unique<georep::GeoReplication>(*tenancy_ptr, georep_options);
   georep::GeoReplication* geo_ptr = geo.get();  // resumed once everything started
+  if (cluster_) {
+    // One member sends the cluster's tenants to the other clusters: the metadata leader.
+    geo->set_config_leads([cluster = cluster_]() {
+      for (const auto& m : cluster->members()) {
+        if (m.leader) return m.id == cluster->id();
+      }
+      return false;
+    });
+  }
   broker->set_topic_policies_hook([g = geo.get()](broker::Topic& topic, const broker::NamespacePolicies& policies) {
     g->on_policies(topic, policies);
   });

@@ -414,6 +414,65 @@ class TlsLinkTest(unittest.TestCase):
         return r is not None and r["connected"] and r["replicationBacklog"] == 0
 
 
+class ConfigurationSyncTest(unittest.TestCase):
+    """A tenant made on a that allows b has its home on a: it appears on b
+    with its namespaces and their policies, b refuses edits and names a, a
+    namespace deleted on a goes from b, and when a is lost b takes the home
+    over."""
+
+    def setUp(self):
+        self.a = Site("a").start()
+        self.b = Site("b").start()
+        for here, there in ((self.a, self.b), (self.b, self.a)):
+            here.call("PUT", f"/admin/v2/clusters/{there.name}",
+                      {"serviceUrl": f"http://{there.host}:{there.http_port}",
+                       "brokerServiceUrl": f"pulsar://{there.host}:{there.pulsar_port}"})
+
+    def tearDown(self):
+        for s in (self.a, self.b):
+            s.node.stop()
+            s.node.close()
+
+    def on_b(self, path):
+        status, raw, _ = self.b.node.http("GET", path)
+        return json.loads(raw) if status == 200 else None
+
+    def test_a_tenants_configuration_follows_its_home_cluster(self):
+        self.a.call("PUT", "/admin/v2/tenants/acme", {"adminRoles": ["ops"], "allowedClusters": ["a", "b"]})
+        self.assertEqual(self.a.call("GET", "/admin/v2/tenants/acme")["homeCluster"], "a")
+        self.a.call("PUT", "/admin/v2/namespaces/acme/orders")
+        retention = {"retentionTimeInMinutes": 60, "retentionSizeInMB": 10}
+        self.a.call("POST", "/admin/v2/namespaces/acme/orders/retention", retention)
+        self.a.call("PUT", "/admin/v2/namespaces/acme/audit")
+        wait_until(self, lambda: self.on_b("/admin/v2/namespaces/acme/orders/retention") == retention,
+                   "acme/orders and its retention on b")
+        self.assertEqual(self.on_b("/admin/v2/tenants/acme"),
+                         {"adminRoles": ["ops"], "allowedClusters": ["a", "b"], "homeCluster": "a"})
+        self.assertEqual(sorted(self.on_b("/admin/v2/namespaces/acme")), ["acme/audit", "acme/orders"])
+        # Edits on b are refused, naming the home; nothing changes there.
+        for method, path, body in (("POST", "/admin/v2/namespaces/acme/orders/retention",
+                                    {"retentionTimeInMinutes": 5, "retentionSizeInMB": 1}),
+                                   ("PUT", "/admin/v2/namespaces/acme/rogue", None),
+                                   ("DELETE", "/admin/v2/namespaces/acme/audit", None),
+                                   ("POST", "/admin/v2/tenants/acme", {"allowedClusters": ["a", "b"]})):
+            status, raw, _ = self.b.node.http(method, path, body)
+            self.assertIn(status, (409, 412), (method, path, raw))
+            self.assertIn(b"home cluster 'a'", raw, (method, path))
+        self.assertEqual(self.on_b("/admin/v2/namespaces/acme/orders/retention"), retention)
+        # A change and a deletion on a follow.
+        self.a.call("DELETE", "/admin/v2/namespaces/acme/audit")
+        self.a.call("POST", "/admin/v2/namespaces/acme/orders/retention",
+                    {"retentionTimeInMinutes": 120, "retentionSizeInMB": 20})
+        wait_until(self, lambda: self.on_b("/admin/v2/namespaces/acme") == ["acme/orders"], "acme/audit gone from b")
+        wait_until(self, lambda: self.on_b("/admin/v2/namespaces/acme/orders/retention")["retentionSizeInMB"] == 20,
+                   "the new retention on b")
+        # a is lost: b takes the home over and edits there.
+        self.a.node.stop()
+        self.b.call("POST", "/admin/v2/tenants/acme", {"allowedClusters": ["a", "b"], "homeCluster": "b"})
+        self.b.call("PUT", "/admin/v2/namespaces/acme/after-a")
+        self.assertEqual(self.on_b("/admin/v2/tenants/acme")["homeCluster"], "b")
+
+
 def magnetar_cli(*args):
     out = subprocess.run([magnetar_harness.BIN, *args], capture_output=True, text=True, timeout=30, check=True)
     return out.stdout.strip()

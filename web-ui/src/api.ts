@@ -47,6 +47,9 @@ export interface Me {
 export interface TenantInfo {
   adminRoles: string[];
   allowedClusters: string[];
+  // Where its configuration is edited, for a tenant that allows several
+  // clusters; the others receive it and refuse edits.
+  homeCluster?: string;
 }
 
 export interface PublisherStats {

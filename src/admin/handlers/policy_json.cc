@@ -208,7 +208,9 @@ Result<ClusterInfo> cluster_from_json(const Json& j) {
 }
 
 Json to_json(const TenantInfo& t) {
-  return Json{{"adminRoles", t.admin_roles}, {"allowedClusters", t.allowed_clusters}};
+  Json j{{"adminRoles", t.admin_roles}, {"allowedClusters", t.allowed_clusters}};
+  if (!t.home_cluster.empty()) j["homeCluster"] = t.home_cluster;
+  return j;
 }
 
 Result<TenantInfo> tenant_from_json(const Json& j) {
@@ -216,6 +218,7 @@ Result<TenantInfo> tenant_from_json(const Json& j) {
   Fields f(j, "tenant");
   f.strings("adminRoles", t.admin_roles);
   f.strings("allowedClusters", t.allowed_clusters);
+  f.str("homeCluster", t.home_cluster);
   return finish(f, t);
 }
 

@@ -1,12 +1,18 @@
 // /admin/v2/tenants[/{tenant}]: Pulsar's TenantInfo
-// {"adminRoles": [...], "allowedClusters": [...]}.
+// {"adminRoles": [...], "allowedClusters": [...]}, and Magnetar's
+// "homeCluster": where the configuration of a tenant that allows several
+// clusters is edited (georep/config_sync.h).
 // /admin/v2/tenants/{tenant}/limits: the tenant's aggregate limits across
 // all its namespaces and topics (a Magnetar extension), e.g.
 // {"publishRate": {"publishThrottlingRateInMsg": 1000, "publishThrottlingRateInByte": -1}}.
+#include <algorithm>
+
 #include "admin/handlers.h"
 #include "admin/handlers/policy_json.h"
 #include "admin/handlers/tenancy_common.h"
 #include "broker/authorization.h"
+#include "broker/tenancy.h"
+#include "common/base64.h"
 
 namespace magnetar::admin {
 
@@ -63,6 +69,23 @@ void register_tenant_routes(Router& router, broker::Tenancy& tenancy) {
         auto info = tenant_from_json(j->is_null() ? Json::object() : *j);
         if (!info.is_ok()) return error_response(info.status());
         if (create && !j->contains("allowedClusters")) info->allowed_clusters.insert(tenancy.local_cluster());
+        if (create) {
+          // Made here and allowing other clusters too, its configuration is
+          // edited here and sent to them (georep/config_sync.h). One that
+          // allows this cluster alone needs no home.
+          const bool elsewhere = std::any_of(info->allowed_clusters.begin(), info->allowed_clusters.end(),
+                                             [&tenancy](const std::string& c) { return c != tenancy.local_cluster(); });
+          if (info->home_cluster.empty() && elsewhere && info->allowed_clusters.count(tenancy.local_cluster()) != 0) {
+            info->home_cluster = tenancy.local_cluster();
+          }
+          if (!info->home_cluster.empty() && info->home_cluster != tenancy.local_cluster()) {
+            return HttpResponse::error(409, "tenant '" + name + "' would have its home on cluster '" +
+                                                info->home_cluster + "': create it there");
+          }
+        }
+        if (!info->home_cluster.empty() && info->allowed_clusters.count(info->home_cluster) == 0) {
+          return HttpResponse::error(400, "homeCluster '" + info->home_cluster + "' is not one of allowedClusters");
+        }
         return empty_or_error(create ? tenancy.create_tenant(name, *info) : tenancy.update_tenant(name, *info));
       });
     };
@@ -72,6 +95,30 @@ void register_tenant_routes(Router& router, broker::Tenancy& tenancy) {
   router.del("/admin/v2/tenants/{tenant}", [&tenancy](HttpRequest& req, Responder respond) {
     run_blocking(tenancy, std::move(respond),
                  [&tenancy, name = req.param("tenant")]() { return empty_or_error(tenancy.delete_tenant(name)); });
+  });
+  // Configuration sync (georep/config_sync.h): a tenant's home cluster sends
+  // its whole configuration here, or says it was deleted. Superusers only
+  // (admin_service.cc).
+  router.put("/admin/v2/internal/configuration/tenants/{tenant}", [&tenancy](HttpRequest& req, Responder respond) {
+    run_blocking(tenancy, std::move(respond), [&tenancy, name = req.param("tenant"), body = req.body]() {
+      auto j = parse_json_body(body);
+      if (!j.is_ok()) return error_response(j.status());
+      if (!j->is_object() || !j->contains("configuration") || !(*j)["configuration"].is_string()) {
+        return HttpResponse::error(400, "a tenant's configuration comes as {\"configuration\": \"<base64>\"}");
+      }
+      auto bytes = common::base64_decode((*j)["configuration"].get<std::string>());
+      if (!bytes.is_ok()) return error_response(bytes.status());
+      auto config = broker::decode_configuration(*bytes);
+      if (!config.is_ok()) return HttpResponse::error(400, config.status().message());
+      return empty_or_error(tenancy.apply_configuration(name, *config));
+    });
+  });
+  router.del("/admin/v2/internal/configuration/tenants/{tenant}", [&tenancy](HttpRequest& req, Responder respond) {
+    auto home = req.query.find("home");
+    run_blocking(tenancy, std::move(respond), [&tenancy, name = req.param("tenant"),
+                                               home = home == req.query.end() ? std::string() : home->second]() {
+      return empty_or_error(tenancy.remove_configuration(name, home));
+    });
   });
   router.get("/admin/v2/tenants/{tenant}/limits", [&tenancy](HttpRequest& req, Responder respond) {
     run_blocking(tenancy, std::move(respond), [&tenancy, name = req.param("tenant")]() {

@@ -123,6 +123,43 @@ TEST_F(TenancyTest, ClustersInUseCannotBeDeleted) {
   EXPECT_EQ(tenancy_->delete_cluster("east").code(), ErrorCode::kNotFound);
 }
 
+// A tenant whose home is another cluster takes its configuration from
+// there and refuses edits here; its configuration round-trips.
+TEST_F(TenancyTest, ATenantHomedElsewhereTakesItsConfigurationFromItsHomeOnly) {
+  TenantConfiguration config;
+  config.info = TenantInfo{{"ops"}, {"standalone", "east"}, "east"};  // "east" is not registered here
+  config.limits = TenantLimits{};
+  config.limits->max_namespaces = 5;
+  NamespacePolicies orders;
+  orders.message_ttl_seconds = 30;
+  config.namespaces["acme/orders"] = orders;
+  config.namespaces["acme/audit"] = NamespacePolicies{};
+  auto decoded = decode_configuration(encode_configuration(config));
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
+  ASSERT_TRUE(tenancy_->apply_configuration("acme", *decoded).is_ok());
+  EXPECT_EQ(tenancy_->get_tenant("acme")->home_cluster, "east");
+  EXPECT_EQ(tenancy_->get_tenant_limits("acme")->max_namespaces, 5);
+  EXPECT_EQ(tenancy_->get_policies(*NamespaceName::parse("acme/orders"))->message_ttl_seconds, 30);
+  // Edits here are refused, naming the home.
+  common::Status refused = tenancy_->create_namespace(*NamespaceName::parse("acme/rogue"), {});
+  EXPECT_EQ(refused.code(), ErrorCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("home cluster 'east'"), std::string::npos) << refused.to_string();
+  EXPECT_EQ(tenancy_->update_policies(*NamespaceName::parse("acme/orders"), [](NamespacePolicies&) {
+              return common::Status::ok();
+            }).code(), ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(tenancy_->delete_namespace(*NamespaceName::parse("acme/audit")).code(), ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(tenancy_->remove_tenant_limits("acme").code(), ErrorCode::kFailedPrecondition);
+  // The home drops a namespace: it goes here too.
+  config.namespaces.erase("acme/audit");
+  ASSERT_TRUE(tenancy_->apply_configuration("acme", config).is_ok());
+  EXPECT_EQ(*tenancy_->list_namespaces("acme"), std::vector<std::string>{"acme/orders"});
+  // Taking the home over (the home is lost) makes edits possible here, and
+  // the old home's configuration is refused from then on.
+  ASSERT_TRUE(tenancy_->update_tenant("acme", TenantInfo{{"ops"}, {"standalone", "east"}, "standalone"}).is_ok());
+  EXPECT_TRUE(tenancy_->create_namespace(*NamespaceName::parse("acme/after"), {}).is_ok());
+  EXPECT_EQ(tenancy_->apply_configuration("acme", config).code(), ErrorCode::kFailedPrecondition);
+}
+
 TEST_F(TenancyTest, PartitionedTopics) {
   auto t = *TopicName::parse("persistent://public/default/orders");
   ASSERT_TRUE(tenancy_->create_partitioned_topic(t, 3).is_ok());

@@ -71,6 +71,9 @@ export function TenantPage({ params: [tenant] }: PageProps) {
     h('h1', {}, `Tenant ${tenant}`),
     h('p', { class: 'muted' }, info ? `Allowed clusters: ${info.allowedClusters.join(', ') || 'none'} · Admin roles: ${
       info.adminRoles.join(', ') || 'none'}` : null),
+    info?.homeCluster ? h('p', { class: 'muted', 'data-testid': 'tenant-home' },
+      `Home cluster: ${info.homeCluster} (its configuration is edited there and sent to the other allowed clusters)`)
+      : null,
     settings ? h('div', { class: 'panel', 'data-testid': 'tenant-settings' },
       h(Settings, { tenant, ...settings, saved: load })) : null,
     h('h2', {}, 'Namespaces'),

@@ -1,4 +1,4 @@
-#include "cli/http_client.h"
+#include "client/http_client.h"
 
 #include <http_parser.h>
 
@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-namespace magnetar::cli {
+namespace magnetar::client {
 
 using common::Result;
 using common::Status;
@@ -171,4 +171,4 @@ Result<HttpReply> http_request(const Url& url, std::string_view method, std::str
   return std::move(state.reply);
 }
 
-}  // namespace magnetar::cli
+}  // namespace magnetar::client

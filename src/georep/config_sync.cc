@@ -1,0 +1,123 @@
+#include "georep/config_sync.h"
+
+#include "client/http_client.h"
+#include "common/base64.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "georep/geo_replication.h"
+
+namespace magnetar::georep {
+
+using common::Status;
+
+namespace {
+// A configuration the remote already took is sent again this often anyway
+// (a remote restored from a backup, an edit made there before its home
+// was set).
+constexpr int64_t kResendMs = 60000;
+}  // namespace
+
+ConfigSync::ConfigSync(broker::Tenancy& tenancy, std::chrono::milliseconds interval)
+    : tenancy_(tenancy), interval_(interval) {}
+
+ConfigSync::~ConfigSync() { stop(); }
+
+void ConfigSync::start() {
+  if (thread_.joinable() || interval_.count() <= 0) return;
+  thread_ = std::thread([this]() { run(); });
+}
+
+void ConfigSync::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ConfigSync::run() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    round();
+    lock.lock();
+    wake_.wait_for(lock, interval_, [this]() { return stopping_; });
+  }
+}
+
+void ConfigSync::round() {
+  if (leads_ && !leads_()) return;
+  auto tenants = tenancy_.list_tenants();
+  if (!tenants.is_ok()) return;
+  const std::string& local = tenancy_.local_cluster();
+  std::set<Target> present;
+  for (const std::string& tenant : *tenants) {
+    auto config = tenancy_.configuration_of(tenant);
+    if (!config.is_ok() || config->info.home_cluster != local) continue;
+    const std::string bytes = broker::encode_configuration(*config);
+    for (const std::string& cluster : config->info.allowed_clusters) {
+      if (cluster == local) continue;
+      const Target target{tenant, cluster};
+      present.insert(target);
+      const int64_t now = common::monotonic_ms();
+      auto sent = sent_.find(target);
+      if (sent != sent_.end() && sent->second.configuration == bytes && now - sent->second.at_ms < kResendMs) continue;
+      Status st = send(tenant, cluster, "PUT", "{\"configuration\":\"" + common::base64_encode(bytes) + "\"}");
+      note(target, st);
+      if (st.is_ok()) sent_[target] = Sent{bytes, now};
+    }
+  }
+  // Deleted here, or no longer allowing that cluster: deleted there.
+  for (auto it = sent_.begin(); it != sent_.end();) {
+    if (present.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    Status st = send(it->first.first, it->first.second, "DELETE", "");
+    note(it->first, st);
+    it = st.is_ok() || st.code() == common::ErrorCode::kNotFound ? sent_.erase(it) : std::next(it);
+  }
+}
+
+Status ConfigSync::send(const std::string& tenant, const std::string& cluster, const std::string& method,
+                        const std::string& body) {
+  auto info = tenancy_.get_cluster(cluster);
+  if (!info.is_ok()) return Status::unavailable("cluster " + cluster + " is not registered here");
+  const bool tls = info->broker_client_tls_enabled && !info->service_url_tls.empty();
+  const std::string& address = tls ? info->service_url_tls : info->service_url;
+  if (address.empty()) return Status::unavailable("cluster " + cluster + " has no serviceUrl to send to");
+  auto url = client::Url::parse(address);
+  if (!url.is_ok()) return Status::invalid_argument("cluster " + cluster + ": " + url.status().message());
+  auto token = link_token(*info, cluster);
+  if (!token.is_ok()) return token.status();
+  url->bearer_token = *token;
+  if (tls) {
+    url->tls.trust_certs_file = info->broker_client_trust_certs_file;
+    url->tls.allow_insecure = info->tls_allow_insecure;
+  }
+  std::string path = "/admin/v2/internal/configuration/tenants/" + client::escape_segment(tenant);
+  if (method == "DELETE") path += "?home=" + client::escape_segment(tenancy_.local_cluster());
+  auto reply = client::http_request(*url, method, path, body, std::chrono::seconds(10));
+  if (!reply.is_ok()) return reply.status();
+  if (reply->status / 100 == 2) return Status::ok();
+  return Status(reply->status == 404 ? common::ErrorCode::kNotFound : common::ErrorCode::kUnavailable,
+                "cluster " + cluster + " answered " + std::to_string(reply->status) + ": " + reply->body.substr(0, 300));
+}
+
+void ConfigSync::note(const Target& target, const Status& st) {
+  auto last = errors_.find(target);
+  if (st.is_ok()) {
+    if (last != errors_.end()) {
+      MLOG_INFO("configuration sync: tenant {} reaches cluster {} again", target.first, target.second);
+      errors_.erase(last);
+    }
+    return;
+  }
+  const std::string why = st.to_string();
+  if (last != errors_.end() && last->second == why) return;
+  MLOG_WARN("configuration sync: tenant {} cannot be sent to cluster {}: {}", target.first, target.second, why);
+  errors_[target] = why;
+}
+
+}  // namespace magnetar::georep
