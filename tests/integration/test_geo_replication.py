@@ -162,20 +162,29 @@ def payloads_of(frames):
     return sorted(p for f in frames for p in messages_of(f))
 
 
-class GeoReplicationTest(unittest.TestCase):
-    def setUp(self):
-        self.a = Site("a").start()
-        self.b = Site("b").start()
-        link(self.a, self.b)
+class TwoSites(unittest.TestCase):
+    """Sites self.a and self.b (made by setUp), stopped after each test,
+    and self.dir (when a test made one) removed."""
+
+    dir = None
 
     def tearDown(self):
         for s in (self.a, self.b):
             s.node.stop()
             s.node.close()
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def caught_up(self, site, topic, remote):
         r = site.replication(topic, remote)
         return r is not None and r["connected"] and r["replicationBacklog"] == 0
+
+
+class GeoReplicationTest(TwoSites):
+    def setUp(self):
+        self.a = Site("a").start()
+        self.b = Site("b").start()
+        link(self.a, self.b)
 
     def test_both_ways_exactly_once_and_never_back(self):
         sent_a = [b"from-a-%d" % i for i in range(200)]
@@ -317,7 +326,7 @@ class GeoReplicationTest(unittest.TestCase):
         wait_until(self, lambda: self.caught_up(self.a, "killed", "b"), "a's replicator caught up")
         self.assertLess(on_b_at_kill, len(sent), "a was killed after it had replicated everything")
 
-class AuthenticatedLinkTest(unittest.TestCase):
+class AuthenticatedLinkTest(TwoSites):
     """b requires tokens: a's replicator gets in once b's cluster record on a
     carries one (Pulsar's token plugin), and not before."""
 
@@ -331,12 +340,6 @@ class AuthenticatedLinkTest(unittest.TestCase):
         self.b.token = self.b_token
         self.b.start()
         link(self.a, self.b)
-
-    def tearDown(self):
-        for s in (self.a, self.b):
-            s.node.stop()
-            s.node.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
     def test_the_link_authenticates_with_the_token_of_the_cluster_record(self):
         produce(self.a, "guarded", [b"one"])
@@ -355,12 +358,8 @@ class AuthenticatedLinkTest(unittest.TestCase):
         wait_until(self, lambda: self.caught_up(self.a, "guarded", "b"), "replicated with the token")
         self.assertEqual(payloads_of(read_all(self.b, "guarded", 1, token=self.b_token)), [b"one"])
 
-    def caught_up(self, site, topic, remote):
-        r = site.replication(topic, remote)
-        return r is not None and r["connected"] and r["replicationBacklog"] == 0
 
-
-class TlsLinkTest(unittest.TestCase):
+class TlsLinkTest(TwoSites):
     """b takes Pulsar over TLS only to the replicator that trusts its
     certificate: a's link speaks TLS (brokerClientTlsEnabled) and checks b's
     certificate against the CA its cluster record names."""
@@ -374,12 +373,6 @@ class TlsLinkTest(unittest.TestCase):
         self.b = Site("b", "--broker-service-port-tls", "0", "--tls-certificate-file", cert, "--tls-key-file", key)
         self.b.start()
         link(self.a, self.b)
-
-    def tearDown(self):
-        for s in (self.a, self.b):
-            s.node.stop()
-            s.node.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
     def register_b(self, trust):
         self.a.call("POST", "/admin/v2/clusters/b",
@@ -409,12 +402,8 @@ class TlsLinkTest(unittest.TestCase):
         wait_until(self, lambda: self.caught_up(self.a, "sealed", "b"), "replicated over TLS")
         self.assertEqual(payloads_of(read_all(self.b, "sealed", 2)), [b"one", b"two"])
 
-    def caught_up(self, site, topic, remote):
-        r = site.replication(topic, remote)
-        return r is not None and r["connected"] and r["replicationBacklog"] == 0
 
-
-class ConfigurationSyncTest(unittest.TestCase):
+class ConfigurationSyncTest(TwoSites):
     """A tenant made on a that allows b has its home on a: it appears on b
     with its namespaces and their policies, b refuses edits and names a, a
     namespace deleted on a goes from b, and when a is lost b takes the home
@@ -427,11 +416,6 @@ class ConfigurationSyncTest(unittest.TestCase):
             here.call("PUT", f"/admin/v2/clusters/{there.name}",
                       {"serviceUrl": f"http://{there.host}:{there.http_port}",
                        "brokerServiceUrl": f"pulsar://{there.host}:{there.pulsar_port}"})
-
-    def tearDown(self):
-        for s in (self.a, self.b):
-            s.node.stop()
-            s.node.close()
 
     def on_b(self, path):
         status, raw, _ = self.b.node.http("GET", path)
