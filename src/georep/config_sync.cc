@@ -53,6 +53,9 @@ void ConfigSync::round() {
   const std::string& local = tenancy_.local_cluster();
   std::set<Target> present;
   for (const std::string& tenant : *tenants) {
+    // Most tenants are homed nowhere or elsewhere: one read tells.
+    auto info = tenancy_.get_tenant(tenant);
+    if (!info.is_ok() || info->home_cluster != local) continue;
     auto config = tenancy_.configuration_of(tenant);
     if (!config.is_ok() || config->info.home_cluster != local) continue;
     const std::string bytes = broker::encode_configuration(*config);

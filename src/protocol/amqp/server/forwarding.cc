@@ -259,8 +259,10 @@ void store_here(AmqpService& service, std::shared_ptr<const Publication> p, std:
     }
   }
   if (bounded.empty()) {
+    // The marks live in the publication (no allocation of their own).
+    auto marks = p->timed && gated.empty() ? std::shared_ptr<broker::PublishStages::Marks>(p, &p->marks) : nullptr;
     return append_copies(broker, topics, p->entry, p->producer_id, p->producer_name, p->client, std::move(stored),
-                         gated.empty() ? p->marks : nullptr);
+                         std::move(marks));
   }
   // Queues over their length drop their oldest messages before the
   // publisher hears the message is stored.

@@ -54,9 +54,10 @@ struct Publication {
   uint64_t producer_id = 0;
   broker::ClientInfo client;
   PublishedEntry entry;  // the stored form, made from the fields above
-  // Set for a publish timed by stage (one copy, stored here): filled in on
-  // the topic's reactor, recorded when the confirm is queued.
-  std::shared_ptr<broker::PublishStages::Marks> marks;
+  // A publish timed by stage (`timed`: one copy, stored here): the marks are
+  // filled in on the topic's reactor and recorded when the confirm is queued.
+  bool timed = false;
+  mutable broker::PublishStages::Marks marks;
 };
 
 // `rejected`: a queue at its length refused its copy (x-overflow

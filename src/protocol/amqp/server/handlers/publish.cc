@@ -98,12 +98,9 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
   p->entry = message_to_entry(exchange, routing_key, header, body.view(), p->publish_time_ms, p->producer_name,
                               p->sequence);
   // A publish routed to one queue is timed by stage (several: not one path).
-  std::shared_ptr<broker::PublishStages::Marks> marks;
-  if (p->copies.size() == 1) {
-    marks = std::make_shared<broker::PublishStages::Marks>();
-    marks->received_ns = received_ns;
-    p->marks = marks;
-  }
+  p->timed = p->copies.size() == 1;
+  p->marks.received_ns = received_ns;
+  std::shared_ptr<const Publication> timed = p->timed ? p : nullptr;
   AmqpMetrics::get().published.inc();
   const size_t bytes = body.size();
   c.publish_started(ch, bytes);
@@ -115,8 +112,8 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
   // `rejected`: a gated queue refused it (nacked with confirms; without,
   // counted and dropped as RabbitMQ drops it).
   auto settled = [reply = c.replier(), seq, id = ch.id, serial = ch.serial, key = publish.key(), bytes, route,
-                  marks](Status st, bool rejected) {
-    reply([st, rejected, seq, id, serial, key, bytes, route, marks](AmqpConnection& conn) {
+                  timed](Status st, bool rejected) {
+    reply([st, rejected, seq, id, serial, key, bytes, route, timed](AmqpConnection& conn) {
       Channel* chan = conn.channel(id, serial);
       if (chan != nullptr && st.code() == common::ErrorCode::kLimitReached) {
         // A queue refused another publisher: say so even without confirms,
@@ -128,7 +125,7 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
         conn.unconfirmed_publish_failed(route->first, route->second, st);
       }
       conn.publish_finished(id, serial, bytes);
-      if (marks && st.is_ok() && !rejected) broker::PublishStages::of(broker::PublishProtocol::kAmqp).record(*marks);
+      if (timed && st.is_ok() && !rejected) broker::PublishStages::of(broker::PublishProtocol::kAmqp).record(timed->marks);
     });
   };
   store_publication(c.service(), std::move(p), std::move(settled));
