@@ -316,7 +316,12 @@ std::string encode_configuration(const TenantConfiguration& config) {
   auto tenant_bytes = b.CreateVector(reinterpret_cast<const uint8_t*>(tenant.data()), tenant.size());
   auto limits_bytes = config.limits ? b.CreateVector(reinterpret_cast<const uint8_t*>(limits.data()), limits.size())
                                     : flatbuffers::Offset<flatbuffers::Vector<uint8_t>>();
-  b.Finish(fb::CreateTenantConfiguration(b, 1, tenant_bytes, limits_bytes, b.CreateVector(namespaces)));
+  std::vector<flatbuffers::Offset<fb::PartitionedTopicConfiguration>> partitioned;
+  for (const auto& [name, partitions] : config.partitioned_topics) {
+    partitioned.push_back(fb::CreatePartitionedTopicConfiguration(b, b.CreateString(name), partitions));
+  }
+  b.Finish(fb::CreateTenantConfiguration(b, 1, tenant_bytes, limits_bytes, b.CreateVector(namespaces),
+                                         b.CreateVector(partitioned)));
   return finish(b);
 }
 
@@ -342,6 +347,12 @@ Result<TenantConfiguration> decode_configuration(std::string_view bytes) {
       auto policies = decode_policies(view(ns->policies()));
       if (!policies.is_ok()) return policies.status();
       config.namespaces.emplace(ns->name()->str(), std::move(*policies));
+    }
+  }
+  if (c->partitioned_topics() != nullptr) {
+    for (const fb::PartitionedTopicConfiguration* t : *c->partitioned_topics()) {
+      if (t->name() == nullptr) return Status::corruption("tenant configuration: a partitioned topic without a name");
+      config.partitioned_topics.emplace(t->name()->str(), t->partitions());
     }
   }
   return config;

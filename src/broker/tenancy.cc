@@ -404,6 +404,15 @@ Result<TenantConfiguration> Tenancy::configuration_of(const std::string& tenant)
     if (policies.status().code() == ErrorCode::kNotFound) continue;  // deleted meanwhile
     if (!policies.is_ok()) return policies.status();
     config.namespaces.emplace(full, std::move(*policies));
+    for (TopicDomain domain : {TopicDomain::kPersistent, TopicDomain::kNonPersistent}) {
+      auto partitioned = list_partitioned_topics(*ns, domain);
+      if (!partitioned.is_ok()) continue;
+      for (const std::string& name : *partitioned) {
+        auto topic = TopicName::parse(name);
+        if (!topic.is_ok()) continue;
+        if (auto n = get_partitions(*topic); n.is_ok() && *n > 0) config.partitioned_topics.emplace(name, *n);
+      }
+    }
   }
   return config;
 }
@@ -444,6 +453,20 @@ Status Tenancy::apply_configuration(const std::string& tenant, const TenantConfi
       });
     }
     MAGNETAR_RETURN_IF_ERROR(st);
+  }
+  // Partitioned topics are created and grown here, never deleted (a Kafka
+  // client may have made one here); one that cannot be is tried next time.
+  for (const auto& [name, partitions] : config.partitioned_topics) {
+    auto topic = TopicName::parse(name);
+    if (!topic.is_ok() || topic->ns.tenant != tenant) continue;
+    auto have = get_partitions(*topic);
+    Status made = have.status();
+    if (have.is_ok() && *have == 0) made = create_partitioned_topic(*topic, partitions);
+    if (have.is_ok() && *have > 0 && *have < partitions) made = update_partitions(*topic, partitions);
+    if (!made.is_ok()) {
+      MLOG_DEBUG("configuration sync: partitioned topic {} ({} partitions at home '{}'): {}", name, partitions, home,
+                 made.to_string());
+    }
   }
   auto here = list_namespaces(tenant);
   if (!here.is_ok()) return here.status();

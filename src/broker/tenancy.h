@@ -83,6 +83,10 @@ struct TenantConfiguration {
   TenantInfo info;
   std::optional<TenantLimits> limits;               // none: no limits
   std::map<std::string, NamespacePolicies> namespaces;  // by "tenant/namespace"
+  // Partitioned topics' partition counts, by full topic name. Created and
+  // grown where they are received, never deleted there (Kafka clients
+  // create topics on every cluster).
+  std::map<std::string, int32_t> partitioned_topics;
 };
 // As TenantConfiguration in tenancy.fbs.
 std::string encode_configuration(const TenantConfiguration& config);

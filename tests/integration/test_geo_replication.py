@@ -443,6 +443,17 @@ class ConfigurationSyncTest(TwoSites):
             self.assertIn(status, (409, 412), (method, path, raw))
             self.assertIn(b"home cluster 'a'", raw, (method, path))
         self.assertEqual(self.on_b("/admin/v2/namespaces/acme/orders/retention"), retention)
+        # A partitioned topic made and grown on a is made and grown on b.
+        def partitions_on_a(method, count):
+            status, raw, _ = self.a.node.http(method, "/admin/v2/persistent/acme/orders/parted/partitions",
+                                              str(count).encode(), headers={"Content-Type": "application/json"})
+            self.assertEqual(status, 204, raw)
+        partitions_on_a("PUT", 3)
+        wait_until(self, lambda: self.on_b("/admin/v2/persistent/acme/orders/parted/partitions") == {"partitions": 3},
+                   "the partitioned topic on b")
+        partitions_on_a("POST", 5)
+        wait_until(self, lambda: self.on_b("/admin/v2/persistent/acme/orders/parted/partitions") == {"partitions": 5},
+                   "its new partitions on b")
         # A change and a deletion on a follow.
         self.a.call("DELETE", "/admin/v2/namespaces/acme/audit")
         self.a.call("POST", "/admin/v2/namespaces/acme/orders/retention",

@@ -134,12 +134,15 @@ TEST_F(TenancyTest, ATenantHomedElsewhereTakesItsConfigurationFromItsHomeOnly) {
   orders.message_ttl_seconds = 30;
   config.namespaces["acme/orders"] = orders;
   config.namespaces["acme/audit"] = NamespacePolicies{};
+  config.partitioned_topics["persistent://acme/orders/parted"] = 3;
   auto decoded = decode_configuration(encode_configuration(config));
   ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
   ASSERT_TRUE(tenancy_->apply_configuration("acme", *decoded).is_ok());
   EXPECT_EQ(tenancy_->get_tenant("acme")->home_cluster, "east");
   EXPECT_EQ(tenancy_->get_tenant_limits("acme")->max_namespaces, 5);
   EXPECT_EQ(tenancy_->get_policies(*NamespaceName::parse("acme/orders"))->message_ttl_seconds, 30);
+  EXPECT_EQ(*tenancy_->get_partitions(*TopicName::parse("persistent://acme/orders/parted")), 3);
+  EXPECT_EQ(tenancy_->configuration_of("acme")->partitioned_topics, config.partitioned_topics);
   // Edits here are refused, naming the home.
   common::Status refused = tenancy_->create_namespace(*NamespaceName::parse("acme/rogue"), {});
   EXPECT_EQ(refused.code(), ErrorCode::kFailedPrecondition);
