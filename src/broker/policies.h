@@ -34,6 +34,10 @@ struct ClusterInfo {
   bool broker_client_tls_enabled = false;
   bool tls_allow_insecure = false;
   std::string broker_client_trust_certs_file{};
+  // The certificate and key replicators present to it (a cluster that
+  // requires trusted client certificates); empty: none.
+  std::string broker_client_certificate_file{};
+  std::string broker_client_key_file{};
   bool operator==(const ClusterInfo&) const = default;
 };
 

@@ -83,7 +83,8 @@ std::string encode_cluster(const ClusterInfo& c) {
                                      c.broker_service_url.c_str(), c.broker_service_url_tls.c_str(),
                                      c.authentication_plugin.c_str(), c.authentication_parameters.c_str(),
                                      c.broker_client_tls_enabled, c.tls_allow_insecure,
-                                     c.broker_client_trust_certs_file.c_str());
+                                     c.broker_client_trust_certs_file.c_str(),
+                                     c.broker_client_certificate_file.c_str(), c.broker_client_key_file.c_str());
   b.Finish(off);
   return finish(b);
 }
@@ -96,7 +97,8 @@ Result<ClusterInfo> decode_cluster(std::string_view bytes) {
                      str(c->broker_service_url()),    str(c->broker_service_url_tls()),
                      str(c->authentication_plugin()), str(c->authentication_parameters()),
                      c->broker_client_tls_enabled(),  c->tls_allow_insecure(),
-                     str(c->broker_client_trust_certs_file())};
+                     str(c->broker_client_trust_certs_file()), str(c->broker_client_certificate_file()),
+                     str(c->broker_client_key_file())};
 }
 
 std::string encode_tenant(const TenantInfo& t) {

@@ -182,7 +182,7 @@ void add_cluster_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOp
 
   for (bool create : {true, false}) {
     struct Flags {
-      std::string cluster, url, url_tls, broker_url, broker_url_tls, trust_certs;
+      std::string cluster, url, url_tls, broker_url, broker_url_tls, trust_certs, cert_file, key_file;
       bool tls = false;
       bool insecure = false;
     };
@@ -196,7 +196,9 @@ void add_cluster_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOp
                                       {"brokerServiceUrlTls", f->broker_url_tls},
                                       {"brokerClientTlsEnabled", f->tls},
                                       {"tlsAllowInsecureConnection", f->insecure},
-                                      {"brokerClientTrustCertsFilePath", f->trust_certs}};
+                                      {"brokerClientTrustCertsFilePath", f->trust_certs},
+                                      {"brokerClientCertificateFilePath", f->cert_file},
+                                      {"brokerClientKeyFilePath", f->key_file}};
                             return AdminRequest{create ? "PUT" : "POST", "/admin/v2/clusters/" + escape_segment(f->cluster),
                                                 body.dump(), (create ? "Created cluster " : "Updated cluster ") + f->cluster,
                                                 nullptr};
@@ -212,6 +214,9 @@ void add_cluster_commands(CLI::App& admin, Command& run, std::shared_ptr<AdminOp
                    "Geo-replicators accept any certificate from it (encrypted, not authenticated)");
     verb->add_option("--tls-trust-certs-filepath", f->trust_certs,
                      "PEM CAs its certificate must chain to (default: the system's)");
+    verb->add_option("--tls-cert-filepath", f->cert_file,
+                     "PEM certificate geo-replicators present to it (one that requires client certificates)");
+    verb->add_option("--tls-key-filepath", f->key_file, "PEM key of --tls-cert-filepath");
   }
 
   auto victim = std::make_shared<std::string>();

@@ -98,6 +98,8 @@ Status ConfigSync::send(const std::string& tenant, const std::string& cluster, c
   if (tls) {
     url->tls.trust_certs_file = info->broker_client_trust_certs_file;
     url->tls.allow_insecure = info->tls_allow_insecure;
+    url->tls.cert_file = info->broker_client_certificate_file;
+    url->tls.key_file = info->broker_client_key_file;
   }
   std::string path = "/admin/v2/internal/configuration/tenants/" + client::escape_segment(tenant);
   if (method == "DELETE") path += "?home=" + client::escape_segment(tenancy_.local_cluster());

@@ -233,7 +233,9 @@ void GeoReplication::connect(const std::string& cluster, const std::string& topi
       if (!st.is_ok()) return st;
       std::shared_ptr<const runtime::TlsContext> tls_context;
       if (tls) {
-        auto loaded = runtime::TlsContext::load_client(info->broker_client_trust_certs_file, info->tls_allow_insecure);
+        auto loaded = runtime::TlsContext::load_client(info->broker_client_trust_certs_file, info->tls_allow_insecure,
+                                                       info->broker_client_certificate_file,
+                                                       info->broker_client_key_file);
         if (!loaded.is_ok()) {
           return Status::invalid_argument("cluster " + cluster + ": " + loaded.status().message());
         }
@@ -247,6 +249,8 @@ void GeoReplication::connect(const std::string& cluster, const std::string& topi
       lookup.tls.enabled = tls;
       lookup.tls.trust_certs_file = info->broker_client_trust_certs_file;
       lookup.tls.allow_insecure = info->tls_allow_insecure;
+      lookup.tls.cert_file = info->broker_client_certificate_file;
+      lookup.tls.key_file = info->broker_client_key_file;
       const std::string scheme = tls ? "pulsar+ssl://" : "pulsar://";
       auto owner = client::PulsarClient::service_url_for(scheme + host + ":" + port, topic, lookup);
       if (!owner.is_ok()) {

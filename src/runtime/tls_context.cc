@@ -72,7 +72,9 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::load(const TlsFiles& files
 }
 
 Result<std::shared_ptr<const TlsContext>> TlsContext::load_client(const std::string& trust_certs_file,
-                                                                  bool allow_insecure) {
+                                                                  bool allow_insecure,
+                                                                  const std::string& certificate_file,
+                                                                  const std::string& key_file) {
   ERR_clear_error();
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
   if (ctx == nullptr) return Status::internal("SSL_CTX_new: " + tls_error_string());
@@ -84,6 +86,14 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::load_client(const std::str
                                             : SSL_CTX_load_verify_locations(ctx, trust_certs_file.c_str(), nullptr);
     if (ok != 1) return file_error("TLS trust certificates file", trust_certs_file);
     owned->verifies_peer_ = true;
+  }
+  if (!certificate_file.empty()) {
+    if (SSL_CTX_use_certificate_chain_file(ctx, certificate_file.c_str()) != 1) {
+      return file_error("TLS client certificate file", certificate_file);
+    }
+    const std::string& key = key_file.empty() ? certificate_file : key_file;
+    if (SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1) return file_error("TLS client key file", key);
+    if (SSL_CTX_check_private_key(ctx) != 1) return file_error("TLS client key does not match the certificate", key);
   }
   return std::shared_ptr<const TlsContext>(std::move(owned));
 }

@@ -43,8 +43,12 @@ class TlsContext {
   // The client side, for connections this node makes: the server's
   // certificate must chain to `trust_certs_file` (empty: the system's CAs),
   // unless `allow_insecure` (encrypted, the server not authenticated).
+  // With `certificate_file` (and `key_file`, else the key is in the same
+  // file), that certificate goes to servers that ask for one.
   static common::Result<std::shared_ptr<const TlsContext>> load_client(const std::string& trust_certs_file,
-                                                                       bool allow_insecure);
+                                                                       bool allow_insecure,
+                                                                       const std::string& certificate_file = {},
+                                                                       const std::string& key_file = {});
   bool verifies_peer() const { return verifies_peer_; }
   ~TlsContext();
   TlsContext(const TlsContext&) = delete;

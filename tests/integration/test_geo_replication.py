@@ -403,6 +403,39 @@ class TlsLinkTest(TwoSites):
         self.assertEqual(payloads_of(read_all(self.b, "sealed", 2)), [b"one", b"two"])
 
 
+class MutualTlsLinkTest(TwoSites):
+    """b takes only clients whose certificate its CA signed: a's link presents
+    the certificate its cluster record names (brokerClientCertificateFilePath)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="magnetar-georep-mtls-")
+        self.ca = CertFactory(self.dir)
+        cert, key = self.ca.issue("b", "localhost", serial=3101)
+        self.client_cert, self.client_key = self.ca.issue("replicator", "replicator", serial=3102, server=False)
+        self.a = Site("a").start()
+        self.b = Site("b", "--broker-service-port-tls", "0", "--tls-certificate-file", cert, "--tls-key-file", key,
+                      "--tls-trust-certs-file-path", self.ca.ca_pem, "--tls-require-trusted-client-cert-on-connect")
+        self.b.start()
+        link(self.a, self.b)
+
+    def register_b(self, **client):
+        self.a.call("POST", "/admin/v2/clusters/b",
+                    {"serviceUrl": f"http://127.0.0.1:{self.b.http_port}",
+                     "brokerServiceUrlTls": f"pulsar+ssl://localhost:{self.b.node.ports['pulsar_tls']}",
+                     "brokerClientTlsEnabled": True, "brokerClientTrustCertsFilePath": self.ca.ca_pem, **client})
+
+    def test_the_link_presents_the_client_certificate_of_the_cluster_record(self):
+        self.register_b()
+        produce(self.a, "mutual", [b"one"])
+        wait_until(self, lambda: self.a.replication("mutual", "b").get("lastError", "") != "", "b refusing a")
+        self.assertFalse(self.a.replication("mutual", "b")["connected"])
+        self.register_b(brokerClientCertificateFilePath=self.client_cert, brokerClientKeyFilePath=self.client_key)
+        self.assertEqual(self.a.call("GET", "/admin/v2/clusters/b")["brokerClientCertificateFilePath"],
+                         self.client_cert)
+        wait_until(self, lambda: self.caught_up(self.a, "mutual", "b"), "replicated with the client certificate")
+        self.assertEqual(payloads_of(read_all(self.b, "mutual", 1)), [b"one"])
+
+
 class ConfigurationSyncTest(TwoSites):
     """A tenant made on a that allows b has its home on a: it appears on b
     with its namespaces and their policies, b refuses edits and names a, a

@@ -188,7 +188,9 @@ Json to_json(const ClusterInfo& c) {
               {"authenticationPlugin", c.authentication_plugin},  // the parameters are a secret: not shown
               {"brokerClientTlsEnabled", c.broker_client_tls_enabled},
               {"tlsAllowInsecureConnection", c.tls_allow_insecure},
-              {"brokerClientTrustCertsFilePath", c.broker_client_trust_certs_file}};
+              {"brokerClientTrustCertsFilePath", c.broker_client_trust_certs_file},
+              {"brokerClientCertificateFilePath", c.broker_client_certificate_file},
+              {"brokerClientKeyFilePath", c.broker_client_key_file}};
 }
 
 Result<ClusterInfo> cluster_from_json(const Json& j) {
@@ -204,6 +206,8 @@ Result<ClusterInfo> cluster_from_json(const Json& j) {
   f.boolean("brokerClientTlsEnabled", c.broker_client_tls_enabled);
   f.boolean("tlsAllowInsecureConnection", c.tls_allow_insecure);
   f.str("brokerClientTrustCertsFilePath", c.broker_client_trust_certs_file);
+  f.str("brokerClientCertificateFilePath", c.broker_client_certificate_file);
+  f.str("brokerClientKeyFilePath", c.broker_client_key_file);
   return finish(f, c);
 }
 
