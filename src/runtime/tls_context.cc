@@ -92,7 +92,9 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::load_client(const std::str
       return file_error("TLS client certificate file", certificate_file);
     }
     const std::string& key = key_file.empty() ? certificate_file : key_file;
-    if (SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1) return file_error("TLS client key file", key);
+    if (SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1) {
+      return file_error("TLS client key file", key);
+    }
     if (SSL_CTX_check_private_key(ctx) != 1) return file_error("TLS client key does not match the certificate", key);
   }
   return std::shared_ptr<const TlsContext>(std::move(owned));
