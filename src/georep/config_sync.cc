@@ -107,7 +107,8 @@ Status ConfigSync::send(const std::string& tenant, const std::string& cluster, c
   if (!reply.is_ok()) return reply.status();
   if (reply->status / 100 == 2) return Status::ok();
   return Status(reply->status == 404 ? common::ErrorCode::kNotFound : common::ErrorCode::kUnavailable,
-                "cluster " + cluster + " answered " + std::to_string(reply->status) + ": " + reply->body.substr(0, 300));
+                "cluster " + cluster + " answered " + std::to_string(reply->status) + ": " +
+                    reply->body.substr(0, 300));
 }
 
 void ConfigSync::note(const Target& target, const Status& st) {

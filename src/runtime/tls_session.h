@@ -1,7 +1,8 @@
 // TlsSession: one TLS connection (the server side, or the client side of
-// a connection this node makes), OpenSSL over two memory BIOs. Ciphertext from the socket goes in with feed(); plaintext
-// comes out of decrypt() as Slices; plaintext to send goes in with
-// encrypt() and ciphertext for the socket comes out of take_ciphertext().
+// a connection this node makes), OpenSSL over two memory BIOs. Ciphertext
+// from the socket goes in with feed(); plaintext comes out of decrypt() as
+// Slices; plaintext to send goes in with encrypt() and ciphertext for the
+// socket comes out of take_ciphertext().
 // No socket I/O happens here, so Connection keeps its own read and writev
 // paths. Used only by Connection, on its reactor.
 #pragma once

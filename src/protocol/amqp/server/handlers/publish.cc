@@ -125,7 +125,9 @@ void handle_publish(AmqpConnection& c, Channel& ch, const Method& publish, const
         conn.unconfirmed_publish_failed(route->first, route->second, st);
       }
       conn.publish_finished(id, serial, bytes);
-      if (timed && st.is_ok() && !rejected) broker::PublishStages::of(broker::PublishProtocol::kAmqp).record(timed->marks);
+      if (timed && st.is_ok() && !rejected) {
+        broker::PublishStages::of(broker::PublishProtocol::kAmqp).record(timed->marks);
+      }
     });
   };
   store_publication(c.service(), std::move(p), std::move(settled));
