@@ -163,6 +163,12 @@ namespace {
 // Set while this thread applies a home cluster's configuration: its writes
 // are the home's own edits.
 thread_local bool applying_home_configuration = false;
+
+// Sets applying_home_configuration for its scope.
+struct ApplyingHomeConfiguration {
+  ApplyingHomeConfiguration() { applying_home_configuration = true; }
+  ~ApplyingHomeConfiguration() { applying_home_configuration = false; }
+};
 }  // namespace
 
 Status Tenancy::check_home(const std::string& tenant) {
@@ -432,10 +438,7 @@ Status Tenancy::apply_configuration(const std::string& tenant, const TenantConfi
                                          "'; cluster '" + home + "' claims it too");
     }
   }
-  applying_home_configuration = true;
-  struct Reset {
-    ~Reset() { applying_home_configuration = false; }
-  } reset;
+  ApplyingHomeConfiguration applying;
   Status st = create_tenant(tenant, config.info);
   if (st.code() == ErrorCode::kAlreadyExists) st = update_tenant(tenant, config.info);
   MAGNETAR_RETURN_IF_ERROR(st);
@@ -490,10 +493,7 @@ Status Tenancy::remove_configuration(const std::string& tenant, const std::strin
     return Status::failed_precondition("tenant '" + tenant + "' has its home on '" + here->home_cluster +
                                        "' here, not on '" + home + "'");
   }
-  applying_home_configuration = true;
-  struct Reset {
-    ~Reset() { applying_home_configuration = false; }
-  } reset;
+  ApplyingHomeConfiguration applying;
   auto namespaces = list_namespaces(tenant);
   if (!namespaces.is_ok()) return namespaces.status();
   for (const std::string& full : *namespaces) {

@@ -32,6 +32,26 @@ int64_t wall_ms() {
       .count();
 }
 
+// Entries of a read answer, in order: their ids and bytes (in the answers).
+using ReadBytes = std::vector<std::pair<EntryId, const flatbuffers::Vector<uint8_t>*>>;
+
+// `read`'s entries copied into one buffer for the batch, each a slice of it.
+std::vector<storage::Entry> one_buffer(LedgerId id, const ReadBytes& read) {
+  size_t total = 0;
+  for (const auto& [entry, bytes] : read) total += bytes->size();
+  Slice buffer = Slice::allocate(std::max<size_t>(total, 1));
+  std::vector<storage::Entry> entries;
+  entries.reserve(read.size());
+  size_t at = 0;
+  for (const auto& [entry, bytes] : read) {
+    const size_t n = bytes->size();
+    if (n > 0) std::memcpy(buffer.mutable_data() + at, bytes->data(), n);
+    entries.push_back(storage::Entry{id, entry, buffer.sub(at, n)});
+    at += n;
+  }
+  return entries;
+}
+
 }  // namespace
 
 ReplicatedStorage::ReplicatedStorage(Transport& transport, metadata::Store& store, storage::Storage& local,
@@ -715,28 +735,13 @@ void ReplicatedStorage::read_from(LedgerId id, const LedgerMeta& meta, EntryId f
           const auto* rr = cluster::verified_record<fb::ReadReply>(*reply);
           if (rr != nullptr && rr->code() == 0 && rr->entries() != nullptr && rr->entries()->size() > 0 &&
               rr->entries()->Get(0)->entry() == first) {
-            // One buffer for the batch; each entry a slice of it.
-            size_t total = 0;
-            size_t count = 0;
-            EntryId expect = first;
+            ReadBytes read;
+            read.reserve(rr->entries()->size());
             for (const fb::StoredEntry* e : *rr->entries()) {
-              if (e->entry() != expect || e->data() == nullptr) break;
-              total += e->data()->size();
-              ++count;
-              ++expect;
+              if (e->entry() != first + static_cast<EntryId>(read.size()) || e->data() == nullptr) break;
+              read.emplace_back(e->entry(), e->data());
             }
-            Slice buffer = Slice::allocate(std::max<size_t>(total, 1));
-            std::vector<storage::Entry> entries;
-            entries.reserve(count);
-            size_t at = 0;
-            for (size_t k = 0; k < count; ++k) {
-              const fb::StoredEntry* e = rr->entries()->Get(static_cast<flatbuffers::uoffset_t>(k));
-              const size_t n = e->data()->size();
-              if (n > 0) std::memcpy(buffer.mutable_data() + at, e->data()->data(), n);
-              entries.push_back(storage::Entry{id, e->entry(), buffer.sub(at, n)});
-              at += n;
-            }
-            return deliver(home, [done, entries = std::move(entries)]() mutable { done(std::move(entries)); });
+            return deliver(home, [done, entries = one_buffer(id, read)]() mutable { done(std::move(entries)); });
           }
           if (rr == nullptr) {
             MLOG_WARN("replicated storage: malformed read answer for ledger {}", id);
@@ -785,24 +790,14 @@ void ReplicatedStorage::read_striped(LedgerId id, const LedgerMeta& meta, size_t
               found.emplace(e->entry(), e->data());
             }
           }
-          // One buffer for the batch, as far as the answers hold every entry.
-          size_t total = 0;
-          EntryId next = first;
-          for (auto it = found.begin(); it != found.end() && it->first == next; ++it, ++next) {
-            total += it->second->size();
+          // As far as the answers hold every entry.
+          ReadBytes read;
+          for (auto it = found.begin(); it != found.end() && it->first == first + static_cast<EntryId>(read.size());
+               ++it) {
+            read.emplace_back(it->first, it->second);
           }
-          if (next == first) return deliver(home, [done, st = none()]() { done(st); });
-          Slice buffer = Slice::allocate(std::max<size_t>(total, 1));
-          std::vector<storage::Entry> entries;
-          entries.reserve(static_cast<size_t>(next - first));
-          size_t at = 0;
-          for (auto it = found.begin(); it != found.end() && it->first < next; ++it) {
-            const size_t n = it->second->size();
-            if (n > 0) std::memcpy(buffer.mutable_data() + at, it->second->data(), n);
-            entries.push_back(storage::Entry{id, it->first, buffer.sub(at, n)});
-            at += n;
-          }
-          deliver(home, [done, entries = std::move(entries)]() mutable { done(std::move(entries)); });
+          if (read.empty()) return deliver(home, [done, st = none()]() { done(st); });
+          deliver(home, [done, entries = one_buffer(id, read)]() mutable { done(std::move(entries)); });
         },
         settings_.read_timeout_ms);
   }
