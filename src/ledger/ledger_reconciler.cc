@@ -130,7 +130,11 @@ Result<LedgerReconciler::Pass> LedgerReconciler::run_pass() {
   std::vector<LedgerId> doomed;
   for (LedgerId id : stored) {
     if (std::binary_search(named.begin(), named.end(), id)) continue;
-    if (id >= first_of_process_ && unnamed_.count(id) == 0) {
+    // In a cluster every ledger waits one pass: other members hand out ids
+    // from blocks they reserved before this process started, and write
+    // copies here before their lists name them.
+    const bool made_before_process = holds_every_ledger_ && id < first_of_process_;
+    if (!made_before_process && unnamed_.count(id) == 0) {
       unnamed_now.insert(id);  // may be a list write under way: the next pass decides
       continue;
     }

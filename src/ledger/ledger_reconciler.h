@@ -7,9 +7,9 @@
 // it has records in on disk. Each pass lists storage's ledgers, reads every
 // stored ledger list under /managed-ledgers/, and deletes each ledger no
 // list names that either is older than this process (its id is below the
-// first id this process could have reserved, read at start) or was unnamed
-// at the previous pass too, so a ledger whose list write is under way is
-// left alone. When most of storage's ledgers are unnamed (more than half,
+// first id this process could have reserved, read at start; a single node
+// only) or was unnamed at the previous pass too, so a ledger whose list
+// write is under way is left alone. When most of storage's ledgers are unnamed (more than half,
 // and more than kMaxUnchecked) the pass deletes none and says so: that is a
 // metadata store that lost its records or belongs to another node, which
 // takes a person, not a sweep. A ledger a list names that storage does not
@@ -60,7 +60,9 @@ class LedgerReconciler final : public runtime::Component {
 
   // Before start(): this storage holds only some of the ledgers the lists
   // name (a cluster member's copies: the rest are on other members), so a
-  // named ledger it lacks is not a loss and is not reported.
+  // named ledger it lacks is not a loss and is not reported. Ids below this
+  // process's first are then no sign of an old ledger (other members still
+  // hand them out), so every unnamed copy is given a pass to be named.
   void set_holds_every_ledger(bool every) { holds_every_ledger_ = every; }
 
   // One pass now, on the caller's thread (not a reactor, not the store's).
