@@ -186,6 +186,16 @@ void BrokerService::load(Shard& shard, const TopicName& topic, TopicCreation how
   });
 }
 
+Status BrokerService::still_owned(const TopicName& topic) const {
+  if (ownership_ == nullptr) return Status::ok();
+  if (ownership_->releasing(topic)) {
+    return Status::unavailable("topic " + topic.to_string() + " is moving to another node: look it up again shortly");
+  }
+  auto known = ownership_->known_owner(topic);
+  if (known && !known->here) return served_elsewhere(topic, *known);
+  return Status::ok();
+}
+
 void BrokerService::load_owned(Shard& shard, const TopicName& topic, TopicCreation how, TopicOrigin origin) {
   std::optional<NamespacePolicies> policies;
   if (policies_ != nullptr) {
@@ -284,8 +294,17 @@ void BrokerService::open(Shard& shard, const TopicName& topic, TopicOrigin origi
           finish(st);
           return;
         }
-        auto& slot = shard.topics[key];
         auto log = std::move(ml).value();
+        if (Status moved = still_owned(topic); !moved.is_ok()) {
+          // The bundle went elsewhere while the log opened: the topics
+          // closed then did not include this one, so it is never served
+          // here (its writer is fenced by the new owner's open anyway).
+          MLOG_WARN("topic {} opened after its bundle moved to another node: closing it", key);
+          log->close([](Status) {});
+          finish(moved);
+          return;
+        }
+        auto& slot = shard.topics[key];
         slot = std::make_unique<Topic>(topic, log, shard.context);
         slot->touch(steady_ms());
         slot->restore_subscriptions();

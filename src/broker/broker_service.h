@@ -230,6 +230,9 @@ class BrokerService final : public runtime::Component {
   void load(Shard& shard, const TopicName& topic, TopicCreation how, TopicOrigin origin);
   // load() once this node is known to own `topic`.
   void load_owned(Shard& shard, const TopicName& topic, TopicCreation how, TopicOrigin origin);
+  // OK unless the topic's bundle is known to be served elsewhere, or being
+  // handed over from here (then why, for the client).
+  common::Status still_owned(const TopicName& topic) const;
   // Opens (or creates) the topic's log and makes it loaded.
   void open(Shard& shard, const TopicName& topic, TopicOrigin origin);
   // Any thread: ok when `topic` exists (its log or its partitioned topic),

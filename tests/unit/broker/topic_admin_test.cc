@@ -4,6 +4,7 @@
 #include "utils/broker_fixture.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace magnetar::broker {
 namespace {
@@ -286,6 +287,45 @@ TEST_F(TopicLoadTest, ACompareAndSetLostWhileLoadingIsUnavailableAndPasses) {
   EXPECT_EQ(first.code(), common::ErrorCode::kUnavailable) << first.to_string();
   EXPECT_NE(first.message().find("try again"), std::string::npos) << first.to_string();
   EXPECT_TRUE(load("persistent://public/default/contended").is_ok());
+}
+
+// A cluster's ownership whose bundle goes to another node once the topic
+// started loading here (as a membership change moves it mid-open).
+class MovingOwnership final : public Ownership {
+ public:
+  void owner_of(const TopicName& topic, OwnerCallback done) override { done(*known_owner(topic)); }
+  std::optional<NodeEndpoints> known_owner(const TopicName&) const override {
+    NodeEndpoints owner;
+    owner.node = asked_++ == 0 ? 1 : 2;
+    owner.here = owner.node == 1;
+    return owner;
+  }
+  std::vector<NodeEndpoints> live_nodes() const override { return {}; }
+  NodeEndpoints self() const override {
+    NodeEndpoints me;
+    me.node = 1;
+    return me;
+  }
+  std::vector<std::string> bundles_of(uint64_t) const override { return {}; }
+  bool releasing(const TopicName&) const override { return false; }
+  void unload(const std::string&, uint64_t, std::function<void(Status)> done) override { done(Status::ok()); }
+  std::vector<BundleOwner> bundles_in(const NamespaceName&) const override { return {}; }
+  void split(const std::string&, std::vector<uint32_t>, bool, std::function<void(Status)> done) override {
+    done(Status::ok());
+  }
+  mutable std::atomic<int> asked_{0};
+};
+
+// The topics closed when a bundle moves are those loaded then: one still
+// opening its log must not be served here once it has opened.
+TEST_F(TopicLoadTest, ATopicWhoseBundleMovedWhileItOpenedIsNotServed) {
+  MovingOwnership ownership;
+  broker_->set_ownership(&ownership);
+  Status st = load("persistent://public/default/moved");
+  broker_->set_ownership(nullptr);
+  EXPECT_EQ(st.code(), common::ErrorCode::kWrongNode) << st.to_string();
+  EXPECT_NE(st.message().find("served by node 2"), std::string::npos) << st.to_string();
+  EXPECT_GE(ownership.asked_.load(), 2);
 }
 
 }  // namespace
