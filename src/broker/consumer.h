@@ -114,6 +114,10 @@ struct ConsumerOptions {
   // Read the topic through its compacted view (Log::read_compacted):
   // persistent topics, Exclusive and Failover subscriptions only.
   bool read_compacted = false;
+  // Make the subscription a replicated one (Pulsar's
+  // replicate_subscription_state): its acknowledgements reach the other
+  // clusters the topic is replicated to. Never turns it off.
+  bool replicate_state = false;
 };
 
 class Consumer {

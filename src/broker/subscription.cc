@@ -361,6 +361,18 @@ Status Subscription::ack_cumulative(uint64_t consumer_id, Position p) {
   return st;
 }
 
+Status Subscription::ack_through(Position p) {
+  Position was = cursor_.mark_delete_position();
+  if (p <= was) return Status::ok();
+  Status st = log_.ack_cumulative(cursor_.name(), p);
+  if (!st.is_ok()) return st;
+  forget_pending_through(p);
+  if (tracing_ && tracing_->on()) {
+    tracing_->record(range_event(TraceStage::kAcked, was, p, name(), "acknowledged on another cluster"));
+  }
+  return st;
+}
+
 Status Subscription::ack_batch_index(uint64_t consumer_id, Position p, uint32_t index, uint32_t batch_size) {
   Status st = log_.ack_batch_index(cursor_.name(), p, index, batch_size);
   if (!st.is_ok()) return st;
@@ -722,6 +734,7 @@ SubscriptionStats Subscription::stats() const {
   s.blocked_on_unacked = limits_apply() && blocked_on_unacked_;
   s.consumers = consumers_.size();
   s.durable = cursor_.durable();
+  s.replicated = cursor_.replicated();
   return s;
 }
 

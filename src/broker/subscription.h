@@ -87,6 +87,7 @@ struct SubscriptionStats {
   bool blocked_on_unacked = false;
   size_t consumers = 0;
   bool durable = true;
+  bool replicated = false;
   ledger::Position mark_delete;
   ledger::Position read_position;
   std::vector<ConsumerStats> consumer_list;
@@ -149,6 +150,10 @@ class Subscription {
   // Acknowledgements (individual, cumulative, one message of a batch).
   common::Status ack(uint64_t consumer_id, ledger::Position p);
   common::Status ack_cumulative(uint64_t consumer_id, ledger::Position p);
+  // Acknowledges every entry through p on nobody's behalf (another
+  // cluster's acknowledgements of a replicated subscription), whatever the
+  // subscription's type.
+  common::Status ack_through(ledger::Position p);
   common::Status ack_batch_index(uint64_t consumer_id, ledger::Position p, uint32_t index, uint32_t batch_size);
   // Acknowledges the messages of batch entry p that `unacked` (Pulsar's
   // ack_set: bit i set = message i still unacknowledged; bits past the

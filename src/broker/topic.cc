@@ -346,8 +346,10 @@ void Topic::attach_consumer(uint64_t consumer_id, ConsumerOptions options, Consu
     auto slot = take_tenant_slot(&TenantCounters::consumers);
     if (!slot.is_ok()) return done(slot.status());
     sub->set_read_compacted(opts.read_compacted);
+    const bool replicate = opts.replicate_state && sub->cursor().durable() && !sub->cursor().replicated();
     auto c = sub->add_consumer(consumer_id, std::move(opts), sink);
     if (!c) return done(c.status());
+    if (replicate) (void)set_subscription_replicated(sub->name(), true);
     (*c)->hold(std::move(slot).value());
     done(sub);
   };
@@ -546,6 +548,51 @@ void Topic::create_subscription(const std::string& name, InitialPosition start,
       done(&it->second);
     });
   });
+}
+
+Status Topic::set_subscription_replicated(const std::string& name, bool on) {
+  if (subscription(name) == nullptr) return Status::not_found("Subscription " + name + " not found");
+  if (name_.domain != TopicDomain::kPersistent) {
+    return Status::invalid_argument("only a persistent topic's subscription is replicated");
+  }
+  return log_->set_replicated(name, on);
+}
+
+std::optional<int64_t> Topic::last_index_at(Position p) const {
+  const ledger::ChainLedger* l = log_->chain().find(p.ledger);
+  if (l == nullptr || !l->runs_complete() || p.entry + 1 > l->entries) return std::nullopt;
+  return l->first_index + static_cast<int64_t>(l->messages_before(p.entry + 1)) - 1;
+}
+
+void Topic::apply_remote_acks(const std::string& name, const std::string& cluster, int64_t origin_index,
+                              int64_t local_index, ledger::Callback<Status> done) {
+  if (closed_) return done(Status::unavailable("topic " + name_.to_string() + " is closed"));
+  if (is_replicator_name(name)) return done(Status::invalid_argument("not a subscription: " + name));
+  std::optional<Position> covered;
+  if (local_index >= 0) covered = log_->chain().entry_of_index(local_index);
+  std::optional<Position> target = covered;
+  if (cold_) {
+    for (const auto& [key, attachment] : cold_->attachments) {
+      auto p = attachment->consumed_through(cluster, origin_index, covered);
+      if (p && (!target || *target < *p)) target = p;
+    }
+  }
+  if (!target) return done(Status::ok());  // nothing known to be consumed there yet
+  auto move = [this, name, target](Subscription& sub) {
+    Status st = sub.cursor().replicated() ? Status::ok() : set_subscription_replicated(name, true);
+    if (!st.is_ok()) return st;
+    return sub.ack_through(*target);
+  };
+  if (Subscription* sub = subscription(name)) return done(move(*sub));
+  std::weak_ptr<bool> alive = alive_;
+  create_subscription(name, InitialPosition::kEarliest,
+                      [this, alive, name, move, done](Result<Subscription*> sub) {
+                        if (alive.expired()) return done(Status::unavailable("topic closed"));
+                        if (sub.is_ok()) return done(move(**sub));
+                        // Made meanwhile by a consumer: moved all the same.
+                        if (Subscription* made = subscription(name)) return done(move(*made));
+                        done(sub.status());
+                      });
 }
 
 void Topic::restore_subscriptions() {

@@ -118,6 +118,15 @@ class TopicAttachment {
   virtual ~TopicAttachment() = default;
   // An entry was stored.
   virtual void on_entries_added() {}
+  // A replicated subscription on `cluster` acknowledged that topic's
+  // messages through its topic-wide index `origin_index`: the last entry
+  // here that every entry up to is acknowledged with them, when this
+  // attachment can tell. `covered`: such an entry already known (entries
+  // up to it consumed there). Topic::apply_remote_acks.
+  virtual std::optional<ledger::Position> consumed_through(const std::string& cluster, int64_t origin_index,
+                                                           std::optional<ledger::Position> covered) const {
+    return std::nullopt;
+  }
   // True while it has work that should keep the topic loaded.
   virtual bool busy() const { return false; }
   virtual void add_stats(TopicStats& stats) const {}
@@ -278,6 +287,23 @@ class Topic {
   // kLimitReached at maxSubscriptionsPerTopic.
   void create_subscription(const std::string& name, InitialPosition start,
                            ledger::Callback<common::Result<Subscription*>> done);
+  // Marks subscription `name` replicated (its acknowledgements reach the
+  // other clusters the topic is replicated to) or not; persisted.
+  // kNotFound when missing, kInvalidArgument for a reader or a
+  // non-persistent topic's subscription.
+  common::Status set_subscription_replicated(const std::string& name, bool on);
+  // The topic-wide index of the last message at or before entry p (that of
+  // the message before the ledger's first for (ledger, -1)); nullopt when
+  // the chain does not hold p's ledger or does not know its message counts.
+  std::optional<int64_t> last_index_at(ledger::Position p) const;
+  // Acknowledgements of replicated subscription `name` on `cluster`, which
+  // acknowledged that topic's messages through its index `origin_index`
+  // and, by them, this topic's through `local_index` (-1: unknown): the
+  // subscription here moves forward to the last entry every entry up to is
+  // consumed there (made, from the earliest, when missing), never back.
+  // The attachments tell what `origin_index` covers (consumed_through).
+  void apply_remote_acks(const std::string& name, const std::string& cluster, int64_t origin_index,
+                         int64_t local_index, ledger::Callback<common::Status> done);
   // Makes a subscription for every cursor the log already has (the durable
   // cursors it recovered). Called once, right after the topic is loaded.
   void restore_subscriptions();

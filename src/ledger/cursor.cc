@@ -154,6 +154,7 @@ std::string Cursor::encode(const CursorPersistLimits& limits) const {
   state.add_mark_delete_entry(mark_delete_.entry);
   state.add_acked(acked);
   state.add_batches(batch_vec);
+  if (replicated_) state.add_replicated(true);
   b.Finish(state.Finish());
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
 }
@@ -163,6 +164,7 @@ Result<Cursor> Cursor::decode(std::string name, std::string_view bytes) {
   if (!v.VerifyBuffer<fb::CursorState>(nullptr)) return Status::corruption("cursor " + name + ": state fails verification");
   auto* s = flatbuffers::GetRoot<fb::CursorState>(bytes.data());
   Cursor c(std::move(name), Position{s->mark_delete_ledger(), s->mark_delete_entry()}, true);
+  c.replicated_ = s->replicated();
   if (s->acked()) {
     for (const fb::AckRange* r : *s->acked()) {
       if (r->first() < 0 || r->last() < r->first()) return Status::corruption("cursor " + c.name_ + ": bad ack range");

@@ -51,6 +51,9 @@ class Cursor {
   bool durable() const { return durable_; }
   Position mark_delete_position() const { return mark_delete_; }
   const RangeSet& individually_acknowledged() const { return acked_; }
+  // A replicated subscription's cursor (georep/replicator.h); persisted with it.
+  bool replicated() const { return replicated_; }
+  void set_replicated(bool on) { replicated_ = on; }
 
   // Acknowledges entry p. kInvalidArgument if the chain does not hold it,
   // unless p is before the chain's first ledger (an entry of a dropped
@@ -98,6 +101,7 @@ class Cursor {
   std::string name_;
   bool durable_;
   Position mark_delete_;
+  bool replicated_ = false;
   RangeSet acked_;
   common::LazyMap<Position, Batch> batches_;
 };

@@ -82,6 +82,11 @@ class Log {
   // new position is persisted (at once for a cursor that is not durable).
   // kNotFound for an unknown cursor.
   virtual void reset_cursor(const std::string& name, Position mark_delete, Callback<common::Status> done) = 0;
+  // Marks durable cursor `name` replicated (or not), persisted with it;
+  // kNotFound when unknown, kInvalidArgument for a log that keeps no cursor.
+  virtual common::Status set_replicated(const std::string& name, bool on) {
+    return common::Status::invalid_argument("only a persistent topic's subscription is replicated");
+  }
   // Forgets cursor `name` and its persisted state; kNotFound when unknown.
   virtual void delete_cursor(const std::string& name, Callback<common::Status> done) = 0;
   // Every cursor the log has open, including durable cursors recovered when

@@ -233,6 +233,7 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   bool idle() const override;
   // Seals the current ledger and flushes the cursors.
   void close(Callback<common::Status> done) override;
+  common::Status set_replicated(const std::string& name, bool on) override;
 
  private:
   ManagedLedger(std::string name, ManagedLedgerConfig config, storage::Storage& storage, metadata::Store& store,

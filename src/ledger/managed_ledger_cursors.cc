@@ -115,6 +115,17 @@ Status ManagedLedger::ack_batch_index(const std::string& cursor, Position p, uin
   return Status::ok();
 }
 
+Status ManagedLedger::set_replicated(const std::string& name, bool on) {
+  check_home();
+  auto it = cursors_.find(name);
+  if (it == cursors_.end()) return Status::not_found("no cursor " + name);
+  if (!it->second.cursor.durable()) return Status::invalid_argument("a reader's cursor is not replicated");
+  if (it->second.cursor.replicated() == on) return Status::ok();
+  it->second.cursor.set_replicated(on);
+  persist_cursor(name);
+  return Status::ok();
+}
+
 void ManagedLedger::when_persisted(const std::string& name, Callback<Status> done) {
   auto it = cursors_.find(name);
   if (it == cursors_.end() || !it->second.writing) return later([done]() { done(Status::ok()); });

@@ -99,7 +99,15 @@ TEST(CursorTest, StateRoundTripsThroughItsEncoding) {
   EXPECT_EQ(back->individually_acknowledged().ranges(), cur.individually_acknowledged().ranges());
   EXPECT_EQ(back->batch_acks({10, 4}), cur.batch_acks({10, 4}));
   EXPECT_EQ(back->backlog_entries(c), cur.backlog_entries(c));
+  EXPECT_FALSE(back->replicated());
   EXPECT_EQ(Cursor::decode("sub", "garbage").status().code(), common::ErrorCode::kCorruption);
+  // A replicated subscription stays one, reset or not.
+  cur.set_replicated(true);
+  cur.reset({12, 0});
+  auto replicated = Cursor::decode("sub", cur.encode());
+  ASSERT_TRUE(replicated.is_ok());
+  EXPECT_TRUE(replicated->replicated());
+  EXPECT_EQ(replicated->mark_delete_position(), (Position{12, 0}));
 }
 
 // A consumer that acknowledges every other entry of a long backlog leaves one

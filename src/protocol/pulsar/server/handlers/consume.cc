@@ -101,6 +101,7 @@ void attach_consumer(PulsarConnection& c, const proto::CommandSubscribe& cmd, co
   options.priority = cmd.priority_level();
   options.durable = cmd.durable();
   options.read_compacted = cmd.read_compacted();
+  options.replicate_state = cmd.replicate_subscription_state();
   options.initial_position = cmd.initialposition() == proto::CommandSubscribe::Earliest
                                  ? broker::InitialPosition::kEarliest
                                  : broker::InitialPosition::kLatest;
