@@ -74,6 +74,7 @@ namespace {
 //                                           the tenant itself (superusers)
 //   PUT  /admin/v2/namespaces/.../unload    a superuser (bundles move
 //                                           between brokers)
+//   /admin/v2/internal/...                  a superuser (other clusters)
 //   /admin/v2/trials...                     a superuser (trial tenants'
 //                                           admins may not extend them)
 //   everything else                         a superuser (clusters, the
@@ -90,6 +91,8 @@ common::Status authorize(const broker::Authorization& authz, const HttpRequest& 
     return broker::TopicName::of(domain, tenant, r.param("namespace"), r.param("topic"));
   };
   if (r.path.rfind("/admin/v2/clusters", 0) == 0 && r.method == "GET") return common::Status::ok();
+  // What another cluster sends (configuration, acknowledgements), whatever tenant it names.
+  if (r.path.rfind("/admin/v2/internal/", 0) == 0) return authz.check_superuser(role);
   if (r.path.rfind("/admin/v2/trials", 0) == 0) return authz.check_superuser(role);
   // Anyone signed in may ask who they are, and list tenants: the list holds
   // only the tenants the role administers (all of them for a superuser).

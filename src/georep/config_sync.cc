@@ -4,7 +4,7 @@
 #include "common/base64.h"
 #include "common/clock.h"
 #include "common/logging.h"
-#include "georep/geo_replication.h"
+#include "georep/remote_admin.h"
 
 namespace magnetar::georep {
 
@@ -85,30 +85,9 @@ void ConfigSync::round() {
 
 Status ConfigSync::send(const std::string& tenant, const std::string& cluster, const std::string& method,
                         const std::string& body) {
-  auto info = tenancy_.get_cluster(cluster);
-  if (!info.is_ok()) return Status::unavailable("cluster " + cluster + " is not registered here");
-  const bool tls = info->broker_client_tls_enabled && !info->service_url_tls.empty();
-  const std::string& address = tls ? info->service_url_tls : info->service_url;
-  if (address.empty()) return Status::unavailable("cluster " + cluster + " has no serviceUrl to send to");
-  auto url = client::Url::parse(address);
-  if (!url.is_ok()) return Status::invalid_argument("cluster " + cluster + ": " + url.status().message());
-  auto token = link_token(*info, cluster);
-  if (!token.is_ok()) return token.status();
-  url->bearer_token = *token;
-  if (tls) {
-    url->tls.trust_certs_file = info->broker_client_trust_certs_file;
-    url->tls.allow_insecure = info->tls_allow_insecure;
-    url->tls.cert_file = info->broker_client_certificate_file;
-    url->tls.key_file = info->broker_client_key_file;
-  }
   std::string path = "/admin/v2/internal/configuration/tenants/" + client::escape_segment(tenant);
   if (method == "DELETE") path += "?home=" + client::escape_segment(tenancy_.local_cluster());
-  auto reply = client::http_request(*url, method, path, body, std::chrono::seconds(10));
-  if (!reply.is_ok()) return reply.status();
-  if (reply->status / 100 == 2) return Status::ok();
-  return Status(reply->status == 404 ? common::ErrorCode::kNotFound : common::ErrorCode::kUnavailable,
-                "cluster " + cluster + " answered " + std::to_string(reply->status) + ": " +
-                    reply->body.substr(0, 300));
+  return call_remote_admin(tenancy_, cluster, method, path, body, std::chrono::seconds(10));
 }
 
 void ConfigSync::note(const Target& target, const Status& st) {

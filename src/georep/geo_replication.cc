@@ -17,6 +17,8 @@
 #include "client/pulsar_client.h"
 #include "runtime/tls_context.h"
 #include "common/logging.h"
+#include "client/http_client.h"
+#include "georep/remote_admin.h"
 #include "georep/replicator.h"
 
 namespace magnetar::georep {
@@ -168,9 +170,13 @@ void GeoReplication::on_policies(broker::Topic& topic, const broker::NamespacePo
   }
   for (const std::string& cluster : remotes) {
     std::string key = std::string(kAttachmentPrefix) + cluster;
-    if (topic.attachment(key) != nullptr) continue;
+    if (auto* known = static_cast<Replicator*>(topic.attachment(key))) {
+      known->set_sole_remote(remotes.size() == 1);
+      continue;
+    }
     auto replicator = std::make_unique<Replicator>(topic, cluster, *this);
     Replicator* r = replicator.get();
+    r->set_sole_remote(remotes.size() == 1);
     topic.attach(key, std::move(replicator));
     r->start();
   }
@@ -211,6 +217,20 @@ void GeoReplication::resume(broker::BrokerService& broker) {
   };
   Status queued = worker_ ? worker_->post(std::move(task)) : Status::unavailable("geo-replication is not running");
   if (!queued.is_ok()) MLOG_WARN("geo-replication cannot resume: {}", queued.to_string());
+}
+
+void GeoReplication::send_acks(const std::string& cluster, const broker::TopicName& topic, std::string body,
+                               runtime::Reactor& reactor, std::function<void(Status)> done) {
+  const std::string path = "/admin/v2/internal/replicated-subscriptions/persistent/" +
+                           client::escape_segment(topic.ns.tenant) + "/" + client::escape_segment(topic.ns.local) +
+                           "/" + client::escape_segment(topic.local);
+  auto task = [this, cluster, path, body = std::move(body), &reactor, done]() {
+    Status st = stopping_ ? Status::unavailable("geo-replication is stopping")
+                          : call_remote_admin(tenancy_, cluster, "POST", path, body, options_.connect_timeout);
+    if (!reactor.post_reliably([done, st]() { done(st); })) MLOG_DEBUG("geo-replication: a topic's reactor stopped");
+  };
+  Status queued = worker_ ? worker_->post(std::move(task)) : Status::unavailable("geo-replication is not running");
+  if (!queued.is_ok()) done(queued);
 }
 
 void GeoReplication::connect(const std::string& cluster, const std::string& topic, runtime::Reactor& reactor,

@@ -53,6 +53,10 @@ struct GeoReplicationOptions {
   // How often tenants whose home is this cluster are sent to the others
   // they allow (config_sync.h); 0: never.
   std::chrono::milliseconds config_sync_interval{2000};
+  // How often replicated subscriptions' acknowledgements are sent to the
+  // other clusters (replicator.h; Pulsar's
+  // replicatedSubscriptionsSnapshotFrequencyMillis); 0: never.
+  std::chrono::milliseconds subscription_sync_interval{1000};
 };
 
 // The token a cluster record's authentication settings give replicators
@@ -91,6 +95,12 @@ class GeoReplication final : public runtime::Component {
   // socket is closed if `reactor` stops first.
   void connect(const std::string& cluster, const std::string& topic, runtime::Reactor& reactor,
                std::function<void(common::Result<RemoteSocket>)> done);
+
+  // Sends `body`, replicated subscriptions' acknowledgements on `topic`
+  // (replicator.h), to `cluster`'s member that serves it. `done` runs on
+  // `reactor` with the outcome.
+  void send_acks(const std::string& cluster, const broker::TopicName& topic, std::string body,
+                 runtime::Reactor& reactor, std::function<void(common::Status)> done);
 
   // Loads, in the background, every persistent topic of the namespaces
   // replicated to another cluster, so that their replicators resume after a

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "common/clock.h"
 #include "common/logging.h"
 #include "georep/geo_replication.h"
@@ -20,7 +22,7 @@ using common::Status;
 Replicator::Replicator(broker::Topic& topic, std::string remote_cluster, GeoReplication& service)
     : topic_(topic), remote_(std::move(remote_cluster)), service_(service), topic_name_(topic.name().to_string()),
       backoff_(service.options().min_backoff), retry_timer_(*runtime::Reactor::current()),
-      keepalive_timer_(*runtime::Reactor::current()) {}
+      keepalive_timer_(*runtime::Reactor::current()), acks_timer_(*runtime::Reactor::current()) {}
 
 Replicator::~Replicator() {
   *alive_ = false;
@@ -41,6 +43,10 @@ void Replicator::start() {
                              cursor_ = *c;
                              read_after_ = cursor_->mark_delete_position();
                              keepalive_timer_.every(service_.options().keepalive, [this]() { keep_alive(); });
+                             if (service_.options().subscription_sync_interval.count() > 0) {
+                               acks_timer_.every(service_.options().subscription_sync_interval,
+                                                 [this]() { send_acks(); });
+                             }
                              connect();
                            });
 }
@@ -162,6 +168,11 @@ void Replicator::send_entries(std::vector<ledger::LedgerEntry> entries) {
     common::Slice payload;
     Status st = pp::parse_entry(e.payload, false, &md, &payload);
     bool skip = !st.is_ok() || md.has_replicated_from();
+    if (st.is_ok() && md.has_replicated_from() && md.replicated_from() == remote_) {
+      sample(e.header.sequence_id + std::max<int64_t>(e.header.messages, 1) - 1, e.position);
+    } else {
+      last_other_ = e.position;
+    }
     if (st.is_ok() && md.replicate_to_size() > 0) {
       skip = skip || std::find(md.replicate_to().begin(), md.replicate_to().end(), remote_) == md.replicate_to().end();
     }
@@ -221,6 +232,77 @@ void Replicator::ack_front() {
     if (!st.is_ok()) MLOG_WARN("topic {}: replication cursor to {}: {}", topic_name_, remote_, st.to_string());
   }
   oldest_pending_ms_ = in_flight_.empty() ? 0 : in_flight_.front().publish_ms;
+}
+
+void Replicator::sample(int64_t remote_index, ledger::Position at) {
+  if (!samples_.empty() && samples_.back().remote_index >= remote_index) return;  // read again after a failure
+  if (samples_.size() >= kMaxSamples) {
+    // Every other one goes: older spans get coarser, the newest stays.
+    std::deque<Sample> kept;
+    for (size_t i = samples_.size() % 2; i < samples_.size(); i += 2) kept.push_back(samples_[i]);
+    samples_.swap(kept);
+  }
+  samples_.push_back(Sample{remote_index, at, last_other_});
+}
+
+std::optional<int64_t> Replicator::remote_index_through(ledger::Position p) const {
+  std::optional<int64_t> index;
+  for (const Sample& s : samples_) {
+    if (p < s.local) break;
+    index = s.remote_index;
+  }
+  return index;
+}
+
+std::optional<ledger::Position> Replicator::consumed_through(const std::string& cluster, int64_t origin_index,
+                                                             std::optional<ledger::Position> covered) const {
+  if (cluster != remote_) return std::nullopt;
+  std::optional<ledger::Position> through;
+  for (const Sample& s : samples_) {
+    if (s.remote_index > origin_index) break;
+    // Entries from elsewhere before it must be consumed there too.
+    if (s.other && (!covered || *covered < *s.other)) continue;
+    through = s.local;
+  }
+  return through;
+}
+
+void Replicator::send_acks() {
+  if (acks_in_flight_ || topic_.closed()) return;
+  // Subscriptions gone or no longer replicated are forgotten.
+  for (auto it = acks_sent_.begin(); it != acks_sent_.end();) {
+    const broker::Subscription* sub = topic_.subscription(it->first);
+    it = sub == nullptr || !sub->cursor().replicated() ? acks_sent_.erase(it) : std::next(it);
+  }
+  nlohmann::json list = nlohmann::json::array();
+  std::vector<std::pair<std::string, ledger::Position>> sent;
+  for (const std::string& name : topic_.subscription_names()) {
+    const broker::Subscription* sub = topic_.subscription(name);
+    if (sub == nullptr || !sub->cursor().replicated()) continue;
+    const ledger::Cursor& cursor = sub->cursor();
+    const ledger::Position md = cursor.mark_delete_position();
+    auto was = acks_sent_.find(name);
+    if (was != acks_sent_.end() && was->second == md) continue;
+    auto origin = topic_.last_index_at(md);
+    if (!origin) continue;
+    auto local = sole_remote_ ? remote_index_through(md) : std::nullopt;
+    list.push_back({{"name", name}, {"originIndex", *origin}, {"localIndex", local.value_or(-1)}});
+    sent.emplace_back(name, md);
+  }
+  if (sent.empty()) return;
+  acks_in_flight_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  const nlohmann::json body{{"cluster", service_.options().local_cluster}, {"subscriptions", std::move(list)}};
+  service_.send_acks(remote_, topic_.name(), body.dump(), *runtime::Reactor::current(), [this, alive, sent = std::move(sent)](Status st) {
+                       if (alive.expired()) return;
+                       acks_in_flight_ = false;
+                       if (!st.is_ok()) {
+                         MLOG_DEBUG("topic {}: subscription acknowledgements to {}: {}", topic_name_, remote_,
+                                    st.to_string());
+                         return;
+                       }
+                       for (const auto& [name, md] : sent) acks_sent_[name] = md;
+                     });
 }
 
 uint64_t Replicator::backlog_messages() const {

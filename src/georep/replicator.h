@@ -27,12 +27,42 @@
 // A link that stays silent for three keepalive periods (a cut cable gives
 // no error) counts as failed.
 //
+// Replicated subscriptions. A subscription marked replicated (a Pulsar
+// consumer's replicate_subscription_state, or the REST call) has its
+// acknowledgements sent to the remote cluster about once a second, so that
+// a consumer that moves there resumes close to where it acknowledged here
+// instead of at its initial position. Pulsar writes snapshot markers into
+// the log for this; both ends here are Magnetar, and the replication
+// stream itself says what is consumed where, so nothing is added to the
+// log and no consumer of any protocol can ever be handed a marker:
+// - Reading this log, the replicator sees the entries that came from the
+//   remote cluster (replicated_from), each with its index in the remote
+//   topic (the link's sequence ids) and its position here. A sample
+//   (remote index i, local position x) says: every remote entry up to i
+//   that came from there is here at or before x, and so is every entry of
+//   this cluster the remote held before i (it was here before it got
+//   there, and i came back after it). With only two clusters, a
+//   subscription here acknowledged through x has consumed the remote
+//   topic through i ("local index" in the update).
+// - The remote answers the other half from its own replicator's samples
+//   of this cluster's entries: everything there up to the entry that holds
+//   this cluster's index through which the subscription is acknowledged,
+//   provided every entry there that did not come from here is covered by
+//   the first half (consumed_through).
+// The remote moves its subscription forward to the later of the two (made
+// when missing), never back. Samples live in memory, at most kMaxSamples
+// per replicator, thinned evenly as they age; after a restart updates wait
+// for new ones. Updates go over the cluster record's web service URL
+// (georep/remote_admin.h) from the service's thread, one call at a time.
+//
 // Threads: the topic's home reactor, like its Topic, which owns it.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "broker/topic.h"
@@ -59,6 +89,12 @@ class Replicator final : public broker::TopicAttachment, public LinkListener {
   std::string cursor_name() const { return std::string(broker::kReplicatorPrefix) + remote_; }
 
   void on_entries_added() override { pump(); }
+  std::optional<ledger::Position> consumed_through(const std::string& cluster, int64_t origin_index,
+                                                   std::optional<ledger::Position> covered) const override;
+  // Whether the topic is replicated to this cluster alone (the local index
+  // of an update is sound only then: a third cluster's entries there may
+  // not have reached this one).
+  void set_sole_remote(bool sole) { sole_remote_ = sole; }
   bool busy() const override;
   void add_stats(broker::TopicStats& stats) const override;
 
@@ -87,6 +123,13 @@ class Replicator final : public broker::TopicAttachment, public LinkListener {
   void ack_front();
   uint64_t backlog_messages() const;
 
+  // Notes an entry read here that came from the remote cluster.
+  void sample(int64_t remote_index, ledger::Position at);
+  // The remote index every remote entry up to is here at or before p.
+  std::optional<int64_t> remote_index_through(ledger::Position p) const;
+  // Sends the replicated subscriptions' acknowledgements that moved.
+  void send_acks();
+
   void link_ready() override;
   void link_receipt(uint64_t sequence_id) override;
   void link_failed(const common::Status& why) override;
@@ -111,6 +154,19 @@ class Replicator final : public broker::TopicAttachment, public LinkListener {
   uint64_t bytes_out_ = 0;
   int64_t oldest_pending_ms_ = 0;  // publish time of the oldest entry read and not acknowledged
   std::string last_error_;
+  // Replicated subscriptions.
+  struct Sample {
+    int64_t remote_index;
+    ledger::Position local;
+    std::optional<ledger::Position> other;  // the last entry before it that did not come from there
+  };
+  static constexpr size_t kMaxSamples = 64;
+  std::deque<Sample> samples_;
+  std::optional<ledger::Position> last_other_;  // the last entry read that did not come from there
+  std::map<std::string, ledger::Position> acks_sent_;    // subscription -> mark-delete position sent
+  bool acks_in_flight_ = false;
+  bool sole_remote_ = true;
+  runtime::Timer acks_timer_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

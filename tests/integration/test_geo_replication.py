@@ -21,7 +21,7 @@ import pika
 import pulsar_api_pb2 as pb
 import magnetar_harness
 from magnetar_harness import Node, free_port
-from pulsar_wire import PulsarWire
+from pulsar_wire import PulsarWire, command
 from tls_certs import CertFactory
 
 WAIT_S = 60
@@ -499,6 +499,85 @@ class ConfigurationSyncTest(TwoSites):
         self.b.call("POST", "/admin/v2/tenants/acme", {"allowedClusters": ["a", "b"], "homeCluster": "b"})
         self.b.call("PUT", "/admin/v2/namespaces/acme/after-a")
         self.assertEqual(self.on_b("/admin/v2/tenants/acme")["homeCluster"], "b")
+
+
+class ReplicatedSubscriptionTest(TwoSites):
+    """A subscription marked replicated on a has its acknowledgements sent to
+    b: a consumer that moves to b resumes after what it acknowledged on a,
+    whichever cluster the messages were produced on, and acknowledgements on
+    b come back to a."""
+
+    def setUp(self):
+        self.a = Site("a").start()
+        self.b = Site("b").start()
+        link(self.a, self.b)
+
+    def subscription(self, site, topic, name):
+        return site.stats(topic)["subscriptions"].get(name)
+
+    def wait_backlog(self, site, topic, name, backlog):
+        def settled():
+            s = self.subscription(site, topic, name)
+            return s is not None and s["isReplicated"] and s["msgBacklog"] == backlog
+        wait_until(self, settled, f"subscription {name} on {site.name} with a backlog of {backlog}")
+
+    def test_a_consumer_moved_to_the_other_cluster_resumes_after_what_it_acknowledged(self):
+        topic = "replicated-sub"
+        with PulsarWire(self.a.pulsar_port, self.a.host) as w:
+            r = w.subscribe(topic_url(topic), "orders", 1, initial="Earliest", replicate_subscription_state=True)
+            self.assertEqual(r.type, pb.BaseCommand.SUCCESS, r)
+            self.assertTrue(self.subscription(self.a, topic, "orders")["isReplicated"])
+            # Twenty produced on a, then ten on b: a's log holds a0..a19,
+            # b0..b9, and so does b's.
+            produce(self.a, topic, [b"a%d" % i for i in range(20)])
+            wait_until(self, lambda: self.caught_up(self.a, topic, "b"), "a's messages on b")
+            produce(self.b, topic, [b"b%d" % i for i in range(10)])
+            wait_until(self, lambda: self.caught_up(self.b, topic, "a"), "b's messages on a")
+            w.flow(1, 1000)
+            frames = w.receive(1, 30)
+            self.assertEqual([f.payload for f in frames], [b"a%d" % i for i in range(20)] +
+                             [b"b%d" % i for i in range(10)])
+
+            def ack_through(i):
+                w.write(command("ACK", consumer_id=1, ack_type=pb.CommandAck.Cumulative,
+                                message_id=[frames[i].cmd.message.message_id]))
+            # Through a14: b's copy of the subscription leaves a15..a19 and
+            # b's own ten (the subscription is made there).
+            ack_through(14)
+            self.wait_backlog(self.b, topic, "orders", 15)
+            # Through b4, one of b's own messages.
+            ack_through(24)
+            self.wait_backlog(self.b, topic, "orders", 5)
+            w.request("CLOSE_CONSUMER", ["SUCCESS", "ERROR"], consumer_id=1)
+        # The consumer moves to b: what it acknowledged on a does not come again.
+        with PulsarWire(self.b.pulsar_port, self.b.host) as w:
+            r = w.subscribe(topic_url(topic), "orders", 2, initial="Earliest", replicate_subscription_state=True)
+            self.assertEqual(r.type, pb.BaseCommand.SUCCESS, r)
+            w.flow(2, 1000)
+            frames = w.receive(2, 5)
+            self.assertEqual([f.payload for f in frames], [b"b%d" % i for i in range(5, 10)])
+            with self.assertRaises((TimeoutError, OSError)):
+                w.receive(2, 1, timeout=1.0)
+            # Acknowledged on b, and so on a.
+            w.write(command("ACK", consumer_id=2, ack_type=pb.CommandAck.Cumulative,
+                            message_id=[frames[-1].cmd.message.message_id]))
+            self.wait_backlog(self.a, topic, "orders", 0)
+        # Nothing but messages was ever stored: 30 in each log.
+        self.assertEqual(self.a.stats(topic)["msgInCounter"], 30)
+        self.assertEqual(self.b.stats(topic)["msgInCounter"], 30)
+
+    def test_the_replicated_status_is_set_over_rest(self):
+        topic = "replicated-rest"
+        path = f"/admin/v2/persistent/{NS}/{topic}/subscription/audit"
+        self.a.call("PUT", f"/admin/v2/persistent/{NS}/{topic}")
+        self.a.call("PUT", path)
+        self.assertFalse(self.subscription(self.a, topic, "audit")["isReplicated"])
+        self.a.call("POST", path + "/replicatedSubscriptionStatus", "true")
+        self.assertTrue(self.subscription(self.a, topic, "audit")["isReplicated"])
+        status, raw, _ = self.a.node.http("POST", path + "/replicatedSubscriptionStatus", "yes")
+        self.assertEqual(status, 400, raw)
+        self.a.call("POST", path + "/replicatedSubscriptionStatus", "false")
+        self.assertFalse(self.subscription(self.a, topic, "audit")["isReplicated"])
 
 
 def magnetar_cli(*args):

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "common/clock.h"
+#include "common/join.h"
 #include "admin/handlers.h"
 #include "admin/handlers/tenancy_common.h"
 #include "admin/handlers/topic_common.h"
@@ -228,6 +229,19 @@ void register_domain(Router& router, TopicServices* s, TopicDomain d) {
     });
   });
 
+  // Pulsar's: the body is true or false.
+  router.post(sub + "/replicatedSubscriptionStatus", [s, d](HttpRequest& req, Responder respond) {
+    auto body = parse_json_body(req.body);
+    if (!body.is_ok()) return respond(error_response(body.status()));
+    if (!body->is_boolean()) return respond(HttpResponse::error(400, "the body is true or false"));
+    on_subscription(*s, d, req, std::move(respond), [on = body->get<bool>()](Topic& t, broker::Subscription& sub,
+                                                                             SharedResponder r) {
+      Status st = t.set_subscription_replicated(sub.name(), on);
+      if (!st.is_ok()) return respond_status(r, st);
+      settle(t, [r](Status flushed) { respond_status(r, flushed); });
+    });
+  });
+
   router.post(sub + "/resetcursor/{timestamp}", [s, d](HttpRequest& req, Responder respond) {
     auto ts = count_param(req.param("timestamp"), "the timestamp (ms since the epoch)");
     if (!ts.is_ok()) return respond(error_response(ts.status()));
@@ -344,6 +358,49 @@ void register_domain(Router& router, TopicServices* s, TopicDomain d) {
 
 void register_subscription_routes(Router& router, TopicServices& services) {
   for (TopicDomain d : {TopicDomain::kPersistent, TopicDomain::kNonPersistent}) register_domain(router, &services, d);
+  // Replicated subscriptions (georep/replicator.h): another cluster's
+  // acknowledgements, {"cluster": "a", "subscriptions": [{"name": "s",
+  // "originIndex": 41, "localIndex": 17}]}, sent to the member serving the
+  // topic (others redirect). Superusers only (admin_service.cc).
+  TopicServices* s = &services;
+  router.post("/admin/v2/internal/replicated-subscriptions/persistent/{tenant}/{namespace}/{topic}",
+              [s](HttpRequest& req, Responder respond) {
+    auto body = parse_json_body(req.body);
+    if (!body.is_ok()) return respond(error_response(body.status()));
+    const Json& j = *body;
+    if (!j.is_object() || !j.contains("cluster") || !j["cluster"].is_string() || !j.contains("subscriptions") ||
+        !j["subscriptions"].is_array()) {
+      return respond(HttpResponse::error(400, "expected {\"cluster\": ..., \"subscriptions\": [...]}"));
+    }
+    struct Update {
+      std::string name;
+      int64_t origin_index;
+      int64_t local_index;
+    };
+    std::vector<Update> updates;
+    for (const Json& u : j["subscriptions"]) {
+      if (!u.is_object() || !u.contains("name") || !u["name"].is_string() || !u.contains("originIndex") ||
+          !u["originIndex"].is_number_integer() || !u.contains("localIndex") || !u["localIndex"].is_number_integer()) {
+        return respond(HttpResponse::error(400, "each subscription is {\"name\", \"originIndex\", \"localIndex\"}"));
+      }
+      updates.push_back({u["name"].get<std::string>(), u["originIndex"].get<int64_t>(), u["localIndex"].get<int64_t>()});
+    }
+    on_existing_topic(*s, TopicDomain::kPersistent, req, std::move(respond),
+                      [s, cluster = j["cluster"].get<std::string>(), updates = std::move(updates)](
+                          Topic& t, SharedResponder r) {
+                        auto join = common::Join::start([s, r, topic = t.name()](Status st) {
+                          if (!st.is_ok()) return respond_status(r, st);
+                          // The topic may have been unloaded meanwhile: look it up again.
+                          Topic* now = s->broker.loaded_topic(topic);
+                          if (now == nullptr) return respond_status(r, Status::ok());
+                          settle(*now, [r](Status flushed) { respond_status(r, flushed); });
+                        });
+                        for (const Update& u : updates) {
+                          t.apply_remote_acks(u.name, cluster, u.origin_index, u.local_index, join->branch());
+                        }
+                        join->release();
+                      });
+  });
 }
 
 }  // namespace magnetar::admin

@@ -69,7 +69,7 @@ Json subscription_json(const broker::TopicStats& t, const broker::SubscriptionSt
               {"lastMarkDeleteAdvancedTimestamp", 0},
               {"consumers", consumers},
               {"isDurable", s.durable},
-              {"isReplicated", false},
+              {"isReplicated", s.replicated},
               {"allowOutOfOrderDelivery", false},
               {"consumersAfterMarkDeletePosition", Json::object()},
               {"nonContiguousDeletedMessagesRanges", 0},
