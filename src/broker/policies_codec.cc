@@ -309,12 +309,17 @@ std::string encode_configuration(const TenantConfiguration& config) {
   Builder b(1024);
   const std::string tenant = encode_tenant(config.info);
   const std::string limits = config.limits ? encode_tenant_limits(*config.limits) : std::string();
-  std::vector<flatbuffers::Offset<fb::NamespaceConfiguration>> namespaces;
-  for (const auto& [name, policies] : config.namespaces) {
-    const std::string bytes = encode_policies(policies);
-    namespaces.push_back(fb::CreateNamespaceConfiguration(
-        b, b.CreateString(name), b.CreateVector(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())));
-  }
+  auto named_policies = [&b](const std::map<std::string, NamespacePolicies>& all) {
+    std::vector<flatbuffers::Offset<fb::NamespaceConfiguration>> out;
+    for (const auto& [name, policies] : all) {
+      const std::string bytes = encode_policies(policies);
+      out.push_back(fb::CreateNamespaceConfiguration(
+          b, b.CreateString(name), b.CreateVector(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())));
+    }
+    return b.CreateVector(out);
+  };
+  auto namespaces = named_policies(config.namespaces);
+  auto topic_policies = named_policies(config.topic_policies);
   auto tenant_bytes = b.CreateVector(reinterpret_cast<const uint8_t*>(tenant.data()), tenant.size());
   auto limits_bytes = config.limits ? b.CreateVector(reinterpret_cast<const uint8_t*>(limits.data()), limits.size())
                                     : flatbuffers::Offset<flatbuffers::Vector<uint8_t>>();
@@ -322,8 +327,8 @@ std::string encode_configuration(const TenantConfiguration& config) {
   for (const auto& [name, partitions] : config.partitioned_topics) {
     partitioned.push_back(fb::CreatePartitionedTopicConfiguration(b, b.CreateString(name), partitions));
   }
-  b.Finish(fb::CreateTenantConfiguration(b, 1, tenant_bytes, limits_bytes, b.CreateVector(namespaces),
-                                         b.CreateVector(partitioned)));
+  b.Finish(fb::CreateTenantConfiguration(b, 1, tenant_bytes, limits_bytes, namespaces, b.CreateVector(partitioned),
+                                         topic_policies));
   return finish(b);
 }
 
@@ -343,14 +348,20 @@ Result<TenantConfiguration> decode_configuration(std::string_view bytes) {
     if (!limits.is_ok()) return limits.status();
     config.limits = *limits;
   }
-  if (c->namespaces() != nullptr) {
-    for (const fb::NamespaceConfiguration* ns : *c->namespaces()) {
-      if (ns->name() == nullptr) return Status::corruption("tenant configuration: a namespace without a name");
-      auto policies = decode_policies(view(ns->policies()));
+  auto named_policies = [&view](const flatbuffers::Vector<flatbuffers::Offset<fb::NamespaceConfiguration>>* all,
+                                 const char* what, std::map<std::string, NamespacePolicies>& out) {
+    if (all == nullptr) return Status::ok();
+    for (const fb::NamespaceConfiguration* one : *all) {
+      if (one->name() == nullptr) return Status::corruption(std::string("tenant configuration: a ") + what +
+                                                            " without a name");
+      auto policies = decode_policies(view(one->policies()));
       if (!policies.is_ok()) return policies.status();
-      config.namespaces.emplace(ns->name()->str(), std::move(*policies));
+      out.emplace(one->name()->str(), std::move(*policies));
     }
-  }
+    return Status::ok();
+  };
+  MAGNETAR_RETURN_IF_ERROR(named_policies(c->namespaces(), "namespace", config.namespaces));
+  MAGNETAR_RETURN_IF_ERROR(named_policies(c->topic_policies(), "topic's policies", config.topic_policies));
   if (c->partitioned_topics() != nullptr) {
     for (const fb::PartitionedTopicConfiguration* t : *c->partitioned_topics()) {
       if (t->name() == nullptr) return Status::corruption("tenant configuration: a partitioned topic without a name");

@@ -419,8 +419,28 @@ Result<TenantConfiguration> Tenancy::configuration_of(const std::string& tenant)
         if (auto n = get_partitions(*topic); n.is_ok() && *n > 0) config.partitioned_topics.emplace(name, *n);
       }
     }
+    MAGNETAR_RETURN_IF_ERROR(stored_topic_policies(*ns, config.topic_policies));
   }
   return config;
+}
+
+Status Tenancy::stored_topic_policies(const NamespaceName& ns, std::map<std::string, NamespacePolicies>& out) {
+  for (TopicDomain domain : {TopicDomain::kPersistent, TopicDomain::kNonPersistent}) {
+    const std::string folder = topic_policies_prefix(ns) + std::string(domain_name(domain));
+    auto locals = md::list_children(store_, folder);
+    if (locals.status().code() == ErrorCode::kNotFound) continue;
+    if (!locals.is_ok()) return locals.status();
+    for (const std::string& local : *locals) {
+      auto topic = TopicName::of(domain, ns.tenant, ns.local, local);
+      auto r = md::get(store_, folder + "/" + local);
+      if (!topic.is_ok() || r.status().code() == ErrorCode::kNotFound) continue;
+      if (!r.is_ok()) return r.status();
+      auto policies = decode_policies(r->value);
+      if (!policies.is_ok()) return policies.status();
+      out.emplace(topic->to_string(), std::move(*policies));
+    }
+  }
+  return Status::ok();
 }
 
 Status Tenancy::apply_configuration(const std::string& tenant, const TenantConfiguration& config) {
@@ -471,12 +491,33 @@ Status Tenancy::apply_configuration(const std::string& tenant, const TenantConfi
                  made.to_string());
     }
   }
+  // Topic overrides as at home: written whether the topic exists here yet
+  // or not (a replicated topic is made by its first message).
+  for (const auto& [name, policies] : config.topic_policies) {
+    auto topic = TopicName::parse(name);
+    if (!topic.is_ok() || topic->ns.tenant != tenant || config.namespaces.count(topic->ns.to_string()) == 0) {
+      return Status::invalid_argument("'" + name + "' is not a topic of " + tenant + "'s namespaces");
+    }
+    const std::string bytes = encode_policies(policies);
+    auto current = md::get(store_, topic_policies_key(*topic));
+    if (current.is_ok() && current->value == bytes) continue;
+    MAGNETAR_RETURN_IF_ERROR(md::put(store_, topic_policies_key(*topic), bytes).status());
+  }
   auto here = list_namespaces(tenant);
   if (!here.is_ok()) return here.status();
   for (const std::string& full : *here) {
-    if (config.namespaces.count(full) != 0) continue;
     auto ns = NamespaceName::parse(full);
     if (!ns.is_ok()) continue;
+    if (config.namespaces.count(full) != 0) {
+      // Overrides removed at home go here too.
+      std::map<std::string, NamespacePolicies> overrides;
+      MAGNETAR_RETURN_IF_ERROR(stored_topic_policies(*ns, overrides));
+      for (const auto& [name, unused] : overrides) {
+        if (config.topic_policies.count(name) != 0) continue;
+        if (auto topic = TopicName::parse(name); topic.is_ok()) MAGNETAR_RETURN_IF_ERROR(delete_topic_policies(*topic));
+      }
+      continue;
+    }
     // One that still holds topics stays until they are deleted here.
     if (Status gone = delete_namespace(*ns); !gone.is_ok() && gone.code() != ErrorCode::kNotFound) {
       MLOG_DEBUG("configuration sync: namespace {} is gone at home '{}' but stays here: {}", full, home,
@@ -824,6 +865,7 @@ Result<NamespacePolicies> Tenancy::get_topic_policies(const TopicName& topic) {
 }
 
 Status Tenancy::update_topic_policies(const TopicName& topic, const std::function<Status(NamespacePolicies&)>& change) {
+  MAGNETAR_RETURN_IF_ERROR(check_home(topic.ns.tenant));
   MAGNETAR_RETURN_IF_ERROR(require_topic(topic));
   for (int attempt = 0; attempt < kMaxCasAttempts; ++attempt) {
     auto current = md::get(store_, topic_policies_key(topic));

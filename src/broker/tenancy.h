@@ -87,6 +87,8 @@ struct TenantConfiguration {
   // grown where they are received, never deleted there (Kafka clients
   // create topics on every cluster).
   std::map<std::string, int32_t> partitioned_topics;
+  // Topic-level policy overrides, by full topic name.
+  std::map<std::string, NamespacePolicies> topic_policies;
 };
 // As TenantConfiguration in tenancy.fbs.
 std::string encode_configuration(const TenantConfiguration& config);
@@ -237,6 +239,8 @@ class Tenancy final : public runtime::Component {
  private:
   common::Status ensure_defaults();
   common::Status require_namespace(const NamespaceName& ns);
+  // Adds the topic-level overrides stored for `ns`'s topics, by full name.
+  common::Status stored_topic_policies(const NamespaceName& ns, std::map<std::string, NamespacePolicies>& out);
   common::Status check_clusters_exist(const std::set<std::string>& clusters);
   // FailedPrecondition when `tenant`'s home is another cluster (and this
   // thread is not applying that home's configuration).

@@ -5,6 +5,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "georep/remote_admin.h"
+#include "metadata/blocking.h"
 
 namespace magnetar::georep {
 
@@ -17,8 +18,38 @@ namespace {
 constexpr int64_t kResendMs = 60000;
 }  // namespace
 
-ConfigSync::ConfigSync(broker::Tenancy& tenancy, std::chrono::milliseconds interval)
-    : tenancy_(tenancy), interval_(interval) {}
+ConfigSync::ConfigSync(broker::Tenancy& tenancy, metadata::Store& store, std::chrono::milliseconds interval)
+    : tenancy_(tenancy), store_(store), interval_(interval) {}
+
+void ConfigSync::load_sent() {
+  auto r = metadata::blocking::get(store_, std::string(kSentKey));
+  if (!r.is_ok()) {
+    loaded_ = r.status().code() == common::ErrorCode::kNotFound;
+    return;
+  }
+  // "tenant\tcluster\n" lines.
+  std::string_view rest = r->value;
+  while (!rest.empty()) {
+    const auto end = rest.find('\n');
+    const std::string_view line = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+    const auto tab = line.find('\t');
+    if (tab == std::string_view::npos) continue;
+    Target target{std::string(line.substr(0, tab)), std::string(line.substr(tab + 1))};
+    saved_.insert(target);
+    sent_.try_emplace(target);  // sent again when it is still here, deleted there when not
+  }
+  loaded_ = true;
+}
+
+void ConfigSync::save_sent() {
+  std::set<Target> now;
+  for (const auto& [target, unused] : sent_) now.insert(target);
+  if (now == saved_) return;
+  std::string value;
+  for (const auto& [tenant, cluster] : now) value += tenant + "\t" + cluster + "\n";
+  if (metadata::blocking::put(store_, std::string(kSentKey), value).is_ok()) saved_ = std::move(now);
+}
 
 ConfigSync::~ConfigSync() { stop(); }
 
@@ -47,7 +78,14 @@ void ConfigSync::run() {
 }
 
 void ConfigSync::round() {
-  if (leads_ && !leads_()) return;
+  if (leads_ && !leads_()) {
+    loaded_ = false;  // another member sends: read what it sent when this one leads again
+    sent_.clear();
+    saved_.clear();
+    return;
+  }
+  if (!loaded_) load_sent();
+  if (!loaded_) return;  // the store cannot tell yet: deleting nothing, sending nothing
   auto tenants = tenancy_.list_tenants();
   if (!tenants.is_ok()) return;
   const std::string& local = tenancy_.local_cluster();
@@ -81,6 +119,7 @@ void ConfigSync::round() {
     note(it->first, st);
     it = st.is_ok() || st.code() == common::ErrorCode::kNotFound ? sent_.erase(it) : std::next(it);
   }
+  save_sent();
 }
 
 Status ConfigSync::send(const std::string& tenant, const std::string& cluster, const std::string& method,

@@ -124,14 +124,14 @@ Result<std::string> link_token(const broker::ClusterInfo& info, const std::strin
 }
 
 
-GeoReplication::GeoReplication(broker::Tenancy& tenancy, GeoReplicationOptions options)
-    : tenancy_(tenancy), options_(std::move(options)) {}
+GeoReplication::GeoReplication(broker::Tenancy& tenancy, metadata::Store& store, GeoReplicationOptions options)
+    : tenancy_(tenancy), store_(store), options_(std::move(options)) {}
 
 GeoReplication::~GeoReplication() { stop(); }
 
 Status GeoReplication::start() {
   worker_ = std::make_unique<runtime::WorkerThread>("georep", 1 << 12);
-  config_sync_ = std::make_unique<ConfigSync>(tenancy_, options_.config_sync_interval);
+  config_sync_ = std::make_unique<ConfigSync>(tenancy_, store_, options_.config_sync_interval);
   if (config_leads_) config_sync_->set_leads(config_leads_);
   config_sync_->start();
   return Status::ok();

@@ -66,8 +66,8 @@ common::Result<std::string> link_token(const broker::ClusterInfo& info, const st
 
 class GeoReplication final : public runtime::Component {
  public:
-  // REQUIRES: `tenancy` outlives this.
-  GeoReplication(broker::Tenancy& tenancy, GeoReplicationOptions options);
+  // REQUIRES: `tenancy` and `store` (the metadata store) outlive this.
+  GeoReplication(broker::Tenancy& tenancy, metadata::Store& store, GeoReplicationOptions options);
   ~GeoReplication() override;
 
   const GeoReplicationOptions& options() const { return options_; }
@@ -118,6 +118,7 @@ class GeoReplication final : public runtime::Component {
 
  private:
   broker::Tenancy& tenancy_;
+  metadata::Store& store_;
   const GeoReplicationOptions options_;
   std::unique_ptr<runtime::WorkerThread> worker_;
   std::unique_ptr<ConfigSync> config_sync_;

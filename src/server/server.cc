@@ -442,7 +442,7 @@ Status Server::start() {
   // gets a replicator per remote cluster when its policies are applied.
   georep::GeoReplicationOptions georep_options;
   georep_options.local_cluster = config_.cluster_name;
-  auto geo = std::make_unique<georep::GeoReplication>(*tenancy_ptr, georep_options);
+  auto geo = std::make_unique<georep::GeoReplication>(*tenancy_ptr, metadata_store, georep_options);
   georep::GeoReplication* geo_ptr = geo.get();  // resumed once everything started
   if (cluster_) {
     // One member sends the cluster's tenants to the other clusters: the metadata leader.

@@ -476,6 +476,16 @@ class ConfigurationSyncTest(TwoSites):
             self.assertIn(status, (409, 412), (method, path, raw))
             self.assertIn(b"home cluster 'a'", raw, (method, path))
         self.assertEqual(self.on_b("/admin/v2/namespaces/acme/orders/retention"), retention)
+        # A topic's override follows too: it is there once b has the topic
+        # (its first message would make it), and refused on b.
+        self.a.call("PUT", "/admin/v2/persistent/acme/orders/capped")
+        self.a.call("POST", "/admin/v2/persistent/acme/orders/capped/messageTTL", "60")
+        self.b.call("PUT", "/admin/v2/persistent/acme/orders/capped")
+        wait_until(self, lambda: self.on_b("/admin/v2/persistent/acme/orders/capped/messageTTL") == 60,
+                   "the topic's TTL on b")
+        status, raw, _ = self.b.node.http("POST", "/admin/v2/persistent/acme/orders/capped/messageTTL", "5")
+        self.assertIn(status, (409, 412), raw)
+        self.assertIn(b"home cluster 'a'", raw)
         # A partitioned topic made and grown on a is made and grown on b.
         def partitions_on_a(method, count):
             status, raw, _ = self.a.node.http(method, "/admin/v2/persistent/acme/orders/parted/partitions",
@@ -494,11 +504,29 @@ class ConfigurationSyncTest(TwoSites):
         wait_until(self, lambda: self.on_b("/admin/v2/namespaces/acme") == ["acme/orders"], "acme/audit gone from b")
         wait_until(self, lambda: self.on_b("/admin/v2/namespaces/acme/orders/retention")["retentionSizeInMB"] == 20,
                    "the new retention on b")
+        # An override removed at home goes on b.
+        self.a.call("DELETE", "/admin/v2/persistent/acme/orders/capped/messageTTL")
+        wait_until(self, lambda: self.on_b("/admin/v2/persistent/acme/orders/capped/messageTTL") is None,
+                   "the topic's TTL gone from b")
         # a is lost: b takes the home over and edits there.
         self.a.node.stop()
         self.b.call("POST", "/admin/v2/tenants/acme", {"allowedClusters": ["a", "b"], "homeCluster": "b"})
         self.b.call("PUT", "/admin/v2/namespaces/acme/after-a")
         self.assertEqual(self.on_b("/admin/v2/tenants/acme")["homeCluster"], "b")
+
+    def test_a_tenant_deleted_while_the_other_cluster_was_down_goes_there_after_a_restart_of_its_home(self):
+        self.a.call("PUT", "/admin/v2/tenants/gone", {"allowedClusters": ["a", "b"]})
+        self.a.call("PUT", "/admin/v2/namespaces/gone/ns")
+        wait_until(self, lambda: self.on_b("/admin/v2/namespaces/gone") == ["gone/ns"], "gone/ns on b")
+        self.b.node.stop()
+        self.a.call("DELETE", "/admin/v2/namespaces/gone/ns")
+        self.a.call("DELETE", "/admin/v2/tenants/gone")
+        # The home restarts before b is back: what it had sent is remembered.
+        self.a.node.stop()
+        self.a.node.start()
+        self.b.node.start()
+        wait_until(self, lambda: self.on_b("/admin/v2/tenants/gone") is None, "tenant gone deleted on b")
+        self.assertNotIn("gone", self.on_b("/admin/v2/tenants"))
 
 
 class ReplicatedSubscriptionTest(TwoSites):

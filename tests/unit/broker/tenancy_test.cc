@@ -135,6 +135,10 @@ TEST_F(TenancyTest, ATenantHomedElsewhereTakesItsConfigurationFromItsHomeOnly) {
   config.namespaces["acme/orders"] = orders;
   config.namespaces["acme/audit"] = NamespacePolicies{};
   config.partitioned_topics["persistent://acme/orders/parted"] = 3;
+  NamespacePolicies capped;
+  capped.max_producers_per_topic = 2;
+  config.topic_policies["persistent://acme/orders/parted"] = capped;
+  config.topic_policies["persistent://acme/orders/not-made-here-yet"] = orders;
   auto decoded = decode_configuration(encode_configuration(config));
   ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
   ASSERT_TRUE(tenancy_->apply_configuration("acme", *decoded).is_ok());
@@ -143,6 +147,11 @@ TEST_F(TenancyTest, ATenantHomedElsewhereTakesItsConfigurationFromItsHomeOnly) {
   EXPECT_EQ(tenancy_->get_policies(*NamespaceName::parse("acme/orders"))->message_ttl_seconds, 30);
   EXPECT_EQ(*tenancy_->get_partitions(*TopicName::parse("persistent://acme/orders/parted")), 3);
   EXPECT_EQ(tenancy_->configuration_of("acme")->partitioned_topics, config.partitioned_topics);
+  const auto parted = *TopicName::parse("persistent://acme/orders/parted");
+  EXPECT_EQ(tenancy_->get_topic_policies(parted)->max_producers_per_topic, 2);
+  EXPECT_EQ(tenancy_->configuration_of("acme")->topic_policies, config.topic_policies);
+  EXPECT_EQ(tenancy_->update_topic_policies(parted, [](NamespacePolicies&) { return common::Status::ok(); }).code(),
+            ErrorCode::kFailedPrecondition);
   // Edits here are refused, naming the home.
   common::Status refused = tenancy_->create_namespace(*NamespaceName::parse("acme/rogue"), {});
   EXPECT_EQ(refused.code(), ErrorCode::kFailedPrecondition);
@@ -152,10 +161,13 @@ TEST_F(TenancyTest, ATenantHomedElsewhereTakesItsConfigurationFromItsHomeOnly) {
             }).code(), ErrorCode::kFailedPrecondition);
   EXPECT_EQ(tenancy_->delete_namespace(*NamespaceName::parse("acme/audit")).code(), ErrorCode::kFailedPrecondition);
   EXPECT_EQ(tenancy_->remove_tenant_limits("acme").code(), ErrorCode::kFailedPrecondition);
-  // The home drops a namespace: it goes here too.
+  // The home drops a namespace and a topic's overrides: they go here too.
   config.namespaces.erase("acme/audit");
+  config.topic_policies.erase("persistent://acme/orders/parted");
   ASSERT_TRUE(tenancy_->apply_configuration("acme", config).is_ok());
   EXPECT_EQ(*tenancy_->list_namespaces("acme"), std::vector<std::string>{"acme/orders"});
+  EXPECT_EQ(*tenancy_->get_topic_policies(parted), NamespacePolicies{});
+  EXPECT_EQ(tenancy_->configuration_of("acme")->topic_policies.size(), 1u);
   // Taking the home over (the home is lost) makes edits possible here, and
   // the old home's configuration is refused from then on.
   ASSERT_TRUE(tenancy_->update_tenant("acme", TenantInfo{{"ops"}, {"standalone", "east"}, "standalone"}).is_ok());
