@@ -206,9 +206,12 @@ Status ClusterNode::open_on_reactor(bool has_log) {
     if (!consensus_->is_leader()) return reply(std::string());
     int64_t now = common::monotonic_ms();
     last_seen_ms_[peer.id] = now;
-    std::vector<uint64_t> alive{id_};
-    for (const auto& [id, seen] : last_seen_ms_) {
-      if (id != id_ && now - seen < kDeadAfterMs) alive.push_back(id);
+    // The same view the leader's own member list shows: a member not heard
+    // from since this node began leading is alive for the grace period (it
+    // keeps alive with the old leader until it notices the new one).
+    std::vector<uint64_t> alive;
+    for (const Server& m : consensus_->members()) {
+      if (seen_alive(m.id, now)) alive.push_back(m.id);
     }
     flatbuffers::FlatBufferBuilder b(64);
     auto ids = b.CreateVector(alive);
@@ -395,6 +398,14 @@ void ClusterNode::renew_leader_lease(int64_t now) {
   lease_until_ms_ = std::max(lease_until_ms_.load(), heard[majority - 1] + kLeaseMs);
 }
 
+bool ClusterNode::seen_alive(ServerId id, int64_t now) const {
+  if (id == id_) return true;
+  auto seen = last_seen_ms_.find(id);
+  // Leading since the last tick at most: the grace starts now.
+  const int64_t since = seen != last_seen_ms_.end() ? seen->second : leading_since_ms_ != 0 ? leading_since_ms_ : now;
+  return now - since < kDeadAfterMs;
+}
+
 void ClusterNode::refresh_members() {
   int64_t now = common::monotonic_ms();
   bool leading = consensus_->is_leader();
@@ -406,8 +417,7 @@ void ClusterNode::refresh_members() {
       mi.alive = true;
       mi.applied_index = consensus_->applied_index();
     } else if (leading) {
-      auto seen = last_seen_ms_.find(m.id);
-      mi.alive = seen != last_seen_ms_.end() ? now - seen->second < kDeadAfterMs : now - leading_since_ms_ < kDeadAfterMs;
+      mi.alive = seen_alive(m.id, now);
     } else {
       // What the leader said at the last keepalive, while that is recent.
       bool fresh = now - leader_said_at_ms_ < kDeadAfterMs;
@@ -423,12 +433,7 @@ void ClusterNode::refresh_members() {
 void ClusterNode::reconcile_membership() {
   if (changing_membership_) return;
   int64_t now = common::monotonic_ms();
-  auto alive = [&](ServerId id) {
-    if (id == id_) return true;
-    auto seen = last_seen_ms_.find(id);
-    int64_t since = seen != last_seen_ms_.end() ? seen->second : leading_since_ms_;
-    return now - since < kDeadAfterMs;
-  };
+  auto alive = [&](ServerId id) { return seen_alive(id, now); };
   auto members = consensus_->members();
   size_t target = members.size() >= 5 ? 5 : std::min<size_t>(3, members.size());
   std::vector<ServerId> voters, dead_voters, live_standbys;

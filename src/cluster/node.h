@@ -138,6 +138,10 @@ class ClusterNode final : public runtime::Component {
   void renew_leader_lease(int64_t now);
   // Publishes what members() answers.
   void refresh_members();
+  // Leader only: whether member `id` counts as alive at `now` (heard from
+  // within kDeadAfterMs, or not yet heard since this node began leading and
+  // leading for less than that).
+  bool seen_alive(ServerId id, int64_t now) const;
   void reconcile_membership();
   // Main thread, stopping: a leader hands leadership to the most up-to-date
   // voter, so metadata writes go on without waiting for an election.

@@ -86,6 +86,21 @@ class ClusterFaultTest(ClusterCase):
             node.stop(sig=signal.SIGKILL)
         new_leader = self.cluster.leader(among=survivors, other_than=killed)
         self.assertNotIn(new_leader, killed)
+        # A new leader has heard from no one yet: the members still keeping
+        # alive with the old one are not reported dead meanwhile (ownership
+        # would move their bundles). Watched for a few keepalive periods.
+        survivor_ids = {n.id for n in survivors}
+        seen_dead = set()
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            for node in survivors:
+                try:
+                    view = nodes_of(node, timeout=2.0)
+                except (ValueError, OSError):
+                    continue
+                seen_dead |= {(node.id, n["id"]) for n in view if n["id"] in survivor_ids and not n["alive"]}
+            time.sleep(0.05)
+        self.assertEqual(seen_dead, set(), "(observer, member) pairs where a live member was reported dead")
         written = [f"after-kill-{i}" for i in range(6)]
         for name in written:
             write_until_acknowledged(self, survivors, name)
