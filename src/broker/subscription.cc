@@ -363,7 +363,8 @@ Status Subscription::ack_cumulative(uint64_t consumer_id, Position p) {
 
 Status Subscription::ack_through(Position p) {
   Position was = cursor_.mark_delete_position();
-  if (p <= was) return Status::ok();
+  // At or before the mark-delete position, or in a ledger retention dropped: nothing left to acknowledge.
+  if (p <= was || log_.chain().find(p.ledger) == nullptr) return Status::ok();
   Status st = log_.ack_cumulative(cursor_.name(), p);
   if (!st.is_ok()) return st;
   forget_pending_through(p);

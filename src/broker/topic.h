@@ -274,6 +274,8 @@ class Topic {
   void when_entries_added(const void* key, std::function<void()> fn);
   Subscription* subscription(const std::string& name);
   std::vector<std::string> subscription_names() const;
+  // Every subscription, by name, without copying (home reactor).
+  const std::map<std::string, Subscription>& subscriptions() const { return subscriptions_; }
   // Removes a subscription without consumers. kFailedPrecondition while it
   // has consumers, kNotFound when missing. Its cursor is deleted from the
   // log in the background.

@@ -32,7 +32,7 @@ Status call_remote_admin(broker::Tenancy& tenancy, const std::string& cluster, c
     const std::string target = location == reply->headers.end() ? std::string() : location->second;
     const auto scheme_end = target.find("://");
     const auto path_start = scheme_end == std::string::npos ? scheme_end : target.find('/', scheme_end + 3);
-    auto moved = path_start == std::string::npos ? client::Url::parse("") : client::Url::parse(target.substr(0, path_start));
+    auto moved = client::Url::parse(path_start == std::string::npos ? std::string() : target.substr(0, path_start));
     if (!moved.is_ok()) return Status::unavailable("cluster " + cluster + " redirected to '" + target + "'");
     moved->bearer_token = url->bearer_token;
     moved->tls = url->tls;

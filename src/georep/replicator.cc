@@ -170,8 +170,8 @@ void Replicator::send_entries(std::vector<ledger::LedgerEntry> entries) {
     bool skip = !st.is_ok() || md.has_replicated_from();
     if (st.is_ok() && md.has_replicated_from() && md.replicated_from() == remote_) {
       sample(e.header.sequence_id + std::max<int64_t>(e.header.messages, 1) - 1, e.position);
-    } else {
-      last_other_ = e.position;
+    } else if (!last_other_ || *last_other_ < e.position) {
+      last_other_ = e.position;  // a link failure reads older entries again
     }
     if (st.is_ok() && md.replicate_to_size() > 0) {
       skip = skip || std::find(md.replicate_to().begin(), md.replicate_to().end(), remote_) == md.replicate_to().end();
@@ -276,10 +276,9 @@ void Replicator::send_acks() {
   }
   nlohmann::json list = nlohmann::json::array();
   std::vector<std::pair<std::string, ledger::Position>> sent;
-  for (const std::string& name : topic_.subscription_names()) {
-    const broker::Subscription* sub = topic_.subscription(name);
-    if (sub == nullptr || !sub->cursor().replicated()) continue;
-    const ledger::Cursor& cursor = sub->cursor();
+  for (const auto& [name, sub] : topic_.subscriptions()) {
+    const ledger::Cursor& cursor = sub.cursor();
+    if (!cursor.replicated()) continue;
     const ledger::Position md = cursor.mark_delete_position();
     auto was = acks_sent_.find(name);
     if (was != acks_sent_.end() && was->second == md) continue;
@@ -293,16 +292,23 @@ void Replicator::send_acks() {
   acks_in_flight_ = true;
   std::weak_ptr<bool> alive = alive_;
   const nlohmann::json body{{"cluster", service_.options().local_cluster}, {"subscriptions", std::move(list)}};
-  service_.send_acks(remote_, topic_.name(), body.dump(), *runtime::Reactor::current(), [this, alive, sent = std::move(sent)](Status st) {
-                       if (alive.expired()) return;
-                       acks_in_flight_ = false;
-                       if (!st.is_ok()) {
-                         MLOG_DEBUG("topic {}: subscription acknowledgements to {}: {}", topic_name_, remote_,
-                                    st.to_string());
-                         return;
-                       }
-                       for (const auto& [name, md] : sent) acks_sent_[name] = md;
-                     });
+  auto answered = [this, alive, sent = std::move(sent)](Status st) {
+    if (alive.expired()) return;
+    acks_in_flight_ = false;
+    // Logged when it changes: a link that keeps failing says so once.
+    const std::string why = st.is_ok() ? std::string() : st.to_string();
+    if (why != acks_error_) {
+      if (why.empty()) {
+        MLOG_INFO("topic {}: subscription acknowledgements reach {} again", topic_name_, remote_);
+      } else {
+        MLOG_WARN("topic {}: subscription acknowledgements cannot be sent to {}: {}", topic_name_, remote_, why);
+      }
+      acks_error_ = why;
+    }
+    if (!st.is_ok()) return;
+    for (const auto& [name, md] : sent) acks_sent_[name] = md;
+  };
+  service_.send_acks(remote_, topic_.name(), body.dump(), *runtime::Reactor::current(), std::move(answered));
 }
 
 uint64_t Replicator::backlog_messages() const {

@@ -165,6 +165,7 @@ class Replicator final : public broker::TopicAttachment, public LinkListener {
   std::optional<ledger::Position> last_other_;  // the last entry read that did not come from there
   std::map<std::string, ledger::Position> acks_sent_;    // subscription -> mark-delete position sent
   bool acks_in_flight_ = false;
+  std::string acks_error_;  // the last failure to send them, logged once
   bool sole_remote_ = true;
   runtime::Timer acks_timer_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -383,7 +383,8 @@ void register_subscription_routes(Router& router, TopicServices& services) {
           !u["originIndex"].is_number_integer() || !u.contains("localIndex") || !u["localIndex"].is_number_integer()) {
         return respond(HttpResponse::error(400, "each subscription is {\"name\", \"originIndex\", \"localIndex\"}"));
       }
-      updates.push_back({u["name"].get<std::string>(), u["originIndex"].get<int64_t>(), u["localIndex"].get<int64_t>()});
+      updates.push_back(
+          {u["name"].get<std::string>(), u["originIndex"].get<int64_t>(), u["localIndex"].get<int64_t>()});
     }
     on_existing_topic(*s, TopicDomain::kPersistent, req, std::move(respond),
                       [s, cluster = j["cluster"].get<std::string>(), updates = std::move(updates)](
