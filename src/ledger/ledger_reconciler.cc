@@ -91,6 +91,12 @@ void LedgerReconciler::run() {
   }
 }
 
+bool LedgerReconciler::ledger_recorded(LedgerId id) {
+  if (records_prefix_.empty()) return true;
+  auto r = md::get(store_, records_prefix_ + "/" + std::to_string(id));
+  return r.status().code() != common::ErrorCode::kNotFound;  // an error: counted as there
+}
+
 Result<LedgerReconciler::Pass> LedgerReconciler::run_pass() {
   std::lock_guard pass_lock(pass_mu_);
   Pass pass;
@@ -130,11 +136,12 @@ Result<LedgerReconciler::Pass> LedgerReconciler::run_pass() {
   std::vector<LedgerId> doomed;
   for (LedgerId id : stored) {
     if (std::binary_search(named.begin(), named.end(), id)) continue;
-    // In a cluster every ledger waits one pass: other members hand out ids
-    // from blocks they reserved before this process started, and write
-    // copies here before their lists name them.
-    const bool made_before_process = holds_every_ledger_ && id < first_of_process_;
-    if (!made_before_process && unnamed_.count(id) == 0) {
+    // In a cluster, ids below this process's first say nothing (other
+    // members hand them out from blocks reserved earlier and write copies
+    // here before their lists name them): a copy goes at once only when its
+    // ledger's record is gone cluster-wide, else it waits a pass.
+    const bool old = holds_every_ledger_ ? id < first_of_process_ : !ledger_recorded(id);
+    if (!old && unnamed_.count(id) == 0) {
       unnamed_now.insert(id);  // may be a list write under way: the next pass decides
       continue;
     }

@@ -8,8 +8,9 @@
 // stored ledger list under /managed-ledgers/, and deletes each ledger no
 // list names that either is older than this process (its id is below the
 // first id this process could have reserved, read at start; a single node
-// only) or was unnamed at the previous pass too, so a ledger whose list
-// write is under way is left alone. When most of storage's ledgers are unnamed (more than half,
+// only; in a cluster, one whose cluster-wide ledger record is gone) or was
+// unnamed at the previous pass too, so a ledger whose list write is under
+// way is left alone. When most of storage's ledgers are unnamed (more than half,
 // and more than kMaxUnchecked) the pass deletes none and says so: that is a
 // metadata store that lost its records or belongs to another node, which
 // takes a person, not a sweep. A ledger a list names that storage does not
@@ -26,6 +27,7 @@
 #include <cstdint>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "common/metrics.h"
@@ -64,6 +66,11 @@ class LedgerReconciler final : public runtime::Component {
   // process's first are then no sign of an old ledger (other members still
   // hand them out), so every unnamed copy is given a pass to be named.
   void set_holds_every_ledger(bool every) { holds_every_ledger_ = every; }
+  // Before start(), with set_holds_every_ledger(false): where each ledger's
+  // cluster-wide record lives ("<prefix>/<id>", written before any copy
+  // and deleted with the ledger). An unnamed copy whose record is gone is
+  // deleted at once; one whose record is there waits a pass.
+  void set_ledger_records(std::string prefix) { records_prefix_ = std::move(prefix); }
 
   // One pass now, on the caller's thread (not a reactor, not the store's).
   common::Result<Pass> run_pass();
@@ -78,6 +85,8 @@ class LedgerReconciler final : public runtime::Component {
   const std::chrono::milliseconds interval_;
   storage::LedgerId first_of_process_ = 0;  // ids below it were made before this process
   bool holds_every_ledger_ = true;
+  std::string records_prefix_;
+  bool ledger_recorded(storage::LedgerId id);
   std::set<storage::LedgerId> unnamed_;     // unnamed at the last pass, made by this process
 
   std::mutex pass_mu_;  // one pass at a time

@@ -562,6 +562,7 @@ Status Server::start() {
                                                                std::chrono::seconds(config_.ledger_reconcile_secs));
   // A member's local storage holds its copies; the other ledgers are on other members.
   reconciler->set_holds_every_ledger(replicated_ == nullptr);
+  if (replicated_ != nullptr) reconciler->set_ledger_records(replication::kLedgersPrefix);
   components_.push_back(std::move(storage));
   if (storage_node) components_.push_back(std::move(storage_node));
   if (replicated) components_.push_back(std::move(replicated));

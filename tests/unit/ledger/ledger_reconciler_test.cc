@@ -27,9 +27,10 @@ class LedgerReconcilerTest : public ManagedLedgerFixture {
   }
   bool stored(storage::LedgerId id) { return storage_->ledger_info(id).is_ok(); }
   // Starts a reconciler that runs its pass at start only, and waits for it.
-  std::unique_ptr<LedgerReconciler> start_reconciler(bool holds_every_ledger = true) {
+  std::unique_ptr<LedgerReconciler> start_reconciler(bool holds_every_ledger = true, std::string records = "") {
     auto r = std::make_unique<LedgerReconciler>(*storage_, *store_, std::chrono::milliseconds(0));
     r->set_holds_every_ledger(holds_every_ledger);
+    r->set_ledger_records(std::move(records));
     EXPECT_TRUE(r->start().is_ok());
     const auto deadline = std::chrono::steady_clock::now() + kWait;
     while (r->passes() == 0 && std::chrono::steady_clock::now() < deadline) {
@@ -81,7 +82,12 @@ TEST_F(LedgerReconcilerTest, AClusterMemberGivesEveryUnnamedCopyAPass) {
   make_orphan(named + 1);  // below this process's first id: another member's, not yet in its list
   ASSERT_TRUE(metadata::blocking::put(*store_, LedgerIdAllocator::kNextIdKey, std::to_string(named + 1000)).is_ok());
 
-  auto reconciler = start_reconciler(false);
+  // A copy whose ledger's cluster-wide record is gone (deleted while this
+  // member was down) goes at once; one whose record is there waits.
+  make_orphan(named + 2);
+  ASSERT_TRUE(metadata::blocking::put(*store_, "/storage/ledgers/" + std::to_string(named + 1), "meta").is_ok());
+  auto reconciler = start_reconciler(false, "/storage/ledgers");
+  EXPECT_FALSE(stored(named + 2)) << "a copy of a ledger deleted cluster-wide survived the pass at start";
   EXPECT_TRUE(stored(named + 1)) << "a copy below this process's first id was deleted at its first unnamed pass";
   // Still unnamed a pass later: left by a crash, and it goes.
   auto second = reconciler->run_pass();
