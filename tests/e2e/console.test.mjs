@@ -145,6 +145,11 @@ test('produced messages show in the live stats and the message browser', async (
 
   await textOf('topic-messages-in', (t) => t === '4', 'messages in = 4');
   await textOf('backlog-audit', (t) => t === '4', 'backlog of audit = 4');
+  // A replicated subscription says so.
+  const marked = await node.rest('POST',
+    '/admin/v2/persistent/acme/shop/orders/subscription/audit/replicatedSubscriptionStatus', true);
+  assert.equal(marked.status, 204, JSON.stringify(marked.body));
+  await page.locator('[data-subscription="audit"]').getByText('replicated').waitFor();
   await textOf('topic-backlog', (t) => t === '4 msgs', 'topic backlog 4 msgs');
   await textOf('topic-storage', (t) => t !== '0 B' && t !== '—', 'storage above zero');
   // A topic Pulsar made, with no retention policy: kept until acknowledged.

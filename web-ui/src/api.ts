@@ -81,6 +81,8 @@ export interface SubscriptionStats {
   unackedMessages?: number;
   msgOutCounter?: number;
   isDurable?: boolean;
+  // Its acknowledgements reach the other clusters (geo-replication).
+  isReplicated?: boolean;
   consumers: ConsumerStats[];
 }
 

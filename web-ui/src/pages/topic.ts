@@ -52,6 +52,9 @@ function ProduceForm({ where: { domain, tenant, ns, topic }, refresh }: { where:
   }, 'produce-form', 'produce-form');
 }
 
+// What "replicated" beside a subscription means.
+const replicatedHint = 'Acknowledgements reach the other clusters: a consumer that fails over resumes where it was';
+
 function SubscriptionActions({ where: { domain, tenant, ns, topic }, subscriptions, refresh }: {
   where: Where; subscriptions: string[]; refresh: () => void;
 }) {
@@ -262,7 +265,9 @@ export function TopicPage({ params: [tenant, ns, domainName, topic] }: PageProps
     h('div', { 'data-testid': 'subscriptions' }, s === null ? null : subs.length === 0
       ? h('p', { class: 'empty-state' }, 'No subscriptions. Create one below, or attach a consumer.')
       : table(['Subscription', 'Type', 'Backlog', 'Rate out', 'Consumers', 'Unacked'], 2, subs.map(([name, v]) =>
-        h('tr', { key: name, 'data-subscription': name }, h('td', {}, name), h('td', {}, v.type ?? '—'),
+        h('tr', { key: name, 'data-subscription': name },
+          h('td', {}, name, v.isReplicated ? h('span', { class: 'muted', title: replicatedHint }, ' replicated') : null),
+          h('td', {}, v.type ?? '—'),
           num(fmtNumber(v.msgBacklog), { 'data-testid': `backlog-${name}` }),
           num(fmtRate(v.msgRateOut, 'msg')), num(String(v.consumers?.length ?? 0)),
           num(fmtNumber(v.unackedMessages ?? 0)))))),
