@@ -571,11 +571,16 @@ class ReplicatedSubscriptionTest(TwoSites):
                                 message_id=[frames[i].cmd.message.message_id]))
             # Through a14: b's copy of the subscription leaves a15..a19 and
             # b's own ten (the subscription is made there).
+            acked_at = time.monotonic()
             ack_through(14)
             self.wait_backlog(self.b, topic, "orders", 15)
+            first = time.monotonic() - acked_at
             # Through b4, one of b's own messages.
+            acked_at = time.monotonic()
             ack_through(24)
             self.wait_backlog(self.b, topic, "orders", 5)
+            print(f"\n{self.id()}: acknowledged on a, followed on b after {first * 1000:.0f} ms "
+                  f"(subscription made there) and {(time.monotonic() - acked_at) * 1000:.0f} ms")
             w.request("CLOSE_CONSUMER", ["SUCCESS", "ERROR"], consumer_id=1)
         # The consumer moves to b: what it acknowledged on a does not come again.
         with PulsarWire(self.b.pulsar_port, self.b.host) as w:
