@@ -266,7 +266,8 @@ export function TopicPage({ params: [tenant, ns, domainName, topic] }: PageProps
       ? h('p', { class: 'empty-state' }, 'No subscriptions. Create one below, or attach a consumer.')
       : table(['Subscription', 'Type', 'Backlog', 'Rate out', 'Consumers', 'Unacked'], 2, subs.map(([name, v]) =>
         h('tr', { key: name, 'data-subscription': name },
-          h('td', {}, name, v.isReplicated ? h('span', { class: 'muted', title: replicatedHint }, ' replicated') : null),
+          h('td', {}, name,
+            v.isReplicated ? h('span', { class: 'muted', title: replicatedHint }, ' replicated') : null),
           h('td', {}, v.type ?? '—'),
           num(fmtNumber(v.msgBacklog), { 'data-testid': `backlog-${name}` }),
           num(fmtRate(v.msgRateOut, 'msg')), num(String(v.consumers?.length ?? 0)),
