@@ -202,6 +202,10 @@ void add_server_flags(CLI::App& cmd, server::Config& c) {
   cmd.add_option("--housekeeping-secs", c.housekeeping_secs,
                  "How often topics roll ledgers over by age, apply retention and expire messages past their TTL")
       ->capture_default_str()->check(CLI::Range(1, 3600));
+  cmd.add_option("--stall-probe-ms", c.stall_probe_ms,
+                 "Wake a probe thread this often to measure how late the node's threads run, split into waiting "
+                 "for a core and the machine not running them (magnetar_node_stall_seconds; 0: off)")
+      ->capture_default_str()->check(CLI::Range(0, 1000));
   cmd.add_option("--compaction-max-read-mib-per-sec", c.compaction_max_read_mib_per_sec,
                  "Topic compaction reads at most this many MiB a second per pass (0: no limit)")
       ->capture_default_str()->check(CLI::Range(0, 100000));

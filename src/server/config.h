@@ -95,6 +95,9 @@ struct Config {
   // How often each reactor runs topic housekeeping: rollover by age,
   // retention, message TTL.
   uint32_t housekeeping_secs = 60;
+  // How often the stall probe wakes to measure how late this node's
+  // threads run (server/stall_probe.h). 0: no probe.
+  uint32_t stall_probe_ms = 10;
   // A persistent topic with nothing attached and unused this long leaves
   // memory at the next housekeeping run; its next use loads it again.
   // 0: topics stay loaded.

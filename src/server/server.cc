@@ -273,6 +273,12 @@ Status Server::start() {
 
   auto& registry = common::MetricsRegistry::global();
   collector_ids_ = register_process_metrics(registry, *runtime_, version());
+  if (config_.stall_probe_ms > 0) {
+    StallProbe::Options probe;
+    probe.interval = std::chrono::milliseconds(config_.stall_probe_ms);
+    stall_probe_ = std::make_unique<StallProbe>(probe);
+    stall_probe_->start();
+  }
 
   std::string host = config_.effective_advertised_address();
   // Metadata first: tenancy reads and writes it, the admin API serves both.
@@ -786,6 +792,7 @@ void Server::stop() {
   remote_calls_.reset();
   for (uint64_t id : collector_ids_) common::MetricsRegistry::global().remove_collector(id);
   collector_ids_.clear();
+  stall_probe_.reset();
   if (runtime_) {
     runtime_->stop();
     runtime_.reset();

@@ -26,6 +26,7 @@
 #include "server/config.h"
 #include "broker/bundle_ownership.h"
 #include "server/node_directory.h"
+#include "server/stall_probe.h"
 
 namespace magnetar::cluster {
 class ClusterNode;
@@ -141,6 +142,7 @@ class Server {
   replication::ReplicatedStorage* replicated_ = nullptr;  // a cluster member's replicated ledgers
   std::unique_ptr<broker::RemoteCalls> remote_calls_;  // a cluster member's calls to the others
   std::vector<uint64_t> collector_ids_;
+  std::unique_ptr<StallProbe> stall_probe_;  // unless --stall-probe-ms 0
   std::unique_ptr<security::TokenAuthenticator> authenticator_;  // when authentication is on
   std::unique_ptr<security::Authorizer> authorizer_;             // when authorization is on
   std::shared_ptr<runtime::TlsContextSource> tls_;  // when a TLS listener is on

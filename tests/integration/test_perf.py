@@ -2,6 +2,7 @@
 `magnetar produce` / `magnetar consume`: the output is complete and sane (no
 speed thresholds: the machine is shared)."""
 import json
+import signal
 import subprocess
 import time
 import unittest
@@ -155,6 +156,43 @@ class PerfTest(NodeTestCase):
             self.assertEqual(stage_counts().get("total", 0), after["total"])
         finally:
             conn.close()
+
+    def test_the_node_reports_time_it_was_not_run(self):
+        def over(part, bound):
+            # Wakes of the stall probe later than `bound` seconds.
+            status, body, _ = self.node.get("/metrics")
+            self.assertEqual(status, 200)
+            total = at_bound = None
+            for line in body.decode().splitlines():
+                if not line.startswith("magnetar_node_stall_seconds_bucket{") or f'part="{part}"' not in line:
+                    continue
+                le = line.split('le="')[1].split('"')[0]
+                if le == "+Inf":
+                    total = float(line.rsplit(" ", 1)[1])
+                elif abs(float(le) - bound) / bound < 0.2 and at_bound is None:
+                    at_bound = float(line.rsplit(" ", 1)[1])
+            self.assertIsNotNone(total, f"no magnetar_node_stall_seconds{{part={part}}} in /metrics")
+            self.assertIsNotNone(at_bound, bound)
+            return total - at_bound
+
+        before = over("absent", 0.2)
+        # The whole process paused, as a paused VM or an overcommitted host
+        # would: its threads are not run and not waiting for a core here.
+        self.node.proc.send_signal(signal.SIGSTOP)
+        time.sleep(0.4)
+        self.node.proc.send_signal(signal.SIGCONT)
+        deadline = time.monotonic() + 10
+        while over("absent", 0.2) == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertGreaterEqual(over("absent", 0.2), before + 1)
+        self.assertGreater(over("late", 0.2), 0)
+        deadline = time.monotonic() + 10
+        while "node stalled" not in self.node.read_log() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertIn("node stalled: a thread ready to run waited", self.node.read_log())
+        # Still serving.
+        r = run("perf", "--url", self.url(), "--topic", "perf-after-stall", "-n", "100", "--disk-dir", "", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_bad_options_are_refused(self):
         r = run("perf", "produce", "t", "--url", self.url(), "--compression", "brotli", "-n", "1")
