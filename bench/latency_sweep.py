@@ -6,14 +6,18 @@ One fresh node (fsync always) per step, `magnetar perf produce` with 1 KiB
 messages (our own client, batching 1 ms):
 
   1. as fast as it goes: the maximum rate;
-  2. at each fraction of that maximum (default 10%, 25%, 50%): the client's
-     publish latency percentiles, and from the node's /metrics the same
+  2. at each fraction of that maximum (default 10%, 25%, 50%), after a
+     warm-up at the same rate (--warmup-secs, 2 s: a fresh node's first
+     second pays for pages its tail cache touches for the first time): the
+     client's publish latency percentiles, and from the node's /metrics the same
      publishes split into stages (magnetar_publish_stage_seconds: broker
      time, storage time; magnetar_storage_journal_stage_seconds: queue,
      write, sync, index update, completion), with the journal's own fdatasync times;
      the reactors' loop figures (magnetar_reactor_busy_seconds: one loop
      iteration's running time; magnetar_reactor_mailbox_wait_seconds: a
-     posted task's wait; the slowest reactor's p99); and the client's own
+     posted task's wait; the busiest reactor's); the node's stall probe
+     (magnetar_node_stall_seconds: how late a sleeping thread woke, waiting
+     for a core or with the machine not running it); and the client's own
      split (sender lag: intended send time until the producer took the
      message; round trip: batch sealed until its receipt);
   3. right after each step, the disk alone: fdatasync after writes of the
@@ -24,7 +28,8 @@ messages (our own client, batching 1 ms):
      then for one more, so one slow sync delays every message that arrives
      while it runs (what a broker doing nothing but group commit would show).
 
-    bench/latency_sweep.py [--build build] [--secs 8] [--fractions 0.1,0.25,0.5] [--max-rate N] [--json]
+    bench/latency_sweep.py [--build build] [--secs 8] [--fractions 0.1,0.25,0.5] [--max-rate N]
+                           [--warmup-secs 2] [--json]
 
 --max-rate skips step 1 and takes N as the maximum, so that two builds are
 compared at the same rates. The node's WARN lines (a callback that held a
@@ -117,31 +122,73 @@ def counter(text, name):
     return total
 
 
-def stage_figures(text):
+def diffed(before, after, name):
+    """histograms(after, name) minus histograms(before, name): the samples
+    recorded between the two scrapes."""
+    base = histograms(before, name)
+    out = {}
+    for key, buckets in histograms(after, name).items():
+        was = dict(base.get(key, []))
+        out[key] = [(le, c - was.get(le, 0)) for le, c in buckets]
+    return out
+
+
+def figures_of(buckets, with_max=False):
+    f = {"p50": percentile(buckets, 0.5), "p99": percentile(buckets, 0.99), "p99_9": percentile(buckets, 0.999),
+         "count": buckets[-1][1]}
+    if with_max:
+        f["max"] = percentile(buckets, 1.0)
+    return f
+
+
+def stage_figures(before, after):
+    """The node's stage figures for the samples between the two scrapes."""
     figures = {}
-    for (labels, buckets) in histograms(text, "magnetar_publish_stage_seconds").items():
+    for (labels, buckets) in diffed(before, after, "magnetar_publish_stage_seconds").items():
         d = dict(labels)
-        if d.get("protocol") != "pulsar":
-            continue
-        figures[d["stage"]] = {"p50": percentile(buckets, 0.5), "p99": percentile(buckets, 0.99),
-                               "p99_9": percentile(buckets, 0.999), "count": buckets[-1][1]}
-    for (labels, buckets) in histograms(text, "magnetar_storage_journal_stage_seconds").items():
-        d = dict(labels)
-        figures["journal_" + d["stage"]] = {"p50": percentile(buckets, 0.5), "p99": percentile(buckets, 0.99),
-                                            "p99_9": percentile(buckets, 0.999), "count": buckets[-1][1]}
-    for (_, buckets) in histograms(text, "magnetar_storage_journal_fsync_seconds").items():
-        figures["fsync"] = {"p50": percentile(buckets, 0.5), "p99": percentile(buckets, 0.99),
-                            "p99_9": percentile(buckets, 0.999), "count": buckets[-1][1],
-                            "max": percentile(buckets, 1.0)}
-    # The slowest reactor's figures.
-    for family, name in (("magnetar_reactor_busy_seconds", "reactor_busy"),
-                         ("magnetar_reactor_mailbox_wait_seconds", "mailbox_wait")):
-        for (_, buckets) in histograms(text, family).items():
-            f = {"p50": percentile(buckets, 0.5), "p99": percentile(buckets, 0.99),
-                 "p99_9": percentile(buckets, 0.999), "count": buckets[-1][1], "max": percentile(buckets, 1.0)}
-            if f["p99"] is not None and (name not in figures or f["p99"] > figures[name]["p99"]):
-                figures[name] = f
+        if d.get("protocol") == "pulsar":
+            figures[d["stage"]] = figures_of(buckets)
+    for (labels, buckets) in diffed(before, after, "magnetar_storage_journal_stage_seconds").items():
+        figures["journal_" + dict(labels)["stage"]] = figures_of(buckets)
+    for (_, buckets) in diffed(before, after, "magnetar_storage_journal_fsync_seconds").items():
+        figures["fsync"] = figures_of(buckets, with_max=True)
+    # The busiest reactor's figures (the one that ran the most iterations:
+    # the topic's and the connection's).
+    busiest = None
+    for (labels, buckets) in diffed(before, after, "magnetar_reactor_busy_seconds").items():
+        if busiest is None or buckets[-1][1] > busiest[1]:
+            busiest = (dict(labels).get("reactor"), buckets[-1][1])
+            figures["reactor_busy"] = figures_of(buckets, with_max=True)
+    for (labels, buckets) in diffed(before, after, "magnetar_reactor_mailbox_wait_seconds").items():
+        if busiest is not None and dict(labels).get("reactor") == busiest[0]:
+            figures["mailbox_wait"] = figures_of(buckets, with_max=True)
     return figures
+
+
+def stall_figures(before, after):
+    """The node's stall probe over the step (magnetar_node_stall_seconds,
+    after minus before): wakes, how many were late by 1 ms and 10 ms or
+    more, the latest, and the late time's split in ms."""
+    parts = {dict(k).get("part"): b for k, b in diffed(before, after, "magnetar_node_stall_seconds").items()}
+    delta = parts.get("late")
+    if not delta:
+        return None
+    wakes = delta[-1][1]
+
+    def over(bound):
+        at = [c for le, c in delta if le >= bound]
+        return wakes - (at[0] if at else wakes)
+    latest = None
+    for i, (le, c) in enumerate(delta):
+        if c == wakes:
+            latest = le * 1000
+            break
+    sums = {}
+    for part in ("run_queue", "absent"):
+        sums[part] = (counter(after, f'magnetar_node_stall_seconds_sum{{part="{part}"}}') -
+                      counter(before, f'magnetar_node_stall_seconds_sum{{part="{part}"}}')) * 1000
+    return {"wakes": int(wakes), "late_1ms": int(over(0.001)), "late_10ms": int(over(0.01)), "max_ms": latest,
+            "p99": percentile(delta, 0.99), "run_queue_ms": sums["run_queue"], "absent_ms": sums["absent"]}
 
 
 def raw_disk(directory, write_bytes, syncs_per_s, secs):
@@ -222,6 +269,8 @@ def main():
     ap.add_argument("--fractions", default="0.1,0.25,0.5")
     ap.add_argument("--data-parent", default=None, help="where the nodes' data directories go (default: $TMPDIR)")
     ap.add_argument("--max-rate", type=float, default=0, help="take this as the maximum instead of measuring it")
+    ap.add_argument("--warmup-secs", type=float, default=2,
+                    help="publish at the step's rate this long on the fresh node before measuring (0: none)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     magnetar_harness.BIN = os.path.join(args.build, "magnetar")
@@ -246,10 +295,16 @@ def main():
         node = start_node(args.data_parent)
         try:
             rate = max(1, int(max_rate * fraction))
+            # The first second of a fresh node at full rate pays for pages
+            # the tail cache touches for the first time (a one-off, as a
+            # JVM broker's warm-up is): run it first and measure after it,
+            # as pulsar-perf's --warmup-time does.
+            cold = perf(args.build, node, args.warmup_secs, rate) if args.warmup_secs > 0 else None
             before = metrics_text(node)
             client = perf(args.build, node, args.secs, rate)
             after = metrics_text(node)
-            stages = stage_figures(after)
+            stages = stage_figures(before, after)
+            stalls = stall_figures(before, after)
             syncs = counter(after, "magnetar_storage_journal_fsync_seconds_count") - \
                 counter(before, "magnetar_storage_journal_fsync_seconds_count")
             written = counter(after, "magnetar_storage_appended_bytes_total") - \
@@ -261,6 +316,7 @@ def main():
         row = {"fraction": fraction, "rate": rate, "achieved": client["produce_msgs_per_s"],
                "client_ms": client["publish_latency_ms"], "sender_lag_ms": client.get("sender_lag_ms"),
                "round_trip_ms": client.get("round_trip_ms"), "stages_ms": stages, "disk_fsync_ms": disk,
+               "node_stalls": stalls, "warmup_ms": cold["publish_latency_ms"] if cold else None,
                "slow_callbacks": counter(after, "magnetar_reactor_slow_callbacks_total") -
                counter(before, "magnetar_reactor_slow_callbacks_total"), "node_warnings": warnings}
         rows.append(row)
@@ -269,6 +325,10 @@ def main():
             print(f"{fraction:>5.0%} {rate:>8,} msg/s  client p50 {fmt(lat['p50'])} p99 {fmt(lat['p99'])} "
                   f"p99.9 {fmt(lat['p99_9'])} max {fmt(lat['max'])} ms  (achieved {client['produce_msgs_per_s']:,.0f}"
                   f" msg/s)", file=sys.stderr)
+            if cold:
+                w = cold["publish_latency_ms"]
+                print(f"        warm-up ({args.warmup_secs:g} s, not counted) p50 {fmt(w['p50'])} p99 {fmt(w['p99'])} "
+                      f"max {fmt(w['max'])} ms", file=sys.stderr)
             for key, name in (("sender_lag_ms", "sender lag"), ("round_trip_ms", "round trip")):
                 c = client.get(key)
                 if c:
@@ -283,6 +343,11 @@ def main():
                     print(f"        {name:<17} p50 {fmt(s['p50'])} p99 {fmt(s['p99'])} p99.9 {fmt(s['p99_9'])}"
                           f"{top} ms  ({int(s['count'])} samples)", file=sys.stderr)
             print(f"        slow reactor callbacks (>= 20 ms): {int(row['slow_callbacks'])}", file=sys.stderr)
+            if stalls:
+                print(f"        node stalls       {stalls['wakes']} probe wakes: late >= 1 ms {stalls['late_1ms']}, "
+                      f">= 10 ms {stalls['late_10ms']}, p99 {fmt(stalls['p99'])} max {fmt(stalls['max_ms'])} ms; "
+                      f"late in all {stalls['run_queue_ms'] + stalls['absent_ms']:.1f} ms: waiting for a core "
+                      f"{stalls['run_queue_ms']:.1f} ms, machine absent {stalls['absent_ms']:.1f} ms", file=sys.stderr)
             for line in warnings[:10]:
                 print(f"        node: {line}", file=sys.stderr)
             print(f"        disk alone        p50 {fmt(disk['p50'])} p99 {fmt(disk['p99'])} "
