@@ -105,8 +105,10 @@ Status Journal::submit(JournalRequest&& request) {
     }
     queued_bytes_ += request.payload.size();
     queue_.push_back(std::move(request));
-    wake = idle_wait_ || (batch_wait_ && (queue_.size() >= options_.max_batch_entries ||
-                                          queued_bytes_ >= options_.max_batch_bytes));
+    wake = idle_wait_ ||
+           (batch_wait_ && (queue_.size() >= options_.max_batch_entries || queued_bytes_ >= options_.max_batch_bytes)) ||
+           (sync_wait_ && (queued_bytes_ >= options_.sync_exclusive_bytes ||
+                           queue_.size() >= options_.max_batch_entries));
   }
   if (wake) cv_.notify_one();
   return Status::ok();
@@ -132,6 +134,17 @@ bool Journal::take_batch(std::vector<JournalRequest>* batch) {
     }
   }
   if (queue_.empty()) return false;  // stopping and drained
+  if (unsynced_batches_ > 0 && options_.sync_exclusive_bytes > 0 && !stopping_ &&
+      queued_bytes_ < options_.sync_exclusive_bytes && queue_.size() < options_.max_batch_entries) {
+    // What comes meanwhile joins this batch; no further batch delay after.
+    sync_wait_ = true;
+    cv_.wait(lock, [this] {
+      return stopping_ || unsynced_batches_ == 0 || queued_bytes_ >= options_.sync_exclusive_bytes ||
+             queue_.size() >= options_.max_batch_entries;
+    });
+    sync_wait_ = false;
+    slept = false;
+  }
   if (slept && options_.max_batch_delay.count() > 0 && !stopping_ &&
       queue_.size() < options_.max_batch_entries && queued_bytes_ < options_.max_batch_bytes) {
     batch_wait_ = true;
@@ -200,6 +213,9 @@ void Journal::sync_run() {
     if (!sync) last = nullptr;
     Status st;
     if (last) st = sync_segment(*last);
+    size_t synced_batches = 0;
+    for (const WrittenBatch& b : batches) synced_batches += b.sync ? 1 : 0;
+    if (synced_batches > 0) syncs_settled(synced_batches);
     if (last && st.is_ok()) {
       for (const WrittenBatch& b : batches) {
         if (b.segment == last) advance_durable(b.end);
@@ -237,6 +253,16 @@ void Journal::sync_run() {
     sync_cv_.notify_all();  // the journal thread may wait for every batch to settle
     batches.clear();
   }
+}
+
+void Journal::syncs_settled(size_t batches) {
+  bool wake = false;
+  {
+    std::lock_guard lock(mu_);
+    unsynced_batches_ -= std::min(unsynced_batches_, batches);
+    wake = unsynced_batches_ == 0 && sync_wait_;
+  }
+  if (wake) cv_.notify_one();
 }
 
 void Journal::fail_journal(const Status& st) {
@@ -449,6 +475,10 @@ void Journal::process(std::vector<JournalRequest>& batch) {
   }
   const bool wrote = failure.is_ok() && written > 0;
   WrittenBatch handed{std::move(batch), wrote ? active_ : nullptr, end, written_at, wrote && sync};
+  if (handed.sync) {
+    std::lock_guard lock(mu_);
+    ++unsynced_batches_;  // the next write waits for its sync (take_batch)
+  }
   {
     std::unique_lock lock(sync_mu_);
     sync_cv_.wait(lock, [this] { return written_.size() < kMaxUnsyncedBatches; });

@@ -6,7 +6,9 @@
 // max_batch_entries / max_batch_bytes; when it was idle it first waits up to
 // max_batch_delay for company) and writes them with one pwritev per segment,
 // then hands the written batch to the completing thread ("journal-sync") and
-// goes on writing the next one. Each record is made durable as its ledger's
+// goes on writing the next one; while that thread's fdatasync runs, the next
+// write waits for it (a write beside a sync slows the sync down) unless
+// sync_exclusive_bytes are queued. Each record is made durable as its ledger's
 // fsync mode says (its own, Storage::set_fsync, else the node's
 // StorageOptions::fsync_mode): when any record of the batches taken
 // together is kAlways, the completing thread runs one fdatasync for all of
@@ -164,6 +166,10 @@ class Journal {
   // the last sync has waited its ledger's interval.
   void maybe_interval_sync();
   void fail_journal(const common::Status& st);
+  // The sync thread's fdatasync covering `batches` handed batches that
+  // needed one returned (or failed); the last wakes a journal thread that
+  // waits to write.
+  void syncs_settled(size_t batches);
   // Listener, then completions; in batch order, on one thread at a time.
   void finish(std::vector<JournalRequest>& batch, const Checkpoint& end);
   // A sync of the active segment (journal thread) succeeded.
@@ -207,6 +213,8 @@ class Journal {
   size_t queued_bytes_ = 0;
   bool idle_wait_ = false;   // journal sleeps until the first request
   bool batch_wait_ = false;  // journal waits max_batch_delay for more
+  bool sync_wait_ = false;   // journal waits for the fdatasync of what it wrote
+  size_t unsynced_batches_ = 0;  // handed to the sync thread, their fdatasync not returned yet
   bool stopping_ = false;
   common::Status failure_;  // once set, every submit fails with it
   std::thread thread_;
