@@ -20,13 +20,13 @@ messages (our own client, batching 1 ms):
      for a core or with the machine not running it); and the client's own
      split (sender lag: intended send time until the producer took the
      message; round trip: batch sealed until its receipt);
-  3. right after each step, the disk alone: fdatasync after writes of the
-     size the journal wrote per group commit in that step, at the rate it
-     synced, in the same data directory (the disk's own p99 to compare with).
-     Besides its percentiles per sync, the disk's p99 per message: a write
-     arriving at a random moment waits for the sync in progress to end and
-     then for one more, so one slow sync delays every message that arrives
-     while it runs (what a broker doing nothing but group commit would show).
+  3. right after each step, the disk alone (`magnetar perf disk`): writes
+     of the size the journal wrote per group commit in that step, arriving
+     at the bytes per second it wrote, made durable by a bare group commit
+     in the same data directory, timed from each write's due time until an
+     fdatasync covered it: what a broker doing nothing but group commit
+     would show, the p99 to compare the client's with (a write arriving
+     during a slow sync waits for it, and for one more).
 
     bench/latency_sweep.py [--build build] [--secs 8] [--fractions 0.1,0.25,0.5] [--max-rate N]
                            [--warmup-secs 2] [--json]
@@ -39,16 +39,13 @@ Percentiles from the node's histograms are read from bucket bounds
 (2^(1/4) apart): each is the upper bound of its bucket.
 """
 import argparse
-import bisect
 import json
 import os
-import random
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "utils"))
@@ -191,60 +188,16 @@ def stall_figures(before, after):
             "p99": percentile(delta, 0.99), "run_queue_ms": sums["run_queue"], "absent_ms": sums["absent"]}
 
 
-def raw_disk(directory, write_bytes, syncs_per_s, secs):
-    """fdatasync after each write of `write_bytes`, paced at `syncs_per_s`:
-    the disk's own sync latency percentiles (ms)."""
-    path = os.path.join(directory, "raw-disk-probe")
-    block = b"\x5a" * max(1, int(write_bytes))
-    lat = []
-    spans = []  # (start, end) of each fdatasync, seconds
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        interval = 1.0 / syncs_per_s if syncs_per_s > 0 else 0
-        start = time.monotonic()
-        next_at = start
-        while time.monotonic() - start < secs:
-            os.write(fd, block)
-            t0 = time.perf_counter()
-            os.fdatasync(fd)
-            t1 = time.perf_counter()
-            lat.append((t1 - t0) * 1000)
-            spans.append((t0, t1))
-            next_at += interval
-            delay = next_at - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-    finally:
-        os.close(fd)
-        os.unlink(path)
-    per_message = disk_wait_per_message(spans)
-    lat.sort()
-
-    def pct(q):
-        return lat[min(len(lat) - 1, int(q * len(lat)))] if lat else None
-    return {"p50": pct(0.5), "p99": pct(0.99), "p99_9": pct(0.999), "max": lat[-1] if lat else None,
-            "syncs": len(lat), "write_bytes": int(write_bytes),
-            "per_message_p50": per_message(0.5), "per_message_p99": per_message(0.99)}
-
-
-def disk_wait_per_message(spans, samples=200000):
-    """Quantiles (ms) of the wait of a write arriving at a uniformly random
-    moment of the probe: the rest of the sync in progress (none between
-    syncs), then the next sync in full."""
-    if len(spans) < 2:
-        return lambda q: None
-    starts = [s for s, _ in spans]
-    rng = random.Random(7)
-    waits = []
-    for _ in range(samples):
-        t = rng.uniform(starts[0], starts[-1])
-        i = min(bisect.bisect_right(starts, t) - 1, len(spans) - 2)
-        _, end = spans[i]
-        rest = end - t if t < end else 0.0
-        next_start, next_end = spans[i + 1]
-        waits.append((rest + (next_end - next_start)) * 1000)
-    waits.sort()
-    return lambda q: waits[min(len(waits) - 1, int(q * len(waits)))]
+def raw_disk(build, directory, write_bytes, bytes_per_s, secs):
+    """`magnetar perf disk`: writes of `write_bytes` arriving at `bytes_per_s`
+    made durable by a bare group commit in `directory`; its figures (ms)."""
+    cmd = [os.path.join(build, "magnetar"), "perf", "disk", directory, "--rate-mib",
+           f"{max(bytes_per_s, 1024) / (1 << 20):.3f}", "--write-kib", f"{max(write_bytes, 1) / 1024:.3f}",
+           "-t", str(secs), "--json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=secs + 120)
+    if r.returncode != 0:
+        raise RuntimeError(f"perf disk failed: {r.stderr}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def perf(build, node, secs, rate=0):
@@ -305,17 +258,17 @@ def main():
             after = metrics_text(node)
             stages = stage_figures(before, after)
             stalls = stall_figures(before, after)
-            syncs = counter(after, "magnetar_storage_journal_fsync_seconds_count") - \
-                counter(before, "magnetar_storage_journal_fsync_seconds_count")
+            writes = counter(after, 'magnetar_storage_journal_stage_seconds_count{stage="write"}') - \
+                counter(before, 'magnetar_storage_journal_stage_seconds_count{stage="write"}')
             written = counter(after, "magnetar_storage_appended_bytes_total") - \
                 counter(before, "magnetar_storage_appended_bytes_total")
-            disk = raw_disk(node.data_dir, written / syncs if syncs else 1024, syncs / args.secs if syncs else 100,
+            disk = raw_disk(args.build, node.data_dir, written / writes if writes else 1024, written / args.secs,
                             args.secs)
         finally:
             warnings = stop_node(node)
         row = {"fraction": fraction, "rate": rate, "achieved": client["produce_msgs_per_s"],
                "client_ms": client["publish_latency_ms"], "sender_lag_ms": client.get("sender_lag_ms"),
-               "round_trip_ms": client.get("round_trip_ms"), "stages_ms": stages, "disk_fsync_ms": disk,
+               "round_trip_ms": client.get("round_trip_ms"), "stages_ms": stages, "disk_ms": disk,
                "node_stalls": stalls, "warmup_ms": cold["publish_latency_ms"] if cold else None,
                "slow_callbacks": counter(after, "magnetar_reactor_slow_callbacks_total") -
                counter(before, "magnetar_reactor_slow_callbacks_total"), "node_warnings": warnings}
@@ -350,10 +303,11 @@ def main():
                       f"{stalls['run_queue_ms']:.1f} ms, machine absent {stalls['absent_ms']:.1f} ms", file=sys.stderr)
             for line in warnings[:10]:
                 print(f"        node: {line}", file=sys.stderr)
-            print(f"        disk alone        p50 {fmt(disk['p50'])} p99 {fmt(disk['p99'])} "
-                  f"p99.9 {fmt(disk['p99_9'])} max {fmt(disk['max'])} ms  ({disk['syncs']} syncs of "
-                  f"{disk['write_bytes']} B); per message p50 {fmt(disk['per_message_p50'])} "
-                  f"p99 {fmt(disk['per_message_p99'])} ms", file=sys.stderr)
+            d, f = disk["write_to_durable_ms"], disk["fdatasync_ms"]
+            print(f"        disk alone        p50 {fmt(d['p50'])} p99 {fmt(d['p99'])} p99.9 {fmt(d['p99_9'])} "
+                  f"max {fmt(d['max'])} ms  (writes of {disk['write_bytes']} B at {disk['mib_per_s']:.1f} MiB/s, "
+                  f"write -> durable); its fdatasync p50 {fmt(f['p50'])} p99 {fmt(f['p99'])} "
+                  f"max {fmt(f['max'])} ms", file=sys.stderr)
     result = {"max_rate": max_rate, "steps": rows}
     if args.json:
         print(json.dumps(result))
@@ -361,9 +315,10 @@ def main():
         for row in rows:
             total = row["stages_ms"].get("total", {}).get("p99")
             broker = row["stages_ms"].get("broker", {}).get("p99")
+            disk = row["disk_ms"]["write_to_durable_ms"]["p99"]
             print(f"{row['fraction']:.0%}: client p99 {fmt(row['client_ms']['p99'])} ms, broker p99 {fmt(broker)} ms, "
-                  f"node total p99 {fmt(total)} ms, disk fsync p99 {fmt(row['disk_fsync_ms']['p99'])} ms "
-                  f"(per message {fmt(row['disk_fsync_ms']['per_message_p99'])} ms)")
+                  f"node total p99 {fmt(total)} ms, disk alone p99 {fmt(disk)} ms: client "
+                  f"{row['client_ms']['p99'] - disk:+.2f} ms above the disk")
 
 
 if __name__ == "__main__":

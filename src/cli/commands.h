@@ -22,6 +22,8 @@ CLI::App* add_produce_command(CLI::App& app, Command& run);
 CLI::App* add_consume_command(CLI::App& app, Command& run);
 // `magnetar perf` (perf.cc).
 CLI::App* add_perf_command(CLI::App& app, Command& run);
+// `magnetar perf disk` (perf_disk.cc), under `perf`.
+void add_perf_disk_command(CLI::App* perf, Command& run);
 // `magnetar trace` (trace.cc).
 CLI::App* add_trace_command(CLI::App& app, Command& run);
 // `magnetar admin ...` (admin_cli.h).

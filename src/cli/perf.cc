@@ -3,6 +3,7 @@
 //
 //   magnetar perf produce <topic>   publish at --rate (0: as fast as it goes)
 //   magnetar perf consume <topic>   receive and measure end-to-end latency
+//   magnetar perf disk <dir>        the disk alone under a group commit (perf_disk.cc)
 //   magnetar perf                   both at once against one topic, then the
 //                                   disk's own fdatasync bandwidth, same run
 //
@@ -516,7 +517,8 @@ CLI::App* add_perf_command(CLI::App& app, Command& run) {
       "  magnetar perf -n 1000000 -s 1024 --disk-dir ./data\n"
       "  magnetar perf --rate 50000 --time 30 --compression lz4\n"
       "  magnetar perf produce my-topic --rate 10000 --size 1024 --time 60\n"
-      "  magnetar perf consume my-topic --time 60\n");
+      "  magnetar perf consume my-topic --time 60\n"
+      "  magnetar perf disk ./data --rate-mib 140 --write-kib 128 --time 10\n");
 
   auto prod = std::make_shared<PerfArgs>();
   prod->time_s = 60;
@@ -532,6 +534,8 @@ CLI::App* add_perf_command(CLI::App& app, Command& run) {
   c->add_option("--subscription", cons->subscription, "Subscription (default: a fresh one at the end of the topic)");
   add_load_options(c, *cons, false);
   c->callback([&run, cons]() { run = [cons]() { return Run(*cons, false, true).execute(); }; });
+
+  add_perf_disk_command(cmd, run);
 
   cmd->callback([&run, both, cmd]() {
     if (!cmd->get_subcommands().empty()) return;
