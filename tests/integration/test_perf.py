@@ -2,8 +2,11 @@
 `magnetar produce` / `magnetar consume`: the output is complete and sane (no
 speed thresholds: the machine is shared)."""
 import json
+import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -193,6 +196,34 @@ class PerfTest(NodeTestCase):
         # Still serving.
         r = run("perf", "--url", self.url(), "--topic", "perf-after-stall", "-n", "100", "--disk-dir", "", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_the_disk_alone_under_a_group_commit(self):
+        d = tempfile.mkdtemp(prefix="perf-disk-")
+        try:
+            for mode in ([], ["--overlap"]):
+                r = run("perf", "disk", d, "--rate-mib", "8", "--write-kib", "64", "-t", "1", "--json", *mode)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                f = json.loads(r.stdout)
+                self.assertEqual(f["overlap"], bool(mode))
+                self.assertEqual(f["write_bytes"], 65536)
+                # 8 MiB/s of 64 KiB writes for 1 s: 128 writes, each covered by a sync.
+                self.assertEqual(f["writes"], 128)
+                self.assertEqual(f["write_to_durable_ms"]["count"], 128)
+                self.assertGreaterEqual(f["fdatasync_ms"]["count"], 1)
+                self.assertLessEqual(f["fdatasync_ms"]["count"], 128)
+                self.assertLessEqual(f["write_to_durable_ms"]["p50"], f["write_to_durable_ms"]["p99"])
+                self.assertLessEqual(f["write_to_durable_ms"]["p99"], f["write_to_durable_ms"]["max"])
+            # Human output: progress lines, then the summary; nothing left behind.
+            r = run("perf", "disk", d, "--rate-mib", "4", "--write-kib", "16", "-t", "1.2", "--interval", "0.5")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertGreaterEqual(r.stdout.count("] disk "), 2, r.stdout)
+            self.assertIn("write -> durable ms", r.stdout)
+            self.assertEqual(os.listdir(d), [])
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        r = run("perf", "disk", "/nonexistent-dir-for-perf-disk", "-t", "1")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("nonexistent-dir-for-perf-disk", r.stderr)
 
     def test_bad_options_are_refused(self):
         r = run("perf", "produce", "t", "--url", self.url(), "--compression", "brotli", "-n", "1")
