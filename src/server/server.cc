@@ -40,6 +40,7 @@
 #include "metadata/leveldb_store.h"
 #include "server/allocator.h"
 #include "server/load_manager.h"
+#include "server/mount_check.h"
 #include "server/process_metrics.h"
 #include "server/storage_node.h"
 #include "server/unsynced_files.h"
@@ -265,6 +266,8 @@ Status Server::start() {
     MAGNETAR_RETURN_IF_ERROR(prepare_data_dir());
   }
   tune_allocator();
+  // An ephemeral node never syncs: its disk's trims cannot hold it up.
+  if (!config_.ephemeral) warn_about_data_dir_mount(config_.data_dir);
   runtime_ = std::make_unique<runtime::Runtime>(config_.reactors);
   if (config_.max_connections_per_address > 0) {
     runtime_->set_max_connections_per_address(static_cast<uint32_t>(config_.max_connections_per_address));
