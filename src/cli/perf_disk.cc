@@ -98,6 +98,21 @@ int run_disk(const DiskArgs& a) {
     return start + std::chrono::duration_cast<Clock::duration>(
                        std::chrono::duration<double>(per_write_s * static_cast<double>(i)));
   };
+  uint64_t offset = 0;  // the writer's
+  // Appends `bytes`, writes first..first+count-1, and publishes their due
+  // times; false (the error set) when the write failed. Locks `lock`.
+  auto append = [&](const std::string& bytes, uint64_t first, uint64_t count, std::unique_lock<std::mutex>& lock) {
+    ssize_t w = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
+    lock.lock();
+    if (w != static_cast<ssize_t>(bytes.size())) {
+      all.error = fmt::format("write failed: {}", w < 0 ? std::strerror(errno) : "short write");
+      return false;
+    }
+    offset += bytes.size();
+    for (uint64_t k = 0; k < count; ++k) due.push_back(due_at(first + k));
+    cv.notify_all();
+    return true;
+  };
   std::thread writer([&] {
     if (!a.overlap) {
       // Every write due so far in one call (at most 1 MiB), then wait for
@@ -105,7 +120,6 @@ int run_disk(const DiskArgs& a) {
       // come due meanwhile: the journal's rule (sync_exclusive_bytes).
       const uint64_t per_mib = std::max<uint64_t>(1, (uint64_t{1} << 20) / write_bytes);
       std::string pending;
-      uint64_t offset = 0;
       for (uint64_t i = 0; due_at(i) < end;) {
         std::this_thread::sleep_until(due_at(i));
         const auto now = Clock::now();
@@ -113,39 +127,19 @@ int run_disk(const DiskArgs& a) {
         while (due_at(i + n) <= now && due_at(i + n) < end && n < per_mib) ++n;
         pending.clear();
         for (uint64_t k = 0; k < n; ++k) pending.append(data);
-        ssize_t w = ::pwrite(fd, pending.data(), pending.size(), static_cast<off_t>(offset));
-        std::unique_lock lock(mu);
-        if (w != static_cast<ssize_t>(pending.size())) {
-          all.error = fmt::format("write failed: {}", w < 0 ? std::strerror(errno) : "short write");
-          break;
-        }
-        offset += pending.size();
-        for (uint64_t k = 0; k < n; ++k) due.push_back(due_at(i + k));
+        std::unique_lock lock(mu, std::defer_lock);
+        if (!append(pending, i, n, lock)) break;
         i += n;
-        cv.notify_all();
         cv.wait_until(lock, due_at(i + per_mib - 1),
                       [&] { return synced_through == due.size() || !all.error.empty(); });
         if (!all.error.empty()) break;
       }
-      std::lock_guard lock(mu);
-      writer_done = true;
-      cv.notify_all();
-      return;
-    }
-    uint64_t offset = 0;
-    for (uint64_t i = 0;; ++i) {
-      const auto at = due_at(i);
-      if (at >= end) break;
-      std::this_thread::sleep_until(at);
-      ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
-      std::lock_guard lock(mu);
-      if (n != static_cast<ssize_t>(data.size())) {
-        all.error = fmt::format("write failed: {}", n < 0 ? std::strerror(errno) : "short write");
-        break;
+    } else {
+      for (uint64_t i = 0; due_at(i) < end; ++i) {
+        std::this_thread::sleep_until(due_at(i));
+        std::unique_lock lock(mu, std::defer_lock);
+        if (!append(data, i, 1, lock)) break;
       }
-      offset += data.size();
-      due.push_back(at);
-      cv.notify_all();
     }
     std::lock_guard lock(mu);
     writer_done = true;
@@ -187,7 +181,8 @@ int run_disk(const DiskArgs& a) {
     covered = written;
     if (!a.json && t1 >= next_report) {
       std::printf("[%6.1fs] disk  %6.0f writes/s  %7.1f MiB/s | write -> durable ms %s\n",
-                  std::chrono::duration<double>(t1 - start).count(), static_cast<double>(interval_writes) / a.interval_s,
+                  std::chrono::duration<double>(t1 - start).count(),
+                  static_cast<double>(interval_writes) / a.interval_s,
                   static_cast<double>(interval_writes * write_bytes) / a.interval_s / (1024 * 1024),
                   disk_line(interval_durable).c_str());
       std::fflush(stdout);

@@ -105,8 +105,9 @@ Status Journal::submit(JournalRequest&& request) {
     }
     queued_bytes_ += request.payload.size();
     queue_.push_back(std::move(request));
-    wake = idle_wait_ ||
-           (batch_wait_ && (queue_.size() >= options_.max_batch_entries || queued_bytes_ >= options_.max_batch_bytes)) ||
+    const bool batch_full =
+        queue_.size() >= options_.max_batch_entries || queued_bytes_ >= options_.max_batch_bytes;
+    wake = idle_wait_ || (batch_wait_ && batch_full) ||
            (sync_wait_ && (queued_bytes_ >= options_.sync_exclusive_bytes ||
                            queue_.size() >= options_.max_batch_entries));
   }
