@@ -279,6 +279,11 @@ Status Server::start() {
   if (config_.stall_probe_ms > 0) {
     StallProbe::Options probe;
     probe.interval = std::chrono::milliseconds(config_.stall_probe_ms);
+    probe.activity = [rt = runtime_.get()] {
+      uint64_t iterations = 0;
+      for (size_t i = 0; i < rt->size(); ++i) iterations += rt->reactor(i).loop_stats().busy().count();
+      return iterations;
+    };
     stall_probe_ = std::make_unique<StallProbe>(probe);
     stall_probe_->start();
   }

@@ -93,15 +93,30 @@ void StallProbe::observe(int64_t late_ns, int64_t run_delay_ns, int64_t now_ns) 
   unwarned_ = 0;
 }
 
+std::chrono::milliseconds StallProbe::next_interval(std::chrono::steady_clock::time_point now) {
+  if (!options_.activity) return options_.interval;
+  if (now - window_start_ >= std::chrono::seconds(1)) {
+    const uint64_t activity = options_.activity();
+    const double secs = std::chrono::duration<double>(now - window_start_).count();
+    working_ = static_cast<double>(activity - window_activity_) >= static_cast<double>(kActiveIterations) * secs;
+    window_activity_ = activity;
+    window_start_ = now;
+  }
+  return working_ ? options_.interval : options_.idle_interval;
+}
+
 void StallProbe::run() {
   // The kernel may fire a sleeper's timer up to its slack late (50 us by
   // default): none, so that lateness is the machine's.
   ::prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   schedstat_fd_ = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  window_start_ = std::chrono::steady_clock::now();
+  if (options_.activity) window_activity_ = options_.activity();
   std::unique_lock lock(mu_);
   while (!stopping_) {
     const int64_t delay_before = run_delay_ns();
-    const auto deadline = std::chrono::steady_clock::now() + options_.interval;
+    const auto now = std::chrono::steady_clock::now();
+    const auto deadline = now + next_interval(now);
     if (cv_.wait_until(lock, deadline, [this] { return stopping_; })) break;
     const auto woke = std::chrono::steady_clock::now();
     const int64_t delay_after = run_delay_ns();

@@ -18,12 +18,15 @@
 // a floor under the tail of every latency the node reports. A wake later
 // than `warn_at` is logged at WARN, at most once per 10 s (the lines not
 // written are counted in the next). Costs one wake-up and one procfs read
-// per interval.
+// per interval while the node works; while its reactors ran fewer than
+// kActiveIterations loop iterations in the last second it sleeps
+// `idle_interval` instead, so an idle node wakes once a second.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -33,9 +36,16 @@ namespace magnetar::server {
 
 class StallProbe {
  public:
+  // Loop iterations a second (all reactors) from which the node counts as working.
+  static constexpr uint64_t kActiveIterations = 100;
+
   struct Options {
     std::chrono::milliseconds interval{10};
+    std::chrono::milliseconds idle_interval{1000};
     std::chrono::milliseconds warn_at{50};
+    // A count that grows as the node works (its reactors' loop
+    // iterations); null: always working.
+    std::function<uint64_t()> activity;
   };
 
   // How one wake's lateness divides (nanoseconds). `run_delay` is the
@@ -62,6 +72,8 @@ class StallProbe {
 
  private:
   void run();
+  // The sleep before the next wake: `interval` while working, else `idle_interval`.
+  std::chrono::milliseconds next_interval(std::chrono::steady_clock::time_point now);
   // Run-queue delay of the calling thread so far (ns); -1 if unknown.
   int64_t run_delay_ns();
 
@@ -71,6 +83,9 @@ class StallProbe {
   common::Histogram& absent_;
   int schedstat_fd_ = -1;
   int64_t last_warn_ns_ = 0;
+  bool working_ = false;  // with activity: idle until a second shows otherwise
+  uint64_t window_activity_ = 0;  // activity() when the current second began
+  std::chrono::steady_clock::time_point window_start_{};
   uint64_t unwarned_ = 0;  // stalls past warn_at not logged since the last line
 
   std::mutex mu_;

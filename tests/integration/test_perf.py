@@ -181,8 +181,10 @@ class PerfTest(NodeTestCase):
         before = over("absent", 0.2)
         # The whole process paused, as a paused VM or an overcommitted host
         # would: its threads are not run and not waiting for a core here.
+        # An idle node's probe wakes once a second: 2.5 s holds a wake at
+        # least 1.5 s before the end.
         self.node.proc.send_signal(signal.SIGSTOP)
-        time.sleep(0.4)
+        time.sleep(2.5)
         self.node.proc.send_signal(signal.SIGCONT)
         deadline = time.monotonic() + 10
         while over("absent", 0.2) == before and time.monotonic() < deadline:

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -64,6 +65,32 @@ TEST(StallProbeTest, TheThreadRecordsAWakeEveryInterval) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(stall_count("late"), stopped);
   probe.stop();  // idempotent
+}
+
+TEST(StallProbeTest, AnIdleNodeIsProbedOnceInAWhile) {
+  std::atomic<uint64_t> iterations{0};
+  StallProbe::Options options;
+  options.interval = std::chrono::milliseconds(1);
+  options.idle_interval = std::chrono::milliseconds(200);
+  options.activity = [&] { return iterations.load(); };
+  StallProbe probe(options);
+  const uint64_t before = stall_count("late");
+  probe.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Idle: about one wake per 200 ms, not one per 1 ms.
+  EXPECT_LE(stall_count("late") - before, 5u);
+  EXPECT_GE(stall_count("late") - before, 1u);
+
+  // Working (far more than kActiveIterations a second): once the next
+  // second's figure is in, a wake every 1 ms.
+  const uint64_t idle = stall_count("late");
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (stall_count("late") < idle + 100 && std::chrono::steady_clock::now() < give_up) {
+    iterations += 1000;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  probe.stop();
+  EXPECT_GE(stall_count("late"), idle + 100);
 }
 
 }  // namespace
