@@ -62,20 +62,40 @@ def start_node(parent):
     return Node("--fsync", "always", "--log-level", "warn", data_dir=data_dir).start()
 
 
-def stop_node(node, leftovers):
-    """Stops `node` and returns its WARN and ERROR lines; its data directory
-    joins `leftovers`, removed once the sweep is over: on a file system
-    mounted with `discard`, deleting gigabytes makes the device trim them
-    for seconds after, and fdatasync waits behind the trims (28-54 ms
-    stalls for 7 s after deleting 2.5 GB here), which would land in the
-    next step."""
+def stop_node(node, deleted):
+    """Stops `node`, removes its data and returns its WARN and ERROR lines;
+    adds the bytes removed to deleted[0]."""
     try:
         node.stop(timeout=30)
     finally:
         node.close()
         lines = [line for line in node.read_log().splitlines() if " warning " in line or " error " in line]
-        leftovers.append(node.data_dir)
+        deleted[0] += directory_bytes(node.data_dir)
+        shutil.rmtree(node.data_dir, ignore_errors=True)
     return lines
+
+
+def directory_bytes(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
+def settle(args, deleted):
+    """Waits for the disk to finish what the last step left it. On a file
+    system mounted with `discard`, deleting gigabytes makes the device trim
+    them for seconds after and fdatasync waits behind the trims (28-54 ms
+    stalls for about 7 s after deleting 2.5 GB here): 3 s per GB deleted,
+    at least --settle-secs. Keeping the data until the end instead fills
+    the page cache, and later steps' writes wait for reclaim."""
+    subprocess.run(["sync"], check=False)
+    time.sleep(max(args.settle_secs, 3.0 * deleted[0] / 1e9))
+    deleted[0] = 0
 
 
 def pulsar_url(node):
@@ -231,20 +251,16 @@ def main():
     ap.add_argument("--warmup-secs", type=float, default=2,
                     help="publish at the step's rate this long on the fresh node before measuring (0: none)")
     ap.add_argument("--settle-secs", type=float, default=10,
-                    help="pause before each step, for the disk to finish what the last one left it (the disk "
-                         "probe's file is deleted at its end)")
+                    help="pause before each step, at least, for the disk to finish trimming what the last one "
+                         "deleted (3 s per GB deleted when more)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     magnetar_harness.BIN = os.path.join(args.build, "magnetar")
-    leftovers = []
-    try:
-        run_sweep(args, leftovers)
-    finally:
-        for d in leftovers:
-            shutil.rmtree(d, ignore_errors=True)
+    run_sweep(args)
 
 
-def run_sweep(args, leftovers):
+def run_sweep(args):
+    deleted = [0]  # bytes removed since the disk last settled
 
     if args.max_rate > 0:
         max_rate = args.max_rate
@@ -255,15 +271,14 @@ def run_sweep(args, leftovers):
         try:
             top = perf(args.build, node, args.secs)
         finally:
-            stop_node(node, leftovers)
+            stop_node(node, deleted)
         max_rate = top["produce_msgs_per_s"]
         if not args.json:
             print(f"maximum: {max_rate:,.0f} msg/s of 1 KiB, fsync always "
                   f"(publish p99 {fmt(top['publish_latency_ms']['p99'])} ms)", file=sys.stderr)
     rows = []
     for fraction in [float(f) for f in args.fractions.split(",")]:
-        subprocess.run(["sync"], check=False)
-        time.sleep(args.settle_secs)
+        settle(args, deleted)
         node = start_node(args.data_parent)
         try:
             rate = max(1, int(max_rate * fraction))
@@ -283,8 +298,9 @@ def run_sweep(args, leftovers):
                 counter(before, "magnetar_storage_appended_bytes_total")
             disk = raw_disk(args.build, node.data_dir, written / writes if writes else 1024, written / args.secs,
                             args.secs)
+            deleted[0] += disk["writes"] * disk["write_bytes"]  # the probe's file, removed at its end
         finally:
-            warnings = stop_node(node, leftovers)
+            warnings = stop_node(node, deleted)
         row = {"fraction": fraction, "rate": rate, "achieved": client["produce_msgs_per_s"],
                "client_ms": client["publish_latency_ms"], "sender_lag_ms": client.get("sender_lag_ms"),
                "round_trip_ms": client.get("round_trip_ms"), "stages_ms": stages, "disk_ms": disk,
