@@ -32,6 +32,7 @@ import confluent_kafka as ck  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 import magnetar_harness  # noqa: E402
+from magnetar_harness import disk_bytes  # noqa: E402
 from magnetar_harness import Node, call_json  # noqa: E402
 
 RECORD = 1024
@@ -59,17 +60,6 @@ def produce(bootstrap, topic, records, keys, stop=None):
             p.poll(0)
     assert p.flush(300) == 0, "undelivered records"
     return sent, time.monotonic() - start
-
-
-def disk_bytes(path):
-    total = 0
-    for root, _, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.path.getsize(os.path.join(root, f))
-            except OSError:
-                pass
-    return total
 
 
 def main():

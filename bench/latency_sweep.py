@@ -52,7 +52,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "utils"))
 
 import magnetar_harness  # noqa: E402
-from magnetar_harness import Node  # noqa: E402
+from magnetar_harness import Node, disk_bytes  # noqa: E402
 
 
 def start_node(parent):
@@ -70,20 +70,9 @@ def stop_node(node, deleted):
     finally:
         node.close()
         lines = [line for line in node.read_log().splitlines() if " warning " in line or " error " in line]
-        deleted[0] += directory_bytes(node.data_dir)
+        deleted[0] += disk_bytes(node.data_dir)
         shutil.rmtree(node.data_dir, ignore_errors=True)
     return lines
-
-
-def directory_bytes(path):
-    total = 0
-    for root, _, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.path.getsize(os.path.join(root, f))
-            except OSError:
-                pass
-    return total
 
 
 def settle(args, deleted):

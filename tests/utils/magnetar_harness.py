@@ -131,6 +131,18 @@ class Node:
         self.close()
 
 
+def disk_bytes(path):
+    """Bytes in the files under `path` (files that vanish meanwhile count 0)."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
 def free_port():
     """A port nothing listens on now (for listeners that must keep their port
     across restarts, such as a cluster member's)."""
