@@ -27,12 +27,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <cstring>
 #include <thread>
-#include <vector>
 
 #include "cli/commands.h"
 #include "client/histogram.h"
@@ -86,9 +86,10 @@ int run_disk(const DiskArgs& a) {
   // The writer publishes each write's due time; the syncer covers them.
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<Clock::time_point> due;  // of every write done, in order
+  // Due times of the writes done and not yet covered by an fdatasync, in
+  // order (without --overlap the writer waits until it is empty).
+  std::deque<Clock::time_point> unsynced;
   bool writer_done = false;
-  size_t synced_through = 0;  // writes an fdatasync has covered (without --overlap the writer waits for it)
   DiskFigures all;
   client::Histogram interval_durable;
 
@@ -109,7 +110,7 @@ int run_disk(const DiskArgs& a) {
       return false;
     }
     offset += bytes.size();
-    for (uint64_t k = 0; k < count; ++k) due.push_back(due_at(first + k));
+    for (uint64_t k = 0; k < count; ++k) unsynced.push_back(due_at(first + k));
     cv.notify_all();
     return true;
   };
@@ -131,7 +132,7 @@ int run_disk(const DiskArgs& a) {
         if (!append(pending, i, n, lock)) break;
         i += n;
         cv.wait_until(lock, due_at(i + per_mib - 1),
-                      [&] { return synced_through == due.size() || !all.error.empty(); });
+                      [&] { return unsynced.empty() || !all.error.empty(); });
         if (!all.error.empty()) break;
       }
     } else {
@@ -146,16 +147,16 @@ int run_disk(const DiskArgs& a) {
     cv.notify_all();
   });
 
-  size_t covered = 0;
+  uint64_t covered = 0;  // writes an fdatasync has covered
   auto next_report = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.interval_s));
   uint64_t interval_writes = 0;
   for (;;) {
-    size_t written;
+    size_t taken;  // the writes this fdatasync covers: those done before it began
     {
       std::unique_lock lock(mu);
-      cv.wait(lock, [&] { return writer_done || due.size() > covered; });
-      if (due.size() == covered && writer_done) break;
-      written = due.size();
+      cv.wait(lock, [&] { return writer_done || !unsynced.empty(); });
+      if (unsynced.empty() && writer_done) break;
+      taken = unsynced.size();
     }
     const auto t0 = Clock::now();
     if (::fdatasync(fd) != 0) {
@@ -168,17 +169,17 @@ int run_disk(const DiskArgs& a) {
     all.fsync.record(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count()));
     {
       std::lock_guard lock(mu);
-      for (size_t i = covered; i < written; ++i) {
-        const auto us = static_cast<uint64_t>(
-            std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(t1 - due[i]).count()));
+      for (size_t i = 0; i < taken; ++i) {
+        const auto us = static_cast<uint64_t>(std::max<int64_t>(
+            0, std::chrono::duration_cast<std::chrono::microseconds>(t1 - unsynced.front()).count()));
+        unsynced.pop_front();
         all.durable.record(us);
         interval_durable.record(us);
       }
-      synced_through = written;
       cv.notify_all();
     }
-    interval_writes += written - covered;
-    covered = written;
+    interval_writes += taken;
+    covered += taken;
     if (!a.json && t1 >= next_report) {
       std::printf("[%6.1fs] disk  %6.0f writes/s  %7.1f MiB/s | write -> durable ms %s\n",
                   std::chrono::duration<double>(t1 - start).count(),
