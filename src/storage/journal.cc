@@ -188,71 +188,112 @@ void Journal::sync_run() {
   for (;;) {
     {
       std::unique_lock lock(sync_mu_);
-      if (held_.empty()) {
-        sync_cv_.wait(lock, [this] { return sync_stopping_ || !written_.empty(); });
+      auto ready = [this] { return sync_stopping_ || (!written_.empty() && !settling_); };
+      if (!held_waiting_) {
+        // Completions the journal thread held (settle_here) are this thread's to retry.
+        sync_cv_.wait(lock, [&] { return ready() || held_waiting_; });
       } else {
-        sync_cv_.wait_for(lock, kHeldRetry, [this] { return sync_stopping_ || !written_.empty(); });
+        sync_cv_.wait_for(lock, kHeldRetry, ready);
       }
+      if (settling_) continue;  // the journal thread settles a batch of its own; held_ is its until then
       if (written_.empty() && sync_stopping_) {
         lock.unlock();
         deliver_held(true);
         return;  // stopping and drained
       }
       batches.swap(written_);
+      settling_ = true;
     }
     sync_cv_.notify_all();  // the journal thread may be waiting for room
-    deliver_held(false);
-    // Segments before the last one written were synced when they rolled
-    // over: one fdatasync of the last covers every batch taken. Without a
-    // kAlways record among them nothing waits for a sync.
-    std::shared_ptr<SegmentAppender> last;
-    bool sync = false;
-    for (const WrittenBatch& b : batches) {
-      if (b.segment) last = b.segment;
-      sync = sync || b.sync;
-    }
-    if (!sync) last = nullptr;
-    Status st;
-    if (last) st = sync_segment(*last);
-    size_t synced_batches = 0;
-    for (const WrittenBatch& b : batches) synced_batches += b.sync ? 1 : 0;
-    if (synced_batches > 0) syncs_settled(synced_batches);
-    if (last && st.is_ok()) {
-      for (const WrittenBatch& b : batches) {
-        if (b.segment == last) advance_durable(b.end);
-      }
-    }
-    if (last) {
-      const int64_t synced_at = common::monotonic_ns();
-      for (const WrittenBatch& b : batches) stages_.sync.observe(common::seconds_between(b.written_ns, synced_at));
-    }
-    if (!st.is_ok()) {
-      errors_.inc();
-      MLOG_ERROR("storage journal: fdatasync of segment {} failed: {}; every add written to it since its last "
-                 "good sync fails",
-                 last->id(), st.to_string());
-    }
-    for (WrittenBatch& b : batches) {
-      // A segment that lost writes to a failed sync (now or before) holds
-      // nothing durable past its last good sync.
-      Status lost;
-      if (b.segment && b.segment == last && !st.is_ok()) lost = st;
-      if (b.segment && lost.is_ok() && b.segment->broken()) {
-        lost = Status::io_error("segment " + std::to_string(b.segment->id()) + " lost writes to a failed sync");
-      }
-      if (!lost.is_ok()) {
-        for (JournalRequest& r : b.requests) {
-          if (r.status.is_ok()) r.status = lost;
-        }
-      }
-      finish(b.requests, b.end);
-    }
+    settle(batches, true);
     {
       std::lock_guard lock(sync_mu_);
       batches_finished_ += batches.size();
+      settling_ = false;
+      held_waiting_ = !held_.empty();
     }
     sync_cv_.notify_all();  // the journal thread may wait for every batch to settle
     batches.clear();
+  }
+}
+
+bool Journal::settle_here(WrittenBatch& handed) {
+  if (options_.sync_exclusive_bytes == 0) return false;
+  {
+    // Enough arrived during the write that the next one should go beside
+    // this sync: the sync thread takes it.
+    std::lock_guard lock(mu_);
+    if (queued_bytes_ >= options_.sync_exclusive_bytes / 4 || queue_.size() >= options_.max_batch_entries / 4) {
+      return false;
+    }
+  }
+  {
+    std::lock_guard lock(sync_mu_);
+    if (!written_.empty() || settling_) return false;  // it would overtake what the sync thread holds
+    settling_ = true;
+    ++batches_handed_;
+  }
+  std::deque<WrittenBatch> one;
+  one.push_back(std::move(handed));
+  settle(one, false);
+  {
+    std::lock_guard lock(sync_mu_);
+    ++batches_finished_;
+    settling_ = false;
+    held_waiting_ = !held_.empty();
+  }
+  sync_cv_.notify_all();  // the sync thread may wait to retry held completions
+  return true;
+}
+
+void Journal::settle(std::deque<WrittenBatch>& batches, bool counted) {
+  deliver_held(false);
+  // Segments before the last one written were synced when they rolled
+  // over: one fdatasync of the last covers every batch taken. Without a
+  // kAlways record among them nothing waits for a sync.
+  std::shared_ptr<SegmentAppender> last;
+  bool sync = false;
+  for (const WrittenBatch& b : batches) {
+    if (b.segment) last = b.segment;
+    sync = sync || b.sync;
+  }
+  if (!sync) last = nullptr;
+  Status st;
+  if (last) st = sync_segment(*last);
+  if (counted) {
+    size_t synced_batches = 0;
+    for (const WrittenBatch& b : batches) synced_batches += b.sync ? 1 : 0;
+    if (synced_batches > 0) syncs_settled(synced_batches);
+  }
+  if (last && st.is_ok()) {
+    for (const WrittenBatch& b : batches) {
+      if (b.segment == last) advance_durable(b.end);
+    }
+  }
+  if (last) {
+    const int64_t synced_at = common::monotonic_ns();
+    for (const WrittenBatch& b : batches) stages_.sync.observe(common::seconds_between(b.written_ns, synced_at));
+  }
+  if (!st.is_ok()) {
+    errors_.inc();
+    MLOG_ERROR("storage journal: fdatasync of segment {} failed: {}; every add written to it since its last "
+               "good sync fails",
+               last->id(), st.to_string());
+  }
+  for (WrittenBatch& b : batches) {
+    // A segment that lost writes to a failed sync (now or before) holds
+    // nothing durable past its last good sync.
+    Status lost;
+    if (b.segment && b.segment == last && !st.is_ok()) lost = st;
+    if (b.segment && lost.is_ok() && b.segment->broken()) {
+      lost = Status::io_error("segment " + std::to_string(b.segment->id()) + " lost writes to a failed sync");
+    }
+    if (!lost.is_ok()) {
+      for (JournalRequest& r : b.requests) {
+        if (r.status.is_ok()) r.status = lost;
+      }
+    }
+    finish(b.requests, b.end);
   }
 }
 
@@ -476,6 +517,7 @@ void Journal::process(std::vector<JournalRequest>& batch) {
   }
   const bool wrote = failure.is_ok() && written > 0;
   WrittenBatch handed{std::move(batch), wrote ? active_ : nullptr, end, written_at, wrote && sync};
+  if (settle_here(handed)) return;
   if (handed.sync) {
     std::lock_guard lock(mu_);
     ++unsynced_batches_;  // the next write waits for its sync (take_batch)

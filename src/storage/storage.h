@@ -82,7 +82,9 @@ struct StorageOptions {
   // under an fdatasync of it makes that sync, and every add waiting for
   // it, slower (ext4: a 100 KiB write stream at 275 MiB/s, fdatasync p99.9
   // 9-15 ms beside the writes, 1.5-2.2 ms between them); past this much
-  // queued, overlapping the two is what keeps up.
+  // queued, overlapping the two is what keeps up. Below a quarter of it,
+  // with the sync thread idle, the journal thread runs the sync and the
+  // completions itself (0 here: never).
   size_t sync_exclusive_bytes = 1u << 20;
   // Back-pressure: appends waiting for the journal beyond these fail with
   // kResourceExhausted.

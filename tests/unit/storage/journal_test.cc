@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/logging.h"
 #include "runtime/reactor.h"
 #include "storage_test_util.h"
 
@@ -222,6 +223,7 @@ class OverlapFileOps : public FileOps {
   }
   ssize_t pread(int fd, void* out, size_t size, off_t offset) override { return real_->pread(fd, out, size, offset); }
   int fdatasync(int fd) override {
+    ++(common::thread_name() == "journal" ? journal_syncs : sync_thread_syncs);
     in_sync.store(true);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     int r = real_->fdatasync(fd);
@@ -236,6 +238,9 @@ class OverlapFileOps : public FileOps {
   std::atomic<bool> in_sync{false};
   std::atomic<int> writes{0};
   std::atomic<int> writes_during_sync{0};
+  std::atomic<int> journal_syncs{0};      // run on the journal thread
+  std::atomic<int> sync_thread_syncs{0};  // on the sync thread
+  int journal_syncs_before_stop = -1;
 
  private:
   std::shared_ptr<FileOps> real_ = FileOps::posix();
@@ -273,6 +278,7 @@ int append_for_a_while(const StorageOptions& options, OverlapFileOps& ops, int* 
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   *overlaps = ops.writes_during_sync.load();
+  ops.journal_syncs_before_stop = ops.journal_syncs.load();  // stop syncs on the journal thread
   journal.stop();
   EXPECT_EQ(done.load(), static_cast<int>(e));
   return done.load();
@@ -288,6 +294,9 @@ TEST(JournalTest, AWriteWaitsForTheSyncInFlight) {
   // A few KiB queue up behind each 5 ms sync, far below the threshold:
   // nothing is appended while a sync runs.
   EXPECT_EQ(overlaps, 0);
+  // With the sync thread idle and so little queued, the journal thread
+  // syncs and completes its own batches.
+  EXPECT_GT(ops->journal_syncs_before_stop, 5);
 }
 
 TEST(JournalTest, EnoughQueuedIsWrittenBesideTheSync) {
@@ -298,6 +307,9 @@ TEST(JournalTest, EnoughQueuedIsWrittenBesideTheSync) {
   int overlaps = -1;
   ASSERT_GT(append_for_a_while(o, *ops, &overlaps), 100);
   EXPECT_GT(overlaps, 0);
+  // Enough queued: the sync thread syncs, the journal thread goes on writing.
+  EXPECT_EQ(ops->journal_syncs_before_stop, 0);
+  EXPECT_GT(ops->sync_thread_syncs.load(), 5);
 
   // 0: never held back.
   StorageOptions never = journal_options();
