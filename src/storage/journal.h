@@ -10,11 +10,11 @@
 // write waits for it (a write beside a sync slows the sync down) unless
 // sync_exclusive_bytes are queued. When the completing thread holds nothing
 // and less than a quarter of that is queued, the journal thread syncs and
-// completes the batch itself instead (two thread wake-ups fewer). Each record is made durable as its ledger's
-// fsync mode says (its own, Storage::set_fsync, else the node's
-// StorageOptions::fsync_mode): when any record of the batches taken
-// together is kAlways, the completing thread runs one fdatasync for all of
-// them first, so writing and syncing overlap; kInterval records are synced
+// completes the batch itself instead (two thread wake-ups fewer). Each
+// record is made durable as its ledger's fsync mode says (its own,
+// Storage::set_fsync, else the node's StorageOptions::fsync_mode): when any
+// record of the batches taken together is kAlways, the settling thread runs
+// one fdatasync for all of them first; kInterval records are synced
 // by the journal thread at most their ledger's interval after they were
 // written; kNever records leave it to the OS. Then, in batch order, the
 // listener sees each batch (index, cache, last confirmed) and the requests
