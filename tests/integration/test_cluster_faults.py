@@ -8,7 +8,10 @@ import signal
 import time
 import unittest
 
-from cluster_harness import (ClusterCase, applied_index, create_tenant, nodes_of, request, tenants_of,
+from confluent_kafka import Consumer, KafkaError, KafkaException
+
+from cluster_harness import (ClusterCase, applied_index, create_tenant, kafka_bootstrap, nodes_of, request,
+                             tenants_of,
                              wait_for)
 from magnetar_harness import admin
 
@@ -121,6 +124,41 @@ class ClusterFaultTest(ClusterCase):
             code, out, err = admin(node, "namespaces", "list", "five")
             self.assertEqual(code, 0, err)
             self.assertIn("five/orders", out.split())
+
+    def test_a_member_without_a_majority_calls_no_existing_topic_unknown(self):
+        # A Kafka client keeps "unknown topic or partition" for minutes: a
+        # member that cannot read the metadata store (two of three killed)
+        # answers a retriable error for a topic it cannot find, never that.
+        members = self.start(3)
+        first = members[0]
+
+        def make():
+            # Made where its bundle is served (the others redirect: 307),
+            # once the new cluster has settled on an owner.
+            statuses = [request(m, "PUT", "/admin/v2/persistent/public/default/kept")[0] for m in members]
+            return 204 in statuses or 409 in statuses
+        wait_for(make, "kept made")
+        # Without a leader each metadata read is retried for up to 15 s
+        # (ClusterStore::kCallDeadlineMs) and the listing makes three.
+        consumer = Consumer({"bootstrap.servers": kafka_bootstrap([first]), "group.id": "majority-check",
+                             "socket.timeout.ms": 90000})
+
+        def topic_error():
+            try:
+                return consumer.list_topics(topic="kept", timeout=80).topics["kept"].error
+            except KafkaException as e:
+                raise ValueError(str(e))  # no answer in time: asked again
+        try:
+            wait_for(lambda: topic_error() is None, "kept listed with every member up")
+            for node in members[1:]:
+                node.stop(sig=signal.SIGKILL)
+            err = wait_for(topic_error, "an answer for kept without a majority", timeout=120)
+            self.assertEqual(err.code(), KafkaError.LEADER_NOT_AVAILABLE, str(err))
+            for node in members[1:]:
+                node.start()
+            wait_for(lambda: topic_error() is None, "kept listed again with a majority", timeout=60)
+        finally:
+            consumer.close()
 
     def test_a_member_paused_past_its_lease_waits_for_a_new_one_before_writing(self):
         members = self.start(3)

@@ -138,8 +138,12 @@ void answer(KafkaConnection& c, const std::shared_ptr<MetadataState>& state) {
 }
 
 // On the connection's reactor, with the namespace's existing topics (local
-// names): creates what may be created, then answers.
-void resolve(KafkaConnection& c, const std::shared_ptr<MetadataState>& state, const TopicTable& existing) {
+// names): creates what may be created, then answers. Not `listed` (the
+// metadata store could not be read): a topic missing from `existing` may
+// well exist, and is answered with a retriable error, neither created nor
+// called unknown (a client caches "unknown" for minutes).
+void resolve(KafkaConnection& c, const std::shared_ptr<MetadataState>& state, const TopicTable& existing,
+             bool listed) {
   auto& topics = state->topics;
   if (state->all) {
     // Only the topics this role may look up.
@@ -159,6 +163,8 @@ void resolve(KafkaConnection& c, const std::shared_ptr<MetadataState>& state, co
       topics.push_back({std::move(name), kTopicAuthorizationFailed, 0});
     } else if (auto it = existing.find(name); it != existing.end()) {
       topics.push_back({std::move(name), kNone, it->second});
+    } else if (!listed) {
+      topics.push_back({std::move(name), kLeaderNotAvailable, 0});
     } else if (client_allows && c.service().may_create(*topic)) {
       to_create.emplace_back(topics.size(), *topic);
       topics.push_back({std::move(name), kNone, 0});
@@ -216,7 +222,7 @@ void handle_metadata(KafkaConnection& c, const Request& request) {
   const auto& asked_topics = request.body.array("Topics");
   state->all = request.body.is_null("Topics") || (request.version() == 0 && asked_topics.empty());
   broker::Tenancy* tenancy = c.service().tenancy();
-  if (tenancy == nullptr) return resolve(c, state, {});
+  if (tenancy == nullptr) return resolve(c, state, {}, true);
   const broker::NamespaceName ns = c.ns();
   const std::string prefix = "persistent://" + ns.to_string() + "/";
   KafkaService* service = &c.service();
@@ -225,11 +231,13 @@ void handle_metadata(KafkaConnection& c, const Request& request) {
     // Partitioned topics first: their partitions are Kafka partitions, not
     // topics of their own.
     auto partitioned = tenancy->list_partitioned_topics(ns, broker::TopicDomain::kPersistent);
+    bool partitioned_listed = partitioned.is_ok();
     for (const auto& full : partitioned.is_ok() ? *partitioned : std::vector<std::string>{}) {
       auto name = broker::TopicName::parse(full);
       if (!name) continue;
       auto n = tenancy->get_partitions(*name);
       if (n.is_ok() && *n > 0) existing[name->local] = *n;
+      if (!n.is_ok()) partitioned_listed = false;
     }
     auto listed = tenancy->list_topics(ns, broker::TopicDomain::kPersistent);
     if (listed.is_ok()) {
@@ -242,13 +250,16 @@ void handle_metadata(KafkaConnection& c, const Request& request) {
     } else {
       MLOG_DEBUG("kafka metadata: topics of {} not listed: {}", ns.to_string(), listed.status().to_string());
     }
+    const bool complete = partitioned_listed && listed.is_ok();
     for (const auto& [name, partitions] : existing) {
       auto topic = service->topic_for(ns, name);
       if (topic.is_ok()) service->remember_partitions(*topic, partitions);
     }
-    reply([state, existing = std::move(existing)](KafkaConnection& conn) { resolve(conn, state, existing); });
+    reply([state, existing = std::move(existing), complete](KafkaConnection& conn) {
+      resolve(conn, state, existing, complete);
+    });
   });
-  if (!st.is_ok()) resolve(c, state, {});
+  if (!st.is_ok()) resolve(c, state, {}, false);
 }
 
 void add_brokers(KafkaConnection& c, Struct& resp, const char* id_field) {
