@@ -206,13 +206,7 @@ void Journal::sync_run() {
     }
     sync_cv_.notify_all();  // the journal thread may be waiting for room
     settle(batches, true);
-    {
-      std::lock_guard lock(sync_mu_);
-      batches_finished_ += batches.size();
-      settling_ = false;
-      held_waiting_ = !held_.empty();
-    }
-    sync_cv_.notify_all();  // the journal thread may wait for every batch to settle
+    settled(batches.size());
     batches.clear();
   }
 }
@@ -236,14 +230,20 @@ bool Journal::settle_here(WrittenBatch& handed) {
   std::deque<WrittenBatch> one;
   one.push_back(std::move(handed));
   settle(one, false);
+  settled(1);
+  return true;
+}
+
+void Journal::settled(size_t batches) {
   {
     std::lock_guard lock(sync_mu_);
-    ++batches_finished_;
+    batches_finished_ += batches;
     settling_ = false;
     held_waiting_ = !held_.empty();
   }
-  sync_cv_.notify_all();  // the sync thread may wait to retry held completions
-  return true;
+  // The journal thread may wait for every batch to settle; the sync thread,
+  // to retry completions held for a full mailbox.
+  sync_cv_.notify_all();
 }
 
 void Journal::settle(std::deque<WrittenBatch>& batches, bool counted) {

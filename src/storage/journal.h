@@ -191,6 +191,8 @@ class Journal {
   // nothing and little is queued behind it: two thread wake-ups fewer per
   // group commit. False: hand it over.
   bool settle_here(WrittenBatch& handed);
+  // The settling thread finished `batches` and gives up settling_.
+  void settled(size_t batches);
 
   const std::string segments_dir_;
   const StorageOptions options_;
