@@ -280,7 +280,7 @@ const std::string& KafkaConnection::fetch_group(const RequestHeader& header) {
 
 void KafkaConnection::park_fetch(std::chrono::steady_clock::time_point deadline, std::function<void()> retry) {
   parked_.emplace_back(deadline, std::move(retry));
-  arm_fetch_timer();
+  arm_timer();
 }
 
 void KafkaConnection::wake_fetches() {
@@ -288,10 +288,24 @@ void KafkaConnection::wake_fetches() {
   auto due = std::move(parked_);
   parked_.clear();
   for (auto& [deadline, fn] : due) fn();
-  arm_fetch_timer();
+  arm_timer();
 }
 
-void KafkaConnection::on_fetch_deadline() {
+uint64_t KafkaConnection::at(std::chrono::steady_clock::time_point deadline, std::function<void()> fn) {
+  const uint64_t id = ++deadline_ids_;
+  deadlines_.push_back({deadline, id, std::move(fn)});
+  arm_timer();
+  return id;
+}
+
+void KafkaConnection::cancel(uint64_t deadline_id) {
+  auto it = std::find_if(deadlines_.begin(), deadlines_.end(), [&](const Deadline& d) { return d.id == deadline_id; });
+  if (it == deadlines_.end()) return;
+  deadlines_.erase(it);
+  arm_timer();
+}
+
+void KafkaConnection::on_deadline() {
   const auto now = std::chrono::steady_clock::now();
   std::vector<std::function<void()>> due;
   for (auto it = parked_.begin(); it != parked_.end();) {
@@ -302,21 +316,30 @@ void KafkaConnection::on_fetch_deadline() {
       ++it;
     }
   }
+  for (auto it = deadlines_.begin(); it != deadlines_.end();) {
+    if (it->at <= now) {
+      due.push_back(std::move(it->fn));
+      it = deadlines_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   for (auto& fn : due) fn();
-  arm_fetch_timer();
+  arm_timer();
 }
 
-// One timer, set to the earliest parked deadline.
-void KafkaConnection::arm_fetch_timer() {
-  if (parked_.empty()) {
-    if (fetch_timer_) fetch_timer_->cancel();
+// One timer, set to the earliest deadline of a parked Fetch or of at().
+void KafkaConnection::arm_timer() {
+  if (parked_.empty() && deadlines_.empty()) {
+    if (timer_) timer_->cancel();
     return;
   }
-  auto earliest = parked_.front().first;
+  auto earliest = std::chrono::steady_clock::time_point::max();
   for (const auto& [deadline, fn] : parked_) earliest = std::min(earliest, deadline);
-  if (!fetch_timer_) fetch_timer_ = std::make_unique<runtime::Timer>(reactor_);
+  for (const Deadline& d : deadlines_) earliest = std::min(earliest, d.at);
+  if (!timer_) timer_ = std::make_unique<runtime::Timer>(reactor_);
   auto wait = std::chrono::ceil<std::chrono::milliseconds>(earliest - std::chrono::steady_clock::now());
-  fetch_timer_->once(std::max(wait, std::chrono::milliseconds(0)), [this]() { on_fetch_deadline(); });
+  timer_->once(std::max(wait, std::chrono::milliseconds(0)), [this]() { on_deadline(); });
 }
 
 std::pair<uint64_t, std::string> KafkaConnection::producer_for(const std::string& topic, int32_t partition) {
@@ -403,8 +426,9 @@ void KafkaConnection::on_close(runtime::Connection&, const Status&) {
   producer_topics_.clear();
   publish_limits_.clear();
   // Not destroyed here: this may run inside the timer's own callback.
-  if (fetch_timer_) fetch_timer_->cancel();
+  if (timer_) timer_->cancel();
   parked_.clear();
+  deadlines_.clear();
   conn_ = nullptr;
   link_->conn = nullptr;
 }

@@ -144,6 +144,10 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   void park_fetch(std::chrono::steady_clock::time_point deadline, std::function<void()> retry);
   // Retries every parked Fetch now.
   void wake_fetches();
+  // Runs `fn` on this connection's reactor at `deadline`, unless the
+  // connection closed or cancel(id) came first; returns that id.
+  uint64_t at(std::chrono::steady_clock::time_point deadline, std::function<void()> fn);
+  void cancel(uint64_t deadline_id);
   // How many wake-ups came so far: a Fetch whose attempt saw one come
   // before it parked looks again at once instead of waiting.
   uint64_t wakes() const { return wakes_; }
@@ -189,8 +193,8 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   // Decodes the input left undecoded, from a fresh stack (after this
   // loop iteration's work), once the window reopened.
   void schedule_decode();
-  void on_fetch_deadline();
-  void arm_fetch_timer();
+  void on_deadline();
+  void arm_timer();
 
   runtime::Reactor& reactor_;
   KafkaService& service_;
@@ -231,10 +235,17 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   std::optional<broker::TenantSlot> tenant_slot_;
   bool raw_sasl_next_ = false;
   std::unique_ptr<security::ScramServerExchange> scram_exchange_;
-  std::unique_ptr<runtime::Timer> fetch_timer_;
+  std::unique_ptr<runtime::Timer> timer_;  // parked_'s and deadlines_' earliest
   uint64_t wakes_ = 0;
   int64_t connected_since_ms_ = 0;
   std::vector<std::pair<std::chrono::steady_clock::time_point, std::function<void()>>> parked_;
+  struct Deadline {
+    std::chrono::steady_clock::time_point at;
+    uint64_t id;
+    std::function<void()> fn;
+  };
+  std::vector<Deadline> deadlines_;  // at()'s, in no order
+  uint64_t deadline_ids_ = 0;
 };
 
 // --- API handlers, one file each (handlers/*.cc).
