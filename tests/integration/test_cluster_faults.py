@@ -5,6 +5,7 @@ lease. Every wait is bounded; nothing is timed for speed.
 import http.client
 import json
 import signal
+import threading
 import time
 import unittest
 
@@ -125,10 +126,15 @@ class ClusterFaultTest(ClusterCase):
             self.assertEqual(code, 0, err)
             self.assertIn("five/orders", out.split())
 
-    def test_a_member_without_a_majority_calls_no_existing_topic_unknown(self):
-        # A Kafka client keeps "unknown topic or partition" for minutes: a
-        # member that cannot read the metadata store (two of three killed)
-        # answers a retriable error for a topic it cannot find, never that.
+    def test_a_member_without_a_majority_answers_kafka_metadata_from_what_it_knows(self):
+        # Without a leader a metadata read waits up to 15 s
+        # (ClusterStore::kCallDeadlineMs) and a listing makes several, longer
+        # than a Kafka client waits for an answer. A member that cannot read
+        # the metadata store (two of three killed) answers within the
+        # client's default request timeout from what it knows: the topics it
+        # last listed, their leaders as far as it knows them alive, and a
+        # retriable error for a topic it cannot find, never "unknown" (a
+        # client keeps that for minutes).
         members = self.start(3)
         first = members[0]
 
@@ -138,27 +144,59 @@ class ClusterFaultTest(ClusterCase):
             statuses = [request(m, "PUT", "/admin/v2/persistent/public/default/kept")[0] for m in members]
             return 204 in statuses or 409 in statuses
         wait_for(make, "kept made")
-        # Without a leader each metadata read is retried for up to 15 s
-        # (ClusterStore::kCallDeadlineMs) and the listing makes three.
-        consumer = Consumer({"bootstrap.servers": kafka_bootstrap([first]), "group.id": "majority-check",
-                             "socket.timeout.ms": 90000})
+        # Kafka's own default request timeout (request.timeout.ms, 30 s).
+        config = {"bootstrap.servers": kafka_bootstrap([first]), "socket.timeout.ms": 30000}
+        consumers = [Consumer(dict(config, **{"group.id": f"majority-check-{i}"})) for i in range(8)]
+        consumer = consumers[0]
 
-        def topic_error():
+        def metadata(topic=None, of=consumer):
             try:
-                return consumer.list_topics(topic="kept", timeout=80).topics["kept"].error
+                return of.list_topics(topic=topic, timeout=30)
             except KafkaException as e:
                 raise ValueError(str(e))  # no answer in time: asked again
         try:
-            wait_for(lambda: topic_error() is None, "kept listed with every member up")
+            wait_for(lambda: metadata("kept").topics["kept"].error is None, "kept listed with every member up")
             for node in members[1:]:
                 node.stop(sig=signal.SIGKILL)
-            err = wait_for(topic_error, "an answer for kept without a majority", timeout=120)
+            # Eight clients at once, each answered in its request timeout
+            # (every answer waits for the same listing, not one after another).
+            answers = [None] * len(consumers)
+
+            def ask(i):
+                try:
+                    answers[i] = consumers[i].list_topics(topic="kept", timeout=30)
+                except KafkaException as e:
+                    answers[i] = e
+            askers = [threading.Thread(target=ask, args=(i,)) for i in range(len(consumers))]
+            for t in askers:
+                t.start()
+            for t in askers:
+                t.join(timeout=60)
+            for i, md in enumerate(answers):
+                self.assertNotIsInstance(md, KafkaException, f"client {i}: {md}")
+                self.assertIsNotNone(md, f"client {i} got no answer")
+                kept = md.topics["kept"]
+                self.assertIsNone(kept.error, f"client {i}: {kept.error}")
+                self.assertEqual(list(kept.partitions), [0])
+                part = kept.partitions[0]
+                # Led by the member still up, or by one this member cannot
+                # reach: then retriable, for the client to ask again.
+                if part.error is None:
+                    self.assertEqual(part.leader, md.orig_broker_id)
+                else:
+                    self.assertEqual(part.error.code(), KafkaError.LEADER_NOT_AVAILABLE, str(part.error))
+            err = metadata("never-made").topics["never-made"].error
+            self.assertIsNotNone(err)
             self.assertEqual(err.code(), KafkaError.LEADER_NOT_AVAILABLE, str(err))
+            # Every topic: the ones it last listed.
+            self.assertIn("kept", metadata().topics)
             for node in members[1:]:
                 node.start()
-            wait_for(lambda: topic_error() is None, "kept listed again with a majority", timeout=60)
+            wait_for(lambda: metadata("kept").topics["kept"].partitions[0].error is None,
+                     "kept led again with a majority", timeout=60)
         finally:
-            consumer.close()
+            for c in consumers:
+                c.close()
 
     def test_a_member_paused_past_its_lease_waits_for_a_new_one_before_writing(self):
         members = self.start(3)

@@ -109,6 +109,101 @@ void KafkaService::forget_partitions(const broker::TopicName& topic) {
   partitions_.erase(topic.to_string());
 }
 
+void KafkaService::list_topics(const broker::NamespaceName& ns, TopicListingCallback done) {
+  if (tenancy_ == nullptr) return done(std::make_shared<TopicListing>());
+  {
+    std::lock_guard lock(listings_mu_);
+    auto& queued = listings_[ns.to_string()].queued;
+    queued.push_back(std::move(done));
+    if (queued.size() > 1) return;  // the listing not yet started takes it too
+  }
+  common::Status st = tenancy_->submit([this, ns]() { run_listing(ns); });
+  if (!st.is_ok()) {
+    MLOG_DEBUG("kafka: topics of {} not listed: {}", ns.to_string(), st.to_string());
+    std::vector<TopicListingCallback> waiting;
+    std::shared_ptr<const TopicListing> last;
+    {
+      std::lock_guard lock(listings_mu_);
+      auto& listings = listings_[ns.to_string()];
+      waiting.swap(listings.queued);
+      last = listings.last;
+    }
+    auto listing = std::make_shared<TopicListing>();
+    if (last) listing->topics = last->topics;
+    for (auto& fn : waiting) fn(listing);
+  }
+}
+
+std::shared_ptr<const TopicListing> KafkaService::last_listing(const broker::NamespaceName& ns) const {
+  std::lock_guard lock(listings_mu_);
+  auto it = listings_.find(ns.to_string());
+  if (it == listings_.end() || !it->second.last) return std::make_shared<TopicListing>();
+  return it->second.last;
+}
+
+void KafkaService::run_listing(const broker::NamespaceName& ns) {
+  std::vector<TopicListingCallback> waiting;
+  {
+    std::lock_guard lock(listings_mu_);
+    waiting.swap(listings_[ns.to_string()].queued);  // later requests wait for the next listing
+  }
+  auto listing = std::make_shared<TopicListing>();
+  TopicTable& existing = listing->topics;
+  // Partitioned topics first: their partitions are Kafka partitions, not
+  // topics of their own.
+  auto partitioned = tenancy_->list_partitioned_topics(ns, broker::TopicDomain::kPersistent);
+  if (!partitioned.is_ok() && partitioned.status().code() == common::ErrorCode::kNotFound) {
+    // No such namespace (any more): it has no topics, and nothing of it is kept.
+    listing->complete = true;
+    {
+      std::lock_guard lock(listings_mu_);
+      auto it = listings_.find(ns.to_string());
+      if (it != listings_.end() && it->second.queued.empty()) {
+        listings_.erase(it);
+      } else if (it != listings_.end()) {
+        it->second.last.reset();  // the next listing is queued already
+      }
+    }
+    for (auto& fn : waiting) fn(listing);
+    return;
+  }
+  bool partitioned_listed = partitioned.is_ok();
+  for (const auto& full : partitioned.is_ok() ? *partitioned : std::vector<std::string>{}) {
+    auto name = broker::TopicName::parse(full);
+    if (!name) continue;
+    auto n = tenancy_->get_partitions(*name);
+    if (n.is_ok() && *n > 0) existing[name->local] = *n;
+    if (!n.is_ok()) partitioned_listed = false;
+  }
+  const std::string prefix = "persistent://" + ns.to_string() + "/";
+  auto listed = tenancy_->list_topics(ns, broker::TopicDomain::kPersistent);
+  if (listed.is_ok()) {
+    for (const auto& full : *listed) {
+      auto name = broker::TopicName::parse(full);
+      if (!name || full.rfind(prefix, 0) != 0) continue;
+      if (name->is_partition() && existing.count(name->base().local) > 0) continue;
+      existing.emplace(name->local, 0);
+    }
+  } else {
+    MLOG_DEBUG("kafka metadata: topics of {} not listed: {}", ns.to_string(), listed.status().to_string());
+  }
+  listing->complete = partitioned_listed && listed.is_ok();
+  for (const auto& [name, partitions] : existing) {
+    auto topic = topic_for(ns, name);
+    if (topic.is_ok()) remember_partitions(*topic, partitions);
+  }
+  {
+    std::lock_guard lock(listings_mu_);
+    auto& last = listings_[ns.to_string()].last;
+    if (listing->complete) {
+      last = listing;
+    } else if (last) {
+      for (const auto& [name, partitions] : last->topics) existing.emplace(name, partitions);  // read ones win
+    }
+  }
+  for (auto& fn : waiting) fn(listing);
+}
+
 void KafkaService::with_partition(const broker::NamespaceName& ns, const std::string& topic, int32_t partition,
                                   ledger::Callback<common::Result<broker::Topic*>> fn, bool create) {
   auto base = topic_for(ns, topic);

@@ -8,7 +8,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -62,7 +64,22 @@ struct KafkaServiceOptions {
   size_t max_inflight_bytes = kDefaultMaxInflightBytes;
   // Members per consumer group and the exact offsets kept (group_coordinator.h).
   GroupCoordinatorOptions groups;
+  // How long a Metadata request waits for the metadata store before it is
+  // answered from what this node last read (while the store has no leader,
+  // each read waits up to 15 s: longer than clients wait for an answer).
+  std::chrono::milliseconds metadata_patience{5000};
 };
+
+// The topics of a namespace, as Metadata lists them: local name ->
+// partitions (0: not partitioned).
+using TopicTable = std::map<std::string, int32_t>;
+struct TopicListing {
+  TopicTable topics;
+  // Every read of the metadata store answered. When not, `topics` holds
+  // what was read and, for the rest, the last complete listing's topics.
+  bool complete = false;
+};
+using TopicListingCallback = std::function<void(std::shared_ptr<const TopicListing>)>;
 
 class KafkaService final : public runtime::Component {
  public:
@@ -132,6 +149,17 @@ class KafkaService final : public runtime::Component {
   int32_t known_partitions(const broker::TopicName& topic) const;
   void forget_partitions(const broker::TopicName& topic);
 
+  // Lists the topics of `ns` on the tenancy thread and hands the listing to
+  // `done` there (on the calling thread, incomplete, when the tenancy thread
+  // takes no work). Requests that come while a listing of `ns` waits to
+  // start share it; one that comes once it started waits for the next. So
+  // each answer was read after its request came, and however many clients
+  // ask, at most two listings of a namespace are queued or running.
+  void list_topics(const broker::NamespaceName& ns, TopicListingCallback done);
+  // The last complete listing of `ns` (empty when none yet), read without
+  // the metadata store: what Metadata answers when a listing is late.
+  std::shared_ptr<const TopicListing> last_listing(const broker::NamespaceName& ns) const;
+
   // Idempotent producers' sequence state of the partitions homed on the
   // calling reactor (producer_state.h). REQUIRES: on a reactor thread.
   ProducerStates& producer_states() { return *producer_states_[runtime::Reactor::current()->index()]; }
@@ -185,6 +213,15 @@ class KafkaService final : public runtime::Component {
   // On `reactor` (or any thread for null): runs its waiters for `key`,
   // then forgets them.
   void run_waiters(const std::string& key, runtime::Reactor* reactor);
+
+  // Runs one listing of `ns` for the requests queued for it.
+  void run_listing(const broker::NamespaceName& ns);
+  struct NamespaceListings {
+    std::vector<TopicListingCallback> queued;  // for the listing not yet started
+    std::shared_ptr<const TopicListing> last;  // the last complete one
+  };
+  mutable std::mutex listings_mu_;
+  std::unordered_map<std::string, NamespaceListings> listings_;  // guarded by listings_mu_
 
   mutable std::mutex partitions_mu_;
   std::unordered_map<std::string, int32_t> partitions_;  // guarded by partitions_mu_

@@ -3,7 +3,9 @@
 // requests than the bound before reading anything gets every response, in
 // request order, while the connection stopped reading on the way (the
 // pauses counter moved), and one request larger than the bytes bound is
-// still served.
+// still served. Metadata while the metadata store does not answer: the
+// requests that come while a listing waits share it, and a request is
+// answered from the last complete listing once its patience runs out.
 #include "protocol/kafka/server/kafka_connection.h"
 
 #include <arpa/inet.h>
@@ -14,9 +16,16 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "broker/tenancy.h"
 #include "common/metrics.h"
 #include "protocol/kafka/record_batch.h"
 #include "utils/broker_fixture.h"
@@ -261,6 +270,223 @@ TEST_F(KafkaConnectionTest, ARequestLargerThanTheBytesBoundIsServedAlone) {
   options.max_inflight_bytes = 1024;
   start_service(options);
   pipeline_and_check("oversized", 3, std::string(64 << 10, 'y'));
+}
+
+// The metadata store, but list_children calls wait while held (as reads do
+// while a cluster has no metadata leader) until released.
+class HeldStore final : public metadata::Store {
+ public:
+  explicit HeldStore(metadata::Store& inner) : inner_(inner) {}
+  void hold() {
+    std::lock_guard lock(mu_);
+    held_ = true;
+  }
+  void release() {
+    std::vector<std::function<void()>> waiting;
+    {
+      std::lock_guard lock(mu_);
+      held_ = false;
+      waiting.swap(waiting_);
+    }
+    for (auto& fn : waiting) fn();
+  }
+  size_t lists() const {
+    std::lock_guard lock(mu_);
+    return lists_;
+  }
+  size_t waiting() const {
+    std::lock_guard lock(mu_);
+    return waiting_.size();
+  }
+
+  void get(std::string key, metadata::Callback<common::Result<metadata::Record>> done) override {
+    inner_.get(std::move(key), std::move(done));
+  }
+  void put(std::string key, std::string value, metadata::PutOptions options,
+           metadata::Callback<common::Result<metadata::Stat>> done) override {
+    inner_.put(std::move(key), std::move(value), options, std::move(done));
+  }
+  void del(std::string key, int64_t expected_version, metadata::StatusCallback done) override {
+    inner_.del(std::move(key), expected_version, std::move(done));
+  }
+  void list_children(std::string key,
+                     metadata::Callback<common::Result<std::vector<std::string>>> done) override {
+    auto fn = [this, key = std::move(key), done = std::move(done)]() mutable {
+      inner_.list_children(std::move(key), std::move(done));
+    };
+    {
+      std::lock_guard lock(mu_);
+      ++lists_;
+      if (held_) {
+        waiting_.push_back(std::move(fn));
+        return;
+      }
+    }
+    fn();
+  }
+  common::Result<metadata::WatchId> watch(std::string prefix, metadata::WatchCallback fn) override {
+    return inner_.watch(std::move(prefix), std::move(fn));
+  }
+  void unwatch(metadata::WatchId id) override { inner_.unwatch(id); }
+  void open_session(metadata::Callback<common::Result<metadata::SessionId>> done) override {
+    inner_.open_session(std::move(done));
+  }
+  void close_session(metadata::SessionId session, metadata::StatusCallback done) override {
+    inner_.close_session(session, std::move(done));
+  }
+
+ private:
+  metadata::Store& inner_;
+  mutable std::mutex mu_;
+  bool held_ = false;
+  size_t lists_ = 0;
+  std::vector<std::function<void()>> waiting_;
+};
+
+// A Metadata v4 request for `topics` (none: every topic), never creating one.
+std::string metadata_request(int32_t correlation_id, const std::vector<std::string>& topics, bool all = false) {
+  constexpr int16_t kVersion = 4;
+  const ApiSpec* api = find_api(kMetadata);
+  Struct body(*api->request);
+  if (all) {
+    body.set_null("Topics");
+  } else {
+    for (const auto& name : topics) body.add("Topics").set("Name", name);
+  }
+  body.set("AllowAutoTopicCreation", int64_t{0});
+  WireWriter out;
+  begin_request(out, RequestHeader{kMetadata, kVersion, correlation_id, std::string("listing-test")},
+                api->request_header_version(kVersion));
+  encode_struct(out, body, kVersion, api->flexible(kVersion));
+  out.patch_i32(0, static_cast<int32_t>(out.size() - kSizePrefixBytes));
+  return std::string(out.finish().view());
+}
+
+// Topic name -> (error code, partitions) of a Metadata v4 response; empty
+// when there was none.
+std::map<std::string, std::pair<int64_t, size_t>> parse_metadata_response(const std::string& bytes) {
+  constexpr int16_t kVersion = 4;
+  std::map<std::string, std::pair<int64_t, size_t>> out;
+  if (bytes.empty()) return out;
+  const ApiSpec* api = find_api(kMetadata);
+  WireReader r(common::Slice::copy_of(bytes));
+  r.i32();  // correlation id
+  Struct resp = decode_struct(r, *api->response, kVersion, api->flexible(kVersion));
+  for (const auto& t : resp.array("Topics")) out[t.str("Name")] = {t.i("ErrorCode"), t.array("Partitions").size()};
+  return out;
+}
+
+class KafkaMetadataTest : public KafkaConnectionTest {
+ protected:
+  void SetUp() override {
+    KafkaConnectionTest::SetUp();
+    held_ = std::make_unique<HeldStore>(*store_);
+    tenancy_ = std::make_unique<broker::Tenancy>(*held_, broker::BootstrapDefaults{});
+    ASSERT_TRUE(tenancy_->start().is_ok());
+    auto kept = broker::TopicName::parse("persistent://public/default/kept");
+    ASSERT_TRUE(kept.is_ok());
+    ASSERT_TRUE(tenancy_->create_partitioned_topic(*kept, 2).is_ok());
+  }
+  void TearDown() override {
+    held_->release();
+    if (service_) service_->stop();
+    service_.reset();
+    tenancy_->stop();
+    KafkaConnectionTest::TearDown();
+  }
+  void start_with_tenancy(KafkaServiceOptions options) {
+    options.port = 0;
+    service_ = std::make_unique<KafkaService>(*runtime_, *broker_, options);
+    service_->set_metadata(tenancy_.get(), nullptr);
+    ASSERT_TRUE(service_->start().is_ok());
+  }
+  // Lists public/default through the service and waits for the answer.
+  std::shared_ptr<const TopicListing> list() {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::shared_ptr<const TopicListing> got;
+    service_->list_topics(*broker::NamespaceName::parse("public/default"), [&](auto listing) {
+      std::lock_guard lock(mu);
+      got = std::move(listing);
+      cv.notify_all();
+    });
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(30), [&] { return got != nullptr; });
+    return got;
+  }
+
+  std::unique_ptr<HeldStore> held_;
+  std::unique_ptr<broker::Tenancy> tenancy_;
+};
+
+TEST_F(KafkaMetadataTest, ListingsThatComeWhileOneWaitsToStartShareIt) {
+  start_with_tenancy(KafkaServiceOptions{});
+  const size_t before = held_->lists();
+  auto alone = list();
+  ASSERT_NE(alone, nullptr);
+  EXPECT_TRUE(alone->complete);
+  EXPECT_EQ(alone->topics.count("kept"), 1U);
+  const size_t per_listing = held_->lists() - before;
+  ASSERT_GT(per_listing, 0U);
+
+  // One listing held inside the store; twenty requests after it.
+  held_->hold();
+  const auto ns = *broker::NamespaceName::parse("public/default");
+  std::mutex mu;
+  std::condition_variable cv;
+  int answered = 0;
+  auto count = [&](std::shared_ptr<const TopicListing> listing) {
+    std::lock_guard lock(mu);
+    if (listing->complete && listing->topics.count("kept") == 1) ++answered;
+    cv.notify_all();
+  };
+  const size_t held_from = held_->lists();
+  service_->list_topics(ns, count);
+  for (int i = 0; i < 200 && held_->waiting() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(held_->waiting(), 1U) << "the first listing reached the store";
+  for (int i = 0; i < 20; ++i) service_->list_topics(ns, count);
+  held_->release();
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return answered == 21; })) << answered;
+  }
+  // Whatever else was queued on the tenancy thread has run by now.
+  std::promise<void> drained;
+  ASSERT_TRUE(tenancy_->submit([&drained] { drained.set_value(); }).is_ok());
+  ASSERT_EQ(drained.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  // The held one, and one more for all twenty.
+  EXPECT_EQ(held_->lists() - held_from, 2 * per_listing);
+}
+
+TEST_F(KafkaMetadataTest, PastItsPatienceMetadataIsAnsweredFromTheLastCompleteListing) {
+  KafkaServiceOptions options;
+  options.metadata_patience = std::chrono::milliseconds(300);
+  start_with_tenancy(options);
+  Client client(service_->port());
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(client.write_all(metadata_request(1, {"kept", "missing"})));
+  auto read = parse_metadata_response(client.read_response());
+  ASSERT_EQ(read.size(), 2U);
+  EXPECT_EQ(read["kept"], std::make_pair(int64_t{kNone}, size_t{2}));
+  EXPECT_EQ(read["missing"].first, kUnknownTopicOrPartition);  // listed: it does not exist
+
+  // The store answers no list: the patience answers from what was read.
+  held_->hold();
+  ASSERT_TRUE(client.write_all(metadata_request(2, {"kept", "missing"})));
+  auto late = parse_metadata_response(client.read_response());
+  ASSERT_EQ(late.size(), 2U) << "no answer while the store is held";
+  EXPECT_EQ(late["kept"], std::make_pair(int64_t{kNone}, size_t{2}));
+  EXPECT_EQ(late["missing"].first, kLeaderNotAvailable);  // it may exist: retriable, not unknown
+  ASSERT_TRUE(client.write_all(metadata_request(3, {}, true)));
+  auto all = parse_metadata_response(client.read_response());
+  EXPECT_EQ(all.count("kept"), 1U);
+
+  // Once the store answers again, so does the listing.
+  held_->release();
+  ASSERT_TRUE(client.write_all(metadata_request(4, {"kept", "missing"})));
+  auto again = parse_metadata_response(client.read_response());
+  ASSERT_EQ(again.size(), 2U);
+  EXPECT_EQ(again["missing"].first, kUnknownTopicOrPartition);
 }
 
 }  // namespace

@@ -5,8 +5,14 @@
 // and names each partition's owner as its leader. Topics asked for that do not exist are
 // created when the client allows it (AllowAutoTopicCreation) and the
 // namespace's autoTopicCreation policy does, partitioned when it says so.
+//
+// An answer never waits on the metadata store past the service's
+// metadata_patience: a Kafka broker answers from its own cache, and a
+// client whose Metadata request times out drops the connection and asks
+// again. Past it, the answer is what this node knows: the namespace's last
+// complete listing, each partition's owner as far as it is known here, and a
+// retriable error for the rest.
 #include <algorithm>
-#include <map>
 #include <mutex>
 #include <unordered_map>
 #include <memory>
@@ -29,9 +35,6 @@ struct TopicAnswer {
   int32_t partitions = 0;  // of a partitioned topic; 0: not partitioned (one Kafka partition)
 };
 
-// Local topic name -> partitions (0: not partitioned).
-using TopicTable = std::map<std::string, int32_t>;
-
 // One Metadata request being answered, shared by everything that works on
 // it: the listing on the tenancy thread and each topic it creates. Shared,
 // never copied per topic: the request names every topic, so a copy per
@@ -44,6 +47,10 @@ struct MetadataState {
   // A cluster member's: each partition's leader ("persistent://.../t-partition-0" -> broker id; -1 when its
   // owner cannot be told now).
   std::unordered_map<std::string, int32_t> leaders;
+  bool resolved = false;   // `topics` is filled (resolve ran)
+  bool hurried = false;    // the patience ran out: answered with what is known now
+  bool answered = false;
+  uint64_t deadline = 0;   // the connection's at() for the patience
 };
 
 // The partitions of answer `t`, as broker topics.
@@ -62,7 +69,10 @@ std::vector<broker::TopicName> partitions_of(KafkaConnection& c, const TopicAnsw
 // The topics and their partitions are made one at a time while the
 // response is encoded (StructGenerator): a namespace of many topics costs
 // the response's bytes, not a Struct per partition.
-void answer_now(KafkaConnection& c, const MetadataState& state) {
+void answer_now(KafkaConnection& c, MetadataState& state) {
+  if (state.answered) return;
+  state.answered = true;
+  c.cancel(state.deadline);
   const auto& options = c.service().options();
   const int64_t self_id = options.node_id;
   Struct resp = state.request.response();
@@ -107,8 +117,22 @@ void answer_now(KafkaConnection& c, const MetadataState& state) {
   c.respond(state.request, resp);
 }
 
+// Each partition's leader as this node knows it without asking: its
+// owner when known and alive, else -1.
+void known_leaders(KafkaConnection& c, MetadataState& state, const std::vector<broker::TopicName>& partitions) {
+  const broker::Ownership& ownership = *c.service().broker().ownership();
+  std::unordered_map<uint64_t, int32_t> live;  // node id -> broker id
+  for (const auto& node : ownership.live_nodes()) live[node.node] = node.broker_id;
+  for (const auto& partition : partitions) {
+    auto owner = ownership.known_owner(partition);
+    auto it = owner ? live.find(owner->node) : live.end();
+    state.leaders[partition.to_string()] = it == live.end() ? -1 : it->second;
+  }
+}
+
 // Answers `state`, once each partition's leader is known on a cluster member.
 void answer(KafkaConnection& c, const std::shared_ptr<MetadataState>& state) {
+  if (state->answered) return;
   broker::Ownership* ownership = c.service().broker().ownership();
   if (ownership == nullptr) return answer_now(c, *state);
   std::vector<broker::TopicName> partitions;
@@ -117,6 +141,10 @@ void answer(KafkaConnection& c, const std::shared_ptr<MetadataState>& state) {
     for (auto& p : partitions_of(c, t)) partitions.push_back(std::move(p));
   }
   if (partitions.empty()) return answer_now(c, *state);
+  if (state->hurried) {
+    known_leaders(c, *state, partitions);
+    return answer_now(c, *state);
+  }
   struct Resolving {
     std::mutex mu;
     size_t left = 0;
@@ -130,9 +158,13 @@ void answer(KafkaConnection& c, const std::shared_ptr<MetadataState>& state) {
       std::unique_lock lock(resolving->mu);
       resolving->leaders[key] = owner.is_ok() ? owner->broker_id : -1;
       if (--resolving->left > 0) return;
-      state->leaders = std::move(resolving->leaders);
+      auto leaders = std::move(resolving->leaders);
       lock.unlock();
-      reply([state](KafkaConnection& conn) { answer_now(conn, *state); });
+      reply([state, leaders = std::move(leaders)](KafkaConnection& conn) mutable {
+        if (state->answered) return;  // the patience ran out first
+        state->leaders = std::move(leaders);
+        answer_now(conn, *state);
+      });
     });
   }
 }
@@ -144,6 +176,8 @@ void answer(KafkaConnection& c, const std::shared_ptr<MetadataState>& state) {
 // called unknown (a client caches "unknown" for minutes).
 void resolve(KafkaConnection& c, const std::shared_ptr<MetadataState>& state, const TopicTable& existing,
              bool listed) {
+  if (state->resolved || state->answered) return;
+  state->resolved = true;
   auto& topics = state->topics;
   if (state->all) {
     // Only the topics this role may look up.
@@ -166,8 +200,9 @@ void resolve(KafkaConnection& c, const std::shared_ptr<MetadataState>& state, co
     } else if (!listed) {
       topics.push_back({std::move(name), kLeaderNotAvailable, 0});
     } else if (client_allows && c.service().may_create(*topic)) {
+      // Answered so if the patience runs out before it is made.
       to_create.emplace_back(topics.size(), *topic);
-      topics.push_back({std::move(name), kNone, 0});
+      topics.push_back({std::move(name), kLeaderNotAvailable, 0});
     } else {
       topics.push_back({std::move(name), kUnknownTopicOrPartition, 0});
     }
@@ -221,45 +256,24 @@ void handle_metadata(KafkaConnection& c, const Request& request) {
   state->request = request;
   const auto& asked_topics = request.body.array("Topics");
   state->all = request.body.is_null("Topics") || (request.version() == 0 && asked_topics.empty());
-  broker::Tenancy* tenancy = c.service().tenancy();
-  if (tenancy == nullptr) return resolve(c, state, {}, true);
-  const broker::NamespaceName ns = c.ns();
-  const std::string prefix = "persistent://" + ns.to_string() + "/";
-  KafkaService* service = &c.service();
-  Status st = tenancy->submit([service, tenancy, ns, prefix, state, reply = c.replier()]() {
-    TopicTable existing;
-    // Partitioned topics first: their partitions are Kafka partitions, not
-    // topics of their own.
-    auto partitioned = tenancy->list_partitioned_topics(ns, broker::TopicDomain::kPersistent);
-    bool partitioned_listed = partitioned.is_ok();
-    for (const auto& full : partitioned.is_ok() ? *partitioned : std::vector<std::string>{}) {
-      auto name = broker::TopicName::parse(full);
-      if (!name) continue;
-      auto n = tenancy->get_partitions(*name);
-      if (n.is_ok() && *n > 0) existing[name->local] = *n;
-      if (!n.is_ok()) partitioned_listed = false;
-    }
-    auto listed = tenancy->list_topics(ns, broker::TopicDomain::kPersistent);
-    if (listed.is_ok()) {
-      for (const auto& full : *listed) {
-        auto name = broker::TopicName::parse(full);
-        if (!name || full.rfind(prefix, 0) != 0) continue;
-        if (name->is_partition() && existing.count(name->base().local) > 0) continue;
-        existing.emplace(name->local, 0);
-      }
-    } else {
-      MLOG_DEBUG("kafka metadata: topics of {} not listed: {}", ns.to_string(), listed.status().to_string());
-    }
-    const bool complete = partitioned_listed && listed.is_ok();
-    for (const auto& [name, partitions] : existing) {
-      auto topic = service->topic_for(ns, name);
-      if (topic.is_ok()) service->remember_partitions(*topic, partitions);
-    }
-    reply([state, existing = std::move(existing), complete](KafkaConnection& conn) {
-      resolve(conn, state, existing, complete);
+  if (c.service().tenancy() == nullptr) return resolve(c, state, {}, true);
+  // The patience: then what this node knows now is the answer.
+  const auto deadline = std::chrono::steady_clock::now() + c.service().options().metadata_patience;
+  state->deadline = c.at(deadline, [state, conn = &c]() {
+    if (state->answered) return;
+    state->hurried = true;
+    if (state->resolved) return answer(*conn, state);  // topics being made, or owners asked for
+    resolve(*conn, state, conn->service().last_listing(conn->ns())->topics, false);
+  });
+  // Weak: a request answered by the patience (or whose connection closed)
+  // leaves only this behind while its listing waits for the tenancy thread.
+  std::weak_ptr<MetadataState> weak = state;
+  c.service().list_topics(c.ns(), [weak, reply = c.replier()](std::shared_ptr<const TopicListing> listing) {
+    if (weak.expired()) return;
+    reply([weak, listing = std::move(listing)](KafkaConnection& conn) {
+      if (auto state = weak.lock()) resolve(conn, state, listing->topics, listing->complete);
     });
   });
-  if (!st.is_ok()) resolve(c, state, {}, false);
 }
 
 void add_brokers(KafkaConnection& c, Struct& resp, const char* id_field) {
