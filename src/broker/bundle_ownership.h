@@ -112,6 +112,7 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   std::vector<NodeEndpoints> live_nodes() const override;
   NodeEndpoints self() const override;
   std::vector<std::string> bundles_of(uint64_t node) const override;
+  bool lease_current() const override { return may_move(); }
   bool releasing(const TopicName& topic) const override;
   void unload(const std::string& bundle, uint64_t destination, std::function<void(common::Status)> done) override;
   std::vector<BundleOwner> bundles_in(const NamespaceName& ns) const override;

@@ -92,6 +92,10 @@ class Ownership {
   virtual void owner_of(const TopicName& topic, OwnerCallback done) = 0;
   // Any thread, without waiting: the owner when this node knows it already.
   virtual std::optional<NodeEndpoints> known_owner(const TopicName& topic) const = 0;
+  // Any thread: whether this node's cluster lease is current. Without it
+  // the bundles it knows as its own may already be another's (cut off from
+  // the members, it is counted dead and they are taken over).
+  virtual bool lease_current() const { return true; }
   // Any thread: every node that serves topics and is alive, this one too.
   virtual std::vector<NodeEndpoints> live_nodes() const = 0;
   // This node.

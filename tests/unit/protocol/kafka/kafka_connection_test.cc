@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <future>
@@ -376,6 +377,50 @@ std::map<std::string, std::pair<int64_t, size_t>> parse_metadata_response(const 
   return out;
 }
 
+// Each partition of `topic` in a Metadata response: its error and leader.
+std::vector<std::pair<int64_t, int64_t>> partition_leaders(const std::string& bytes, const std::string& topic) {
+  constexpr int16_t kVersion = 4;
+  std::vector<std::pair<int64_t, int64_t>> out;
+  if (bytes.empty()) return out;
+  const ApiSpec* api = find_api(kMetadata);
+  WireReader r(common::Slice::copy_of(bytes));
+  r.i32();  // correlation id
+  Struct resp = decode_struct(r, *api->response, kVersion, api->flexible(kVersion));
+  for (const auto& t : resp.array("Topics")) {
+    if (t.str("Name") != topic) continue;
+    for (const auto& p : t.array("Partitions")) out.emplace_back(p.i("ErrorCode"), p.i("LeaderId"));
+  }
+  return out;
+}
+
+// A cluster member that owns every bundle itself, with a lease that can lapse.
+class SelfOwnership final : public broker::Ownership {
+ public:
+  explicit SelfOwnership(int32_t broker_id) {
+    self_.node = 7;
+    self_.broker_id = broker_id;
+    self_.here = true;
+  }
+  void owner_of(const broker::TopicName&, OwnerCallback done) override { done(self_); }
+  std::optional<broker::NodeEndpoints> known_owner(const broker::TopicName&) const override { return self_; }
+  bool lease_current() const override { return lease_; }
+  std::vector<broker::NodeEndpoints> live_nodes() const override { return {self_}; }
+  broker::NodeEndpoints self() const override { return self_; }
+  std::vector<std::string> bundles_of(uint64_t) const override { return {}; }
+  bool releasing(const broker::TopicName&) const override { return false; }
+  void unload(const std::string&, uint64_t, std::function<void(common::Status)> done) override {
+    done(common::Status::ok());
+  }
+  std::vector<broker::BundleOwner> bundles_in(const broker::NamespaceName&) const override { return {}; }
+  void split(const std::string&, std::vector<uint32_t>, bool, std::function<void(common::Status)> done) override {
+    done(common::Status::ok());
+  }
+  std::atomic<bool> lease_{true};
+
+ private:
+  broker::NodeEndpoints self_;
+};
+
 class KafkaMetadataTest : public KafkaConnectionTest {
  protected:
   void SetUp() override {
@@ -487,6 +532,38 @@ TEST_F(KafkaMetadataTest, PastItsPatienceMetadataIsAnsweredFromTheLastCompleteLi
   auto again = parse_metadata_response(client.read_response());
   ASSERT_EQ(again.size(), 2U);
   EXPECT_EQ(again["missing"].first, kUnknownTopicOrPartition);
+}
+
+// Cut off from the members, a node's lease lapses and what it owned is
+// taken over: its Metadata must not keep clients producing to it, whether
+// it asked for the owners or answered past its patience.
+TEST_F(KafkaMetadataTest, AMemberWhoseLeaseLapsedNamesNoLeaderForWhatItOwned) {
+  KafkaServiceOptions options;
+  options.node_id = 3;
+  options.metadata_patience = std::chrono::milliseconds(300);
+  SelfOwnership ownership(options.node_id);
+  broker_->set_ownership(&ownership);
+  start_with_tenancy(options);
+  Client client(service_->port());
+  ASSERT_TRUE(client.ok());
+  const std::vector<std::pair<int64_t, int64_t>> led(2, {kNone, 3});
+  const std::vector<std::pair<int64_t, int64_t>> unled(2, {kLeaderNotAvailable, -1});
+  ASSERT_TRUE(client.write_all(metadata_request(1, {"kept"})));
+  EXPECT_EQ(partition_leaders(client.read_response(), "kept"), led);
+
+  ownership.lease_ = false;
+  ASSERT_TRUE(client.write_all(metadata_request(2, {"kept"})));
+  EXPECT_EQ(partition_leaders(client.read_response(), "kept"), unled) << "asked for the owners";
+  held_->hold();
+  ASSERT_TRUE(client.write_all(metadata_request(3, {"kept"})));
+  EXPECT_EQ(partition_leaders(client.read_response(), "kept"), unled) << "past its patience";
+  ownership.lease_ = true;
+  ASSERT_TRUE(client.write_all(metadata_request(4, {"kept"})));
+  EXPECT_EQ(partition_leaders(client.read_response(), "kept"), led) << "past its patience, lease current";
+  held_->release();
+  service_->stop();
+  service_.reset();
+  broker_->set_ownership(nullptr);
 }
 
 }  // namespace

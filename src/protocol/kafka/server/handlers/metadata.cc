@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <memory>
 #include <vector>
 
@@ -117,16 +118,24 @@ void answer_now(KafkaConnection& c, MetadataState& state) {
   c.respond(state.request, resp);
 }
 
+// The leader this node may name for a partition `owner` owns: itself only
+// while its lease is current. Cut off from the members, what it owned is
+// being taken over; a client told "not available" looks again, and finds
+// the new owner through another member.
+int32_t leader_of(const broker::Ownership& ownership, const broker::NodeEndpoints& owner) {
+  return owner.here && !ownership.lease_current() ? -1 : owner.broker_id;
+}
+
 // Each partition's leader as this node knows it without asking: its
 // owner when known and alive, else -1.
 void known_leaders(KafkaConnection& c, MetadataState& state, const std::vector<broker::TopicName>& partitions) {
   const broker::Ownership& ownership = *c.service().broker().ownership();
-  std::unordered_map<uint64_t, int32_t> live;  // node id -> broker id
-  for (const auto& node : ownership.live_nodes()) live[node.node] = node.broker_id;
+  std::unordered_set<uint64_t> live;
+  for (const auto& node : ownership.live_nodes()) live.insert(node.node);
   for (const auto& partition : partitions) {
     auto owner = ownership.known_owner(partition);
-    auto it = owner ? live.find(owner->node) : live.end();
-    state.leaders[partition.to_string()] = it == live.end() ? -1 : it->second;
+    const bool alive = owner && live.count(owner->node) > 0;
+    state.leaders[partition.to_string()] = alive ? leader_of(ownership, *owner) : -1;
   }
 }
 
@@ -153,10 +162,11 @@ void answer(KafkaConnection& c, const std::shared_ptr<MetadataState>& state) {
   auto resolving = std::make_shared<Resolving>();
   resolving->left = partitions.size();
   for (const auto& partition : partitions) {
-    ownership->owner_of(partition, [resolving, state, key = partition.to_string(), reply = c.replier()](
-                                       Result<broker::NodeEndpoints> owner) {
+    ownership->owner_of(partition, [ownership, resolving, state, key = partition.to_string(),
+                                    reply = c.replier()](Result<broker::NodeEndpoints> owner) {
+      const int32_t leader = owner.is_ok() ? leader_of(*ownership, *owner) : -1;
       std::unique_lock lock(resolving->mu);
-      resolving->leaders[key] = owner.is_ok() ? owner->broker_id : -1;
+      resolving->leaders[key] = leader;
       if (--resolving->left > 0) return;
       auto leaders = std::move(resolving->leaders);
       lock.unlock();
