@@ -393,6 +393,29 @@ std::vector<std::pair<int64_t, int64_t>> partition_leaders(const std::string& by
   return out;
 }
 
+// A request of `api_key` at `version` (not flexible), its body set by `fill`.
+std::string request_of(int16_t api_key, int16_t version, int32_t correlation_id,
+                       const std::function<void(Struct&)>& fill) {
+  const ApiSpec* api = find_api(api_key);
+  Struct body(*api->request);
+  fill(body);
+  WireWriter out;
+  begin_request(out, RequestHeader{api_key, version, correlation_id, std::string("lease-test")},
+                api->request_header_version(version));
+  encode_struct(out, body, version, api->flexible(version));
+  out.patch_i32(0, static_cast<int32_t>(out.size() - kSizePrefixBytes));
+  return std::string(out.finish().view());
+}
+
+// The ErrorCode of a response to `api_key` at `version`; -100 when there was none.
+int64_t error_of(const std::string& bytes, int16_t api_key, int16_t version) {
+  if (bytes.empty()) return -100;
+  const ApiSpec* api = find_api(api_key);
+  WireReader r(common::Slice::copy_of(bytes));
+  r.i32();  // correlation id
+  return decode_struct(r, *api->response, version, api->flexible(version)).i("ErrorCode");
+}
+
 // A cluster member that owns every bundle itself, with a lease that can lapse.
 class SelfOwnership final : public broker::Ownership {
  public:
@@ -561,6 +584,46 @@ TEST_F(KafkaMetadataTest, AMemberWhoseLeaseLapsedNamesNoLeaderForWhatItOwned) {
   ASSERT_TRUE(client.write_all(metadata_request(4, {"kept"})));
   EXPECT_EQ(partition_leaders(client.read_response(), "kept"), led) << "past its patience, lease current";
   held_->release();
+  service_->stop();
+  service_.reset();
+  broker_->set_ownership(nullptr);
+}
+
+// Nor does it coordinate its groups: the member taking its bundles over
+// does, and two coordinators would each accept a group's offsets.
+TEST_F(KafkaMetadataTest, AMemberWhoseLeaseLapsedCoordinatesNoGroup) {
+  KafkaServiceOptions options;
+  options.node_id = 3;
+  SelfOwnership ownership(options.node_id);
+  broker_->set_ownership(&ownership);
+  start_with_tenancy(options);
+  Client client(service_->port());
+  ASSERT_TRUE(client.ok());
+  auto find = [](int32_t id) {
+    return request_of(kFindCoordinator, 1, id, [](Struct& b) {
+      b.set("Key", std::string("orders"));
+      b.set("KeyType", int64_t{0});
+    });
+  };
+  auto heartbeat = [](int32_t id) {
+    return request_of(kHeartbeat, 0, id, [](Struct& b) {
+      b.set("GroupId", std::string("orders"));
+      b.set("GenerationId", int64_t{1});
+      b.set("MemberId", std::string("m-1"));
+    });
+  };
+  ASSERT_TRUE(client.write_all(find(1)));
+  EXPECT_EQ(error_of(client.read_response(), kFindCoordinator, 1), kNone);
+  ASSERT_TRUE(client.write_all(heartbeat(2)));
+  const int64_t served = error_of(client.read_response(), kHeartbeat, 0);
+  EXPECT_NE(served, kNotCoordinator);
+  EXPECT_NE(served, -100);
+
+  ownership.lease_ = false;
+  ASSERT_TRUE(client.write_all(find(3)));
+  EXPECT_EQ(error_of(client.read_response(), kFindCoordinator, 1), kCoordinatorNotAvailable);
+  ASSERT_TRUE(client.write_all(heartbeat(4)));
+  EXPECT_EQ(error_of(client.read_response(), kHeartbeat, 0), kNotCoordinator);
   service_->stop();
   service_.reset();
   broker_->set_ownership(nullptr);

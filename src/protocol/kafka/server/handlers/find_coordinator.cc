@@ -14,6 +14,14 @@ common::Result<broker::TopicName> coordinator_topic(KafkaConnection& c, const st
   return c.topic_for("__group-" + group);
 }
 
+// Whether this node coordinates the groups `owner` owns: only while its
+// lease is current. Cut off from the members, its bundles (and with them its
+// groups) are being taken over, and two coordinators of one group would
+// each accept its offsets.
+bool coordinates(const broker::Ownership& ownership, const broker::NodeEndpoints& owner) {
+  return owner.here && ownership.lease_current();
+}
+
 void refuse_not_coordinator(KafkaConnection& c, const Request& request) {
   Struct resp = request.response();
   resp.set("ThrottleTimeMs", int64_t{0});
@@ -43,10 +51,11 @@ void on_group_coordinator(KafkaConnection& c, const Request& request,
   auto pseudo = coordinator_topic(c, group);
   if (!pseudo) return handle(c, request);  // the handler refuses the bad group id
   if (auto known = ownership->known_owner(*pseudo)) {
-    return known->here ? handle(c, request) : refuse_not_coordinator(c, request);
+    return coordinates(*ownership, *known) ? handle(c, request) : refuse_not_coordinator(c, request);
   }
-  ownership->owner_of(*pseudo, [reply = c.replier(), request, handle](common::Result<broker::NodeEndpoints> owner) {
-    reply([request, handle, here = owner.is_ok() && owner->here](KafkaConnection& conn) {
+  ownership->owner_of(*pseudo, [ownership, reply = c.replier(), request,
+                                handle](common::Result<broker::NodeEndpoints> owner) {
+    reply([request, handle, here = owner.is_ok() && coordinates(*ownership, *owner)](KafkaConnection& conn) {
       if (here) return handle(conn, request);
       refuse_not_coordinator(conn, request);
     });
@@ -76,9 +85,12 @@ void handle_find_coordinator(KafkaConnection& c, const Request& request) {
       set_coordinator(resp, kInvalidGroupId, -1, {}, -1);
       return c.respond(request, resp);
     }
-    ownership->owner_of(*pseudo, [request, resp, reply = c.replier()](common::Result<broker::NodeEndpoints> owner) {
-      reply([request, resp, owner = std::move(owner)](KafkaConnection& conn) mutable {
-        if (!owner.is_ok() || (!owner->here && owner->kafka_port <= 0)) {
+    ownership->owner_of(*pseudo, [ownership, request, resp,
+                                  reply = c.replier()](common::Result<broker::NodeEndpoints> owner) {
+      // Owned here with a lapsed lease: nobody to name (see coordinates()).
+      const bool lapsed = owner.is_ok() && owner->here && !coordinates(*ownership, *owner);
+      reply([request, resp, lapsed, owner = std::move(owner)](KafkaConnection& conn) mutable {
+        if (!owner.is_ok() || lapsed || (!owner->here && owner->kafka_port <= 0)) {
           set_coordinator(resp, kCoordinatorNotAvailable, -1, {}, -1);
         } else if (owner->here) {
           set_coordinator(resp, kNone, conn.service().options().node_id, conn.service().options().advertised_host,
