@@ -344,23 +344,30 @@ class HeldStore final : public metadata::Store {
   std::vector<std::function<void()>> waiting_;
 };
 
-// A Metadata v4 request for `topics` (none: every topic), never creating one.
-std::string metadata_request(int32_t correlation_id, const std::vector<std::string>& topics, bool all = false) {
-  constexpr int16_t kVersion = 4;
-  const ApiSpec* api = find_api(kMetadata);
+// A request of `api_key` at `version`, its body set by `fill`.
+std::string request_of(int16_t api_key, int16_t version, int32_t correlation_id,
+                       const std::function<void(Struct&)>& fill) {
+  const ApiSpec* api = find_api(api_key);
   Struct body(*api->request);
-  if (all) {
-    body.set_null("Topics");
-  } else {
-    for (const auto& name : topics) body.add("Topics").set("Name", name);
-  }
-  body.set("AllowAutoTopicCreation", int64_t{0});
+  fill(body);
   WireWriter out;
-  begin_request(out, RequestHeader{kMetadata, kVersion, correlation_id, std::string("listing-test")},
-                api->request_header_version(kVersion));
-  encode_struct(out, body, kVersion, api->flexible(kVersion));
+  begin_request(out, RequestHeader{api_key, version, correlation_id, std::string("metadata-test")},
+                api->request_header_version(version));
+  encode_struct(out, body, version, api->flexible(version));
   out.patch_i32(0, static_cast<int32_t>(out.size() - kSizePrefixBytes));
   return std::string(out.finish().view());
+}
+
+// A Metadata v4 request for `topics` (none: every topic), never creating one.
+std::string metadata_request(int32_t correlation_id, const std::vector<std::string>& topics, bool all = false) {
+  return request_of(kMetadata, 4, correlation_id, [&](Struct& body) {
+    if (all) {
+      body.set_null("Topics");
+    } else {
+      for (const auto& name : topics) body.add("Topics").set("Name", name);
+    }
+    body.set("AllowAutoTopicCreation", int64_t{0});
+  });
 }
 
 // Topic name -> (error code, partitions) of a Metadata v4 response; empty
@@ -391,20 +398,6 @@ std::vector<std::pair<int64_t, int64_t>> partition_leaders(const std::string& by
     for (const auto& p : t.array("Partitions")) out.emplace_back(p.i("ErrorCode"), p.i("LeaderId"));
   }
   return out;
-}
-
-// A request of `api_key` at `version` (not flexible), its body set by `fill`.
-std::string request_of(int16_t api_key, int16_t version, int32_t correlation_id,
-                       const std::function<void(Struct&)>& fill) {
-  const ApiSpec* api = find_api(api_key);
-  Struct body(*api->request);
-  fill(body);
-  WireWriter out;
-  begin_request(out, RequestHeader{api_key, version, correlation_id, std::string("lease-test")},
-                api->request_header_version(version));
-  encode_struct(out, body, version, api->flexible(version));
-  out.patch_i32(0, static_cast<int32_t>(out.size() - kSizePrefixBytes));
-  return std::string(out.finish().view());
 }
 
 // The ErrorCode of a response to `api_key` at `version`; -100 when there was none.
