@@ -96,6 +96,9 @@ class Ownership {
   // the bundles it knows as its own may already be another's (cut off from
   // the members, it is counted dead and they are taken over).
   virtual bool lease_current() const { return true; }
+  // Whether `owner` is this node with its lease lapsed: what it knows as its
+  // own may already be another's, so it must not name itself the owner.
+  bool lapsed_here(const NodeEndpoints& owner) const { return owner.here && !lease_current(); }
   // Any thread: every node that serves topics and is alive, this one too.
   virtual std::vector<NodeEndpoints> live_nodes() const = 0;
   // This node.

@@ -15,11 +15,11 @@ common::Result<broker::TopicName> coordinator_topic(KafkaConnection& c, const st
 }
 
 // Whether this node coordinates the groups `owner` owns: only while its
-// lease is current. Cut off from the members, its bundles (and with them its
-// groups) are being taken over, and two coordinators of one group would
-// each accept its offsets.
+// lease is current (Ownership::lapsed_here). Cut off from the members, its
+// bundles (and with them its groups) are being taken over, and two
+// coordinators of one group would each accept its offsets.
 bool coordinates(const broker::Ownership& ownership, const broker::NodeEndpoints& owner) {
-  return owner.here && ownership.lease_current();
+  return owner.here && !ownership.lapsed_here(owner);
 }
 
 void refuse_not_coordinator(KafkaConnection& c, const Request& request) {
@@ -88,7 +88,7 @@ void handle_find_coordinator(KafkaConnection& c, const Request& request) {
     ownership->owner_of(*pseudo, [ownership, request, resp,
                                   reply = c.replier()](common::Result<broker::NodeEndpoints> owner) {
       // Owned here with a lapsed lease: nobody to name (see coordinates()).
-      const bool lapsed = owner.is_ok() && owner->here && !coordinates(*ownership, *owner);
+      const bool lapsed = owner.is_ok() && ownership->lapsed_here(*owner);
       reply([request, resp, lapsed, owner = std::move(owner)](KafkaConnection& conn) mutable {
         if (!owner.is_ok() || lapsed || (!owner->here && owner->kafka_port <= 0)) {
           set_coordinator(resp, kCoordinatorNotAvailable, -1, {}, -1);

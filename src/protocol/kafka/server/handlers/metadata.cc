@@ -118,12 +118,11 @@ void answer_now(KafkaConnection& c, MetadataState& state) {
   c.respond(state.request, resp);
 }
 
-// The leader this node may name for a partition `owner` owns: itself only
-// while its lease is current. Cut off from the members, what it owned is
-// being taken over; a client told "not available" looks again, and finds
-// the new owner through another member.
+// The leader this node may name for a partition `owner` owns: not itself
+// once its lease lapsed (Ownership::lapsed_here). A client told "not
+// available" looks again, and finds the new owner through another member.
 int32_t leader_of(const broker::Ownership& ownership, const broker::NodeEndpoints& owner) {
-  return owner.here && !ownership.lease_current() ? -1 : owner.broker_id;
+  return ownership.lapsed_here(owner) ? -1 : owner.broker_id;
 }
 
 // Each partition's leader as this node knows it without asking: its
