@@ -278,8 +278,8 @@ void handle_create_partitions(KafkaConnection& c, const Request& request);   // 
 void handle_describe_configs(KafkaConnection& c, const Request& request);
 // Adds this broker and every other live member serving Kafka to `resp`'s
 // "Brokers", each id in `id_field` (Metadata's NodeId, DescribeCluster's
-// BrokerId).
-void add_brokers(KafkaConnection& c, Struct& resp, const char* id_field);
+// BrokerId). Returns the ids it listed.
+std::vector<int64_t> add_brokers(KafkaConnection& c, Struct& resp, const char* id_field);
 void handle_init_producer_id(KafkaConnection& c, const Request& request);
 void handle_describe_cluster(KafkaConnection& c, const Request& request);
 void handle_alter_configs(KafkaConnection& c, const Request& request);              // alter_configs.cc

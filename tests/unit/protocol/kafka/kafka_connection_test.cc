@@ -400,6 +400,20 @@ std::vector<std::pair<int64_t, int64_t>> partition_leaders(const std::string& by
   return out;
 }
 
+// The ErrorCode of `topic` in a Metadata response; -100 when it is not there.
+int64_t topic_error_of(const std::string& bytes, const std::string& topic) {
+  constexpr int16_t kVersion = 4;
+  if (bytes.empty()) return -100;
+  const ApiSpec* api = find_api(kMetadata);
+  WireReader r(common::Slice::copy_of(bytes));
+  r.i32();  // correlation id
+  Struct resp = decode_struct(r, *api->response, kVersion, api->flexible(kVersion));
+  for (const auto& t : resp.array("Topics")) {
+    if (t.str("Name") == topic) return t.i("ErrorCode");
+  }
+  return -100;
+}
+
 // The ErrorCode of a response to `api_key` at `version`; -100 when there was none.
 int64_t error_of(const std::string& bytes, int16_t api_key, int16_t version) {
   if (bytes.empty()) return -100;
@@ -417,8 +431,11 @@ class SelfOwnership final : public broker::Ownership {
     self_.broker_id = broker_id;
     self_.here = true;
   }
-  void owner_of(const broker::TopicName&, OwnerCallback done) override { done(self_); }
-  std::optional<broker::NodeEndpoints> known_owner(const broker::TopicName&) const override { return self_; }
+  void owner_of(const broker::TopicName& topic, OwnerCallback done) override { done(*known_owner(topic)); }
+  std::optional<broker::NodeEndpoints> known_owner(const broker::TopicName& topic) const override {
+    auto it = elsewhere_.find(topic.to_string());
+    return it == elsewhere_.end() ? self_ : it->second;
+  }
   bool lease_current() const override { return lease_; }
   std::vector<broker::NodeEndpoints> live_nodes() const override { return {self_}; }
   broker::NodeEndpoints self() const override { return self_; }
@@ -432,6 +449,8 @@ class SelfOwnership final : public broker::Ownership {
     done(common::Status::ok());
   }
   std::atomic<bool> lease_{true};
+  // Topics owned by a node that is not alive ("persistent://..." -> owner); set before the requests.
+  std::map<std::string, broker::NodeEndpoints> elsewhere_;
 
  private:
   broker::NodeEndpoints self_;
@@ -563,20 +582,55 @@ TEST_F(KafkaMetadataTest, AMemberWhoseLeaseLapsedNamesNoLeaderForWhatItOwned) {
   Client client(service_->port());
   ASSERT_TRUE(client.ok());
   const std::vector<std::pair<int64_t, int64_t>> led(2, {kNone, 3});
-  const std::vector<std::pair<int64_t, int64_t>> unled(2, {kLeaderNotAvailable, -1});
   ASSERT_TRUE(client.write_all(metadata_request(1, {"kept"})));
   EXPECT_EQ(partition_leaders(client.read_response(), "kept"), led);
 
+  // No partition led: the topic as a whole is not available.
   ownership.lease_ = false;
   ASSERT_TRUE(client.write_all(metadata_request(2, {"kept"})));
-  EXPECT_EQ(partition_leaders(client.read_response(), "kept"), unled) << "asked for the owners";
+  EXPECT_EQ(topic_error_of(client.read_response(), "kept"), kLeaderNotAvailable) << "asked for the owners";
   held_->hold();
   ASSERT_TRUE(client.write_all(metadata_request(3, {"kept"})));
-  EXPECT_EQ(partition_leaders(client.read_response(), "kept"), unled) << "past its patience";
+  EXPECT_EQ(topic_error_of(client.read_response(), "kept"), kLeaderNotAvailable) << "past its patience";
   ownership.lease_ = true;
   ASSERT_TRUE(client.write_all(metadata_request(4, {"kept"})));
   EXPECT_EQ(partition_leaders(client.read_response(), "kept"), led) << "past its patience, lease current";
   held_->release();
+  service_->stop();
+  service_.reset();
+  broker_->set_ownership(nullptr);
+}
+
+// A partition whose owner is not among the brokers listed has no leader a
+// client can reach; a topic with no partition led is not available as a
+// whole (a client caches a partition without a leader and librdkafka's
+// offset queries call it unknown without asking again), while one with
+// some partitions led names the others' leaders as none.
+TEST_F(KafkaMetadataTest, ATopicWithNoPartitionLedIsNotAvailableAsAWhole) {
+  KafkaServiceOptions options;
+  options.node_id = 3;
+  SelfOwnership ownership(options.node_id);
+  broker::NodeEndpoints gone;
+  gone.node = 8;
+  gone.broker_id = 5;
+  auto kept = broker::TopicName::parse("persistent://public/default/kept");
+  ASSERT_TRUE(kept.is_ok());
+  ownership.elsewhere_[kept->partition_of(1).to_string()] = gone;
+  broker_->set_ownership(&ownership);
+  start_with_tenancy(options);
+  Client client(service_->port());
+  ASSERT_TRUE(client.ok());
+  const std::vector<std::pair<int64_t, int64_t>> one_led{{kNone, 3}, {kLeaderNotAvailable, -1}};
+  ASSERT_TRUE(client.write_all(metadata_request(1, {"kept"})));
+  std::string answer = client.read_response();
+  EXPECT_EQ(topic_error_of(answer, "kept"), kNone);
+  EXPECT_EQ(partition_leaders(answer, "kept"), one_led);
+
+  ownership.elsewhere_[kept->partition_of(0).to_string()] = gone;
+  ASSERT_TRUE(client.write_all(metadata_request(2, {"kept"})));
+  answer = client.read_response();
+  EXPECT_EQ(topic_error_of(answer, "kept"), kLeaderNotAvailable);
+  EXPECT_TRUE(partition_leaders(answer, "kept").empty());
   service_->stop();
   service_.reset();
   broker_->set_ownership(nullptr);

@@ -78,7 +78,7 @@ void answer_now(KafkaConnection& c, MetadataState& state) {
   const int64_t self_id = options.node_id;
   Struct resp = state.request.response();
   resp.set("ThrottleTimeMs", int64_t{0});
-  add_brokers(c, resp, "NodeId");
+  const std::vector<int64_t> listed = add_brokers(c, resp, "NodeId");
   resp.set("ClusterId", options.cluster_id);
   resp.set("ControllerId", self_id);
   auto topic_name = [&c](const TopicAnswer& t, size_t k) -> std::string {
@@ -86,6 +86,30 @@ void answer_now(KafkaConnection& c, MetadataState& state) {
     if (!topic) return {};
     return t.partitions > 0 ? topic->partition_of(static_cast<int32_t>(k)).to_string() : topic->to_string();
   };
+  // Partition k's leader, -1 for none: a broker this answer does not list
+  // is none too, since a client cannot reach it.
+  auto leader_of_partition = [&](const TopicAnswer& t, size_t k) -> int64_t {
+    if (state.leaders.empty()) return self_id;
+    auto it = state.leaders.find(topic_name(t, k));
+    if (it == state.leaders.end()) return -1;
+    return std::find(listed.begin(), listed.end(), it->second) != listed.end() ? it->second : -1;
+  };
+  // A topic none of whose partitions has a leader is not available as a
+  // whole (as Kafka answers a topic whose leaders are being elected): a
+  // client caches a partition without a leader, and librdkafka then calls
+  // it unknown to offset queries (query_watermark_offsets, offsets_for_times)
+  // without asking again until its cache ages out (metadata.max.age.ms, 15
+  // minutes); a topic-level LEADER_NOT_AVAILABLE is not cached but asked again.
+  if (!state.leaders.empty()) {
+    for (TopicAnswer& t : state.topics) {
+      if (t.error != kNone) continue;
+      bool led = false;
+      for (size_t k = 0, n = static_cast<size_t>(std::max(1, t.partitions)); k < n && !led; k++) {
+        led = leader_of_partition(t, k) >= 0;
+      }
+      if (!led) t.error = kLeaderNotAvailable;
+    }
+  }
   const Struct topic_shape = resp.element("Topics");
   const Struct partition_shape = topic_shape.element("Partitions");
   resp.set("Topics", StructGenerator{state.topics.size(), [&](size_t i) {
@@ -98,11 +122,7 @@ void answer_now(KafkaConnection& c, MetadataState& state) {
                                        const auto count = static_cast<size_t>(std::max(1, t.partitions));
                                        topic.set("Partitions", StructGenerator{count, [&](size_t k) {
                                                    Struct p = partition_shape;
-                                                   int64_t leader = self_id;
-                                                   if (!state.leaders.empty()) {
-                                                     auto it = state.leaders.find(topic_name(t, k));
-                                                     leader = it == state.leaders.end() ? -1 : it->second;
-                                                   }
+                                                   const int64_t leader = leader_of_partition(t, k);
                                                    p.set("ErrorCode",
                                                          int64_t{leader < 0 ? kLeaderNotAvailable : kNone});
                                                    p.set("PartitionIndex", static_cast<int64_t>(k));
@@ -285,8 +305,9 @@ void handle_metadata(KafkaConnection& c, const Request& request) {
   });
 }
 
-void add_brokers(KafkaConnection& c, Struct& resp, const char* id_field) {
+std::vector<int64_t> add_brokers(KafkaConnection& c, Struct& resp, const char* id_field) {
   const auto& options = c.service().options();
+  std::vector<int64_t> listed{options.node_id};
   auto& self = resp.add("Brokers");
   self.set(id_field, int64_t{options.node_id});
   self.set("Host", options.advertised_host);
@@ -298,8 +319,10 @@ void add_brokers(KafkaConnection& c, Struct& resp, const char* id_field) {
       other.set(id_field, int64_t{node.broker_id});
       other.set("Host", node.kafka_host);
       other.set("Port", int64_t{node.kafka_port});
+      listed.push_back(node.broker_id);
     }
   }
+  return listed;
 }
 
 }  // namespace magnetar::protocol::kafka
