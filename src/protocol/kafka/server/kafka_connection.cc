@@ -22,6 +22,9 @@ common::Counter& pauses_metric() {
   return pauses;
 }
 
+// How often a connection with Produce requests waiting looks at the lease.
+constexpr auto kLeaseWatch = std::chrono::seconds(1);
+
 }  // namespace
 
 KafkaConnection::KafkaConnection(runtime::Reactor& reactor, KafkaService& service)
@@ -390,6 +393,28 @@ std::string KafkaConnection::peer_host() const {
 
 void KafkaConnection::close(const Status& why) {
   if (conn_ != nullptr) conn_->close(why);
+}
+
+void KafkaConnection::produce_waits() {
+  ++produces_waiting_;
+  if (watching_lease_ || service_.broker().ownership() == nullptr) return;
+  watching_lease_ = true;
+  watch_lease();
+}
+
+void KafkaConnection::watch_lease() {
+  at(std::chrono::steady_clock::now() + kLeaseWatch, [this]() {
+    if (produces_waiting_ == 0 || conn_ == nullptr) {
+      watching_lease_ = false;
+      return;
+    }
+    if (!service_.broker().ownership()->lease_current()) {
+      MLOG_WARN("kafka client {}: {} produce request(s) waiting and this member's lease lapsed; closing",
+                conn_->peer(), produces_waiting_);
+      return close(Status::unavailable("this member's lease lapsed: its produce requests cannot be acknowledged"));
+    }
+    watch_lease();
+  });
 }
 
 broker::PublishLimits* KafkaConnection::publish_limits_for(const std::string& topic, int32_t partition) {

@@ -173,6 +173,15 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   void hold_input(int64_t wait_ns);
   // What Produce answers as ThrottleTimeMs: the rest of the current hold.
   int64_t throttle_time_ms() const { return throttle_.remaining().count(); }
+  // A Produce that gets a response started (produce_waits) or was answered
+  // (produce_answered). On a cluster member, while any waits, the
+  // connection looks at the member's lease every second and closes once it
+  // lapsed: the member was counted dead and its topics are being taken
+  // over, its clients cannot be acknowledged here, and a client (librdkafka)
+  // asks for metadata only over connections that are up, so it would not
+  // look for the new owner until its own requests timed out.
+  void produce_waits();
+  void produce_answered() { --produces_waiting_; }
   // Sequence ids for the entries this connection publishes.
   uint64_t next_sequence(uint64_t messages) {
     uint64_t s = sequence_;
@@ -195,6 +204,7 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   void schedule_decode();
   void on_deadline();
   void arm_timer();
+  void watch_lease();
 
   runtime::Reactor& reactor_;
   KafkaService& service_;
@@ -223,6 +233,8 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   // By topic, then partition: a Produce looks them up without building a key.
   std::map<std::string, std::map<int32_t, std::shared_ptr<broker::PublishLimits>>> publish_limits_;
   uint64_t sequence_ = 0;
+  uint32_t produces_waiting_ = 0;  // Produce requests not yet answered (acks 1 or all)
+  bool watching_lease_ = false;    // watch_lease() is due
   std::optional<broker::NamespaceName> ns_;
   std::string sasl_mechanism_;
   std::string fetch_group_;

@@ -22,6 +22,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,6 +74,14 @@ class Client {
       at += static_cast<size_t>(got);
     }
     return out;
+  }
+  // Whether the server closed the connection within `ms` (data comes
+  // first: false).
+  bool closed_within(int ms) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, ms) <= 0) return false;
+    char c;
+    return ::recv(fd_, &c, 1, MSG_PEEK) <= 0;
   }
   // One whole response (without its size prefix), or "".
   std::string read_response() {
@@ -431,10 +440,27 @@ class SelfOwnership final : public broker::Ownership {
     self_.broker_id = broker_id;
     self_.here = true;
   }
-  void owner_of(const broker::TopicName& topic, OwnerCallback done) override { done(*known_owner(topic)); }
+  void owner_of(const broker::TopicName& topic, OwnerCallback done) override {
+    if (undecided_.count(topic.to_string()) > 0) {
+      std::lock_guard lock(mu_);
+      deciding_.push_back(std::move(done));
+      return;
+    }
+    done(*known_owner(topic));
+  }
   std::optional<broker::NodeEndpoints> known_owner(const broker::TopicName& topic) const override {
+    if (undecided_.count(topic.to_string()) > 0) return std::nullopt;
     auto it = elsewhere_.find(topic.to_string());
     return it == elsewhere_.end() ? self_ : it->second;
+  }
+  // Answers the owner_of calls for undecided_ topics: this node.
+  void decide() {
+    std::vector<OwnerCallback> waiting;
+    {
+      std::lock_guard lock(mu_);
+      waiting.swap(deciding_);
+    }
+    for (auto& done : waiting) done(self_);
   }
   bool lease_current() const override { return lease_; }
   std::vector<broker::NodeEndpoints> live_nodes() const override { return {self_}; }
@@ -451,9 +477,13 @@ class SelfOwnership final : public broker::Ownership {
   std::atomic<bool> lease_{true};
   // Topics owned by a node that is not alive ("persistent://..." -> owner); set before the requests.
   std::map<std::string, broker::NodeEndpoints> elsewhere_;
+  // Topics whose owner_of waits until decide(); set before the requests.
+  std::set<std::string> undecided_;
 
  private:
   broker::NodeEndpoints self_;
+  std::mutex mu_;
+  std::vector<OwnerCallback> deciding_;
 };
 
 class KafkaMetadataTest : public KafkaConnectionTest {
@@ -631,6 +661,35 @@ TEST_F(KafkaMetadataTest, ATopicWithNoPartitionLedIsNotAvailableAsAWhole) {
   answer = client.read_response();
   EXPECT_EQ(topic_error_of(answer, "kept"), kLeaderNotAvailable);
   EXPECT_TRUE(partition_leaders(answer, "kept").empty());
+  service_->stop();
+  service_.reset();
+  broker_->set_ownership(nullptr);
+}
+
+// Nor does it keep the clients whose produce requests wait on it: a
+// client asks for metadata only over connections that are up, so it would
+// keep asking this member, which cannot name the new owner.
+TEST_F(KafkaMetadataTest, AMemberWhoseLeaseLapsedClosesConnectionsWithProduceWaiting) {
+  KafkaServiceOptions options;
+  options.node_id = 3;
+  SelfOwnership ownership(options.node_id);
+  ownership.undecided_.insert("persistent://public/default/waits");
+  broker_->set_ownership(&ownership);
+  start_with_tenancy(options);
+  Client producing(service_->port());
+  Client asking(service_->port());
+  ASSERT_TRUE(producing.ok() && asking.ok());
+  ASSERT_TRUE(producing.write_all(produce_request(1, "waits", "v")));
+  // The lease current, the request waits and the connection stays (past
+  // two looks at the lease).
+  EXPECT_FALSE(producing.closed_within(2500));
+  ownership.lease_ = false;
+  EXPECT_TRUE(producing.closed_within(10000)) << "still open a while after the lease lapsed";
+  // A connection with no produce waiting is still answered.
+  ASSERT_TRUE(asking.write_all(metadata_request(2, {"kept"})));
+  EXPECT_EQ(topic_error_of(asking.read_response(), "kept"), kLeaderNotAvailable);
+  ownership.lease_ = true;
+  ownership.decide();
   service_->stop();
   service_.reset();
   broker_->set_ownership(nullptr);

@@ -45,6 +45,7 @@ struct ProduceState {
 
 void answer(KafkaConnection& c, ProduceState& state) {
   if (!state.needs_answer) return c.respond_none(state.request);
+  c.produce_answered();
   Struct resp = state.request.response();
   Struct* topic = nullptr;
   for (const PartitionResult& r : state.results) {
@@ -112,6 +113,7 @@ void handle_produce(KafkaConnection& c, const Request& request) {
   state->request = request;
   const int64_t acks = request.body.i("Acks");
   state->needs_answer = acks != 0;
+  if (state->needs_answer) c.produce_waits();
   const bool bad_acks = acks != 0 && acks != 1 && acks != -1;
   const bool transactional = !request.body.is_null("TransactionalId");
   for (const auto& t : request.body.array("Topics")) {
