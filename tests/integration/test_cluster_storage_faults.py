@@ -207,9 +207,10 @@ class KafkaClient(Client):
     (docs/protocol-kafka.md), so a batch retried at a topic's next owner
     may be stored twice. At most KAFKA_BACKLOG messages wait for an answer,
     as an application that does not buffer without bound. A cut-off owner
-    holds its answers (its lease lapsed) on a connection that stays up: the
-    client gives up on a request after request.timeout.ms, 10 s here
-    instead of 30, and asks for the partition's leader again."""
+    holds its answers, and once its lease lapsed closes the producer's
+    connection (docs/protocol-kafka.md), so that the client looks for the
+    new owner through another member; a request held elsewhere meanwhile is
+    given up on after request.timeout.ms, 10 s here instead of 30."""
 
     def __init__(self, name, members, topic, prefix):
         super().__init__(name, members, topic, prefix)

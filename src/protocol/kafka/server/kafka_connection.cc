@@ -408,13 +408,18 @@ void KafkaConnection::watch_lease() {
       watching_lease_ = false;
       return;
     }
-    if (!service_.broker().ownership()->lease_current()) {
-      MLOG_WARN("kafka client {}: {} produce request(s) waiting and this member's lease lapsed; closing",
-                conn_->peer(), produces_waiting_);
-      return close(Status::unavailable("this member's lease lapsed: its produce requests cannot be acknowledged"));
-    }
-    watch_lease();
+    if (!let_go_on_lapsed_lease()) watch_lease();
   });
+}
+
+bool KafkaConnection::let_go_on_lapsed_lease() {
+  const broker::Ownership* ownership = service_.broker().ownership();
+  if (ownership == nullptr || conn_ == nullptr || ownership->lease_current()) return false;
+  if (produces_waiting_ == 0 && producers_.empty()) return false;
+  MLOG_WARN("kafka client {}: produces here ({} request(s) waiting) and this member's lease lapsed; closing",
+            conn_->peer(), produces_waiting_);
+  close(Status::unavailable("this member's lease lapsed: it cannot acknowledge produce requests"));
+  return true;
 }
 
 broker::PublishLimits* KafkaConnection::publish_limits_for(const std::string& topic, int32_t partition) {

@@ -175,13 +175,19 @@ class KafkaConnection final : public runtime::ConnectionHandler {
   int64_t throttle_time_ms() const { return throttle_.remaining().count(); }
   // A Produce that gets a response started (produce_waits) or was answered
   // (produce_answered). On a cluster member, while any waits, the
-  // connection looks at the member's lease every second and closes once it
-  // lapsed: the member was counted dead and its topics are being taken
-  // over, its clients cannot be acknowledged here, and a client (librdkafka)
-  // asks for metadata only over connections that are up, so it would not
-  // look for the new owner until its own requests timed out.
+  // connection looks at the member's lease every second
+  // (let_go_on_lapsed_lease).
   void produce_waits();
   void produce_answered() { --produces_waiting_; }
+  // Closes the connection, and says so, when this member's lease lapsed
+  // and its client produces here (a produce waits, or it produced before;
+  // Metadata asks too). The member was counted dead and its topics are
+  // being taken over, so it cannot acknowledge them, and a client
+  // (librdkafka) asks for metadata only over connections that are up: kept,
+  // it would keep asking this member, which cannot name the new owner. A
+  // client that never produced here (a lone survivor's Metadata clients) is
+  // kept.
+  bool let_go_on_lapsed_lease();
   // Sequence ids for the entries this connection publishes.
   uint64_t next_sequence(uint64_t messages) {
     uint64_t s = sequence_;

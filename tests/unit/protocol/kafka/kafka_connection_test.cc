@@ -666,10 +666,10 @@ TEST_F(KafkaMetadataTest, ATopicWithNoPartitionLedIsNotAvailableAsAWhole) {
   broker_->set_ownership(nullptr);
 }
 
-// Nor does it keep the clients whose produce requests wait on it: a
-// client asks for metadata only over connections that are up, so it would
-// keep asking this member, which cannot name the new owner.
-TEST_F(KafkaMetadataTest, AMemberWhoseLeaseLapsedClosesConnectionsWithProduceWaiting) {
+// Nor does it keep the clients that produce to it: a client asks for
+// metadata only over connections that are up, so it would keep asking this
+// member, which cannot name the new owner.
+TEST_F(KafkaMetadataTest, AMemberWhoseLeaseLapsedLetsItsProducersGo) {
   KafkaServiceOptions options;
   options.node_id = 3;
   SelfOwnership ownership(options.node_id);
@@ -677,15 +677,21 @@ TEST_F(KafkaMetadataTest, AMemberWhoseLeaseLapsedClosesConnectionsWithProduceWai
   broker_->set_ownership(&ownership);
   start_with_tenancy(options);
   Client producing(service_->port());
+  Client produced(service_->port());
   Client asking(service_->port());
-  ASSERT_TRUE(producing.ok() && asking.ok());
+  ASSERT_TRUE(producing.ok() && produced.ok() && asking.ok());
+  ASSERT_TRUE(produced.write_all(produce_request(1, "answered", "v")));
+  ASSERT_FALSE(produced.read_response().empty());
   ASSERT_TRUE(producing.write_all(produce_request(1, "waits", "v")));
   // The lease current, the request waits and the connection stays (past
   // two looks at the lease).
   EXPECT_FALSE(producing.closed_within(2500));
   ownership.lease_ = false;
   EXPECT_TRUE(producing.closed_within(10000)) << "still open a while after the lease lapsed";
-  // A connection with no produce waiting is still answered.
+  // One that produced before is let go when it asks for metadata; one that
+  // never produced here is answered.
+  ASSERT_TRUE(produced.write_all(metadata_request(2, {"kept"})));
+  EXPECT_TRUE(produced.closed_within(10000));
   ASSERT_TRUE(asking.write_all(metadata_request(2, {"kept"})));
   EXPECT_EQ(topic_error_of(asking.read_response(), "kept"), kLeaderNotAvailable);
   ownership.lease_ = true;

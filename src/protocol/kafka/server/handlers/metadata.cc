@@ -281,6 +281,7 @@ void resolve(KafkaConnection& c, const std::shared_ptr<MetadataState>& state, co
 }  // namespace
 
 void handle_metadata(KafkaConnection& c, const Request& request) {
+  if (c.let_go_on_lapsed_lease()) return;  // a producer: sent to ask another member
   auto state = std::make_shared<MetadataState>();
   state->request = request;
   const auto& asked_topics = request.body.array("Topics");
