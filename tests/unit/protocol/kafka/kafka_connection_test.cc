@@ -510,6 +510,18 @@ class KafkaMetadataTest : public KafkaConnectionTest {
     service_->set_metadata(tenancy_.get(), nullptr);
     ASSERT_TRUE(service_->start().is_ok());
   }
+  // Starts the service as the cluster member `ownership` describes (its
+  // broker id the node id); stop_member() before `ownership` goes.
+  void start_member(SelfOwnership& ownership, KafkaServiceOptions options = {}) {
+    options.node_id = ownership.self().broker_id;
+    broker_->set_ownership(&ownership);
+    start_with_tenancy(options);
+  }
+  void stop_member() {
+    service_->stop();
+    service_.reset();
+    broker_->set_ownership(nullptr);
+  }
   // Lists public/default through the service and waits for the answer.
   std::shared_ptr<const TopicListing> list() {
     std::mutex mu;
@@ -604,11 +616,9 @@ TEST_F(KafkaMetadataTest, PastItsPatienceMetadataIsAnsweredFromTheLastCompleteLi
 // it asked for the owners or answered past its patience.
 TEST_F(KafkaMetadataTest, AMemberWhoseLeaseLapsedNamesNoLeaderForWhatItOwned) {
   KafkaServiceOptions options;
-  options.node_id = 3;
   options.metadata_patience = std::chrono::milliseconds(300);
-  SelfOwnership ownership(options.node_id);
-  broker_->set_ownership(&ownership);
-  start_with_tenancy(options);
+  SelfOwnership ownership(3);
+  start_member(ownership, options);
   Client client(service_->port());
   ASSERT_TRUE(client.ok());
   const std::vector<std::pair<int64_t, int64_t>> led(2, {kNone, 3});
@@ -626,9 +636,7 @@ TEST_F(KafkaMetadataTest, AMemberWhoseLeaseLapsedNamesNoLeaderForWhatItOwned) {
   ASSERT_TRUE(client.write_all(metadata_request(4, {"kept"})));
   EXPECT_EQ(partition_leaders(client.read_response(), "kept"), led) << "past its patience, lease current";
   held_->release();
-  service_->stop();
-  service_.reset();
-  broker_->set_ownership(nullptr);
+  stop_member();
 }
 
 // A partition whose owner is not among the brokers listed has no leader a
@@ -637,17 +645,14 @@ TEST_F(KafkaMetadataTest, AMemberWhoseLeaseLapsedNamesNoLeaderForWhatItOwned) {
 // offset queries call it unknown without asking again), while one with
 // some partitions led names the others' leaders as none.
 TEST_F(KafkaMetadataTest, ATopicWithNoPartitionLedIsNotAvailableAsAWhole) {
-  KafkaServiceOptions options;
-  options.node_id = 3;
-  SelfOwnership ownership(options.node_id);
+  SelfOwnership ownership(3);
   broker::NodeEndpoints gone;
   gone.node = 8;
   gone.broker_id = 5;
   auto kept = broker::TopicName::parse("persistent://public/default/kept");
   ASSERT_TRUE(kept.is_ok());
   ownership.elsewhere_[kept->partition_of(1).to_string()] = gone;
-  broker_->set_ownership(&ownership);
-  start_with_tenancy(options);
+  start_member(ownership);
   Client client(service_->port());
   ASSERT_TRUE(client.ok());
   const std::vector<std::pair<int64_t, int64_t>> one_led{{kNone, 3}, {kLeaderNotAvailable, -1}};
@@ -661,21 +666,16 @@ TEST_F(KafkaMetadataTest, ATopicWithNoPartitionLedIsNotAvailableAsAWhole) {
   answer = client.read_response();
   EXPECT_EQ(topic_error_of(answer, "kept"), kLeaderNotAvailable);
   EXPECT_TRUE(partition_leaders(answer, "kept").empty());
-  service_->stop();
-  service_.reset();
-  broker_->set_ownership(nullptr);
+  stop_member();
 }
 
 // Nor does it keep the clients that produce to it: a client asks for
 // metadata only over connections that are up, so it would keep asking this
 // member, which cannot name the new owner.
 TEST_F(KafkaMetadataTest, AMemberWhoseLeaseLapsedLetsItsProducersGo) {
-  KafkaServiceOptions options;
-  options.node_id = 3;
-  SelfOwnership ownership(options.node_id);
+  SelfOwnership ownership(3);
   ownership.undecided_.insert("persistent://public/default/waits");
-  broker_->set_ownership(&ownership);
-  start_with_tenancy(options);
+  start_member(ownership);
   Client producing(service_->port());
   Client produced(service_->port());
   Client asking(service_->port());
@@ -696,19 +696,14 @@ TEST_F(KafkaMetadataTest, AMemberWhoseLeaseLapsedLetsItsProducersGo) {
   EXPECT_EQ(topic_error_of(asking.read_response(), "kept"), kLeaderNotAvailable);
   ownership.lease_ = true;
   ownership.decide();
-  service_->stop();
-  service_.reset();
-  broker_->set_ownership(nullptr);
+  stop_member();
 }
 
 // Nor does it coordinate its groups: the member taking its bundles over
 // does, and two coordinators would each accept a group's offsets.
 TEST_F(KafkaMetadataTest, AMemberWhoseLeaseLapsedCoordinatesNoGroup) {
-  KafkaServiceOptions options;
-  options.node_id = 3;
-  SelfOwnership ownership(options.node_id);
-  broker_->set_ownership(&ownership);
-  start_with_tenancy(options);
+  SelfOwnership ownership(3);
+  start_member(ownership);
   Client client(service_->port());
   ASSERT_TRUE(client.ok());
   auto find = [](int32_t id) {
@@ -736,9 +731,7 @@ TEST_F(KafkaMetadataTest, AMemberWhoseLeaseLapsedCoordinatesNoGroup) {
   EXPECT_EQ(error_of(client.read_response(), kFindCoordinator, 1), kCoordinatorNotAvailable);
   ASSERT_TRUE(client.write_all(heartbeat(4)));
   EXPECT_EQ(error_of(client.read_response(), kHeartbeat, 0), kNotCoordinator);
-  service_->stop();
-  service_.reset();
-  broker_->set_ownership(nullptr);
+  stop_member();
 }
 
 }  // namespace
