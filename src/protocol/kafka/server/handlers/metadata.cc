@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 #include <memory>
 #include <vector>
 
@@ -146,15 +145,13 @@ int32_t leader_of(const broker::Ownership& ownership, const broker::NodeEndpoint
 }
 
 // Each partition's leader as this node knows it without asking: its
-// owner when known and alive, else -1.
+// owner when known, else -1 (an owner that is not alive is not among the
+// brokers answer_now lists, so it names none).
 void known_leaders(KafkaConnection& c, MetadataState& state, const std::vector<broker::TopicName>& partitions) {
   const broker::Ownership& ownership = *c.service().broker().ownership();
-  std::unordered_set<uint64_t> live;
-  for (const auto& node : ownership.live_nodes()) live.insert(node.node);
   for (const auto& partition : partitions) {
     auto owner = ownership.known_owner(partition);
-    const bool alive = owner && live.count(owner->node) > 0;
-    state.leaders[partition.to_string()] = alive ? leader_of(ownership, *owner) : -1;
+    state.leaders[partition.to_string()] = owner ? leader_of(ownership, *owner) : -1;
   }
 }
 
