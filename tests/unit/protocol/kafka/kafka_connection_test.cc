@@ -22,6 +22,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -379,57 +380,54 @@ std::string metadata_request(int32_t correlation_id, const std::vector<std::stri
   });
 }
 
+// The response to `api_key` at `version` in `bytes`; none when there was none.
+std::optional<Struct> response_of(const std::string& bytes, int16_t api_key, int16_t version) {
+  if (bytes.empty()) return std::nullopt;
+  const ApiSpec* api = find_api(api_key);
+  WireReader r(common::Slice::copy_of(bytes));
+  r.i32();  // correlation id
+  return decode_struct(r, *api->response, version, api->flexible(version));
+}
+
 // Topic name -> (error code, partitions) of a Metadata v4 response; empty
 // when there was none.
 std::map<std::string, std::pair<int64_t, size_t>> parse_metadata_response(const std::string& bytes) {
-  constexpr int16_t kVersion = 4;
   std::map<std::string, std::pair<int64_t, size_t>> out;
-  if (bytes.empty()) return out;
-  const ApiSpec* api = find_api(kMetadata);
-  WireReader r(common::Slice::copy_of(bytes));
-  r.i32();  // correlation id
-  Struct resp = decode_struct(r, *api->response, kVersion, api->flexible(kVersion));
-  for (const auto& t : resp.array("Topics")) out[t.str("Name")] = {t.i("ErrorCode"), t.array("Partitions").size()};
+  auto resp = response_of(bytes, kMetadata, 4);
+  if (!resp) return out;
+  for (const auto& t : resp->array("Topics")) out[t.str("Name")] = {t.i("ErrorCode"), t.array("Partitions").size()};
   return out;
+}
+
+// `topic` in a Metadata response (v4); none when it is not there.
+std::optional<Struct> metadata_topic(const std::string& bytes, const std::string& topic) {
+  auto resp = response_of(bytes, kMetadata, 4);
+  if (!resp) return std::nullopt;
+  for (const auto& t : resp->array("Topics")) {
+    if (t.str("Name") == topic) return t;
+  }
+  return std::nullopt;
 }
 
 // Each partition of `topic` in a Metadata response: its error and leader.
 std::vector<std::pair<int64_t, int64_t>> partition_leaders(const std::string& bytes, const std::string& topic) {
-  constexpr int16_t kVersion = 4;
   std::vector<std::pair<int64_t, int64_t>> out;
-  if (bytes.empty()) return out;
-  const ApiSpec* api = find_api(kMetadata);
-  WireReader r(common::Slice::copy_of(bytes));
-  r.i32();  // correlation id
-  Struct resp = decode_struct(r, *api->response, kVersion, api->flexible(kVersion));
-  for (const auto& t : resp.array("Topics")) {
-    if (t.str("Name") != topic) continue;
-    for (const auto& p : t.array("Partitions")) out.emplace_back(p.i("ErrorCode"), p.i("LeaderId"));
+  if (auto t = metadata_topic(bytes, topic)) {
+    for (const auto& p : t->array("Partitions")) out.emplace_back(p.i("ErrorCode"), p.i("LeaderId"));
   }
   return out;
 }
 
 // The ErrorCode of `topic` in a Metadata response; -100 when it is not there.
 int64_t topic_error_of(const std::string& bytes, const std::string& topic) {
-  constexpr int16_t kVersion = 4;
-  if (bytes.empty()) return -100;
-  const ApiSpec* api = find_api(kMetadata);
-  WireReader r(common::Slice::copy_of(bytes));
-  r.i32();  // correlation id
-  Struct resp = decode_struct(r, *api->response, kVersion, api->flexible(kVersion));
-  for (const auto& t : resp.array("Topics")) {
-    if (t.str("Name") == topic) return t.i("ErrorCode");
-  }
-  return -100;
+  auto t = metadata_topic(bytes, topic);
+  return t ? t->i("ErrorCode") : -100;
 }
 
 // The ErrorCode of a response to `api_key` at `version`; -100 when there was none.
 int64_t error_of(const std::string& bytes, int16_t api_key, int16_t version) {
-  if (bytes.empty()) return -100;
-  const ApiSpec* api = find_api(api_key);
-  WireReader r(common::Slice::copy_of(bytes));
-  r.i32();  // correlation id
-  return decode_struct(r, *api->response, version, api->flexible(version)).i("ErrorCode");
+  auto resp = response_of(bytes, api_key, version);
+  return resp ? resp->i("ErrorCode") : -100;
 }
 
 // A cluster member that owns every bundle itself, with a lease that can lapse.
