@@ -217,11 +217,13 @@ Status ClusterNode::open_on_reactor(bool has_log) {
     auto ids = b.CreateVector(alive);
     fb::KeepAliveReplyBuilder r(b);
     r.add_alive(ids);
+    r.add_applied(consensus_->applied_index());
     b.Finish(r.Finish());
     reply(record_bytes(b));
   });
   listener_->set_handler(Channel::kRpc, [this](const Peer& peer, uv_tcp_t* stream) { rpc_server_->accept(peer, stream); });
   ticker_ = std::make_unique<runtime::Timer>(*reactor_);
+  lease_poll_ = std::make_unique<runtime::Timer>(*reactor_);
   ticker_->every(std::chrono::milliseconds(kKeepAliveMs), [this]() { tick(); });
   return Status::ok();
 }
@@ -346,6 +348,7 @@ void ClusterNode::tick() {
   }
   if (leading) renew_leader_lease(now);
   if (!leading) {
+    renew_lease_when_applied(0, 0);
     if (auto leader = consensus_->leader()) {
       const int64_t sent_at = now;
       flatbuffers::FlatBufferBuilder b(32);
@@ -366,7 +369,7 @@ void ClusterNode::tick() {
                           // from before it had one (ownership moves the
                           // bundles of members it sees dead).
                           refresh_members();
-                          lease_until_ms_ = std::max(lease_until_ms_.load(), sent_at + kLeaseMs);
+                          renew_lease_when_applied(r->applied(), sent_at);
                         },
                         static_cast<unsigned>(kKeepAliveMs * 2));
     }
@@ -374,6 +377,35 @@ void ClusterNode::tick() {
     reconcile_membership();
   }
   refresh_members();
+}
+
+void ClusterNode::renew_lease_when_applied(LogIndex applied, int64_t sent_at) {
+  if (sent_at != 0) {
+    const int64_t until = lease_until_ms_.load();
+    if (until == 0 || common::monotonic_ms() < until) {
+      // Current: nothing of this member's was moved without it (a member
+      // moves another's bundles only once it is dead). Never held: what this
+      // process knows of ownership it read from the leader since it started.
+      lease_until_ms_ = std::max(until, sent_at + kLeaseMs);
+      return;
+    }
+    // Lapsed: one answer waits at a time; a later one's entry comes after
+    // it, so the one waiting is reached first.
+    if (!lease_waits_for_) lease_waits_for_ = PendingRenewal{applied, sent_at};
+  }
+  if (!lease_waits_for_) return;
+  if (consensus_->applied_index() < lease_waits_for_->applied) {
+    // Usually one entry behind (the leader tells its followers an entry is
+    // committed with its next message): looked at again shortly, not at the
+    // next tick, so that a member just started gets its lease at once.
+    if (lease_poll_ && !lease_poll_->active()) {
+      lease_poll_->every(std::chrono::milliseconds(kLeasePollMs), [this]() { renew_lease_when_applied(0, 0); });
+    }
+    return;
+  }
+  lease_until_ms_ = std::max(lease_until_ms_.load(), lease_waits_for_->sent_at + kLeaseMs);
+  lease_waits_for_.reset();
+  if (lease_poll_) lease_poll_->cancel();
 }
 
 bool ClusterNode::lease_valid() const { return common::monotonic_ms() < lease_until_ms_.load(); }
@@ -568,6 +600,7 @@ void ClusterNode::stop() {
   auto fut = closed.get_future();
   bool posted = reactor_->post_or_wait([&]() {
     ticker_.reset();
+    lease_poll_.reset();
     if (store_) store_->close();
     if (rpc_server_) rpc_server_->close();
     if (rpc_client_) rpc_client_->close();

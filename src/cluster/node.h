@@ -95,6 +95,8 @@ class ClusterNode final : public runtime::Component {
   // monotonic clock from when it sent, so a paused process wakes with its
   // lease lapsed.
   static constexpr int64_t kLeaseMs = kDeadAfterMs;
+  // How often a renewal waiting for this member to apply the leader's entry looks again.
+  static constexpr int64_t kLeasePollMs = 10;
 
   explicit ClusterNode(Options options);
   ~ClusterNode() override;
@@ -134,6 +136,14 @@ class ClusterNode final : public runtime::Component {
   // Cluster reactor.
   void handle_join(ServerId id, const std::string& address, std::function<void(common::Status, std::string)> reply);
   void tick();
+  // On a follower: extends the lease from `sent_at` (the keepalive the
+  // leader answered). A lease that lapsed is renewed only once this member
+  // has applied the leader's entry `applied` too, so that a member back
+  // from a cut or a pause never acts on a view older than the cluster's (a
+  // bundle moved while it was away is seen moved before it may name itself
+  // the owner again). Called with sent_at 0 to look again (each tick, and
+  // every kLeasePollMs while a renewal waits).
+  void renew_lease_when_applied(LogIndex applied, int64_t sent_at);
   // On the leader, each tick: extends the lease by what a majority of voters said.
   void renew_leader_lease(int64_t now);
   // Publishes what members() answers.
@@ -167,6 +177,7 @@ class ClusterNode final : public runtime::Component {
   std::unique_ptr<RpcClient> rpc_client_;
   std::unique_ptr<ClusterStore> store_;
   std::unique_ptr<runtime::Timer> ticker_;
+  std::unique_ptr<runtime::Timer> lease_poll_;  // while a renewal waits for this member to apply
   bool started_ = false;
 
   // Cluster reactor: when each member was last heard from (leader's view),
@@ -179,6 +190,11 @@ class ClusterNode final : public runtime::Component {
   std::vector<ServerId> leader_says_alive_;
   int64_t leader_said_at_ms_ = 0;
   std::atomic<int64_t> lease_until_ms_{0};
+  struct PendingRenewal {
+    LogIndex applied = 0;
+    int64_t sent_at = 0;
+  };
+  std::optional<PendingRenewal> lease_waits_for_;  // cluster reactor
   std::vector<MemberInfo> members_snapshot_;  // guarded by members_mu_
   std::mutex members_mu_;
 };
