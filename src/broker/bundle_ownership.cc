@@ -110,9 +110,16 @@ void BundleOwnership::remember(const std::string& key, const std::string& value,
     Assignment& known = owners_[key];
     if (version < known.version) return;  // an older read that answered late
     taken_away = known.node == self_node_ && node != self_node_;
-    known = Assignment{node, version};
+    known.node = node;
+    known.version = version;
   }
   if (taken_away) lost(key);
+}
+
+void BundleOwnership::announce(const std::string& key, int64_t version) {
+  std::lock_guard lock(mu_);
+  auto it = owners_.find(key);
+  if (it != owners_.end()) it->second.announced = std::max(it->second.announced, version);
 }
 
 void BundleOwnership::forget(const std::string& key) {
@@ -185,6 +192,10 @@ Status BundleOwnership::start() {
       std::lock_guard lock(guard->mu);
       if (guard->self != nullptr) guard->self->forget(event.key);
       return;
+    }
+    {
+      std::lock_guard lock(guard->mu);
+      if (guard->self != nullptr) guard->self->announce(event.key, event.version);
     }
     store->get(event.key, [guard](Result<metadata::Record> record) {
       std::lock_guard lock(guard->mu);
@@ -393,7 +404,7 @@ std::optional<NodeEndpoints> BundleOwnership::known_owner(const TopicName& topic
   {
     std::lock_guard lock(mu_);
     auto it = owners_.find(bundle_key(topic));
-    if (it == owners_.end()) return std::nullopt;
+    if (it == owners_.end() || !it->second.current()) return std::nullopt;
     owner = it->second.node;
   }
   if (owner == self_node_) {
@@ -418,7 +429,7 @@ void BundleOwnership::owner_of(const TopicName& topic, OwnerCallback done) {
   Assignment known;
   {
     std::lock_guard lock(mu_);
-    if (auto it = owners_.find(key); it != owners_.end()) known = it->second;
+    if (auto it = owners_.find(key); it != owners_.end() && it->second.current()) known = it->second;
   }
   if (known.node != 0) {
     if (!movable(known.node)) return resolve(known.node, std::move(done));

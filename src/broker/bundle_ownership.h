@@ -147,8 +147,15 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   void resolve(uint64_t id, OwnerCallback done);
   struct Assignment {
     uint64_t node = 0;
-    int64_t version = 0;  // of the metadata record
+    int64_t version = 0;    // of the metadata record
+    int64_t announced = 0;  // the latest version a watch announced: newer while its read is out
+    bool current() const { return announced <= version; }
   };
+  // A watch says `key` changed to `version`: until the read of it answers,
+  // what is cached for it is no answer (a bundle moved away must not be
+  // named this node's in the meantime). On the thread that applies the
+  // store's changes, before anything later is applied.
+  void announce(const std::string& key, int64_t version);
   // Caches what the store holds for `key`; when that takes a bundle served
   // here away, closes its topics here.
   void remember(const std::string& key, const std::string& value, int64_t version);

@@ -23,6 +23,62 @@ using magnetar::test_util::eventually;
 
 constexpr uint64_t kSelf = 1;
 
+// The store, with its reads held back while asked to: a read slow to answer
+// (in a cluster, reads go to the leader; a watch's notification comes from
+// the log this member applies).
+class HeldReads : public metadata::Store {
+ public:
+  explicit HeldReads(metadata::Store& inner) : inner_(inner) {}
+  // Holds the reads from now on, or answers those held and holds no more.
+  void hold(bool on) {
+    std::vector<std::function<void()>> held;
+    {
+      std::lock_guard lock(mu_);
+      holding_ = on;
+      if (!on) held.swap(held_);
+    }
+    for (auto& read : held) read();
+  }
+
+  void get(std::string key, metadata::Callback<common::Result<metadata::Record>> done) override {
+    {
+      std::lock_guard lock(mu_);
+      if (holding_) {
+        held_.push_back([this, key, done]() { inner_.get(key, done); });
+        return;
+      }
+    }
+    inner_.get(std::move(key), std::move(done));
+  }
+  void put(std::string key, std::string value, metadata::PutOptions options,
+           metadata::Callback<common::Result<metadata::Stat>> done) override {
+    inner_.put(std::move(key), std::move(value), options, std::move(done));
+  }
+  void del(std::string key, int64_t expected_version, metadata::StatusCallback done) override {
+    inner_.del(std::move(key), expected_version, std::move(done));
+  }
+  void list_children(std::string key,
+                     metadata::Callback<common::Result<std::vector<std::string>>> done) override {
+    inner_.list_children(std::move(key), std::move(done));
+  }
+  common::Result<metadata::WatchId> watch(std::string prefix, metadata::WatchCallback fn) override {
+    return inner_.watch(std::move(prefix), std::move(fn));
+  }
+  void unwatch(metadata::WatchId id) override { inner_.unwatch(id); }
+  void open_session(metadata::Callback<common::Result<metadata::SessionId>> done) override {
+    inner_.open_session(std::move(done));
+  }
+  void close_session(metadata::SessionId session, metadata::StatusCallback done) override {
+    inner_.close_session(session, std::move(done));
+  }
+
+ private:
+  metadata::Store& inner_;
+  std::mutex mu_;
+  bool holding_ = false;
+  std::vector<std::function<void()>> held_;
+};
+
 class BundleOwnershipTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -32,6 +88,7 @@ class BundleOwnershipTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     store_ = std::make_unique<metadata::LevelDbStore>(metadata::LevelDbStore::Options{dir_.string()});
     ASSERT_TRUE(store_->start().is_ok());
+    reads_ = std::make_unique<HeldReads>(*store_);
     tenancy_ = std::make_unique<Tenancy>(*store_, BootstrapDefaults{});
     ASSERT_TRUE(tenancy_->start().is_ok());
     for (uint64_t id : {uint64_t{1}, uint64_t{2}, uint64_t{3}}) alive_[id] = true;
@@ -41,12 +98,13 @@ class BundleOwnershipTest : public ::testing::Test {
     ownership_.reset();
     set_layout("public/default", std::nullopt);  // the process's view outlives the test
     tenancy_.reset();
+    reads_.reset();
     store_.reset();
     std::filesystem::remove_all(dir_);
   }
 
   void start(std::chrono::milliseconds failover_after = std::chrono::milliseconds(0)) {
-    ownership_ = std::make_unique<BundleOwnership>(*store_, kSelf, [this]() {
+    ownership_ = std::make_unique<BundleOwnership>(*reads_, kSelf, [this]() {
       std::lock_guard lock(mu_);
       std::vector<std::pair<NodeEndpoints, bool>> out;
       for (auto [id, live] : alive_) {
@@ -103,6 +161,7 @@ class BundleOwnershipTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   std::unique_ptr<metadata::LevelDbStore> store_;
+  std::unique_ptr<HeldReads> reads_;  // what the ownership reads through
   std::unique_ptr<Tenancy> tenancy_;
   std::unique_ptr<BundleOwnership> ownership_;
   std::mutex mu_;
@@ -192,6 +251,32 @@ TEST_F(BundleOwnershipTest, ABundleTakenAwayClosesItsTopicsHere) {
   }));
   std::lock_guard lock(mu_);
   EXPECT_EQ(unloads_[0], qualified_bundle(topic));
+}
+
+TEST_F(BundleOwnershipTest, ABundleAnnouncedChangedIsNoAnswerUntilItsReadAnswers) {
+  auto topic = *TopicName::parse("persistent://public/default/announced");
+  write(topic, kSelf);
+  start();
+  ASSERT_EQ(owner(topic), kSelf);
+  ASSERT_TRUE(ownership_->known_owner(topic).has_value());
+  // Moved while this node was away; it applies the change, and its read of
+  // the new owner is slow to answer. Meanwhile it must not name itself.
+  reads_->hold(true);
+  write(topic, 2);
+  EXPECT_TRUE(eventually([&]() { return !ownership_->known_owner(topic).has_value(); }));
+  {
+    std::lock_guard lock(mu_);
+    EXPECT_TRUE(unloads_.empty());  // the new owner is not read yet
+  }
+  reads_->hold(false);
+  ASSERT_TRUE(eventually([&]() {
+    std::lock_guard lock(mu_);
+    return !unloads_.empty();
+  }));
+  auto known = ownership_->known_owner(topic);
+  ASSERT_TRUE(known.has_value());
+  EXPECT_EQ(known->node, 2u);
+  EXPECT_EQ(owner(topic), 2u);
 }
 
 TEST_F(BundleOwnershipTest, AHandOverSpreadsEveryBundleOverTheOtherLiveBrokers) {
