@@ -1,6 +1,7 @@
 #include "broker/topic.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include <fmt/format.h>
 
@@ -16,8 +17,12 @@ using common::Result;
 using common::Status;
 using ledger::Position;
 
+namespace {
+std::atomic<uint64_t> topics_made{0};
+}  // namespace
+
 Topic::Topic(TopicName name, std::shared_ptr<ledger::Log> log, const TopicContext& context)
-    : context_(context), name_(std::move(name)), log_(std::move(log)) {}
+    : context_(context), name_(std::move(name)), load_(++topics_made), log_(std::move(log)) {}
 
 Topic::~Topic() { *alive_ = false; }
 

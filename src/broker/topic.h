@@ -141,6 +141,10 @@ class Topic {
   Topic& operator=(const Topic&) = delete;
 
   const TopicName& name() const { return name_; }
+  // Different for every topic object this process makes (from 1): what is
+  // kept about a topic outside it (a Kafka producer's last sequence) can
+  // tell this load from an earlier one, the topic having moved away since.
+  uint64_t load() const { return load_; }
   ledger::Log& log() { return *log_; }
   std::shared_ptr<ledger::Log> shared_log() const { return log_; }
   bool closed() const { return closed_; }
@@ -532,6 +536,7 @@ class Topic {
   bool closed_ = false;
 
   const TopicName name_;
+  const uint64_t load_;
   std::shared_ptr<ledger::Log> log_;
   common::LazyMap<uint64_t, Producer> producers_;
   std::map<std::string, Subscription> subscriptions_;  // in place: one allocation each

@@ -32,7 +32,7 @@ std::vector<ProducerSnapshot> ProducerStates::producers_of(const std::string& pa
 }
 
 SequenceCheck ProducerStates::check_and_record(const std::string& partition, const SequencedBatch& batch,
-                                               int64_t now_ms) {
+                                               int64_t now_ms, uint64_t load) {
   SequenceCheck out;
   if (batch.producer_id < 0) return out;  // not an idempotent producer
   if (batch.first_sequence < 0 || batch.epoch < 0) {
@@ -43,6 +43,10 @@ SequenceCheck ProducerStates::check_and_record(const std::string& partition, con
   expire_idle(now_ms);
   auto [it, fresh] = states_.try_emplace(key(partition, batch.producer_id));
   State& s = it->second;
+  // Loaded here again since: the partition may have been on another member
+  // meanwhile, so a batch ahead of what is kept here is taken.
+  const bool reloaded = !fresh && s.load != load;
+  bool ahead = false;
   if (!fresh && batch.epoch < s.epoch) {
     out.error = kInvalidProducerEpoch;
     out.why = fmt::format("producer {} epoch {} is older than its current epoch {}", batch.producer_id, batch.epoch,
@@ -61,13 +65,17 @@ SequenceCheck ProducerStates::check_and_record(const std::string& partition, con
     if (batch.first_sequence != after(s.last_sequence)) {
       const int64_t behind = int64_t{s.last_sequence} - batch.first_sequence;
       const bool old = behind >= 0 && behind < (int64_t{1} << 30);
-      out.error = old ? kDuplicateSequenceNumber : kOutOfOrderSequenceNumber;
-      out.why = fmt::format("producer {} sent sequence {} on {}; expected {}", batch.producer_id,
-                            batch.first_sequence, partition, after(s.last_sequence));
-      return out;
+      ahead = !old && reloaded;
+      if (!ahead) {
+        out.error = old ? kDuplicateSequenceNumber : kOutOfOrderSequenceNumber;
+        out.why = fmt::format("producer {} sent sequence {} on {}; expected {}", batch.producer_id,
+                              batch.first_sequence, partition, after(s.last_sequence));
+        return out;
+      }
     }
   }
-  if (fresh || batch.epoch > s.epoch) {
+  s.load = load;
+  if (fresh || batch.epoch > s.epoch || ahead) {
     fail_waiting(s.recent);
     s.recent.clear();
     s.epoch = batch.epoch;

@@ -14,7 +14,10 @@
 // written waits for it. A batch that does not start right after the last sequence is out
 // of order; an older epoch is fenced. The first batch of a producer on a
 // partition is taken at any sequence (after a broker restart the state is
-// gone, and Kafka's brokers accept then too).
+// gone, and Kafka's brokers accept then too), and so is a batch ahead of
+// the last sequence once the partition was loaded here again: it may have
+// been on another member meanwhile, which took sequences this one never
+// saw (retries of batches kept here are still answered as duplicates).
 //
 // Memory only: after a broker restart a retry of a batch written just
 // before it is written again (Kafka keeps this state in snapshots beside
@@ -68,8 +71,11 @@ class ProducerStates {
  public:
   // Checks `batch` from `partition` (a Pulsar topic or partition name) and,
   // when it is to be appended, records it as being written: the caller
-  // reports the outcome with written() or forget().
-  SequenceCheck check_and_record(const std::string& partition, const SequencedBatch& batch, int64_t now_ms);
+  // reports the outcome with written() or forget(). `load` is the topic's
+  // (broker::Topic::load()): under another load than the one kept, a batch
+  // ahead of the last sequence is taken, not refused as out of order.
+  SequenceCheck check_and_record(const std::string& partition, const SequencedBatch& batch, int64_t now_ms,
+                                 uint64_t load = 0);
   // The batch check_and_record took was stored at `base_offset`: retries
   // of it are answered with that offset, those waiting too.
   void written(const std::string& partition, const SequencedBatch& batch, int64_t base_offset);
@@ -97,6 +103,7 @@ class ProducerStates {
     std::vector<WrittenCallback> waiting;  // retries that came meanwhile
   };
   struct State {
+    uint64_t load = 0;  // the topic's when this was kept
     int16_t epoch = 0;
     int32_t last_sequence = -1;
     int64_t last_used_ms = 0;

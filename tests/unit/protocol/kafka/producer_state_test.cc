@@ -63,6 +63,26 @@ TEST(ProducerStatesTest, GapsAreOutOfOrderAndOldSequencesDuplicates) {
   EXPECT_EQ(record(s, "t", batch(7, 0, 10, 10), 10, kNow).error, kNone);
 }
 
+TEST(ProducerStatesTest, ABatchAheadIsTakenOnceThePartitionWasLoadedAgain) {
+  // Loaded here (load 1), moved to another member that took sequences
+  // 5..19, and back (load 2).
+  ProducerStates s;
+  ASSERT_EQ(s.check_and_record("t", batch(7, 0, 0, 4), kNow, 1).error, kNone);
+  s.written("t", batch(7, 0, 0, 4), 100);
+  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 20, 24), kNow, 1).error, kOutOfOrderSequenceNumber);
+  auto retry = s.check_and_record("t", batch(7, 0, 0, 4), kNow, 2);
+  EXPECT_TRUE(retry.duplicate);  // what was kept here still answers its retries
+  EXPECT_EQ(retry.base_offset, 100);
+  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 2, 3), kNow, 2).error, kDuplicateSequenceNumber);
+  auto ahead = s.check_and_record("t", batch(7, 0, 20, 24), kNow, 2);
+  EXPECT_EQ(ahead.error, kNone);
+  EXPECT_FALSE(ahead.duplicate);
+  s.written("t", batch(7, 0, 20, 24), 120);
+  // Under that load, sequences are checked as before.
+  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 30, 30), kNow, 2).error, kOutOfOrderSequenceNumber);
+  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 25, 25), kNow, 2).error, kNone);
+}
+
 TEST(ProducerStatesTest, OnlyTheLastFiveBatchesAreRemembered) {
   ProducerStates s;
   for (int32_t k = 0; k < 7; ++k) record(s, "t", batch(1, 0, k, k), k, kNow);

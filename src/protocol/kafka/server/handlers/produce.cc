@@ -240,7 +240,8 @@ void handle_produce(KafkaConnection& c, const Request& request) {
           partition_name = topic->name().to_string();
           ProducerStates& states = service.producer_states();
           const int64_t start = log_start_offset(topic->log());
-          SequenceCheck seq = states.check_and_record(partition_name, sequenced, common::wall_clock_ms());
+          SequenceCheck seq =
+              states.check_and_record(partition_name, sequenced, common::wall_clock_ms(), topic->load());
           if (seq.error != kNone) return report(seq.error, seq.why, -1, start);
           if (seq.duplicate && seq.base_offset >= 0) return report(kNone, "", seq.base_offset, start);
           if (seq.duplicate) {
