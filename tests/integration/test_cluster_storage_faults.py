@@ -19,6 +19,7 @@ stored before the cut is stored again under a new id that no broker can
 recognise, and it only looks topics up through its first reachable
 discovery server, which a restarted member no longer is (new ports).
 """
+import struct
 import threading
 import time
 import traceback
@@ -31,6 +32,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 import pulsar_api_pb2 as pb
 from cluster_harness import ClusterCase, NetworkClusterCase, nodes_of, request, wait_for
+from kafka_wire import RawKafkaConnection, Reader, kstr
 from pulsar_wire import PulsarWire
 
 NS = "public/default"
@@ -384,6 +386,45 @@ class PulsarClient(Client):
             self.wire.close()
 
 
+class SelfNamedLeader(threading.Thread):
+    """Asks `member` which broker leads partition 0 of Kafka topic `topic`
+    (Metadata v1 on a connection of its own) every 50 ms until stopped, and
+    keeps the times of the answers that name `member` itself."""
+
+    def __init__(self, member, topic):
+        super().__init__(daemon=True)
+        self.member, self.topic = member, topic
+        self.named, self.answers = [], 0
+        self.done = threading.Event()
+
+    def run(self):
+        wire = None
+        while not self.done.wait(0.05):
+            try:
+                if wire is None:
+                    wire = RawKafkaConnection(self.member.ports["kafka"], "leader-watch", timeout=5,
+                                              host=self.member.host)
+                r = wire.call(3, 1, struct.pack(">i", 1) + kstr(self.topic))
+                brokers = r.array(lambda r: (r.i32(), r.string(), r.i32(), r.string()))
+                r.i32()  # the controller
+                topics = r.array(lambda r: (r.i16(), r.string(), r.i8(), r.array(
+                    lambda r: (r.i16(), r.i32(), r.i32(), r.array(Reader.i32), r.array(Reader.i32)))))
+                itself = [b[0] for b in brokers if b[2] == self.member.ports["kafka"]]
+                self.answers += 1
+                if any(p[1] == 0 and p[2] in itself for t in topics for p in t[3]):
+                    self.named.append(time.monotonic())
+            except (OSError, ConnectionError, struct.error, IndexError):
+                if wire is not None:
+                    wire.close()
+                wire = None
+        if wire is not None:
+            wire.close()
+
+    def finish(self):
+        self.done.set()
+        self.join(10)
+
+
 class StorageFaultCase:
     """What the fault tests share: the clients, their waits and the read-back checks."""
 
@@ -593,12 +634,18 @@ class CutOffOwnerTest(StorageFaultCase, NetworkClusterCase):
         # A client left unacknowledged is noted and the test goes on, so that
         # what the heal must keep (every acknowledged message) is checked too.
         stalled = []
+        watch = None
         try:
             self.network.cut([members.index(owner)], [members.index(m) for m in others])
             cut_at = time.monotonic()
             # The others count it dead and one of them takes the bundle over:
             # clients that look again find it there and are acknowledged.
             new_owner = owner_of(members, pulsar.topic, among=others, other_than=[owner])
+            # Taken over, the old owner must not name itself the Kafka
+            # leader again: not while cut off (its lease lapsed), nor once
+            # healed (its view is the cluster's before its lease is renewed).
+            watch = SelfNamedLeader(owner, self.clients[0].topic)
+            watch.start()
             try:
                 self.wait_acks(cut_at, AFTER_ACKS, "acknowledgements with the owner cut off")
                 self.assertTrue(any(pulsar.ackers[v] is new_owner for v in pulsar.acked[-AFTER_ACKS:]))
@@ -615,6 +662,10 @@ class CutOffOwnerTest(StorageFaultCase, NetworkClusterCase):
             except AssertionError as e:
                 stalled.append(str(e))
             self.stop_clients()
+            watch.finish()
+            self.assertGreater(watch.answers, 0)
+            self.assertEqual([round(t - healed_at, 2) for t in watch.named], [],
+                             "the taken-over owner named itself leader (seconds after the heal)")
             # Until the heal, nothing sent to the cut-off owner after the cut
             # was acknowledged by it: it reached no other copy, and its lease
             # lapsed. (What it acknowledged after the heal must be kept, as
@@ -628,6 +679,8 @@ class CutOffOwnerTest(StorageFaultCase, NetworkClusterCase):
             print(f"  {time.monotonic() - began:.0f} s from the first message to the last check")
             self.assertEqual(stalled, [])
         except BaseException:
+            if watch is not None:
+                watch.finish()
             self.report_failure(members)
             raise
 

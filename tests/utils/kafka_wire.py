@@ -153,8 +153,8 @@ class RawKafkaConnection:
     """One raw Kafka connection: requests with header v1 (v2 when flexible)
     and whole responses back as bytes."""
 
-    def __init__(self, port, client_id, timeout=10):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port, client_id, timeout=10, host="127.0.0.1"):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
         self.client_id = client_id
         self.correlation = 0
 
