@@ -15,6 +15,7 @@
 #include "metadata/blocking.h"
 #include "metadata/leveldb_store.h"
 #include "utils/eventually.h"
+#include "utils/forwarding_store.h"
 
 namespace magnetar::broker {
 namespace {
@@ -26,9 +27,9 @@ constexpr uint64_t kSelf = 1;
 // The store, with its reads held back while asked to: a read slow to answer
 // (in a cluster, reads go to the leader; a watch's notification comes from
 // the log this member applies).
-class HeldReads : public metadata::Store {
+class HeldReads final : public test_util::ForwardingStore {
  public:
-  explicit HeldReads(metadata::Store& inner) : inner_(inner) {}
+  using ForwardingStore::ForwardingStore;
   // Holds the reads from now on, or answers those held and holds no more.
   void hold(bool on) {
     std::vector<std::function<void()>> held;
@@ -50,30 +51,8 @@ class HeldReads : public metadata::Store {
     }
     inner_.get(std::move(key), std::move(done));
   }
-  void put(std::string key, std::string value, metadata::PutOptions options,
-           metadata::Callback<common::Result<metadata::Stat>> done) override {
-    inner_.put(std::move(key), std::move(value), options, std::move(done));
-  }
-  void del(std::string key, int64_t expected_version, metadata::StatusCallback done) override {
-    inner_.del(std::move(key), expected_version, std::move(done));
-  }
-  void list_children(std::string key,
-                     metadata::Callback<common::Result<std::vector<std::string>>> done) override {
-    inner_.list_children(std::move(key), std::move(done));
-  }
-  common::Result<metadata::WatchId> watch(std::string prefix, metadata::WatchCallback fn) override {
-    return inner_.watch(std::move(prefix), std::move(fn));
-  }
-  void unwatch(metadata::WatchId id) override { inner_.unwatch(id); }
-  void open_session(metadata::Callback<common::Result<metadata::SessionId>> done) override {
-    inner_.open_session(std::move(done));
-  }
-  void close_session(metadata::SessionId session, metadata::StatusCallback done) override {
-    inner_.close_session(session, std::move(done));
-  }
 
  private:
-  metadata::Store& inner_;
   std::mutex mu_;
   bool holding_ = false;
   std::vector<std::function<void()>> held_;

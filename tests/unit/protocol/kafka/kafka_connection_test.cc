@@ -32,6 +32,7 @@
 #include "common/metrics.h"
 #include "protocol/kafka/record_batch.h"
 #include "utils/broker_fixture.h"
+#include "utils/forwarding_store.h"
 
 namespace magnetar::protocol::kafka {
 namespace {
@@ -285,9 +286,9 @@ TEST_F(KafkaConnectionTest, ARequestLargerThanTheBytesBoundIsServedAlone) {
 
 // The metadata store, but list_children calls wait while held (as reads do
 // while a cluster has no metadata leader) until released.
-class HeldStore final : public metadata::Store {
+class HeldStore final : public test_util::ForwardingStore {
  public:
-  explicit HeldStore(metadata::Store& inner) : inner_(inner) {}
+  using ForwardingStore::ForwardingStore;
   void hold() {
     std::lock_guard lock(mu_);
     held_ = true;
@@ -310,16 +311,6 @@ class HeldStore final : public metadata::Store {
     return waiting_.size();
   }
 
-  void get(std::string key, metadata::Callback<common::Result<metadata::Record>> done) override {
-    inner_.get(std::move(key), std::move(done));
-  }
-  void put(std::string key, std::string value, metadata::PutOptions options,
-           metadata::Callback<common::Result<metadata::Stat>> done) override {
-    inner_.put(std::move(key), std::move(value), options, std::move(done));
-  }
-  void del(std::string key, int64_t expected_version, metadata::StatusCallback done) override {
-    inner_.del(std::move(key), expected_version, std::move(done));
-  }
   void list_children(std::string key,
                      metadata::Callback<common::Result<std::vector<std::string>>> done) override {
     auto fn = [this, key = std::move(key), done = std::move(done)]() mutable {
@@ -335,19 +326,8 @@ class HeldStore final : public metadata::Store {
     }
     fn();
   }
-  common::Result<metadata::WatchId> watch(std::string prefix, metadata::WatchCallback fn) override {
-    return inner_.watch(std::move(prefix), std::move(fn));
-  }
-  void unwatch(metadata::WatchId id) override { inner_.unwatch(id); }
-  void open_session(metadata::Callback<common::Result<metadata::SessionId>> done) override {
-    inner_.open_session(std::move(done));
-  }
-  void close_session(metadata::SessionId session, metadata::StatusCallback done) override {
-    inner_.close_session(session, std::move(done));
-  }
 
  private:
-  metadata::Store& inner_;
   mutable std::mutex mu_;
   bool held_ = false;
   size_t lists_ = 0;
