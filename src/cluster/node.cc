@@ -348,7 +348,6 @@ void ClusterNode::tick() {
   }
   if (leading) renew_leader_lease(now);
   if (!leading) {
-    renew_lease_when_applied(0, 0);
     if (auto leader = consensus_->leader()) {
       const int64_t sent_at = now;
       flatbuffers::FlatBufferBuilder b(32);
@@ -369,7 +368,7 @@ void ClusterNode::tick() {
                           // from before it had one (ownership moves the
                           // bundles of members it sees dead).
                           refresh_members();
-                          renew_lease_when_applied(r->applied(), sent_at);
+                          keepalive_answered(r->applied(), sent_at);
                         },
                         static_cast<unsigned>(kKeepAliveMs * 2));
     }
@@ -379,27 +378,28 @@ void ClusterNode::tick() {
   refresh_members();
 }
 
-void ClusterNode::renew_lease_when_applied(LogIndex applied, int64_t sent_at) {
-  if (sent_at != 0) {
-    const int64_t until = lease_until_ms_.load();
-    if (until == 0 || common::monotonic_ms() < until) {
-      // Current: nothing of this member's was moved without it (a member
-      // moves another's bundles only once it is dead). Never held: what this
-      // process knows of ownership it read from the leader since it started.
-      lease_until_ms_ = std::max(until, sent_at + kLeaseMs);
-      return;
-    }
-    // Lapsed: one answer waits at a time; a later one's entry comes after
-    // it, so the one waiting is reached first.
-    if (!lease_waits_for_) lease_waits_for_ = PendingRenewal{applied, sent_at};
+void ClusterNode::keepalive_answered(LogIndex applied, int64_t sent_at) {
+  const int64_t until = lease_until_ms_.load();
+  if (until == 0 || common::monotonic_ms() < until) {
+    // Current: nothing of this member's was moved without it (a member
+    // moves another's bundles only once it is dead). Never held: what this
+    // process knows of ownership it read from the leader since it started.
+    lease_until_ms_ = std::max(until, sent_at + kLeaseMs);
+    return;
   }
+  // Lapsed: one answer waits at a time; a later one's entry comes after it,
+  // so the one waiting is reached first.
+  if (!lease_waits_for_) lease_waits_for_ = PendingRenewal{applied, sent_at};
+  renew_once_applied();
+}
+
+void ClusterNode::renew_once_applied() {
   if (!lease_waits_for_) return;
   if (consensus_->applied_index() < lease_waits_for_->applied) {
     // Usually one entry behind (the leader tells its followers an entry is
-    // committed with its next message): looked at again shortly, not at the
-    // next tick, so that a member just started gets its lease at once.
+    // committed with its next message): looked at again shortly.
     if (lease_poll_ && !lease_poll_->active()) {
-      lease_poll_->every(std::chrono::milliseconds(kLeasePollMs), [this]() { renew_lease_when_applied(0, 0); });
+      lease_poll_->every(std::chrono::milliseconds(kLeasePollMs), [this]() { renew_once_applied(); });
     }
     return;
   }

@@ -136,14 +136,16 @@ class ClusterNode final : public runtime::Component {
   // Cluster reactor.
   void handle_join(ServerId id, const std::string& address, std::function<void(common::Status, std::string)> reply);
   void tick();
-  // On a follower: extends the lease from `sent_at` (the keepalive the
-  // leader answered). A lease that lapsed is renewed only once this member
-  // has applied the leader's entry `applied` too, so that a member back
-  // from a cut or a pause never acts on a view older than the cluster's (a
-  // bundle moved while it was away is seen moved before it may name itself
-  // the owner again). Called with sent_at 0 to look again (each tick, and
-  // every kLeasePollMs while a renewal waits).
-  void renew_lease_when_applied(LogIndex applied, int64_t sent_at);
+  // On a follower, when the leader answered the keepalive sent at
+  // `sent_at`: extends the lease from then. A lease that lapsed is renewed
+  // only once this member has applied the leader's entry `applied` too
+  // (renew_once_applied), so that a member back from a cut or a pause never
+  // acts on a view older than the cluster's (a bundle moved while it was
+  // away is seen moved before it may name itself the owner again).
+  void keepalive_answered(LogIndex applied, int64_t sent_at);
+  // Renews the lapsed lease that waits, once its entry is applied here;
+  // until then looks again every kLeasePollMs.
+  void renew_once_applied();
   // On the leader, each tick: extends the lease by what a majority of voters said.
   void renew_leader_lease(int64_t now);
   // Publishes what members() answers.
