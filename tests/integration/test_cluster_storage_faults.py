@@ -32,7 +32,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 import pulsar_api_pb2 as pb
 from cluster_harness import ClusterCase, NetworkClusterCase, nodes_of, request, wait_for
-from kafka_wire import RawKafkaConnection, Reader, kstr
+from kafka_wire import RawKafkaConnection
 from pulsar_wire import PulsarWire
 
 NS = "public/default"
@@ -404,11 +404,7 @@ class SelfNamedLeader(threading.Thread):
                 if wire is None:
                     wire = RawKafkaConnection(self.member.ports["kafka"], "leader-watch", timeout=5,
                                               host=self.member.host)
-                r = wire.call(3, 1, struct.pack(">i", 1) + kstr(self.topic))
-                brokers = r.array(lambda r: (r.i32(), r.string(), r.i32(), r.string()))
-                r.i32()  # the controller
-                topics = r.array(lambda r: (r.i16(), r.string(), r.i8(), r.array(
-                    lambda r: (r.i16(), r.i32(), r.i32(), r.array(Reader.i32), r.array(Reader.i32)))))
+                brokers, topics = wire.metadata_v1([self.topic])
                 itself = [b[0] for b in brokers if b[2] == self.member.ports["kafka"]]
                 self.answers += 1
                 if any(p[1] == 0 and p[2] in itself for t in topics for p in t[3]):

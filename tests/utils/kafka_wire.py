@@ -188,6 +188,16 @@ class RawKafkaConnection:
         r.tags()
         return r
 
+    def metadata_v1(self, topics):
+        """Metadata v1 for `topics` (names): (brokers as (id, host, port,
+        rack), topics as (error, name, internal, partitions as (error,
+        index, leader, replicas, isr)))."""
+        r = self.call(3, 1, struct.pack(">i", len(topics)) + b"".join(kstr(t) for t in topics))
+        brokers = r.array(lambda r: (r.i32(), r.string(), r.i32(), r.string()))
+        r.i32()  # the controller
+        partition = (lambda r: (r.i16(), r.i32(), r.i32(), r.array(Reader.i32), r.array(Reader.i32)))
+        return brokers, r.array(lambda r: (r.i16(), r.string(), r.i8(), r.array(partition)))
+
     def recv_exact(self, n):
         buf = b""
         while len(buf) < n:
