@@ -1,8 +1,13 @@
 #include "runtime/reactor.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cassert>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 
 #include "common/logging.h"
@@ -44,8 +49,14 @@ void Reactor::start() {
   // (one more epoll_wait, with no timeout, before the loop sleeps).
   uv_loop_configure(&loop_, UV_METRICS_IDLE_TIME);
   loop_.data = this;
-  uv_async_init(&loop_, &wakeup_, &Reactor::on_async);
+  wakeup_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wakeup_fd_ < 0) {
+    MLOG_ERROR("{}: cannot make its wake-up eventfd: {}", name_, std::strerror(errno));
+    std::abort();
+  }
+  uv_poll_init(&loop_, &wakeup_, wakeup_fd_);
   wakeup_.data = this;
+  uv_poll_start(&wakeup_, UV_READABLE, &Reactor::on_wakeup);
   uv_prepare_init(&loop_, &prepare_);
   prepare_.data = this;
   uv_prepare_init(&loop_, &iteration_);
@@ -70,6 +81,9 @@ void Reactor::run() {
   // Whatever is left after every handle closed (close callbacks) finishes here.
   uv_run(&loop_, UV_RUN_NOWAIT);
   uv_loop_close(&loop_);
+  // No poster is left (stop() waited for them before the loop closed).
+  ::close(wakeup_fd_);
+  wakeup_fd_ = -1;
 }
 
 void Reactor::stop() {
@@ -93,8 +107,8 @@ void Reactor::stop() {
 }
 
 // Every push is bracketed by posters_ so that stop() can wait until no thread
-// is between its stopping_ check and its uv_async_send (which must never
-// touch a closed handle).
+// is between its stopping_ check and its wake() (which must never write to a
+// closed eventfd).
 Reactor::PushResult Reactor::push(Task& task) {
   posters_.fetch_add(1);
   PushResult r = PushResult::kPushed;
@@ -103,13 +117,13 @@ Reactor::PushResult Reactor::push(Task& task) {
   } else if (!mailbox_.try_push(task, wait_stamp())) {
     r = PushResult::kFull;
   } else {
-    // uv_async_send first reads the handle's pending flag and sends nothing
-    // when it is set. Without a full fence that read can pass the store that
-    // published the task (x86 reorders a store with a later load), see a
-    // flag the loop has just cleared, and leave the task asleep in the
-    // mailbox until something else wakes the loop: a lost wakeup.
+    // wake() first reads wakeup_pending_ and writes nothing when it is set.
+    // Without a full fence that read can pass the store that published the
+    // task (x86 reorders a store with a later load), see a flag the loop has
+    // just cleared, and leave the task asleep in the mailbox until something
+    // else wakes the loop: a lost wakeup.
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    uv_async_send(&wakeup_);
+    wake();
   }
   posters_.fetch_sub(1);
   return r;
@@ -201,7 +215,26 @@ void Reactor::defer(Task task) {
   deferred_.push_back(std::move(task));
 }
 
-void Reactor::on_async(uv_async_t* h) { static_cast<Reactor*>(h->data)->drain_mailbox(); }
+void Reactor::wake() {
+  if (wakeup_pending_.exchange(true)) return;  // the loop has a write to read still
+  const uint64_t one = 1;
+  while (::write(wakeup_fd_, &one, sizeof(one)) < 0 && errno == EINTR) {
+  }
+}
+
+void Reactor::on_wakeup(uv_poll_t* h, int status, int events) {
+  auto* r = static_cast<Reactor*>(h->data);
+  if (status < 0 || (events & UV_READABLE) == 0) return;
+  uint64_t count = 0;
+  while (::read(r->wakeup_fd_, &count, sizeof(count)) < 0 && errno == EINTR) {
+  }
+  // Cleared before the mailbox is read, with a full fence (the poster's
+  // pairs with it): a task pushed after the drain below looked is posted by
+  // a thread that then sees the flag clear and writes again.
+  r->wakeup_pending_.store(false);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  r->drain_mailbox();
+}
 
 int64_t Reactor::wait_stamp() {
   // A sample of the posts carries its time: reading the clock for every
@@ -227,7 +260,7 @@ void Reactor::drain_mailbox() {
     ++n;
   }
   // More queued: come back after this iteration's I/O instead of starving it.
-  if (n == kMaxTasksPerWakeup && !stopping_.load()) uv_async_send(&wakeup_);
+  if (n == kMaxTasksPerWakeup && !stopping_.load()) wake();
 }
 
 void Reactor::on_prepare(uv_prepare_t* h) { static_cast<Reactor*>(h->data)->run_deferred(); }
@@ -267,7 +300,7 @@ void Reactor::run_deferred() {
   if (deferred_.empty()) {
     uv_prepare_stop(&prepare_);
   } else {
-    uv_async_send(&wakeup_);  // still work to do: do not sleep in poll
+    wake();  // still work to do: do not sleep in poll
   }
 }
 

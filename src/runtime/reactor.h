@@ -2,8 +2,8 @@
 //
 // Everything a reactor owns (connections, timers, topic state) is touched only
 // on its thread. Other threads reach it through post(), its only cross-thread
-// entry point: tasks go into a bounded lock-free mailbox and an uv_async_t
-// wakes the loop. Tasks from one sender run in the order they were posted.
+// entry point: tasks go into a bounded lock-free mailbox and a write to the
+// reactor's eventfd wakes the loop. Tasks from one sender run in the order they were posted.
 // A reactor never blocks: blocking work goes to a WorkerThread.
 #pragma once
 
@@ -122,14 +122,23 @@ class Reactor {
   // The stamp a post carries: its time for one post in kWaitSampleEvery, else 0.
   static int64_t wait_stamp();
   void run_deferred();
-  static void on_async(uv_async_t* h);
+  // Any thread: makes the loop run drain_mailbox soon; one eventfd write
+  // while a wake-up is pending, none after.
+  void wake();
+  static void on_wakeup(uv_poll_t* h, int status, int events);
   static void on_prepare(uv_prepare_t* h);
   static void on_iteration(uv_prepare_t* h);
 
   const size_t index_;
   const std::string name_;
   uv_loop_t loop_{};
-  uv_async_t wakeup_{};
+  // The loop's wake-up: an eventfd the loop polls. Not libuv's uv_async_t,
+  // whose loop side spins (and then calls sched_yield) until the waking
+  // thread has returned from its write: a poster preempted inside that
+  // write held the woken reactor for tens of microseconds to milliseconds.
+  int wakeup_fd_ = -1;
+  uv_poll_t wakeup_{};
+  std::atomic<bool> wakeup_pending_{false};  // written and not yet read by the loop
   uv_prepare_t prepare_{};
   uv_prepare_t iteration_{};  // always on, before every poll: measures the iteration
   uint64_t iteration_at_ns_ = 0;  // uv_hrtime() and the loop's idle time at the last poll

@@ -56,6 +56,28 @@ TEST(ReactorTest, DeliversEveryTaskInSenderOrderAcrossThreads) {
   r.stop();
 }
 
+// One sender posts a task and waits for it before the next, so that every
+// post lands while the loop is going to sleep or just waking: a wake-up lost
+// between the loop reading its eventfd and draining the mailbox leaves the
+// task unrun until something else wakes the loop.
+TEST(ReactorTest, NoWakeUpIsLostWhenEveryPostWaitsForItsTask) {
+  constexpr int kRoundTrips = 50000;
+  Reactor r(0, "reactor-test");
+  r.start();
+  int lost = 0;
+  for (int i = 0; i < kRoundTrips && lost == 0; ++i) {
+    std::promise<void> ran;
+    auto done = ran.get_future();
+    ASSERT_TRUE(r.post([&ran]() { ran.set_value(); }).is_ok());
+    if (done.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      ++lost;
+      r.run_sync([]() {});  // another post wakes the loop, and the lost task runs first
+    }
+  }
+  EXPECT_EQ(lost, 0);
+  r.stop();
+}
+
 TEST(ReactorTest, FullMailboxIsAnErrorNotABuffer) {
   Reactor r(0, "reactor-test", 4);
   r.start();
