@@ -4,9 +4,9 @@
 // Callers submit requests from any thread into a bounded queue. The journal
 // thread ("journal") takes every request that arrived meanwhile (up to
 // max_batch_entries / max_batch_bytes; when it was idle it first waits up to
-// max_batch_delay for company) and writes them with one pwritev per segment,
-// then hands the written batch to the completing thread ("journal-sync") and
-// goes on writing the next one; while that thread's fdatasync runs, the next
+// max_batch_delay for company, none by default) and writes them with one
+// pwritev per segment, then hands the written batch to the completing thread
+// ("journal-sync") and goes on writing the next one; while that thread's fdatasync runs, the next
 // write waits for it (a write beside a sync slows the sync down) unless
 // sync_exclusive_bytes are queued. When the completing thread holds nothing
 // and less than a quarter of that is queued, the journal thread syncs and

@@ -73,10 +73,16 @@ struct StorageOptions {
   FsyncMode fsync_mode = FsyncMode::kAlways;
   std::chrono::milliseconds fsync_interval{100};
   // Group commit: a batch closes at this many entries or bytes, or this long
-  // after its first append arrived, whichever comes first.
+  // after its first append arrived, whichever comes first. No delay by
+  // default: what arrives while a batch is written and synced joins the
+  // next one anyway, and a journal that woke from idle and then waited
+  // 50 us for company paid a timed wait and a thread switch per group
+  // commit at moderate load (8 producers at 3,000 msg/s each: publish p50
+  // 1.1-1.8 ms without the wait against 1.4-1.9 ms with it; unbatched, as
+  // fast as one producer goes: 136,000-139,000 msg/s against 130,000-131,000).
   size_t max_batch_entries = 4096;
   size_t max_batch_bytes = 4u << 20;
-  std::chrono::microseconds max_batch_delay{50};
+  std::chrono::microseconds max_batch_delay{0};
   // While an fdatasync runs, the next write waits for it to return unless
   // this many bytes are queued (0: write at once). Appending to a file
   // under an fdatasync of it makes that sync, and every add waiting for
