@@ -19,12 +19,14 @@ stored before the cut is stored again under a new id that no broker can
 recognise, and it only looks topics up through its first reachable
 discovery server, which a restarted member no longer is (new ports).
 """
+import logging
 import struct
+import sys
 import threading
 import time
 import traceback
 import unittest
-from collections import Counter
+from collections import Counter, deque
 
 import pika
 import pika.exceptions
@@ -95,12 +97,38 @@ def ledgers_held(member, node_id):
     return answer["ledgers"]
 
 
+class _ClientLog(logging.Handler):
+    """A client's first and last debug lines, kept to be printed when a
+    check fails."""
+
+    def __init__(self, keep=200):
+        super().__init__()
+        self.first = []
+        self.last = deque(maxlen=keep)
+        self.keep = keep
+
+    def emit(self, record):
+        line = f"{time.strftime('%H:%M:%S')} {record.getMessage()}"
+        (self.first if len(self.first) < self.keep else self.last).append(line)
+
+    def text(self):
+        return "\n".join(self.first + (["..."] if self.last else []) + list(self.last))
+
+
 def read_topic(members, topic, timeout=90):
     """Every record of `topic` (partition 0: a Pulsar topic that is not
     partitioned) from offset 0 to its high watermark, in order, read with
-    confluent-kafka through the running members."""
+    confluent-kafka through the running members. When that fails, the
+    consumer's first and last metadata debug lines go to stderr: which
+    member's answer it cached."""
+    client_log = _ClientLog()
+    logger = logging.getLogger(f"read-{topic}")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(client_log)
     consumer = Consumer({"bootstrap.servers": bootstrap(members), "group.id": "faults-check",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "debug": "metadata,topic"}, logger=logger)
     part = TopicPartition(topic, 0)
 
     def high_watermark():
@@ -119,8 +147,14 @@ def read_topic(members, topic, timeout=90):
                 got.append(msg.value().decode())
             return consumer.position([part])[0].offset >= high
         wait_for(done, f"{topic} read up to offset {high}", timeout=timeout, interval=0)
+    except Exception:
+        consumer.poll(0)  # the client hands its log lines over when polled
+        sys.stderr.write(f"read_topic({topic}): the consumer's last debug lines:\n" +
+                         client_log.text() + "\n")
+        raise
     finally:
         consumer.close()
+        logger.removeHandler(client_log)
     return got
 
 
