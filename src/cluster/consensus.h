@@ -120,6 +120,9 @@ class Consensus {
 
   virtual ServerId id() const = 0;
   virtual bool is_leader() const = 0;
+  // The latest term this member has seen (0 before it started): a leader
+  // that lost its leadership and won it back leads in a later term.
+  virtual uint64_t term() const = 0;
   // The leader this member knows of; nullopt while there is none (an election
   // is running) or this member has not heard from it yet. On the leader, itself.
   virtual std::optional<Server> leader() const = 0;

@@ -205,6 +205,7 @@ Status ClusterNode::open_on_reactor(bool has_log) {
     // Only the leader renews leases: an empty answer renews nothing.
     if (!consensus_->is_leader()) return reply(std::string());
     int64_t now = common::monotonic_ms();
+    note_leading(now);
     last_seen_ms_[peer.id] = now;
     // The same view the leader's own member list shows: a member not heard
     // from since this node began leading is alive for the grace period (it
@@ -337,13 +338,10 @@ void ClusterNode::handle_join(ServerId id, const std::string& address,
 void ClusterNode::tick() {
   int64_t now = common::monotonic_ms();
   bool leading = consensus_->is_leader();
-  if (leading && leading_since_ms_ == 0) {
-    leading_since_ms_ = now;
-    last_seen_ms_.clear();
-    // A majority just voted for it: that is hearing from them.
-    lease_until_ms_ = std::max(lease_until_ms_.load(), now + kLeaseMs);
-    MLOG_INFO("cluster: this node leads now");
-  } else if (!leading) {
+  if (leading) {
+    note_leading(now);
+  } else if (leading_since_ms_ != 0) {
+    keep_view_after_leading(now);
     leading_since_ms_ = 0;
   }
   if (leading) renew_leader_lease(now);
@@ -428,6 +426,36 @@ void ClusterNode::renew_leader_lease(int64_t now) {
   if (heard.size() < majority) return;
   std::sort(heard.begin(), heard.end(), std::greater<>());
   lease_until_ms_ = std::max(lease_until_ms_.load(), heard[majority - 1] + kLeaseMs);
+}
+
+void ClusterNode::note_leading(int64_t now) {
+  const uint64_t term = consensus_->term();
+  if (leading_since_ms_ != 0 && leading_term_ == term) return;
+  // A new leadership (the first tick or keepalive in a term it leads, even
+  // one it won back between two ticks): who is alive is counted from now,
+  // not from what members sent in an earlier term, when they may have kept
+  // alive with another leader.
+  leading_since_ms_ = now;
+  leading_term_ = term;
+  last_seen_ms_.clear();
+  // A majority just voted for it: that is hearing from them.
+  lease_until_ms_ = std::max(lease_until_ms_.load(), now + kLeaseMs);
+  MLOG_INFO("cluster: this node leads now (term {})", term);
+}
+
+void ClusterNode::keep_view_after_leading(int64_t now) {
+  // Its lease, renewed while it led, is still current, and ownership moves
+  // the bundles of the members its view calls dead. As a follower that view
+  // is what a leader last said, which for a member that just led is an
+  // answer from before it led: every other member would look dead, and their
+  // bundles would move here. What it saw while leading stands instead, until
+  // the new leader answers a keepalive.
+  leader_says_alive_.clear();
+  for (const Server& m : consensus_->members()) {
+    if (seen_alive(m.id, now)) leader_says_alive_.push_back(m.id);
+  }
+  leader_said_at_ms_ = now;
+  MLOG_INFO("cluster: this node no longer leads; {} members alive as it last saw them", leader_says_alive_.size());
 }
 
 bool ClusterNode::seen_alive(ServerId id, int64_t now) const {

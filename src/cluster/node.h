@@ -150,6 +150,12 @@ class ClusterNode final : public runtime::Component {
   void renew_leader_lease(int64_t now);
   // Publishes what members() answers.
   void refresh_members();
+  // Leading: registers the leadership once per term (leading_since_ms_,
+  // last_seen_ms_ afresh).
+  void note_leading(int64_t now);
+  // Just stopped leading: the members it saw alive as leader are its view
+  // until the new leader answers (leader_says_alive_).
+  void keep_view_after_leading(int64_t now);
   // Leader only: whether member `id` counts as alive at `now` (heard from
   // within kDeadAfterMs, or not yet heard since this node began leading and
   // leading for less than that).
@@ -187,6 +193,7 @@ class ClusterNode final : public runtime::Component {
   // as dead).
   std::map<ServerId, int64_t> last_seen_ms_;
   int64_t leading_since_ms_ = 0;
+  uint64_t leading_term_ = 0;  // the term leading_since_ms_ began in
   bool changing_membership_ = false;
   // A member's view of who is alive: the leader's answer to its last keepalive.
   std::vector<ServerId> leader_says_alive_;

@@ -339,6 +339,8 @@ ServerId RaftConsensus::id() const { return impl_->r ? impl_->r->id : 0; }
 
 bool RaftConsensus::is_leader() const { return impl_->r && raft_state(impl_->r) == RAFT_LEADER; }
 
+uint64_t RaftConsensus::term() const { return impl_->r ? impl_->r->current_term : 0; }
+
 std::optional<Server> RaftConsensus::leader() const {
   if (impl_->r == nullptr) return std::nullopt;
   raft_id id = 0;

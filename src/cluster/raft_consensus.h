@@ -68,6 +68,7 @@ class RaftConsensus final : public Consensus {
 
   ServerId id() const override;
   bool is_leader() const override;
+  uint64_t term() const override;
   std::optional<Server> leader() const override;
   std::vector<Server> members() const override;
   LogIndex applied_index() const override;
