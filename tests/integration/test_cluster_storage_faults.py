@@ -35,6 +35,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 import pulsar_api_pb2 as pb
 from cluster_harness import ClusterCase, NetworkClusterCase, nodes_of, request, wait_for
 from kafka_wire import RawKafkaConnection
+from memory_watch import metric_value
 from pulsar_wire import PulsarWire
 
 NS = "public/default"
@@ -71,6 +72,11 @@ def owner_of(members, topic, among=None, other_than=()):
             owners |= {m for m in members if lookup["brokerUrl"].endswith(f"{m.host}:{m.ports['pulsar']}")}
         return owners.pop() if len(owners) == 1 and not owners & set(other_than) else None
     return wait_for(find, f"the members agreeing on an owner for {topic}", timeout=60)
+
+
+def failover_moves(members):
+    """Bundles the members moved away from owners they counted dead, all told."""
+    return sum(metric_value(m, 'magnetar_bundle_moves_total{reason="failover"}') for m in members)
 
 
 def one_bundle(member, prefix, kinds):
@@ -423,36 +429,51 @@ class PulsarClient(Client):
 class SelfNamedLeader(threading.Thread):
     """Asks `member` which broker leads partition 0 of Kafka topic `topic`
     (Metadata v1 on a connection of its own) every 50 ms until stopped, and
-    keeps the times of the answers that name `member` itself."""
+    `other`, another member, the same; keeps the times of the answers in
+    which each names `member` the leader."""
 
-    def __init__(self, member, topic):
+    def __init__(self, member, topic, other):
         super().__init__(daemon=True)
-        self.member, self.topic = member, topic
-        self.named, self.answers = [], 0
+        self.member, self.topic, self.other = member, topic, other
+        self.named, self.other_named, self.answers = [], [], 0
         self.done = threading.Event()
 
+    def names_member(self, wire):
+        brokers, topics = wire.metadata_v1([self.topic])
+        ids = [b[0] for b in brokers if b[2] == self.member.ports["kafka"] and b[1] == self.member.host]
+        return any(p[1] == 0 and p[2] in ids for t in topics for p in t[3])
+
     def run(self):
-        wire = None
+        wires = {}
         while not self.done.wait(0.05):
-            try:
-                if wire is None:
-                    wire = RawKafkaConnection(self.member.ports["kafka"], "leader-watch", timeout=5,
-                                              host=self.member.host)
-                brokers, topics = wire.metadata_v1([self.topic])
-                itself = [b[0] for b in brokers if b[2] == self.member.ports["kafka"]]
-                self.answers += 1
-                if any(p[1] == 0 and p[2] in itself for t in topics for p in t[3]):
-                    self.named.append(time.monotonic())
-            except (OSError, ConnectionError, struct.error, IndexError):
-                if wire is not None:
-                    wire.close()
-                wire = None
-        if wire is not None:
+            for who, times in ((self.member, self.named), (self.other, self.other_named)):
+                try:
+                    if who.id not in wires:
+                        wires[who.id] = RawKafkaConnection(who.ports["kafka"], "leader-watch", timeout=5,
+                                                           host=who.host)
+                    named = self.names_member(wires[who.id])
+                    if who is self.member:
+                        self.answers += 1
+                    if named:
+                        times.append(time.monotonic())
+                except (OSError, ConnectionError, struct.error, IndexError):
+                    wire = wires.pop(who.id, None)
+                    if wire is not None:
+                        wire.close()
+        for wire in wires.values():
             wire.close()
 
     def finish(self):
         self.done.set()
         self.join(10)
+
+    def unowned(self, agree_within=2.0):
+        """The times `member` named itself while the other member did not
+        name it then or within `agree_within` seconds after: a member the
+        cluster gave the bundle back to names itself first, and the other
+        learns of it moments later."""
+        return [t for t in self.named
+                if not any(t - 0.5 <= o <= t + agree_within for o in self.other_named)]
 
 
 class StorageFaultCase:
@@ -674,7 +695,7 @@ class CutOffOwnerTest(StorageFaultCase, NetworkClusterCase):
             # Taken over, the old owner must not name itself the Kafka
             # leader again: not while cut off (its lease lapsed), nor once
             # healed (its view is the cluster's before its lease is renewed).
-            watch = SelfNamedLeader(owner, self.clients[0].topic)
+            watch = SelfNamedLeader(owner, self.clients[0].topic, new_owner)
             watch.start()
             try:
                 self.wait_acks(cut_at, AFTER_ACKS, "acknowledgements with the owner cut off")
@@ -684,6 +705,7 @@ class CutOffOwnerTest(StorageFaultCase, NetworkClusterCase):
             self.network.heal()
             healed_at = time.monotonic()
             held = owner.metric("magnetar_cluster_acks_held_total")
+            moved_at_heal = failover_moves(members)
             # Healed, the old owner learns where its bundle went (all three
             # name one owner, not it), and the clients go on.
             settled = owner_of(members, pulsar.topic, other_than=[owner])
@@ -694,8 +716,13 @@ class CutOffOwnerTest(StorageFaultCase, NetworkClusterCase):
             self.stop_clients()
             watch.finish()
             self.assertGreater(watch.answers, 0)
-            self.assertEqual([round(t - healed_at, 2) for t in watch.named], [],
-                             "the taken-over owner named itself leader (seconds after the heal)")
+            # Healed, every member is alive: none may count another dead and
+            # move its bundles (a member that had just stopped leading once
+            # judged by a view from before it led, and took every bundle).
+            self.assertEqual(failover_moves(members), moved_at_heal, "bundles moved as if a member died after the heal")
+            self.assertEqual([round(t - healed_at, 2) for t in watch.unowned()], [],
+                             "the taken-over owner named itself leader (seconds after the heal) while the "
+                             "bundle was another's")
             # Until the heal, nothing sent to the cut-off owner after the cut
             # was acknowledged by it: it reached no other copy, and its lease
             # lapsed. (What it acknowledged after the heal must be kept, as
@@ -704,7 +731,9 @@ class CutOffOwnerTest(StorageFaultCase, NetworkClusterCase):
                     if t < healed_at and pulsar.ackers[v] is owner and pulsar.sends[v][1] > cut_at]
             self.assertEqual(late, [], "acknowledged by the cut-off owner, sent to it after the cut")
             print(f"\n{self.id()}: owner {owner.id} cut off, {new_owner.id} took over, {settled.id} owns it after "
-                  f"the heal; acknowledgements the old owner held: {held:.0f}")
+                  f"the heal; acknowledgements the old owner held: {held:.0f}; the old owner named itself the "
+                  f"Kafka leader in {len(watch.named)} of {watch.answers} answers, {len(watch.other_named)} of "
+                  f"the new owner's named it")
             self.read_back(members, deduplicated=False)
             print(f"  {time.monotonic() - began:.0f} s from the first message to the last check")
             self.assertEqual(stalled, [])
