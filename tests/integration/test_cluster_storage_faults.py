@@ -155,7 +155,7 @@ def read_topic(members, topic, timeout=90):
         wait_for(done, f"{topic} read up to offset {high}", timeout=timeout, interval=0)
     except Exception:
         consumer.poll(0)  # the client hands its log lines over when polled
-        sys.stderr.write(f"read_topic({topic}): the consumer's last debug lines:\n" +
+        sys.stderr.write(f"read_topic({topic}): the consumer's first and last debug lines:\n" +
                          client_log.text() + "\n")
         raise
     finally:
