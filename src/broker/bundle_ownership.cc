@@ -373,9 +373,9 @@ void BundleOwnership::resolve(uint64_t id, OwnerCallback done) {
   refresh_(id, [this, id, done]() { done(endpoints_of(id, /*fresh=*/true)); });
 }
 
-bool BundleOwnership::alive(uint64_t node) const {
+bool BundleOwnership::alive(uint64_t node, bool fresh) const {
   if (node == self_node_) return true;
-  for (auto& [endpoints, live] : *nodes()) {
+  for (auto& [endpoints, live] : *nodes(fresh)) {
     if (endpoints.node == node) return live;
   }
   return false;
@@ -383,7 +383,12 @@ bool BundleOwnership::alive(uint64_t node) const {
 
 bool BundleOwnership::movable(uint64_t node) const {
   if (node == self_node_ || !may_move()) return false;
-  return movable_given(node, alive(node));
+  // Read after the lease check and not from the cache: a member back from a
+  // cut counts everyone dead until the leader answers it, and a view cached
+  // just before that answer renewed its lease would move live members'
+  // bundles (seen: a healed member took its old bundle back 47 ms after its
+  // lease was renewed).
+  return movable_given(node, alive(node, /*fresh=*/true));
 }
 
 bool BundleOwnership::movable_given(uint64_t node, bool node_alive) const {
@@ -572,7 +577,7 @@ void BundleOwnership::move(const std::string& key, int64_t version, uint64_t to,
 
 void BundleOwnership::failover_pass() {
   if (!serves_topics_ || !may_move()) return;
-  auto directory = nodes();
+  auto directory = nodes(/*fresh=*/true);  // as movable(): read after the lease check
   std::unordered_set<uint64_t> live{self_node_};
   for (auto& [endpoints, is_alive] : *directory) {
     if (!is_alive) continue;

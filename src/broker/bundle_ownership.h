@@ -183,7 +183,7 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   // One pass of hand_over(): releases what this node owns now.
   size_t hand_over_once(std::chrono::milliseconds timeout);
   // Whether `node` is a live broker, as the membership says.
-  bool alive(uint64_t node) const;
+  bool alive(uint64_t node, bool fresh = false) const;
   // Whether `node`'s bundles may move: this node's view is current and
   // `node` has been dead for failover_after_.
   bool movable(uint64_t node) const;
