@@ -80,7 +80,7 @@ struct ConsensusOptions {
   unsigned snapshot_trailing = 128;
   // Ask for votes in a pre-vote round first, so a member cut off and
   // reconnecting does not depose a healthy leader by bumping the term.
-  bool pre_vote = false;
+  bool pre_vote = true;
 };
 
 // The owner's replicated state. Runs on the consensus thread and must not block
