@@ -383,12 +383,13 @@ bool BundleOwnership::alive(uint64_t node, bool fresh) const {
 
 bool BundleOwnership::movable(uint64_t node) const {
   if (node == self_node_ || !may_move()) return false;
-  // Read after the lease check and not from the cache: a member back from a
-  // cut counts everyone dead until the leader answers it, and a view cached
-  // just before that answer renewed its lease would move live members'
-  // bundles (seen: a healed member took its old bundle back 47 ms after its
-  // lease was renewed).
-  return movable_given(node, alive(node, /*fresh=*/true));
+  // A node the cached directory calls dead is looked up again afresh, after
+  // the lease check: a member back from a cut counts everyone dead until the
+  // leader answers it, and a view cached just before that answer renewed its
+  // lease would move live members' bundles (seen: a healed member took its
+  // old bundle back 47 ms after its lease was renewed). A live owner, the
+  // lookups' usual case, costs no fresh read.
+  return movable_given(node, alive(node) || alive(node, /*fresh=*/true));
 }
 
 bool BundleOwnership::movable_given(uint64_t node, bool node_alive) const {
