@@ -6,11 +6,12 @@
 // max_batch_entries / max_batch_bytes; when it was idle it first waits up to
 // max_batch_delay for company, none by default) and writes them with one
 // pwritev per segment, then hands the written batch to the completing thread
-// ("journal-sync") and goes on writing the next one; while that thread's fdatasync runs, the next
-// write waits for it (a write beside a sync slows the sync down) unless
-// sync_exclusive_bytes are queued. When the completing thread holds nothing
-// and less than a quarter of that is queued, the journal thread syncs and
-// completes the batch itself instead (two thread wake-ups fewer). Each
+// ("journal-sync") and goes on writing the next one; while that thread's
+// fdatasync runs, the next write waits for it (a write beside a sync slows
+// the sync down) unless sync_exclusive_bytes are queued. When the completing
+// thread holds nothing and less than a quarter of that is queued, the
+// journal thread syncs and completes the batch itself instead (two thread
+// wake-ups fewer). Each
 // record is made durable as its ledger's fsync mode says (its own,
 // Storage::set_fsync, else the node's StorageOptions::fsync_mode): when any
 // record of the batches taken together is kAlways, the settling thread runs
