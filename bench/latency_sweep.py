@@ -20,16 +20,27 @@ messages (our own client, batching 1 ms):
      for a core or with the machine not running it); and the client's own
      split (sender lag: intended send time until the producer took the
      message; round trip: batch sealed until its receipt);
-  3. right after each step, the disk alone (`magnetar perf disk`): writes
-     of the size the journal wrote per group commit in that step, arriving
+  3. right after each publish, the disk alone (`magnetar perf disk`): writes
+     of the size the journal wrote per group commit in that publish, arriving
      at the bytes per second it wrote, made durable by a bare group commit
      in the same data directory, timed from each write's due time until an
      fdatasync covered it: what a broker doing nothing but group commit
      would show, the p99 to compare the client's with (a write arriving
      during a slow sync waits for it, and for one more).
 
-    bench/latency_sweep.py [--build build] [--secs 8] [--fractions 0.1,0.25,0.5] [--max-rate N]
-                           [--warmup-secs 2] [--settle-secs 10] [--json]
+Each step runs --rounds rounds of (fresh node, warm-up, publish, the disk
+alone), each --secs long: this machine's disk and host stall for seconds at
+a time (the probe's p99 has ranged 0.9-15.5 ms from one step to the next),
+so one publish against one probe compares two moments that may differ by
+more than what is measured. A step's verdict is the median over its rounds
+of the client's p99 minus the disk's; every round's pair is printed. The
+node's stage figures are summed over a step's rounds. (One node for all
+rounds was tried: at 50% each round was slower than the one before, 9 ms,
+then 34 ms, then 61 ms at p99, as some 12 GB piled up in the page
+cache.)
+
+    bench/latency_sweep.py [--build build] [--secs 8] [--rounds 3] [--fractions 0.1,0.25,0.5]
+                           [--max-rate N] [--warmup-secs 2] [--settle-secs 10] [--json]
 
 --max-rate skips step 1 and takes N as the maximum, so that two builds are
 compared at the same rates. The node's WARN lines (a callback that held a
@@ -43,6 +54,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -134,15 +146,23 @@ def counter(text, name):
     return total
 
 
-def diffed(before, after, name):
-    """histograms(after, name) minus histograms(before, name): the samples
-    recorded between the two scrapes."""
-    base = histograms(before, name)
+def diffed(scrapes, name):
+    """Histogram `name`'s samples recorded between each (before, after) pair of
+    scrapes in `scrapes`, summed: {labels-without-le: [(le, count)]}."""
     out = {}
-    for key, buckets in histograms(after, name).items():
-        was = dict(base.get(key, []))
-        out[key] = [(le, c - was.get(le, 0)) for le, c in buckets]
-    return out
+    for before, after in scrapes:
+        base = histograms(before, name)
+        for key, buckets in histograms(after, name).items():
+            was = dict(base.get(key, []))
+            total = out.setdefault(key, {})
+            for le, c in buckets:
+                total[le] = total.get(le, 0) + c - was.get(le, 0)
+    return {key: sorted(total.items()) for key, total in out.items()}
+
+
+def counted(scrapes, name):
+    """Counter `name`'s growth between each (before, after) pair, summed."""
+    return sum(counter(after, name) - counter(before, name) for before, after in scrapes)
 
 
 def figures_of(buckets, with_max=False):
@@ -153,35 +173,35 @@ def figures_of(buckets, with_max=False):
     return f
 
 
-def stage_figures(before, after):
-    """The node's stage figures for the samples between the two scrapes."""
+def stage_figures(scrapes):
+    """The node's stage figures for the samples between each pair of scrapes."""
     figures = {}
-    for (labels, buckets) in diffed(before, after, "magnetar_publish_stage_seconds").items():
+    for (labels, buckets) in diffed(scrapes, "magnetar_publish_stage_seconds").items():
         d = dict(labels)
         if d.get("protocol") == "pulsar":
             figures[d["stage"]] = figures_of(buckets)
-    for (labels, buckets) in diffed(before, after, "magnetar_storage_journal_stage_seconds").items():
+    for (labels, buckets) in diffed(scrapes, "magnetar_storage_journal_stage_seconds").items():
         figures["journal_" + dict(labels)["stage"]] = figures_of(buckets)
-    for (_, buckets) in diffed(before, after, "magnetar_storage_journal_fsync_seconds").items():
+    for (_, buckets) in diffed(scrapes, "magnetar_storage_journal_fsync_seconds").items():
         figures["fsync"] = figures_of(buckets, with_max=True)
     # The busiest reactor's figures (the one that ran the most iterations:
     # the topic's and the connection's).
     busiest = None
-    for (labels, buckets) in diffed(before, after, "magnetar_reactor_busy_seconds").items():
+    for (labels, buckets) in diffed(scrapes, "magnetar_reactor_busy_seconds").items():
         if busiest is None or buckets[-1][1] > busiest[1]:
             busiest = (dict(labels).get("reactor"), buckets[-1][1])
             figures["reactor_busy"] = figures_of(buckets, with_max=True)
-    for (labels, buckets) in diffed(before, after, "magnetar_reactor_mailbox_wait_seconds").items():
+    for (labels, buckets) in diffed(scrapes, "magnetar_reactor_mailbox_wait_seconds").items():
         if busiest is not None and dict(labels).get("reactor") == busiest[0]:
             figures["mailbox_wait"] = figures_of(buckets, with_max=True)
     return figures
 
 
-def stall_figures(before, after):
+def stall_figures(scrapes):
     """The node's stall probe over the step (magnetar_node_stall_seconds,
     after minus before): wakes, how many were late by 1 ms and 10 ms or
     more, the latest, and the late time's split in ms."""
-    parts = {dict(k).get("part"): b for k, b in diffed(before, after, "magnetar_node_stall_seconds").items()}
+    parts = {dict(k).get("part"): b for k, b in diffed(scrapes, "magnetar_node_stall_seconds").items()}
     delta = parts.get("late")
     if not delta:
         return None
@@ -197,8 +217,7 @@ def stall_figures(before, after):
             break
     sums = {}
     for part in ("run_queue", "absent"):
-        sums[part] = (counter(after, f'magnetar_node_stall_seconds_sum{{part="{part}"}}') -
-                      counter(before, f'magnetar_node_stall_seconds_sum{{part="{part}"}}')) * 1000
+        sums[part] = counted(scrapes, f'magnetar_node_stall_seconds_sum{{part="{part}"}}') * 1000
     return {"wakes": int(wakes), "late_1ms": int(over(0.001)), "late_10ms": int(over(0.01)), "max_ms": latest,
             "p99": percentile(delta, 0.99), "run_queue_ms": sums["run_queue"], "absent_ms": sums["absent"]}
 
@@ -234,6 +253,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--secs", type=float, default=8)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of (publish, disk alone) per step; the verdict is the median (at least 1)")
     ap.add_argument("--fractions", default="0.1,0.25,0.5")
     ap.add_argument("--data-parent", default=None, help="where the nodes' data directories go (default: $TMPDIR)")
     ap.add_argument("--max-rate", type=float, default=0, help="take this as the maximum instead of measuring it")
@@ -244,6 +265,8 @@ def main():
                          "deleted (3 s per GB deleted when more)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     magnetar_harness.BIN = os.path.join(args.build, "magnetar")
     run_sweep(args)
 
@@ -267,50 +290,63 @@ def run_sweep(args):
                   f"(publish p99 {fmt(top['publish_latency_ms']['p99'])} ms)", file=sys.stderr)
     rows = []
     for fraction in [float(f) for f in args.fractions.split(",")]:
-        settle(args, deleted)
-        node = start_node(args.data_parent)
-        try:
-            rate = max(1, int(max_rate * fraction))
-            # The first second of a fresh node at full rate pays for pages
-            # the tail cache touches for the first time (a one-off, as a
-            # JVM broker's warm-up is): run it first and measure after it,
-            # as pulsar-perf's --warmup-time does.
-            cold = perf(args.build, node, args.warmup_secs, rate) if args.warmup_secs > 0 else None
-            before = metrics_text(node)
-            client = perf(args.build, node, args.secs, rate)
-            after = metrics_text(node)
-            stages = stage_figures(before, after)
-            stalls = stall_figures(before, after)
-            writes = counter(after, 'magnetar_storage_journal_stage_seconds_count{stage="write"}') - \
-                counter(before, 'magnetar_storage_journal_stage_seconds_count{stage="write"}')
-            written = counter(after, "magnetar_storage_appended_bytes_total") - \
-                counter(before, "magnetar_storage_appended_bytes_total")
-            disk = raw_disk(args.build, node.data_dir, written / writes if writes else 1024, written / args.secs,
-                            args.secs)
-            deleted[0] += disk["writes"] * disk["write_bytes"]  # the probe's file, removed at its end
-        finally:
-            warnings = stop_node(node, deleted)
-        row = {"fraction": fraction, "rate": rate, "achieved": client["produce_msgs_per_s"],
-               "client_ms": client["publish_latency_ms"], "sender_lag_ms": client.get("sender_lag_ms"),
-               "round_trip_ms": client.get("round_trip_ms"), "stages_ms": stages, "disk_ms": disk,
-               "node_stalls": stalls, "warmup_ms": cold["publish_latency_ms"] if cold else None,
-               "slow_callbacks": counter(after, "magnetar_reactor_slow_callbacks_total") -
-               counter(before, "magnetar_reactor_slow_callbacks_total"), "node_warnings": warnings}
+        rate = max(1, int(max_rate * fraction))
+        rounds, scrapes, colds, warnings = [], [], [], []
+        for _ in range(args.rounds):
+            settle(args, deleted)
+            node = start_node(args.data_parent)
+            try:
+                # The first second of a fresh node at full rate pays for pages
+                # the tail cache touches for the first time (a one-off, as a
+                # JVM broker's warm-up is): run it first and measure after it,
+                # as pulsar-perf's --warmup-time does.
+                if args.warmup_secs > 0:
+                    colds.append(perf(args.build, node, args.warmup_secs, rate)["publish_latency_ms"])
+                before = metrics_text(node)
+                client = perf(args.build, node, args.secs, rate)
+                after = metrics_text(node)
+                scrapes.append((before, after))
+                writes = counted([(before, after)], 'magnetar_storage_journal_stage_seconds_count{stage="write"}')
+                written = counted([(before, after)], "magnetar_storage_appended_bytes_total")
+                disk = raw_disk(args.build, node.data_dir, written / writes if writes else 1024,
+                                written / args.secs, args.secs)
+                deleted[0] += disk["writes"] * disk["write_bytes"]  # the probe's file, removed at its end
+            finally:
+                warnings += stop_node(node, deleted)
+            rounds.append({"achieved": client["produce_msgs_per_s"], "client_ms": client["publish_latency_ms"],
+                           "sender_lag_ms": client.get("sender_lag_ms"), "round_trip_ms": client.get("round_trip_ms"),
+                           "disk_ms": disk, "above_disk_ms": client["publish_latency_ms"]["p99"] -
+                           disk["write_to_durable_ms"]["p99"]})
+        stages = stage_figures(scrapes)
+        stalls = stall_figures(scrapes)
+        row = {"fraction": fraction, "rate": rate, "rounds": rounds,
+               "above_disk_median_ms": statistics.median(r["above_disk_ms"] for r in rounds),
+               "stages_ms": stages, "node_stalls": stalls, "warmup_ms": colds,
+               "slow_callbacks": counted(scrapes, "magnetar_reactor_slow_callbacks_total"),
+               "node_warnings": warnings}
         rows.append(row)
         if not args.json:
-            lat = client["publish_latency_ms"]
-            print(f"{fraction:>5.0%} {rate:>8,} msg/s  client p50 {fmt(lat['p50'])} p99 {fmt(lat['p99'])} "
-                  f"p99.9 {fmt(lat['p99_9'])} max {fmt(lat['max'])} ms  (achieved {client['produce_msgs_per_s']:,.0f}"
-                  f" msg/s)", file=sys.stderr)
-            if cold:
-                w = cold["publish_latency_ms"]
+            print(f"{fraction:>5.0%} {rate:>8,} msg/s", file=sys.stderr)
+            for w in colds:
                 print(f"        warm-up ({args.warmup_secs:g} s, not counted) p50 {fmt(w['p50'])} p99 {fmt(w['p99'])} "
                       f"max {fmt(w['max'])} ms", file=sys.stderr)
-            for key, name in (("sender_lag_ms", "sender lag"), ("round_trip_ms", "round trip")):
-                c = client.get(key)
-                if c:
-                    print(f"        client {name:<10} p50 {fmt(c['p50'])} p99 {fmt(c['p99'])} "
-                          f"p99.9 {fmt(c['p99_9'])} max {fmt(c['max'])} ms", file=sys.stderr)
+            for i, r in enumerate(rounds):
+                lat = r["client_ms"]
+                print(f"        round {i + 1}: client p50 {fmt(lat['p50'])} p99 {fmt(lat['p99'])} "
+                      f"p99.9 {fmt(lat['p99_9'])} max {fmt(lat['max'])} ms  (achieved {r['achieved']:,.0f} msg/s)",
+                      file=sys.stderr)
+                for key, name in (("sender_lag_ms", "sender lag"), ("round_trip_ms", "round trip")):
+                    c = r.get(key)
+                    if c:
+                        print(f"          client {name:<10} p50 {fmt(c['p50'])} p99 {fmt(c['p99'])} "
+                              f"p99.9 {fmt(c['p99_9'])} max {fmt(c['max'])} ms", file=sys.stderr)
+                disk = r["disk_ms"]
+                d, f = disk["write_to_durable_ms"], disk["fdatasync_ms"]
+                print(f"          disk alone      p50 {fmt(d['p50'])} p99 {fmt(d['p99'])} p99.9 {fmt(d['p99_9'])} "
+                      f"max {fmt(d['max'])} ms  (writes of {disk['write_bytes']} B at {disk['mib_per_s']:.1f} "
+                      f"MiB/s, write -> durable); its fdatasync p50 {fmt(f['p50'])} p99 {fmt(f['p99'])} "
+                      f"max {fmt(f['max'])} ms", file=sys.stderr)
+            print("        the nodes, all rounds:", file=sys.stderr)
             for name in ("total", "broker", "storage", "to_topic", "ledger", "answer", "journal_queue",
                          "journal_write", "journal_sync", "journal_index", "journal_complete", "fsync",
                          "reactor_busy", "mailbox_wait"):
@@ -325,13 +361,13 @@ def run_sweep(args):
                       f">= 10 ms {stalls['late_10ms']}, p99 {fmt(stalls['p99'])} max {fmt(stalls['max_ms'])} ms; "
                       f"late in all {stalls['run_queue_ms'] + stalls['absent_ms']:.1f} ms: waiting for a core "
                       f"{stalls['run_queue_ms']:.1f} ms, machine absent {stalls['absent_ms']:.1f} ms", file=sys.stderr)
-            for line in warnings[:10]:
-                print(f"        node: {line}", file=sys.stderr)
-            d, f = disk["write_to_durable_ms"], disk["fdatasync_ms"]
-            print(f"        disk alone        p50 {fmt(d['p50'])} p99 {fmt(d['p99'])} p99.9 {fmt(d['p99_9'])} "
-                  f"max {fmt(d['max'])} ms  (writes of {disk['write_bytes']} B at {disk['mib_per_s']:.1f} MiB/s, "
-                  f"write -> durable); its fdatasync p50 {fmt(f['p50'])} p99 {fmt(f['p99'])} "
-                  f"max {fmt(f['max'])} ms", file=sys.stderr)
+            seen = set()
+            for line in warnings:
+                # Without its time and data directory: each round's node may say the same.
+                said = re.sub(r"magnetar-latency-\w+", "", line.split(" ", 1)[-1])
+                if said not in seen and len(seen) < 10:
+                    seen.add(said)
+                    print(f"        node: {line}", file=sys.stderr)
     result = {"max_rate": max_rate, "steps": rows}
     if args.json:
         print(json.dumps(result))
@@ -339,10 +375,11 @@ def run_sweep(args):
         for row in rows:
             total = row["stages_ms"].get("total", {}).get("p99")
             broker = row["stages_ms"].get("broker", {}).get("p99")
-            disk = row["disk_ms"]["write_to_durable_ms"]["p99"]
-            print(f"{row['fraction']:.0%}: client p99 {fmt(row['client_ms']['p99'])} ms, broker p99 {fmt(broker)} ms, "
-                  f"node total p99 {fmt(total)} ms, disk alone p99 {fmt(disk)} ms: client "
-                  f"{row['client_ms']['p99'] - disk:+.2f} ms above the disk")
+            pairs = ", ".join(f"{fmt(r['client_ms']['p99'])}/{fmt(r['disk_ms']['write_to_durable_ms']['p99'])}"
+                              for r in row["rounds"])
+            print(f"{row['fraction']:.0%}: broker p99 {fmt(broker)} ms, node total p99 {fmt(total)} ms; "
+                  f"client/disk alone p99 by round {pairs} ms: client {row['above_disk_median_ms']:+.2f} ms "
+                  f"above the disk (median of {len(row['rounds'])})")
 
 
 if __name__ == "__main__":
