@@ -249,6 +249,13 @@ class Topic {
   // Publishing refused by the backlog quota, or by the tenant's storage
   // quota (as producer_exception).
   QuotaBlock quota_block() const { return storage_exceeded() ? QuotaBlock::kException : quota_block_; }
+  // The tenant's largest message in bytes (TenantLimits' maxMessageSize);
+  // -1: no limit. publish() refuses a larger payload.
+  int64_t max_message_bytes() const {
+    return tenant_ != nullptr ? tenant_->max_message_bytes.load(std::memory_order_relaxed) : -1;
+  }
+  // Why a payload of `bytes` is refused as over max_message_bytes().
+  std::string too_large(size_t bytes) const;
   bool deduplication_enabled() const { return dedup_ != nullptr; }
   // Deduplication state (tests and stats); null when off.
   Deduplication* deduplication() { return dedup_.get(); }

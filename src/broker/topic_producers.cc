@@ -330,6 +330,11 @@ void Topic::publish_appended(uint64_t producer_id, ledger::MessageHeader header,
   publish(producer_id, std::move(header), std::move(payload), PublishDone{nullptr, std::move(done)}, -1);
 }
 
+std::string Topic::too_large(size_t bytes) const {
+  return "a message of " + std::to_string(bytes) + " bytes is over tenant " + name_.ns.tenant +
+         "'s max message size (" + std::to_string(max_message_bytes()) + " bytes)";
+}
+
 void Topic::publish(uint64_t producer_id, ledger::MessageHeader header, common::Slice payload, PublishDone done,
                     int64_t highest_sequence_id) {
   auto it = producers_.find(producer_id);
@@ -341,13 +346,9 @@ void Topic::publish(uint64_t producer_id, ledger::MessageHeader header, common::
     done(Status::unavailable("topic " + name_.to_string() + " is closed"));
     return;
   }
-  if (tenant_ != nullptr) {
-    const int64_t max = tenant_->max_message_bytes.load(std::memory_order_relaxed);
-    if (max >= 0 && static_cast<int64_t>(payload.size()) > max) {
-      done(Status::failed_precondition("a message of " + std::to_string(payload.size()) + " bytes is over tenant " +
-                                       name_.ns.tenant + "'s max message size (" + std::to_string(max) + " bytes)"));
-      return;
-    }
+  if (const int64_t max = max_message_bytes(); max >= 0 && static_cast<int64_t>(payload.size()) > max) {
+    done(Status::failed_precondition(too_large(payload.size())));
+    return;
   }
   if (quota_block() == QuotaBlock::kException) {
     done(quota_refusal());

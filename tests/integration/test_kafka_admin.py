@@ -209,6 +209,46 @@ class KafkaIdempotenceTest(KafkaNodeTestCase):
             conn.close()
 
 
+class KafkaRefusedBatchTest(KafkaNodeTestCase):
+    """An idempotent producer's batch the node refuses, between two it
+    takes. Its own node: the test limits the public tenant's message size."""
+
+    def test_a_refused_batch_is_reported_failed_and_the_batches_around_it_are_stored(self):
+        status, _ = call_json(self.node, "POST", "/admin/v2/tenants/public/limits", {"maxMessageSize": 1000})
+        self.assertEqual(status, 204)
+        topic = "idem-refused"
+        # One message per request, all three in flight at once: the third
+        # reaches the node right after the second was refused. A success for
+        # the third acknowledges the second too in librdkafka's eyes (its
+        # sequence comes before), so the node must not take the third while
+        # the second is not stored.
+        p = ck.Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": 0,
+                         "batch.num.messages": 1, "message.timeout.ms": 15000})
+        reports = {}
+        for name, size in (("m0", 100), ("big", 2000), ("m2", 100)):
+            p.produce(topic, key=name.encode(), value=b"x" * size,
+                      on_delivery=lambda e, m: reports.__setitem__(m.key().decode(), e))
+        self.assertEqual(p.flush(TIMEOUT_S), 0)
+        self.assertEqual(set(reports), {"m0", "big", "m2"})
+        self.assertIsNone(reports["m0"])
+        self.assertIsNotNone(reports["big"], "a message over the tenant's limit was acknowledged")
+        self.assertEqual(reports["big"].code(), ck.KafkaError.MSG_SIZE_TOO_LARGE, reports["big"])
+        self.assertIsNone(reports["m2"])
+        c = ck.Consumer({"bootstrap.servers": self.bootstrap, "group.id": "refused-reader",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            c.assign([ck.TopicPartition(topic, 0, 0)])
+            got = []
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(got) < 2 and time.monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is not None and m.error() is None:
+                    got.append(m.key().decode())
+        finally:
+            c.close()
+        self.assertEqual(got, ["m0", "m2"])
+
+
 class KafkaSaslTest(KafkaNodeTestCase):
     def sasl_config(self, user, password="any-token"):
         return {"bootstrap.servers": self.bootstrap, "security.protocol": "SASL_PLAINTEXT",

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -11,6 +12,13 @@ namespace magnetar::protocol::kafka {
 namespace {
 
 int32_t after(int32_t sequence) { return sequence == INT32_MAX ? 0 : sequence + 1; }
+int32_t before(int32_t sequence) { return sequence == 0 ? INT32_MAX : sequence - 1; }
+
+// Whether `sequence` comes at or before `last` (less than 2^30 behind it).
+bool at_or_before(int32_t sequence, int32_t last) {
+  const int64_t behind = int64_t{last} - sequence;
+  return behind >= 0 && behind < (int64_t{1} << 30);
+}
 
 }  // namespace
 
@@ -63,8 +71,7 @@ SequenceCheck ProducerStates::check_and_record(const std::string& partition, con
       }
     }
     if (batch.first_sequence != after(s.last_sequence)) {
-      const int64_t behind = int64_t{s.last_sequence} - batch.first_sequence;
-      const bool old = behind >= 0 && behind < (int64_t{1} << 30);
+      const bool old = at_or_before(batch.first_sequence, s.last_sequence);
       ahead = !old && reloaded;
       if (!ahead) {
         out.error = old ? kDuplicateSequenceNumber : kOutOfOrderSequenceNumber;
@@ -99,13 +106,21 @@ ProducerStates::Written* ProducerStates::find(const std::string& partition, cons
   return nullptr;
 }
 
-void ProducerStates::written(const std::string& partition, const SequencedBatch& batch, int64_t base_offset) {
+bool ProducerStates::written(const std::string& partition, const SequencedBatch& batch, int64_t base_offset) {
   Written* w = find(partition, batch);
-  if (w == nullptr || w->base_offset >= 0) return;  // forgotten or superseded meanwhile
+  if (w == nullptr) {
+    // Expired or under a new epoch meanwhile: nothing of it is kept. Taken
+    // back by an earlier batch's failure: it is now ahead of what is kept.
+    auto it = states_.find(key(partition, batch.producer_id));
+    return it == states_.end() || it->second.epoch != batch.epoch ||
+           at_or_before(batch.first_sequence, it->second.last_sequence);
+  }
+  if (w->base_offset >= 0) return true;
   w->base_offset = base_offset;
   auto waiting = std::move(w->waiting);
   w->waiting.clear();
   for (auto& done : waiting) done(kNone, base_offset);
+  return true;
 }
 
 bool ProducerStates::when_written(const std::string& partition, const SequencedBatch& batch, WrittenCallback done) {
@@ -115,12 +130,18 @@ bool ProducerStates::when_written(const std::string& partition, const SequencedB
   return true;
 }
 
-void ProducerStates::forget(const std::string& partition, int64_t producer_id) {
-  auto it = states_.find(key(partition, producer_id));
-  if (it == states_.end()) return;
-  std::deque<Written> recent = std::move(it->second.recent);
-  states_.erase(it);
-  fail_waiting(recent);
+void ProducerStates::failed(const std::string& partition, const SequencedBatch& batch) {
+  auto it = states_.find(key(partition, batch.producer_id));
+  if (it == states_.end() || it->second.epoch != batch.epoch) return;
+  State& s = it->second;
+  auto w = std::find_if(s.recent.begin(), s.recent.end(), [&](const Written& r) {
+    return r.first == batch.first_sequence && r.last == batch.last_sequence && r.base_offset < 0;
+  });
+  if (w == s.recent.end()) return;  // taken back already, with an earlier batch
+  s.last_sequence = before(batch.first_sequence);
+  std::deque<Written> dropped(std::make_move_iterator(w), std::make_move_iterator(s.recent.end()));
+  s.recent.erase(w, s.recent.end());
+  fail_waiting(dropped);
 }
 
 void ProducerStates::fail_waiting(Written& batch) {

@@ -18,6 +18,10 @@
 // the last sequence once the partition was loaded here again: it may have
 // been on another member meanwhile, which took sequences this one never
 // saw (retries of batches kept here are still answered as duplicates).
+// A batch whose append fails is taken back, never the producer's whole
+// state: a later batch taken at any sequence would be answered with a
+// success, and a Kafka client takes that as the acknowledgement of every
+// batch before it, the failed one too.
 //
 // Memory only: after a broker restart a retry of a batch written just
 // before it is written again (Kafka keeps this state in snapshots beside
@@ -71,23 +75,30 @@ class ProducerStates {
  public:
   // Checks `batch` from `partition` (a Pulsar topic or partition name) and,
   // when it is to be appended, records it as being written: the caller
-  // reports the outcome with written() or forget(). `load` is the topic's
+  // reports the outcome with written() or failed(). `load` is the topic's
   // (broker::Topic::load()): under another load than the one kept, a batch
   // ahead of the last sequence is taken, not refused as out of order.
   SequenceCheck check_and_record(const std::string& partition, const SequencedBatch& batch, int64_t now_ms,
                                  uint64_t load = 0);
   // The batch check_and_record took was stored at `base_offset`: retries
-  // of it are answered with that offset, those waiting too.
-  void written(const std::string& partition, const SequencedBatch& batch, int64_t base_offset);
+  // of it are answered with that offset, those waiting too. False when an
+  // earlier batch's failure took this one back (failed()) meanwhile: it is
+  // stored behind a gap, and must not be answered as a success (a client
+  // takes a success as the acknowledgement of every batch before it).
+  bool written(const std::string& partition, const SequencedBatch& batch, int64_t base_offset);
   // A duplicate of a batch still being written (check_and_record said so):
   // `done` runs with the batch's offset once it is written, or with
   // KAFKA_STORAGE_ERROR (retriable) if its append fails. False when no such
   // batch is being written (`done` is not kept).
   bool when_written(const std::string& partition, const SequencedBatch& batch, WrittenCallback done);
-  // The append recorded for (partition, producer id) failed: its state is
-  // dropped so that the producer's retry is taken; retries waiting for
-  // its batches are answered KAFKA_STORAGE_ERROR.
-  void forget(const std::string& partition, int64_t producer_id);
+  // The append of `batch` (taken by check_and_record) failed: the
+  // producer's state goes back to just before it, as if it had never been
+  // taken, so that its retry is taken and a later batch is out of order
+  // until then (as a Kafka broker keeps only what it stored). Batches
+  // taken after it are taken back too (a log refuses the adds after a
+  // failed one); retries waiting for any of them are answered
+  // KAFKA_STORAGE_ERROR.
+  void failed(const std::string& partition, const SequencedBatch& batch);
   size_t size() const { return states_.size(); }
   // The producers with state on `partition`, by producer id.
   std::vector<ProducerSnapshot> producers_of(const std::string& partition) const;

@@ -111,13 +111,63 @@ TEST(ProducerStatesTest, SequencesWrapAtInt32Max) {
   EXPECT_EQ(record(s, "t", batch(1, 0, 0, 3), 2, kNow).error, kNone);
 }
 
-TEST(ProducerStatesTest, AForgottenProducerIsTakenAtAnySequenceAndIdleOnesExpire) {
+TEST(ProducerStatesTest, IdleProducersExpireAndAreThenTakenAtAnySequence) {
   ProducerStates s;
   record(s, "t", batch(1, 0, 0, 9), 0, kNow);
-  s.forget("t", 1);
-  EXPECT_EQ(record(s, "t", batch(1, 0, 5, 9), 0, kNow).error, kNone);
-  record(s, "u", batch(2, 0, 0, 0), 0, kNow + ProducerStates::kExpiryMs + 120'000);
+  const int64_t later = kNow + ProducerStates::kExpiryMs + 120'000;
+  record(s, "u", batch(2, 0, 0, 0), 0, later);
   EXPECT_EQ(s.size(), 1u);  // producer 1 on t idled out
+  EXPECT_EQ(record(s, "t", batch(1, 0, 50, 59), 10, later).error, kNone);
+}
+
+TEST(ProducerStatesTest, AFailedBatchIsTakenBackAndNoLaterOneIsTakenBeforeItsRetry) {
+  // Batch 1 fails to append. Were the producer's state dropped, batch 2
+  // would be taken at any sequence and answered with a success, which a
+  // Kafka client takes as the acknowledgement of batch 1 too: lost.
+  ProducerStates s;
+  ASSERT_EQ(record(s, "t", batch(7, 0, 0, 0), 100, kNow).error, kNone);
+  ASSERT_EQ(s.check_and_record("t", batch(7, 0, 1, 1), kNow).error, kNone);
+  s.failed("t", batch(7, 0, 1, 1));
+  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 2, 2), kNow).error, kOutOfOrderSequenceNumber);
+  auto retry = s.check_and_record("t", batch(7, 0, 1, 1), kNow);
+  EXPECT_EQ(retry.error, kNone);
+  EXPECT_FALSE(retry.duplicate);  // written now, not answered from memory
+  EXPECT_TRUE(s.written("t", batch(7, 0, 1, 1), 101));
+  EXPECT_EQ(record(s, "t", batch(7, 0, 2, 2), 102, kNow).error, kNone);
+  // What was stored before the failure still answers its retries.
+  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 0, 0), kNow).base_offset, 100);
+  EXPECT_EQ(s.producers_of("t")[0].last_sequence, 2);
+}
+
+TEST(ProducerStatesTest, BatchesTakenAfterAFailedOneAreTakenBackWithIt) {
+  ProducerStates s;
+  ASSERT_EQ(s.check_and_record("t", batch(7, 0, 0, 4), kNow).error, kNone);
+  ASSERT_EQ(s.check_and_record("t", batch(7, 0, 5, 9), kNow).error, kNone);
+  ASSERT_EQ(s.check_and_record("t", batch(7, 0, 10, 14), kNow).error, kNone);
+  std::vector<ErrorCode> answers;
+  ASSERT_TRUE(s.when_written("t", batch(7, 0, 10, 14), [&](ErrorCode e, int64_t) { answers.push_back(e); }));
+  s.failed("t", batch(7, 0, 5, 9));
+  EXPECT_EQ(answers, std::vector<ErrorCode>{kKafkaStorageError});  // the retry waiting on 10..14
+  s.failed("t", batch(7, 0, 10, 14));                              // follows its log: nothing more to take back
+  EXPECT_TRUE(s.written("t", batch(7, 0, 0, 4), 100));
+  // Stored anyway behind the failed batch: not to be answered as a success.
+  EXPECT_FALSE(s.written("t", batch(7, 0, 10, 14), 110));
+  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 10, 14), kNow).error, kOutOfOrderSequenceNumber);
+  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 5, 9), kNow).error, kNone);
+}
+
+TEST(ProducerStatesTest, AFailedFirstBatchLeavesTheProducerExpectingItsRetry) {
+  // The first batch of a producer here is taken at any sequence; when it
+  // fails, only its retry is, not the batch after it.
+  ProducerStates s;
+  ASSERT_EQ(s.check_and_record("t", batch(7, 0, 0, 0), kNow).error, kNone);
+  s.failed("t", batch(7, 0, 0, 0));
+  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 1, 1), kNow).error, kOutOfOrderSequenceNumber);
+  EXPECT_EQ(s.check_and_record("t", batch(7, 0, 0, 0), kNow).error, kNone);
+  // A new epoch (the client gave the failed batch up) starts over.
+  ASSERT_EQ(s.check_and_record("t", batch(8, 0, 40, 40), kNow).error, kNone);
+  s.failed("t", batch(8, 0, 40, 40));
+  EXPECT_EQ(s.check_and_record("t", batch(8, 1, 0, 0), kNow).error, kNone);
 }
 
 TEST(ProducerStatesTest, ARetryOfABatchBeingWrittenWaitsForItsOffset) {
@@ -139,7 +189,7 @@ TEST(ProducerStatesTest, ARetryOfABatchBeingWrittenWaitsForItsOffset) {
   // When the append fails, the retry waiting for it hears a retriable error.
   ASSERT_EQ(s.check_and_record("t", batch(7, 0, 5, 9), kNow).error, kNone);
   ASSERT_TRUE(s.when_written("t", batch(7, 0, 5, 9), [&](ErrorCode e, int64_t o) { answers.emplace_back(e, o); }));
-  s.forget("t", 7);
+  s.failed("t", batch(7, 0, 5, 9));
   ASSERT_EQ(answers.size(), 2u);
   EXPECT_EQ(answers[1], std::make_pair(kKafkaStorageError, int64_t{-1}));
 }

@@ -233,6 +233,15 @@ void handle_produce(KafkaConnection& c, const Request& request) {
           return report(error_code(added), added.message(), -1, -1);
         }
         reply([producer_id, name = topic->name()](KafkaConnection& conn) { conn.producer_on(producer_id, name); });
+        // Refused before the sequence check, so that the refusal leaves an
+        // idempotent producer's state as it was (and is final, not retried).
+        if (const int64_t max = topic->max_message_bytes(); max >= 0) {
+          for (const ConvertedEntry& e : entries) {
+            if (static_cast<int64_t>(e.entry.size()) > max) {
+              return report(kMessageTooLarge, topic->too_large(e.entry.size()), -1, -1);
+            }
+          }
+        }
         std::string partition_name;
         if (sequenced.producer_id >= 0) {
           // On the topic's home reactor, so no publish to it comes between
@@ -268,12 +277,16 @@ void handle_produce(KafkaConnection& c, const Request& request) {
                     [report, &service, partition_name, sequenced](Result<int64_t> base, int64_t start,
                                                                   const broker::PublishStages::Marks& marks) {
                       if (!base.is_ok()) {
-                        if (sequenced.producer_id >= 0) {
-                          service.producer_states().forget(partition_name, sequenced.producer_id);
-                        }
+                        if (sequenced.producer_id >= 0) service.producer_states().failed(partition_name, sequenced);
                         return report(kKafkaStorageError, base.status().message(), -1, start);
                       }
-                      if (sequenced.producer_id >= 0) service.producer_states().written(partition_name, sequenced, *base);
+                      if (sequenced.producer_id >= 0 &&
+                          !service.producer_states().written(partition_name, sequenced, *base)) {
+                        // Stored behind a batch that was not: a success would
+                        // acknowledge that one too. The retry stores it again.
+                        return report(kOutOfOrderSequenceNumber,
+                                      "an earlier batch of this producer was not stored", -1, start);
+                      }
                       report(kNone, "", *base, start, marks);
                     });
       };
