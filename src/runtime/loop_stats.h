@@ -51,8 +51,11 @@ class LoopStats {
   // The loop is about to poll: `busy_ns` is how long it ran since the last
   // poll returned, of which the thread was on a CPU for `cpu_ns` (the rest
   // it was runnable but waiting for one: a machine with more busy threads
-  // than cores).
+  // than cores). `cpu_ns` is needed, and read, only for a slow iteration.
   void iteration_ran(int64_t busy_ns, int64_t cpu_ns, int64_t now_ns);
+  // Whether an iteration that ran `busy_ns` is slow (iteration_ran reports it
+  // and wants its CPU time).
+  bool slow_iteration(int64_t busy_ns) const { return busy_ns >= slow_ns_.load(std::memory_order_relaxed); }
 
   // Any thread. Callbacks that run at least `threshold` count as slow.
   void set_slow_threshold(std::chrono::nanoseconds threshold) {

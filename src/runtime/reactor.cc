@@ -265,22 +265,43 @@ void Reactor::drain_mailbox() {
 
 void Reactor::on_prepare(uv_prepare_t* h) { static_cast<Reactor*>(h->data)->run_deferred(); }
 
+namespace {
+
+int64_t thread_cpu_ns() {
+  timespec cpu{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+  return static_cast<int64_t>(cpu.tv_sec) * 1'000'000'000 + cpu.tv_nsec;
+}
+
+// How stale the CPU time may be: a slow iteration (20 ms by default) is
+// reported with the CPU time of at most this much more than itself.
+constexpr uint64_t kCpuReadEvery = 1'000'000;
+
+}  // namespace
+
 void Reactor::on_iteration(uv_prepare_t* h) {
   auto* r = static_cast<Reactor*>(h->data);
   const uint64_t now = uv_hrtime();
   const uint64_t idle = uv_metrics_idle_time(&r->loop_);
-  timespec cpu{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-  const int64_t cpu_ns = static_cast<int64_t>(cpu.tv_sec) * 1'000'000'000 + cpu.tv_nsec;
   if (r->iteration_at_ns_ != 0) {
     const uint64_t elapsed = now - r->iteration_at_ns_;
     const uint64_t slept = idle - r->iteration_idle_ns_;
-    r->stats_.iteration_ran(elapsed > slept ? static_cast<int64_t>(elapsed - slept) : 0, cpu_ns - r->iteration_cpu_ns_,
-                            common::monotonic_ns());
+    const int64_t busy = elapsed > slept ? static_cast<int64_t>(elapsed - slept) : 0;
+    int64_t cpu = 0;
+    if (r->stats_.slow_iteration(busy)) {
+      const int64_t cpu_now = thread_cpu_ns();
+      cpu = cpu_now - r->cpu_ns_;
+      r->cpu_ns_ = cpu_now;
+      r->cpu_read_at_ns_ = now;
+    }
+    r->stats_.iteration_ran(busy, cpu, common::monotonic_ns());
+  }
+  if (now - r->cpu_read_at_ns_ >= kCpuReadEvery) {
+    r->cpu_ns_ = thread_cpu_ns();
+    r->cpu_read_at_ns_ = now;
   }
   r->iteration_at_ns_ = now;
   r->iteration_idle_ns_ = idle;
-  r->iteration_cpu_ns_ = cpu_ns;
 }
 
 void Reactor::run_deferred() {

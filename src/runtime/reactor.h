@@ -143,7 +143,11 @@ class Reactor {
   uv_prepare_t iteration_{};  // always on, before every poll: measures the iteration
   uint64_t iteration_at_ns_ = 0;  // uv_hrtime() and the loop's idle time at the last poll
   uint64_t iteration_idle_ns_ = 0;
-  int64_t iteration_cpu_ns_ = 0;  // the thread's CPU time then
+  // The thread's CPU time, read at uv_hrtime() `cpu_read_at_ns_`: the CPU
+  // clock is a system call (no vDSO), so it is read at most once per
+  // kCpuReadEvery and after a slow iteration, not on every iteration.
+  int64_t cpu_ns_ = 0;
+  uint64_t cpu_read_at_ns_ = 0;
   LoopStats stats_;
   Mailbox mailbox_;
   std::vector<Task> deferred_;
