@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "common/logging.h"
+#include "common/metrics.h"
+
 namespace magnetar::protocol::kafka {
 
 namespace {
@@ -50,6 +53,7 @@ SequenceCheck ProducerStates::check_and_record(const std::string& partition, con
   }
   expire_idle(now_ms);
   auto [it, fresh] = states_.try_emplace(key(partition, batch.producer_id));
+  if (fresh && states_.size() > max_states_) evict_oldest(it->first, now_ms);
   State& s = it->second;
   // Loaded here again since: the partition may have been on another member
   // meanwhile, so a batch ahead of what is kept here is taken.
@@ -89,10 +93,11 @@ SequenceCheck ProducerStates::check_and_record(const std::string& partition, con
   }
   s.last_sequence = batch.last_sequence;
   s.last_used_ms = now_ms;
+  if (s.recent.capacity() == 0) s.recent.reserve(kRememberedBatches + 1);
   s.recent.push_back(Written{batch.first_sequence, batch.last_sequence, -1, {}});
   if (s.recent.size() > kRememberedBatches) {
     fail_waiting(s.recent.front());
-    s.recent.pop_front();
+    s.recent.erase(s.recent.begin());
   }
   return out;
 }
@@ -139,7 +144,7 @@ void ProducerStates::failed(const std::string& partition, const SequencedBatch& 
   });
   if (w == s.recent.end()) return;  // taken back already, with an earlier batch
   s.last_sequence = before(batch.first_sequence);
-  std::deque<Written> dropped(std::make_move_iterator(w), std::make_move_iterator(s.recent.end()));
+  std::vector<Written> dropped(std::make_move_iterator(w), std::make_move_iterator(s.recent.end()));
   s.recent.erase(w, s.recent.end());
   fail_waiting(dropped);
 }
@@ -150,8 +155,41 @@ void ProducerStates::fail_waiting(Written& batch) {
   for (auto& done : waiting) done(kKafkaStorageError, -1);
 }
 
-void ProducerStates::fail_waiting(std::deque<Written>& batches) {
+void ProducerStates::fail_waiting(std::vector<Written>& batches) {
   for (Written& w : batches) fail_waiting(w);
+}
+
+void ProducerStates::evict_oldest(const std::string& keep, int64_t now_ms) {
+  static common::Counter& evicted = common::MetricsRegistry::global().counter(
+      "magnetar_kafka_producer_states_evicted_total",
+      "Idempotent producers' sequence states dropped, least recently used first, at the per-reactor bound; a "
+      "retry of an old batch of theirs may be written twice");
+  std::vector<int64_t> used;
+  used.reserve(states_.size());
+  for (const auto& [k, state] : states_) {
+    if (k != keep) used.push_back(state.last_used_ms);
+  }
+  const size_t drop = std::max<size_t>(1, max_states_ / 10);
+  if (used.empty()) return;
+  const size_t nth = std::min(drop, used.size()) - 1;
+  std::nth_element(used.begin(), used.begin() + static_cast<std::ptrdiff_t>(nth), used.end());
+  const int64_t cutoff = used[nth];
+  size_t dropped = 0;
+  for (auto it = states_.begin(); it != states_.end() && dropped < drop;) {
+    if (it->first == keep || it->second.last_used_ms > cutoff) {
+      ++it;
+      continue;
+    }
+    std::vector<Written> recent = std::move(it->second.recent);
+    it = states_.erase(it);
+    fail_waiting(recent);
+    ++dropped;
+  }
+  evicted.inc(dropped);
+  if (now_ms - last_evict_warn_ms_ < 60 * 1000) return;  // a line a minute at most
+  last_evict_warn_ms_ = now_ms;
+  MLOG_WARN("kafka: {} idempotent producer states on this reactor reached the bound of {}: the {} least recently "
+            "used dropped", states_.size() + dropped, max_states_, dropped);
 }
 
 int64_t ProducerIds::next(int64_t now_ms) {
@@ -186,7 +224,7 @@ void ProducerStates::expire_idle(int64_t now_ms) {
       continue;
     }
     // Retries still waiting for their batch are answered, never left hanging.
-    std::deque<Written> recent = std::move(it->second.recent);
+    std::vector<Written> recent = std::move(it->second.recent);
     it = states_.erase(it);
     fail_waiting(recent);
   }

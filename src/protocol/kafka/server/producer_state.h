@@ -26,7 +26,8 @@
 // Memory only: after a broker restart a retry of a batch written just
 // before it is written again (Kafka keeps this state in snapshots beside
 // the log). Entries idle for a day are dropped, like Kafka's
-// producer.id.expiration.ms.
+// producer.id.expiration.ms, and each reactor keeps at most kMaxStates
+// (least recently used dropped first).
 //
 // Threads: a partition's state is read and written only on its topic's
 // home reactor, around the append, so each reactor keeps its own
@@ -34,9 +35,10 @@
 // ProducerIds hands out ids from any thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <string>
 #include <unordered_map>
@@ -73,6 +75,14 @@ using WrittenCallback = std::function<void(ErrorCode, int64_t base_offset)>;
 
 class ProducerStates {
  public:
+  // At most `max_states` (partition, producer id) pairs are kept: a client
+  // that makes a new idempotent producer for every few messages (a
+  // function per request, say) would otherwise grow them for a day. Past
+  // it the least recently used tenth is dropped (a retry of one of their
+  // old batches may then be written twice, as after a restart) and
+  // magnetar_kafka_producer_states_evicted_total counts them.
+  explicit ProducerStates(size_t max_states = kMaxStates) : max_states_(std::max<size_t>(max_states, 1)) {}
+
   // Checks `batch` from `partition` (a Pulsar topic or partition name) and,
   // when it is to be appended, records it as being written: the caller
   // reports the outcome with written() or failed(). `load` is the topic's
@@ -105,6 +115,7 @@ class ProducerStates {
 
   static constexpr size_t kRememberedBatches = 5;
   static constexpr int64_t kExpiryMs = 24LL * 3600 * 1000;
+  static constexpr size_t kMaxStates = 50'000;  // per reactor
 
  private:
   struct Written {
@@ -118,7 +129,7 @@ class ProducerStates {
     int16_t epoch = 0;
     int32_t last_sequence = -1;
     int64_t last_used_ms = 0;
-    std::deque<Written> recent;
+    std::vector<Written> recent;  // oldest first; at most kRememberedBatches
   };
   static std::string key(const std::string& partition, int64_t producer_id);
   Written* find(const std::string& partition, const SequencedBatch& batch);
@@ -127,11 +138,15 @@ class ProducerStates {
   // Answers the retries waiting for `batch` (or each of `batches`) with
   // KAFKA_STORAGE_ERROR, which clients retry.
   static void fail_waiting(Written& batch);
-  static void fail_waiting(std::deque<Written>& batches);
+  static void fail_waiting(std::vector<Written>& batches);
   void expire_idle(int64_t now_ms);
+  // Over max_states_: drops the least recently used tenth, all but `keep`.
+  void evict_oldest(const std::string& keep, int64_t now_ms);
 
+  const size_t max_states_;
   std::unordered_map<std::string, State> states_;
   int64_t next_expiry_ms_ = 0;
+  int64_t last_evict_warn_ms_ = INT64_MIN / 2;
 };
 
 // Producer ids not handed out before, across restarts and across the

@@ -120,6 +120,24 @@ TEST(ProducerStatesTest, IdleProducersExpireAndAreThenTakenAtAnySequence) {
   EXPECT_EQ(record(s, "t", batch(1, 0, 50, 59), 10, later).error, kNone);
 }
 
+TEST(ProducerStatesTest, PastTheBoundTheLeastRecentlyUsedProducersAreDropped) {
+  ProducerStates s(20);
+  // Producers 1..20, producer k last used at kNow + k; producer 3 again late.
+  for (int64_t k = 1; k <= 20; ++k) record(s, "t", batch(k, 0, 0, 0), k, kNow + k);
+  EXPECT_TRUE(record(s, "t", batch(3, 0, 0, 0), 3, kNow + 100).duplicate);
+  EXPECT_EQ(s.size(), 20u);
+  // The 21st drops the least recently used tenth (2 of 20): producers 1 and 2.
+  EXPECT_EQ(record(s, "t", batch(21, 0, 7, 7), 21, kNow + 101).error, kNone);
+  EXPECT_EQ(s.size(), 19u);
+  EXPECT_EQ(s.producers_of("t").front().producer_id, 3);
+  // Dropped: its retry is taken as a new batch (written again, as after a
+  // restart); kept: still a duplicate, and the newcomer is kept.
+  EXPECT_FALSE(record(s, "t", batch(1, 0, 0, 0), 22, kNow + 102).duplicate);
+  EXPECT_TRUE(record(s, "t", batch(3, 0, 0, 0), 3, kNow + 103).duplicate);
+  EXPECT_TRUE(record(s, "t", batch(21, 0, 7, 7), 21, kNow + 104).duplicate);
+  EXPECT_LE(s.size(), 20u);
+}
+
 TEST(ProducerStatesTest, AFailedBatchIsTakenBackAndNoLaterOneIsTakenBeforeItsRetry) {
   // Batch 1 fails to append. Were the producer's state dropped, batch 2
   // would be taken at any sequence and answered with a success, which a
