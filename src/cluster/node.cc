@@ -449,21 +449,29 @@ void ClusterNode::keep_view_after_leading(int64_t now) {
   // is what a leader last said, which for a member that just led is an
   // answer from before it led: every other member would look dead, and their
   // bundles would move here. What it saw while leading stands instead, until
-  // the new leader answers a keepalive.
+  // the new leader answers a keepalive, and no longer than it would have
+  // stood had this node gone on leading: it expires with the oldest
+  // keepalive it counts (a member killed just before the step-down is dead
+  // 5 s after its last keepalive, not 5 s after the step-down).
   leader_says_alive_.clear();
+  int64_t oldest = now;
   for (const Server& m : consensus_->members()) {
-    if (seen_alive(m.id, now)) leader_says_alive_.push_back(m.id);
+    if (!seen_alive(m.id, now)) continue;
+    leader_says_alive_.push_back(m.id);
+    if (m.id != id_) oldest = std::min(oldest, seen_since(m.id, now));
   }
-  leader_said_at_ms_ = now;
+  leader_said_at_ms_ = oldest;
   MLOG_INFO("cluster: this node no longer leads; {} members alive as it last saw them", leader_says_alive_.size());
 }
 
-bool ClusterNode::seen_alive(ServerId id, int64_t now) const {
-  if (id == id_) return true;
+int64_t ClusterNode::seen_since(ServerId id, int64_t now) const {
   auto seen = last_seen_ms_.find(id);
   // Leading since the last tick at most: the grace starts now.
-  const int64_t since = seen != last_seen_ms_.end() ? seen->second : leading_since_ms_ != 0 ? leading_since_ms_ : now;
-  return now - since < kDeadAfterMs;
+  return seen != last_seen_ms_.end() ? seen->second : leading_since_ms_ != 0 ? leading_since_ms_ : now;
+}
+
+bool ClusterNode::seen_alive(ServerId id, int64_t now) const {
+  return id == id_ || now - seen_since(id, now) < kDeadAfterMs;
 }
 
 void ClusterNode::refresh_members() {
