@@ -160,8 +160,9 @@ class ClusterNode final : public runtime::Component {
   // within kDeadAfterMs, or not yet heard since this node began leading and
   // leading for less than that).
   bool seen_alive(ServerId id, int64_t now) const;
-  // Leader only: when member `id` was last heard from (the start of this
-  // leadership when not since).
+  // Leader only (or at the step-down, before leading_since_ms_ is cleared):
+  // when member `id` was last heard from (the start of this leadership when
+  // not since).
   int64_t seen_since(ServerId id, int64_t now) const;
   void reconcile_membership();
   // Main thread, stopping: a leader hands leadership to the most up-to-date

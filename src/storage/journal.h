@@ -11,13 +11,13 @@
 // the sync down) unless sync_exclusive_bytes are queued. When the completing
 // thread holds nothing and less than a quarter of that is queued, the
 // journal thread syncs and completes the batch itself instead (two thread
-// wake-ups fewer). Each
-// record is made durable as its ledger's fsync mode says (its own,
-// Storage::set_fsync, else the node's StorageOptions::fsync_mode): when any
-// record of the batches taken together is kAlways, the settling thread runs
-// one fdatasync for all of them first; kInterval records are synced
-// by the journal thread at most their ledger's interval after they were
-// written; kNever records leave it to the OS. Then, in batch order, the
+// wake-ups fewer). Each record is made durable as its ledger's fsync mode
+// says (its own, Storage::set_fsync, else the node's
+// StorageOptions::fsync_mode): when any record of the batches taken
+// together is kAlways, the settling thread runs one fdatasync for all of
+// them first; kInterval records are synced by the journal thread at most
+// their ledger's interval after they were written; kNever records leave it
+// to the OS. Then, in batch order, the
 // listener sees each batch (index, cache, last confirmed) and the requests
 // complete in order, each on its home reactor. A failed write fails the
 // whole batch and breaks every ledger in it (its later adds fail). A failed

@@ -37,7 +37,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <climits>
 #include <cstdint>
 #include <functional>
 #include <string>
