@@ -202,9 +202,12 @@ class ClusterTest(unittest.TestCase):
         leaders = {p.id: p.leader for p in partitions.values()}
         self.assertTrue(all(leader in metadata.brokers for leader in leaders.values()), leaders)
         self.assertGreater(len(set(leaders.values())), 1, f"one member leads every partition: {leaders}")
-        # Each member's bundles, as the admin API shows them, account for the leaders.
-        owned = {n["brokerId"]: n["ownedBundles"] for n in nodes_of(third)}
-        self.assertTrue(all(owned[leader] for leader in set(leaders.values())), owned)
+        # Each member's bundles, as the admin API shows them, account for the leaders. The
+        # assignments the metadata call made reach a follower with the leader's next append.
+        def accounted():
+            owned = {n["brokerId"]: n["ownedBundles"] for n in nodes_of(third)}
+            return all(owned[leader] for leader in set(leaders.values())) and owned
+        wait_for(accounted, "the third member's view of the bundles accounting for the leaders")
 
         producer = Producer({"bootstrap.servers": f"127.0.0.1:{second.ports['kafka']}", "acks": "all"})
         failures = []
