@@ -19,7 +19,10 @@ messages (our own client, batching 1 ms):
      (magnetar_node_stall_seconds: how late a sleeping thread woke, waiting
      for a core or with the machine not running it); and the client's own
      split (sender lag: intended send time until the producer took the
-     message; round trip: batch sealed until its receipt);
+     message; round trip: batch sealed until its receipt; hand-over: the
+     publish latency timed from when a message was handed to the producer,
+     which for a message handed over ahead of its time adds the wait for
+     the rest of its burst);
   3. right after each publish, the disk alone (`magnetar perf disk`): writes
      of the size the journal wrote per group commit in that publish, arriving
      at the bytes per second it wrote, made durable by a bare group commit
@@ -314,6 +317,7 @@ def run_sweep(args):
             finally:
                 warnings += stop_node(node, deleted)
             rounds.append({"achieved": client["produce_msgs_per_s"], "client_ms": client["publish_latency_ms"],
+                           "from_handover_ms": client.get("publish_from_handover_ms"),
                            "sender_lag_ms": client.get("sender_lag_ms"), "round_trip_ms": client.get("round_trip_ms"),
                            "disk_ms": disk, "above_disk_ms": client["publish_latency_ms"]["p99"] -
                            disk["write_to_durable_ms"]["p99"]})
@@ -335,7 +339,8 @@ def run_sweep(args):
                 print(f"        round {i + 1}: client p50 {fmt(lat['p50'])} p99 {fmt(lat['p99'])} "
                       f"p99.9 {fmt(lat['p99_9'])} max {fmt(lat['max'])} ms  (achieved {r['achieved']:,.0f} msg/s)",
                       file=sys.stderr)
-                for key, name in (("sender_lag_ms", "sender lag"), ("round_trip_ms", "round trip")):
+                for key, name in (("from_handover_ms", "hand-over"), ("sender_lag_ms", "sender lag"),
+                                  ("round_trip_ms", "round trip")):
                     c = r.get(key)
                     if c:
                         print(f"          client {name:<10} p50 {fmt(c['p50'])} p99 {fmt(c['p99'])} "
