@@ -307,6 +307,7 @@ void ManagedLedger::start_new_ledger(Callback<Status> done) {
           return done(st);
         }
         self->writer_ = w;
+        self->writer_sealed_ = false;
         self->next_entry_ = 0;
         self->current_bytes_ = 0;
         done(Status::ok());
@@ -320,6 +321,7 @@ void ManagedLedger::add_entry(MessageHeader header, Slice payload, Callback<Resu
   if (state_ == State::kClosed) {
     return later([done]() { done(Status::failed_precondition("managed ledger is closed")); });
   }
+  if (state_ == State::kTakenOver) return later([done, st = taken_over_status()]() { done(st); });
   PendingAdd add{std::move(header), std::move(payload), std::move(done), common::monotonic_ns()};
   if (state_ != State::kReady) {
     cold().waiting.push_back(std::move(add));
@@ -385,7 +387,18 @@ void ManagedLedger::on_added(SubmittedAdd add, LedgerId lid, Status st) {
     ScopedAddTiming timing(&add.timing);
     add.done(AppendedEntry{Position{lid, add.entry}, add.first_index});
   } else {
-    add.done(st);
+    // Fenced by another writer: a new owner opened the log. Nothing more is
+    // written here (a new ledger would contest the new owner's chain).
+    if (current && st.code() == common::ErrorCode::kFenced && !writer_sealed_) taken_over(st);
+    if (state_ == State::kTakenOver) {
+      add.done(taken_over_status());
+    } else if (st.code() == common::ErrorCode::kFenced) {
+      // This log's own seal (a rollover that could not start the next ledger): no takeover to report.
+      add.done(Status::unavailable("ledger " + std::to_string(lid) + " of " + name_ + " takes no more adds: " +
+                                   st.message()));
+    } else {
+      add.done(st);
+    }
     // The ledger refuses every later add: move on to a new one.
     if (state_ == State::kReady && current) roll_over();
   }
@@ -447,6 +460,22 @@ void ManagedLedger::roll_over() {
   if (in_flight_ == 0) later([self = shared_from_this()]() { self->finish_roll_over(); });
 }
 
+Status ManagedLedger::taken_over_status() const {
+  return Status::fenced("the log " + name_ + " was taken over by another owner");
+}
+
+void ManagedLedger::taken_over(const Status& why) {
+  if (state_ == State::kTakenOver || state_ == State::kClosed) return;
+  static common::Counter& taken = common::MetricsRegistry::global().counter(
+      "magnetar_ledger_taken_over_total",
+      "Logs whose current ledger another owner fenced: they took no more adds here");
+  taken.inc();
+  state_ = State::kTakenOver;
+  MLOG_WARN("managed ledger {}: ledger {} was fenced by another owner ({}); no more adds here", name_, writer_.ledger,
+            why.to_string());
+  fail_waiting(taken_over_status());
+}
+
 void ManagedLedger::fail_waiting(const Status& st) {
   common::Fifo<SubmittedAdd> refused;
   if (cold_) refused.swap(cold_->refused);
@@ -462,9 +491,19 @@ void ManagedLedger::finish_roll_over() {
   auto self = shared_from_this();
   storage_.close_ledger(writer_.ledger, [self](Result<EntryId> closed) {
     if (closed) self->chain_.back().entries = *closed + 1;
+    // Another owner is recovering it: the log is theirs now.
+    if (!closed && closed.status().code() == common::ErrorCode::kFenced) self->taken_over(closed.status());
+    if (self->state_ != State::kRolling) {
+      self->sealing_ = false;
+      return;  // closed or taken over meanwhile: the waiting adds were failed then
+    }
+    self->writer_sealed_ = true;
     self->start_new_ledger([self](Status st) {
       self->sealing_ = false;
       if (self->state_ == State::kClosed) return self->fail_waiting(Status::failed_precondition("closed"));
+      // The chain changed under this owner's version: another owner wrote it.
+      if (st.code() == common::ErrorCode::kFailedPrecondition) self->taken_over(st);
+      if (self->state_ == State::kTakenOver) return;
       self->state_ = State::kReady;
       if (!st.is_ok()) {
         MLOG_WARN("managed ledger {}: cannot start a new ledger: {}", self->name_, st.to_string());
@@ -543,8 +582,12 @@ void ManagedLedger::skip_damaged(Position p, const Status& why) {
 void ManagedLedger::close(Callback<Status> done) {
   check_home();
   if (state_ == State::kClosed) return later([done]() { done(Status::ok()); });
+  const bool taken = state_ == State::kTakenOver;
   state_ = State::kClosed;
   fail_waiting(Status::failed_precondition("managed ledger is closed"));
+  // The ledger and the chain are the new owner's business; the cursors'
+  // writes are compare-and-set, so they cannot overwrite the new owner's.
+  if (taken) return flush_cursors(std::move(done));
   auto self = shared_from_this();
   storage_.close_ledger(writer_.ledger, [self, done](Result<EntryId> closed) {
     if (!closed) return done(closed.status());

@@ -3,7 +3,12 @@
 // Entries are added to the last ledger of the chain; it rolls over to a new
 // ledger by entry count, size or age. Opening a managed ledger seals the
 // last ledger of the previous owner (storage close_ledger fences its writer)
-// and starts a new one, so two owners can never both append. The chain
+// and starts a new one, so two owners can never both append. The old owner
+// learns of it from its next add (kFenced) and stops for good: that add and
+// every later one fail with kFenced, it starts no new ledger and never
+// writes the chain again (its close flushes only the cursors), so the new
+// owner's writes are never contested; its owner (the broker) closes the
+// topic there and its clients look it up again. The chain
 // (records.fbs LedgerList) and durable cursors (CursorState) live in the
 // metadata store under /managed-ledgers/<name>; every write there is
 // compare-and-set on the version this owner last wrote, so a second owner
@@ -263,8 +268,9 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
     std::vector<Callback<common::Status>> flushed{};  // waiting for the writes to settle
   };
   // kBackingOff: storage's queue was full; adds wait and are handed again
-  // shortly, in order, to the same ledger.
-  enum class State { kOpening, kReady, kRolling, kBackingOff, kClosed };
+  // shortly, in order, to the same ledger. kTakenOver: another writer fenced
+  // the current ledger (a new owner opened the log); adds fail with kFenced.
+  enum class State { kOpening, kReady, kRolling, kBackingOff, kTakenOver, kClosed };
 
   void recover(Callback<common::Status> done);
   // Loads every durable cursor persisted under the log.
@@ -294,6 +300,10 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   // Runs once the current ledger has no add in flight: seals it, starts the next.
   void finish_roll_over();
   void fail_waiting(const common::Status& st);
+  // Another writer fenced the current ledger: kTakenOver from now on, and
+  // the adds held here fail with taken_over_status().
+  void taken_over(const common::Status& why);
+  common::Status taken_over_status() const;
   // Entry p cannot be read back: counted once, acknowledged for every cursor.
   void skip_damaged(Position p, const common::Status& why);
   // Runs `fn` on the home reactor after the current call returns.
@@ -328,6 +338,9 @@ class ManagedLedger final : public Log, public std::enable_shared_from_this<Mana
   uint8_t origin_ = 0;
   bool chain_writing_ = false;
   bool sealing_ = false;     // finish_roll_over is under way
+  // finish_roll_over sealed the current ledger and could not start the next:
+  // its adds fail kFenced until the next rollover, and that is no takeover.
+  bool writer_sealed_ = false;
   LedgerChain chain_;
   int64_t chain_version_ = metadata::kMustNotExist;
   std::vector<Callback<common::Status>> chain_waiters_;  // for the next chain write

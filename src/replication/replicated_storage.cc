@@ -672,7 +672,7 @@ void ReplicatedStorage::seal(LedgerId id) {
         Status st = !now ? now.status()
                     : (*now)->meta.state == LedgerState::kClosed
                         ? Status::ok()
-                        : Status::unavailable("the ledger is being recovered by another owner");
+                        : Status::fenced("the ledger is being recovered by another owner");
         const EntryId last = st.is_ok() ? (*now)->meta.last_entry : storage::kNoEntry;
         deliver(c.first, [done = c.second, st, last]() {
           if (st.is_ok()) return done(last);

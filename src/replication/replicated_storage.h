@@ -11,7 +11,8 @@
 //   ensemble, written by compare-and-set, and the entries not yet confirmed
 //   go to it. With no node to spare the writer goes on without it while an
 //   ack quorum is left (the ledger is then under-replicated).
-// - close_ledger by the writer seals the record at its LAC. close_ledger by
+// - close_ledger by the writer seals the record at its LAC (kFenced when
+//   another has begun to recover it meanwhile). close_ledger by
 //   anyone else recovers the ledger: marks it recovering (so the old writer
 //   can no longer change its ensemble), fences enough of the last
 //   fragment's nodes that no ack quorum is left unfenced, reads forward from

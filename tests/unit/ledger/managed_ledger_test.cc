@@ -53,6 +53,41 @@ TEST_F(ManagedLedgerTest, ReopeningContinuesTheLogAndFencesTheOldOwner) {
   EXPECT_EQ(all[5].header.first_index, 5);
 }
 
+// The old owner learns of the new one from its next add and stops for good:
+// no new ledger, no chain write, every later add refused as fenced, so the
+// new owner's rollovers and close go through.
+TEST_F(ManagedLedgerTest, AnOwnerFencedByANewOneTakesNoMoreAddsAndLeavesTheChainAlone) {
+  auto& taken = common::MetricsRegistry::global().counter("magnetar_ledger_taken_over_total", "");
+  const uint64_t taken_before = taken.value();
+  ManagedLedgerConfig config;
+  config.max_entries_per_ledger = 4;
+  auto first = open("t2b", config);
+  ASSERT_NE(first, nullptr);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(add(*first, "a" + std::to_string(i)).is_ok());
+  auto second = open("t2b", config);
+  ASSERT_NE(second, nullptr);
+  const auto ledgers = storage_->list_ledgers();
+  auto refused = add(*first, "late");
+  EXPECT_EQ(refused.status().code(), common::ErrorCode::kFenced) << refused.status().to_string();
+  auto again = add(*first, "again");
+  EXPECT_EQ(again.status().code(), common::ErrorCode::kFenced) << again.status().to_string();
+  EXPECT_EQ(taken.value(), taken_before + 1);
+  EXPECT_EQ(storage_->list_ledgers(), ledgers);  // the old owner made no ledger
+  reactor_.run_sync([&] { EXPECT_EQ(first->chain().ledgers().size(), 1u); });
+  EXPECT_TRUE(on_reactor<Status>([&](auto done) { first->close(done); }).is_ok());
+  // The new owner rolls over (chain writes on its own version) and closes.
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(add(*second, "b" + std::to_string(i)).is_ok());
+  reactor_.run_sync([&] { EXPECT_GE(second->chain().ledgers().size(), 3u); });
+  ASSERT_TRUE(on_reactor<Status>([&](auto done) { second->close(done); }).is_ok());
+  auto third = open("t2b", config);
+  ASSERT_NE(third, nullptr);
+  auto all = read_all(*third, Position{0, -1});
+  ASSERT_EQ(all.size(), 9u);
+  EXPECT_EQ(all[2].payload.to_string(), "a2");
+  EXPECT_EQ(all[3].payload.to_string(), "b0");
+  EXPECT_EQ(all[8].payload.to_string(), "b5");
+}
+
 TEST_F(ManagedLedgerTest, DurableCursorsSurviveAReopen) {
   auto ml = open("t3");
   ASSERT_NE(ml, nullptr);
