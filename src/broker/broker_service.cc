@@ -369,6 +369,17 @@ void BrokerService::make_context(Shard& shard) {
   c.on_policies = [this](Topic& topic, const NamespacePolicies& policies) {
     if (policies_hook_) policies_hook_(topic, policies);
   };
+  c.log_taken_over = [this](const TopicName& topic) {
+    MLOG_WARN("topic {}: another node took its log over; closing it here, its clients look it up again",
+              topic.to_string());
+    // What this node has cached about the bundle is stale: the next lookup asks the store.
+    if (ownership_ != nullptr) ownership_->doubt(topic);
+    // Posted: the topic is in the middle of its own callback.
+    runtime::Reactor& home = home_of(topic);
+    if (!home.post_reliably([this, topic]() { unload_topic(topic, [](Status) {}); })) {
+      MLOG_WARN("cannot reach the home of {}: it is stopping", topic.to_string());
+    }
+  };
 }
 
 void BrokerService::attach_policies(Topic& topic) {

@@ -134,6 +134,25 @@ void BundleOwnership::forget(const std::string& key) {
   if (was_here) lost(key);
 }
 
+void BundleOwnership::doubt(const TopicName& topic) {
+  const std::string key = bundle_key(topic);
+  {
+    std::lock_guard lock(mu_);
+    auto it = owners_.find(key);
+    if (it == owners_.end() || it->second.node != self_node_) return;  // not named this node's: nothing stale
+    owners_.erase(it);  // no answer until the store's: lookups read it meanwhile
+  }
+  auto guard = guard_;
+  store_.get(key, [guard, key](Result<metadata::Record> record) {
+    std::lock_guard lock(guard->mu);
+    BundleOwnership* self = guard->self;
+    if (self == nullptr || !record.is_ok()) return;  // unreachable: the next lookup reads it
+    self->remember(key, record->value, record->stat.version);
+    // remember() cannot tell that it was this node's (the entry was dropped).
+    if (std::strtoull(record->value.c_str(), nullptr, 10) != self->self_node_) self->lost(key);
+  });
+}
+
 void BundleOwnership::lost(const std::string& key) {
   // Also after a release of this node's own: a topic that was loading
   // while it closed the others goes now.

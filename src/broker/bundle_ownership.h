@@ -30,7 +30,9 @@
 //   pass deletes an old bundle a split left behind.
 // Every node watches "/bundles/": a node that sees a bundle it served move
 // to another closes its topics of that bundle (a failover of a node that
-// was only cut off).
+// was only cut off). A node that learns it sooner, from a topic's ledger
+// fenced by the new owner (doubt()), stops naming itself the owner at once
+// and reads the store (linearizable) for the truth.
 //
 // Assignments are cached in memory and kept current by the watch, so
 // lookups cost a metadata read only the first time.
@@ -114,6 +116,7 @@ class BundleOwnership final : public Ownership, public runtime::Component {
   std::vector<std::string> bundles_of(uint64_t node) const override;
   bool lease_current() const override { return may_move(); }
   bool releasing(const TopicName& topic) const override;
+  void doubt(const TopicName& topic) override;
   void unload(const std::string& bundle, uint64_t destination, std::function<void(common::Status)> done) override;
   std::vector<BundleOwner> bundles_in(const NamespaceName& ns) const override;
   void split(const std::string& bundle, std::vector<uint32_t> positions, bool unload,

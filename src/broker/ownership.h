@@ -99,6 +99,11 @@ class Ownership {
   // Whether `owner` is this node with its lease lapsed: what it knows as its
   // own may already be another's, so it must not name itself the owner.
   bool lapsed_here(const NodeEndpoints& owner) const { return owner.here && !lease_current(); }
+  // Any thread: `topic`'s log was taken over by another node while this
+  // one named itself its owner: what is cached about its bundle is stale.
+  // The next lookup reads the store, and if the bundle is another's, this
+  // node's topics of it close.
+  virtual void doubt(const TopicName& topic) { (void)topic; }
   // Any thread: every node that serves topics and is alive, this one too.
   virtual std::vector<NodeEndpoints> live_nodes() const = 0;
   // This node.

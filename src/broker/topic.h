@@ -541,6 +541,7 @@ class Topic {
   uint32_t max_unacked_per_subscription_ = Subscription::kDefaultMaxUnackedPerSubscription;
   QuotaBlock quota_block_ = QuotaBlock::kNone;
   bool closed_ = false;
+  bool taken_over_ = false;  // reported to context_.log_taken_over
 
   const TopicName name_;
   const uint64_t load_;

@@ -67,6 +67,11 @@ struct TopicContext {
   // applied (at load and on every refresh), on its home reactor: where
   // geo-replication starts and stops the topic's replicators.
   std::function<void(Topic&, const NamespacePolicies&)> on_policies;
+  // Called once, on its home reactor, when another node took a topic's log
+  // over (its ledger was fenced: the bundle moved while this node still
+  // served it). The broker closes the topic here, so that its clients look
+  // it up again; a topic cannot close itself from inside its own callbacks.
+  std::function<void(const TopicName&)> log_taken_over;
 
   // The context of topics made without one: every member empty.
   static const TopicContext& none() {

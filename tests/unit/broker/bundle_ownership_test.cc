@@ -258,6 +258,46 @@ TEST_F(BundleOwnershipTest, ABundleAnnouncedChangedIsNoAnswerUntilItsReadAnswers
   EXPECT_EQ(owner(topic), 2u);
 }
 
+// A topic's log fenced by another node: what this node has cached about
+// the bundle is doubted and read again. Still its own: it is named so
+// again and nothing closes.
+TEST_F(BundleOwnershipTest, ADoubtedBundleStillOwnedHereIsNamedSoAgain) {
+  auto topic = *TopicName::parse("persistent://public/default/doubted");
+  write(topic, kSelf);
+  start();
+  ASSERT_EQ(owner(topic), kSelf);
+  reads_->hold(true);
+  ownership_->doubt(topic);
+  EXPECT_FALSE(ownership_->known_owner(topic).has_value());  // no answer until the store's
+  reads_->hold(false);
+  ASSERT_TRUE(eventually([&]() { return ownership_->known_owner(topic).has_value(); }));
+  EXPECT_TRUE(ownership_->known_owner(topic)->here);
+  std::lock_guard lock(mu_);
+  EXPECT_TRUE(unloads_.empty());
+}
+
+// The bundle moved and the watch's read of it is slow: the doubt drops
+// what is cached, and its own read, finding another owner, closes the
+// bundle's topics here (the watch's read alone no longer could: the entry
+// that said "this node" is gone).
+TEST_F(BundleOwnershipTest, ADoubtedBundleOwnedElsewhereClosesItsTopicsHere) {
+  auto topic = *TopicName::parse("persistent://public/default/doubted-moved");
+  write(topic, kSelf);
+  start();
+  ASSERT_EQ(owner(topic), kSelf);
+  reads_->hold(true);
+  write(topic, 2);
+  ownership_->doubt(topic);
+  reads_->hold(false);
+  ASSERT_TRUE(eventually([&]() {
+    std::lock_guard lock(mu_);
+    return !unloads_.empty();
+  }));
+  EXPECT_EQ(owner(topic), 2u);
+  std::lock_guard lock(mu_);
+  EXPECT_EQ(unloads_, std::vector<std::string>{qualified_bundle(topic)});
+}
+
 TEST_F(BundleOwnershipTest, AHandOverSpreadsEveryBundleOverTheOtherLiveBrokers) {
   auto topics = one_topic_per_bundle();
   for (auto& [bundle, topic] : topics) write(topic, kSelf);

@@ -1,5 +1,9 @@
 // Topics, producers and subscriptions on real storage and a real metadata
 // store, driven on their home reactors through BrokerService.
+#include "broker/tenancy.h"
+#include "common/metrics.h"
+#include "ledger/ledger_ids.h"
+#include "ledger/managed_ledger.h"
 #include "utils/broker_fixture.h"
 
 namespace magnetar::broker {
@@ -310,6 +314,62 @@ namespace {
 
 // Reactors with a mailbox of four tasks: work for a topic posted from
 // another reactor overflows it at once.
+// Another owner opened the topic's log (as a cluster member that took the
+// bundle over does), fencing the ledger this node writes: the publish that
+// finds out is refused as retriable (not fenced: a Pulsar producer takes that
+// as final), the topic closes here (its consumers are told) and writes
+// nothing more, and once the other owner is done the next use loads it again.
+TEST_F(TopicTest, ATopicWhoseLogAnotherOwnerTookOverClosesHereAndLosesNothing) {
+  auto& taken = common::MetricsRegistry::global().counter("magnetar_ledger_taken_over_total", "");
+  const uint64_t taken_before = taken.value();
+  RecordingSink& sink = new_sink();
+  ASSERT_TRUE(subscribe(kTopic, 5, options("sub", SubscriptionType::kExclusive), &sink).is_ok());
+  ASSERT_TRUE(add_producer(kTopic, 1, "p").is_ok());
+  publish(kTopic, 1, 3, "before");
+  const std::string key = managed_ledger_key(*TopicName::parse(kTopic));
+  const std::string log_name = key.substr(std::string_view("/managed-ledgers/").size());
+  ledger::LedgerIdAllocator ids(*store_);
+  auto opened = std::make_shared<std::promise<Result<std::shared_ptr<ledger::ManagedLedger>>>>();
+  runtime_->reactor(1).post_or_wait([&, opened]() {
+    ledger::ManagedLedger::open(log_name, {}, *storage_, *store_, ids, [opened](auto ml) { opened->set_value(ml); });
+  });
+  auto other = opened->get_future().get();
+  ASSERT_TRUE(other.is_ok()) << other.status().to_string();
+
+  auto refused = on_topic<Result<Position>>(kTopic, [](Topic& t, auto done) {
+    t.publish(1, {}, Slice::copy_of("late"), done);
+  });
+  EXPECT_EQ(refused.status().code(), common::ErrorCode::kUnavailable) << refused.status().to_string();
+  EXPECT_NE(refused.status().message().find("moved to another node"), std::string::npos);
+  EXPECT_TRUE(sink.wait_closed());
+  EXPECT_EQ(taken.value(), taken_before + 1);
+  auto deadline = std::chrono::steady_clock::now() + kWait;
+  auto loaded = [&] {
+    auto names = broker_->loaded_topic_names();
+    return std::find(names.begin(), names.end(), kTopic) != names.end();
+  };
+  while (loaded() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_FALSE(loaded());
+
+  // The other owner closes; this node loads the topic again and goes on after its entries.
+  auto closed = std::make_shared<std::promise<Status>>();
+  runtime_->reactor(1).post_or_wait([&, closed]() { (*other)->close([closed](Status st) { closed->set_value(st); }); });
+  ASSERT_TRUE(closed->get_future().get().is_ok());
+  ASSERT_TRUE(add_producer(kTopic, 2, "q").is_ok());
+  publish(kTopic, 2, 2, "after");
+  RecordingSink& again = new_sink();
+  ASSERT_TRUE(subscribe(kTopic, 6, options("sub2", SubscriptionType::kExclusive), &again).is_ok());
+  flow(kTopic, "sub2", 6, 100);
+  auto got = again.wait_for(5);
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_EQ(got[0].payload.view(), "before0");
+  EXPECT_EQ(got[2].payload.view(), "before2");
+  EXPECT_EQ(got[3].payload.view(), "after0");
+  EXPECT_EQ(got[4].payload.view(), "after1");
+}
+
 class BusyHomeTest : public BrokerFixture {
  protected:
   void SetUp() override {
