@@ -730,8 +730,10 @@ class CutOffOwnerTest(StorageFaultCase, NetworkClusterCase):
             late = [v for v, t in zip(pulsar.acked, pulsar.ack_times)
                     if t < healed_at and pulsar.ackers[v] is owner and pulsar.sends[v][1] > cut_at]
             self.assertEqual(late, [], "acknowledged by the cut-off owner, sent to it after the cut")
+            taken = owner.metric("magnetar_ledger_taken_over_total")
             print(f"\n{self.id()}: owner {owner.id} cut off, {new_owner.id} took over, {settled.id} owns it after "
-                  f"the heal; acknowledgements the old owner held: {held:.0f}; the old owner named itself the "
+                  f"the heal; acknowledgements the old owner held: {held:.0f}; its logs fenced by the new owner: "
+                  f"{taken:.0f}; the old owner named itself the "
                   f"Kafka leader in {len(watch.named)} of {watch.answers} answers, {len(watch.other_named)} of "
                   f"the new owner's named it")
             self.read_back(members, deduplicated=False)
