@@ -250,6 +250,21 @@ class ClusterFaultTest(ClusterCase):
         self.assertEqual(paused.metric(LEASE_WAITS), waits)
 
 
+    def owner_by_lookup(self, members, asked, local):
+        """The member that `asked` names the owner of public/default/`local`."""
+        status, lookup = request(asked, "GET", f"/lookup/v2/topic/persistent/public/default/{local}")
+        self.assertEqual(status, 200, lookup)
+        owner = [m for m in members if lookup["brokerUrl"].endswith(f":{m.ports['pulsar']}")]
+        return owner[0] if owner else None
+
+    def topic_of_a_follower(self, members, leader, prefix):
+        """A topic (and its owner) that a member other than the leader owns."""
+        for i in range(64):
+            owner = self.owner_by_lookup(members, leader, f"{prefix}-{i}")
+            if owner is not None and owner is not leader:
+                return f"{prefix}-{i}", owner
+        self.fail("the leader owns every topic tried")
+
     def test_a_member_paused_past_its_lease_holds_publish_acknowledgements(self):
         import pulsar_api_pb2 as pb
         from pulsar_wire import PulsarWire
@@ -257,17 +272,8 @@ class ClusterFaultTest(ClusterCase):
         # it is counted dead): what is tested is its own acknowledgements.
         members = self.start(3, extra=("--failover-after-secs", "600"))
         leader = self.cluster.leader()
-        # A topic that a member other than the leader owns.
-        topic = paused = None
-        for i in range(64):
-            name = f"persistent://public/default/held-{i}"
-            status, lookup = request(leader, "GET", f"/lookup/v2/topic/persistent/public/default/held-{i}")
-            self.assertEqual(status, 200, lookup)
-            owner = [m for m in members if lookup["brokerUrl"].endswith(f":{m.ports['pulsar']}")]
-            if owner and owner[0] is not leader:
-                topic, paused = name, owner[0]
-                break
-        self.assertIsNotNone(paused, "the leader owns every topic tried")
+        local, paused = self.topic_of_a_follower(members, leader, "held")
+        topic = f"persistent://public/default/{local}"
         # Its ledger gets a copy on each of the three only if the owner sees
         # all three alive when it opens the topic. With two copies (itself
         # and the leader) the publish below would wait on the paused leader
@@ -303,6 +309,64 @@ class ClusterFaultTest(ClusterCase):
             held = paused.metric(ACKS_HELD)
             self.assertEqual(wire.send(1, b"after").type, pb.BaseCommand.SEND_RECEIPT)
             self.assertEqual(paused.metric(ACKS_HELD), held)
+
+    def test_a_member_that_wakes_after_its_bundle_moved_acknowledges_nothing_more(self):
+        """Paused past its lease, the owner's bundle moves and the new owner
+        opens the topic, fencing the ledger the paused one was writing. When
+        it wakes, the publish waiting in its socket must not be acknowledged,
+        its producer is told to go, and the log holds exactly what was
+        acknowledged."""
+        import pulsar_api_pb2 as pb
+        from pulsar_wire import PulsarWire
+        members = self.start(3, extra=("--failover-after-secs", "0"))
+        leader = self.cluster.leader()
+        local, paused = self.topic_of_a_follower(members, leader, "woken")
+        topic = f"persistent://public/default/{local}"
+        wait_for(lambda: sum(n["alive"] for n in nodes_of(paused)) == 3, "the owner seeing three live members")
+        with PulsarWire(paused.ports["pulsar"], host=paused.host) as old:
+            answer = old.create_producer(topic, 1)
+            self.assertEqual(answer.type, pb.BaseCommand.PRODUCER_SUCCESS, answer.cmd)
+            self.assertEqual(old.send(1, b"before").type, pb.BaseCommand.SEND_RECEIPT)
+            paused.pause()
+            try:
+                past_its_lease(leader, paused)
+                # A lookup moves the bundle of a dead owner; the new owner's
+                # first publish opens the log there, fencing the old ledger.
+                new_owner = wait_for(lambda: (lambda o: o if o not in (None, paused) else None)(
+                    self.owner_by_lookup(members, leader, local)), "the bundle moving to a live member")
+
+                def published():
+                    with PulsarWire(new_owner.ports["pulsar"], host=new_owner.host) as new:
+                        if new.create_producer(topic, 2).type != pb.BaseCommand.PRODUCER_SUCCESS:
+                            return False
+                        return new.send(2, b"during").type == pb.BaseCommand.SEND_RECEIPT
+                wait_for(published, "a publish through the new owner")
+                # Waiting in the old owner's socket as it wakes.
+                old.send(1, b"stale", wait=False)
+            finally:
+                paused.resume()
+            try:
+                answer = old.next(None, timeout=30, where=lambda f: f.type in (
+                    pb.BaseCommand.SEND_RECEIPT, pb.BaseCommand.SEND_ERROR, pb.BaseCommand.CLOSE_PRODUCER)).type
+            except ConnectionError:
+                answer = None  # closed: nothing acknowledged either
+            self.assertNotEqual(answer, pb.BaseCommand.SEND_RECEIPT,
+                                "the old owner acknowledged a publish after its bundle moved")
+        # Every member names the new owner, and the log holds what was acknowledged.
+        for m in members:
+            wait_for(lambda: self.owner_by_lookup(members, m, local) is new_owner, f"{m.http_url} naming the new owner")
+        with PulsarWire(new_owner.ports["pulsar"], host=new_owner.host) as reader:
+            self.assertEqual(reader.subscribe(topic, "check", 3, initial="Earliest").type, pb.BaseCommand.SUCCESS)
+            reader.flow(3, 10)
+            got = [m.payload for m in reader.receive(3, 2)]
+            self.assertEqual(got, [b"before", b"during"])
+            with self.assertRaises(TimeoutError):
+                reader.receive(3, 1, timeout=2)
+        log = paused.read_log()
+        said = "the connection closed" if answer is None else pb.BaseCommand.Type.Name(answer)
+        print(f"\n{self.id()}: the woken owner answered {said}; its logs fenced "
+              f"by the new owner: {paused.metric('magnetar_ledger_taken_over_total'):.0f}; learned of the move "
+              f"from the watch: {'belongs to another node' in log}")
 
 
 if __name__ == "__main__":
