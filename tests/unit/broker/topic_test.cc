@@ -339,7 +339,7 @@ TEST_F(TopicTest, ATopicWhoseLogAnotherOwnerTookOverClosesHereAndLosesNothing) {
   auto refused = on_topic<Result<Position>>(kTopic, [](Topic& t, auto done) {
     t.publish(1, {}, Slice::copy_of("late"), done);
   });
-  EXPECT_EQ(refused.status().code(), common::ErrorCode::kUnavailable) << refused.status().to_string();
+  EXPECT_EQ(refused.status().code(), common::ErrorCode::kWrongNode) << refused.status().to_string();
   EXPECT_NE(refused.status().message().find("moved to another node"), std::string::npos);
   EXPECT_TRUE(sink.wait_closed());
   EXPECT_EQ(taken.value(), taken_before + 1);

@@ -278,7 +278,13 @@ void handle_produce(KafkaConnection& c, const Request& request) {
                                                                   const broker::PublishStages::Marks& marks) {
                       if (!base.is_ok()) {
                         if (sequenced.producer_id >= 0) service.producer_states().failed(partition_name, sequenced);
-                        return report(kKafkaStorageError, base.status().message(), -1, start);
+                        // Moved or closing: the client looks the leader up again. Anything
+                        // else is the storage's, retriable.
+                        const auto code = base.status().code();
+                        const bool elsewhere = code == common::ErrorCode::kWrongNode ||
+                                               code == common::ErrorCode::kUnavailable;
+                        return report(elsewhere ? error_code(base.status()) : kKafkaStorageError,
+                                      base.status().message(), -1, start);
                       }
                       if (sequenced.producer_id >= 0 &&
                           !service.producer_states().written(partition_name, sequenced, *base)) {
