@@ -147,9 +147,17 @@ void BundleOwnership::doubt(const TopicName& topic) {
     std::lock_guard lock(guard->mu);
     BundleOwnership* self = guard->self;
     if (self == nullptr || !record.is_ok()) return;  // unreachable: the next lookup reads it
+    const uint64_t node = std::strtoull(record->value.c_str(), nullptr, 10);
     self->remember(key, record->value, record->stat.version);
-    // remember() cannot tell that it was this node's (the entry was dropped).
-    if (std::strtoull(record->value.c_str(), nullptr, 10) != self->self_node_) self->lost(key);
+    // remember() cannot tell that it was this node's (the entry was dropped);
+    // a newer answer that came meanwhile has the last word.
+    bool elsewhere = false;
+    {
+      std::lock_guard names(self->mu_);
+      auto it = self->owners_.find(key);
+      elsewhere = node != self->self_node_ && it != self->owners_.end() && it->second.node == node;
+    }
+    if (elsewhere) self->lost(key);
   });
 }
 
