@@ -265,25 +265,33 @@ class ClusterFaultTest(ClusterCase):
                 return f"{prefix}-{i}", owner
         self.fail("the leader owns every topic tried")
 
-    def test_a_member_paused_past_its_lease_holds_publish_acknowledgements(self):
+    def follower_topic_with_a_producer(self, failover_after_secs, prefix):
+        """Three members, and a topic a follower owns with producer 1 on it
+        through that owner, `before` stored. Returns the members, the leader,
+        the topic's local name and full name, the owner and the open wire."""
         import pulsar_api_pb2 as pb
         from pulsar_wire import PulsarWire
-        # The paused owner keeps its bundles (failover would move them once
-        # it is counted dead): what is tested is its own acknowledgements.
-        members = self.start(3, extra=("--failover-after-secs", "600"))
+        members = self.start(3, extra=("--failover-after-secs", str(failover_after_secs)))
         leader = self.cluster.leader()
-        local, paused = self.topic_of_a_follower(members, leader, "held")
+        local, owner = self.topic_of_a_follower(members, leader, prefix)
         topic = f"persistent://public/default/{local}"
         # Its ledger gets a copy on each of the three only if the owner sees
         # all three alive when it opens the topic. With two copies (itself
-        # and the leader) the publish below would wait on the paused leader
-        # until the leader is replaced as a storage node, past a new lease,
-        # and never meet the lapsed one this test is about.
-        wait_for(lambda: sum(n["alive"] for n in nodes_of(paused)) == 3, "the owner seeing three live members")
-        with PulsarWire(paused.ports["pulsar"], host=paused.host) as wire:
-            answer = wire.create_producer(topic, 1)
-            self.assertEqual(answer.type, pb.BaseCommand.PRODUCER_SUCCESS, answer.cmd)
-            self.assertEqual(wire.send(1, b"before").type, pb.BaseCommand.SEND_RECEIPT)
+        # and the leader) a publish would wait on a paused leader until the
+        # leader is replaced as a storage node, past a new lease.
+        wait_for(lambda: sum(n["alive"] for n in nodes_of(owner)) == 3, "the owner seeing three live members")
+        wire = PulsarWire(owner.ports["pulsar"], host=owner.host)
+        answer = wire.create_producer(topic, 1)
+        self.assertEqual(answer.type, pb.BaseCommand.PRODUCER_SUCCESS, answer.cmd)
+        self.assertEqual(wire.send(1, b"before").type, pb.BaseCommand.SEND_RECEIPT)
+        return members, leader, local, topic, owner, wire
+
+    def test_a_member_paused_past_its_lease_holds_publish_acknowledgements(self):
+        import pulsar_api_pb2 as pb
+        # The paused owner keeps its bundles (failover would move them once
+        # it is counted dead): what is tested is its own acknowledgements.
+        members, leader, local, topic, paused, wire = self.follower_topic_with_a_producer(600, "held")
+        with wire:
             held_before = paused.metric(ACKS_HELD)
             paused.pause()
             try:
@@ -318,15 +326,8 @@ class ClusterFaultTest(ClusterCase):
         acknowledged."""
         import pulsar_api_pb2 as pb
         from pulsar_wire import PulsarWire
-        members = self.start(3, extra=("--failover-after-secs", "0"))
-        leader = self.cluster.leader()
-        local, paused = self.topic_of_a_follower(members, leader, "woken")
-        topic = f"persistent://public/default/{local}"
-        wait_for(lambda: sum(n["alive"] for n in nodes_of(paused)) == 3, "the owner seeing three live members")
-        with PulsarWire(paused.ports["pulsar"], host=paused.host) as old:
-            answer = old.create_producer(topic, 1)
-            self.assertEqual(answer.type, pb.BaseCommand.PRODUCER_SUCCESS, answer.cmd)
-            self.assertEqual(old.send(1, b"before").type, pb.BaseCommand.SEND_RECEIPT)
+        members, leader, local, topic, paused, old = self.follower_topic_with_a_producer(0, "woken")
+        with old:
             paused.pause()
             try:
                 past_its_lease(leader, paused)
