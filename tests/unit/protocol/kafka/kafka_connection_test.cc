@@ -478,8 +478,10 @@ class KafkaMetadataTest : public KafkaConnectionTest {
   void TearDown() override {
     held_->release();
     if (service_) service_->stop();
-    service_.reset();
+    // The tenancy thread may still be listing for the service: drained
+    // first, as a node stops every component before it frees any.
     tenancy_->stop();
+    service_.reset();
     KafkaConnectionTest::TearDown();
   }
   void start_with_tenancy(KafkaServiceOptions options) {
@@ -497,6 +499,7 @@ class KafkaMetadataTest : public KafkaConnectionTest {
   }
   void stop_member() {
     service_->stop();
+    tenancy_->stop();  // its listings for the service drained (TearDown)
     service_.reset();
     broker_->set_ownership(nullptr);
   }
