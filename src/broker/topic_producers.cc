@@ -450,14 +450,16 @@ void Topic::store_entry(HeldPublish p) {
                         }
                         if (cold_ && (cold_->size_quota || cold_->age_exceeded)) check_backlog_quota();
                       } else if (r.status().code() == common::ErrorCode::kFenced) {
-                        // Another node took the log over. The client is told to
-                        // look again (kFenced would be final for a Pulsar producer;
-                        // a Kafka client refreshes its metadata for kWrongNode).
+                        // Another node took the log over: the topic closes here.
                         if (!taken_over_ && context_.log_taken_over) context_.log_taken_over(name_);
                         taken_over_ = true;
-                        r = Status::wrong_node("topic " + name_.to_string() +
-                                               " moved to another node: look it up again");
                       }
+                    }
+                    if (!r.is_ok() && r.status().code() == common::ErrorCode::kFenced) {
+                      // Also once the topic closed meanwhile: the client is told to look
+                      // again (kFenced would be final for a Pulsar producer; a Kafka
+                      // client refreshes its metadata for kWrongNode).
+                      r = Status::wrong_node("moved to another node (" + r.status().message() + "): look it up again");
                     }
                     if (context_.lease_gate == nullptr || !r.is_ok()) return done(std::move(r));
                     context_.lease_gate->pass([done = std::move(done), r = std::move(r)](bool acknowledged) mutable {
